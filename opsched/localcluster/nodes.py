@@ -1,0 +1,273 @@
+"""Simulated GPU nodes: specs, registration and taint clean-up through the API server, and
+the pod statuses their simulated kubelet reports (what a pod does, and how it ends).
+
+Without kube-controller-manager nobody removes the ``node.kubernetes.io/not-ready`` taint that
+the API server adds when a node is created, so the simulated kubelet does it here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from kubernetes import client
+
+NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+SIMULATED_LABEL = "opsched.io/simulated"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+DEFAULT_PRODUCT = "simulated"
+RUNTIME_ANNOTATION = "opsched.io/sim-runtime-seconds"
+EXIT_CODE_ANNOTATION = "opsched.io/sim-exit-code"
+DEFAULT_RUNTIME = 1.0
+_SLEEP_RE = re.compile(r"\bsleep\s+(\d+(?:\.\d*)?|\.\d+)")
+_EXIT_RE = re.compile(r"\bexit\s+(\d+)")
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+log = logging.getLogger("opsched.simkubelet")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One simulated node: its name, how many GPUs it has and the GPU product label."""
+
+    name: str
+    gpus: int
+    product: str = DEFAULT_PRODUCT
+
+    def __post_init__(self) -> None:
+        if not _NAME_RE.match(self.name):
+            raise ValueError(f"invalid node name {self.name!r} (lowercase DNS name expected)")
+        if self.gpus < 0:
+            raise ValueError(f"node {self.name}: GPU count must be >= 0, got {self.gpus}")
+        if not _LABEL_VALUE_RE.match(self.product):
+            raise ValueError(f"node {self.name}: invalid GPU product label value {self.product!r}")
+
+
+@dataclass(frozen=True)
+class NodeResources:
+    """What every simulated node offers besides its GPUs."""
+
+    gpu_resource: str = DEFAULT_GPU_RESOURCE
+    cpu: str = "32"
+    memory: str = "256Gi"
+    pods: int = 110
+
+
+def parse_node_spec(text: str) -> NodeSpec:
+    """Parse ``NAME:GPUS[:PRODUCT]``, e.g. ``gpu-a:2:A100``."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"expected NAME:GPUS[:PRODUCT], got {text!r}")
+    try:
+        gpus = int(parts[1])
+    except ValueError:
+        raise ValueError(f"GPU count in {text!r} is not an integer") from None
+    return NodeSpec(parts[0], gpus, parts[2] if len(parts) == 3 else DEFAULT_PRODUCT)
+
+
+def as_node_spec(value: NodeSpec | str | tuple[Any, ...]) -> NodeSpec:
+    """Accept a NodeSpec, ``"name:gpus[:product]"`` or ``(name, gpus[, product])``."""
+    if isinstance(value, NodeSpec):
+        return value
+    if isinstance(value, str):
+        return parse_node_spec(value)
+    return NodeSpec(str(value[0]), int(value[1]), *(str(v) for v in value[2:3]))
+
+
+def now_rfc3339() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def node_labels(spec: NodeSpec) -> dict[str, str]:
+    return {
+        "kubernetes.io/hostname": spec.name,
+        "kubernetes.io/os": "linux",
+        GPU_PRODUCT_LABEL: spec.product,
+        SIMULATED_LABEL: "true",
+    }
+
+
+def node_status(spec: NodeSpec, resources: NodeResources, address: str) -> dict[str, Any]:
+    """Capacity, allocatable, Ready conditions and addresses, as a kubelet would report."""
+    now = now_rfc3339()
+    amounts = {"cpu": resources.cpu, "memory": resources.memory, "pods": str(resources.pods),
+               resources.gpu_resource: str(spec.gpus)}
+
+    def condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
+        return {"type": kind, "status": status, "reason": reason, "message": message,
+                "lastHeartbeatTime": now, "lastTransitionTime": now}
+
+    return {
+        "capacity": amounts,
+        "allocatable": amounts,
+        "conditions": [
+            condition("Ready", "True", "KubeletReady", "simulated kubelet is posting ready status"),
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "simulated"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "simulated"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID", "simulated"),
+        ],
+        "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": spec.name}],
+        "nodeInfo": {"kubeletVersion": "v1.20.2-opsched-sim", "kubeProxyVersion": "v1.20.2-opsched-sim",
+                     "operatingSystem": "linux", "architecture": "amd64", "containerRuntimeVersion": "sim://1",
+                     "machineID": spec.name, "systemUUID": spec.name, "bootID": spec.name,
+                     "kernelVersion": "", "osImage": "opsched simulated node"},
+    }
+
+
+def register_node(core: client.CoreV1Api, spec: NodeSpec, resources: NodeResources, address: str) -> None:
+    """Create the node (or patch it if it exists), post a Ready status and clear not-ready taints."""
+    labels = node_labels(spec)
+    try:
+        core.create_node({"metadata": {"name": spec.name, "labels": labels}})
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+        core.patch_node(spec.name, {"metadata": {"labels": labels}})
+    post_status(core, spec, resources, address)
+    clear_not_ready_taints(core, spec.name)
+
+
+def post_status(core: client.CoreV1Api, spec: NodeSpec, resources: NodeResources, address: str) -> None:
+    core.patch_node_status(spec.name, {"status": node_status(spec, resources, address)})
+
+
+def clear_not_ready_taints(core: client.CoreV1Api, name: str) -> bool:
+    """Remove not-ready/unreachable taints; True if any were removed. Retries on conflicts."""
+    for _ in range(10):
+        node = core.read_node(name)
+        taints = node.spec.taints or []
+        keep = [t for t in taints if t.key not in NOT_READY_TAINTS]
+        if len(keep) == len(taints):
+            return False
+        node.spec.taints = keep or None
+        try:
+            core.replace_node(name, node)  # carries resourceVersion: 409 if someone else wrote
+            return True
+        except client.ApiException as e:
+            if e.status != 409:
+                raise
+    raise RuntimeError(f"node {name}: could not remove the not-ready taint (conflicts)")
+
+
+def node_ready_and_untainted(node: client.V1Node) -> bool:
+    ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    tainted = any(t.key in NOT_READY_TAINTS for t in (node.spec.taints or []))
+    return ready and not tainted
+
+
+def delete_nodes(core: client.CoreV1Api, names: Iterable[str], timeout: float = 10.0) -> None:
+    """Delete nodes (missing ones are fine) and wait until they are gone."""
+    names = list(names)
+    for name in names:
+        try:
+            core.delete_node(name)
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [n for n in names if _node_exists(core, n)]
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nodes still present after {timeout}s: {', '.join(left)}")
+        time.sleep(0.05)
+
+
+def _node_exists(core: client.CoreV1Api, name: str) -> bool:
+    try:
+        core.read_node(name)
+    except client.ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
+# -- what a pod does ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PodBehaviour:
+    runtime: float
+    exit_codes: dict[str, int]  # container name -> exit code
+
+
+def pod_behaviour(pod: dict[str, Any]) -> PodBehaviour:
+    """Run time and per-container exit codes: annotations win, else ``sleep N``/``exit N``."""
+    containers = pod["spec"].get("containers") or []
+    runtimes, codes = [], {}
+    for c in containers:
+        text = " ".join([*(c.get("command") or []), *(c.get("args") or [])])
+        sleeps = [float(s) for s in _SLEEP_RE.findall(text)]
+        runtimes.append(sum(sleeps) if sleeps else DEFAULT_RUNTIME)
+        match = _EXIT_RE.search(text)
+        codes[c["name"]] = int(match.group(1)) % 256 if match else 0
+    annotations = pod["metadata"].get("annotations") or {}
+    runtime = max(runtimes, default=DEFAULT_RUNTIME)
+    try:
+        if RUNTIME_ANNOTATION in annotations:
+            runtime = max(0.0, float(annotations[RUNTIME_ANNOTATION]))
+        if EXIT_CODE_ANNOTATION in annotations and containers:
+            codes[containers[0]["name"]] = int(annotations[EXIT_CODE_ANNOTATION])
+    except ValueError:
+        log.warning("pod %s: ignoring a malformed sim annotation", pod_key(pod))
+    return PodBehaviour(runtime, codes)
+
+
+def pod_key(pod: dict[str, Any]) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+# -- pod status bodies -------------------------------------------------------------------------
+def _conditions(status: str, now: str, reason: str | None = None) -> list[dict[str, Any]]:
+    ready = {"status": status, "lastTransitionTime": now, **({"reason": reason} if reason else {})}
+    return [
+        {"type": "Initialized", "status": "True", "lastTransitionTime": now},
+        {"type": "Ready", **ready},
+        {"type": "ContainersReady", **ready},
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+    ]
+
+
+def _container_status(pod: dict[str, Any], c: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    running = "running" in state
+    return {"name": c["name"], "image": c.get("image", ""), "imageID": "",
+            "containerID": f"sim://{pod['metadata']['uid']}/{c['name']}",
+            "ready": running, "started": running, "restartCount": 0, "state": state}
+
+
+def running_status(pod: dict[str, Any], pod_ip: str, host_ip: str) -> dict[str, Any]:
+    now = now_rfc3339()
+    return {
+        "phase": "Running", "startTime": now, "hostIP": host_ip, "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
+        "conditions": _conditions("True", now),
+        "containerStatuses": [_container_status(pod, c, {"running": {"startedAt": now}})
+                              for c in pod["spec"]["containers"]],
+    }
+
+
+def terminal_status(pod: dict[str, Any], exit_codes: dict[str, int], *, reason: str | None = None,
+                    message: str | None = None) -> dict[str, Any]:
+    """Phase Succeeded if every container exited 0, else Failed (with a pod reason/message)."""
+    now = now_rfc3339()
+    started = (pod.get("status") or {}).get("startTime") or now
+    statuses = []
+    for c in pod["spec"]["containers"]:
+        code = exit_codes.get(c["name"], 0)
+        terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                      "startedAt": started, "finishedAt": now}
+        statuses.append(_container_status(pod, c, {"terminated": terminated}))
+    failed = [(c["name"], exit_codes[c["name"]]) for c in pod["spec"]["containers"]
+              if exit_codes.get(c["name"], 0) != 0]
+    status: dict[str, Any] = {"phase": "Failed" if failed or reason else "Succeeded",
+                              "conditions": _conditions("False", now, "PodCompleted"),
+                              "containerStatuses": statuses}
+    if failed or reason:
+        status["reason"] = reason or "Error"
+        status["message"] = message or f"container {failed[0][0]} exited with code {failed[0][1]}"
+    return status

@@ -1,0 +1,385 @@
+"""A simulated kubelet: registers GPU nodes and runs the pods bound to them, via the API only.
+
+Pods go Pending -> Running (after ``start_delay``) -> Succeeded/Failed. The run time and exit
+code come from the annotations ``opsched.io/sim-runtime-seconds`` and
+``opsched.io/sim-exit-code``, else from ``sleep N`` / ``exit N`` in the container's command and
+args (``["sh", "-c", "sleep 2; exit 1"]``), else 1 s and 0. ``activeDeadlineSeconds`` is honoured
+(reason DeadlineExceeded), and deletions are confirmed with grace period 0, as a kubelet would.
+restartPolicy is ignored (containers are never restarted).
+
+CLI: ``python -m opsched.localcluster.simkubelet --kubeconfig K --node gpu-a:2:A100 --node gpu-b:1:T4``
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client, config, watch
+
+from opsched.localcluster.nodes import (
+    EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, NodeResources, NodeSpec, as_node_spec, clear_not_ready_taints,
+    delete_nodes, node_ready_and_untainted, now_rfc3339, parse_node_spec, pod_behaviour, pod_key, post_status,
+    register_node, running_status, terminal_status,
+)
+
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+KILLED_EXIT_CODE = 143
+_TERMINAL = ("Succeeded", "Failed")
+__all__ = ["EXIT_CODE_ANNOTATION", "RUNTIME_ANNOTATION", "DEADLINE_MESSAGE", "SimKubelet", "NodeSpec",
+           "NodeResources", "spawn", "terminate", "main"]
+log = logging.getLogger("opsched.simkubelet")
+
+
+def _parse_time(text: str) -> float:
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+
+
+# -- the kubelet -------------------------------------------------------------------------------
+@dataclass(order=True)
+class _Due:
+    when: float
+    seq: int
+    action: str = field(compare=False)
+    namespace: str = field(compare=False)
+    name: str = field(compare=False)
+    uid: str = field(compare=False)
+
+
+class SimKubelet:
+    """Simulated kubelet for ``nodes``; ``start()`` runs it in background threads."""
+
+    def __init__(self, kubeconfig: str | os.PathLike[str] | client.ApiClient,
+                 nodes: Sequence[NodeSpec | str | tuple[Any, ...]], *,
+                 resources: NodeResources = NodeResources(), start_delay: float = 0.2,
+                 taint_check_interval: float = 1.0, heartbeat_interval: float = 10.0) -> None:
+        self.api = (kubeconfig if isinstance(kubeconfig, client.ApiClient)
+                    else config.new_client_from_config(config_file=os.fspath(kubeconfig)))
+        self.core = client.CoreV1Api(self.api)
+        self.nodes = {s.name: s for s in map(as_node_spec, nodes)}
+        self.resources = resources
+        self.start_delay = start_delay
+        self.taint_check_interval = taint_check_interval
+        self.heartbeat_interval = heartbeat_interval
+        self._addresses = {name: f"10.200.0.{i + 1}" for i, name in enumerate(self.nodes)}
+        self._ip_counter = itertools.count(2)
+        self._seq = itertools.count()
+        self._heap: list[_Due] = []
+        self._cv = threading.Condition()
+        self._stopping = threading.Event()
+        self._stages: dict[str, str] = {}  # pod uid -> starting | running | done | deleting
+        self._watch: watch.Watch | None = None
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> SimKubelet:
+        """Register the nodes (Ready, untainted), then watch and run pods in the background."""
+        for spec in self.nodes.values():
+            register_node(self.core, spec, self.resources, self._addresses[spec.name])
+            log.info("node %s registered (%d x %s %s)", spec.name, spec.gpus, self.resources.gpu_resource,
+                     spec.product)
+        for target in (self._watch_loop, self._timer_loop, self._node_loop):
+            thread = threading.Thread(target=target, name=f"simkubelet-{target.__name__}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self, delete_nodes_too: bool = False) -> None:
+        """Stop the threads; optionally delete the nodes. Idempotent."""
+        self._stopping.set()
+        if self._watch is not None:
+            self._watch.stop()
+        with self._cv:
+            self._cv.notify_all()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._threads.clear()
+        if delete_nodes_too:
+            delete_nodes(self.core, self.nodes)
+            log.info("nodes deleted: %s", ", ".join(self.nodes))
+
+    # -- watching pods --------------------------------------------------------------------
+    def _watch_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._stream(self._relist())
+            except client.ApiException as e:
+                if e.status != 410:
+                    log.warning("pod watch failed (%s %s); re-listing", e.status, e.reason)
+                    self._stopping.wait(1.0)
+            except Exception as e:  # connection errors; also how Watch.stop() ends a stream
+                if not self._stopping.is_set():
+                    log.warning("pod watch interrupted (%s); re-listing", e)
+                    self._stopping.wait(1.0)
+
+    def _relist(self) -> str:
+        pods = self.core.list_pod_for_all_namespaces()
+        current = self.api.sanitize_for_serialization(pods.items)
+        known = {p["metadata"]["uid"] for p in current}
+        for uid in list(self._stages):
+            if uid not in known:
+                self._stages.pop(uid, None)
+        for pod in current:
+            self._on_pod("ADDED", pod)
+        return pods.metadata.resource_version
+
+    def _stream(self, resource_version: str) -> None:
+        while not self._stopping.is_set():
+            self._watch = watch.Watch()
+            for event in self._watch.stream(self.core.list_pod_for_all_namespaces, timeout_seconds=120,
+                                            resource_version=resource_version, allow_watch_bookmarks=True):
+                if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                    self._on_pod(event["type"], event["raw_object"])
+            resource_version = self._watch.resource_version or resource_version
+
+    def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        uid, phase = meta["uid"], (pod.get("status") or {}).get("phase")
+        if kind == "DELETED":
+            self._stages.pop(uid, None)
+            return
+        if spec.get("nodeName") not in self.nodes:
+            return
+        stage = self._stages.get(uid)
+        if meta.get("deletionTimestamp"):
+            if stage != "deleting":
+                self._stages[uid] = "deleting"
+                self._schedule(time.time(), "delete", pod)
+        elif phase in _TERMINAL:
+            self._stages[uid] = "done"
+        elif stage is None and phase == "Running":  # running before we (re)started
+            self._stages[uid] = "running"
+            self._schedule_end(pod, _parse_time(pod["status"].get("startTime") or now_rfc3339()))
+        elif stage is None:
+            self._stages[uid] = "starting"
+            self._schedule(time.time() + self.start_delay, "start", pod)
+
+    def _schedule(self, when: float, action: str, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        with self._cv:
+            heapq.heappush(self._heap, _Due(when, next(self._seq), action, meta["namespace"], meta["name"],
+                                            meta["uid"]))
+            self._cv.notify()
+
+    def _schedule_end(self, pod: dict[str, Any], started: float) -> None:
+        end = started + pod_behaviour(pod).runtime
+        deadline = pod["spec"].get("activeDeadlineSeconds")
+        if deadline is not None and started + deadline < end:
+            self._schedule(started + deadline, "deadline", pod)
+        else:
+            self._schedule(end, "finish", pod)
+
+    # -- timed transitions ----------------------------------------------------------------
+    def _timer_loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stopping.is_set() and (not self._heap or self._heap[0].when > time.time()):
+                    self._cv.wait(timeout=self._heap[0].when - time.time() if self._heap else None)
+                if self._stopping.is_set():
+                    return
+                due = heapq.heappop(self._heap)
+            try:
+                self._run(due)
+            except client.ApiException as e:
+                if e.status != 404:
+                    log.warning("pod %s/%s: %s failed: %s %s", due.namespace, due.name, due.action, e.status, e.reason)
+            except Exception:
+                log.exception("pod %s/%s: %s failed", due.namespace, due.name, due.action)
+
+    def _run(self, due: _Due) -> None:
+        pod = self.api.sanitize_for_serialization(self.core.read_namespaced_pod(due.name, due.namespace))
+        if pod["metadata"]["uid"] != due.uid:
+            return
+        phase = pod.get("status", {}).get("phase")
+        if due.action == "delete":
+            self._confirm_deletion(pod, phase)
+        elif pod["metadata"].get("deletionTimestamp"):
+            return  # a "delete" is queued
+        elif due.action == "start" and phase == "Pending":
+            self._start_pod(pod)
+        elif due.action == "finish" and phase == "Running":
+            self._finish(pod, terminal_status(pod, pod_behaviour(pod).exit_codes))
+        elif due.action == "deadline" and phase == "Running":
+            codes = {c["name"]: KILLED_EXIT_CODE for c in pod["spec"]["containers"]}
+            self._finish(pod, terminal_status(pod, codes, reason="DeadlineExceeded", message=DEADLINE_MESSAGE))
+
+    def _start_pod(self, pod: dict[str, Any]) -> None:
+        node = pod["spec"]["nodeName"]
+        started, n = time.time(), next(self._ip_counter)
+        pod_ip = f"10.244.{list(self.nodes).index(node)}.{n % 250 + 2}"
+        pod["status"] = self._patch_status(pod, running_status(pod, pod_ip, self._addresses[node]))
+        self._stages[pod["metadata"]["uid"]] = "running"
+        log.info("pod %s node=%s phase=Running ip=%s", pod_key(pod), node, pod_ip)
+        self._schedule_end(pod, started)
+
+    def _finish(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
+        self._patch_status(pod, status)
+        if self._stages.get(pod["metadata"]["uid"]) != "deleting":
+            self._stages[pod["metadata"]["uid"]] = "done"
+        codes = ",".join(str(c["state"]["terminated"]["exitCode"]) for c in status["containerStatuses"])
+        log.info("pod %s node=%s phase=%s exit=%s%s", pod_key(pod), pod["spec"]["nodeName"], status["phase"], codes,
+                 f" reason={status['reason']}" if "reason" in status else "")
+
+    def _confirm_deletion(self, pod: dict[str, Any], phase: str | None) -> None:
+        if phase == "Running":
+            codes = {c["name"]: KILLED_EXIT_CODE for c in pod["spec"]["containers"]}
+            self._finish(pod, terminal_status(pod, codes))
+        try:
+            self.core.delete_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"],
+                                            grace_period_seconds=0)
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+        log.info("pod %s node=%s phase=Deleted", pod_key(pod), pod["spec"]["nodeName"])
+
+    def _patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        meta = pod["metadata"]
+        self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": status})
+        return status
+
+    # -- nodes ----------------------------------------------------------------------------
+    def _node_loop(self) -> None:
+        """Keep the nodes Ready and untainted; re-register a node that was deleted."""
+        last_heartbeat = time.monotonic()
+        while not self._stopping.wait(self.taint_check_interval):
+            heartbeat = time.monotonic() - last_heartbeat >= self.heartbeat_interval
+            last_heartbeat = time.monotonic() if heartbeat else last_heartbeat
+            for spec in self.nodes.values():
+                try:
+                    self._check_node(spec, heartbeat)
+                except Exception as e:
+                    log.warning("node %s: check failed: %s", spec.name, e)
+
+    def _check_node(self, spec: NodeSpec, heartbeat: bool) -> None:
+        address = self._addresses[spec.name]
+        try:
+            if clear_not_ready_taints(self.core, spec.name):
+                log.info("node %s: removed a not-ready taint", spec.name)
+            if heartbeat:
+                post_status(self.core, spec, self.resources, address)
+        except client.ApiException as e:
+            if e.status != 404 or self._stopping.is_set():
+                raise
+            register_node(self.core, spec, self.resources, address)
+            log.info("node %s re-registered", spec.name)
+
+
+# -- running it as a process -------------------------------------------------------------------
+def spawn(kubeconfig: str | os.PathLike[str], nodes: Sequence[NodeSpec | str | tuple[Any, ...]], *,
+          gpu_resource: str = NodeResources.gpu_resource, cpu: str = NodeResources.cpu,
+          memory: str = NodeResources.memory, start_delay: float = 0.2, delete_nodes_on_exit: bool = False,
+          log_file: str | os.PathLike[str] | None = None, timeout: float = 30.0) -> subprocess.Popen[bytes]:
+    """Start the CLI in a subprocess; return once every node is Ready and untainted.
+
+    Its log goes to ``log_file`` (else to this process's stderr). Stop it with ``terminate()``.
+    """
+    specs = [as_node_spec(n) for n in nodes]
+    argv = [sys.executable, "-m", "opsched.localcluster.simkubelet", "--kubeconfig", os.fspath(kubeconfig),
+            "--resource", gpu_resource, "--cpu", cpu, "--memory", memory, "--start-delay", str(start_delay)]
+    argv += [a for s in specs for a in ("--node", f"{s.name}:{s.gpus}:{s.product}")]
+    argv += ["--delete-nodes-on-exit"] if delete_nodes_on_exit else []
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                      env.get("PYTHONPATH")]))
+    out = open(log_file, "ab") if log_file is not None else None  # noqa: SIM115
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT if out else None,
+                                env=env)
+    finally:
+        if out is not None:
+            out.close()
+    try:
+        _wait_nodes_ready(kubeconfig, [s.name for s in specs], proc, timeout, log_file)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
+
+
+def _wait_nodes_ready(kubeconfig: str | os.PathLike[str], names: list[str], proc: subprocess.Popen[bytes],
+                      timeout: float, log_file: str | os.PathLike[str] | None) -> None:
+    from opsched.localcluster.controlplane import tail
+
+    def failure(what: str) -> RuntimeError:
+        where = f"\n--- last lines of {log_file} ---\n{tail(Path(log_file))}" if log_file else ""
+        return RuntimeError(f"simulated kubelet for {', '.join(names)}: {what}{where}")
+
+    deadline = time.monotonic() + timeout
+    with config.new_client_from_config(config_file=os.fspath(kubeconfig)) as api:
+        core = client.CoreV1Api(api)
+        while True:
+            if proc.poll() is not None:
+                raise failure(f"exited with code {proc.returncode}")
+            nodes = {n.metadata.name: n for n in core.list_node().items}
+            if all(name in nodes and node_ready_and_untainted(nodes[name]) for name in names):
+                return
+            if time.monotonic() > deadline:
+                raise failure(f"nodes not Ready and untainted within {timeout}s")
+            time.sleep(0.1)
+
+
+def terminate(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM a spawned simulated kubelet; SIGKILL it if it does not exit in ``timeout``."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _node_arg(text: str) -> NodeSpec:
+    try:
+        return parse_node_spec(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Simulated kubelet for GPU nodes (API server only).")
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--node", dest="nodes", action="append", type=_node_arg, required=True,
+                        metavar="NAME:GPUS[:PRODUCT]", help="repeatable, e.g. gpu-a:2:A100")
+    parser.add_argument("--resource", default=NodeResources.gpu_resource, help="GPU extended resource name")
+    parser.add_argument("--cpu", default=NodeResources.cpu)
+    parser.add_argument("--memory", default=NodeResources.memory)
+    parser.add_argument("--start-delay", type=float, default=0.2, help="seconds from bound to Running")
+    parser.add_argument("--delete-nodes-on-exit", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="%(asctime)s %(levelname)s simkubelet %(message)s")
+    api = config.new_client_from_config(config_file=args.kubeconfig)
+    if not api.configuration.verify_ssl:  # the user chose insecure-skip-tls-verify
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    kubelet = SimKubelet(api, args.nodes, resources=NodeResources(args.resource, args.cpu, args.memory),
+                         start_delay=args.start_delay)
+    kubelet.start()
+    log.info("running for nodes %s", ", ".join(kubelet.nodes))
+    stop.wait()
+    log.info("stopping")
+    kubelet.stop(delete_nodes_too=args.delete_nodes_on_exit)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,369 @@
+"""Parse a Polyaxon polyaxonfile (YAML, version 1.1) into a validated ``proto.spec.OpSpec``.
+
+Public API: ``parse_polyaxonfile(text, source=, overrides=)``,
+``load_polyaxonfile(path, overrides=)``, ``component_hash(container, environment)``,
+``SpecError`` (``.errors: list[FieldError]``), ``SpecWarning``.
+``overrides`` may hold ``params`` (bare or ``{value: ...}``), ``queue``, ``priority``, ``project``.
+
+What is read
+  * ``version``: 1, 1.0 or 1.1 (number or string); optional. Anything else is an error.
+  * ``kind: component`` with ``run: {kind: job, container, environment, volumes}``, or
+    ``kind: operation`` with an inline ``component:``. Other run kinds (service, dag, tfjob, ...)
+    are errors; so is an operation without an inline component (hubRef/pathRef/... unsupported).
+  * Scheduling fields, on the component or the operation: ``name``, ``project`` (opsched's own,
+    default "default"), ``tags`` (list or comma-separated string), ``queue``, ``priority`` (int,
+    opsched's own), ``termination`` {maxRetries >= 0, timeout > 0 s, ttl >= 0 s}, ``cache``
+    {disable, ttl >= 0, io, sections}, ``isApproved``, ``cost`` (>= 0). The operation also has
+    ``params`` and ``conditions``.
+  * Precedence: ``overrides`` > operation > component. ``termination`` and ``cache`` merge field by
+    field; every other field is replaced as a whole. ``name`` falls back to the file's stem.
+  * ``queue``: a lowercase subject token (``proto.subjects.valid_token``). Polyaxon's
+    ``agent/queue`` is accepted and only ``queue`` is kept: opsched has a single agent.
+  * ``params``: ``{lr: {value: 0.01}}`` or a bare ``{lr: 0.01}``; a param with ``ref`` is an error.
+    Component ``inputs``/``outputs`` ({name, type, value, isOptional}) take their value from the
+    param of the same name, else their ``value``; a required input without either is an error.
+    Outputs without a value are left out. When the component declares inputs or outputs, a param
+    that matches none of them is an error (as in Polyaxon). int/float/bool/dict/list types are
+    checked; ``{{ ... }}`` templates are kept as they are, unchecked.
+  * ``run.container``: ``image`` (required), ``name`` (default "main"), ``command`` (a string is
+    split like a shell does), ``args`` (a string is ONE argument, for ``command: [sh, -c]``),
+    ``env`` [{name, value}], ``resources`` {limits, requests} (Kubernetes quantities; numbers are
+    turned into strings; accelerator counts must be whole, accelerator requests need an equal
+    limit, requests may not exceed limits), ``workingDir``, ``securityContext``, ``volumeMounts``.
+  * ``run.environment``: nodeSelector, tolerations, affinity, labels, annotations,
+    priorityClassName, serviceAccountName, volumes (``run.volumes``, where Polyaxon puts them,
+    is accepted too and merged in first).
+
+Accepted and ignored (Polyaxon allows them; opsched does not use them yet)
+  * top level of a component or an operation: ``polyaxonfile_models.TOP_LEVEL_IGNORED``
+    (description, presets, hooks, plugins, joins, matrix, schedule, dependencies, trigger,
+    skipOnUpstreamSkip, events, actions, pathRef, hubRef, dagRef, urlRef, runPatch, patchStrategy,
+    isPreset, contexts, template, build). Those that change what runs or when
+    (``BEHAVIOUR_IGNORED``: matrix, schedule, hooks, ...) raise a ``SpecWarning``.
+  * container: imagePullPolicy, ports, probes, lifecycle, terminationMessage*, stdin*, tty;
+    environment: hostAliases, securityContext, imagePullSecrets, hostNetwork, hostPID, dnsPolicy,
+    dnsConfig, restartPolicy; termination: culling; inputs/outputs: description, isList, isFlag,
+    argFormat, delayValidation, options, connection, toInit, toEnv.
+Every other key is an error ("unknown field"), and keys that would change the run if dropped
+(init, sidecars, connections, envFrom, valueFrom, nodeName, schedulerName, environment.priority)
+are errors saying they are not supported yet.
+
+``component_hash``: first 16 hex chars of the sha256 of the canonical JSON (sorted keys) of the
+normalized run section (kind, container, environment). Params are not part of it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from opsched.polyaxonfile_models import (
+    BEHAVIOUR_IGNORED, RUN_KINDS_KNOWN, UNSUPPORTED, ComponentModel, IOModel, JobRunModel, Loc,
+    OperationModel, OverridesModel, Problem, check_resources, resolve_io, valid_name,
+)
+from proto.spec import Cache, Container, Environment, OpSpec, Termination
+
+MAX_CHARS = 1_000_000
+
+_PARAM_KEYS = frozenset({"value", "ref", "contextOnly", "connection", "toInit", "toEnv"})
+_MISSING_HINTS = {
+    ("component",): "an inline component is required (hubRef, pathRef, dagRef and urlRef "
+                    "are not supported yet)",
+    ("run",): "a 'run' section with 'kind: job' is required",
+    ("component", "run"): "a 'run' section with 'kind: job' is required",
+}
+
+
+@dataclass(frozen=True)
+class FieldError:
+    loc: str  # dotted path in Polyaxon's names, e.g. "termination.maxRetries"; "" is the document
+    msg: str
+    line: int | None = None  # 1-based, when the path exists in the YAML
+    column: int | None = None
+
+
+class SpecError(Exception):
+    """An invalid polyaxonfile; ``errors`` lists every problem found."""
+
+    def __init__(self, source: str, errors: list[FieldError]):
+        self.source = source
+        self.errors = list(errors)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        count = len(self.errors)
+        lines = [f"{self.source}: invalid polyaxonfile ({count} error{'s' if count != 1 else ''})"]
+        for err in self.errors:
+            where = f" (line {err.line})" if err.line else ""
+            lines.append(f"  {err.loc or '<document>'}{where}: {err.msg}")
+        return "\n".join(lines)
+
+
+class SpecWarning(UserWarning):
+    """A polyaxonfile uses a Polyaxon feature that opsched accepts but ignores."""
+
+
+class _Problems(Exception):
+    def __init__(self, problems: list[Problem]):
+        super().__init__(problems)
+        self.problems = problems
+
+
+# --- public API ---------------------------------------------------------------------------------
+
+def parse_polyaxonfile(text: str, *, source: str = "<string>",
+                       overrides: dict | None = None) -> OpSpec:
+    """Validate a polyaxonfile and return its OpSpec; raise ``SpecError`` listing all problems."""
+    doc = _load_yaml(text, source)
+    try:
+        _precheck(doc)
+        kind = OperationModel if doc["kind"] == "operation" else ComponentModel
+        model = _validate(kind, doc, ())
+        extra = _validate(OverridesModel, {} if overrides is None else overrides, ("overrides",))
+        spec = _build(model, extra, _fallback_name(source))
+    except _Problems as exc:
+        raise SpecError(source, _locate(text, exc.problems)) from None
+    _warn_ignored(doc, source)
+    return spec
+
+
+def load_polyaxonfile(path: str | Path, *, overrides: dict | None = None) -> OpSpec:
+    """Read and parse a polyaxonfile; unreadable files raise ``SpecError`` too."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(str(path), [FieldError("", f"cannot read the file: {exc}")]) from None
+    return parse_polyaxonfile(text, source=str(path), overrides=overrides)
+
+
+def component_hash(container: Container, environment: Environment) -> str:
+    """Stable id of a component's run section, for cache and cost history."""
+    payload = {"kind": "job", "container": msgspec.to_builtins(container),
+               "environment": msgspec.to_builtins(environment)}
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# --- YAML ---------------------------------------------------------------------------------------
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML that rejects duplicate keys instead of silently keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # unhashable keys are reported by the base constructor
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _load_yaml(text: str, source: str) -> Any:
+    if len(text) > MAX_CHARS:
+        raise SpecError(source, [FieldError("", f"file too large (> {MAX_CHARS} characters)")])
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        where = f" at line {line}, column {column}" if mark else ""
+        detail = ": ".join(p for p in (exc.context, exc.problem) if p)
+        raise SpecError(source, [FieldError("", f"YAML syntax error{where}: {detail}",
+                                            line, column)]) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(source, [FieldError("", f"YAML error: {exc}")]) from None
+
+
+def _locate(text: str, problems: list[Problem]) -> list[FieldError]:
+    """Turn problems into FieldErrors with the line/column of the deepest existing YAML node."""
+    try:
+        root = yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError:
+        root = None
+    errors = []
+    for loc, msg in problems:
+        mark, node = None, root
+        for part in loc:
+            found = _child(node, part)
+            if found is None:
+                break
+            mark, node = found
+        pos = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        errors.append(FieldError(".".join(str(p) for p in loc), msg, *pos))
+    return sorted(errors, key=lambda e: (e.line is None, e.line or 0, e.column or 0))
+
+
+def _child(node: Any, part: str | int) -> tuple[Any, Any] | None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                return key.start_mark, value
+    elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        return node.value[part].start_mark, node.value[part]
+    return None
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+def _precheck(doc: Any) -> None:
+    """Document shape, ``kind`` and ``run.kind``: checked first, as they decide everything else."""
+    if not isinstance(doc, dict):
+        got = "an empty document" if doc is None else f"a {type(doc).__name__}"
+        raise _Problems([((), "the document must be a mapping (a Polyaxon component or "
+                              f"operation), got {got}")])
+    kind = doc.get("kind")
+    if kind not in ("component", "operation"):
+        msg = ("missing 'kind'" if kind is None else f"kind {kind!r} is not supported")
+        raise _Problems([(("kind",), f"{msg}; expected 'component' or 'operation'")])
+    base: Loc = ("component",) if kind == "operation" else ()
+    holder = doc.get("component") if kind == "operation" else doc
+    run = holder.get("run") if isinstance(holder, dict) else None
+    run_kind = run.get("kind") if isinstance(run, dict) else None
+    if run_kind is not None and run_kind != "job":
+        known = "is not supported yet" if str(run_kind) in RUN_KINDS_KNOWN else "is unknown"
+        raise _Problems([(base + ("run", "kind"), f"run.kind {run_kind!r} {known}; only 'job'")])
+
+
+def _validate(model: type[BaseModel], data: Any, prefix: Loc) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _Problems([_problem(err, prefix) for err in exc.errors(include_url=False)]) from None
+
+
+def _problem(err: Any, prefix: Loc) -> Problem:
+    loc = prefix + tuple(err["loc"])
+    if err["type"] == "extra_forbidden":
+        key = loc[-1]
+        if key in UNSUPPORTED:
+            return loc, f"'{key}' is not supported by opsched yet"
+        return loc, f"unknown field '{key}'"
+    if err["type"] == "missing":
+        return loc, _MISSING_HINTS.get(loc, "field required")
+    if err["type"] in ("model_type", "dict_type", "model_attributes_type"):
+        return loc, f"expected a mapping, got {type(err['input']).__name__}"
+    return loc, err["msg"].removeprefix("Value error, ")
+
+
+def _param_value(raw: Any) -> Any:
+    """``{value: x}`` (Polyaxon's V1Param) → x; any other value is taken as the value itself."""
+    if isinstance(raw, dict) and raw and set(raw) <= _PARAM_KEYS and ({"value", "ref"} & set(raw)):
+        if raw.get("ref") is not None:
+            raise ValueError("params that reference other runs ('ref') are not supported yet")
+        return raw.get("value")
+    return raw
+
+
+def _params(layers: list[tuple[dict[str, Any], Loc]],
+            problems: list[Problem]) -> tuple[dict[str, Any], dict[str, Loc]]:
+    """Merge param layers (later wins) into their values and where each one was set."""
+    values: dict[str, Any] = {}
+    where: dict[str, Loc] = {}
+    for raw, loc in layers:
+        for name, value in raw.items():
+            where[name] = loc + (name,)
+            try:
+                values[name] = _param_value(value)
+            except ValueError as exc:
+                problems.append((where[name], str(exc)))
+    return values, where
+
+
+# --- building the OpSpec ------------------------------------------------------------------------
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _merged(struct: type, *parts: BaseModel | None) -> Any:
+    data: dict[str, Any] = {}
+    for part in parts:
+        if part is not None:
+            data.update(part.model_dump(by_alias=True, exclude_none=True))
+    return msgspec.convert(data, struct)
+
+
+def _environment(run: JobRunModel) -> Environment:
+    data = run.environment.model_dump(by_alias=True, exclude_none=True)
+    data["volumes"] = [*run.volumes, *data["volumes"]]
+    return msgspec.convert(data, Environment)
+
+
+def _io_and_params(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel,
+                   base: Loc, problems: list[Problem]) -> tuple[dict, dict, dict]:
+    """Params (operation, then overrides), and the inputs/outputs they fill."""
+    layers = [(op.params if op else {}, ("params",)), (extra.params, ("overrides", "params"))]
+    params, where = _params(layers, problems)
+    inputs = resolve_io(comp.inputs, params, where, base + ("inputs",), problems, inputs=True)
+    outputs = resolve_io(comp.outputs, params, where, base + ("outputs",), problems, inputs=False)
+    if comp.inputs or comp.outputs:
+        problems += [(where[n], f"param {n!r} is not an input or output of the component")
+                     for n in params if n not in inputs and n not in _io_names(comp.outputs)]
+    return params, inputs, outputs
+
+
+def _io_names(ios: list[IOModel]) -> set[str]:
+    return {io.name for io in ios}
+
+
+def _build(model: ComponentModel | OperationModel, extra: OverridesModel, fallback: str) -> OpSpec:
+    op = model if isinstance(model, OperationModel) else None
+    comp = op.component if op else model
+    base: Loc = ("component",) if op else ()
+    problems = check_resources(comp.run.container.resources,
+                               base + ("run", "container", "resources"))
+    params, inputs, outputs = _io_and_params(op, comp, extra, base, problems)
+    if problems:
+        raise _Problems(problems)
+    layers = [m for m in (op, comp) if m is not None]
+
+    def pick(attr: str) -> Any:  # the operation's value, else the component's
+        return _first(*(getattr(m, attr) for m in layers))
+
+    container = msgspec.convert(comp.run.container.model_dump(by_alias=True), Container)
+    environment = _environment(comp.run)
+    return OpSpec(
+        name=pick("name") or fallback,
+        container=container,
+        project=_first(extra.project, pick("project"), "default"),
+        queue=_first(extra.queue, pick("queue")),
+        priority=_first(extra.priority, pick("priority"), 0),
+        params=params, inputs=inputs, outputs=outputs, environment=environment,
+        termination=_merged(Termination, comp.termination, op and op.termination),
+        cache=_merged(Cache, comp.cache, op and op.cache),
+        is_approved=pick("is_approved"),
+        conditions=op.conditions if op else None,
+        cost=pick("cost"),
+        tags=pick("tags") or [],
+        run_kind="job",
+        component_hash=component_hash(container, environment),
+    )
+
+
+def _fallback_name(source: str) -> str:
+    stem = Path(source).stem
+    return stem if not source.startswith("<") and valid_name(stem) else "operation"
+
+
+def _warn_ignored(doc: dict, source: str) -> None:
+    component = doc.get("component")
+    keys = set(doc) | (set(component) if isinstance(component, dict) else set())
+    found = sorted(k for k in keys if k in BEHAVIOUR_IGNORED)
+    if found:
+        warnings.warn(f"{source}: ignoring {', '.join(found)} (not supported by opsched yet)",
+                      SpecWarning, stacklevel=3)

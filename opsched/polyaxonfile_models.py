@@ -1,0 +1,343 @@
+"""Pydantic models of the part of the Polyaxon polyaxonfile format (v1.1) that opsched reads.
+
+Field names are Polyaxon's camelCase. Each model rejects keys it does not know (``extra="forbid"``)
+except the keys listed in its ``ignored`` set: Polyaxon allows them, opsched does not use them yet,
+so they are accepted and dropped. A key with an empty (null) value counts as not set.
+At the end, checks that span several fields (resources, inputs) return problems with exact
+paths. The parser (``opsched.polyaxonfile``) turns these models into ``proto.spec.OpSpec`` and
+documents the behaviour as a whole.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from proto.resources import QuantityError, is_accelerator, parse_quantity
+from proto.subjects import valid_token
+
+# Top-level keys of a component or an operation that are accepted and ignored.
+TOP_LEVEL_IGNORED = frozenset({
+    "description", "presets", "hooks", "plugins", "joins", "matrix", "schedule", "dependencies",
+    "trigger", "skipOnUpstreamSkip", "events", "actions", "pathRef", "hubRef", "dagRef", "urlRef",
+    "runPatch", "patchStrategy", "isPreset", "contexts", "template", "build",
+})
+# Of those, the ones whose absence changes what runs or when: the parser warns about them.
+BEHAVIOUR_IGNORED = frozenset({
+    "presets", "hooks", "plugins", "joins", "matrix", "schedule", "dependencies", "trigger",
+    "events", "actions", "runPatch", "template", "build",
+})
+# Keys Polyaxon or Kubernetes accept that opsched rejects: ignoring them would change the run.
+UNSUPPORTED = frozenset({
+    "init", "sidecars", "connections", "envFrom", "valueFrom", "nodeName", "schedulerName",
+    "priority",  # run.environment.priority (a raw pod priority); use priorityClassName
+})
+SUPPORTED_VERSIONS = ("1", "1.0", "1.1")
+RUN_KINDS_KNOWN = frozenset({
+    "job", "service", "dag", "daskjob", "rayjob", "tfjob", "pytorchjob", "mpijob", "mxjob",
+    "xgbjob", "paddlejob", "notifier", "watchdog", "tuner", "cleaner",
+})
+
+_NAME = re.compile(r"^[-a-zA-Z0-9_]{1,128}$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_RESERVED_IO = frozenset({"globals", "params", "connections"})
+_IO_TYPES: dict[str, type | tuple[type, ...]] = {
+    "int": int, "float": (int, float), "bool": bool, "dict": dict, "list": list,
+}
+Loc = tuple[str | int, ...]
+Problem = tuple[Loc, str]  # (path in Polyaxon names, message)
+
+
+def _no_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    return value
+
+
+def _scalar_to_str(value: Any) -> Any:
+    """YAML reads `nvidia.com/gpu: 1` or `value: 3` as numbers; Kubernetes wants strings."""
+    if isinstance(value, bool):
+        raise ValueError("expected a string, got a boolean (quote it: \"true\")")
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _quantity(value: str) -> str:
+    try:
+        parse_quantity(value)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def valid_name(value: str) -> bool:
+    """Polyaxon names (operation, component, project): letters, digits, '-' and '_'."""
+    return bool(_NAME.match(value))
+
+
+def _name(value: str) -> str:
+    if not valid_name(value):
+        raise ValueError(f"invalid name {value!r}: use letters, digits, '-' and '_' (at most 128)")
+    return value
+
+
+def normalize_queue(value: str) -> str:
+    """``agent/queue`` routes to ``queue`` (opsched has one agent); the queue must be a token."""
+    agent, slash, queue = value.rpartition("/")
+    if slash and (not agent or "/" in agent):
+        raise ValueError(f"invalid queue {value!r}: expected 'queue' or 'agent/queue'")
+    if not valid_token(queue):
+        raise ValueError(f"invalid queue name {queue!r}: use lowercase letters, digits and '-' "
+                         "(at most 63, starting with a letter or digit)")
+    return queue
+
+
+def _not_reserved(value: str) -> str:
+    if value in _RESERVED_IO:
+        raise ValueError(f"{value!r} is reserved; use another input/output name")
+    return value
+
+
+def _dns_label(value: str) -> str:
+    if not _DNS_LABEL.match(value):
+        raise ValueError(f"invalid container name {value!r}: must be a DNS label (lowercase, '-')")
+    return value
+
+
+def _command(value: Any) -> Any:
+    """A command string is split like a shell would (``sh -c "echo hi"`` → 3 items)."""
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"cannot split command string: {exc}") from None
+    return value
+
+
+def _args(value: Any) -> Any:
+    """An args string is ONE argument, as in Polyaxon's ``command: [sh, -c]``, ``args: "..."``."""
+    return [value] if isinstance(value, str) else value
+
+
+def _tags(value: Any) -> Any:
+    return [t.strip() for t in value.split(",") if t.strip()] if isinstance(value, str) else value
+
+
+def _version(value: Any) -> Any:
+    if isinstance(value, bool) or str(value) not in SUPPORTED_VERSIONS:
+        raise ValueError(f"unsupported version {value!r}: opsched reads Polyaxon version 1.1")
+    return 1.1
+
+
+Int = Annotated[int, BeforeValidator(_no_bool)]
+Float = Annotated[float, BeforeValidator(_no_bool), Field(allow_inf_nan=False)]
+Str = Annotated[str, BeforeValidator(_scalar_to_str)]
+NonEmpty = Annotated[str, Field(min_length=1)]
+Quantity = Annotated[str, BeforeValidator(_scalar_to_str), AfterValidator(_quantity)]
+Name = Annotated[str, AfterValidator(_name)]
+Queue = Annotated[str, AfterValidator(normalize_queue)]
+Command = Annotated[list[str], BeforeValidator(_command)]
+Args = Annotated[list[str], BeforeValidator(_args)]
+Tags = Annotated[list[str], BeforeValidator(_tags)]
+Version = Annotated[float, BeforeValidator(_version)]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, frozen=True)
+    ignored: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_ignored(cls, data: Any) -> Any:
+        """Drop ignored keys, and keys left empty (``environment:``), which mean "not set"."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k not in cls.ignored and v is not None}
+        return data
+
+
+class EnvVarModel(Model):
+    name: NonEmpty
+    value: Str = ""
+
+
+class ResourcesModel(Model):
+    limits: dict[str, Quantity] = {}
+    requests: dict[str, Quantity] = {}
+
+
+class ContainerModel(Model):
+    ignored = frozenset({
+        "imagePullPolicy", "ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
+        "terminationMessagePath", "terminationMessagePolicy", "stdin", "stdinOnce", "tty",
+    })
+    image: NonEmpty
+    name: Annotated[str, AfterValidator(_dns_label)] = "main"
+    command: Command = []
+    args: Args = []
+    env: list[EnvVarModel] = []
+    resources: ResourcesModel = ResourcesModel()
+    working_dir: str | None = None
+    security_context: dict[str, Any] | None = None
+    volume_mounts: list[dict[str, Any]] = []
+
+
+class TolerationModel(Model):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: Str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: Int | None = None
+
+
+class EnvironmentModel(Model):
+    ignored = frozenset({
+        "hostAliases", "securityContext", "imagePullSecrets", "hostNetwork", "hostPID",
+        "dnsPolicy", "dnsConfig", "restartPolicy",
+    })
+    node_selector: dict[str, Str] = {}
+    tolerations: list[TolerationModel] = []
+    affinity: dict[str, Any] | None = None
+    labels: dict[str, Str] = {}
+    annotations: dict[str, Str] = {}
+    priority_class_name: str | None = None
+    service_account_name: str | None = None
+    volumes: list[dict[str, Any]] = []
+
+
+class JobRunModel(Model):
+    kind: Literal["job"]
+    container: ContainerModel
+    environment: EnvironmentModel = EnvironmentModel()
+    volumes: list[dict[str, Any]] = []
+
+
+class TerminationModel(Model):
+    ignored = frozenset({"culling"})
+    max_retries: Annotated[Int, Field(ge=0)] | None = None
+    timeout: Annotated[Int, Field(gt=0)] | None = None
+    ttl: Annotated[Int, Field(ge=0)] | None = None
+
+
+class CacheModel(Model):
+    disable: bool | None = None
+    ttl: Annotated[Int, Field(ge=0)] | None = None
+    io: list[str] | None = None
+    sections: list[Literal["init", "connections", "containers"]] | None = None
+
+
+class IOModel(Model):
+    """One entry of a component's ``inputs``/``outputs``; ``value`` is the default."""
+
+    ignored = frozenset({
+        "description", "isList", "isFlag", "argFormat", "delayValidation", "options",
+        "connection", "toInit", "toEnv",
+    })
+    name: Annotated[Name, AfterValidator(_not_reserved)]
+    type: str | None = None
+    value: Any = None
+    is_optional: bool = False
+
+
+class _Common(Model):
+    """Fields an operation may set to override its component's."""
+
+    ignored = TOP_LEVEL_IGNORED
+    version: Version | None = None
+    name: Name | None = None
+    project: Name | None = None
+    tags: Tags | None = None
+    queue: Queue | None = None
+    priority: Int | None = None
+    termination: TerminationModel | None = None
+    cache: CacheModel | None = None
+    is_approved: bool | None = None
+    cost: Annotated[Float, Field(ge=0)] | None = None
+
+
+class ComponentModel(_Common):
+    kind: Literal["component"] = "component"
+    inputs: list[IOModel] = []
+    outputs: list[IOModel] = []
+    run: JobRunModel
+
+
+class OperationModel(_Common):
+    kind: Literal["operation"]
+    params: dict[str, Any] = {}
+    conditions: str | None = None
+    component: ComponentModel
+
+
+class OverridesModel(Model):
+    """What a caller (CLI flags, API) may override; keys are plain Python names."""
+
+    params: dict[str, Any] = {}
+    queue: Queue | None = None
+    priority: Int | None = None
+    project: Name | None = None
+
+
+# --- checks that need more than one field (they report exact paths, which validators can't) ----
+
+def check_resources(res: ResourcesModel, loc: Loc) -> list[Problem]:
+    """Kubernetes rules the scheduler relies on: whole accelerators, requests within limits."""
+    problems = []
+    for section in ("limits", "requests"):
+        for name, qty in getattr(res, section).items():
+            if is_accelerator(name) and parse_quantity(qty) % 1:
+                problems.append((loc + (section, name),
+                                 f"{name} must be a whole number, got {qty!r}"))
+    for name, req in res.requests.items():
+        lim = res.limits.get(name)
+        where = loc + ("requests", name)
+        if lim is None and is_accelerator(name):
+            problems.append((where, f"{name} needs a limit (set it in limits, like Kubernetes)"))
+        elif lim is None:
+            continue
+        elif is_accelerator(name) and parse_quantity(req) != parse_quantity(lim):
+            problems.append((where, f"{name} request {req!r} must equal its limit {lim!r}"))
+        elif parse_quantity(req) > parse_quantity(lim):
+            problems.append((where, f"request {req!r} exceeds the limit {lim!r}"))
+    return problems
+
+
+def _type_problem(io: IOModel, value: Any) -> str | None:
+    expected = _IO_TYPES.get(io.type or "")
+    if expected is None or value is None or (isinstance(value, str) and "{{" in value):
+        return None
+    if isinstance(value, bool) != (io.type == "bool") or not isinstance(value, expected):
+        return f"{io.name!r} expects a value of type {io.type}, got {value!r}"
+    return None
+
+
+def resolve_io(ios: list[IOModel], params: dict[str, Any], where: dict[str, Loc],
+               loc: Loc, problems: list[Problem], *, inputs: bool) -> dict[str, Any]:
+    """Values of a component's inputs (or outputs): the param of the same name, else the default.
+
+    A required input with neither is a problem; outputs without a value are left out.
+    """
+    out: dict[str, Any] = {}
+    seen: set[str] = set()
+    for i, io in enumerate(ios):
+        if io.name in seen:
+            problems.append((loc + (i, "name"), f"duplicate name {io.name!r}"))
+        seen.add(io.name)
+        if io.name in params:
+            value, at = params[io.name], where[io.name]
+        elif "value" in io.model_fields_set:
+            value, at = io.value, loc + (i, "value")
+        elif inputs and not io.is_optional:
+            problems.append((loc + (i,), f"input {io.name!r} is required: set it in params"))
+            continue
+        else:
+            value, at = None, loc + (i,)
+        problem = _type_problem(io, value)
+        if problem:
+            problems.append((at, problem))
+        if inputs or value is not None:
+            out[io.name] = value
+    return out

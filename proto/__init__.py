@@ -1,0 +1,1 @@
+"""The wire contract of opsched: every event and command as a msgspec Struct, defined once."""

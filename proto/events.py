@@ -1,0 +1,117 @@
+"""Events: past-tense facts about an operation. Each is tagged explicitly and defined once.
+
+Evolve only by adding defaulted fields. ``at`` is the time of the fact, from the emitter's clock.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from proto.spec import OpSpec, Wire
+
+
+class Event(Wire, tag_field="type", kw_only=True):
+    op_id: str
+    at: datetime
+    attempt: int = 0
+
+
+class Money(Wire, kw_only=True):
+    amount: float
+    currency: str = "USD"
+
+
+class OperationSubmitted(Event, tag="submitted", kw_only=True):
+    spec: OpSpec
+    queue: str
+    submitted_at: datetime
+    priority: int = 0
+
+
+class CostEstimated(Event, tag="cost_estimated", kw_only=True):
+    estimate: Money
+    basis: str  # "explicit", "timeout" or "default"
+    duration_s: float
+    breakdown: dict[str, float] = {}
+
+
+class CacheHit(Event, tag="cache_hit", kw_only=True):
+    fingerprint: str
+    original_op_id: str
+    outputs: dict[str, str] = {}
+
+
+class CacheMissed(Event, tag="cache_missed", kw_only=True):
+    fingerprint: str
+    reason: str  # "disabled", "not_found"
+
+
+class OperationAdmitted(Event, tag="admitted", kw_only=True):
+    spec: OpSpec
+    queue: str
+    namespace: str
+    pod_name: str
+
+
+class OperationDispatched(Event, tag="dispatched", kw_only=True):
+    pod_name: str
+    namespace: str
+
+
+class OperationRunning(Event, tag="running", kw_only=True):
+    pod_name: str
+    node: str | None = None
+
+
+class OperationSucceeded(Event, tag="succeeded", kw_only=True):
+    pod_name: str | None = None
+    node: str | None = None
+    reason: str = "Completed"
+    outputs: dict[str, str] = {}
+
+
+class OperationFailed(Event, tag="failed", kw_only=True):
+    pod_name: str | None = None
+    node: str | None = None
+    reason: str
+    message: str = ""
+    exit_code: int | None = None
+
+
+class OperationRejected(Event, tag="rejected", kw_only=True):
+    reason: str  # a short machine code: "invalid_spec", "unknown_queue", "forbidden_pod_spec", ...
+    message: str
+
+
+class OperationStopped(Event, tag="stopped", kw_only=True):
+    reason: str = "stopped"
+    message: str = ""
+
+
+class StopRequested(Event, tag="stop_requested", kw_only=True):
+    pod_name: str
+    namespace: str
+    reason: str = "stopped"
+
+
+class ErrorRaised(Event, tag="error", kw_only=True):
+    """Bad input seen by a service. ``op_id`` is "-" when the input named no operation."""
+
+    service: str
+    subject: str
+    reason: str
+    message: str
+    payload: str = ""  # the start of the offending payload, for humans
+
+
+EVENTS: tuple[type[Event], ...] = (
+    OperationSubmitted, CostEstimated, CacheHit, CacheMissed, OperationAdmitted,
+    OperationDispatched, OperationRunning, OperationSucceeded, OperationFailed,
+    OperationRejected, OperationStopped, StopRequested, ErrorRaised,
+)
+TERMINAL = (OperationSucceeded, OperationFailed, OperationRejected, OperationStopped)
+
+
+def event_type(cls: type[msgspec.Struct]) -> str:
+    return cls.__struct_config__.tag  # type: ignore[return-value]

@@ -1,0 +1,62 @@
+"""Kubernetes quantity parsing and the names of accelerator resources (shared contract semantics)."""
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+ACCELERATOR_RESOURCES = (
+    "nvidia.com/gpu",
+    "amd.com/gpu",
+    "cloud-tpus.google.com/v2",
+    "cloud-tpus.google.com/v3",
+    "cloud-tpus.google.com/v4",
+    "aliyun.com/gpu-mem",
+)
+GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+            "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
+            "P": Decimal(10**15), "E": Decimal(10**18)}
+
+
+class QuantityError(ValueError):
+    pass
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """Parse a Kubernetes quantity ("500m", "4Gi", "2", "1e3") into a Decimal of base units."""
+    text = str(value).strip()
+    if not text:
+        raise QuantityError("empty quantity")
+    for suffix, factor in _BINARY.items():
+        if text.endswith(suffix):
+            return _number(text[: -len(suffix)], value) * factor
+    suffix = text[-1] if text[-1] in _DECIMAL and not text[-1].isdigit() else ""
+    number = text[: -1] if suffix else text
+    return _number(number, value) * _DECIMAL[suffix]
+
+
+def _number(text: str, original: object) -> Decimal:
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        raise QuantityError(f"not a Kubernetes quantity: {original!r}") from None
+    if number < 0 or not number.is_finite():
+        raise QuantityError(f"quantity must be a finite non-negative number: {original!r}")
+    return number
+
+
+def is_accelerator(resource: str) -> bool:
+    """Extended resources are accelerators: anything with a domain prefix except hugepages."""
+    if resource in ACCELERATOR_RESOURCES:
+        return True
+    return "/" in resource and not resource.startswith(("hugepages-", "kubernetes.io/"))
+
+
+def accelerators(limits: dict[str, str]) -> dict[str, int]:
+    """The accelerator resources of a limits map, as integer counts."""
+    out: dict[str, int] = {}
+    for name, qty in limits.items():
+        if is_accelerator(name):
+            out[name] = int(parse_quantity(qty))
+    return out

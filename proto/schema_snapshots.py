@@ -1,0 +1,46 @@
+"""JSON Schema snapshots of the wire contract. Regenerate with ``python -m proto.schema_snapshots``."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import msgspec
+
+from proto.commands import COMMANDS
+from proto.events import EVENTS
+from proto.spec import OpSpec
+
+SCHEMA_DIR = Path(__file__).with_name("schemas")
+
+
+def render() -> dict[str, str]:
+    """File name -> JSON text, for every message of the contract."""
+    out: dict[str, str] = {}
+    groups = {"event": EVENTS, "command": COMMANDS}
+    for kind, types in groups.items():
+        for cls in types:
+            tag = cls.__struct_config__.tag
+            out[f"{kind}.{tag}.json"] = _dump(msgspec.json.schema(cls))
+    out["spec.json"] = _dump(msgspec.json.schema(OpSpec))
+    return out
+
+
+def _dump(schema: dict) -> str:
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def write() -> list[str]:
+    SCHEMA_DIR.mkdir(exist_ok=True)
+    rendered = render()
+    for stale in SCHEMA_DIR.glob("*.json"):
+        if stale.name not in rendered:
+            stale.unlink()
+    for name, text in rendered.items():
+        (SCHEMA_DIR / name).write_text(text)
+    return sorted(rendered)
+
+
+if __name__ == "__main__":
+    names = write()
+    print(f"wrote {len(names)} schemas to {SCHEMA_DIR}", file=sys.stderr)

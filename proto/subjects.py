@@ -1,0 +1,68 @@
+"""The only place where subjects, streams, key-value buckets and consumers are named."""
+from __future__ import annotations
+
+import re
+
+# Streams
+CMD_STREAM = "OPSCHED_CMD"
+OPS_STREAM = "OPSCHED_OPS"
+DLQ_STREAM = "OPSCHED_DLQ"
+
+# Subjects
+CMD_ALL = "cmd.>"
+CMD_SUBMIT_ALL = "cmd.submit.>"
+CMD_STOP = "cmd.stop"
+OPS_ALL = "ops.>"
+DLQ_ALL = "dlq.>"
+DEFAULT_ROUTE = "_"
+
+STREAMS: dict[str, list[str]] = {
+    CMD_STREAM: [CMD_ALL],
+    OPS_STREAM: [OPS_ALL],
+    DLQ_STREAM: [DLQ_ALL],
+}
+
+# Key-value buckets
+CACHE_BUCKET = "opsched_cache"
+
+# Durable consumers (one per service role; replicas of a service share it)
+ADMISSION_COMMANDS = "admission-commands"
+COST_ESTIMATOR = "cost-estimator"
+CACHE_LOOKUP = "cache-lookup"
+DISPATCHER_ADMITTED = "dispatcher-admitted"
+
+_TOKEN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def valid_token(value: str) -> bool:
+    """Operation ids and queue names must be one lowercase subject token (also a DNS label)."""
+    return bool(_TOKEN.match(value))
+
+
+def submit(queue: str | None) -> str:
+    return f"cmd.submit.{queue or DEFAULT_ROUTE}"
+
+
+def command(kind: str) -> str:
+    return f"cmd.{kind}"
+
+
+def event(kind: str, op_id: str) -> str:
+    return f"ops.{kind}.{op_id}"
+
+
+def events_of(kind: str) -> str:
+    return f"ops.{kind}.>"
+
+
+def events_for(op_id: str) -> str:
+    return f"ops.*.{op_id}"
+
+
+def dead_letter(service: str) -> str:
+    return f"dlq.{service}"
+
+
+def msg_id(op_id: str, kind: str, attempt: int = 0) -> str:
+    """Nats-Msg-Id: ``<op_id>.<type>.<attempt>``; JetStream drops a duplicate within its window."""
+    return f"{op_id}.{kind}.{attempt}"

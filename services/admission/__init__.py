@@ -1,0 +1,1 @@
+"""The admission service: queues, ordering, concurrency, gates, and the operation lifecycle."""

@@ -1,0 +1,38 @@
+"""Command handlers: turn a submit or stop request into the events that follow from it."""
+from __future__ import annotations
+
+from proto import subjects
+from proto.commands import StopOperation, SubmitOperation
+from proto.events import Event, OperationRejected, OperationStopped, OperationSubmitted, StopRequested
+from services.admission.queues import QueuesConfig
+from services.admission.state import AdmissionState, Status
+from services.runtime.errors import InvalidInput
+from services.runtime.service import Context
+
+
+def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, config: QueuesConfig) -> Event | None:
+    if not subjects.valid_token(cmd.op_id):
+        raise InvalidInput("invalid_op_id", f"op id {cmd.op_id!r} must be lowercase letters, digits and dashes")
+    if cmd.op_id in state.ops:
+        ctx.log.info("duplicate_submit_ignored")
+        return None
+    now = ctx.clock.now()
+    queue = cmd.spec.queue or config.default_queue
+    if config.get(queue) is None:
+        return OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_queue",
+                                 message=f"unknown queue {queue!r}; known queues: {', '.join(config.names)}")
+    return OperationSubmitted(op_id=cmd.op_id, at=now, spec=cmd.spec, queue=queue,
+                              submitted_at=cmd.requested_at or now, priority=cmd.spec.priority)
+
+
+def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | None:
+    op = state.ops.get(cmd.op_id)
+    now = ctx.clock.now()
+    if op is None:
+        raise InvalidInput("unknown_op", f"cannot stop {cmd.op_id!r}: no such operation", op_id=cmd.op_id)
+    if op.status.terminal:
+        return None
+    if op.status.active and op.pod_name and op.namespace:
+        return StopRequested(op_id=op.op_id, at=now, attempt=op.attempt, pod_name=op.pod_name,
+                             namespace=op.namespace, reason=cmd.reason)
+    return OperationStopped(op_id=op.op_id, at=now, attempt=op.attempt, reason="stopped", message=cmd.reason)

@@ -1,0 +1,1 @@
+"""Pure policies of the admission cycle, one per file."""

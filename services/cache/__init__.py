@@ -1,0 +1,1 @@
+"""The cache service: fingerprints of operations and results of succeeded ones."""

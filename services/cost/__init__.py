@@ -1,0 +1,1 @@
+"""The cost service: price catalogue and estimates (spend ledger and budgets come later)."""

@@ -1,0 +1,5 @@
+from services.cost.service import build
+from services.runtime.runner import main
+
+if __name__ == "__main__":
+    main(build, "cost")

@@ -1,0 +1,1 @@
+"""The dispatcher: the only service that talks to the Kubernetes API."""

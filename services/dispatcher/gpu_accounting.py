@@ -1,0 +1,54 @@
+"""Refuse pod specs that bypass the scheduler's GPU accounting (managed-Kubernetes GPU guidance)."""
+from __future__ import annotations
+
+from proto.resources import is_accelerator, parse_quantity, QuantityError
+from proto.spec import OpSpec
+
+DRIVER_PATH_HINTS = ("nvidia", "/dev/dri", "libcuda", "/usr/lib/x86_64-linux-gnu", "/usr/local/cuda")
+
+
+def violations(spec: OpSpec) -> list[str]:
+    """Every reason this spec may not run; empty when it is acceptable."""
+    problems: list[str] = []
+    c = spec.container
+    for env in c.env:
+        if env.name == "NVIDIA_VISIBLE_DEVICES":
+            problems.append("env NVIDIA_VISIBLE_DEVICES bypasses GPU accounting; request GPUs "
+                            "with resources.limits (e.g. nvidia.com/gpu: 1) instead")
+    if (c.security_context or {}).get("privileged") is True:
+        problems.append("securityContext.privileged: true exposes every GPU on the node; it is refused")
+    problems += _resource_problems(spec)
+    for vol in spec.environment.volumes:
+        path = str((vol.get("hostPath") or {}).get("path", ""))
+        if path and any(h in path for h in DRIVER_PATH_HINTS):
+            problems.append(f"hostPath volume {vol.get('name', '?')!r} mounts driver files ({path}); it is refused")
+    return problems
+
+
+def _resource_problems(spec: OpSpec) -> list[str]:
+    problems: list[str] = []
+    limits, requests = spec.container.resources.limits, spec.container.resources.requests
+    for name, value in {**requests, **limits}.items():
+        try:
+            parse_quantity(value)
+        except QuantityError as exc:
+            problems.append(f"resources {name}: {exc}")
+    for name, value in requests.items():
+        if not is_accelerator(name):
+            continue
+        if name not in limits:
+            problems.append(f"{name} is requested without a limit; accelerators must be set in "
+                            f"resources.limits (requests, if given, must equal limits)")
+        elif _q(value) != _q(limits[name]):
+            problems.append(f"{name}: request {value} differs from limit {limits[name]}; they must be equal")
+    for name, value in limits.items():
+        if is_accelerator(name) and _q(value) is not None and _q(value) != int(_q(value)):
+            problems.append(f"{name}: {value} is not a whole number of devices")
+    return problems
+
+
+def _q(value: str):
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return None

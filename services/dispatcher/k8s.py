@@ -1,0 +1,75 @@
+"""The Kubernetes API, through the official client. Blocking calls run in threads, never on the loop."""
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    created: bool  # False when the pod already existed (409: a redelivery)
+
+
+class PodRejected(Exception):
+    """The API refused the pod for good (4xx other than 409/429)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def load_api_client(kubeconfig: Path | None) -> client.ApiClient:
+    """From an explicit kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster."""
+    if kubeconfig is not None:
+        return config.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        return config.new_client_from_config()
+    except config.ConfigException:
+        config.load_incluster_config()
+        return client.ApiClient()
+
+
+class Kube:
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+
+    async def create_pod(self, body: dict[str, Any]) -> CreateResult:
+        ns = body["metadata"]["namespace"]
+        try:
+            await asyncio.to_thread(self.core.create_namespaced_pod, ns, body, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 409:
+                return CreateResult(created=False)
+            _raise_permanent(exc)
+            raise
+        return CreateResult(created=True)
+
+    async def delete_pod(self, name: str, namespace: str, grace_s: int) -> bool:
+        try:
+            await asyncio.to_thread(self.core.delete_namespaced_pod, name, namespace,
+                                    grace_period_seconds=grace_s, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+
+def _raise_permanent(exc: ApiException) -> None:
+    if exc.status is not None and 400 <= exc.status < 500 and exc.status not in (408, 429):
+        raise PodRejected(exc.status, _api_message(exc)) from None
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        return json.loads(exc.body).get("message", str(exc.reason))
+    except (TypeError, ValueError):
+        return str(exc.reason)

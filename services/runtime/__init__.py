@@ -1,0 +1,1 @@
+"""What every service stands on: the bus, the handler loop, settings, logging, health and the clock."""

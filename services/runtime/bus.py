@@ -1,0 +1,154 @@
+"""The NATS connection: streams, durable consumers, publishing with Nats-Msg-Id, replay.
+
+The only module (with ``natsfeed``) that imports ``nats``.
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import msgspec
+import nats
+from nats.js import api
+from nats.js.errors import NotFoundError
+
+from proto import codec, subjects
+from proto.commands import Command, StopOperation, SubmitOperation
+from proto.events import Event
+
+DUPLICATE_WINDOW_S = 120.0
+
+
+@dataclass(frozen=True)
+class Received:
+    """One message as a handler loop sees it."""
+
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+    stream_seq: int
+    num_delivered: int
+    raw: object  # the nats Msg, for ack/nak/term
+
+
+def subject_for(message: msgspec.Struct) -> str:
+    if isinstance(message, Event):
+        return subjects.event(codec.type_of(message), message.op_id)
+    if isinstance(message, SubmitOperation):
+        return subjects.submit(message.spec.queue)
+    if isinstance(message, StopOperation):
+        return subjects.command("stop")
+    raise TypeError(f"no subject for {type(message).__name__}")
+
+
+def default_msg_id(message: msgspec.Struct) -> str:
+    kind = codec.type_of(message)
+    if isinstance(message, Event):
+        return subjects.msg_id(message.op_id, kind, message.attempt)
+    if isinstance(message, Command):
+        return subjects.msg_id(message.op_id, kind)
+    raise TypeError(f"no message id for {type(message).__name__}")
+
+
+class Bus:
+    def __init__(self, nc: nats.NATS, name: str) -> None:
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.name = name
+
+    @classmethod
+    async def connect(cls, url: str, name: str, *, connect_timeout: float = 5.0) -> "Bus":
+        nc = await nats.connect(
+            servers=[url], name=name, connect_timeout=connect_timeout,
+            max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+            allow_reconnect=True,
+        )
+        return cls(nc, name)
+
+    @property
+    def connected(self) -> bool:
+        return self.nc.is_connected
+
+    async def ensure_streams(self) -> None:
+        """Create the streams (file storage) if missing; align their subjects if they drifted."""
+        for name, subj in subjects.STREAMS.items():
+            config = api.StreamConfig(
+                name=name, subjects=subj, storage=api.StorageType.FILE,
+                duplicate_window=DUPLICATE_WINDOW_S, retention=api.RetentionPolicy.LIMITS,
+            )
+            try:
+                info = await self.js.stream_info(name)
+            except NotFoundError:
+                try:
+                    await self.js.add_stream(config)
+                except nats.js.errors.BadRequestError:
+                    pass  # another replica created it first
+                continue
+            if sorted(info.config.subjects or []) != sorted(subj):
+                await self.js.update_stream(config)
+
+    async def ensure_cache_bucket(self, bucket: str):
+        try:
+            return await self.js.key_value(bucket)
+        except (NotFoundError, nats.js.errors.BucketNotFoundError):
+            return await self.js.create_key_value(api.KeyValueConfig(bucket=bucket, storage=api.StorageType.FILE))
+
+    async def publish(self, message: msgspec.Struct, *, msg_id: str | None = None,
+                      subject: str | None = None, headers: dict[str, str] | None = None) -> api.PubAck:
+        hdrs = {"Nats-Msg-Id": msg_id or default_msg_id(message), **(headers or {})}
+        return await self.js.publish(subject or subject_for(message), codec.encode(message), headers=hdrs)
+
+    async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> api.PubAck:
+        return await self.js.publish(subject, data, headers=headers)
+
+    async def durable(self, durable: str, stream: str, filters: list[str], *,
+                      max_deliver: int, ack_wait: float = 30.0):
+        """Create (or align) a durable pull consumer and bind to it. Replicas share it."""
+        config = api.ConsumerConfig(
+            durable_name=durable, ack_policy=api.AckPolicy.EXPLICIT, ack_wait=ack_wait,
+            max_deliver=max_deliver, deliver_policy=api.DeliverPolicy.ALL,
+            filter_subjects=filters if len(filters) > 1 else None,
+            filter_subject=filters[0] if len(filters) == 1 else None,
+            max_ack_pending=10_000,
+        )
+        await self.js.add_consumer(stream, config)
+        return await self.js.pull_subscribe_bind(durable=durable, stream=stream)
+
+    async def last_seq(self, stream: str) -> int:
+        info = await self.js.stream_info(stream)
+        return info.state.last_seq
+
+    async def follow(self, stream: str, subject: str,
+                     on_message: Callable[[bytes, int], Awaitable[None]]):
+        """Deliver every message of ``subject`` from the start of ``stream``, then live, in order."""
+        async def cb(msg) -> None:
+            await on_message(msg.data, msg.metadata.sequence.stream)
+        return await self.js.subscribe(subject, stream=stream, ordered_consumer=True, cb=cb,
+                                       deliver_policy=api.DeliverPolicy.ALL)
+
+    async def read_all(self, stream: str, subject: str, *, batch: int = 500) -> list[bytes]:
+        """Every message of ``subject`` now in ``stream``, in order (for clients that build a view)."""
+        config = api.ConsumerConfig(ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL,
+                                    filter_subject=subject, inactive_threshold=30.0)
+        sub = await self.js.pull_subscribe(subject, stream=stream, config=config)
+        out: list[bytes] = []
+        try:
+            pending = (await sub.consumer_info()).num_pending
+            while pending > 0:
+                msgs = await sub.fetch(min(batch, pending), timeout=5.0)
+                out.extend(m.data for m in msgs)
+                pending = msgs[-1].metadata.num_pending
+        finally:
+            await sub.unsubscribe()
+        return out
+
+    async def close(self) -> None:
+        """Flush what was published, then close. Handler loops finish their message in hand first."""
+        if self.nc.is_closed:
+            return
+        try:
+            if self.nc.is_connected:
+                await self.nc.flush(timeout=2)
+        except Exception:  # noqa: BLE001 - best effort on shutdown
+            pass
+        await self.nc.close()

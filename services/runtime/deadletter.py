@@ -1,0 +1,40 @@
+"""Bad input: an error event on the bus and a dead-letter copy of the original message."""
+from __future__ import annotations
+
+import json
+
+from proto import subjects
+from proto.events import ErrorRaised
+from services.runtime.bus import Bus, Received
+from services.runtime.clock import Clock
+
+UNKNOWN_OP = "unknown"
+
+
+def guess_op_id(data: bytes) -> str:
+    """The op id named by a payload, if it names a valid one; else ``unknown``."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return UNKNOWN_OP
+    op_id = doc.get("opId") if isinstance(doc, dict) else None
+    return op_id if isinstance(op_id, str) and subjects.valid_token(op_id) else UNKNOWN_OP
+
+
+async def dead_letter(bus: Bus, clock: Clock, service: str, msg: Received, *,
+                      reason: str, message: str, op_id: str | None = None) -> ErrorRaised:
+    """Publish the dead-letter copy and the error event (both idempotent by stream sequence)."""
+    op = op_id or guess_op_id(msg.data)
+    headers = {
+        "Nats-Msg-Id": f"dlq.{service}.{msg.stream_seq}",
+        "Opsched-Original-Subject": msg.subject,
+        "Opsched-Error-Reason": reason,
+        "Opsched-Error": message[:1000],
+    }
+    await bus.publish_raw(subjects.dead_letter(service), msg.data, headers)
+    error = ErrorRaised(
+        op_id=op, at=clock.now(), service=service, subject=msg.subject, reason=reason,
+        message=message, payload=msg.data[:200].decode("utf-8", errors="replace"),
+    )
+    await bus.publish(error, msg_id=f"error.{service}.{msg.stream_seq}")
+    return error

@@ -1,0 +1,50 @@
+"""A tiny HTTP health endpoint: GET /healthz (alive and connected) and /readyz (consumers bound)."""
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+
+class HealthServer:
+    def __init__(self, report: Callable[[], dict], port: int = 0, host: str = "127.0.0.1") -> None:
+        self.report = report
+        self.host = host
+        self.port = port
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readline(), timeout=5)
+            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                pass
+            path = request.split()[1].decode() if len(request.split()) > 1 else "/"
+            status, body = self._answer(path)
+            payload = json.dumps(body).encode()
+            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode() + payload)
+            await writer.drain()
+        except (asyncio.TimeoutError, ConnectionError, IndexError):
+            pass
+        finally:
+            writer.close()
+
+    def _answer(self, path: str) -> tuple[str, dict]:
+        report = self.report()
+        if path.startswith("/healthz"):
+            ok = report.get("connected", False)
+        elif path.startswith("/readyz"):
+            ok = report.get("connected", False) and report.get("ready", False)
+        else:
+            return "404 Not Found", {"error": "try /healthz or /readyz"}
+        return ("200 OK" if ok else "503 Service Unavailable"), report

@@ -1,0 +1,55 @@
+"""Run one or more services in this process: one bus connection each, SIGTERM drains, health endpoint."""
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Sequence
+
+from services.runtime import logging as oplog
+from services.runtime.bus import Bus
+from services.runtime.health import HealthServer
+from services.runtime.service import Service
+from services.runtime.settings import Settings
+
+
+async def serve(services: Sequence[Service], settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Serve until SIGTERM/SIGINT (or ``stop``), then drain: finish in-hand messages and close."""
+    stop = stop or asyncio.Event()
+    _install_signals(stop)
+    buses = [await Bus.connect(settings.nats_url, f"opsched-{s.name}") for s in services]
+    health = None
+    if settings.health_port is not None:
+        health = HealthServer(lambda: _report(services, buses), settings.health_port)
+        port = await health.start()
+        oplog.get("runtime").info("health_listening", port=port)
+    try:
+        await asyncio.gather(*(s.run(b, stop) for s, b in zip(services, buses)))
+    finally:
+        if health:
+            await health.stop()
+        for bus in buses:
+            await bus.close()
+
+
+def _install_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread: the caller owns ``stop``
+
+
+def _report(services: Sequence[Service], buses: Sequence[Bus]) -> dict:
+    return {
+        "connected": all(b.connected for b in buses),
+        "ready": all(s.ready.is_set() for s in services),
+        "services": {s.name: vars(s.stats) for s in services},
+    }
+
+
+def main(build, name: str) -> None:
+    """Entry point of ``python -m services.<name>``: ``build(settings) -> Service``."""
+    settings = Settings()
+    oplog.configure(settings.log_format, settings.log_level)
+    asyncio.run(serve([build(settings)], settings))

@@ -1,0 +1,28 @@
+"""Settings of every service, from the environment (``OPSCHED_*``; ``NATS_URL`` too), validated at the edge."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OPSCHED_", extra="ignore", populate_by_name=True)
+
+    nats_url: str = Field("nats://127.0.0.1:4222", validation_alias=AliasChoices("NATS_URL", "OPSCHED_NATS_URL"))
+    health_port: int | None = Field(None, ge=0, le=65535, description="serve /healthz here; 0 = any free port")
+    log_format: Literal["auto", "json", "console"] = "auto"
+    log_level: str = "info"
+    fetch_batch: int = Field(64, ge=1, le=1000)
+    max_deliver: int = Field(5, ge=1, description="deliveries before a failing message goes to the dead-letter subject")
+    # admission
+    queues_file: Path | None = None
+    # cost
+    prices_file: Path | None = None
+    default_duration_s: float = Field(3600.0, gt=0)
+    # dispatcher
+    kubeconfig: Path | None = Field(None, validation_alias=AliasChoices("KUBECONFIG", "OPSCHED_KUBECONFIG"))
+    namespace: str = "opsched"
+    dispatcher_mode: Literal["kubernetes", "null"] = "kubernetes"
