@@ -105,7 +105,8 @@ class ControlPlane:
     """etcd + kube-apiserver + kube-scheduler on random loopback ports.
 
     ``workdir`` holds data, keys, certificates, ``kubeconfig.yaml`` and ``logs/*.log``. When
-    it is not given, a temporary directory is created and removed again by ``stop()``.
+    it is not given, a temporary directory is created and removed again by ``stop()`` (kept
+    if startup failed, for its logs).
     """
 
     def __init__(self, workdir: Path | None = None) -> None:
@@ -155,6 +156,7 @@ class ControlPlane:
             self._start_scheduler(bins)
             self._wait_for_scheduler(deadline)
         except BaseException:
+            self._own_workdir = False  # keep the logs of a failed start
             self.stop()
             raise
         self.startup_seconds = time.monotonic() - began
@@ -372,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
     try:
         print(f"control plane ready in {cp.startup_seconds:.1f}s at {cp.server}", file=sys.stderr)
         print(f"logs: {cp.log_dir}", file=sys.stderr)

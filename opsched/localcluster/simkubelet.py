@@ -77,7 +77,7 @@ class SimKubelet:
         self.taint_check_interval = taint_check_interval
         self.heartbeat_interval = heartbeat_interval
         self._addresses = {name: f"10.200.0.{i + 1}" for i, name in enumerate(self.nodes)}
-        self._ip_counter = itertools.count(2)
+        self._ip_counter = itertools.count()
         self._seq = itertools.count()
         self._heap: list[_Due] = []
         self._cv = threading.Condition()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -28,12 +29,16 @@ class PodRejected(Exception):
 def load_api_client(kubeconfig: Path | None) -> client.ApiClient:
     """From an explicit kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster."""
     if kubeconfig is not None:
-        return config.new_client_from_config(config_file=str(kubeconfig))
-    try:
-        return config.new_client_from_config()
-    except config.ConfigException:
-        config.load_incluster_config()
-        return client.ApiClient()
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+    else:
+        try:
+            api = config.new_client_from_config()
+        except config.ConfigException:
+            config.load_incluster_config()
+            api = client.ApiClient()
+    if not api.configuration.verify_ssl:  # the kubeconfig asked for it (e.g. the local control plane)
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    return api
 
 
 class Kube:

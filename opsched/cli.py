@@ -1,0 +1,197 @@
+"""The `opsched` command line: up, submit, ops, watch, stop."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from opsched.polyaxonfile import SpecError, load_polyaxonfile
+
+EXIT_INVALID = 2
+EXIT_UNREACHABLE = 3
+STATE_FILE = Path(".opsched") / "up.json"
+
+
+def nats_url(args: argparse.Namespace) -> str:
+    """--nats, then $NATS_URL, then the file `opsched up` wrote, then the default port."""
+    if getattr(args, "nats", None):
+        return args.nats
+    if os.environ.get("NATS_URL"):
+        return os.environ["NATS_URL"]
+    state = Path(getattr(args, "data_dir", ".opsched")) / "up.json"
+    if state.exists():
+        return json.loads(state.read_text())["nats_url"]
+    return "nats://127.0.0.1:4222"
+
+
+def parse_params(pairs: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(_fail(f"--param expects key=value, got {pair!r}"))
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def _fail(message: str, code: int = EXIT_INVALID) -> int:
+    print(f"opsched: error: {message}", file=sys.stderr)
+    return code
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from services.dispatcher.gpu_accounting import violations
+
+    overrides: dict[str, object] = {}
+    if args.param:
+        overrides["params"] = parse_params(args.param)
+    if args.queue:
+        overrides["queue"] = args.queue
+    if args.priority is not None:
+        overrides["priority"] = args.priority
+    try:
+        spec = load_polyaxonfile(Path(args.file), overrides=overrides or None)
+    except SpecError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INVALID
+    problems = violations(spec)
+    if problems:
+        return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
+    return asyncio.run(_submit(args, spec))
+
+
+async def _submit(args: argparse.Namespace, spec) -> int:
+    from opsched.client import Client
+
+    client = await _connect(args)
+    if client is None:
+        return EXIT_UNREACHABLE
+    try:
+        op_id = await client.submit(spec, op_id=args.id, requested_by="cli")
+        print(op_id)
+        if args.wait:
+            return await _watch(client, op_id, quiet=False)
+    finally:
+        await client.close()
+    return 0
+
+
+async def _connect(args: argparse.Namespace):
+    from opsched.client import Client
+
+    url = nats_url(args)
+    try:
+        return await Client.connect(url)
+    except Exception as exc:  # noqa: BLE001 - no server: say so plainly
+        _fail(f"cannot reach NATS at {url} ({exc.__class__.__name__}); is `opsched up` running?",
+              EXIT_UNREACHABLE)
+        return None
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    return asyncio.run(_ops(args))
+
+
+async def _ops(args: argparse.Namespace) -> int:
+    from opsched.view import table
+
+    client = await _connect(args)
+    if client is None:
+        return EXIT_UNREACHABLE
+    try:
+        rows = await client.ops()
+    finally:
+        await client.close()
+    print(table(rows) if rows else "no operations yet")
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    async def run() -> int:
+        client = await _connect(args)
+        if client is None:
+            return EXIT_UNREACHABLE
+        try:
+            return await _watch(client, args.id, quiet=False, timeout=args.timeout)
+        finally:
+            await client.close()
+    return asyncio.run(run())
+
+
+async def _watch(client, op_id: str, quiet: bool, timeout: float | None = None) -> int:
+    from proto import codec
+
+    row = None
+    try:
+        async for event, row in client.watch(op_id, timeout=timeout):
+            if not quiet:
+                detail = f" node={row.node}" if row.node != "-" else ""
+                print(f"{event.at:%H:%M:%S} {op_id} {codec.type_of(event):<15} -> {row.status}{detail}"
+                      f"{'  ' + row.reason if row.reason else ''}", flush=True)
+    except asyncio.TimeoutError:
+        return _fail(f"no news of {op_id} within {timeout}s", 1)
+    return 0 if row is not None and row.status == "succeeded" else 1
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    async def run() -> int:
+        client = await _connect(args)
+        if client is None:
+            return EXIT_UNREACHABLE
+        try:
+            await client.stop(args.id)
+        finally:
+            await client.close()
+        print(f"stop requested for {args.id}")
+        return 0
+    return asyncio.run(run())
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from opsched.embedded import run_up
+
+    return run_up(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="opsched", description=__doc__)
+    p.add_argument("--nats", help="NATS URL (default: $NATS_URL, then the running `opsched up`)")
+    p.add_argument("--data-dir", default=".opsched", help="where `opsched up` keeps its state")
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start nats-server, a local control plane with GPU nodes, and all services")
+    from opsched.embedded import add_up_arguments
+    add_up_arguments(up)
+    up.set_defaults(func=cmd_up)
+    s = sub.add_parser("submit", help="submit a polyaxonfile (YAML)")
+    s.add_argument("file")
+    s.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")
+    s.add_argument("--queue", "-q")
+    s.add_argument("--priority", type=int)
+    s.add_argument("--id", help="operation id (default: random); the same id submitted twice is one op")
+    s.add_argument("--wait", "-w", action="store_true", help="watch until the op ends")
+    s.set_defaults(func=cmd_submit)
+    o = sub.add_parser("ops", help="list operations")
+    o.set_defaults(func=cmd_ops)
+    w = sub.add_parser("watch", help="follow one operation until it ends")
+    w.add_argument("id")
+    w.add_argument("--timeout", type=float, default=None, help="give up after this many quiet seconds")
+    w.set_defaults(func=cmd_watch)
+    st = sub.add_parser("stop", help="stop a queued or running operation")
+    st.add_argument("id")
+    st.set_defaults(func=cmd_stop)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

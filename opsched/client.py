@@ -1,0 +1,75 @@
+"""The Python SDK: submit operations, list them, watch them, stop them — all over the bus."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime, timezone
+
+from proto import codec, subjects
+from proto.commands import StopOperation, SubmitOperation
+from proto.events import Event
+from proto.spec import OpSpec
+from opsched.view import OpRow, OpsView
+from services.runtime.bus import Bus
+
+
+def new_op_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class Client:
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    @classmethod
+    async def connect(cls, nats_url: str, name: str = "opsched-client") -> "Client":
+        bus = await Bus.connect(nats_url, name, connect_timeout=3.0)
+        await bus.ensure_streams()
+        return cls(bus)
+
+    async def close(self) -> None:
+        await self.bus.close()
+
+    async def submit(self, spec: OpSpec, op_id: str | None = None, requested_by: str = "sdk") -> str:
+        """Publish a submit command; the same op_id submitted twice is one operation."""
+        op_id = op_id or new_op_id()
+        cmd = SubmitOperation(op_id=op_id, spec=spec, requested_at=datetime.now(timezone.utc),
+                              requested_by=requested_by)
+        await self.bus.publish(cmd)
+        return op_id
+
+    async def stop(self, op_id: str, reason: str = "stopped by user") -> None:
+        await self.bus.publish(StopOperation(op_id=op_id, reason=reason,
+                                             requested_at=datetime.now(timezone.utc)),
+                               msg_id=subjects.msg_id(op_id, "stop", int(datetime.now().timestamp())))
+
+    async def view(self) -> OpsView:
+        view = OpsView()
+        for data in await self.bus.read_all(subjects.OPS_STREAM, subjects.OPS_ALL):
+            view.fold_bytes(data)
+        return view
+
+    async def ops(self) -> list[OpRow]:
+        return list((await self.view()).rows.values())
+
+    async def watch(self, op_id: str, timeout: float | None = None) -> AsyncIterator[tuple[Event, OpRow]]:
+        """Every event of one op (past, then live) with the op's row after it, until it is terminal."""
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+
+        async def on_message(data: bytes, seq: int) -> None:
+            queue.put_nowait(data)
+
+        view = OpsView()
+        sub = await self.bus.follow(subjects.OPS_STREAM, subjects.events_for(op_id), on_message)
+        try:
+            while True:
+                data = await asyncio.wait_for(queue.get(), timeout=timeout)
+                event = codec.decode_event(data)
+                row = view.fold(event)
+                if row is not None:
+                    yield event, row
+                    if row.terminal:
+                        return
+        finally:
+            await sub.unsubscribe()

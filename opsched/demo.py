@@ -1,0 +1,76 @@
+"""The demo `opsched up --demo` runs: submit the examples, show progress, show the pods they got."""
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+from opsched.client import Client
+from opsched.polyaxonfile import load_polyaxonfile
+from opsched.view import table
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
+EXPECTED_FAILURES = {"eval-fails.yaml"}
+TIMEOUT_S = 240
+
+
+async def run_demo(nats_url: str, kubeconfig: Path | None, namespace: str, examples: list[str]) -> int:
+    client = await Client.connect(nats_url, "opsched-demo")
+    try:
+        expected = await _submit_all(client, examples)
+        rows = await _show_progress(client, set(expected))
+    finally:
+        await client.close()
+    if kubeconfig is not None:
+        await asyncio.to_thread(_print_pods, kubeconfig, namespace)
+    return _verdict(rows, expected)
+
+
+async def _submit_all(client: Client, examples: list[str]) -> dict[str, str]:
+    expected: dict[str, str] = {}
+    for name in examples:
+        spec = load_polyaxonfile(EXAMPLES_DIR / name)
+        op_id = await client.submit(spec, requested_by="demo")
+        expected[op_id] = "failed" if name in EXPECTED_FAILURES else "succeeded"
+        print(f"submitted {name:<22} as {op_id}", flush=True)
+    return expected
+
+
+async def _show_progress(client: Client, ids: set[str]):
+    deadline = time.monotonic() + TIMEOUT_S
+    last = ""
+    while True:
+        rows = [r for r in await client.ops() if r.op_id in ids]
+        text = table(sorted(rows, key=lambda r: r.op_id))
+        if text != last:
+            print(f"\n--- {time.strftime('%H:%M:%S')} ---\n{text}", flush=True)
+            last = text
+        if len(rows) == len(ids) and all(r.terminal for r in rows):
+            return rows
+        if time.monotonic() > deadline:
+            print(f"demo: gave up after {TIMEOUT_S}s", file=sys.stderr)
+            return rows
+        await asyncio.sleep(1.0)
+
+
+def _print_pods(kubeconfig: Path, namespace: str) -> None:
+    from kubernetes import client
+
+    from services.dispatcher.k8s import load_api_client
+
+    api = client.CoreV1Api(load_api_client(kubeconfig))
+    print(f"\npods on the API server (namespace {namespace}):")
+    for pod in api.list_namespaced_pod(namespace).items:
+        limits = pod.spec.containers[0].resources.limits or {}
+        print(f"  {pod.metadata.name:<22} node={pod.spec.node_name or '-':<12} phase={pod.status.phase:<10} "
+              f"limits={dict(limits)}")
+
+
+def _verdict(rows, expected: dict[str, str]) -> int:
+    wrong = [r for r in rows if r.status != expected.get(r.op_id)]
+    if wrong or len(rows) != len(expected):
+        print(f"\ndemo: unexpected outcome for {[r.op_id for r in wrong]}", file=sys.stderr)
+        return 1
+    print("\ndemo: every operation ended as expected (the failing example fails on purpose)")
+    return 0

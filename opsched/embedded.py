@@ -1,0 +1,139 @@
+"""`opsched up`: nats-server + a local control plane with simulated GPU nodes (or $KUBECONFIG)
++ the four services in one process. With --demo it submits the examples and shows them run."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+DEFAULT_NODES = ["gpu-a100-0:2:A100", "gpu-a100-1:1:A100", "gpu-t4-0:1:T4"]
+EXAMPLE_QUEUES = Path(__file__).resolve().parents[1] / "examples" / "queues.yaml"
+DEMO_EXAMPLES = ["train-2gpu.yaml", "train-1gpu.yaml", "train-1gpu.yaml", "eval-fails.yaml", "cpu-preprocess.yaml"]
+
+
+def add_up_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--node", action="append", default=[], metavar="NAME:GPUS[:PRODUCT]",
+                   help=f"simulated GPU node (default: {' '.join(DEFAULT_NODES)})")
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"),
+                   help="use this cluster instead of the local control plane (default: $KUBECONFIG)")
+    p.add_argument("--namespace", default="opsched")
+    p.add_argument("--queues", type=Path, default=EXAMPLE_QUEUES if EXAMPLE_QUEUES.exists() else None,
+                   help="queue configuration YAML (default: examples/queues.yaml)")
+    p.add_argument("--prices", type=Path, help="price catalogue YAML")
+    p.add_argument("--nats-port", type=int, default=None, help="default: a free port")
+    p.add_argument("--fresh", action="store_true", help="wipe the data dir first")
+    p.add_argument("--demo", action="store_true", help="submit the examples, show them run, then exit")
+
+
+def _say(message: str) -> None:
+    print(f"[opsched up] {message}", file=sys.stderr, flush=True)
+
+
+class Embedded:
+    """Everything `opsched up` starts, in start order; ``close`` stops it in reverse."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.data_dir = Path(args.data_dir).resolve()
+        self.nats = None
+        self.control_plane = None
+        self.kubelet = None
+        self.kubeconfig: Path | None = Path(args.kubeconfig) if args.kubeconfig else None
+
+    def start(self) -> None:
+        from opsched.natsserver import NatsServer
+
+        if self.args.fresh and self.data_dir.exists():
+            shutil.rmtree(self.data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.nats = NatsServer(self.data_dir / "nats", port=self.args.nats_port).start()
+        _say(f"nats-server (JetStream) on {self.nats.url}, store {self.data_dir / 'nats'}")
+        if self.kubeconfig is None:
+            self._start_local_cluster()
+        else:
+            _say(f"using the cluster in {self.kubeconfig}")
+        (self.data_dir / "up.json").write_text(json.dumps(
+            {"nats_url": self.nats.url, "kubeconfig": str(self.kubeconfig), "pid": os.getpid()}))
+
+    def _start_local_cluster(self) -> None:
+        from opsched.localcluster.controlplane import ControlPlane, ensure_built
+        from opsched.localcluster.simkubelet import spawn
+
+        ensure_built()
+        workdir = self.data_dir / "k8s"
+        shutil.rmtree(workdir, ignore_errors=True)  # a fresh cluster each time: pods do not outlive `up`
+        self.control_plane = ControlPlane(workdir).start()
+        self.kubeconfig = self.control_plane.kubeconfig
+        _say(f"kube-apiserver + kube-scheduler v1.20.2 at {self.control_plane.server} "
+             f"(kubeconfig {self.kubeconfig})")
+        self.control_plane.ensure_namespace(self.args.namespace)
+        nodes = self.args.node or DEFAULT_NODES
+        self.kubelet = spawn(self.kubeconfig, nodes, log_file=self.data_dir / "simkubelet.log")
+        _say(f"simulated kubelet registered GPU nodes: {', '.join(nodes)}")
+
+    def settings(self):
+        from services.runtime.settings import Settings
+
+        return Settings(nats_url=self.nats.url, kubeconfig=self.kubeconfig, namespace=self.args.namespace,
+                        queues_file=self.args.queues, prices_file=self.args.prices,
+                        log_format="json" if self.args.demo else "auto")
+
+    def close(self) -> None:
+        from opsched.localcluster.simkubelet import terminate
+
+        if self.kubelet is not None:
+            terminate(self.kubelet)
+        if self.control_plane is not None:
+            self.control_plane.stop()
+        if self.nats is not None:
+            self.nats.stop()
+        (self.data_dir / "up.json").unlink(missing_ok=True)
+
+
+def build_services(settings):
+    from services.admission.service import build as admission
+    from services.cache.service import build as cache
+    from services.cost.service import build as cost
+    from services.dispatcher.service import build as dispatcher
+
+    return [admission(settings), cost(settings), cache(settings), dispatcher(settings)]
+
+
+async def _serve(embedded: Embedded) -> int:
+    from services.runtime.runner import serve
+
+    settings = embedded.settings()
+    stop = asyncio.Event()
+    services = build_services(settings)
+    server = asyncio.create_task(serve(services, settings, stop))
+    await asyncio.gather(*(s.ready.wait() for s in services))
+    _say("admission, cost, cache and dispatcher are serving; "
+         f"try: opsched submit examples/train-1gpu.yaml --wait   (NATS_URL={embedded.nats.url})")
+    code = 0
+    if embedded.args.demo:
+        from opsched.demo import run_demo
+
+        code = await run_demo(embedded.nats.url, embedded.kubeconfig, embedded.args.namespace, DEMO_EXAMPLES)
+        stop.set()
+    await server
+    return code
+
+
+def run_up(args: argparse.Namespace) -> int:
+    from services.runtime import logging as oplog
+
+    settings_log = "json" if args.demo else "auto"
+    oplog.configure(settings_log, "warning" if args.demo else "info")
+    embedded = Embedded(args)
+    try:
+        embedded.start()
+        return asyncio.run(_serve(embedded))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        _say("stopping")
+        embedded.close()

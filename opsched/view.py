@@ -1,0 +1,96 @@
+"""A client-side view of operations, folded from the events on the bus (for `ops` and `watch`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from proto import codec
+from proto.events import (
+    CacheHit, CostEstimated, ErrorRaised, Event, OperationAdmitted, OperationFailed, OperationRejected,
+    OperationRunning, OperationStopped, OperationSubmitted, OperationSucceeded,
+)
+from proto.resources import accelerators
+
+RANK = {"submitted": 0, "cost_estimated": 0, "cache_missed": 0, "cache_hit": 0, "admitted": 2,
+        "dispatched": 3, "running": 4, "stop_requested": 4, "succeeded": 10, "failed": 10,
+        "rejected": 10, "stopped": 10}
+STATUS = {"submitted": "pending", "cost_estimated": "pending", "cache_missed": "pending",
+          "cache_hit": "pending", "stop_requested": "stopping"}
+TERMINAL_STATUSES = ("succeeded", "failed", "rejected", "stopped")
+
+
+@dataclass
+class OpRow:
+    op_id: str
+    name: str = "?"
+    queue: str = "?"
+    status: str = "pending"
+    gpus: str = "-"
+    node: str = "-"
+    cost: str = "-"
+    attempt: int = 0
+    reason: str = ""
+    rank: int = -1
+    history: list[str] = field(default_factory=list)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class OpsView:
+    def __init__(self) -> None:
+        self.rows: dict[str, OpRow] = {}
+        self.errors: list[ErrorRaised] = []
+
+    def fold(self, event: Event) -> OpRow | None:
+        if isinstance(event, ErrorRaised):
+            self.errors.append(event)
+        row = self.rows.get(event.op_id)
+        if row is None:
+            if isinstance(event, ErrorRaised):
+                return None
+            row = self.rows[event.op_id] = OpRow(event.op_id)
+        kind = codec.type_of(event)
+        row.history.append(kind)
+        _details(row, event)
+        if RANK.get(kind, -1) > row.rank and not row.terminal:
+            row.rank = RANK[kind]
+            row.status = STATUS.get(kind, kind)
+            row.attempt = event.attempt
+        return row
+
+    def fold_bytes(self, data: bytes) -> OpRow | None:
+        try:
+            return self.fold(codec.decode_event(data))
+        except Exception:  # noqa: BLE001 - somebody's malformed message: not an op row
+            return None
+
+
+def _details(row: OpRow, event: Event) -> None:
+    if isinstance(event, OperationSubmitted):
+        row.name, row.queue = event.spec.name, event.queue
+        gpus = accelerators(event.spec.container.resources.limits)
+        row.gpus = ",".join(f"{n}x{r.split('/')[0]}" if r != "nvidia.com/gpu" else str(n)
+                            for r, n in gpus.items()) or "-"
+    elif isinstance(event, CostEstimated):
+        row.cost = f"{event.estimate.amount:.2f} {event.estimate.currency}"
+    elif isinstance(event, (OperationRunning, OperationSucceeded, OperationFailed)) and event.node:
+        row.node = event.node
+    if isinstance(event, (OperationFailed, OperationRejected)):
+        row.reason = f"{event.reason}: {event.message}" if event.message else event.reason
+    elif isinstance(event, OperationSucceeded) and event.reason != "Completed":
+        row.reason = event.reason
+    elif isinstance(event, OperationStopped):
+        row.reason = event.message or event.reason
+    elif isinstance(event, CacheHit):
+        row.reason = f"cache hit of {event.original_op_id}"
+    elif isinstance(event, OperationAdmitted):
+        row.reason = f"pod {event.namespace}/{event.pod_name}"
+
+
+def table(rows: list[OpRow]) -> str:
+    headers = ("ID", "NAME", "QUEUE", "STATUS", "GPUS", "NODE", "EST. COST", "REASON")
+    data = [(r.op_id, r.name, r.queue, r.status, r.gpus, r.node, r.cost, r.reason[:60]) for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *data)]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in [headers, *data]]
+    return "\n".join(lines)
