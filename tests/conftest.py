@@ -1,0 +1,104 @@
+"""Shared fixtures: a real nats-server per test, the services running in process, an event log.
+
+CI sets OPSCHED_REQUIRE_INTEGRATION=1: then the run fails if any integration test was skipped
+(tests marked ``docker`` may skip: this machine has no Docker engine).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from opsched.natsserver import NatsServer
+from tests.eventlog import EventLog
+
+_skipped_integration: list[str] = []
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path):
+    server = NatsServer(tmp_path / "nats").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def bus(nats_server):
+    from services.runtime.bus import Bus
+
+    b = await Bus.connect(nats_server.url, "test")
+    await b.ensure_streams()
+    yield b
+    await b.close()
+
+
+@pytest.fixture
+async def events(bus):
+    log = await EventLog(bus).start()
+    yield log
+    await log.stop()
+
+
+class Stack:
+    """The four services in this process, as `opsched up` runs them."""
+
+    def __init__(self, settings, names: tuple[str, ...]) -> None:
+        from opsched.embedded import build_services
+
+        self.settings = settings
+        self.services = [s for s in build_services(settings) if s.name in names]
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    async def start(self) -> "Stack":
+        from services.runtime.runner import serve
+
+        self.task = asyncio.create_task(serve(self.services, self.settings, self.stop))
+        waits = [asyncio.create_task(s.ready.wait()) for s in self.services]
+        done, _ = await asyncio.wait([self.task, *waits], timeout=20, return_when=asyncio.FIRST_COMPLETED)
+        if self.task in done:
+            self.task.result()  # raises the startup error
+        await asyncio.wait_for(asyncio.gather(*waits), timeout=20)
+        return self
+
+    def service(self, name: str):
+        return next(s for s in self.services if s.name == name)
+
+    async def close(self) -> None:
+        self.stop.set()
+        if self.task:
+            await asyncio.wait_for(self.task, timeout=15)
+
+
+@pytest.fixture
+async def stack_factory(nats_server):
+    from services.runtime.settings import Settings
+
+    stacks: list[Stack] = []
+
+    async def make(names=("admission", "cost", "cache", "dispatcher"), **overrides) -> Stack:
+        settings = Settings(nats_url=nats_server.url, log_format="console", **overrides)
+        stack = await Stack(settings, tuple(names)).start()
+        stacks.append(stack)
+        return stack
+
+    yield make
+    for stack in stacks:
+        await stack.close()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and "integration" in report.keywords and "docker" not in report.keywords:
+        _skipped_integration.append(f"{report.nodeid}: {report.longrepr[-1] if report.longrepr else ''}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if os.environ.get("OPSCHED_REQUIRE_INTEGRATION") == "1" and _skipped_integration:
+        print("\nOPSCHED_REQUIRE_INTEGRATION=1 but integration tests were skipped:")
+        for line in _skipped_integration:
+            print(f"  {line}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

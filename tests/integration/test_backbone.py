@@ -1,0 +1,81 @@
+"""One GPU operation end to end: real nats-server, real kube-apiserver + kube-scheduler, four services."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from opsched.client import Client
+from proto.events import (
+    OperationDispatched, OperationFailed, OperationRunning, OperationSucceeded,
+)
+from tests.builders import op
+
+
+@pytest.fixture
+async def gpu_cluster(control_plane, k8s_namespace, sim_nodes, stack_factory, bus, events):
+    sim_nodes(("gpu-big", 2, "A100"), ("gpu-small", 1, "A100"))
+    stack = await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace)
+    return Client(bus), stack
+
+
+def pod(core_v1, namespace: str, name: str):
+    return core_v1.read_namespaced_pod(name, namespace)
+
+
+async def test_three_ops_on_two_nodes_the_third_waits_for_a_free_gpu_and_all_succeed(
+        gpu_cluster, events, core_v1, k8s_namespace):
+    client, _ = gpu_cluster
+    big = await client.submit(op("big").gpus(2).runs("sleep 4").build())
+    small = await client.submit(op("small").gpus(1).runs("sleep 4").build())
+    running = [await events.expect(OperationRunning, i) for i in (big, small)]
+    assert {r.node for r in running} == {"gpu-big", "gpu-small"}
+
+    third = await client.submit(op("third").gpus(1).runs("sleep 1").build())
+    dispatched = await events.expect(OperationDispatched, third)
+    waiting = await asyncio.to_thread(pod, core_v1, k8s_namespace, dispatched.pod_name)
+    assert waiting.spec.node_name is None and waiting.status.phase == "Pending"
+    assert not events.of(third, OperationRunning)
+    assert not events.of(big, OperationSucceeded) and not events.of(small, OperationSucceeded)
+
+    for i in (big, small, third):
+        await events.expect(OperationSucceeded, i, timeout=30)
+    first_end = min(events.seq_of(OperationSucceeded, big), events.seq_of(OperationSucceeded, small))
+    assert events.seq_of(OperationRunning, third) > first_end
+    bound = await asyncio.to_thread(pod, core_v1, k8s_namespace, dispatched.pod_name)
+    assert bound.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    assert bound.spec.node_name in ("gpu-big", "gpu-small")
+
+
+async def test_a_container_that_exits_1_ends_failed_with_its_reason(gpu_cluster, events):
+    client, _ = gpu_cluster
+    op_id = await client.submit(op("crash").gpus(1).runs("sleep 0.5; exit 1").build())
+    failed = await events.expect(OperationFailed, op_id, timeout=30)
+    assert failed.exit_code == 1
+    assert failed.reason == "Error" and "exited with code 1" in failed.message
+    assert failed.node in ("gpu-big", "gpu-small")
+    assert not events.of(op_id, OperationSucceeded)
+
+
+async def test_the_pod_on_the_apiserver_asks_for_gpus_only_through_limits(
+        gpu_cluster, events, core_v1, k8s_namespace):
+    client, _ = gpu_cluster
+    spec = op("train").gpus(2, product="A100").cpu("1").timeout(600).runs("sleep 0.5").build()
+    op_id = await client.submit(spec)
+    running = await events.expect(OperationRunning, op_id)
+    created = await asyncio.to_thread(pod, core_v1, k8s_namespace, running.pod_name)
+    resources = created.spec.containers[0].resources
+    assert resources.limits["nvidia.com/gpu"] == "2" and resources.requests["nvidia.com/gpu"] == "2"
+    assert created.spec.node_selector == {"nvidia.com/gpu.product": "A100"}
+    assert created.spec.active_deadline_seconds == 600
+    assert created.spec.restart_policy == "Never"
+    assert created.metadata.labels["opsched.io/op-id"] == op_id
+    assert created.spec.node_name == "gpu-big"
+    await events.expect(OperationSucceeded, op_id)
+
+
+async def test_a_deadline_shorter_than_the_run_fails_the_op_with_deadline_exceeded(gpu_cluster, events):
+    client, _ = gpu_cluster
+    op_id = await client.submit(op("slow").gpus(1).timeout(1).runs("sleep 30").build())
+    failed = await events.expect(OperationFailed, op_id, timeout=30)
+    assert failed.reason == "DeadlineExceeded"
