@@ -1,102 +1,291 @@
-"""Fluent builders that keep tests short: ``op("train").queue("gpu-a").gpus(2, product="A100").build()``."""
+"""Builders that keep tests short: fluent operation specs and events at an injected, fixed time.
+
+    spec = op("train").queue("gpu-a").gpus(2, product="A100").priority(10).timeout(600).build()
+    events = [submitted(spec, op_id="a"), cost_estimated("a"), cache_missed("a")]
+
+Every event helper takes ``at=`` (default ``T0``); use ``at=t(5)`` for "five seconds after T0".
+"""
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
-from proto.events import OperationAdmitted, OperationSubmitted
+from proto.commands import StopOperation, SubmitOperation
+from proto.events import (
+    CacheHit, CacheMissed, CostEstimated, Money, OperationAdmitted, OperationDispatched,
+    OperationFailed, OperationRejected, OperationRunning, OperationStopped, OperationSubmitted,
+    OperationSucceeded, StopRequested,
+)
 from proto.spec import Cache, Container, EnvVar, Environment, OpSpec, Resources, Termination
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+GPU = "nvidia.com/gpu"
+GPU_PRODUCT = "nvidia.com/gpu.product"
+NAMESPACE = "opsched"
 
 
-class OpBuilder:
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._queue: str | None = None
-        self._priority = 0
-        self._limits: dict[str, str] = {}
-        self._requests: dict[str, str] = {}
-        self._node_selector: dict[str, str] = {}
-        self._env: list[EnvVar] = []
-        self._command: list[str] = ["sh", "-c", "sleep 1"]
-        self._timeout: int | None = None
-        self._max_retries: int | None = None
-        self._cache: Cache = Cache()
-        self._params: dict = {}
-        self._image = "busybox:1.36"
-
-    def queue(self, name: str) -> "OpBuilder":
-        self._queue = name
-        return self
-
-    def priority(self, value: int) -> "OpBuilder":
-        self._priority = value
-        return self
-
-    def gpus(self, count: int, product: str | None = None, resource: str = "nvidia.com/gpu") -> "OpBuilder":
-        self._limits[resource] = str(count)
-        if product:
-            self._node_selector["nvidia.com/gpu.product"] = product
-        return self
-
-    def cpu(self, value: str) -> "OpBuilder":
-        self._requests["cpu"] = value
-        return self
-
-    def memory(self, value: str) -> "OpBuilder":
-        self._requests["memory"] = value
-        return self
-
-    def env(self, name: str, value: str) -> "OpBuilder":
-        self._env.append(EnvVar(name=name, value=value))
-        return self
-
-    def runs(self, shell: str) -> "OpBuilder":
-        """The container runs ``sh -c <shell>`` (the simulated kubelet reads sleep N / exit N)."""
-        self._command = ["sh", "-c", shell]
-        return self
-
-    def timeout(self, seconds: int) -> "OpBuilder":
-        self._timeout = seconds
-        return self
-
-    def retries(self, n: int) -> "OpBuilder":
-        self._max_retries = n
-        return self
-
-    def cached(self, ttl: int | None = None) -> "OpBuilder":
-        self._cache = Cache(disable=False, ttl=ttl)
-        return self
-
-    def params(self, **values) -> "OpBuilder":
-        self._params.update(values)
-        return self
-
-    def build(self) -> OpSpec:
-        return OpSpec(
-            name=self._name, queue=self._queue, priority=self._priority, params=self._params,
-            container=Container(image=self._image, command=self._command, env=self._env,
-                                resources=Resources(limits=self._limits, requests=self._requests)),
-            environment=Environment(node_selector=self._node_selector),
-            termination=Termination(timeout=self._timeout, max_retries=self._max_retries),
-            cache=self._cache,
-        )
-
-
-def op(name: str = "op") -> OpBuilder:
-    return OpBuilder(name)
-
-
-def at(seconds: float = 0) -> datetime:
+def t(seconds: float) -> datetime:
+    """``seconds`` after ``T0``."""
     return T0 + timedelta(seconds=seconds)
 
 
-def submitted(spec: OpSpec, op_id: str, *, seconds: float = 0, queue: str | None = None) -> OperationSubmitted:
-    return OperationSubmitted(op_id=op_id, at=at(seconds), spec=spec, queue=queue or spec.queue or "default",
-                              submitted_at=at(seconds), priority=spec.priority)
+@dataclass(frozen=True)
+class Case:
+    """One row of a table test; ``name`` is a sentence and becomes the test id."""
+
+    name: str
+    args: dict[str, Any]
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.args[key]
+        except KeyError:
+            raise AttributeError(key) from None
 
 
-def admitted(spec: OpSpec, op_id: str, *, attempt: int = 0, namespace: str = "opsched",
-             queue: str = "default") -> OperationAdmitted:
-    return OperationAdmitted(op_id=op_id, at=at(), attempt=attempt, spec=spec, queue=queue,
-                             namespace=namespace, pod_name=f"op-{op_id}-{attempt}")
+def case(name: str, **args: Any) -> Case:
+    return Case(name, args)
+
+
+def case_name(c: Case) -> str:
+    return c.name
+
+
+class OpBuilder:
+    """A fluent OpSpec builder. Every method returns the builder; ``build()`` returns a fresh spec."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._image = "python:3.11-slim"
+        self._command: list[str] = ["sh", "-c", "true"]
+        self._args: list[str] = []
+        self._env: list[EnvVar] = []
+        self._limits: dict[str, str] = {}
+        self._requests: dict[str, str] = {}
+        self._security_context: dict[str, Any] | None = None
+        self._volume_mounts: list[dict[str, Any]] = []
+        self._environment: dict[str, Any] = {}
+        self._termination: dict[str, Any] = {}
+        self._cache: dict[str, Any] = {}
+        self._fields: dict[str, Any] = {}
+
+    # container
+    def image(self, image: str) -> OpBuilder:
+        self._image = image
+        return self
+
+    def command(self, *command: str) -> OpBuilder:
+        self._command = list(command)
+        return self
+
+    def runs(self, script: str) -> OpBuilder:
+        """A shell script as the command: ``runs("sleep 2; exit 1")`` (the simulated kubelet reads it)."""
+        return self.command("sh", "-c", script)
+
+    def args(self, *args: str) -> OpBuilder:
+        self._args = list(args)
+        return self
+
+    def env(self, name: str, value: str = "") -> OpBuilder:
+        self._env.append(EnvVar(name=name, value=value))
+        return self
+
+    def gpus(self, count: int | str, *, product: str | None = None, resource: str = GPU) -> OpBuilder:
+        """Accelerators as a limit (the only accepted way); ``product`` pins the GPU model."""
+        self._limits[resource] = str(count)
+        if product is not None:
+            self.node_selector(GPU_PRODUCT, product)
+        return self
+
+    def cpu(self, quantity: str) -> OpBuilder:
+        self._requests["cpu"] = quantity
+        return self
+
+    def memory(self, quantity: str) -> OpBuilder:
+        self._requests["memory"] = quantity
+        return self
+
+    def limits(self, **quantities: str) -> OpBuilder:
+        """Raw limits; use ``**{"nvidia.com/gpu": "1"}`` for names that are not identifiers."""
+        self._limits.update(quantities)
+        return self
+
+    def requests(self, **quantities: str) -> OpBuilder:
+        self._requests.update(quantities)
+        return self
+
+    def security_context(self, **context: Any) -> OpBuilder:
+        self._security_context = {**(self._security_context or {}), **context}
+        return self
+
+    def privileged(self, value: bool = True) -> OpBuilder:
+        return self.security_context(privileged=value)
+
+    def volume(self, name: str, *, host_path: str | None = None, mount_path: str | None = None,
+               **source: Any) -> OpBuilder:
+        vol = {"name": name, **source}
+        if host_path is not None:
+            vol["hostPath"] = {"path": host_path}
+        self._environment.setdefault("volumes", []).append(vol)
+        if mount_path is not None:
+            self._volume_mounts.append({"name": name, "mountPath": mount_path})
+        return self
+
+    # placement
+    def node_selector(self, key: str, value: str) -> OpBuilder:
+        self._environment.setdefault("node_selector", {})[key] = value
+        return self
+
+    def toleration(self, **toleration: Any) -> OpBuilder:
+        self._environment.setdefault("tolerations", []).append(toleration)
+        return self
+
+    def affinity(self, affinity: dict[str, Any]) -> OpBuilder:
+        self._environment["affinity"] = affinity
+        return self
+
+    def label(self, key: str, value: str) -> OpBuilder:
+        self._environment.setdefault("labels", {})[key] = value
+        return self
+
+    # scheduling fields
+    def queue(self, queue: str | None) -> OpBuilder:
+        self._fields["queue"] = queue
+        return self
+
+    def priority(self, priority: int) -> OpBuilder:
+        self._fields["priority"] = priority
+        return self
+
+    def project(self, project: str) -> OpBuilder:
+        self._fields["project"] = project
+        return self
+
+    def params(self, **params: Any) -> OpBuilder:
+        self._fields["params"] = {**self._fields.get("params", {}), **params}
+        return self
+
+    def inputs(self, **inputs: Any) -> OpBuilder:
+        self._fields["inputs"] = {**self._fields.get("inputs", {}), **inputs}
+        return self
+
+    def cost(self, amount: float) -> OpBuilder:
+        self._fields["cost"] = amount
+        return self
+
+    def timeout(self, seconds: int | None) -> OpBuilder:
+        self._termination["timeout"] = seconds
+        return self
+
+    def max_retries(self, retries: int) -> OpBuilder:
+        self._termination["max_retries"] = retries
+        return self
+
+    def cache(self, *, disable: bool | None = None, ttl: int | None = None) -> OpBuilder:
+        self._cache.update(disable=disable, ttl=ttl)
+        return self
+
+    def build(self) -> OpSpec:
+        container = Container(
+            image=self._image, command=list(self._command), args=list(self._args), env=list(self._env),
+            resources=Resources(limits=dict(self._limits), requests=dict(self._requests)),
+            security_context=copy.deepcopy(self._security_context),
+            volume_mounts=copy.deepcopy(self._volume_mounts),
+        )
+        return OpSpec(
+            name=self._name, container=container,
+            environment=Environment(**copy.deepcopy(self._environment)),
+            termination=Termination(**self._termination), cache=Cache(**self._cache),
+            **copy.deepcopy(self._fields),
+        )
+
+
+def op(name: str = "train") -> OpBuilder:
+    return OpBuilder(name)
+
+
+# ---- commands ---------------------------------------------------------------------------------
+
+def submit(spec: OpSpec, *, op_id: str = "op-1", at: datetime | None = T0) -> SubmitOperation:
+    return SubmitOperation(op_id=op_id, spec=spec, requested_at=at, requested_by="test")
+
+
+def stop(op_id: str = "op-1", *, reason: str = "stopped by user") -> StopOperation:
+    return StopOperation(op_id=op_id, reason=reason)
+
+
+# ---- events -----------------------------------------------------------------------------------
+
+def submitted(spec: OpSpec, *, op_id: str = "op-1", at: datetime = T0, queue: str | None = None,
+              priority: int | None = None, submitted_at: datetime | None = None) -> OperationSubmitted:
+    return OperationSubmitted(op_id=op_id, at=at, spec=spec, queue=queue or spec.queue or "default",
+                              submitted_at=submitted_at or at,
+                              priority=spec.priority if priority is None else priority)
+
+
+def cost_estimated(op_id: str = "op-1", *, at: datetime = T0, amount: float = 1.0,
+                   basis: str = "default") -> CostEstimated:
+    return CostEstimated(op_id=op_id, at=at, estimate=Money(amount=amount), basis=basis, duration_s=3600.0)
+
+
+def cache_missed(op_id: str = "op-1", *, at: datetime = T0, reason: str = "not_found") -> CacheMissed:
+    return CacheMissed(op_id=op_id, at=at, fingerprint="f" * 32, reason=reason)
+
+
+def cache_hit(op_id: str = "op-1", *, original: str = "op-0", at: datetime = T0) -> CacheHit:
+    return CacheHit(op_id=op_id, at=at, fingerprint="f" * 32, original_op_id=original)
+
+
+def gates_cleared(op_id: str = "op-1", *, at: datetime = T0) -> list:
+    """Both gates of a miss: the cost estimate and the cache answer."""
+    return [cost_estimated(op_id, at=at), cache_missed(op_id, at=at)]
+
+
+def admitted(spec: OpSpec | OperationSubmitted, *, op_id: str | None = None, at: datetime = T0,
+             attempt: int = 0, queue: str | None = None, namespace: str = NAMESPACE,
+             pod_name: str | None = None) -> OperationAdmitted:
+    if isinstance(spec, OperationSubmitted):
+        op_id, queue, spec = op_id or spec.op_id, queue or spec.queue, spec.spec
+    op_id = op_id or "op-1"
+    return OperationAdmitted(op_id=op_id, at=at, attempt=attempt, spec=spec,
+                             queue=queue or spec.queue or "default", namespace=namespace,
+                             pod_name=pod_name or f"op-{op_id}-{attempt}")
+
+
+def dispatched(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0,
+               namespace: str = NAMESPACE) -> OperationDispatched:
+    return OperationDispatched(op_id=op_id, at=at, attempt=attempt, pod_name=f"op-{op_id}-{attempt}",
+                               namespace=namespace)
+
+
+def running(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0,
+            node: str | None = "gpu-node-1") -> OperationRunning:
+    return OperationRunning(op_id=op_id, at=at, attempt=attempt, pod_name=f"op-{op_id}-{attempt}", node=node)
+
+
+def succeeded(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0, node: str | None = None,
+              reason: str = "Completed") -> OperationSucceeded:
+    return OperationSucceeded(op_id=op_id, at=at, attempt=attempt, node=node, reason=reason)
+
+
+def failed(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0, reason: str = "Error",
+           message: str = "", node: str | None = None, exit_code: int | None = 1) -> OperationFailed:
+    return OperationFailed(op_id=op_id, at=at, attempt=attempt, reason=reason, message=message,
+                           node=node, exit_code=exit_code)
+
+
+def rejected(op_id: str = "op-1", *, at: datetime = T0, reason: str = "unknown_queue",
+             message: str = "unknown queue") -> OperationRejected:
+    return OperationRejected(op_id=op_id, at=at, reason=reason, message=message)
+
+
+def stopped(op_id: str = "op-1", *, at: datetime = T0, message: str = "") -> OperationStopped:
+    return OperationStopped(op_id=op_id, at=at, message=message)
+
+
+def stop_requested(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0,
+                   namespace: str = NAMESPACE) -> StopRequested:
+    return StopRequested(op_id=op_id, at=at, attempt=attempt, pod_name=f"op-{op_id}-{attempt}",
+                         namespace=namespace)

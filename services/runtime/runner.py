@@ -19,7 +19,7 @@ async def serve(services: Sequence[Service], settings: Settings, stop: asyncio.E
     buses = [await Bus.connect(settings.nats_url, f"opsched-{s.name}") for s in services]
     health = None
     if settings.health_port is not None:
-        health = HealthServer(lambda: _report(services, buses), settings.health_port)
+        health = HealthServer(lambda: _report(services, buses), settings.health_port, settings.health_host)
         port = await health.start()
         oplog.get("runtime").info("health_listening", port=port)
     try:

@@ -13,6 +13,7 @@ class Settings(BaseSettings):
 
     nats_url: str = Field("nats://127.0.0.1:4222", validation_alias=AliasChoices("NATS_URL", "OPSCHED_NATS_URL"))
     health_port: int | None = Field(None, ge=0, le=65535, description="serve /healthz here; 0 = any free port")
+    health_host: str = Field("127.0.0.1", description="address for /healthz; 0.0.0.0 inside a pod")
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "info"
     fetch_batch: int = Field(64, ge=1, le=1000)

@@ -1,0 +1,75 @@
+"""Each service in its own process, as in production: killing and restarting any one of them
+does not lose the operation; SIGTERM drains and exits cleanly."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from opsched.client import Client
+from proto.events import OperationAdmitted, OperationSucceeded
+from tests.builders import op
+
+SERVICES = ("admission", "cost", "cache", "dispatcher")
+
+
+class Processes:
+    def __init__(self, env: dict[str, str], logs) -> None:
+        self.env = env
+        self.logs = logs
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str) -> None:
+        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        self.procs[name] = subprocess.Popen([sys.executable, "-m", f"services.{name}"], env=self.env,
+                                            stdout=log, stderr=subprocess.STDOUT)
+
+    def kill(self, name: str) -> None:
+        self.procs[name].send_signal(signal.SIGKILL)
+        self.procs[name].wait(10)
+
+    def terminate_all(self) -> dict[str, int | None]:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        codes = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[name] = None
+        return codes
+
+
+@pytest.fixture
+def processes(nats_server, control_plane, k8s_namespace, tmp_path):
+    env = {**os.environ, "NATS_URL": nats_server.url, "OPSCHED_KUBECONFIG": str(control_plane.kubeconfig),
+           "OPSCHED_NAMESPACE": k8s_namespace, "OPSCHED_LOG_FORMAT": "json"}
+    procs = Processes(env, tmp_path)
+    yield procs
+    procs.terminate_all()
+
+
+@pytest.mark.parametrize("victim", SERVICES)
+async def test_an_op_submitted_while_one_service_is_killed_succeeds_once_it_restarts(
+        victim, processes, sim_nodes, bus, events):
+    sim_nodes(("gpu-only", 1, "A100"))
+    for name in SERVICES:
+        processes.start(name)
+    warmup = await Client(bus).submit(op("warmup").gpus(1).runs("sleep 0.2").build())
+    await events.expect(OperationSucceeded, warmup, timeout=60)
+
+    processes.kill(victim)
+    op_id = await Client(bus).submit(op("survivor").gpus(1).runs("sleep 0.5").build())
+    if victim == "dispatcher":
+        await events.expect(OperationAdmitted, op_id)
+    processes.start(victim)
+    done = await events.expect(OperationSucceeded, op_id, timeout=60)
+    assert done.node == "gpu-only"
+
+    codes = processes.terminate_all()
+    assert codes == {name: 0 for name in SERVICES}, "SIGTERM should drain and exit 0"

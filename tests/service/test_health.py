@@ -1,0 +1,55 @@
+"""Each service alone: `python -m services.<name>` serves /healthz and /readyz and drains on SIGTERM."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from opsched.natsserver import free_port
+
+
+def get(port: int, path: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+    except OSError:
+        return 0, {}
+
+
+def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else "exited"
+        status, body = get(port, "/readyz")
+        if status == 200:
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"/readyz not 200 within {timeout}s")
+
+
+@pytest.mark.parametrize("service", ["cost", "cache", "admission"])
+def test_a_service_started_alone_reports_ready_and_exits_0_on_sigterm(service, nats_server):
+    port = free_port()
+    env = {**os.environ, "NATS_URL": nats_server.url, "OPSCHED_HEALTH_PORT": str(port),
+           "OPSCHED_LOG_FORMAT": "json"}
+    proc = subprocess.Popen([sys.executable, "-m", f"services.{service}"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        body = wait_ready(port, proc)
+        assert body["connected"] is True and service in body["services"]
+        assert get(port, "/healthz")[0] == 200
+        assert get(port, "/nope")[0] == 404
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -1,0 +1,155 @@
+"""The dispatcher's pod: deterministic, labelled, GPUs only as limits; and the GPU-accounting refusals."""
+from __future__ import annotations
+
+import pytest
+
+from services.dispatcher.gpu_accounting import violations
+from services.dispatcher.podspec import (
+    ANNOTATION_NAME, LABEL_ATTEMPT, LABEL_OP, LABEL_QUEUE, MANAGED_BY, MANAGER, build_pod,
+)
+from tests.builders import GPU, admitted, case, case_name, op
+
+
+def pod_of(builder, **kw) -> dict:
+    return build_pod(admitted(builder.build(), **kw))
+
+
+def main_container(pod: dict) -> dict:
+    (container,) = pod["spec"]["containers"]
+    return container
+
+
+# ---- build_pod --------------------------------------------------------------------------------
+
+def test_the_pod_is_named_after_the_admitted_event_and_built_the_same_every_time():
+    event = admitted(op("train").gpus(1).build(), op_id="abc", attempt=2, namespace="ml")
+    pod = build_pod(event)
+    assert pod["metadata"]["name"] == "op-abc-2" == event.pod_name
+    assert pod["metadata"]["namespace"] == "ml"
+    assert build_pod(event) == pod
+    assert pod["apiVersion"] == "v1" and pod["kind"] == "Pod"
+
+
+def test_labels_carry_op_id_queue_attempt_and_manager():
+    pod = pod_of(op("train").label("team", "vision"), op_id="abc", attempt=3, queue="gpu-a")
+    assert pod["metadata"]["labels"] == {
+        "team": "vision", MANAGED_BY: MANAGER, LABEL_OP: "abc", LABEL_QUEUE: "gpu-a", LABEL_ATTEMPT: "3",
+    }
+    assert pod["metadata"]["annotations"][ANNOTATION_NAME] == "train"
+
+
+def test_a_user_label_cannot_override_the_scheduler_labels():
+    pod = pod_of(op().label(LABEL_OP, "someone-else").label(MANAGED_BY, "me"), op_id="abc")
+    assert pod["metadata"]["labels"][LABEL_OP] == "abc"
+    assert pod["metadata"]["labels"][MANAGED_BY] == MANAGER
+
+
+@pytest.mark.parametrize("c", [
+    case("gpus given as a limit get an equal request",
+         builder=op().gpus(2),
+         resources={"limits": {GPU: "2"}, "requests": {GPU: "2"}}),
+    case("cpu and memory requests are kept and the gpu request is added equal to the limit",
+         builder=op().gpus(1).cpu("500m").memory("4Gi"),
+         resources={"limits": {GPU: "1"}, "requests": {"cpu": "500m", "memory": "4Gi", GPU: "1"}}),
+    case("any extended resource is an accelerator with requests equal to limits",
+         builder=op().gpus(4, resource="amd.com/gpu").limits(memory="8Gi"),
+         resources={"limits": {"amd.com/gpu": "4", "memory": "8Gi"}, "requests": {"amd.com/gpu": "4"}}),
+    case("cpu and memory limits do not create requests",
+         builder=op().limits(cpu="2", memory="1Gi"),
+         resources={"limits": {"cpu": "2", "memory": "1Gi"}}),
+    case("a spec without resources has none",
+         builder=op(), resources=None),
+], ids=case_name)
+def test_accelerators_only_as_limits_with_equal_requests(c):
+    assert main_container(pod_of(c.builder)).get("resources") == c.resources
+
+
+def test_building_the_pod_does_not_change_the_spec():
+    spec = op().gpus(1).cpu("1").build()
+    build_pod(admitted(spec))
+    assert spec.container.resources.requests == {"cpu": "1"}
+
+
+def test_placement_is_passed_through():
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
+    pod = pod_of(op().gpus(1, product="A100").toleration(key="nvidia.com/gpu", operator="Exists",
+                                                         effect="NoSchedule").affinity(affinity))
+    assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "A100"}
+    assert pod["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["spec"]["affinity"] == affinity
+
+
+def test_absent_placement_is_left_out():
+    spec = pod_of(op())["spec"]
+    assert not {"nodeSelector", "tolerations", "affinity", "volumes", "activeDeadlineSeconds"} & set(spec)
+
+
+def test_the_pod_never_restarts_and_does_not_mount_the_api_token():
+    spec = pod_of(op())["spec"]
+    assert spec["restartPolicy"] == "Never"
+    assert spec["automountServiceAccountToken"] is False
+
+
+@pytest.mark.parametrize("c", [
+    case("a timeout becomes the active deadline", timeout=600, deadline=600),
+    case("no timeout means no active deadline", timeout=None, deadline=None),
+], ids=case_name)
+def test_active_deadline_from_termination_timeout(c):
+    assert pod_of(op().timeout(c.timeout))["spec"].get("activeDeadlineSeconds") == c.deadline
+
+
+def test_the_container_carries_image_command_args_and_env():
+    container = main_container(pod_of(op().image("pytorch:2").command("python", "train.py")
+                                      .args("--lr", "0.1").env("SEED", "42")))
+    assert container["image"] == "pytorch:2"
+    assert container["command"] == ["python", "train.py"]
+    assert container["args"] == ["--lr", "0.1"]
+    assert container["env"] == [{"name": "SEED", "value": "42"}]
+
+
+# ---- violations -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("c", [
+    case("NVIDIA_VISIBLE_DEVICES in env bypasses gpu accounting",
+         builder=op().env("NVIDIA_VISIBLE_DEVICES", "all"), says="NVIDIA_VISIBLE_DEVICES"),
+    case("a privileged container sees every gpu",
+         builder=op().privileged(), says="privileged"),
+    case("a gpu requested without a limit",
+         builder=op().requests(**{GPU: "1"}), says="without a limit"),
+    case("a gpu request that differs from its limit",
+         builder=op().gpus(2).requests(**{GPU: "1"}), says="differs from limit"),
+    case("a hostPath mount of the nvidia driver libraries",
+         builder=op().volume("drivers", host_path="/usr/local/nvidia/lib64", mount_path="/drivers"),
+         says="mounts driver files"),
+    case("a hostPath mount of libcuda",
+         builder=op().volume("cuda", host_path="/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+         says="mounts driver files"),
+    case("half a gpu",
+         builder=op().gpus("0.5"), says="whole number"),
+    case("a gpu in milli units",
+         builder=op().gpus("500m"), says="whole number"),
+    case("a quantity that is not a number",
+         builder=op().gpus("lots"), says="not a Kubernetes quantity"),
+], ids=case_name)
+def test_specs_that_bypass_gpu_accounting_are_refused(c):
+    problems = violations(c.builder.build())
+    assert len(problems) == 1, problems
+    assert c.says in problems[0]
+
+
+@pytest.mark.parametrize("c", [
+    case("gpus as a limit with cpu and memory requests", builder=op().gpus(2).cpu("4").memory("16Gi")),
+    case("gpus as a limit with an equal request", builder=op().gpus(2).requests(**{GPU: "2"})),
+    case("a cpu-only op", builder=op().cpu("500m")),
+    case("privileged explicitly false", builder=op().privileged(False)),
+    case("ordinary env vars and a hostPath outside the driver paths",
+         builder=op().env("CUDA_LAUNCH_BLOCKING", "1").volume("data", host_path="/mnt/data")),
+    case("an emptyDir volume", builder=op().volume("scratch", emptyDir={})),
+], ids=case_name)
+def test_an_acceptable_spec_has_no_violations(c):
+    assert violations(c.builder.build()) == []
+
+
+def test_every_problem_is_reported_at_once():
+    spec = op().env("NVIDIA_VISIBLE_DEVICES", "0").privileged().gpus("1.5").build()
+    assert len(violations(spec)) == 3
