@@ -249,6 +249,18 @@ def test_a_duplicate_submission_or_lifecycle_event_is_reported_as_no_change(even
     assert state.apply(event) is False
 
 
+@pytest.mark.parametrize("c", [
+    case("admitted again while admitted", events=[], again=admitted(submitted(op("a").build(), op_id="a"))),
+    case("running again while running", events=[running("a")], again=running("a")),
+    case("dispatched again while dispatched", events=[dispatched("a")], again=dispatched("a")),
+], ids=case_name)
+def test_a_repeated_event_of_an_active_op_is_reported_as_no_change(c):
+    state = fold(ready("a"), admitted(submitted(op("a").build(), op_id="a")), *c.events)
+    before = snapshot(state)
+    assert state.apply(c.again) is False
+    assert snapshot(state) == before
+
+
 @pytest.mark.xfail(strict=True, reason="bug: AdmissionState._gate returns True for a duplicate gate event "
                                        "(apply's contract: True only when the state changed)")
 def test_a_duplicate_gate_event_is_reported_as_no_change():
