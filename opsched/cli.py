@@ -6,9 +6,10 @@ import asyncio
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
-from opsched.polyaxonfile import SpecError, load_polyaxonfile
+from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile
 
 EXIT_INVALID = 2
 EXIT_UNREACHABLE = 3
@@ -56,10 +57,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.priority is not None:
         overrides["priority"] = args.priority
     try:
-        spec = load_polyaxonfile(Path(args.file), overrides=overrides or None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SpecWarning)
+            spec = load_polyaxonfile(Path(args.file), overrides=overrides or None)
     except SpecError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_INVALID
+    for warning in caught:
+        print(f"opsched: warning: {warning.message}", file=sys.stderr)
     problems = violations(spec)
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
@@ -190,6 +195,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command != "up":
+        from services.runtime import logging as oplog
+
+        oplog.configure("console", "error")  # a client prints its own messages
     return args.func(args)
 
 

@@ -24,7 +24,7 @@ class Client:
 
     @classmethod
     async def connect(cls, nats_url: str, name: str = "opsched-client") -> "Client":
-        bus = await Bus.connect(nats_url, name, connect_timeout=3.0)
+        bus = await Bus.connect(nats_url, name, connect_timeout=3.0, max_reconnect_attempts=2)
         await bus.ensure_streams()
         return cls(bus)
 

@@ -11,7 +11,7 @@ from proto.events import (
 from proto.resources import accelerators
 
 RANK = {"submitted": 0, "cost_estimated": 0, "cache_missed": 0, "cache_hit": 0, "admitted": 2,
-        "dispatched": 3, "running": 4, "stop_requested": 4, "succeeded": 10, "failed": 10,
+        "dispatched": 3, "running": 4, "stop_requested": 5, "succeeded": 10, "failed": 10,
         "rejected": 10, "stopped": 10}
 STATUS = {"submitted": "pending", "cost_estimated": "pending", "cache_missed": "pending",
           "cache_hit": "pending", "stop_requested": "stopping"}

@@ -96,7 +96,7 @@ class StopRequested(Event, tag="stop_requested", kw_only=True):
 
 
 class ErrorRaised(Event, tag="error", kw_only=True):
-    """Bad input seen by a service. ``op_id`` is "-" when the input named no operation."""
+    """Bad input seen by a service. ``op_id`` is "-" (never a valid op id) when the input named no operation."""
 
     service: str
     subject: str

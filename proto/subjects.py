@@ -31,7 +31,7 @@ COST_ESTIMATOR = "cost-estimator"
 CACHE_LOOKUP = "cache-lookup"
 DISPATCHER_ADMITTED = "dispatcher-admitted"
 
-_TOKEN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_TOKEN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
 def valid_token(value: str) -> bool:
@@ -61,6 +61,14 @@ def events_for(op_id: str) -> str:
 
 def dead_letter(service: str) -> str:
     return f"dlq.{service}"
+
+
+def dead_letter_msg_id(service: str, stream_seq: int) -> str:
+    return f"dlq.{service}.{stream_seq}"
+
+
+def error_msg_id(service: str, stream_seq: int) -> str:
+    return f"error.{service}.{stream_seq}"
 
 
 def msg_id(op_id: str, kind: str, attempt: int = 0) -> str:

@@ -56,12 +56,14 @@ class Admission:
 
     async def cycle_once(self, bus: Bus) -> None:
         now = self.service.clock.now()
-        for decision in cycle.decide(self.state, self.config, now, self.settings.namespace):
+        decisions = cycle.decide(self.state, self.config, now, self.settings.namespace)
+        for index, decision in enumerate(decisions):
             try:
                 await bus.publish(decision)
-            except Exception as exc:  # noqa: BLE001 - forget the assumption; the next cycle retries
+            except Exception as exc:  # noqa: BLE001 - forget this and every later assumption
                 self.service.log.warning("publish_failed", op_id=decision.op_id, error=repr(exc))
-                self.state.unassume(decision.op_id)
+                for unpublished in decisions[index:]:
+                    self.state.unassume(unpublished.op_id)
                 self.wake.set()
                 await asyncio.sleep(0.2)
                 return

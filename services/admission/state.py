@@ -95,10 +95,16 @@ class AdmissionState:
         if op.status != Status.PENDING:
             return False
         if isinstance(e, CostEstimated):
+            if op.cost_known:
+                return False
             op.cost_known = True
         elif isinstance(e, CacheMissed):
+            if op.cache_known:
+                return False
             op.cache_known = True
-        elif isinstance(e, CacheHit) and op.cache_hit_of is None:
+        elif isinstance(e, CacheHit):
+            if op.cache_hit_of is not None:
+                return False
             op.cache_hit_of = e.original_op_id
             self.cache_hits.append(op.op_id)
             return True
@@ -129,11 +135,15 @@ class AdmissionState:
         return True
 
     def unassume(self, op_id: str) -> None:
-        """Forget an admission whose publish failed: the op is queued again."""
+        """Forget a decision whose publish failed: an admitted op is queued again, a cache hit
+        waits to be finished again."""
         op = self.ops[op_id]
         if op.status == Status.ADMITTED:
             self.queue(op.queue).active.discard(op_id)
             self._enqueue(op)
+        elif op.status == Status.SUCCEEDED and op.cache_hit_of is not None:
+            op.status = Status.PENDING
+            self.cache_hits.append(op_id)
 
     def pop_next(self, queue: str) -> OpRecord | None:
         """The head of a queue's order (skipping entries that are no longer queued)."""

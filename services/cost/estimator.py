@@ -13,7 +13,7 @@ from proto.spec import OpSpec
 GIB = 2**30
 
 
-class Prices(msgspec.Struct, kw_only=True, rename="camel"):
+class Prices(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True):
     """Prices per hour. ``accelerators`` maps resource name -> product -> price ("*" = any product)."""
 
     currency: str = "USD"

@@ -32,7 +32,7 @@ def build_pod(admitted: OperationAdmitted) -> dict[str, Any]:
         "nodeSelector": dict(env.node_selector) or None,
         "tolerations": list(env.tolerations) or None,
         "affinity": env.affinity,
-        "activeDeadlineSeconds": spec.termination.timeout,
+        "activeDeadlineSeconds": spec.termination.timeout or None,
         "priorityClassName": env.priority_class_name,
         "serviceAccountName": env.service_account_name,
         "volumes": list(env.volumes) or None,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import msgspec
 import nats
+import structlog
 from nats.js import api
 from nats.js.errors import NotFoundError
 
@@ -57,11 +58,25 @@ class Bus:
         self.name = name
 
     @classmethod
-    async def connect(cls, url: str, name: str, *, connect_timeout: float = 5.0) -> "Bus":
+    async def connect(cls, url: str, name: str, *, connect_timeout: float = 5.0,
+                      max_reconnect_attempts: int = -1) -> "Bus":
+        """Connect; reconnect forever (services) or give up after a few attempts (clients)."""
+        log = structlog.get_logger().bind(nats=name)
+
+        async def on_error(exc: Exception) -> None:
+            log.warning("nats_error", error=repr(exc))
+
+        async def on_disconnected() -> None:
+            log.warning("nats_disconnected")
+
+        async def on_reconnected() -> None:
+            log.info("nats_reconnected")
+
         nc = await nats.connect(
             servers=[url], name=name, connect_timeout=connect_timeout,
-            max_reconnect_attempts=-1, reconnect_time_wait=0.5,
-            allow_reconnect=True,
+            max_reconnect_attempts=max_reconnect_attempts, reconnect_time_wait=0.5,
+            allow_reconnect=True, error_cb=on_error, disconnected_cb=on_disconnected,
+            reconnected_cb=on_reconnected,
         )
         return cls(nc, name)
 

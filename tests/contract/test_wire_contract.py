@@ -271,8 +271,6 @@ def test_valid_token(value, valid):
     assert subjects.valid_token(value) is valid
 
 
-@pytest.mark.xfail(strict=True, reason="bug: valid_token accepts a trailing dash, which is not a DNS "
-                                       "label nor a valid Kubernetes label value (op id / queue labels)")
 def test_a_token_ending_in_a_dash_is_not_a_dns_label():
     assert subjects.valid_token("op-") is False
 
@@ -320,10 +318,6 @@ def _rel(path: Path) -> str:
 
 
 def _subject_literal_case(path: Path):
-    if _rel(path) == "services/runtime/deadletter.py":
-        return pytest.param(path, id=_rel(path), marks=pytest.mark.xfail(
-            strict=True, reason='bug: deadletter.py spells the message ids f"dlq.{service}.{seq}" (and '
-                                '"error.{service}.{seq}") itself instead of in proto/subjects.py'))
     return pytest.param(path, id=_rel(path))
 
 

@@ -29,7 +29,7 @@ async def test_a_malformed_command_is_dead_lettered_and_the_next_op_is_still_adm
     await bus.publish_raw(subjects.submit(None), b"{this is not json", {"Nats-Msg-Id": "garbage-1"})
     op_id = await Client(bus).submit(op("after-garbage").build())
     await events.expect(OperationAdmitted, op_id)
-    error = await events.expect(ErrorRaised, "unknown")
+    error = await events.expect(ErrorRaised, "-")
     assert error.service == "admission" and error.reason == "malformed_message"
     assert "JSON is malformed" in error.message
     letters = await dead_letters(bus, "admission")

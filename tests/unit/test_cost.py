@@ -106,8 +106,6 @@ def test_a_price_of_the_wrong_type_is_refused(tmp_path):
         load_prices(path)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Prices does not forbid unknown fields, so a misspelt key "
-                                       "(cpu_hour instead of cpuHour) is silently ignored and the default used")
 def test_a_misspelt_price_key_is_refused_not_ignored(tmp_path):
     path = tmp_path / "prices.yaml"
     path.write_text("cpu_hour: 1.0\n")

@@ -173,7 +173,7 @@ async def test_a_message_that_does_not_decode_is_dead_lettered_with_an_error_eve
         called.append(event)
 
     await service.process(sub, received(journal, data))
-    op_id = "op-1" if data.startswith(b"{\"") else "unknown"
+    op_id = "op-1" if data.startswith(b"{\"") else "-"
     error = assert_dead_lettered(journal, data, "malformed_message", op_id=op_id)
     assert error.payload == data[:200].decode()
     assert error.at == T0

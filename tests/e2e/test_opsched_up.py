@@ -1,0 +1,75 @@
+"""The README's promise, as a user runs it: `opsched up`, submit a 1-GPU example, see it succeed."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from opsched.localcluster.controlplane import ControlPlaneError, ensure_built
+from services.dispatcher.k8s import load_api_client
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def opsched(*args: str, data_dir: Path, timeout: float = 90) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "opsched.cli", "--data-dir", str(data_dir), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture
+def up(tmp_path):
+    try:
+        ensure_built(build=False)
+    except ControlPlaneError as exc:
+        pytest.skip(f"local Kubernetes control plane unavailable: {exc}")
+    data_dir = tmp_path / "opsched"
+    log = open(tmp_path / "up.log", "wb")  # noqa: SIM115
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    proc = subprocess.Popen([sys.executable, "-m", "opsched.cli", "--data-dir", str(data_dir), "up",
+                             "--node", "gpu-e2e:1:A100"], stdout=log, stderr=subprocess.STDOUT,
+                            cwd=ROOT, env=env)
+    state = data_dir / "up.json"
+    deadline = time.monotonic() + 90
+    while not state.exists():
+        assert proc.poll() is None, (tmp_path / "up.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, "opsched up did not start within 90s"
+        time.sleep(0.2)
+    yield data_dir, json.loads(state.read_text()), proc
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+
+
+def test_a_1_gpu_example_runs_on_a_gpu_node_and_ends_succeeded_in_opsched_ops(up):
+    data_dir, state, proc = up
+    submitted = opsched("submit", "examples/train-1gpu.yaml", "--wait", data_dir=data_dir)
+    assert submitted.returncode == 0, submitted.stderr
+    op_id = submitted.stdout.splitlines()[0].strip()
+    assert "succeeded" in submitted.stdout.splitlines()[-1]
+
+    listing = opsched("ops", data_dir=data_dir)
+    row = next(line for line in listing.stdout.splitlines() if line.startswith(op_id))
+    assert row.split()[1:4] == ["train-1gpu", "default", "succeeded"] and "gpu-e2e" in row
+
+    core = client.CoreV1Api(load_api_client(Path(state["kubeconfig"])))
+    pod = core.read_namespaced_pod(f"op-{op_id}-0", "opsched")
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    assert pod.spec.node_name == "gpu-e2e" and pod.status.phase == "Succeeded"
+
+    watched = opsched("watch", op_id, data_dir=data_dir)
+    assert watched.returncode == 0 and "succeeded" in watched.stdout
+
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 0, "SIGINT stops `opsched up` cleanly"
+    assert not (data_dir / "up.json").exists()
