@@ -13,7 +13,7 @@ import structlog
 from nats.js import api
 from nats.js.errors import NotFoundError
 
-from proto import codec, subjects
+from proto import cloudevents, codec, subjects
 from proto.commands import Command, StopOperation, SubmitOperation
 from proto.events import Event
 
@@ -49,6 +49,11 @@ def default_msg_id(message: msgspec.Struct) -> str:
     if isinstance(message, Command):
         return subjects.msg_id(message.op_id, kind)
     raise TypeError(f"no message id for {type(message).__name__}")
+
+
+def _cloudevent(message: msgspec.Struct, mid: str, source: str) -> dict[str, str]:
+    time = getattr(message, "at", None) or getattr(message, "requested_at", None)
+    return cloudevents.headers(codec.type_of(message), mid, source, getattr(message, "op_id", None), time)
 
 
 class Bus:
@@ -110,7 +115,8 @@ class Bus:
 
     async def publish(self, message: msgspec.Struct, *, msg_id: str | None = None,
                       subject: str | None = None, headers: dict[str, str] | None = None) -> api.PubAck:
-        hdrs = {"Nats-Msg-Id": msg_id or default_msg_id(message), **(headers or {})}
+        mid = msg_id or default_msg_id(message)
+        hdrs = {"Nats-Msg-Id": mid, **_cloudevent(message, mid, self.name), **(headers or {})}
         return await self.js.publish(subject or subject_for(message), codec.encode(message), headers=hdrs)
 
     async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> api.PubAck:

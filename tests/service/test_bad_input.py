@@ -108,3 +108,19 @@ def _stream_messages(url: str) -> int:
         finally:
             await bus.close()
     return asyncio.run(count())
+
+
+async def test_events_carry_cloudevents_binary_mode_headers(stack_factory, bus, events):
+    await stack_factory(dispatcher_mode="null")
+    op_id = await Client(bus).submit(op("ce").build())
+    await events.expect(OperationAdmitted, op_id)
+    sub = await bus.js.pull_subscribe(subjects.event("admitted", op_id), stream=subjects.OPS_STREAM)
+    try:
+        [msg] = await sub.fetch(1, timeout=2)
+    finally:
+        await sub.unsubscribe()
+    assert msg.headers["ce-specversion"] == "1.0"
+    assert msg.headers["ce-type"] == "io.opsched.admitted"
+    assert msg.headers["ce-id"] == msg.headers["Nats-Msg-Id"] == f"{op_id}.admitted.0"
+    assert msg.headers["ce-source"] == "opsched/opsched-admission"
+    assert msg.headers["ce-subject"] == op_id and msg.headers["ce-time"].endswith("Z")

@@ -1,0 +1,23 @@
+"""CloudEvents binary content mode over NATS: ``ce-*`` headers beside the JSON body, so any
+CloudEvents consumer (Knative, Argo Events, ...) can read opsched events without knowing msgspec."""
+from __future__ import annotations
+
+from datetime import datetime
+
+SPEC_VERSION = "1.0"
+TYPE_PREFIX = "io.opsched."
+
+
+def headers(kind: str, msg_id: str, source: str, subject: str | None, time: datetime | None) -> dict[str, str]:
+    out = {
+        "ce-specversion": SPEC_VERSION,
+        "ce-id": msg_id,
+        "ce-type": TYPE_PREFIX + kind,
+        "ce-source": f"opsched/{source}",
+        "content-type": "application/json",
+    }
+    if subject:
+        out["ce-subject"] = subject
+    if time is not None:
+        out["ce-time"] = time.isoformat().replace("+00:00", "Z")
+    return out
