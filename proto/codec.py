@@ -5,19 +5,27 @@ from typing import Union
 
 import msgspec
 
+from proto.cluster import CLUSTER_EVENTS, ClusterEvent
 from proto.commands import COMMANDS, Command
+from proto.config import QueuesConfigured, SetQueues
 from proto.events import EVENTS, Event
+from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from proto.spec import OpSpec
 
 AnyEvent = Union[EVENTS]  # type: ignore[valid-type]
-AnyCommand = Union[COMMANDS]  # type: ignore[valid-type]
-AnyMessage = Union[EVENTS + COMMANDS]  # type: ignore[valid-type]
+AnyCommand = Union[COMMANDS + (SetQueues,)]  # type: ignore[valid-type]
+AnyMessage = Union[EVENTS + COMMANDS + (SetQueues,)]  # type: ignore[valid-type]
+AnyCluster = Union[CLUSTER_EVENTS]  # type: ignore[valid-type]
+AnyQuery = Union[WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer]
 
 _encoder = msgspec.json.Encoder()
 _event_decoder = msgspec.json.Decoder(AnyEvent)
 _command_decoder = msgspec.json.Decoder(AnyCommand)
 _message_decoder = msgspec.json.Decoder(AnyMessage)
 _spec_decoder = msgspec.json.Decoder(OpSpec)
+_cluster_decoder = msgspec.json.Decoder(AnyCluster)
+_config_decoder = msgspec.json.Decoder(QueuesConfigured)
+_query_decoder = msgspec.json.Decoder(AnyQuery)
 
 DecodeError = msgspec.DecodeError  # raised for malformed JSON and for schema violations
 
@@ -44,3 +52,15 @@ def decode_spec(data: bytes) -> OpSpec:
 
 def type_of(message: msgspec.Struct) -> str:
     return type(message).__struct_config__.tag  # type: ignore[return-value]
+
+
+def decode_cluster(data: bytes) -> ClusterEvent:
+    return _cluster_decoder.decode(data)
+
+
+def decode_config(data: bytes) -> QueuesConfigured:
+    return _config_decoder.decode(data)
+
+
+def decode_query(data: bytes) -> WhyRequest | WhyAnswer | QueuesRequest | QueuesAnswer:
+    return _query_decoder.decode(data)

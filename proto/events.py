@@ -5,6 +5,7 @@ Evolve only by adding defaulted fields. ``at`` is the time of the fact, from the
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -52,6 +53,10 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     queue: str
     namespace: str
     pod_name: str
+    flavors: dict[str, str] = {}  # resource -> flavor assigned by admission
+    node_selector: dict[str, str] = {}  # queue defaults + flavor labels, merged into the pod's
+    tolerations: list[dict[str, Any]] = []
+    borrowing: bool = False  # admitted on quota borrowed from its cohort
 
 
 class OperationDispatched(Event, tag="dispatched", kw_only=True):

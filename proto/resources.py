@@ -60,3 +60,11 @@ def accelerators(limits: dict[str, str]) -> dict[str, int]:
         if is_accelerator(name):
             out[name] = int(parse_quantity(qty))
     return out
+
+
+def requested(limits: dict[str, str], requests: dict[str, str]) -> dict[str, float]:
+    """What a container asks the scheduler for: its requests, and its limits where it set no request
+    (Kubernetes defaults requests to limits; accelerators are set only as limits)."""
+    out = {name: float(parse_quantity(qty)) for name, qty in limits.items()}
+    out.update({name: float(parse_quantity(qty)) for name, qty in requests.items()})
+    return out

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import msgspec
 
+from proto.cluster import CLUSTER_EVENTS
 from proto.commands import COMMANDS
+from proto.config import QueuesConfigured, SetQueues
 from proto.events import EVENTS
+from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from proto.spec import OpSpec
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
@@ -17,7 +20,8 @@ SCHEMA_DIR = Path(__file__).with_name("schemas")
 def render() -> dict[str, str]:
     """File name -> JSON text, for every message of the contract."""
     out: dict[str, str] = {}
-    groups = {"event": EVENTS, "command": COMMANDS}
+    groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured,), "command": COMMANDS + (SetQueues,),
+              "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer)}
     for kind, types in groups.items():
         for cls in types:
             tag = cls.__struct_config__.tag

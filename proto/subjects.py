@@ -7,6 +7,8 @@ import re
 CMD_STREAM = "OPSCHED_CMD"
 OPS_STREAM = "OPSCHED_OPS"
 DLQ_STREAM = "OPSCHED_DLQ"
+CLUSTER_STREAM = "OPSCHED_CLUSTER"  # latest fact per node
+CONFIG_STREAM = "OPSCHED_CONFIG"  # configuration in force (latest per subject)
 
 # Subjects
 CMD_ALL = "cmd.>"
@@ -14,12 +16,21 @@ CMD_SUBMIT_ALL = "cmd.submit.>"
 CMD_STOP = "cmd.stop"
 OPS_ALL = "ops.>"
 DLQ_ALL = "dlq.>"
+CLUSTER_ALL = "cluster.>"
+CONFIG_ALL = "config.>"
+CONFIG_QUEUES = "config.queues"
+CMD_SET_QUEUES = "cmd.queues.set"
+QUERY_WHY = "opsched.query.why"  # request/reply, answered by admission
+QUERY_QUEUES = "opsched.query.queues"
 DEFAULT_ROUTE = "_"
 
-STREAMS: dict[str, list[str]] = {
-    CMD_STREAM: [CMD_ALL],
-    OPS_STREAM: [OPS_ALL],
-    DLQ_STREAM: [DLQ_ALL],
+# stream -> (subjects, max messages kept per subject; -1 = all)
+STREAMS: dict[str, tuple[list[str], int]] = {
+    CMD_STREAM: ([CMD_ALL], -1),
+    OPS_STREAM: ([OPS_ALL], -1),
+    DLQ_STREAM: ([DLQ_ALL], -1),
+    CLUSTER_STREAM: ([CLUSTER_ALL], 1),
+    CONFIG_STREAM: ([CONFIG_ALL], 10),
 }
 
 # Key-value buckets
@@ -57,6 +68,11 @@ def events_of(kind: str) -> str:
 
 def events_for(op_id: str) -> str:
     return f"ops.*.{op_id}"
+
+
+def node(name: str) -> str:
+    """Node names may hold dots (DNS subdomains); a subject token may not."""
+    return "cluster.node." + name.replace(".", "_")
 
 
 def dead_letter(service: str) -> str:

@@ -1,18 +1,25 @@
-"""One scheduling cycle: walk the queues in order and admit as many ops as fit (not one head per cycle).
+"""One scheduling cycle over a snapshot, admitting as many ops as fit (not one head per cycle).
 
-Each pop is O(log n). Decisions are returned; the caller assumes them in state, publishes them,
-and forgets any whose publish failed.
+1. Finish cache hits.
+2. Walk the queues in hand-off order (queue priority, then name); in each, pop ops in their total
+   order and admit those that fit within quota. An op that fits only by borrowing is set aside; one
+   that fits nowhere ever is rejected; one that must wait is kept, and after LOOKAHEAD such ops (or a
+   full queue) the queue is left for this cycle (bounded work: O((admitted + LOOKAHEAD) log n)).
+3. Admit the set-aside borrowers, in queue order then op order, while the cohort can lend.
+Each decision is assumed in state and snapshot at once; the caller publishes.
 """
 from __future__ import annotations
 
 from datetime import datetime
 
-from proto.events import Event, OperationAdmitted, OperationSucceeded
-from services.admission.policies.concurrency import free_slots
-from services.admission.queues import QueuesConfig
+from proto.events import Event, OperationAdmitted, OperationRejected, OperationSucceeded
+from services.admission.policies.admit import ADMIT, BORROW, UNFITTABLE, Verdict, evaluate
+from services.admission.queues import Book
+from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState, OpRecord, Status
 
 CACHE_HIT_REASON = "cache_hit"
+LOOKAHEAD = 16
 
 
 def pod_name(op_id: str, attempt: int) -> str:
@@ -20,19 +27,67 @@ def pod_name(op_id: str, attempt: int) -> str:
     return f"op-{op_id}-{attempt}"
 
 
-def decide(state: AdmissionState, config: QueuesConfig, now: datetime, default_namespace: str) -> list[Event]:
+def decide(state: AdmissionState, book: Book, now: datetime, default_namespace: str) -> list[Event]:
     decisions: list[Event] = _finish_cache_hits(state, now)
-    for queue in sorted(config.queues, key=lambda q: (-q.priority, q.name)):
-        slots = free_slots(queue.concurrency, len(state.queue(queue.name).active))
-        while slots > 0:
-            op = state.pop_next(queue.name)
-            if op is None:
-                break
-            decision = _admit(op, queue.namespace or default_namespace, now)
-            state.apply(decision)  # assume: the slot is taken before the publish
+    snap = Snapshot.build(state, book)
+    borrowers: list[OpRecord] = []
+    for queue in book.order:
+        decisions += _walk_queue(state, snap, queue, borrowers, now, default_namespace)
+    rank = {name: i for i, name in enumerate(book.order)}
+    for op in sorted(borrowers, key=lambda o: (rank[o.queue], o.key)):
+        verdict = evaluate(op, snap, allow_borrow=True)
+        decision = _decision(op, verdict, snap, now, default_namespace)
+        if decision is None:
+            _keep_waiting(state, op, verdict)
+        else:
+            state.apply(decision)
             decisions.append(decision)
-            slots -= 1
     return decisions
+
+
+def _walk_queue(state: AdmissionState, snap: Snapshot, queue: str, borrowers: list[OpRecord],
+                now: datetime, namespace: str) -> list[Event]:
+    out: list[Event] = []
+    kept: list[tuple[OpRecord, Verdict]] = []
+    while len(kept) < LOOKAHEAD:
+        op = state.pop_next(queue)
+        if op is None:
+            break
+        verdict = evaluate(op, snap, allow_borrow=False)
+        decision = _decision(op, verdict, snap, now, namespace)
+        if decision is not None:
+            state.apply(decision)  # assume: the slot is taken before the publish
+            out.append(decision)
+        elif verdict.outcome == BORROW:
+            borrowers.append(op)
+        else:
+            kept.append((op, verdict))
+            if verdict.queue_blocked:
+                break
+    for op, verdict in kept:
+        _keep_waiting(state, op, verdict)
+    return out
+
+
+def _decision(op: OpRecord, verdict: Verdict, snap: Snapshot, now: datetime, namespace: str) -> Event | None:
+    if verdict.outcome == UNFITTABLE and snap.book.config.reject_unfittable:
+        return OperationRejected(op_id=op.op_id, at=now, attempt=op.attempt, reason="unfittable",
+                                 message="; ".join(dict.fromkeys(r.message for r in verdict.reasons)))
+    if verdict.outcome not in (ADMIT, BORROW) or (verdict.outcome == BORROW and not verdict.flavors):
+        return None  # waiting, or the "fits only by borrowing" marker of the first pass
+    op.flavors = dict(verdict.flavors)
+    snap.assume(op, verdict.node)
+    queue = snap.book.queues[op.queue]
+    return OperationAdmitted(
+        op_id=op.op_id, at=now, attempt=op.attempt, spec=op.spec, queue=op.queue,
+        namespace=queue.namespace or namespace, pod_name=pod_name(op.op_id, op.attempt),
+        flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
+        borrowing=verdict.outcome == BORROW)
+
+
+def _keep_waiting(state: AdmissionState, op: OpRecord, verdict: Verdict) -> None:
+    op.blocked = verdict.reasons
+    state.requeue(op)
 
 
 def _finish_cache_hits(state: AdmissionState, now: datetime) -> list[Event]:
@@ -44,8 +99,3 @@ def _finish_cache_hits(state: AdmissionState, now: datetime) -> list[Event]:
             state.apply(event)
             out.append(event)
     return out
-
-
-def _admit(op: OpRecord, namespace: str, now: datetime) -> OperationAdmitted:
-    return OperationAdmitted(op_id=op.op_id, at=now, attempt=op.attempt, spec=op.spec, queue=op.queue,
-                             namespace=namespace, pod_name=pod_name(op.op_id, op.attempt))

@@ -4,25 +4,32 @@ from __future__ import annotations
 from proto import subjects
 from proto.commands import StopOperation, SubmitOperation
 from proto.events import Event, OperationRejected, OperationStopped, OperationSubmitted, StopRequested
-from services.admission.queues import QueuesConfig
-from services.admission.state import AdmissionState, Status
+from services.admission.policies.routing import route
+from services.admission.queues import Book
+from services.admission.state import AdmissionState
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 
 
-def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, config: QueuesConfig) -> Event | None:
+def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: Book) -> Event | None:
     if not subjects.valid_token(cmd.op_id):
         raise InvalidInput("invalid_op_id", f"op id {cmd.op_id!r} must be lowercase letters, digits and dashes")
     if cmd.op_id in state.ops:
         ctx.log.info("duplicate_submit_ignored")
         return None
     now = ctx.clock.now()
-    queue = cmd.spec.queue or config.default_queue
-    if config.get(queue) is None:
+    queue = route(cmd.spec, book)
+    config = book.queues.get(queue)
+    if config is None:
         return OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_queue",
-                                 message=f"unknown queue {queue!r}; known queues: {', '.join(config.names)}")
+                                 message=f"unknown queue {queue!r}; known queues: {', '.join(book.names)}")
+    waiting = state.queue(queue).waiting
+    if config.max_queued is not None and waiting >= config.max_queued:
+        return OperationRejected(op_id=cmd.op_id, at=now, reason="queue_full",
+                                 message=f"queue {queue} already holds {waiting} waiting ops (maxQueued "
+                                         f"{config.max_queued}); retry later or use another queue")
     return OperationSubmitted(op_id=cmd.op_id, at=now, spec=cmd.spec, queue=queue,
-                              submitted_at=cmd.requested_at or now, priority=cmd.spec.priority)
+                              submitted_at=now, priority=cmd.spec.priority)
 
 
 def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | None:

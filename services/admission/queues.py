@@ -1,64 +1,177 @@
-"""Queue configuration (YAML), validated at the edge with field-level errors."""
+"""The queue configuration in force, compiled for the cycle: quotas as numbers, cohorts, flavors.
+
+Read from YAML (a file or the `set_queues` command), validated with a precise error per problem.
+"""
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from proto.queues import Flavor, Queue, QueuesConfig
+from proto.resources import QuantityError, parse_quantity
 from proto.subjects import valid_token
 
-
-class QueueConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    name: str
-    concurrency: int = Field(10, ge=1, description="max operations admitted and not yet finished")
-    priority: int = Field(0, description="queue-level priority: orders hand-off between queues")
-    namespace: str | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not valid_token(v):
-            raise ValueError("queue names are lowercase letters, digits and dashes (a DNS label)")
-        return v
-
-
-class QueuesConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    queues: list[QueueConfig] = Field(default_factory=lambda: [QueueConfig(name="default")])
-    default_queue: str = Field("default", alias="defaultQueue")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "QueuesConfig":
-        names = [q.name for q in self.queues]
-        if len(set(names)) != len(names):
-            raise ValueError(f"queue names must be unique: {names}")
-        if self.default_queue not in names:
-            raise ValueError(f"defaultQueue {self.default_queue!r} is not one of the queues {names}")
-        return self
-
-    def get(self, name: str) -> QueueConfig | None:
-        return next((q for q in self.queues if q.name == name), None)
-
-    @property
-    def names(self) -> list[str]:
-        return [q.name for q in self.queues]
+DEFAULT_FLAVOR = "default"
 
 
 class QueuesConfigError(ValueError):
     pass
 
 
+@dataclass(frozen=True)
+class QuotaLine:
+    nominal: float
+    borrowing_limit: float | None  # None: unlimited
+    lendable: float  # how much of nominal the cohort may use
+
+
+@dataclass
+class Book:
+    config: QueuesConfig
+    source: str = "default"
+    queues: dict[str, Queue] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)  # hand-off order: queue priority, then name
+    flavors: dict[str, Flavor] = field(default_factory=dict)
+    quotas: dict[str, dict[tuple[str, str], QuotaLine]] = field(default_factory=dict)
+    flavor_order: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # queue -> resource -> flavors
+    cohorts: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [q.name for q in self.config.queues]
+
+    @property
+    def default_queue(self) -> str:
+        return self.config.default_queue
+
+    def members(self, queue: str) -> list[str]:
+        cohort = self.queues[queue].cohort
+        return self.cohorts[cohort] if cohort else [queue]
+
+
+def compile_book(config: QueuesConfig, source: str = "default") -> Book:
+    """Validate a configuration and compile it; raises QueuesConfigError listing every problem."""
+    problems = _problems(config)
+    if problems:
+        raise QueuesConfigError("invalid queue configuration:\n  " + "\n  ".join(problems))
+    book = Book(config=config, source=source)
+    book.queues = {q.name: q for q in config.queues}
+    book.order = [q.name for q in sorted(config.queues, key=lambda q: (-q.priority, q.name))]
+    book.flavors = {f.name: f for f in config.flavors}
+    for q in config.queues:
+        book.quotas[q.name], book.flavor_order[q.name] = _quota_lines(q)
+        if q.cohort:
+            book.cohorts.setdefault(q.cohort, []).append(q.name)
+    return book
+
+
+def _quota_lines(q: Queue) -> tuple[dict[tuple[str, str], QuotaLine], dict[str, list[str]]]:
+    lines: dict[tuple[str, str], QuotaLine] = {}
+    order: dict[str, list[str]] = {}
+    for rq in q.resources:
+        order[rq.resource] = [f.name for f in rq.flavors]
+        for f in rq.flavors:
+            nominal = _num(f.nominal)
+            guaranteed = _num(f.guaranteed) if f.guaranteed is not None else 0.0
+            lendable = nominal - guaranteed
+            if f.lending_limit is not None:
+                lendable = min(lendable, _num(f.lending_limit))
+            borrow = _num(f.borrowing_limit) if f.borrowing_limit is not None else None
+            lines[(rq.resource, f.name)] = QuotaLine(nominal, borrow, max(0.0, lendable))
+    return lines, order
+
+
+def _num(q: str | int | float) -> float:
+    return float(parse_quantity(q))
+
+
+def _problems(config: QueuesConfig) -> list[str]:
+    problems: list[str] = []
+    names = [q.name for q in config.queues]
+    flavor_names = {f.name for f in config.flavors} | {DEFAULT_FLAVOR}
+    if not names:
+        problems.append("queues: at least one queue is needed")
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"queues: the name {dup!r} is used twice")
+    if config.default_queue not in names:
+        problems.append(f"defaultQueue: {config.default_queue!r} is not one of the queues {names}")
+    for project, queue in config.project_queues.items():
+        if queue not in names:
+            problems.append(f"projectQueues.{project}: {queue!r} is not one of the queues {names}")
+    for i, q in enumerate(config.queues):
+        problems += _queue_problems(f"queues[{i}]", q, flavor_names)
+    return problems
+
+
+def _queue_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:
+    out: list[str] = []
+    if not valid_token(q.name):
+        out.append(f"{where}.name: {q.name!r} must be lowercase letters, digits and dashes (a DNS label)")
+    if q.cohort is not None and not valid_token(q.cohort):
+        out.append(f"{where}.cohort: {q.cohort!r} must be a DNS label")
+    for j, rq in enumerate(q.resources):
+        if not rq.flavors:
+            out.append(f"{where}.resources[{j}].flavors: list at least one flavor")
+        for k, f in enumerate(rq.flavors):
+            at = f"{where}.resources[{j}].flavors[{k}]"
+            if f.name not in flavor_names:
+                out.append(f"{at}.name: unknown flavor {f.name!r}; define it under flavors (known: "
+                           f"{', '.join(sorted(flavor_names))})")
+            out += _quantity_problems(at, f)
+    return out
+
+
+def _quantity_problems(at: str, f) -> list[str]:
+    out: list[str] = []
+    for attr in ("nominal", "borrowing_limit", "lending_limit", "guaranteed"):
+        value = getattr(f, attr)
+        if value is None:
+            continue
+        try:
+            parse_quantity(value)
+        except QuantityError as exc:
+            out.append(f"{at}.{_camel(attr)}: {exc}")
+    if not out and f.guaranteed is not None and _num(f.guaranteed) > _num(f.nominal):
+        out.append(f"{at}.guaranteed: {f.guaranteed} is more than nominal {f.nominal}")
+    return out
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def parse_queues(text: str, source: str = "<string>") -> QueuesConfig:
+    """YAML (or JSON) text -> QueuesConfig, with the path of the first schema error."""
+    try:
+        doc = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise QueuesConfigError(f"{source}: not valid YAML: {exc}") from None
+    try:
+        config = msgspec.convert(doc, QueuesConfig)
+    except msgspec.ValidationError as exc:
+        raise QueuesConfigError(f"{source}: invalid queue configuration: {exc}") from None
+    try:
+        compile_book(config)
+    except QueuesConfigError as exc:
+        raise QueuesConfigError(f"{source}: {exc}") from None
+    return config
+
+
 def load_queues(path: Path | None) -> QueuesConfig:
     if path is None:
         return QueuesConfig()
     try:
-        return QueuesConfig.model_validate(yaml.safe_load(path.read_text()) or {})
-    except (yaml.YAMLError, OSError) as exc:
-        raise QueuesConfigError(f"{path}: {exc}") from None
-    except ValidationError as exc:
-        lines = [f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise QueuesConfigError(f"{path}: invalid queue configuration\n" + "\n".join(lines)) from None
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise QueuesConfigError(f"{path}: {exc.strerror}") from None
+    return parse_queues(text, str(path))
+
+
+def file_source(path: Path) -> str:
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+    return f"file:{path}#{digest}"

@@ -1,5 +1,5 @@
-"""The admission service: folds every op event into state (rebuilt from the stream on start),
-handles commands, and runs the scheduling cycle whenever something changed."""
+"""The admission service: folds every op event and node fact into state (rebuilt from the streams on
+start), handles commands and queries, and runs the scheduling cycle whenever something changed."""
 from __future__ import annotations
 
 import asyncio
@@ -8,10 +8,15 @@ import msgspec
 
 from proto import codec, subjects
 from proto.commands import StopOperation, SubmitOperation
-from services.admission import cycle, handlers
-from services.admission.queues import load_queues
+from proto.config import QueuesConfigured, SetQueues
+from proto.queries import QueuesRequest, WhyRequest
+from proto.queues import QueuesConfig
+from services.admission import cycle, handlers, queries
+from services.admission.config_source import ConfigSource
+from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
-from services.runtime.bus import Bus
+from services.runtime.bus import Bus, config_digest
+from services.runtime.errors import InvalidInput
 from services.runtime.service import Context, Service
 from services.runtime.settings import Settings
 
@@ -20,20 +25,43 @@ class Admission:
     def __init__(self, service: Service, settings: Settings) -> None:
         self.service = service
         self.settings = settings
-        self.config = load_queues(settings.queues_file)
         self.state = AdmissionState()
+        self.book: Book = compile_book(QueuesConfig())
+        self.config = ConfigSource(settings.queues_file, service.clock, service.log)
         self.wake = asyncio.Event()
-        self.caught_up = asyncio.Event()
-        self.replay_target = 0
 
-    async def start_feed(self, bus: Bus) -> None:
-        """Replay the op stream into state, then follow it live. Commands wait for the replay."""
-        self.replay_target = await bus.last_seq(subjects.OPS_STREAM)
-        if self.replay_target == 0:
-            self.caught_up.set()
-        await bus.follow(subjects.OPS_STREAM, subjects.OPS_ALL, self.fold)
-        await self.caught_up.wait()
-        self.service.log.info("state_rebuilt", ops=len(self.state.ops), last_seq=self.replay_target)
+    async def start(self, bus: Bus) -> None:
+        """Config, then cluster facts, then the op stream: replayed into state, then followed live."""
+        await bus.replay(subjects.CONFIG_STREAM, subjects.CONFIG_ALL, self.on_config)
+        await self.config.publish_file(bus, at_start=True)
+        await bus.replay(subjects.CLUSTER_STREAM, subjects.CLUSTER_ALL, self.on_cluster)
+        await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, self.fold)
+        await bus.serve(subjects.QUERY_WHY, self.answer, group="admission")
+        await bus.serve(subjects.QUERY_QUEUES, self.answer, group="admission")
+        self.service.log.info("state_rebuilt", ops=len(self.state.ops), nodes=len(self.state.nodes),
+                              queues=self.book.names, config=self.book.source)
+        self.wake.set()
+
+    async def on_config(self, data: bytes, seq: int) -> None:
+        await self.config.on_message(data, seq)
+        latest = self.config.latest
+        if latest is None or latest.source == self.book.source:
+            return
+        try:
+            self.book = compile_book(latest.config, latest.source)
+        except QueuesConfigError as exc:
+            self.service.log.error("config_not_applied", source=latest.source, error=str(exc))
+            return
+        self.service.log.info("queues_configured", source=latest.source, queues=self.book.names)
+        self.wake.set()
+
+    async def on_cluster(self, data: bytes, seq: int) -> None:
+        try:
+            event = codec.decode_cluster(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        if self.state.observe(event):
+            self.wake.set()
 
     async def fold(self, data: bytes, seq: int) -> None:
         try:
@@ -42,8 +70,18 @@ class Admission:
             return  # producers' bad messages are dead-lettered where they are consumed
         if self.state.apply(event):
             self.wake.set()
-        if seq >= self.replay_target:
-            self.caught_up.set()
+
+    async def answer(self, data: bytes) -> bytes:
+        try:
+            request = codec.decode_query(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return codec.encode(queries.WhyAnswer(op_id="-", found=False, reasons=[
+                queries.PendingReason(code="bad_request", message=str(exc))]))
+        if isinstance(request, WhyRequest):
+            return codec.encode(queries.why(self.state, self.book, request.op_id))
+        if isinstance(request, QueuesRequest):
+            return codec.encode(queries.queues(self.state, self.book))
+        return codec.encode(queries.WhyAnswer(op_id="-", found=False))
 
     async def run_cycles(self, bus: Bus, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -56,7 +94,7 @@ class Admission:
 
     async def cycle_once(self, bus: Bus) -> None:
         now = self.service.clock.now()
-        decisions = cycle.decide(self.state, self.config, now, self.settings.namespace)
+        decisions = cycle.decide(self.state, self.book, now, self.settings.namespace)
         for index, decision in enumerate(decisions):
             try:
                 await bus.publish(decision)
@@ -74,17 +112,26 @@ def build(settings: Settings, clock=None) -> Service:
     service = Service("admission", settings, clock)
     admission = Admission(service, settings)
     service.admission = admission  # type: ignore[attr-defined] - for in-process inspection
-    service.on_start.append(admission.start_feed)
-    service.extra_tasks.append(admission.run_cycles)
+    service.on_start.append(admission.start)
+    service.extra_tasks += [admission.run_cycles, admission.config.watch_file]
     sub = service.consume(subjects.ADMISSION_COMMANDS, subjects.CMD_STREAM, [subjects.CMD_ALL],
                           decoder=codec.decode_command)
 
     @service.on(sub, SubmitOperation)
     async def submit(cmd: SubmitOperation, ctx: Context):
-        return handlers.on_submit(cmd, ctx, admission.state, admission.config)
+        return handlers.on_submit(cmd, ctx, admission.state, admission.book)
 
     @service.on(sub, StopOperation)
     async def stop(cmd: StopOperation, ctx: Context):
         return handlers.on_stop(cmd, ctx, admission.state)
+
+    @service.on(sub, SetQueues)
+    async def set_queues(cmd: SetQueues, ctx: Context) -> QueuesConfigured:
+        try:
+            compile_book(cmd.config)
+        except QueuesConfigError as exc:
+            raise InvalidInput("invalid_queues", str(exc)) from None
+        source = f"command:{cmd.requested_by or '?'}#{config_digest(cmd.config)}"
+        return QueuesConfigured(config=cmd.config, at=ctx.clock.now(), source=source)
 
     return service

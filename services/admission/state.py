@@ -12,7 +12,10 @@ from proto.events import (
     OperationFailed, OperationRejected, OperationRunning, OperationStopped, OperationSubmitted,
     OperationSucceeded,
 )
+from proto.cluster import ClusterEvent, NodeObserved
+from proto.resources import requested
 from proto.spec import OpSpec
+from services.admission.policies.capacity import NodeInfo
 from services.admission.policies.ordering import sort_key
 
 
@@ -52,6 +55,13 @@ class OpRecord:
     namespace: str | None = None
     node: str | None = None
     reason: str = ""
+    request: dict[str, float] = field(default_factory=dict)
+    estimate: float = 0.0
+    flavors: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)  # added by admission
+    tolerations: list = field(default_factory=list)  # added by admission
+    borrowing: bool = False
+    blocked: list = field(default_factory=list)  # PendingReason list from the last cycle that looked
 
     @property
     def key(self) -> tuple:
@@ -62,6 +72,7 @@ class OpRecord:
 class QueueState:
     heap: list[tuple] = field(default_factory=list)  # (sort key, op_id) of QUEUED ops, lazily deleted
     active: set[str] = field(default_factory=set)
+    waiting: int = 0  # submitted, not yet admitted nor ended (for maxQueued)
 
 
 class AdmissionState:
@@ -69,6 +80,13 @@ class AdmissionState:
         self.ops: dict[str, OpRecord] = {}
         self.queues: dict[str, QueueState] = {}
         self.cache_hits: list[str] = []  # ops to finish from the cache
+        self.nodes: dict[str, NodeInfo] = {}  # the cluster as the dispatcher reports it
+
+    def observe(self, event: ClusterEvent) -> bool:
+        if isinstance(event, NodeObserved):
+            self.nodes[event.node] = NodeInfo.of(event)
+            return True
+        return self.nodes.pop(event.node, None) is not None
 
     def queue(self, name: str) -> QueueState:
         return self.queues.setdefault(name, QueueState())
@@ -87,8 +105,10 @@ class AdmissionState:
     def _submitted(self, e: OperationSubmitted) -> bool:
         if e.op_id in self.ops:
             return False
-        self.ops[e.op_id] = OpRecord(e.op_id, e.queue, e.priority, e.submitted_at, e.spec)
-        self.queue(e.queue)
+        c = e.spec.container.resources
+        self.ops[e.op_id] = OpRecord(e.op_id, e.queue, e.priority, e.submitted_at, e.spec,
+                                     request=requested(c.limits, c.requests))
+        self.queue(e.queue).waiting += 1
         return True
 
     def _gate(self, op: OpRecord, e: Event) -> bool:
@@ -98,6 +118,7 @@ class AdmissionState:
             if op.cost_known:
                 return False
             op.cost_known = True
+            op.estimate = e.estimate.amount
         elif isinstance(e, CacheMissed):
             if op.cache_known:
                 return False
@@ -120,6 +141,11 @@ class AdmissionState:
         status = _STATUS_OF.get(type(e))
         if status is None or status <= op.status or op.status.terminal:
             return False
+        if op.status < Status.ADMITTED:
+            self.queue(op.queue).waiting -= 1
+        if isinstance(e, OperationAdmitted):
+            op.flavors, op.borrowing = dict(e.flavors), e.borrowing
+            op.node_selector, op.tolerations = dict(e.node_selector), list(e.tolerations)
         op.status = status
         op.attempt = max(op.attempt, e.attempt)
         for attr in ("pod_name", "namespace", "node"):
@@ -140,10 +166,19 @@ class AdmissionState:
         op = self.ops[op_id]
         if op.status == Status.ADMITTED:
             self.queue(op.queue).active.discard(op_id)
+            self.queue(op.queue).waiting += 1
+            self._enqueue(op)
+        elif op.status == Status.REJECTED and op.cost_known and op.cache_known:
+            self.queue(op.queue).waiting += 1
             self._enqueue(op)
         elif op.status == Status.SUCCEEDED and op.cache_hit_of is not None:
             op.status = Status.PENDING
+            self.queue(op.queue).waiting += 1
             self.cache_hits.append(op_id)
+
+    def requeue(self, op: OpRecord) -> None:
+        """Put back an op popped by a cycle that could not admit it."""
+        heapq.heappush(self.queue(op.queue).heap, (op.key, op.op_id))
 
     def pop_next(self, queue: str) -> OpRecord | None:
         """The head of a queue's order (skipping entries that are no longer queued)."""
@@ -165,3 +200,9 @@ _STATUS_OF = {
     OperationRejected: Status.REJECTED,
     OperationStopped: Status.STOPPED,
 }
+
+
+def active_ops(state: AdmissionState):
+    for q in state.queues.values():
+        for op_id in q.active:
+            yield state.ops[op_id]

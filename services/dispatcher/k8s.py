@@ -47,15 +47,30 @@ class Kube:
         self.core = client.CoreV1Api(api_client)
 
     async def create_pod(self, body: dict[str, Any]) -> CreateResult:
+        """Create the pod; a missing namespace is created first (queues may name their own)."""
         ns = body["metadata"]["namespace"]
         try:
-            await asyncio.to_thread(self.core.create_namespaced_pod, ns, body, _preload_content=False)
+            try:
+                await asyncio.to_thread(self.core.create_namespaced_pod, ns, body, _preload_content=False)
+            except ApiException as exc:
+                if not _namespace_missing(exc):
+                    raise
+                await self.ensure_namespace(ns)
+                await asyncio.to_thread(self.core.create_namespaced_pod, ns, body, _preload_content=False)
         except ApiException as exc:
             if exc.status == 409:
                 return CreateResult(created=False)
             _raise_permanent(exc)
             raise
         return CreateResult(created=True)
+
+    async def ensure_namespace(self, name: str) -> None:
+        body = {"metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "opsched"}}}
+        try:
+            await asyncio.to_thread(self.core.create_namespace, body, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 409:  # 409: created meanwhile (another replica, another op)
+                raise
 
     async def delete_pod(self, name: str, namespace: str, grace_s: int) -> bool:
         try:
@@ -66,6 +81,16 @@ class Kube:
                 return False
             raise
         return True
+
+
+def _namespace_missing(exc: ApiException) -> bool:
+    if exc.status != 404:
+        return False
+    try:
+        details = json.loads(exc.body).get("details") or {}
+    except (TypeError, ValueError, AttributeError):
+        return True  # no readable body: a 404 on a pod create can only be its namespace
+    return details.get("kind", "namespaces") == "namespaces"
 
 
 def _raise_permanent(exc: ApiException) -> None:

@@ -1,10 +1,12 @@
 """Build the Pod for one attempt of an admitted operation, as a plain dict (fast to serialise).
 
 Accelerators appear only as limits, with requests equal to limits. Labels carry the op id, queue
-and attempt, so the watcher can map a pod back to its operation.
+and attempt, so the watcher can map a pod back to its operation. Admission's placement (the flavor's
+node labels and tolerations) is merged into the op's own; the flavors chosen are annotated.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from proto.events import OperationAdmitted
@@ -15,22 +17,21 @@ MANAGER = "opsched"
 LABEL_OP = "opsched.io/op-id"
 LABEL_QUEUE = "opsched.io/queue"
 LABEL_ATTEMPT = "opsched.io/attempt"
+LABEL_BORROWING = "opsched.io/borrowing"  # "true" when admitted on quota borrowed from the cohort
 ANNOTATION_NAME = "opsched.io/op-name"
+ANNOTATION_FLAVORS = "opsched.io/flavors"  # JSON {resource: flavor} chosen by admission
 SELECTOR = f"{MANAGED_BY}={MANAGER}"
 
 
 def build_pod(admitted: OperationAdmitted) -> dict[str, Any]:
     spec, env = admitted.spec, admitted.spec.environment
-    labels = {**env.labels, MANAGED_BY: MANAGER, LABEL_OP: admitted.op_id,
-              LABEL_QUEUE: admitted.queue, LABEL_ATTEMPT: str(admitted.attempt)}
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [_container(admitted)],
         "automountServiceAccountToken": False,
     }
     optional = {
-        "nodeSelector": dict(env.node_selector) or None,
-        "tolerations": list(env.tolerations) or None,
+        **_placement(admitted),
         "affinity": env.affinity,
         "activeDeadlineSeconds": spec.termination.timeout or None,
         "priorityClassName": env.priority_class_name,
@@ -44,11 +45,40 @@ def build_pod(admitted: OperationAdmitted) -> dict[str, Any]:
         "metadata": {
             "name": admitted.pod_name,
             "namespace": admitted.namespace,
-            "labels": labels,
-            "annotations": {**env.annotations, ANNOTATION_NAME: spec.name},
+            "labels": _labels(admitted),
+            "annotations": _annotations(admitted),
         },
         "spec": pod_spec,
     }
+
+
+def _labels(admitted: OperationAdmitted) -> dict[str, str]:
+    labels = {**admitted.spec.environment.labels, MANAGED_BY: MANAGER, LABEL_OP: admitted.op_id,
+              LABEL_QUEUE: admitted.queue, LABEL_ATTEMPT: str(admitted.attempt)}
+    labels.pop(LABEL_BORROWING, None)  # only admission says whether an op borrows
+    if admitted.borrowing:
+        labels[LABEL_BORROWING] = "true"
+    return labels
+
+
+def _annotations(admitted: OperationAdmitted) -> dict[str, str]:
+    annotations = {**admitted.spec.environment.annotations, ANNOTATION_NAME: admitted.spec.name}
+    annotations.pop(ANNOTATION_FLAVORS, None)
+    if admitted.flavors:
+        annotations[ANNOTATION_FLAVORS] = json.dumps(admitted.flavors, sort_keys=True, separators=(",", ":"))
+    return annotations
+
+
+def _placement(admitted: OperationAdmitted) -> dict[str, Any]:
+    """The op's own placement plus admission's: the flavor's labels win (its quota was charged),
+    admission's tolerations are added to the op's, once each."""
+    env = admitted.spec.environment
+    selector = {**env.node_selector, **admitted.node_selector}
+    tolerations: list[dict[str, Any]] = []
+    for toleration in (*env.tolerations, *admitted.tolerations):
+        if toleration not in tolerations:
+            tolerations.append(dict(toleration))
+    return {"nodeSelector": selector or None, "tolerations": tolerations or None}
 
 
 def _container(admitted: OperationAdmitted) -> dict[str, Any]:

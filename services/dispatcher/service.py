@@ -1,4 +1,5 @@
-"""Wire the dispatcher to the bus: create a pod per admitted attempt, delete on stop, report pod states."""
+"""Wire the dispatcher to the bus: create a pod per admitted attempt, delete on stop, report pod states
+and node facts."""
 from __future__ import annotations
 
 import asyncio
@@ -10,6 +11,7 @@ from proto.events import (
 )
 from services.dispatcher.gpu_accounting import violations
 from services.dispatcher.k8s import Kube, PodRejected, load_api_client
+from services.dispatcher.nodewatch import NodeWatcher
 from services.dispatcher.podspec import build_pod
 from services.dispatcher.watcher import PodWatcher
 from services.runtime.bus import Bus
@@ -34,7 +36,17 @@ def build(settings: Settings, clock=None) -> Service:
         await stop.wait()
         watcher.stop()
 
+    async def start_node_watcher(bus: Bus, stop: asyncio.Event) -> None:
+        assert kube is not None
+        watcher = NodeWatcher(kube.core, bus.publish, service.clock, service.log)
+        await watcher.seed(bus)
+        watcher.start()
+        await stop.wait()
+        watcher.stop()
+
     service.extra_tasks.append(start_watcher)
+    if kube is not None:
+        service.extra_tasks.append(start_node_watcher)  # node facts for admission's flavors
     sub = service.consume(subjects.DISPATCHER_ADMITTED, subjects.OPS_STREAM,
                           [subjects.events_of("admitted"), subjects.events_of("stop_requested")])
 

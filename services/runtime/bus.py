@@ -1,9 +1,11 @@
 """The NATS connection: streams, durable consumers, publishing with Nats-Msg-Id, replay.
 
-The only module (with ``natsfeed``) that imports ``nats``.
+The only module that imports ``nats``.
 """
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -15,6 +17,7 @@ from nats.js.errors import NotFoundError
 
 from proto import cloudevents, codec, subjects
 from proto.commands import Command, StopOperation, SubmitOperation
+from proto.config import QueuesConfigured, SetQueues
 from proto.events import Event
 
 DUPLICATE_WINDOW_S = 120.0
@@ -39,6 +42,10 @@ def subject_for(message: msgspec.Struct) -> str:
         return subjects.submit(message.spec.queue)
     if isinstance(message, StopOperation):
         return subjects.command("stop")
+    if isinstance(message, SetQueues):
+        return subjects.CMD_SET_QUEUES
+    if isinstance(message, QueuesConfigured):
+        return subjects.CONFIG_QUEUES
     raise TypeError(f"no subject for {type(message).__name__}")
 
 
@@ -48,12 +55,19 @@ def default_msg_id(message: msgspec.Struct) -> str:
         return subjects.msg_id(message.op_id, kind, message.attempt)
     if isinstance(message, Command):
         return subjects.msg_id(message.op_id, kind)
+    if isinstance(message, (SetQueues, QueuesConfigured)):
+        return f"{kind}.{config_digest(message.config)}"
     raise TypeError(f"no message id for {type(message).__name__}")
+
+
+def config_digest(config: msgspec.Struct) -> str:
+    return hashlib.sha256(codec.encode(config)).hexdigest()[:12]
 
 
 def _cloudevent(message: msgspec.Struct, mid: str, source: str) -> dict[str, str]:
     time = getattr(message, "at", None) or getattr(message, "requested_at", None)
-    return cloudevents.headers(codec.type_of(message), mid, source, getattr(message, "op_id", None), time)
+    subject = getattr(message, "op_id", None) or getattr(message, "node", None)  # cluster events: the node
+    return cloudevents.headers(codec.type_of(message), mid, source, subject, time)
 
 
 class Bus:
@@ -91,10 +105,11 @@ class Bus:
 
     async def ensure_streams(self) -> None:
         """Create the streams (file storage) if missing; align their subjects if they drifted."""
-        for name, subj in subjects.STREAMS.items():
+        for name, (subj, per_subject) in subjects.STREAMS.items():
             config = api.StreamConfig(
                 name=name, subjects=subj, storage=api.StorageType.FILE,
                 duplicate_window=DUPLICATE_WINDOW_S, retention=api.RetentionPolicy.LIMITS,
+                max_msgs_per_subject=per_subject,
             )
             try:
                 info = await self.js.stream_info(name)
@@ -104,7 +119,8 @@ class Bus:
                 except nats.js.errors.BadRequestError:
                     pass  # another replica created it first
                 continue
-            if sorted(info.config.subjects or []) != sorted(subj):
+            if (sorted(info.config.subjects or []) != sorted(subj)
+                    or (info.config.max_msgs_per_subject or -1) != per_subject):
                 await self.js.update_stream(config)
 
     async def ensure_cache_bucket(self, bucket: str):
@@ -146,6 +162,35 @@ class Bus:
             await on_message(msg.data, msg.metadata.sequence.stream)
         return await self.js.subscribe(subject, stream=stream, ordered_consumer=True, cb=cb,
                                        deliver_policy=api.DeliverPolicy.ALL)
+
+    async def replay(self, stream: str, subject: str,
+                     on_message: Callable[[bytes, int], Awaitable[None]]):
+        """``follow`` a subject that covers the whole stream; return once everything stored at the
+        start has been delivered (the subscription then stays live)."""
+        target = await self.last_seq(stream)
+        caught_up = asyncio.Event()
+
+        async def deliver(data: bytes, seq: int) -> None:
+            await on_message(data, seq)
+            if seq >= target:
+                caught_up.set()
+
+        if target == 0:
+            caught_up.set()
+        sub = await self.follow(stream, subject, deliver)
+        await caught_up.wait()
+        return sub
+
+    async def serve(self, subject: str, answer: Callable[[bytes], Awaitable[bytes]], group: str):
+        """Answer requests on a core subject (request/reply; replicas share ``group``)."""
+        async def cb(msg) -> None:
+            if msg.reply:
+                await msg.respond(await answer(msg.data))
+        return await self.nc.subscribe(subject, queue=group, cb=cb)
+
+    async def request(self, subject: str, message: msgspec.Struct, timeout: float = 5.0) -> bytes:
+        reply = await self.nc.request(subject, codec.encode(message), timeout=timeout)
+        return reply.data
 
     async def read_all(self, stream: str, subject: str, *, batch: int = 500) -> list[bytes]:
         """Every message of ``subject`` now in ``stream``, in order (for clients that build a view)."""

@@ -55,7 +55,9 @@ SAMPLES: dict[str, msgspec.Struct] = {
                                     duration_s=600.0, breakdown={"nvidia.com/gpu": 12.0, "cpu": 0.5}),
     "cache_hit": CacheHit(**_COMMON, fingerprint="f" * 32, original_op_id="op-0", outputs={"model": "m.pt"}),
     "cache_missed": CacheMissed(**_COMMON, fingerprint="f" * 32, reason="not_found"),
-    "admitted": OperationAdmitted(**_COMMON, spec=FULL_SPEC, queue="gpu-a", namespace="ml", pod_name="op-op-1-1"),
+    "admitted": OperationAdmitted(**_COMMON, spec=FULL_SPEC, queue="gpu-a", namespace="ml", pod_name="op-op-1-1",
+                                  flavors={"nvidia.com/gpu": "a100"}, node_selector={"pool": "a100"},
+                                  tolerations=[{"key": "gpu", "operator": "Exists"}], borrowing=True),
     "dispatched": OperationDispatched(**_COMMON, pod_name="op-op-1-1", namespace="ml"),
     "running": OperationRunning(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1"),
     "succeeded": OperationSucceeded(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", reason="cache_hit",
@@ -194,7 +196,14 @@ REGENERATE = "the wire contract changed: run `python -m proto.schema_snapshots` 
 
 
 def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
-    expected = {f"event.{_tag(c)}.json" for c in EVENTS} | {f"command.{_tag(c)}.json" for c in COMMANDS}
+    from proto.cluster import CLUSTER_EVENTS
+    from proto.config import QueuesConfigured, SetQueues
+    from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+
+    events = EVENTS + CLUSTER_EVENTS + (QueuesConfigured,)
+    expected = {f"event.{_tag(c)}.json" for c in events} | {f"command.{_tag(c)}.json" for c in COMMANDS}
+    expected |= {"command.set_queues.json"}
+    expected |= {f"query.{_tag(c)}.json" for c in (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer)}
     assert set(render()) == expected | {"spec.json"}
 
 
@@ -299,9 +308,10 @@ def test_msg_id_defaults_to_attempt_zero():
 
 def test_every_subject_is_covered_by_exactly_one_stream():
     samples = [subjects.event("running", "x"), subjects.submit("q"), subjects.command("stop"),
-               subjects.dead_letter("cost")]
+               subjects.dead_letter("cost"), subjects.node("gpu.a"), subjects.CONFIG_QUEUES,
+               subjects.CMD_SET_QUEUES]
     for subject in samples:
-        owners = [s for s, patterns in subjects.STREAMS.items()
+        owners = [s for s, (patterns, _) in subjects.STREAMS.items()
                   if any(subject.startswith(p.rstrip(">")) for p in patterns)]
         assert len(owners) == 1, (subject, owners)
 

@@ -13,7 +13,9 @@ from services.admission import cycle
 from services.admission.handlers import on_stop, on_submit
 from services.admission.policies.concurrency import free_slots
 from services.admission.policies.ordering import sort_key
-from services.admission.queues import QueueConfig, QueuesConfig, QueuesConfigError, load_queues
+from proto.queues import Queue as QueueConfig
+from proto.queues import QueuesConfig
+from services.admission.queues import Book, QueuesConfigError, compile_book, load_queues
 from services.admission.state import AdmissionState, Status
 from services.runtime import logging as oplog
 from services.runtime.clock import FakeClock
@@ -29,10 +31,10 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NS = "opsched"
 
 
-def queues(*specs: tuple[str, int] | tuple[str, int, int], default: str | None = None) -> QueuesConfig:
+def queues(*specs: tuple[str, int] | tuple[str, int, int], default: str | None = None) -> Book:
     """``queues(("a", 1), ("b", 5, 10))``: name, concurrency[, priority]."""
     qs = [QueueConfig(name=s[0], concurrency=s[1], priority=s[2] if len(s) > 2 else 0) for s in specs]
-    return QueuesConfig(queues=qs, defaultQueue=default or qs[0].name)
+    return compile_book(QueuesConfig(queues=qs, default_queue=default or qs[0].name))
 
 
 def fold(*events, state: AdmissionState | None = None) -> AdmissionState:
@@ -54,7 +56,7 @@ def admitted_ids(decisions) -> list[str]:
     return [d.op_id for d in decisions if isinstance(d, OperationAdmitted)]
 
 
-def decide(state: AdmissionState, config: QueuesConfig | None = None, now=T0) -> list:
+def decide(state: AdmissionState, config: Book | None = None, now=T0) -> list:
     return cycle.decide(state, config or queues(("default", 10)), now, NS)
 
 
@@ -128,7 +130,7 @@ def test_an_op_is_admitted_once_both_gates_cleared_in_any_order(c):
 
 
 def test_the_queue_namespace_wins_over_the_default_namespace():
-    config = QueuesConfig(queues=[QueueConfig(name="default", namespace="team-a")])
+    config = compile_book(QueuesConfig(queues=[QueueConfig(name="default", namespace="team-a")]))
     (decision,) = cycle.decide(fold(ready("a")), config, T0, NS)
     assert decision.namespace == "team-a"
 
@@ -294,12 +296,12 @@ def test_a_finished_op_frees_its_slot_and_records_node_and_reason():
 
 def test_without_a_file_there_is_one_default_queue():
     config = load_queues(None)
-    assert config.names == ["default"] and config.default_queue == "default"
+    assert [q.name for q in config.queues] == ["default"] and config.default_queue == "default"
 
 
 def test_the_example_queue_file_loads():
     config = load_queues(EXAMPLES / "queues.yaml")
-    assert config.default_queue in config.names
+    assert config.default_queue in [q.name for q in config.queues]
     assert all(q.concurrency >= 1 for q in config.queues)
 
 
@@ -309,19 +311,20 @@ def test_a_queue_file_loads_with_its_fields(tmp_path):
                     "  - {name: a100, concurrency: 2, priority: 10, namespace: gpu}\n")
     config = load_queues(path)
     assert config.default_queue == "cpu"
-    assert config.get("a100") == QueueConfig(name="a100", concurrency=2, priority=10, namespace="gpu")
-    assert config.get("nope") is None
+    book = compile_book(config)
+    assert book.queues["a100"] == QueueConfig(name="a100", concurrency=2, priority=10, namespace="gpu")
+    assert "nope" not in book.queues
 
 
 @pytest.mark.parametrize("c", [
     case("duplicate queue names",
-         text="queues:\n  - {name: default}\n  - {name: default}\n", says="unique"),
+         text="queues:\n  - {name: default}\n  - {name: default}\n", says="'default' is used twice"),
     case("a defaultQueue that is not a queue",
-         text="defaultQueue: gpu\nqueues:\n  - {name: default}\n", says="defaultQueue 'gpu'"),
+         text="defaultQueue: gpu\nqueues:\n  - {name: default}\n", says="defaultQueue: 'gpu' is not one of the queues"),
     case("a queue name that is not a DNS label",
-         text="queues:\n  - {name: Default_Q}\n", says="queues.0.name"),
+         text="queues:\n  - {name: Default_Q}\n", says="queues[0].name"),
     case("a concurrency below one",
-         text="queues:\n  - {name: default, concurrency: 0}\n", says="queues.0.concurrency"),
+         text="queues:\n  - {name: default, concurrency: 0}\n", says="queues[0].concurrency"),
     case("an unknown field",
          text="queues:\n  - {name: default, concurency: 3}\n", says="concurency"),
     case("yaml that does not parse",
@@ -345,11 +348,11 @@ def test_a_missing_queue_file_raises_a_readable_error(tmp_path):
 
 # ---- handlers ---------------------------------------------------------------------------------
 
-def test_a_submit_becomes_a_submitted_event_at_the_injected_time(ctx, clock):
+def test_a_submit_is_timed_by_the_admission_clock_not_by_the_producer(ctx, clock):
     clock.advance(30)
     spec = op("a").queue("gpu").priority(5).build()
     event = on_submit(submit(spec, op_id="a", at=T0), ctx, AdmissionState(), queues(("default", 1), ("gpu", 1)))
-    assert event == OperationSubmitted(op_id="a", at=t(30), spec=spec, queue="gpu", submitted_at=T0, priority=5)
+    assert event == OperationSubmitted(op_id="a", at=t(30), spec=spec, queue="gpu", submitted_at=t(30), priority=5)
 
 
 def test_a_submit_without_a_queue_goes_to_the_default_queue_and_without_time_uses_the_clock(ctx):

@@ -1,17 +1,29 @@
 """The dispatcher's pod: deterministic, labelled, GPUs only as limits; and the GPU-accounting refusals."""
 from __future__ import annotations
 
+import json
+
+import msgspec
 import pytest
 
 from services.dispatcher.gpu_accounting import violations
 from services.dispatcher.podspec import (
-    ANNOTATION_NAME, LABEL_ATTEMPT, LABEL_OP, LABEL_QUEUE, MANAGED_BY, MANAGER, build_pod,
+    ANNOTATION_FLAVORS, ANNOTATION_NAME, LABEL_ATTEMPT, LABEL_BORROWING, LABEL_OP, LABEL_QUEUE, MANAGED_BY,
+    MANAGER, build_pod,
 )
-from tests.builders import GPU, admitted, case, case_name, op
+from tests.builders import GPU, GPU_PRODUCT, admitted, case, case_name, op
+
+TAINT_GPU = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+TAINT_SPOT = {"key": "cloud.example.com/spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 
 
 def pod_of(builder, **kw) -> dict:
     return build_pod(admitted(builder.build(), **kw))
+
+
+def placed(builder, **placement) -> dict:
+    """The pod of an op admitted with admission's placement (flavors, node_selector, tolerations, borrowing)."""
+    return build_pod(msgspec.structs.replace(admitted(builder.build()), **placement))
 
 
 def main_container(pod: dict) -> dict:
@@ -77,6 +89,68 @@ def test_placement_is_passed_through():
     assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "A100"}
     assert pod["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert pod["spec"]["affinity"] == affinity
+
+
+@pytest.mark.parametrize("c", [
+    case("admission's flavor labels are added to the op's own selector",
+         builder=op().gpus(1).node_selector("zone", "a"), selector={GPU_PRODUCT: "A100"},
+         expected={"zone": "a", GPU_PRODUCT: "A100"}),
+    case("on a conflict the flavor's label wins: admission charged that flavor's quota",
+         builder=op().gpus(1, product="T4"), selector={GPU_PRODUCT: "A100"},
+         expected={GPU_PRODUCT: "A100"}),
+    case("an op admitted without a flavor selector keeps its own",
+         builder=op().gpus(1, product="T4"), selector={}, expected={GPU_PRODUCT: "T4"}),
+    case("a flavor selector alone is the pod's selector",
+         builder=op().gpus(1), selector={"pool": "spot"}, expected={"pool": "spot"}),
+], ids=case_name)
+def test_admitted_node_selector_is_merged_and_wins(c):
+    assert placed(c.builder, node_selector=c.selector)["spec"]["nodeSelector"] == c.expected
+
+
+@pytest.mark.parametrize("c", [
+    case("admission's tolerations are appended after the op's",
+         own=[TAINT_GPU], given=[TAINT_SPOT], expected=[TAINT_GPU, TAINT_SPOT]),
+    case("a toleration the op already has is not repeated",
+         own=[TAINT_GPU, TAINT_SPOT], given=[TAINT_SPOT], expected=[TAINT_GPU, TAINT_SPOT]),
+    case("a toleration admission repeats is added once",
+         own=[], given=[TAINT_SPOT, dict(TAINT_SPOT)], expected=[TAINT_SPOT]),
+    case("no tolerations at all leave the field out",
+         own=[], given=[], expected=None),
+], ids=case_name)
+def test_admitted_tolerations_are_appended_without_duplicates(c):
+    builder = op().gpus(1)
+    for toleration in c.own:
+        builder.toleration(**toleration)
+    assert placed(builder, tolerations=c.given)["spec"].get("tolerations") == c.expected
+
+
+def test_the_flavors_chosen_by_admission_are_annotated_as_json():
+    flavors = {GPU: "a100-spot", "cpu": "default"}
+    spec = op().gpus(1).build()
+    spec.environment.annotations = {ANNOTATION_FLAVORS: "forged by the user"}
+    pod = build_pod(msgspec.structs.replace(admitted(spec), flavors=flavors))
+    assert json.loads(pod["metadata"]["annotations"][ANNOTATION_FLAVORS]) == flavors
+    assert pod["metadata"]["annotations"][ANNOTATION_NAME] == "train"
+
+
+def test_an_op_admitted_without_flavors_has_no_flavors_annotation():
+    assert ANNOTATION_FLAVORS not in placed(op().gpus(1))["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize("c", [
+    case("an op admitted on borrowed quota is labelled borrowing", borrowing=True, label="true"),
+    case("an op within its own quota has no borrowing label", borrowing=False, label=None),
+], ids=case_name)
+def test_borrowing_is_labelled(c):
+    pod = placed(op().gpus(1).label(LABEL_BORROWING, "forged"), borrowing=c.borrowing)
+    assert pod["metadata"]["labels"].get(LABEL_BORROWING) == c.label
+
+
+def test_admission_placement_leaves_the_spec_unchanged():
+    spec = op().gpus(1, product="T4").toleration(**TAINT_GPU).build()
+    build_pod(msgspec.structs.replace(admitted(spec), node_selector={GPU_PRODUCT: "A100"}, tolerations=[TAINT_SPOT]))
+    assert spec.environment.node_selector == {GPU_PRODUCT: "T4"}
+    assert spec.environment.tolerations == [TAINT_GPU]
 
 
 def test_absent_placement_is_left_out():

@@ -1,0 +1,23 @@
+"""Configuration changes on the bus: the queue configuration in force is the latest
+``QueuesConfigured`` in the config stream, whether it came from a file or a command."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from proto.queues import QueuesConfig
+from proto.spec import Wire
+
+
+class SetQueues(Wire, tag_field="type", tag="set_queues", kw_only=True):
+    """Command: replace the queue configuration (validated by admission; errors are events)."""
+
+    config: QueuesConfig
+    requested_by: str = ""
+
+
+class QueuesConfigured(Wire, tag_field="type", tag="queues_configured", kw_only=True):
+    """Event: this configuration is now in force."""
+
+    config: QueuesConfig
+    at: datetime
+    source: str  # "file:<path>#<sha>" or "command:<who>"

@@ -1,0 +1,54 @@
+"""Request/reply queries answered by admission from its live state (not stored on a stream)."""
+from __future__ import annotations
+
+from proto.spec import Wire
+
+
+class PendingReason(Wire, kw_only=True):
+    code: str  # "waiting_cost_estimate", "queue_concurrency", "quota_exhausted", "no_capacity", ...
+    message: str
+
+
+class WhyRequest(Wire, tag_field="type", tag="why_request", kw_only=True):
+    op_id: str
+
+
+class WhyAnswer(Wire, tag_field="type", tag="why_answer", kw_only=True):
+    op_id: str
+    found: bool
+    status: str = ""
+    queue: str = ""
+    position: int | None = None  # 1 = next in its queue
+    queued_total: int = 0
+    reasons: list[PendingReason] = []  # most binding first
+
+
+class FlavorUsage(Wire, kw_only=True):
+    resource: str
+    flavor: str
+    used: float
+    nominal: float
+    borrowed: float = 0.0
+    lent: float = 0.0
+    borrowing_limit: float | None = None
+
+
+class QueueStatus(Wire, kw_only=True):
+    name: str
+    cohort: str | None = None
+    running: int = 0
+    concurrency: int | None = None
+    pending: int = 0
+    cost_used: float = 0.0
+    cost_quota: float | None = None
+    usage: list[FlavorUsage] = []
+
+
+class QueuesRequest(Wire, tag_field="type", tag="queues_request", kw_only=True):
+    pass
+
+
+class QueuesAnswer(Wire, tag_field="type", tag="queues_answer", kw_only=True):
+    queues: list[QueueStatus] = []
+    default_queue: str = ""
+    source: str = ""

@@ -1,0 +1,61 @@
+"""Queue configuration as carried on the bus (and read from YAML by admission and the CLI).
+
+Kueue's quota model in Polyaxon's words: each queue has a concurrency, a priority, optional
+resource quota per resource and per *flavor* (an ordered list an op may fall back through), an
+optional cost quota, and may join a cohort whose members lend unused quota to each other.
+Quantities are Kubernetes quantities ("8", "500m", "256Gi") or numbers. Unknown fields are refused:
+a misspelt quota must not silently mean "no quota".
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from proto.spec import Wire
+
+Quantity = str | int | float
+NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class Flavor(Wire, kw_only=True, forbid_unknown_fields=True):
+    """A kind of node: what labels select it and what taints its pods must tolerate."""
+
+    name: str
+    node_labels: dict[str, str] = {}
+    tolerations: list[dict[str, Any]] = []
+
+
+class FlavorQuota(Wire, kw_only=True, forbid_unknown_fields=True):
+    name: str  # a Flavor's name, or "default" for a resource without flavors
+    nominal: Quantity
+    borrowing_limit: Quantity | None = None  # None: may borrow all the cohort can lend
+    lending_limit: Quantity | None = None  # None: may lend everything above `guaranteed`
+    guaranteed: Quantity | None = None  # never lent; default 0
+
+
+class ResourceQuota(Wire, kw_only=True, forbid_unknown_fields=True):
+    resource: str  # "nvidia.com/gpu", "cpu", "memory", ...
+    flavors: list[FlavorQuota]
+
+
+class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
+    name: str
+    concurrency: PositiveInt | None = None  # None: unlimited
+    priority: int = 0
+    cohort: str | None = None
+    max_queued: NonNegInt | None = None  # None: unlimited
+    namespace: str | None = None
+    node_selector: dict[str, str] = {}
+    tolerations: list[dict[str, Any]] = []
+    cost_quota: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    resources: list[ResourceQuota] = []
+
+
+class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
+    queues: list[Queue] = msgspec.field(default_factory=lambda: [Queue(name="default", concurrency=10)])
+    default_queue: str = "default"
+    project_queues: dict[str, str] = {}  # project -> its default queue
+    flavors: list[Flavor] = []
+    reject_unfittable: bool = True  # reject ops that no node could ever fit (once nodes are known)

@@ -1,0 +1,58 @@
+"""Where the queue configuration in force comes from: the latest ``QueuesConfigured`` in the config
+stream. A queues file (``OPSCHED_QUEUES_FILE``) is published there at start and whenever it changes;
+the ``set_queues`` command publishes there too. Every replica applies the same latest config."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import msgspec
+
+from proto import codec, subjects
+from proto.config import QueuesConfigured
+from services.admission.queues import QueuesConfigError, file_source, load_queues
+from services.runtime.bus import Bus
+from services.runtime.clock import Clock
+
+POLL_S = 2.0
+
+
+class ConfigSource:
+    def __init__(self, path: Path | None, clock: Clock, log) -> None:
+        self.path = Path(path) if path else None
+        self.clock = clock
+        self.log = log
+        self.latest: QueuesConfigured | None = None
+        self._published_source: str | None = None
+
+    async def on_message(self, data: bytes, seq: int) -> None:
+        try:
+            self.latest = codec.decode_config(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.log.error("bad_config_message", seq=seq, error=str(exc))
+
+    async def publish_file(self, bus: Bus, *, at_start: bool) -> None:
+        """Publish the file's config if it differs from the one in force."""
+        if self.path is None:
+            return
+        try:
+            source = file_source(self.path)
+            if self.latest is not None and self.latest.source == source or source == self._published_source:
+                return
+            config = load_queues(self.path)
+        except (QueuesConfigError, OSError) as exc:
+            if at_start and self.latest is None:
+                raise QueuesConfigError(str(exc)) from None
+            self.log.error("queues_file_rejected", error=str(exc), keeping=self.latest.source if self.latest else None)
+            return
+        event = QueuesConfigured(config=config, at=self.clock.now(), source=source)
+        await bus.publish(event, subject=subjects.CONFIG_QUEUES, msg_id=f"queues.{source.rsplit('#', 1)[-1]}")
+        self._published_source = source
+        self.log.info("queues_file_published", source=source)
+
+    async def watch_file(self, bus: Bus, stop: asyncio.Event) -> None:
+        while not stop.is_set() and self.path is not None:
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=POLL_S)
+            except asyncio.TimeoutError:
+                await self.publish_file(bus, at_start=False)

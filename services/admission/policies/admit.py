@@ -1,0 +1,93 @@
+"""Can this op be admitted now? Checks in order — queue concurrency, cost quota, then for each
+flavor assignment (most preferred first): quota (own, then borrowed) and node capacity.
+A fit without borrowing beats one with borrowing; the reasons of every failure are kept for `why`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from proto.queries import PendingReason
+from services.admission.policies import flavors as flavor_policy
+from services.admission.policies.capacity import describe
+from services.admission.policies.quota import Fit, check
+from services.admission.snapshot import Snapshot
+from services.admission.state import OpRecord
+
+ADMIT, BORROW, WAIT, UNFITTABLE = "admit", "borrow", "wait", "unfittable"
+
+
+@dataclass
+class Verdict:
+    outcome: str
+    reasons: list[PendingReason] = field(default_factory=list)
+    flavors: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    node: str | None = None
+    queue_blocked: bool = False  # no later op of this queue can pass either
+
+
+def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict:
+    queue = snap.book.queues.get(op.queue)
+    if queue is None:
+        return _wait("queue_removed", f"queue {op.queue!r} is no longer configured", blocked=True)
+    running = snap.running[op.queue]
+    if queue.concurrency is not None and running >= queue.concurrency:
+        return _wait("queue_concurrency", f"queue {op.queue} concurrency reached ({running}/{queue.concurrency})",
+                     blocked=True)
+    cost = snap.cost_used[op.queue]
+    if queue.cost_quota is not None and cost + op.estimate > queue.cost_quota + 1e-9:
+        return _wait("cost_quota", f"queue {op.queue} cost quota: {cost:.2f} in use + {op.estimate:.2f} "
+                                   f"estimated > {queue.cost_quota:.2f}")
+    return _assign(op, snap, allow_borrow)
+
+
+def _assign(op: OpRecord, snap: Snapshot, allow_borrow: bool) -> Verdict:
+    reasons: list[PendingReason] = []
+    borrow_option: Verdict | None = None
+    ever = False
+    selector = op.spec.environment.node_selector
+    for combo in flavor_policy.combos(snap.book, op.queue, op.request, selector) or [{}]:
+        verdict = _try(op, snap, combo, reasons)
+        ever = ever or verdict.outcome != UNFITTABLE
+        if verdict.outcome == ADMIT:
+            return verdict
+        if verdict.outcome == BORROW and borrow_option is None:
+            borrow_option = verdict
+    if borrow_option is not None:
+        return borrow_option if allow_borrow else Verdict(BORROW, [_reason("borrow_later", "fits only by "
+                                                                          "borrowing; ops within quota go first")])
+    if not ever:
+        return Verdict(UNFITTABLE, reasons)
+    return Verdict(WAIT, [r for r in reasons if r.code != "unfittable"] or reasons)
+
+
+def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[PendingReason]) -> Verdict:
+    book = snap.book
+    node_selector, tolerations = flavor_policy.placement(book, op.queue, combo)
+    full_selector = {**op.spec.environment.node_selector, **node_selector}
+    full_tolerations = list(op.spec.environment.tolerations) + tolerations
+    capacity = snap.capacity
+    if capacity.known and not capacity.ever(op.request, full_selector, full_tolerations):
+        reasons.append(_reason("unfittable", f"no node offers {describe(op.request, full_selector)}"))
+        return Verdict(UNFITTABLE)
+    borrowing = False
+    for resource, flavor in combo.items():
+        result = check(book, snap.usage, op.queue, (resource, flavor), op.request[resource])
+        if result.fit == Fit.NO:
+            reasons.append(_reason("quota_exhausted", result.reason))
+            return Verdict(WAIT)
+        borrowing = borrowing or result.fit == Fit.BORROWS
+    node = capacity.find(op.request, full_selector, full_tolerations) if capacity.known else None
+    if capacity.known and node is None:
+        reasons.append(_reason("no_capacity", f"no free capacity now for {describe(op.request, full_selector)}"))
+        return Verdict(WAIT)
+    return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, node)
+
+
+def _wait(code: str, message: str, blocked: bool = False) -> Verdict:
+    return Verdict(WAIT, [_reason(code, message)], queue_blocked=blocked)
+
+
+def _reason(code: str, message: str) -> PendingReason:
+    return PendingReason(code=code, message=message)

@@ -1,0 +1,83 @@
+"""Quota with Kueue's cohort semantics, per (resource, flavor).
+
+Each queue's nominal quota splits into a guaranteed part (never lent) and a lendable part that
+joins its cohort's pool. A queue uses its guaranteed part first, then the pool; it borrows when its
+usage goes above its nominal. ``borrowingLimit`` caps how far above nominal it may go.
+A queue without a cohort is a cohort of one: it fits exactly when usage stays within nominal.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from services.admission.queues import Book
+
+Key = tuple[str, str]  # (resource, flavor)
+Usage = dict[str, dict[Key, float]]  # queue -> key -> used
+
+
+class Fit(Enum):
+    FITS = "fits"  # within the queue's nominal quota
+    BORROWS = "borrows"  # fits only with quota borrowed from the cohort
+    NO = "no"
+
+
+@dataclass(frozen=True)
+class QuotaCheck:
+    fit: Fit
+    used: float
+    nominal: float
+    available: float  # the most this queue could take now (own free + what the cohort can lend)
+    reason: str = ""
+
+
+def check(book: Book, usage: Usage, queue: str, key: Key, amount: float, allow_borrow: bool = True) -> QuotaCheck:
+    line = book.quotas[queue][key]
+    used = usage.get(queue, {}).get(key, 0.0)
+    after = used + amount
+    room = _cohort_room(book, usage, queue, key)
+    limit = line.nominal + line.borrowing_limit if line.borrowing_limit is not None else float("inf")
+    available = max(0.0, min(room, limit - used))
+    if amount <= available + 1e-9:
+        if after <= line.nominal + 1e-9:
+            return QuotaCheck(Fit.FITS, used, line.nominal, available)
+        if allow_borrow:
+            return QuotaCheck(Fit.BORROWS, used, line.nominal, available)
+        return QuotaCheck(Fit.NO, used, line.nominal, available, "fits only by borrowing")
+    return QuotaCheck(Fit.NO, used, line.nominal, available, _why_not(book, queue, key, used, line, limit, amount))
+
+
+def _cohort_room(book: Book, usage: Usage, queue: str, key: Key) -> float:
+    """How much more ``queue`` could use of ``key``: its unused guaranteed part + the pool's free part."""
+    pool_cap = pool_used = 0.0
+    own_guaranteed_free = 0.0
+    for member in book.members(queue):
+        line = book.quotas.get(member, {}).get(key)
+        if line is None:
+            continue
+        guaranteed = line.nominal - line.lendable
+        used = usage.get(member, {}).get(key, 0.0)
+        pool_cap += line.lendable
+        pool_used += max(0.0, used - guaranteed)
+        if member == queue:
+            own_guaranteed_free = max(0.0, guaranteed - used)
+    return own_guaranteed_free + max(0.0, pool_cap - pool_used)
+
+
+def _why_not(book: Book, queue: str, key: Key, used: float, line, limit: float, amount: float) -> str:
+    resource, flavor = key
+    what = f"quota of {resource} flavor {flavor}"
+    if used + amount > limit:
+        if line.borrowing_limit in (None, 0.0) and not book.queues[queue].cohort:
+            return f"{what} exhausted ({_n(used)}/{_n(line.nominal)} used, needs {_n(amount)}; no cohort to borrow from)"
+        return f"{what} exhausted ({_n(used)}/{_n(line.nominal)} used, needs {_n(amount)}; borrowing limit {_n(limit - line.nominal)} reached)"
+    return f"{what} exhausted ({_n(used)}/{_n(line.nominal)} used, needs {_n(amount)}) and the cohort cannot lend enough"
+
+
+def borrowed(book: Book, usage: Usage, queue: str, key: Key) -> float:
+    line = book.quotas[queue][key]
+    return max(0.0, usage.get(queue, {}).get(key, 0.0) - line.nominal)
+
+
+def _n(x: float) -> str:
+    return f"{x:g}"

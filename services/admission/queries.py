@@ -1,0 +1,63 @@
+"""Answers to `why` and `queues` from live state: ranked pending reasons, position, usage per flavor."""
+from __future__ import annotations
+
+from proto.queries import FlavorUsage, PendingReason, QueueStatus, QueuesAnswer, WhyAnswer
+from services.admission.policies.admit import ADMIT, BORROW, evaluate
+from services.admission.policies.quota import borrowed
+from services.admission.queues import Book
+from services.admission.snapshot import Snapshot
+from services.admission.state import AdmissionState, OpRecord, Status
+
+
+def why(state: AdmissionState, book: Book, op_id: str) -> WhyAnswer:
+    op = state.ops.get(op_id)
+    if op is None:
+        return WhyAnswer(op_id=op_id, found=False, reasons=[PendingReason(code="unknown_op", message="no such operation")])
+    answer = WhyAnswer(op_id=op_id, found=True, status=op.status.name.lower(), queue=op.queue)
+    if op.status == Status.PENDING:
+        answer.reasons = _gate_reasons(op)
+    elif op.status == Status.QUEUED:
+        answer.position, answer.queued_total = _position(state, op)
+        answer.reasons = _queued_reasons(state, book, op, answer.position)
+    return answer
+
+
+def _gate_reasons(op: OpRecord) -> list[PendingReason]:
+    out = []
+    if not op.cost_known:
+        out.append(PendingReason(code="waiting_cost_estimate", message="waiting for the cost service's estimate"))
+    if not op.cache_known and op.cache_hit_of is None:
+        out.append(PendingReason(code="waiting_cache", message="waiting for the cache service's answer"))
+    return out
+
+
+def _queued_reasons(state: AdmissionState, book: Book, op: OpRecord, position: int) -> list[PendingReason]:
+    verdict = evaluate(op, Snapshot.build(state, book), allow_borrow=True)
+    reasons = list(verdict.reasons)
+    if verdict.outcome in (ADMIT, BORROW):
+        reasons.append(PendingReason(code="next_cycle", message="fits now; the next cycle admits it"))
+    if position > 1:
+        reasons.append(PendingReason(code="queue_position",
+                                     message=f"{position - 1} op(s) ahead of it in queue {op.queue}"))
+    return reasons
+
+
+def _position(state: AdmissionState, op: OpRecord) -> tuple[int, int]:
+    """1-based position among the queued ops of its queue (a scan: a query, not the hot path)."""
+    queued = [o for o in state.ops.values() if o.queue == op.queue and o.status == Status.QUEUED]
+    return 1 + sum(1 for o in queued if o.key < op.key), len(queued)
+
+
+def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
+    snap = Snapshot.build(state, book)
+    out = []
+    for name in book.order:
+        q = book.queues[name]
+        usage = [FlavorUsage(resource=r, flavor=f, used=snap.usage[name].get((r, f), 0.0), nominal=line.nominal,
+                             borrowed=borrowed(book, snap.usage, name, (r, f)),
+                             borrowing_limit=line.borrowing_limit)
+                 for (r, f), line in book.quotas[name].items()]
+        out.append(QueueStatus(name=name, cohort=q.cohort, running=snap.running[name], concurrency=q.concurrency,
+                               pending=state.queue(name).waiting, cost_used=snap.cost_used[name],
+                               cost_quota=q.cost_quota, usage=usage))
+    return QueuesAnswer(queues=out, default_queue=book.default_queue, source=book.source)

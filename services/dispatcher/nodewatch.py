@@ -1,0 +1,175 @@
+"""Watch the nodes and publish what admission needs to know about them: capacity per flavor.
+
+A thread runs list+watch (the official client blocks) and hands each changed fact to the event
+loop, which publishes it on ``cluster.node.<name>`` (the OPSCHED_CLUSTER stream keeps the latest
+per node). Kubelets rewrite their node every few seconds (heartbeat times in the conditions), so
+only a change of labels, allocatable, taints or schedulability is published. The facts already on
+the stream seed the comparison: a restart republishes nothing that did not change.
+
+``Nats-Msg-Id`` = ``node.<name>.<resourceVersion>.<fact digest>``: replicas that see the same
+version of a node publish it once, and a fact that flips back (cordon, uncordon) within the
+duplicate window is still a new message.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from kubernetes import watch
+from kubernetes.client import CoreV1Api, V1Node, V1Taint
+from kubernetes.client.rest import ApiException
+
+from proto import codec, subjects
+from proto.cluster import ClusterEvent, NodeObserved, NodeRemoved
+from services.runtime.clock import Clock
+
+Publish = Callable[..., Awaitable[Any]]  # Bus.publish(message, *, subject=..., msg_id=...)
+WATCH_TIMEOUT_S = 300  # then re-list (which also finds nodes deleted while nobody watched)
+Outgoing = tuple[ClusterEvent, str]  # the event and its Nats-Msg-Id
+
+
+# ---- pure: a node → its fact, and what to publish -----------------------------------------------
+
+def observed(node: V1Node, at: datetime) -> NodeObserved:
+    status, spec = node.status, node.spec
+    return NodeObserved(
+        node=node.metadata.name, at=at,
+        labels=dict(node.metadata.labels or {}),
+        allocatable=dict((status.allocatable if status else None) or {}),
+        taints=[_taint(t) for t in (spec.taints if spec else None) or []],
+        schedulable=is_schedulable(node),
+    )
+
+
+def _taint(taint: V1Taint) -> dict[str, str]:
+    return {"key": taint.key, "value": taint.value or "", "effect": taint.effect}
+
+
+def is_schedulable(node: V1Node) -> bool:
+    """Ready and not cordoned."""
+    conditions = (node.status.conditions if node.status else None) or []
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+    return ready and not (node.spec is not None and node.spec.unschedulable)
+
+
+def fact_of(event: NodeObserved) -> str:
+    """A digest of what admission cares about: not the time, not heartbeats."""
+    body = [event.labels, event.allocatable, event.taints, event.schedulable]
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class NodeFacts:
+    """The fact last published per node; decides what to publish next (no I/O, no threads)."""
+
+    def __init__(self) -> None:
+        self.published: dict[str, str] = {}  # node name -> digest of its last published fact
+
+    def seed(self, events: Iterable[ClusterEvent]) -> None:
+        """Start from what the stream holds (in stream order)."""
+        for event in events:
+            self.mark(event)
+
+    def mark(self, event: ClusterEvent) -> None:
+        """``event`` is now stored."""
+        if isinstance(event, NodeObserved):
+            self.published[event.node] = fact_of(event)
+        else:
+            self.published.pop(event.node, None)
+
+    def on_node(self, kind: str, node: V1Node, at: datetime) -> Outgoing | None:
+        name, rv = node.metadata.name, node.metadata.resource_version or ""
+        if kind == "DELETED":
+            return NodeRemoved(node=name, at=at), f"node.{name}.removed.{rv}"
+        event = observed(node, at)
+        fact = fact_of(event)
+        if self.published.get(name) == fact:
+            return None
+        return event, f"node.{name}.{rv}.{fact[:16]}"
+
+    def gone(self, listed: Iterable[str], rv: str, at: datetime) -> list[Outgoing]:
+        """Nodes published as present that a fresh list no longer holds."""
+        missing = sorted(set(self.published) - set(listed))
+        return [(NodeRemoved(node=name, at=at), f"node.{name}.removed.{rv}") for name in missing]
+
+
+# ---- the thread -----------------------------------------------------------------------------------
+
+class NodeWatcher:
+    def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log) -> None:
+        self.core = core
+        self.publish = publish
+        self.clock = clock
+        self.log = log
+        self.facts = NodeFacts()  # touched by the thread only, once started
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    async def seed(self, bus) -> None:
+        """Read the latest fact per node from the stream (best effort: else everything is new)."""
+        try:
+            data = await bus.read_all(subjects.CLUSTER_STREAM, subjects.CLUSTER_ALL)
+            self.facts.seed(codec.decode_cluster(d) for d in data)
+        except Exception as exc:  # noqa: BLE001 - republishing unchanged facts is harmless
+            self.log.warning("node_facts_not_seeded", error=repr(exc))
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, name="node-watcher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                rv = self._list()
+                self._watch(rv)
+            except ApiException as exc:
+                if exc.status != 410:
+                    self.log.warning("node_watch_failed", status=exc.status, error=str(exc.reason))
+                    self._stop.wait(1.0)
+            except Exception as exc:  # noqa: BLE001 - API unreachable: retry
+                self.log.warning("node_watch_failed", error=repr(exc))
+                self._stop.wait(1.0)
+
+    def _list(self) -> str:
+        nodes = self.core.list_node()
+        rv = nodes.metadata.resource_version
+        for node in nodes.items:
+            self._observe("MODIFIED", node)
+        names = [n.metadata.name for n in nodes.items]
+        for event, mid in self.facts.gone(names, rv, self.clock.now()):
+            self._hand_over(event, mid)
+        return rv
+
+    def _watch(self, rv: str) -> None:
+        w = watch.Watch()
+        for item in w.stream(self.core.list_node, resource_version=rv, timeout_seconds=WATCH_TIMEOUT_S):
+            if self._stop.is_set():
+                w.stop()
+                return
+            self._observe(item["type"], item["object"])
+
+    def _observe(self, kind: str, node: V1Node) -> None:
+        out = self.facts.on_node(kind, node, self.clock.now())
+        if out is not None:
+            self._hand_over(*out)
+
+    def _hand_over(self, event: ClusterEvent, mid: str) -> None:
+        assert self._loop is not None
+        coro = self.publish(event, subject=subjects.node(event.node), msg_id=mid)
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            future.result(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - not published: the next change or re-list retries
+            self.log.warning("publish_failed", node=event.node, error=repr(exc))
+            return
+        self.facts.mark(event)
+        self.log.info(codec.type_of(event), node=event.node)
