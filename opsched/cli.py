@@ -158,6 +158,53 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return asyncio.run(run())
 
 
+def cmd_why(args: argparse.Namespace) -> int:
+    from opsched.tables import why_text
+
+    async def run(client) -> int:
+        answer = await client.why(args.id)
+        print(why_text(answer))
+        return 0 if answer.found else 1
+    return _with_client(args, run)
+
+
+def cmd_queues(args: argparse.Namespace) -> int:
+    from opsched.tables import queues_table
+
+    async def show(client) -> int:
+        print(queues_table(await client.queues()))
+        return 0
+
+    if args.apply is None:
+        return _with_client(args, show)
+    from services.admission.queues import QueuesConfigError, load_queues
+
+    try:
+        config = load_queues(Path(args.apply))
+    except QueuesConfigError as exc:
+        return _fail(str(exc))
+
+    async def apply(client) -> int:
+        await client.set_queues(config, requested_by="cli")
+        print(f"queue configuration from {args.apply} sent ({len(config.queues)} queues)")
+        return 0
+    return _with_client(args, apply)
+
+
+def _with_client(args: argparse.Namespace, action) -> int:
+    async def run() -> int:
+        client = await _connect(args)
+        if client is None:
+            return EXIT_UNREACHABLE
+        try:
+            return await action(client)
+        except Exception as exc:  # noqa: BLE001 - e.g. no admission answering the query
+            return _fail(f"{exc.__class__.__name__}: {exc or 'no answer'} (is admission running?)", 1)
+        finally:
+            await client.close()
+    return asyncio.run(run())
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from opsched.embedded import run_up
 
@@ -187,6 +234,12 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("id")
     w.add_argument("--timeout", type=float, default=None, help="give up after this many quiet seconds")
     w.set_defaults(func=cmd_watch)
+    y = sub.add_parser("why", help="why an operation is pending: ranked reasons and its queue position")
+    y.add_argument("id")
+    y.set_defaults(func=cmd_why)
+    qs = sub.add_parser("queues", help="queues: running/concurrency, quota use per flavor, pending, borrowed")
+    qs.add_argument("--apply", metavar="FILE", help="replace the queue configuration with this YAML file")
+    qs.set_defaults(func=cmd_queues)
     st = sub.add_parser("stop", help="stop a queued or running operation")
     st.add_argument("id")
     st.set_defaults(func=cmd_stop)

@@ -4,10 +4,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+
+import msgspec
 from datetime import datetime, timezone
 
 from proto import codec, subjects
 from proto.commands import StopOperation, SubmitOperation
+from proto.config import SetQueues
+from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from proto.queues import QueuesConfig
 from proto.events import Event
 from proto.spec import OpSpec
 from opsched.view import OpRow, OpsView
@@ -43,6 +48,19 @@ class Client:
         await self.bus.publish(StopOperation(op_id=op_id, reason=reason,
                                              requested_at=datetime.now(timezone.utc)),
                                msg_id=subjects.msg_id(op_id, "stop", int(datetime.now().timestamp())))
+
+    async def why(self, op_id: str, timeout: float = 5.0) -> WhyAnswer:
+        """Ask admission why an op is pending: ranked reasons and its position in its queue."""
+        data = await self.bus.request(subjects.QUERY_WHY, WhyRequest(op_id=op_id), timeout=timeout)
+        return msgspec.json.decode(data, type=WhyAnswer)
+
+    async def queues(self, timeout: float = 5.0) -> QueuesAnswer:
+        data = await self.bus.request(subjects.QUERY_QUEUES, QueuesRequest(), timeout=timeout)
+        return msgspec.json.decode(data, type=QueuesAnswer)
+
+    async def set_queues(self, config: QueuesConfig, requested_by: str = "sdk") -> None:
+        """Replace the queue configuration (admission validates it; an error event says why not)."""
+        await self.bus.publish(SetQueues(config=config, requested_by=requested_by))
 
     async def view(self) -> OpsView:
         view = OpsView()

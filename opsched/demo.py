@@ -8,6 +8,7 @@ from pathlib import Path
 
 from opsched.client import Client
 from opsched.polyaxonfile import load_polyaxonfile
+from opsched.tables import queues_table
 from opsched.view import table
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
@@ -19,6 +20,7 @@ async def run_demo(nats_url: str, kubeconfig: Path | None, namespace: str, examp
     client = await Client.connect(nats_url, "opsched-demo")
     try:
         expected = await _submit_all(client, examples)
+        print("\n" + queues_table(await client.queues()), flush=True)
         rows = await _show_progress(client, set(expected))
     finally:
         await client.close()
@@ -42,6 +44,7 @@ async def _show_progress(client: Client, ids: set[str]):
     last = ""
     while True:
         rows = [r for r in await client.ops() if r.op_id in ids]
+        await _explain_waiting(client, rows)
         text = table(sorted(rows, key=lambda r: r.op_id))
         if text != last:
             print(f"\n--- {time.strftime('%H:%M:%S')} ---\n{text}", flush=True)
@@ -52,6 +55,19 @@ async def _show_progress(client: Client, ids: set[str]):
             print(f"demo: gave up after {TIMEOUT_S}s", file=sys.stderr)
             return rows
         await asyncio.sleep(1.0)
+
+
+async def _explain_waiting(client: Client, rows) -> None:
+    """Show admission's first reason for every op still waiting (`opsched why`)."""
+    for row in rows:
+        if row.status != "pending":
+            continue
+        try:
+            answer = await client.why(row.op_id, timeout=2)
+        except Exception:  # noqa: BLE001 - admission busy: show the table without it
+            return
+        if answer.reasons:
+            row.reason = f"waiting: {answer.reasons[0].message}"
 
 
 def _print_pods(kubeconfig: Path, namespace: str) -> None:

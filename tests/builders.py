@@ -289,3 +289,101 @@ def stop_requested(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0,
                    namespace: str = NAMESPACE) -> StopRequested:
     return StopRequested(op_id=op_id, at=at, attempt=attempt, pod_name=f"op-{op_id}-{attempt}",
                          namespace=namespace)
+
+
+# ---- queues, flavors and nodes (Kueue-style admission) ----------------------------------------
+#
+#     b = book(queue("a", cohort="lab", gpus={"h100": 4}),
+#              queue("b", cohort="lab", gpus=[quota("h100", 2, guaranteed=1)]))
+#     state = fold(*queued(op("x").gpus(2).build(), op_id="x"))
+#     observe(state, node("gpu-a", gpus=2, product="A100"))
+
+from proto.cluster import NodeObserved, NodeRemoved  # noqa: E402
+from proto.queues import Flavor, FlavorQuota, Queue, QueuesConfig, ResourceQuota  # noqa: E402
+
+
+def gpu_flavor(name: str, product: str | None = None, *, tolerations: list[dict[str, Any]] | None = None,
+               **labels: str) -> Flavor:
+    """A flavor selecting GPU nodes of one product: ``gpu_flavor("h100")`` selects product H100."""
+    node_labels = {GPU_PRODUCT: product or name.upper(), **labels}
+    return Flavor(name=name, node_labels=node_labels, tolerations=list(tolerations or []))
+
+
+def quota(name: str, nominal: int | float | str, *, borrow: int | float | str | None = None,
+          lend: int | float | str | None = None, guaranteed: int | float | str | None = None) -> FlavorQuota:
+    """The quota of one flavor: ``quota("h100", 4, borrow=2, lend=1, guaranteed=1)``."""
+    return FlavorQuota(name=name, nominal=nominal, borrowing_limit=borrow, lending_limit=lend,
+                       guaranteed=guaranteed)
+
+
+def resource_quota(resource: str, flavors: dict[str, Any] | list[FlavorQuota]) -> ResourceQuota:
+    """``{"h100": 4, "a100": quota("a100", 2, borrow=0)}`` or a list of quotas, in preference order."""
+    if isinstance(flavors, dict):
+        flavors = [v if isinstance(v, FlavorQuota) else quota(k, v) for k, v in flavors.items()]
+    return ResourceQuota(resource=resource, flavors=list(flavors))
+
+
+def queue(name: str, *, gpus: dict[str, Any] | list[FlavorQuota] | None = None,
+          resources: dict[str, dict[str, Any] | list[FlavorQuota]] | None = None, **fields: Any) -> Queue:
+    """A queue config in one line: ``queue("a", cohort="lab", concurrency=2, gpus={"h100": 4})``."""
+    quotas = [resource_quota(GPU, gpus)] if gpus is not None else []
+    quotas += [resource_quota(r, f) for r, f in (resources or {}).items()]
+    return Queue(name=name, resources=quotas, **fields)
+
+
+def book(*queues: Queue, flavors: list[Flavor] | None = None, default: str | None = None,
+         projects: dict[str, str] | None = None, reject_unfittable: bool = True):
+    """A compiled queue book. Flavors a quota names but ``flavors`` does not define are defined as
+    GPU-product flavors (``"a100"`` selects ``nvidia.com/gpu.product: A100``)."""
+    from services.admission.queues import DEFAULT_FLAVOR, compile_book
+
+    defined = {f.name: f for f in flavors or []}
+    for q in queues:
+        for rq in q.resources:
+            for fq in rq.flavors:
+                if fq.name != DEFAULT_FLAVOR and fq.name not in defined:
+                    defined[fq.name] = gpu_flavor(fq.name)
+    config = QueuesConfig(queues=list(queues), default_queue=default or queues[0].name,
+                          project_queues=dict(projects or {}), flavors=list(defined.values()),
+                          reject_unfittable=reject_unfittable)
+    return compile_book(config)
+
+
+def node(name: str = "gpu-node-1", *, gpus: int = 0, product: str | None = None, cpu: str = "64",
+         memory: str = "256Gi", taints: list[dict[str, Any]] | None = None, schedulable: bool = True,
+         labels: dict[str, str] | None = None, resource: str = GPU, at: datetime = T0) -> NodeObserved:
+    """A node as the dispatcher reports it: ``node("gpu-a", gpus=2, product="A100")``."""
+    node_labels = {**({GPU_PRODUCT: product} if product else {}), **(labels or {})}
+    allocatable = {"cpu": cpu, "memory": memory, **({resource: str(gpus)} if gpus else {})}
+    return NodeObserved(node=name, at=at, labels=node_labels, allocatable=allocatable,
+                        taints=list(taints or []), schedulable=schedulable)
+
+
+def node_removed(name: str = "gpu-node-1", *, at: datetime = T0) -> NodeRemoved:
+    return NodeRemoved(node=name, at=at)
+
+
+def taint(key: str, value: str = "", effect: str = "NoSchedule") -> dict[str, Any]:
+    return {"key": key, "value": value, "effect": effect}
+
+
+def queued(spec: OpSpec, *, op_id: str = "op-1", at: datetime = T0, amount: float = 1.0,
+           queue: str | None = None) -> list:
+    """An op submitted at ``at`` whose gates both cleared (cost ``amount``, a cache miss)."""
+    return [submitted(spec, op_id=op_id, at=at, queue=queue), cost_estimated(op_id, at=at, amount=amount),
+            cache_missed(op_id, at=at)]
+
+
+def fold(*events: Any, state: Any = None):
+    """Fold events (lists are flattened; NodeObserved/NodeRemoved are observed) into an AdmissionState."""
+    from services.admission.state import AdmissionState
+
+    state = state if state is not None else AdmissionState()
+    for event in events:
+        if isinstance(event, (list, tuple)):
+            fold(*event, state=state)
+        elif isinstance(event, (NodeObserved, NodeRemoved)):
+            state.observe(event)
+        else:
+            state.apply(event)
+    return state

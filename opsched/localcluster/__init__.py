@@ -5,6 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import urllib3
+
+# The local API server's kubeconfig says insecure-skip-tls-verify (a throwaway loopback cluster):
+# do not warn on every request.
+urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+
 if TYPE_CHECKING:
     from opsched.localcluster.controlplane import ControlPlane, ControlPlaneError, ensure_built
 

@@ -65,6 +65,8 @@ def _walk_queue(state: AdmissionState, snap: Snapshot, queue: str, borrowers: li
             if verdict.queue_blocked:
                 break
     for op, verdict in kept:
+        if any(r.code == "quota_lent_out" for r in verdict.reasons):
+            snap.starved.add(queue)  # its cohort lends nothing more until this op runs
         _keep_waiting(state, op, verdict)
     return out
 

@@ -34,7 +34,9 @@ def _gate_reasons(op: OpRecord) -> list[PendingReason]:
 def _queued_reasons(state: AdmissionState, book: Book, op: OpRecord, position: int) -> list[PendingReason]:
     verdict = evaluate(op, Snapshot.build(state, book), allow_borrow=True)
     reasons = list(verdict.reasons)
-    if verdict.outcome in (ADMIT, BORROW):
+    if verdict.outcome in (ADMIT, BORROW) and op.blocked:
+        reasons = list(op.blocked)  # the last cycle knew more (e.g. a cohort lender waiting)
+    elif verdict.outcome in (ADMIT, BORROW):
         reasons.append(PendingReason(code="next_cycle", message="fits now; the next cycle admits it"))
     if position > 1:
         reasons.append(PendingReason(code="queue_position",

@@ -18,6 +18,7 @@ class Snapshot:
     running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     cost_used: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     usage: Usage = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+    starved: set[str] = field(default_factory=set)  # queues with ops waiting for their own lent quota
 
     @classmethod
     def build(cls, state: AdmissionState, book: Book) -> "Snapshot":

@@ -75,18 +75,22 @@ class Bus:
         self.nc = nc
         self.js = nc.jetstream()
         self.name = name
+        self._closing = {"now": False}
 
     @classmethod
     async def connect(cls, url: str, name: str, *, connect_timeout: float = 5.0,
                       max_reconnect_attempts: int = -1) -> "Bus":
         """Connect; reconnect forever (services) or give up after a few attempts (clients)."""
         log = structlog.get_logger().bind(nats=name)
+        closing = {"now": False}
 
         async def on_error(exc: Exception) -> None:
-            log.warning("nats_error", error=repr(exc))
+            if not closing["now"]:
+                log.warning("nats_error", error=repr(exc))
 
         async def on_disconnected() -> None:
-            log.warning("nats_disconnected")
+            if not closing["now"]:
+                log.warning("nats_disconnected")
 
         async def on_reconnected() -> None:
             log.info("nats_reconnected")
@@ -97,7 +101,9 @@ class Bus:
             allow_reconnect=True, error_cb=on_error, disconnected_cb=on_disconnected,
             reconnected_cb=on_reconnected,
         )
-        return cls(nc, name)
+        bus = cls(nc, name)
+        bus._closing = closing
+        return bus
 
     @property
     def connected(self) -> bool:
@@ -212,6 +218,7 @@ class Bus:
         """Flush what was published, then close. Handler loops finish their message in hand first."""
         if self.nc.is_closed:
             return
+        self._closing["now"] = True
         try:
             if self.nc.is_connected:
                 await self.nc.flush(timeout=2)

@@ -75,9 +75,15 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
     for resource, flavor in combo.items():
         result = check(book, snap.usage, op.queue, (resource, flavor), op.request[resource])
         if result.fit == Fit.NO:
-            reasons.append(_reason("quota_exhausted", result.reason))
+            reasons.append(_reason("quota_lent_out" if result.lent_out else "quota_exhausted", result.reason))
             return Verdict(WAIT)
         borrowing = borrowing or result.fit == Fit.BORROWS
+    lenders = [m for m in book.members(op.queue) if m != op.queue and m in snap.starved] if borrowing else []
+    if lenders:
+        reasons.append(_reason("cohort_lender_waiting", f"queue {lenders[0]} of cohort "
+                                                        f"{book.queues[op.queue].cohort} waits for its own quota; "
+                                                        "no borrowing until its ops run"))
+        return Verdict(WAIT)
     node = capacity.find(op.request, full_selector, full_tolerations) if capacity.known else None
     if capacity.known and node is None:
         reasons.append(_reason("no_capacity", f"no free capacity now for {describe(op.request, full_selector)}"))

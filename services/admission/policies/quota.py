@@ -29,6 +29,7 @@ class QuotaCheck:
     nominal: float
     available: float  # the most this queue could take now (own free + what the cohort can lend)
     reason: str = ""
+    lent_out: bool = False  # within its own nominal, but that quota is in use by cohort borrowers
 
 
 def check(book: Book, usage: Usage, queue: str, key: Key, amount: float, allow_borrow: bool = True) -> QuotaCheck:
@@ -44,6 +45,10 @@ def check(book: Book, usage: Usage, queue: str, key: Key, amount: float, allow_b
         if allow_borrow:
             return QuotaCheck(Fit.BORROWS, used, line.nominal, available)
         return QuotaCheck(Fit.NO, used, line.nominal, available, "fits only by borrowing")
+    if after <= line.nominal + 1e-9:
+        return QuotaCheck(Fit.NO, used, line.nominal, available, lent_out=True, reason=(
+            f"quota of {key[0]} flavor {key[1]}: {_n(amount)} of its own nominal {_n(line.nominal)} is lent "
+            f"to its cohort ({_n(available)} free now); waiting for the borrowers to finish"))
     return QuotaCheck(Fit.NO, used, line.nominal, available, _why_not(book, queue, key, used, line, limit, amount))
 
 
