@@ -72,7 +72,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 async def _submit(args: argparse.Namespace, spec) -> int:
-    from opsched.client import Client
 
     client = await _connect(args)
     if client is None:
@@ -100,33 +99,17 @@ async def _connect(args: argparse.Namespace):
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    return asyncio.run(_ops(args))
-
-
-async def _ops(args: argparse.Namespace) -> int:
     from opsched.view import table
 
-    client = await _connect(args)
-    if client is None:
-        return EXIT_UNREACHABLE
-    try:
+    async def show(client) -> int:
         rows = await client.ops()
-    finally:
-        await client.close()
-    print(table(rows) if rows else "no operations yet")
-    return 0
+        print(table(rows) if rows else "no operations yet")
+        return 0
+    return _with_client(args, show)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    async def run() -> int:
-        client = await _connect(args)
-        if client is None:
-            return EXIT_UNREACHABLE
-        try:
-            return await _watch(client, args.id, quiet=False, timeout=args.timeout)
-        finally:
-            await client.close()
-    return asyncio.run(run())
+    return _with_client(args, lambda client: _watch(client, args.id, quiet=False, timeout=args.timeout))
 
 
 async def _watch(client, op_id: str, quiet: bool, timeout: float | None = None) -> int:
@@ -145,17 +128,11 @@ async def _watch(client, op_id: str, quiet: bool, timeout: float | None = None) 
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    async def run() -> int:
-        client = await _connect(args)
-        if client is None:
-            return EXIT_UNREACHABLE
-        try:
-            await client.stop(args.id)
-        finally:
-            await client.close()
+    async def stop(client) -> int:
+        await client.stop(args.id)
         print(f"stop requested for {args.id}")
         return 0
-    return asyncio.run(run())
+    return _with_client(args, stop)
 
 
 def cmd_why(args: argparse.Namespace) -> int:

@@ -12,24 +12,20 @@ duplicate window is still a new message.
 """
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-import threading
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from kubernetes import watch
 from kubernetes.client import CoreV1Api, V1Node, V1Taint
-from kubernetes.client.rest import ApiException
 
 from proto import codec, subjects
 from proto.cluster import ClusterEvent, NodeObserved, NodeRemoved
+from services.dispatcher.listwatch import ListWatch
 from services.runtime.clock import Clock
 
 Publish = Callable[..., Awaitable[Any]]  # Bus.publish(message, *, subject=..., msg_id=...)
-WATCH_TIMEOUT_S = 300  # then re-list (which also finds nodes deleted while nobody watched)
 Outgoing = tuple[ClusterEvent, str]  # the event and its Nats-Msg-Id
 
 
@@ -99,16 +95,15 @@ class NodeFacts:
 
 # ---- the thread -----------------------------------------------------------------------------------
 
-class NodeWatcher:
+class NodeWatcher(ListWatch):
+    name = "node_watch"
+
     def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log) -> None:
+        super().__init__(log)
         self.core = core
         self.publish = publish
         self.clock = clock
-        self.log = log
         self.facts = NodeFacts()  # touched by the thread only, once started
-        self._stop = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
 
     async def seed(self, bus) -> None:
         """Read the latest fact per node from the stream (best effort: else everything is new)."""
@@ -118,58 +113,21 @@ class NodeWatcher:
         except Exception as exc:  # noqa: BLE001 - republishing unchanged facts is harmless
             self.log.warning("node_facts_not_seeded", error=repr(exc))
 
-    def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._run, name="node-watcher", daemon=True)
-        self._thread.start()
+    def list_call(self):
+        return self.core.list_node
 
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                rv = self._list()
-                self._watch(rv)
-            except ApiException as exc:
-                if exc.status != 410:
-                    self.log.warning("node_watch_failed", status=exc.status, error=str(exc.reason))
-                    self._stop.wait(1.0)
-            except Exception as exc:  # noqa: BLE001 - API unreachable: retry
-                self.log.warning("node_watch_failed", error=repr(exc))
-                self._stop.wait(1.0)
-
-    def _list(self) -> str:
-        nodes = self.core.list_node()
-        rv = nodes.metadata.resource_version
-        for node in nodes.items:
-            self._observe("MODIFIED", node)
-        names = [n.metadata.name for n in nodes.items]
-        for event, mid in self.facts.gone(names, rv, self.clock.now()):
+    def listed(self, items: list[V1Node], resource_version: str) -> None:
+        names = [n.metadata.name for n in items]
+        for event, mid in self.facts.gone(names, resource_version, self.clock.now()):
             self._hand_over(event, mid)
-        return rv
 
-    def _watch(self, rv: str) -> None:
-        w = watch.Watch()
-        for item in w.stream(self.core.list_node, resource_version=rv, timeout_seconds=WATCH_TIMEOUT_S):
-            if self._stop.is_set():
-                w.stop()
-                return
-            self._observe(item["type"], item["object"])
-
-    def _observe(self, kind: str, node: V1Node) -> None:
+    def observe(self, kind: str, node: V1Node) -> None:
         out = self.facts.on_node(kind, node, self.clock.now())
         if out is not None:
             self._hand_over(*out)
 
     def _hand_over(self, event: ClusterEvent, mid: str) -> None:
-        assert self._loop is not None
         coro = self.publish(event, subject=subjects.node(event.node), msg_id=mid)
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        try:
-            future.result(timeout=30)
-        except Exception as exc:  # noqa: BLE001 - not published: the next change or re-list retries
-            self.log.warning("publish_failed", node=event.node, error=repr(exc))
-            return
-        self.facts.mark(event)
-        self.log.info(codec.type_of(event), node=event.node)
+        if self.run_on_loop(coro, f"node {event.node}"):
+            self.facts.mark(event)
+            self.log.info(codec.type_of(event), node=event.node)

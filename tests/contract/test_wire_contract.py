@@ -197,7 +197,7 @@ REGENERATE = "the wire contract changed: run `python -m proto.schema_snapshots` 
 
 def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
     from proto.cluster import CLUSTER_EVENTS
-    from proto.config import QueuesConfigured, SetQueues
+    from proto.config import QueuesConfigured
     from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 
     events = EVENTS + CLUSTER_EVENTS + (QueuesConfigured,)

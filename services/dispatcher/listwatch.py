@@ -1,0 +1,92 @@
+"""A list+watch loop on a thread (the official client blocks), handing results to the event loop.
+
+Subclasses say what to list and watch (``list_call``, ``watch_kwargs``) and what an object means
+(``observe``). The loop re-lists when a watch expires or the API answers 410, retries after 1 s on
+other errors, and stays quiet once stopped (e.g. while the API server shuts down)."""
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kubernetes import watch
+from kubernetes.client.rest import ApiException
+
+WATCH_TIMEOUT_S = 300
+
+
+class ListWatch:
+    name = "list-watch"
+
+    def __init__(self, log) -> None:
+        self.log = log
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- for subclasses ---------------------------------------------------------------------------
+    def list_call(self) -> Callable[..., Any]:
+        raise NotImplementedError
+
+    def watch_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    def observe(self, kind: str, obj: Any) -> None:
+        raise NotImplementedError
+
+    def listed(self, items: list[Any], resource_version: str) -> None:
+        """After a list: every object was observed; subclasses may reconcile what vanished."""
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._watch(self._list())
+            except ApiException as exc:
+                if exc.status != 410 and not self._stop.is_set():
+                    self.log.warning(f"{self.name}_failed", status=exc.status, error=str(exc.reason))
+                    self._stop.wait(1.0)
+            except Exception as exc:  # noqa: BLE001 - API unreachable: retry
+                if not self._stop.is_set():
+                    self.log.warning(f"{self.name}_failed", error=repr(exc))
+                    self._stop.wait(1.0)
+
+    def _list(self) -> str:
+        result = self.list_call()(**self.watch_kwargs())
+        for item in result.items:
+            self.observe("MODIFIED", item)
+        self.listed(result.items, result.metadata.resource_version)
+        return result.metadata.resource_version
+
+    def _watch(self, rv: str) -> None:
+        w = watch.Watch()
+        for item in w.stream(self.list_call(), resource_version=rv, timeout_seconds=WATCH_TIMEOUT_S,
+                             **self.watch_kwargs()):
+            if self._stop.is_set():
+                w.stop()
+                return
+            self.observe(item["type"], item["object"])
+
+    def run_on_loop(self, coro: Awaitable[Any], what: str) -> bool:
+        """Run a coroutine (a publish) on the event loop and wait for it; False if it failed."""
+        assert self._loop is not None
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            future.result(timeout=30)
+        except Exception as exc:  # noqa: BLE001 - not published: the next change or re-list retries
+            self.log.warning("publish_failed", what=what, error=repr(exc))
+            return False
+        return True
