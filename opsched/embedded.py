@@ -94,13 +94,13 @@ class Embedded:
         (self.data_dir / "up.json").unlink(missing_ok=True)
 
 
-def build_services(settings):
-    from services.admission.service import build as admission
-    from services.cache.service import build as cache
-    from services.cost.service import build as cost
-    from services.dispatcher.service import build as dispatcher
+SERVICES = ("admission", "cost", "cache", "dispatcher")
 
-    return [admission(settings), cost(settings), cache(settings), dispatcher(settings)]
+
+def build_services(settings, names: tuple[str, ...] = SERVICES):
+    import importlib
+
+    return [importlib.import_module(f"services.{name}.service").build(settings) for name in names]
 
 
 async def _serve(embedded: Embedded) -> int:

@@ -50,7 +50,7 @@ class Stack:
         from opsched.embedded import build_services
 
         self.settings = settings
-        self.services = [s for s in build_services(settings) if s.name in names]
+        self.services = build_services(settings, names)
         self.stop = asyncio.Event()
         self.task: asyncio.Task | None = None
 

@@ -1,6 +1,9 @@
 """Where the queue configuration in force comes from: the latest ``QueuesConfigured`` in the config
-stream. A queues file (``OPSCHED_QUEUES_FILE``) is published there at start and whenever it changes;
-the ``set_queues`` command publishes there too. Every replica applies the same latest config."""
+stream. A queues file (``OPSCHED_QUEUES_FILE``) is published there when its content is new (at start
+or when it changes; polled every 2 s); the ``set_queues`` command publishes there too. So a config
+set by command survives restarts until the file's content changes. Every replica applies the same
+latest config. An invalid file is refused with an error log and the config in force is kept (at a
+first start with nothing in force, the service refuses to start)."""
 from __future__ import annotations
 
 import asyncio
@@ -23,11 +26,12 @@ class ConfigSource:
         self.clock = clock
         self.log = log
         self.latest: QueuesConfigured | None = None
-        self._published_source: str | None = None
+        self.seen: set[str] = set()  # sources already in the stream: a file is published once per content
 
     async def on_message(self, data: bytes, seq: int) -> None:
         try:
             self.latest = codec.decode_config(data)
+            self.seen.add(self.latest.source)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             self.log.error("bad_config_message", seq=seq, error=str(exc))
 
@@ -37,8 +41,8 @@ class ConfigSource:
             return
         try:
             source = file_source(self.path)
-            if self.latest is not None and self.latest.source == source or source == self._published_source:
-                return
+            if source in self.seen:
+                return  # this content was published before; a later command may have replaced it
             config = load_queues(self.path)
         except (QueuesConfigError, OSError) as exc:
             if at_start and self.latest is None:
@@ -47,7 +51,7 @@ class ConfigSource:
             return
         event = QueuesConfigured(config=config, at=self.clock.now(), source=source)
         await bus.publish(event, subject=subjects.CONFIG_QUEUES, msg_id=f"queues.{source.rsplit('#', 1)[-1]}")
-        self._published_source = source
+        self.seen.add(source)
         self.log.info("queues_file_published", source=source)
 
     async def watch_file(self, bus: Bus, stop: asyncio.Event) -> None:

@@ -18,6 +18,7 @@ def violations(spec: OpSpec) -> list[str]:
     if (c.security_context or {}).get("privileged") is True:
         problems.append("securityContext.privileged: true exposes every GPU on the node; it is refused")
     problems += _resource_problems(spec)
+    problems += _tpu_problems(spec)
     for vol in spec.environment.volumes:
         path = str((vol.get("hostPath") or {}).get("path", ""))
         if path and any(h in path for h in DRIVER_PATH_HINTS):
@@ -45,6 +46,19 @@ def _resource_problems(spec: OpSpec) -> list[str]:
         if is_accelerator(name) and _q(value) is not None and _q(value) != int(_q(value)):
             problems.append(f"{name}: {value} is not a whole number of devices")
     return problems
+
+
+TPU_PREFIX = "cloud-tpus.google.com/"
+TPU_ANNOTATION = "tf-version.cloud-tpus.google.com"
+
+
+def _tpu_problems(spec: OpSpec) -> list[str]:
+    """GKE schedules TPU pods only with the TensorFlow-version annotation (Polyaxon's TPU docs)."""
+    wants_tpu = any(r.startswith(TPU_PREFIX) for r in spec.container.resources.limits)
+    if wants_tpu and TPU_ANNOTATION not in spec.environment.annotations:
+        return [f"TPU resources need the annotation {TPU_ANNOTATION} in environment.annotations "
+                f"(e.g. \"2.12\")"]
+    return []
 
 
 def _q(value: str):

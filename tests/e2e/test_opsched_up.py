@@ -73,3 +73,40 @@ def test_a_1_gpu_example_runs_on_a_gpu_node_and_ends_succeeded_in_opsched_ops(up
     proc.send_signal(signal.SIGINT)
     assert proc.wait(30) == 0, "SIGINT stops `opsched up` cleanly"
     assert not (data_dir / "up.json").exists()
+
+
+LONG = """version: 1.1
+kind: component
+name: {name}
+run:
+  kind: job
+  container:
+    image: busybox
+    command: ["sh", "-c", "sleep {seconds}"]
+    resources:
+      limits: {{nvidia.com/gpu: 1}}
+"""
+
+
+def test_opsched_why_and_queues_show_the_live_state_of_a_waiting_op(up, tmp_path):
+    data_dir, _, _ = up
+    for name, seconds in (("long", 6), ("short", 0.2)):
+        (tmp_path / f"{name}.yaml").write_text(LONG.format(name=name, seconds=seconds))
+    long_id = opsched("submit", str(tmp_path / "long.yaml"), data_dir=data_dir).stdout.strip()
+    deadline = time.monotonic() + 30
+    while "running" not in opsched("watch", long_id, "--timeout", "0.5", data_dir=data_dir).stdout:
+        assert time.monotonic() < deadline, "the long op never ran"
+    short_id = opsched("submit", str(tmp_path / "short.yaml"), data_dir=data_dir).stdout.strip()
+    deadline = time.monotonic() + 15
+    while True:
+        why = opsched("why", short_id, data_dir=data_dir)
+        if "queued" in why.stdout:
+            break
+        assert time.monotonic() < deadline, why.stdout + why.stderr
+    assert why.returncode == 0 and "position 1 of 1" in why.stdout
+    assert "no free capacity now for 1 x nvidia.com/gpu of product A100" in why.stdout
+    queues = opsched("queues", data_dir=data_dir)
+    default = next(line for line in queues.stdout.splitlines() if line.startswith("default"))
+    assert "1/4" in default and "nvidia.com/gpu[a100] 1/2" in default
+    done = opsched("watch", short_id, data_dir=data_dir)
+    assert done.returncode == 0 and "succeeded" in done.stdout

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from proto.events import OperationAdmitted, OperationRejected
-from services.admission import cycle
+from services.admission import cycle, queries
 from services.admission.policies.admit import ADMIT, WAIT, evaluate
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState, Status
@@ -85,6 +85,21 @@ def test_a_borrower_that_the_cohort_cannot_lend_to_waits_saying_why():
     assert state.ops["x"].status == Status.QUEUED
     assert codes(state, "x") == ["quota_exhausted"]
     assert "flavor h100" in state.ops["x"].blocked[0].message
+
+
+def test_a_borrower_waits_while_a_lender_waits_for_its_own_lent_quota():
+    b = book(queue("a", cohort="lab", gpus={"h100": 2}), queue("b", cohort="lab", gpus={"h100": 4}))
+    state = fold(gpu_op("x", 4, queue="a"))
+    assert admitted_ids(decide(state, b)) == ["x"]  # borrows 2 of b's idle quota
+    fold(gpu_op("y", 3, queue="b", at=1), gpu_op("z", 1, queue="a", at=2), state=state)
+    assert decide(state, b) == []
+    assert codes(state, "y") == ["quota_lent_out"]
+    assert "lent to its cohort" in state.ops["y"].blocked[0].message
+    assert codes(state, "z") == ["cohort_lender_waiting"]  # the cohort could lend 2, but b comes first
+    assert [r.code for r in queries.why(state, b, "z").reasons] == ["cohort_lender_waiting"]
+
+    fold(succeeded("x"), state=state)
+    assert admitted_ids(decide(state, b)) == ["z", "y"]
 
 
 # ---- flavor fallback --------------------------------------------------------------------------

@@ -227,3 +227,19 @@ def test_an_acceptable_spec_has_no_violations(c):
 def test_every_problem_is_reported_at_once():
     spec = op().env("NVIDIA_VISIBLE_DEVICES", "0").privileged().gpus("1.5").build()
     assert len(violations(spec)) == 3
+
+
+def test_a_tpu_op_needs_the_tensorflow_version_annotation_and_keeps_it_on_the_pod():
+    from proto.spec import Environment, OpSpec
+    from services.dispatcher.gpu_accounting import violations
+    from services.dispatcher.podspec import build_pod
+    from tests.builders import admitted, op
+
+    bare = op("tpu").limits(**{"cloud-tpus.google.com/v2": "8"}).build()
+    assert any("tf-version.cloud-tpus.google.com" in p for p in violations(bare))
+    annotated = OpSpec(**{f: getattr(bare, f) for f in bare.__struct_fields__ if f != "environment"},
+                       environment=Environment(annotations={"tf-version.cloud-tpus.google.com": "2.12"}))
+    assert violations(annotated) == []
+    pod = build_pod(admitted(annotated, op_id="t1"))
+    assert pod["metadata"]["annotations"]["tf-version.cloud-tpus.google.com"] == "2.12"
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"cloud-tpus.google.com/v2": "8"}

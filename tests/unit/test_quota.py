@@ -97,6 +97,13 @@ def test_a_queue_without_a_cohort_is_told_it_has_no_cohort_to_borrow_from():
     assert "cohort cannot lend" not in result.reason
 
 
+def test_a_queue_within_its_nominal_whose_quota_is_lent_out_is_told_so():
+    result = check(pair(b=quota("h100", 4)), usage(a=4), "b", H100, 3)
+    assert (result.fit, result.lent_out, result.available) == (Fit.NO, True, 2)
+    assert "flavor h100" in result.reason and "3 of its own nominal 4 is lent" in result.reason
+    assert check(pair(b=quota("h100", 4)), usage(a=4), "b", H100, 5).lent_out is False  # beyond nominal
+
+
 def test_without_borrowing_allowed_a_fit_by_borrowing_is_no_and_says_why():
     result = check(pair(), usage(a=2), "a", H100, 1, allow_borrow=False)
     assert (result.fit, result.reason) == (Fit.NO, "fits only by borrowing")

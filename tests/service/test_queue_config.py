@@ -1,0 +1,61 @@
+"""The queue configuration changes without a restart: from its file, or by a command on the bus."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from opsched.client import Client
+from proto.events import ErrorRaised, OperationAdmitted, OperationRejected
+from proto.queues import Queue, QueuesConfig, ResourceQuota, FlavorQuota
+from tests.builders import op
+
+ONE = "defaultQueue: a\nqueues:\n  - {name: a}\n"
+TWO = "defaultQueue: a\nqueues:\n  - {name: a}\n  - {name: b, concurrency: 1}\n"
+
+
+async def until_queues(client: Client, names: list[str], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        current = [q.name for q in (await client.queues()).queues]
+        if sorted(current) == sorted(names):
+            return
+        assert time.monotonic() < deadline, f"queues stayed {current}, expected {names}"
+        await asyncio.sleep(0.1)
+
+
+async def test_editing_the_queues_file_takes_effect_without_a_restart(stack_factory, bus, events, tmp_path):
+    path = tmp_path / "queues.yaml"
+    path.write_text(ONE)
+    await stack_factory(queues_file=path, dispatcher_mode="null")
+    client = Client(bus)
+    early = await client.submit(op("early").queue("b").build())
+    assert (await events.expect(OperationRejected, early)).reason == "unknown_queue"
+    path.write_text(TWO)
+    await until_queues(client, ["a", "b"])
+    late = await client.submit(op("late").queue("b").build())
+    assert (await events.expect(OperationAdmitted, late)).queue == "b"
+
+
+async def test_a_set_queues_command_replaces_the_config_and_survives_a_restart(stack_factory, bus, events, tmp_path):
+    path = tmp_path / "queues.yaml"
+    path.write_text(ONE)
+    first = await stack_factory(names=("admission",), queues_file=path)
+    client = Client(bus)
+    config = QueuesConfig(default_queue="c", queues=[Queue(name="c", concurrency=2)])
+    await client.set_queues(config, requested_by="test")
+    await until_queues(client, ["c"])
+    await first.close()
+    await stack_factory(names=("admission",), queues_file=path)
+    await until_queues(client, ["c"])
+    assert (await client.queues()).source.startswith("command:test#")
+
+
+async def test_an_invalid_set_queues_command_is_refused_and_the_config_in_force_stays(stack_factory, bus, events):
+    await stack_factory(names=("admission",))
+    client = Client(bus)
+    bad = QueuesConfig(queues=[Queue(name="default", resources=[
+        ResourceQuota(resource="nvidia.com/gpu", flavors=[FlavorQuota(name="h200", nominal=4)])])])
+    await client.set_queues(bad, requested_by="test")
+    error = await events.expect(ErrorRaised, "-", where=lambda e: e.reason == "invalid_queues")
+    assert "unknown flavor 'h200'" in error.message
+    await until_queues(client, ["default"])
