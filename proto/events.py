@@ -100,6 +100,33 @@ class StopRequested(Event, tag="stop_requested", kw_only=True):
     reason: str = "stopped"
 
 
+class PreemptRequested(Event, tag="preempt_requested", kw_only=True):
+    """Admission asks the dispatcher to delete a victim's pods (with a grace period) for a preemptor."""
+
+    pod_names: list[str]
+    namespace: str
+    preemptor: str
+    reason: str  # "within_queue" or "reclaim"
+    message: str = ""
+
+
+class OperationPreempted(Event, tag="preempted", kw_only=True):
+    """The victim's pods are gone; the op goes back to its queue (a preemption is not a retry)."""
+
+    preemptor: str = ""
+    reason: str = ""
+    message: str = ""
+
+
+class OperationEvicted(Event, tag="evicted", kw_only=True):
+    """An attempt was released without being the op's fault (e.g. a gang not all Running in time);
+    the op goes back to its queue, admitted again no sooner than ``retry_after_s`` from now."""
+
+    reason: str
+    message: str = ""
+    retry_after_s: float = 0.0
+
+
 class ErrorRaised(Event, tag="error", kw_only=True):
     """Bad input seen by a service. ``op_id`` is "-" (never a valid op id) when the input named no operation."""
 
@@ -113,7 +140,8 @@ class ErrorRaised(Event, tag="error", kw_only=True):
 EVENTS: tuple[type[Event], ...] = (
     OperationSubmitted, CostEstimated, CacheHit, CacheMissed, OperationAdmitted,
     OperationDispatched, OperationRunning, OperationSucceeded, OperationFailed,
-    OperationRejected, OperationStopped, StopRequested, ErrorRaised,
+    OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
+    OperationEvicted, ErrorRaised,
 )
 TERMINAL = (OperationSucceeded, OperationFailed, OperationRejected, OperationStopped)
 

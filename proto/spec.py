@@ -64,6 +64,15 @@ class Cache(Wire, kw_only=True):
     sections: list[str] | None = None
 
 
+class ReplicaGroup(Wire, kw_only=True):
+    """Extra pods of a distributed op (e.g. Polyaxon's pytorchjob workers), started as one gang
+    with the main container (the master)."""
+
+    name: str
+    count: int = 1
+    container: Container
+
+
 class OpSpec(Wire, kw_only=True):
     """One operation: a job with one container, plus its scheduling fields."""
 
@@ -84,3 +93,6 @@ class OpSpec(Wire, kw_only=True):
     tags: list[str] = []
     run_kind: str = "job"
     component_hash: str | None = None
+    priority_class: str | None = None  # a named class from the queue config; not the pod's priorityClassName
+    preemptible: bool = True
+    replicas: list[ReplicaGroup] = []  # gang: admitted and started all-or-nothing with `container`

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from proto.events import Event, OperationAdmitted, OperationRejected, OperationSucceeded
+from proto.naming import pod_name
 from services.admission.policies.admit import ADMIT, BORROW, UNFITTABLE, Verdict, evaluate
 from services.admission.queues import Book
 from services.admission.snapshot import Snapshot
@@ -20,11 +21,6 @@ from services.admission.state import AdmissionState, OpRecord, Status
 
 CACHE_HIT_REASON = "cache_hit"
 LOOKAHEAD = 16
-
-
-def pod_name(op_id: str, attempt: int) -> str:
-    """Deterministic pod name per op attempt."""
-    return f"op-{op_id}-{attempt}"
 
 
 def decide(state: AdmissionState, book: Book, now: datetime, default_namespace: str) -> list[Event]:
@@ -49,7 +45,8 @@ def _walk_queue(state: AdmissionState, snap: Snapshot, queue: str, borrowers: li
                 now: datetime, namespace: str) -> list[Event]:
     out: list[Event] = []
     kept: list[tuple[OpRecord, Verdict]] = []
-    while len(kept) < LOOKAHEAD:
+    set_aside = 0
+    while len(kept) + set_aside < LOOKAHEAD:
         op = state.pop_next(queue)
         if op is None:
             break
@@ -60,6 +57,7 @@ def _walk_queue(state: AdmissionState, snap: Snapshot, queue: str, borrowers: li
             out.append(decision)
         elif verdict.outcome == BORROW:
             borrowers.append(op)
+            set_aside += 1
         else:
             kept.append((op, verdict))
             if verdict.queue_blocked:

@@ -99,6 +99,9 @@ def _problems(config: QueuesConfig) -> list[str]:
         problems.append(f"queues: the name {dup!r} is used twice")
     if config.default_queue not in names:
         problems.append(f"defaultQueue: {config.default_queue!r} is not one of the queues {names}")
+    flavors = [f.name for f in config.flavors]
+    for dup in sorted({n for n in flavors if flavors.count(n) > 1}):
+        problems.append(f"flavors: the name {dup!r} is used twice")
     for project, queue in config.project_queues.items():
         if queue not in names:
             problems.append(f"projectQueues.{project}: {queue!r} is not one of the queues {names}")
@@ -113,9 +116,19 @@ def _queue_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:
         out.append(f"{where}.name: {q.name!r} must be lowercase letters, digits and dashes (a DNS label)")
     if q.cohort is not None and not valid_token(q.cohort):
         out.append(f"{where}.cohort: {q.cohort!r} must be a DNS label")
+    seen_resources: set[str] = set()
     for j, rq in enumerate(q.resources):
+        if rq.resource in seen_resources:
+            out.append(f"{where}.resources[{j}].resource: {rq.resource!r} is listed twice; "
+                       f"put all its flavors in one entry")
+        seen_resources.add(rq.resource)
         if not rq.flavors:
             out.append(f"{where}.resources[{j}].flavors: list at least one flavor")
+        seen_flavors: set[str] = set()
+        for k, f in enumerate(rq.flavors):
+            if f.name in seen_flavors:
+                out.append(f"{where}.resources[{j}].flavors[{k}].name: flavor {f.name!r} is listed twice")
+            seen_flavors.add(f.name)
         for k, f in enumerate(rq.flavors):
             at = f"{where}.resources[{j}].flavors[{k}]"
             if f.name not in flavor_names:

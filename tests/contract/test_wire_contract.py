@@ -16,24 +16,26 @@ from proto.commands import COMMANDS, StopOperation, SubmitOperation
 from proto.events import (
     EVENTS, CacheHit, CacheMissed, CostEstimated, ErrorRaised, Money, OperationAdmitted,
     OperationDispatched, OperationFailed, OperationRejected, OperationRunning, OperationStopped,
-    OperationSubmitted, OperationSucceeded, StopRequested, event_type,
+    OperationEvicted, OperationPreempted, OperationSubmitted, OperationSucceeded, PreemptRequested, StopRequested,
+    event_type,
 )
 from proto.schema_snapshots import SCHEMA_DIR, render
-from proto.spec import Cache, Container, EnvVar, Environment, OpSpec, Resources, Termination
+from proto.spec import Cache, Container, EnvVar, Environment, OpSpec, ReplicaGroup, Resources, Termination
 from tests.builders import T0, t
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # A spec with every field set away from its default, so the round trip covers all of them.
+FULL_CONTAINER = Container(
+    image="pytorch:2", name="trainer", command=["python"], args=["train.py", "--lr", "0.1"],
+    env=[EnvVar(name="SEED", value="42")],
+    resources=Resources(limits={"nvidia.com/gpu": "2", "memory": "8Gi"}, requests={"cpu": "500m"}),
+    working_dir="/work", security_context={"runAsUser": 1000},
+    volume_mounts=[{"name": "data", "mountPath": "/data"}],
+)
 FULL_SPEC = OpSpec(
     name="train", project="vision", queue="gpu-a", priority=7,
-    container=Container(
-        image="pytorch:2", name="trainer", command=["python"], args=["train.py", "--lr", "0.1"],
-        env=[EnvVar(name="SEED", value="42")],
-        resources=Resources(limits={"nvidia.com/gpu": "2", "memory": "8Gi"}, requests={"cpu": "500m"}),
-        working_dir="/work", security_context={"runAsUser": 1000},
-        volume_mounts=[{"name": "data", "mountPath": "/data"}],
-    ),
+    container=FULL_CONTAINER,
     params={"lr": 0.1, "layers": [1, 2]}, inputs={"dataset": "s3://bucket/x"}, outputs={"model": "m.pt"},
     environment=Environment(
         node_selector={"nvidia.com/gpu.product": "A100"},
@@ -44,7 +46,8 @@ FULL_SPEC = OpSpec(
     termination=Termination(max_retries=2, timeout=600, ttl=60),
     cache=Cache(disable=False, ttl=3600, io=["dataset"], sections=["init"]),
     is_approved=False, conditions="{{ params.lr > 0 }}", cost=2.5, tags=["a", "b"], run_kind="service",
-    component_hash="abc123",
+    component_hash="abc123", priority_class="high", preemptible=False,
+    replicas=[ReplicaGroup(name="worker", count=2, container=FULL_CONTAINER)],
 )
 
 _COMMON = {"op_id": "op-1", "at": T0, "attempt": 1}
@@ -67,6 +70,10 @@ SAMPLES: dict[str, msgspec.Struct] = {
     "rejected": OperationRejected(**_COMMON, reason="unknown_queue", message="unknown queue 'x'"),
     "stopped": OperationStopped(**_COMMON, reason="stopped_by_user", message="bye"),
     "stop_requested": StopRequested(**_COMMON, pod_name="op-op-1-1", namespace="ml", reason="preempted"),
+    "preempt_requested": PreemptRequested(**_COMMON, pod_names=["op-op-1-1"], namespace="ml", preemptor="op-2",
+                                          reason="within_queue", message="priority 100 > 0"),
+    "preempted": OperationPreempted(**_COMMON, preemptor="op-2", reason="within_queue", message="m"),
+    "evicted": OperationEvicted(**_COMMON, reason="gang_timeout", message="2/3 running", retry_after_s=30.0),
     "error": ErrorRaised(**_COMMON, service="admission", subject="cmd.submit._", reason="malformed_message",
                          message="cannot decode", payload="{oops"),
     "submit": SubmitOperation(op_id="op-1", spec=FULL_SPEC, requested_at=T0, requested_by="alice"),

@@ -197,8 +197,6 @@ def test_an_op_is_not_rejected_as_unfittable_unless_nodes_are_known_and_rejectio
         assert codes(state, "x") == ["unfittable"]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Capacity.ever ignores unschedulable (cordoned/NotReady) nodes, so an "
-                                       "op only a cordoned node fits is rejected as unfittable for good")
 def test_an_op_that_only_a_cordoned_node_fits_waits_instead_of_being_rejected():
     state = fold(node("h-1", gpus=8, product="H100", schedulable=False), gpu_op("x", 8, queue="gpu", product="H100"))
     assert decide(state, BIG_H100) == []
@@ -286,8 +284,6 @@ def test_the_lookahead_past_ops_that_must_wait_is_bounded(monkeypatch):
     assert len(state.queue("gpu").heap) == len(state.ops)  # every op popped was put back
 
 
-@pytest.mark.xfail(strict=True, reason="bug: cycle._walk_queue does not count ops set aside as borrowers "
-                                       "against LOOKAHEAD, so a cycle evaluates every borrower of a queue twice")
 def test_the_lookahead_past_ops_that_must_borrow_is_bounded(monkeypatch):
     state = fold(gpu_op("lender-busy", 2, queue="b"),
                  *[gpu_op(f"x-{n:03}", 3, queue="a", at=n) for n in range(10 * cycle.LOOKAHEAD)])

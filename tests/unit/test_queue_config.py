@@ -18,10 +18,6 @@ def config(flavors: str = "[{name: h100}, {name: a100}]", *, quota: str = "{name
             f"      - resource: nvidia.com/gpu\n        flavors:\n          - {quota}\n")
 
 
-def bug(c, reason: str):
-    return pytest.param(c, id=c.name, marks=pytest.mark.xfail(strict=True, reason=f"bug: {reason}"))
-
-
 @pytest.mark.parametrize("c", [
     case("a quota naming a flavor that is not defined",
          text=config("[{name: a100}]"),
@@ -64,19 +60,16 @@ def bug(c, reason: str):
          text="queues:\n  - {name: default, costQuota: -1}\n", says=["queues[0].costQuota"]),
     case("a negative maxQueued",
          text="queues:\n  - {name: default, maxQueued: -1}\n", says=["queues[0].maxQueued"]),
-    bug(case("duplicate flavor names",
+    case("duplicate flavor names",
              text=config("[{name: h100}, {name: h100, nodeLabels: {pool: spot}}]"),
              says=["flavors", "'h100' is used twice"]),
-        "_problems does not check flavor names for duplicates; compile_book keeps the last silently"),
-    bug(case("the same flavor twice in one resource of a queue",
+    case("the same flavor twice in one resource of a queue",
              text=config(quota="{name: h100, nominal: 2}\n          - {name: h100, nominal: 4}"),
              says=["queues[0].resources[0].flavors[1].name", "'h100'"]),
-        "_queue_problems does not check for a repeated flavor; _quota_lines keeps the last quota silently"),
-    bug(case("the same resource twice in one queue",
+    case("the same resource twice in one queue",
              text=config(quota="{name: h100, nominal: 2}\n      - resource: nvidia.com/gpu\n        flavors:\n"
                                "          - {name: a100, nominal: 4}"),
              says=["queues[0].resources[1].resource", "nvidia.com/gpu"]),
-        "_queue_problems does not check for a repeated resource; _quota_lines drops the first flavor order"),
 ], ids=case_name)
 def test_a_bad_queue_config_gives_a_readable_error_naming_the_path(c):
     with pytest.raises(QueuesConfigError) as info:

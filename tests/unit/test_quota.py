@@ -89,8 +89,6 @@ def test_a_quota_refusal_names_the_flavor_and_the_numbers(c):
         assert text in result.reason
 
 
-@pytest.mark.xfail(strict=True, reason="bug: quota._why_not says 'the cohort cannot lend enough' for a queue "
-                                       "without a cohort when borrowingLimit is unset")
 def test_a_queue_without_a_cohort_is_told_it_has_no_cohort_to_borrow_from():
     result = check(ALONE, usage(a=3), "a", H100, 2)
     assert "no cohort to borrow from" in result.reason
@@ -142,8 +140,6 @@ def test_a_queue_does_not_borrow_the_idle_flavor_another_member_defines():
     assert "flavor a100" in result.reasons[0].message and "needs 4" in result.reasons[0].message
 
 
-@pytest.mark.xfail(strict=True, reason="bug: admit._assign falls back to an empty flavor assignment when no "
-                                       "flavor of the queue matches the op's nodeSelector, skipping quota")
 def test_an_op_pinned_to_a_flavor_its_queue_does_not_define_is_not_admitted():
     result = verdict(op("x").gpus(2, product="H100").build(), "b")
     assert result.outcome not in (ADMIT, BORROW)

@@ -47,7 +47,11 @@ def _assign(op: OpRecord, snap: Snapshot, allow_borrow: bool) -> Verdict:
     borrow_option: Verdict | None = None
     ever = False
     selector = op.spec.environment.node_selector
-    for combo in flavor_policy.combos(snap.book, op.queue, op.request, selector) or [{}]:
+    combos = flavor_policy.combos(snap.book, op.queue, op.request, selector)
+    if not combos:
+        return _wait("no_matching_flavor", f"no flavor of queue {op.queue} matches the op's node selector "
+                                           f"{selector}; it cannot be admitted to this queue")
+    for combo in combos:
         verdict = _try(op, snap, combo, reasons)
         ever = ever or verdict.outcome != UNFITTABLE
         if verdict.outcome == ADMIT:

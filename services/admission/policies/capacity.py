@@ -76,7 +76,9 @@ class Capacity:
         return None
 
     def ever(self, request: dict[str, float], selector: dict[str, str], tolerations: list[dict[str, Any]]) -> bool:
-        return any(_fits(n.allocatable, request) for n in self.candidates(selector, tolerations))
+        """Could any node take it, were it empty and schedulable (a cordoned node may come back)?"""
+        return any(_fits(n.allocatable, request) for n in self.nodes.values()
+                   if selects(n, selector) and tolerates(n, tolerations))
 
     def take(self, node: str | None, request: dict[str, float]) -> None:
         if node is None or node not in self.free:

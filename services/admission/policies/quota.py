@@ -72,9 +72,9 @@ def _cohort_room(book: Book, usage: Usage, queue: str, key: Key) -> float:
 def _why_not(book: Book, queue: str, key: Key, used: float, line, limit: float, amount: float) -> str:
     resource, flavor = key
     what = f"quota of {resource} flavor {flavor}"
+    if not book.queues[queue].cohort:
+        return f"{what} exhausted ({_n(used)}/{_n(line.nominal)} used, needs {_n(amount)}; no cohort to borrow from)"
     if used + amount > limit:
-        if line.borrowing_limit in (None, 0.0) and not book.queues[queue].cohort:
-            return f"{what} exhausted ({_n(used)}/{_n(line.nominal)} used, needs {_n(amount)}; no cohort to borrow from)"
         return f"{what} exhausted ({_n(used)}/{_n(line.nominal)} used, needs {_n(amount)}; borrowing limit {_n(limit - line.nominal)} reached)"
     return f"{what} exhausted ({_n(used)}/{_n(line.nominal)} used, needs {_n(amount)}) and the cohort cannot lend enough"
 
