@@ -1,20 +1,27 @@
 """Parse a Polyaxon polyaxonfile (YAML, version 1.1) into a validated ``proto.spec.OpSpec``.
 
 Public API: ``parse_polyaxonfile(text, source=, overrides=)``,
-``load_polyaxonfile(path, overrides=)``, ``component_hash(container, environment)``,
+``load_polyaxonfile(path, overrides=)``,
+``component_hash(container, environment, replicas=(), run_kind="job")``,
 ``SpecError`` (``.errors: list[FieldError]``), ``SpecWarning``.
-``overrides`` may hold ``params`` (bare or ``{value: ...}``), ``queue``, ``priority``, ``project``.
+``overrides`` may hold ``params`` (bare or ``{value: ...}``), ``queue``, ``priority``, ``project``,
+``priority_class`` and ``preemptible`` (plain Python names, not Polyaxon's camelCase).
 
 What is read
   * ``version``: 1, 1.0 or 1.1 (number or string); optional. Anything else is an error.
-  * ``kind: component`` with ``run: {kind: job, container, environment, volumes}``, or
-    ``kind: operation`` with an inline ``component:``. Other run kinds (service, dag, tfjob, ...)
-    are errors; so is an operation without an inline component (hubRef/pathRef/... unsupported).
+  * ``kind: component`` with ``run: {kind: job, container, environment, volumes}`` or
+    ``run: {kind: pytorchjob, master, worker}`` (below), or ``kind: operation`` with an inline
+    ``component:``. Other run kinds (service, dag, tfjob, mpijob, ...) are errors ("not supported
+    yet; only 'job' and 'pytorchjob'"); so is an operation without an inline component
+    (hubRef/pathRef/... unsupported). ``OpSpec.run_kind`` is the run kind.
   * Scheduling fields, on the component or the operation: ``name``, ``project`` (opsched's own,
     default "default"), ``tags`` (list or comma-separated string), ``queue``, ``priority`` (int,
     opsched's own), ``termination`` {maxRetries >= 0, timeout > 0 s, ttl >= 0 s}, ``cache``
-    {disable, ttl >= 0, io, sections}, ``isApproved``, ``cost`` (>= 0). The operation also has
-    ``params`` and ``conditions``.
+    {disable, ttl >= 0, io, sections}, ``isApproved``, ``cost`` (>= 0), ``priorityClass`` and
+    ``preemptible`` (bool, default true). The operation also has ``params`` and ``conditions``.
+  * ``priorityClass`` (opsched's own, → ``OpSpec.priority_class``): the name of a priority class
+    of opsched's queue config, a DNS label; whether it exists is checked by admission, not here.
+    It is NOT the pod's ``run.environment.priorityClassName``, which is passed to Kubernetes.
   * Precedence: ``overrides`` > operation > component. ``termination`` and ``cache`` merge field by
     field; every other field is replaced as a whole. ``name`` falls back to the file's stem.
   * ``queue``: a lowercase subject token (``proto.subjects.valid_token``). Polyaxon's
@@ -33,6 +40,18 @@ What is read
   * ``run.environment``: nodeSelector, tolerations, affinity, labels, annotations,
     priorityClassName, serviceAccountName, volumes (``run.volumes``, where Polyaxon puts them,
     is accepted too and merged in first).
+  * ``run.kind: pytorchjob`` (Polyaxon's V1PytorchJob): ``master`` and ``worker`` are V1KFReplica
+    sections {replicas, container}. The master's container is ``OpSpec.container`` (a master is
+    required; its ``replicas`` must be 1 or absent); the worker section, if any, becomes
+    ``OpSpec.replicas = [ReplicaGroup(name="worker", count=replicas (default 1, must be >= 1),
+    container)]``, one gang with the master. Replica containers are validated like a job's, and
+    errors are located under ``run.master.container...`` / ``run.worker.container...``.
+    Environment: Polyaxon has no run-level ``environment``/``volumes`` for a pytorchjob (they are
+    per replica), and OpSpec has no per-replica environment yet, so both ``run.environment`` and
+    ``run.<replica>.environment``/``volumes`` are errors, and a pytorchjob gets the default
+    environment (admission still adds its flavor's node selector and tolerations).
+    ``cleanPodPolicy`` is accepted and ignored; ``schedulingPolicy``, ``elasticPolicy`` and
+    ``nProcPerNode`` are errors (not supported yet).
 
 Accepted and ignored (Polyaxon allows them; opsched does not use them yet)
   * top level of a component or an operation: ``polyaxonfile_models.TOP_LEVEL_IGNORED``
@@ -41,15 +60,18 @@ Accepted and ignored (Polyaxon allows them; opsched does not use them yet)
     isPreset, contexts, template, build). Those that change what runs or when
     (``BEHAVIOUR_IGNORED``: matrix, schedule, hooks, ...) raise a ``SpecWarning``.
   * container: imagePullPolicy, ports, probes, lifecycle, terminationMessage*, stdin*, tty;
+    pytorchjob run: cleanPodPolicy;
     environment: hostAliases, securityContext, imagePullSecrets, hostNetwork, hostPID, dnsPolicy,
     dnsConfig, restartPolicy; termination: culling; inputs/outputs: description, isList, isFlag,
     argFormat, delayValidation, options, connection, toInit, toEnv.
 Every other key is an error ("unknown field"), and keys that would change the run if dropped
-(init, sidecars, connections, envFrom, valueFrom, nodeName, schedulerName, environment.priority)
-are errors saying they are not supported yet.
+(init, sidecars, connections, envFrom, valueFrom, nodeName, schedulerName, environment.priority,
+and the pytorchjob keys above) are errors saying they are not supported yet.
 
 ``component_hash``: first 16 hex chars of the sha256 of the canonical JSON (sorted keys) of the
-normalized run section (kind, container, environment). Params are not part of it.
+normalized run section (kind, container, environment, and for a pytorchjob its replica groups).
+A plain job hashes exactly as before replicas existed. Params and scheduling fields are not part
+of it.
 """
 from __future__ import annotations
 
@@ -65,19 +87,27 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from opsched.polyaxonfile_models import (
-    BEHAVIOUR_IGNORED, RUN_KINDS_KNOWN, UNSUPPORTED, ComponentModel, IOModel, JobRunModel, Loc,
-    OperationModel, OverridesModel, Problem, check_resources, resolve_io, valid_name,
+    BEHAVIOUR_IGNORED, MODELS_BY_RUN_KIND, RUN_KINDS_KNOWN, RUN_KINDS_SUPPORTED, UNSUPPORTED,
+    ComponentModel, ContainerModel, IOModel, JobRunModel, Loc, OperationModel, OverridesModel,
+    Problem, PytorchJobRunModel, check_run, resolve_io, valid_name,
 )
-from proto.spec import Cache, Container, Environment, OpSpec, Termination
+from proto.spec import Cache, Container, Environment, OpSpec, ReplicaGroup, Termination
 
 MAX_CHARS = 1_000_000
 
 _PARAM_KEYS = frozenset({"value", "ref", "contextOnly", "connection", "toInit", "toEnv"})
+_RUN_HINT = "a 'run' section with 'kind: job' or 'kind: pytorchjob' is required"
 _MISSING_HINTS = {
     ("component",): "an inline component is required (hubRef, pathRef, dagRef and urlRef "
                     "are not supported yet)",
-    ("run",): "a 'run' section with 'kind: job' is required",
-    ("component", "run"): "a 'run' section with 'kind: job' is required",
+    ("run",): _RUN_HINT,
+    ("component", "run"): _RUN_HINT,
+}
+# Missing keys recognised by the end of their path (under "run" or "component.run").
+_MISSING_TAIL_HINTS = {
+    ("run", "master"): "a pytorchjob needs a 'master' replica: its container is the main one",
+    ("master", "container"): "a 'container' is required",
+    ("worker", "container"): "a 'container' is required",
 }
 
 
@@ -123,8 +153,8 @@ def parse_polyaxonfile(text: str, *, source: str = "<string>",
     """Validate a polyaxonfile and return its OpSpec; raise ``SpecError`` listing all problems."""
     doc = _load_yaml(text, source)
     try:
-        _precheck(doc)
-        kind = OperationModel if doc["kind"] == "operation" else ComponentModel
+        component_model, operation_model = MODELS_BY_RUN_KIND[_precheck(doc)]
+        kind = operation_model if doc["kind"] == "operation" else component_model
         model = _validate(kind, doc, ())
         extra = _validate(OverridesModel, {} if overrides is None else overrides, ("overrides",))
         spec = _build(model, extra, _fallback_name(source))
@@ -143,10 +173,19 @@ def load_polyaxonfile(path: str | Path, *, overrides: dict | None = None) -> OpS
     return parse_polyaxonfile(text, source=str(path), overrides=overrides)
 
 
-def component_hash(container: Container, environment: Environment) -> str:
-    """Stable id of a component's run section, for cache and cost history."""
-    payload = {"kind": "job", "container": msgspec.to_builtins(container),
-               "environment": msgspec.to_builtins(environment)}
+def component_hash(container: Container, environment: Environment,
+                   replicas: list[ReplicaGroup] | tuple[()] = (), run_kind: str = "job") -> str:
+    """Stable id of a component's run section, for cache and cost history.
+
+    Recompute it from a spec with
+    ``component_hash(spec.container, spec.environment, spec.replicas, spec.run_kind)``.
+    A plain job hashes as it always did; other kinds add their kind and replica groups.
+    """
+    payload: dict[str, Any] = {"kind": "job", "container": msgspec.to_builtins(container),
+                               "environment": msgspec.to_builtins(environment)}
+    if run_kind != "job" or replicas:
+        payload["kind"] = run_kind
+        payload["replicas"] = [msgspec.to_builtins(group) for group in replicas]
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -220,8 +259,10 @@ def _child(node: Any, part: str | int) -> tuple[Any, Any] | None:
 
 # --- validation ---------------------------------------------------------------------------------
 
-def _precheck(doc: Any) -> None:
-    """Document shape, ``kind`` and ``run.kind``: checked first, as they decide everything else."""
+def _precheck(doc: Any) -> str:
+    """Document shape, ``kind`` and ``run.kind``: checked first, as they decide everything else.
+
+    Returns the run kind whose models validate the document ("job" when it is missing)."""
     if not isinstance(doc, dict):
         got = "an empty document" if doc is None else f"a {type(doc).__name__}"
         raise _Problems([((), "the document must be a mapping (a Polyaxon component or "
@@ -234,9 +275,13 @@ def _precheck(doc: Any) -> None:
     holder = doc.get("component") if kind == "operation" else doc
     run = holder.get("run") if isinstance(holder, dict) else None
     run_kind = run.get("kind") if isinstance(run, dict) else None
-    if run_kind is not None and run_kind != "job":
+    if run_kind is None:
+        return "job"  # the job model then reports the missing kind
+    if run_kind not in RUN_KINDS_SUPPORTED:
         known = "is not supported yet" if str(run_kind) in RUN_KINDS_KNOWN else "is unknown"
-        raise _Problems([(base + ("run", "kind"), f"run.kind {run_kind!r} {known}; only 'job'")])
+        raise _Problems([(base + ("run", "kind"),
+                          f"run.kind {run_kind!r} {known}; only 'job' and 'pytorchjob'")])
+    return run_kind
 
 
 def _validate(model: type[BaseModel], data: Any, prefix: Loc) -> Any:
@@ -254,7 +299,7 @@ def _problem(err: Any, prefix: Loc) -> Problem:
             return loc, f"'{key}' is not supported by opsched yet"
         return loc, f"unknown field '{key}'"
     if err["type"] == "missing":
-        return loc, _MISSING_HINTS.get(loc, "field required")
+        return loc, _MISSING_HINTS.get(loc) or _MISSING_TAIL_HINTS.get(loc[-2:], "field required")
     if err["type"] in ("model_type", "dict_type", "model_attributes_type"):
         return loc, f"expected a mapping, got {type(err['input']).__name__}"
     return loc, err["msg"].removeprefix("Value error, ")
@@ -304,6 +349,24 @@ def _environment(run: JobRunModel) -> Environment:
     return msgspec.convert(data, Environment)
 
 
+def _container(model: ContainerModel) -> Container:
+    return msgspec.convert(model.model_dump(by_alias=True), Container)
+
+
+def _run_parts(run: JobRunModel | PytorchJobRunModel
+               ) -> tuple[Container, Environment, list[ReplicaGroup]]:
+    """The main container, the environment and the replica groups of a validated run."""
+    if isinstance(run, JobRunModel):
+        return _container(run.container), _environment(run), []
+    replicas = []
+    if run.worker is not None:
+        replicas.append(ReplicaGroup(name="worker", count=_first(run.worker.replicas, 1),
+                                     container=_container(run.worker.container)))
+    # Polyaxon puts environment in each replica; opsched rejects it (check_run), so the
+    # pytorchjob gets the default environment.
+    return _container(run.master.container), Environment(), replicas
+
+
 def _io_and_params(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel,
                    base: Loc, problems: list[Problem]) -> tuple[dict, dict, dict]:
     """Params (operation, then overrides), and the inputs/outputs they fill."""
@@ -325,8 +388,7 @@ def _build(model: ComponentModel | OperationModel, extra: OverridesModel, fallba
     op = model if isinstance(model, OperationModel) else None
     comp = op.component if op else model
     base: Loc = ("component",) if op else ()
-    problems = check_resources(comp.run.container.resources,
-                               base + ("run", "container", "resources"))
+    problems = check_run(comp.run, base + ("run",))
     params, inputs, outputs = _io_and_params(op, comp, extra, base, problems)
     if problems:
         raise _Problems(problems)
@@ -335,8 +397,7 @@ def _build(model: ComponentModel | OperationModel, extra: OverridesModel, fallba
     def pick(attr: str) -> Any:  # the operation's value, else the component's
         return _first(*(getattr(m, attr) for m in layers))
 
-    container = msgspec.convert(comp.run.container.model_dump(by_alias=True), Container)
-    environment = _environment(comp.run)
+    container, environment, replicas = _run_parts(comp.run)
     return OpSpec(
         name=pick("name") or fallback,
         container=container,
@@ -350,8 +411,11 @@ def _build(model: ComponentModel | OperationModel, extra: OverridesModel, fallba
         conditions=op.conditions if op else None,
         cost=pick("cost"),
         tags=pick("tags") or [],
-        run_kind="job",
-        component_hash=component_hash(container, environment),
+        run_kind=comp.run.kind,
+        component_hash=component_hash(container, environment, replicas, comp.run.kind),
+        priority_class=_first(extra.priority_class, pick("priority_class")),
+        preemptible=_first(extra.preemptible, pick("preemptible"), True),
+        replicas=replicas,
     )
 
 

@@ -34,8 +34,10 @@ BEHAVIOUR_IGNORED = frozenset({
 UNSUPPORTED = frozenset({
     "init", "sidecars", "connections", "envFrom", "valueFrom", "nodeName", "schedulerName",
     "priority",  # run.environment.priority (a raw pod priority); use priorityClassName
+    "schedulingPolicy", "elasticPolicy", "nProcPerNode",  # pytorchjob: change how the gang runs
 })
 SUPPORTED_VERSIONS = ("1", "1.0", "1.1")
+RUN_KINDS_SUPPORTED = ("job", "pytorchjob")
 RUN_KINDS_KNOWN = frozenset({
     "job", "service", "dag", "daskjob", "rayjob", "tfjob", "pytorchjob", "mpijob", "mxjob",
     "xgbjob", "paddlejob", "notifier", "watchdog", "tuner", "cleaner",
@@ -108,6 +110,14 @@ def _dns_label(value: str) -> str:
     return value
 
 
+def _priority_class(value: str) -> str:
+    if not _DNS_LABEL.match(value):
+        raise ValueError(f"invalid priorityClass {value!r}: must be a DNS label (lowercase "
+                         "letters, digits and '-', at most 63, starting and ending with a "
+                         "letter or digit)")
+    return value
+
+
 def _command(value: Any) -> Any:
     """A command string is split like a shell would (``sh -c "echo hi"`` → 3 items)."""
     if isinstance(value, str):
@@ -144,6 +154,7 @@ Command = Annotated[list[str], BeforeValidator(_command)]
 Args = Annotated[list[str], BeforeValidator(_args)]
 Tags = Annotated[list[str], BeforeValidator(_tags)]
 Version = Annotated[float, BeforeValidator(_version)]
+PriorityClass = Annotated[str, AfterValidator(_priority_class)]
 
 
 class Model(BaseModel):
@@ -215,6 +226,31 @@ class JobRunModel(Model):
     volumes: list[dict[str, Any]] = []
 
 
+class KFReplicaModel(Model):
+    """Polyaxon's V1KFReplica: one replica section (master, worker) of a distributed run.
+
+    ``environment`` and ``volumes`` are read only to be rejected by ``check_run`` (per-replica
+    placement is not supported yet); init, sidecars and connections are in ``UNSUPPORTED``.
+    """
+
+    replicas: Int | None = None
+    container: ContainerModel
+    environment: Any = None
+    volumes: Any = None
+
+
+class PytorchJobRunModel(Model):
+    """Polyaxon's V1PytorchJob. It has no run-level environment or volumes (they are per
+    replica); both are read only to be rejected by ``check_run`` with a clear message."""
+
+    ignored = frozenset({"cleanPodPolicy"})
+    kind: Literal["pytorchjob"]
+    master: KFReplicaModel
+    worker: KFReplicaModel | None = None
+    environment: Any = None
+    volumes: Any = None
+
+
 class TerminationModel(Model):
     ignored = frozenset({"culling"})
     max_retries: Annotated[Int, Field(ge=0)] | None = None
@@ -256,6 +292,8 @@ class _Common(Model):
     cache: CacheModel | None = None
     is_approved: bool | None = None
     cost: Annotated[Float, Field(ge=0)] | None = None
+    priority_class: PriorityClass | None = None  # opsched's own: a class of the queue config
+    preemptible: bool | None = None  # opsched's own
 
 
 class ComponentModel(_Common):
@@ -272,13 +310,31 @@ class OperationModel(_Common):
     component: ComponentModel
 
 
+class PytorchComponentModel(ComponentModel):
+    run: PytorchJobRunModel  # type: ignore[assignment]
+
+
+class PytorchOperationModel(OperationModel):
+    component: PytorchComponentModel  # type: ignore[assignment]
+
+
+# run.kind -> (component model, operation model); the parser picks them after its precheck.
+MODELS_BY_RUN_KIND: dict[str, tuple[type[ComponentModel], type[OperationModel]]] = {
+    "job": (ComponentModel, OperationModel),
+    "pytorchjob": (PytorchComponentModel, PytorchOperationModel),
+}
+
+
 class OverridesModel(Model):
     """What a caller (CLI flags, API) may override; keys are plain Python names."""
 
+    model_config = ConfigDict(alias_generator=None)
     params: dict[str, Any] = {}
     queue: Queue | None = None
     priority: Int | None = None
     project: Name | None = None
+    priority_class: PriorityClass | None = None
+    preemptible: bool | None = None
 
 
 # --- checks that need more than one field (they report exact paths, which validators can't) ----
@@ -302,6 +358,42 @@ def check_resources(res: ResourcesModel, loc: Loc) -> list[Problem]:
             problems.append((where, f"{name} request {req!r} must equal its limit {lim!r}"))
         elif parse_quantity(req) > parse_quantity(lim):
             problems.append((where, f"request {req!r} exceeds the limit {lim!r}"))
+    return problems
+
+
+_REPLICA_UNSUPPORTED = {
+    "environment": ("per-replica environment is not supported yet; leave it out (admission still "
+                    "adds the flavor's node selector and tolerations)"),
+    "volumes": "per-replica volumes are not supported yet; leave them out",
+}
+
+
+def check_run(run: JobRunModel | PytorchJobRunModel, loc: Loc) -> list[Problem]:
+    """Resources of every container of the run, and the pytorchjob's replica rules."""
+    if isinstance(run, JobRunModel):
+        return check_resources(run.container.resources, loc + ("container", "resources"))
+    problems: list[Problem] = []
+    for key, unsupported in _REPLICA_UNSUPPORTED.items():
+        if key in run.model_fields_set:
+            msg = (f"a pytorchjob has no run-level {key} in Polyaxon (only per replica), "
+                   f"and {unsupported}")
+            problems.append((loc + (key,), msg))
+    if run.master.replicas not in (None, 1):
+        msg = (f"master.replicas must be 1, got {run.master.replicas} "
+               "(set worker.replicas for more pods)")
+        problems.append((loc + ("master", "replicas"), msg))
+    if run.worker is not None and run.worker.replicas is not None and run.worker.replicas < 1:
+        msg = (f"worker.replicas must be at least 1, got {run.worker.replicas} "
+               "(leave the worker section out for a master-only job)")
+        problems.append((loc + ("worker", "replicas"), msg))
+    for section, replica in (("master", run.master), ("worker", run.worker)):
+        if replica is None:
+            continue
+        for key, msg in _REPLICA_UNSUPPORTED.items():
+            if key in replica.model_fields_set:
+                problems.append((loc + (section, key), msg))
+        problems += check_resources(replica.container.resources,
+                                    loc + (section, "container", "resources"))
     return problems
 
 

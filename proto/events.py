@@ -57,6 +57,7 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     node_selector: dict[str, str] = {}  # queue defaults + flavor labels, merged into the pod's
     tolerations: list[dict[str, Any]] = []
     borrowing: bool = False  # admitted on quota borrowed from its cohort
+    effective_priority: float = 0.0  # its (aged) priority when admitted: what preemption compares
 
 
 class OperationDispatched(Event, tag="dispatched", kw_only=True):

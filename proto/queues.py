@@ -8,7 +8,7 @@ a misspelt quota must not silently mean "no quota".
 """
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -40,6 +40,30 @@ class ResourceQuota(Wire, kw_only=True, forbid_unknown_fields=True):
     flavors: list[FlavorQuota]
 
 
+class PriorityClass(Wire, kw_only=True, forbid_unknown_fields=True):
+    """A named op priority (queueing and preemption), separate from the pod's priorityClassName."""
+
+    name: str
+    value: int
+    description: str = ""
+
+
+class Preemption(Wire, kw_only=True, forbid_unknown_fields=True):
+    """When an op that does not fit may take room from running ops (Kueue's policies)."""
+
+    within_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "LowerPriority"
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "LowerPriority"  # from borrowers of its quota
+    cooldown_seconds: Annotated[float, msgspec.Meta(ge=0)] = 60.0  # a victim is not preempted again sooner
+    min_runtime_seconds: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # a just-started op is protected
+
+
+class Aging(Wire, kw_only=True, forbid_unknown_fields=True):
+    """A waiting op's effective priority grows by ``per_minute`` per minute waited, up to ``cap``."""
+
+    per_minute: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    cap: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+
+
 class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     name: str
     concurrency: PositiveInt | None = None  # None: unlimited
@@ -51,6 +75,19 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     tolerations: list[dict[str, Any]] = []
     cost_quota: Annotated[float, msgspec.Meta(ge=0)] | None = None
     resources: list[ResourceQuota] = []
+    default_priority_class: str | None = None
+    preemption: Preemption = msgspec.field(default_factory=Preemption)
+    aging: Aging = msgspec.field(default_factory=Aging)
+    weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # fair-sharing weight within its cohort
+
+
+class FairSharing(Wire, kw_only=True, forbid_unknown_fields=True):
+    """Order the queues of a cohort by weighted dominant-resource share (current use plus decayed
+    past use) instead of by queue priority."""
+
+    enabled: bool = False
+    half_life_seconds: Annotated[float, msgspec.Meta(gt=0)] = 3600.0
+    history_weight: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # 0: current usage only
 
 
 class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
@@ -59,3 +96,5 @@ class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
     project_queues: dict[str, str] = {}  # project -> its default queue
     flavors: list[Flavor] = []
     reject_unfittable: bool = True  # reject ops that no node could ever fit (once nodes are known)
+    priority_classes: list[PriorityClass] = []
+    fair_sharing: FairSharing = msgspec.field(default_factory=FairSharing)

@@ -1,101 +1,158 @@
 """One scheduling cycle over a snapshot, admitting as many ops as fit (not one head per cycle).
 
-1. Finish cache hits.
-2. Walk the queues in hand-off order (queue priority, then name); in each, pop ops in their total
-   order and admit those that fit within quota. An op that fits only by borrowing is set aside; one
-   that fits nowhere ever is rejected; one that must wait is kept, and after LOOKAHEAD such ops (or a
-   full queue) the queue is left for this cycle (bounded work: O((admitted + LOOKAHEAD) log n)).
-3. Admit the set-aside borrowers, in queue order then op order, while the cohort can lend.
+0. Finish cache hits; admit nominated preemptors whose victims are gone (before anyone else can
+   take the room they freed), and keep the others waiting.
+1. Walk the queues in hand-off order (queue priority, then name; fair share when enabled); in each,
+   pop ops in their (aged) order and admit those that fit within quota. An op that fits only by
+   borrowing is set aside; one no node could ever fit is rejected; one that must wait may preempt
+   (a few plans per cycle), else is kept; after LOOKAHEAD such ops, or a full queue, the queue is
+   left for this cycle (bounded work: O((admitted + LOOKAHEAD) log n)).
+2. Admit the set-aside borrowers, in queue order then op order, while the cohort can lend.
 Each decision is assumed in state and snapshot at once; the caller publishes.
 """
 from __future__ import annotations
 
 from datetime import datetime
 
-from proto.events import Event, OperationAdmitted, OperationRejected, OperationSucceeded
-from proto.naming import pod_name
-from services.admission.policies.admit import ADMIT, BORROW, UNFITTABLE, Verdict, evaluate
+from proto.events import Event, OperationAdmitted, OperationRejected, OperationSucceeded, PreemptRequested
+from proto.naming import pod_name, pod_names
+from proto.queries import PendingReason
+from services.admission.policies import aging, preemption
+from services.admission.policies.admit import ADMIT, BORROW, UNFITTABLE, WAIT, Verdict, evaluate
+from services.admission.policies.fairshare import queue_order
 from services.admission.queues import Book
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState, OpRecord, Status
 
 CACHE_HIT_REASON = "cache_hit"
 LOOKAHEAD = 16
+PREEMPTION_PLANS_PER_CYCLE = 4
 
 
-def decide(state: AdmissionState, book: Book, now: datetime, default_namespace: str) -> list[Event]:
-    decisions: list[Event] = _finish_cache_hits(state, now)
-    snap = Snapshot.build(state, book)
-    borrowers: list[OpRecord] = []
-    for queue in book.order:
-        decisions += _walk_queue(state, snap, queue, borrowers, now, default_namespace)
-    rank = {name: i for i, name in enumerate(book.order)}
-    for op in sorted(borrowers, key=lambda o: (rank[o.queue], o.key)):
-        verdict = evaluate(op, snap, allow_borrow=True)
-        decision = _decision(op, verdict, snap, now, default_namespace)
-        if decision is None:
-            _keep_waiting(state, op, verdict)
-        else:
-            state.apply(decision)
-            decisions.append(decision)
-    return decisions
+class Cycle:
+    def __init__(self, state: AdmissionState, book: Book, now: datetime, namespace: str) -> None:
+        self.state, self.book, self.now, self.namespace = state, book, now, namespace
+        self.snap = Snapshot.build(state, book, now)
+        self.decisions: list[Event] = []
+        self.plans_left = PREEMPTION_PLANS_PER_CYCLE
 
+    def run(self) -> list[Event]:
+        self._finish_cache_hits()
+        self._nominated()
+        borrowers: list[OpRecord] = []
+        for queue in queue_order(self.book, self.snap, self.state):
+            self._walk_queue(queue, borrowers)
+        rank = {name: i for i, name in enumerate(self.book.order)}
+        for op in sorted(borrowers, key=lambda o: (rank[o.queue], o.key)):
+            verdict = evaluate(op, self.snap, allow_borrow=True)
+            if not self._decide(op, verdict):
+                self._keep_waiting(op, verdict)
+        return self.decisions
 
-def _walk_queue(state: AdmissionState, snap: Snapshot, queue: str, borrowers: list[OpRecord],
-                now: datetime, namespace: str) -> list[Event]:
-    out: list[Event] = []
-    kept: list[tuple[OpRecord, Verdict]] = []
-    set_aside = 0
-    while len(kept) + set_aside < LOOKAHEAD:
-        op = state.pop_next(queue)
-        if op is None:
-            break
-        verdict = evaluate(op, snap, allow_borrow=False)
-        decision = _decision(op, verdict, snap, now, namespace)
-        if decision is not None:
-            state.apply(decision)  # assume: the slot is taken before the publish
-            out.append(decision)
-        elif verdict.outcome == BORROW:
-            borrowers.append(op)
-            set_aside += 1
-        else:
+    def priority(self, op: OpRecord) -> float:
+        q = self.book.queues.get(op.queue)
+        if q is None:
+            return float(op.priority)
+        return aging.effective(op.priority, op.submitted_at, self.now, q.aging.per_minute, q.aging.cap)
+
+    def _nominated(self) -> None:
+        for op_id in sorted(self.state.nominated, key=lambda i: self.state.ops[i].key):
+            op, victims = self.state.ops[op_id], self.state.nominated[op_id]
+            if op.status != Status.QUEUED:
+                del self.state.nominated[op_id]
+            elif victims:
+                op.blocked = [PendingReason(code="waiting_for_victims", message=(
+                    f"waiting for {len(victims)} preempted op(s) to terminate: {', '.join(sorted(victims))}"))]
+            elif not self._decide(op, evaluate(op, self.snap, allow_borrow=True)):
+                del self.state.nominated[op_id]  # the room went elsewhere: back to the normal order
+
+    def _walk_queue(self, queue: str, borrowers: list[OpRecord]) -> None:
+        kept: list[tuple[OpRecord, Verdict]] = []
+        set_aside = 0
+        while len(kept) + set_aside < LOOKAHEAD:
+            op = self.state.pop_next(queue, self.now)
+            if op is None:
+                break
+            if op.op_id in self.state.nominated:
+                kept.append((op, Verdict(WAIT, op.blocked)))
+                continue
+            verdict = evaluate(op, self.snap, allow_borrow=False)
+            if self._decide(op, verdict):
+                continue
+            if verdict.outcome == BORROW:
+                borrowers.append(op)
+                set_aside += 1
+                continue
+            self._maybe_preempt(op, verdict)
             kept.append((op, verdict))
             if verdict.queue_blocked:
                 break
-    for op, verdict in kept:
-        if any(r.code == "quota_lent_out" for r in verdict.reasons):
-            snap.starved.add(queue)  # its cohort lends nothing more until this op runs
-        _keep_waiting(state, op, verdict)
-    return out
+        for op, verdict in kept:
+            if any(r.code == "quota_lent_out" for r in verdict.reasons):
+                self.snap.starved.add(queue)  # its cohort lends nothing more until this op runs
+            self._keep_waiting(op, verdict)
+
+    def _maybe_preempt(self, op: OpRecord, verdict: Verdict) -> None:
+        if self.plans_left <= 0 or not preemption.worth_trying([r.code for r in verdict.reasons]):
+            return
+        self.plans_left -= 1
+        priority = self.priority(op)
+        victims = preemption.plan(op, self.snap, preemption.candidates(op, priority, self.state, self.snap, self.now))
+        if not victims:
+            return
+        for victim in victims:
+            event = _preempt(victim, op, priority, self.now)
+            self.state.apply(event)
+            self.decisions.append(event)
+        verdict.reasons = [PendingReason(code="waiting_for_victims", message=(
+            f"preempting {len(victims)} op(s) to make room: {', '.join(v.op.op_id for v in victims)}"))]
+
+    def _decide(self, op: OpRecord, verdict: Verdict) -> bool:
+        """Admit or reject ``op`` if the verdict says so; True when a decision was made."""
+        event = self._decision(op, verdict)
+        if event is None:
+            return False
+        self.state.apply(event)  # assume: the slot is taken before the publish
+        self.decisions.append(event)
+        return True
+
+    def _decision(self, op: OpRecord, verdict: Verdict) -> Event | None:
+        if verdict.outcome == UNFITTABLE and self.book.config.reject_unfittable:
+            return OperationRejected(op_id=op.op_id, at=self.now, attempt=op.attempt, reason="unfittable",
+                                     message="; ".join(dict.fromkeys(r.message for r in verdict.reasons)))
+        if verdict.outcome not in (ADMIT, BORROW) or (verdict.outcome == BORROW and not verdict.flavors):
+            return None  # waiting, or the "fits only by borrowing" marker of the first pass
+        op.flavors = dict(verdict.flavors)
+        self.snap.assume(op, verdict.nodes)
+        queue = self.book.queues[op.queue]
+        return OperationAdmitted(
+            op_id=op.op_id, at=self.now, attempt=op.attempt, spec=op.spec, queue=op.queue,
+            namespace=queue.namespace or self.namespace, pod_name=pod_name(op.op_id, op.attempt),
+            flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
+            borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op))
+
+    def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
+        op.blocked = verdict.reasons
+        self.state.requeue(op, self.now)
+
+    def _finish_cache_hits(self) -> None:
+        while self.state.cache_hits:
+            op = self.state.ops[self.state.cache_hits.pop()]
+            if op.status == Status.PENDING:
+                event = OperationSucceeded(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=CACHE_HIT_REASON)
+                self.state.apply(event)
+                self.decisions.append(event)
 
 
-def _decision(op: OpRecord, verdict: Verdict, snap: Snapshot, now: datetime, namespace: str) -> Event | None:
-    if verdict.outcome == UNFITTABLE and snap.book.config.reject_unfittable:
-        return OperationRejected(op_id=op.op_id, at=now, attempt=op.attempt, reason="unfittable",
-                                 message="; ".join(dict.fromkeys(r.message for r in verdict.reasons)))
-    if verdict.outcome not in (ADMIT, BORROW) or (verdict.outcome == BORROW and not verdict.flavors):
-        return None  # waiting, or the "fits only by borrowing" marker of the first pass
-    op.flavors = dict(verdict.flavors)
-    snap.assume(op, verdict.node)
-    queue = snap.book.queues[op.queue]
-    return OperationAdmitted(
-        op_id=op.op_id, at=now, attempt=op.attempt, spec=op.spec, queue=op.queue,
-        namespace=queue.namespace or namespace, pod_name=pod_name(op.op_id, op.attempt),
-        flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
-        borrowing=verdict.outcome == BORROW)
+def _preempt(victim: preemption.Victim, op: OpRecord, priority: float, now: datetime) -> PreemptRequested:
+    v = victim.op
+    why = "reclaims quota lent to" if victim.reason == "reclaim" else "outranks"
+    return PreemptRequested(
+        op_id=v.op_id, at=now, attempt=v.attempt, pod_names=pod_names(v.op_id, v.attempt, v.spec),
+        namespace=v.namespace or "", preemptor=op.op_id, reason=victim.reason,
+        message=f"{op.op_id} (queue {op.queue}, priority {priority:g}) {why} {v.op_id} "
+                f"(queue {v.queue}, priority {v.admitted_priority:g})")
 
 
-def _keep_waiting(state: AdmissionState, op: OpRecord, verdict: Verdict) -> None:
-    op.blocked = verdict.reasons
-    state.requeue(op)
-
-
-def _finish_cache_hits(state: AdmissionState, now: datetime) -> list[Event]:
-    out: list[Event] = []
-    while state.cache_hits:
-        op = state.ops[state.cache_hits.pop()]
-        if op.status == Status.PENDING:
-            event = OperationSucceeded(op_id=op.op_id, at=now, attempt=op.attempt, reason=CACHE_HIT_REASON)
-            state.apply(event)
-            out.append(event)
-    return out
+def decide(state: AdmissionState, book: Book, now: datetime, default_namespace: str) -> list[Event]:
+    return Cycle(state, book, now, default_namespace).run()

@@ -4,6 +4,7 @@ from __future__ import annotations
 from proto import subjects
 from proto.commands import StopOperation, SubmitOperation
 from proto.events import Event, OperationRejected, OperationStopped, OperationSubmitted, StopRequested
+from services.admission.policies.priority import UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
 from services.admission.queues import Book
 from services.admission.state import AdmissionState
@@ -28,8 +29,12 @@ def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: B
         return OperationRejected(op_id=cmd.op_id, at=now, reason="queue_full",
                                  message=f"queue {queue} already holds {waiting} waiting ops (maxQueued "
                                          f"{config.max_queued}); retry later or use another queue")
+    try:
+        priority = priority_of(cmd.spec, queue, book)
+    except UnknownPriorityClass as exc:
+        return OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_priority_class", message=str(exc))
     return OperationSubmitted(op_id=cmd.op_id, at=now, spec=cmd.spec, queue=queue,
-                              submitted_at=now, priority=cmd.spec.priority)
+                              submitted_at=now, priority=priority)
 
 
 def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | None:

@@ -39,6 +39,7 @@ class Book:
     quotas: dict[str, dict[tuple[str, str], QuotaLine]] = field(default_factory=dict)
     flavor_order: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # queue -> resource -> flavors
     cohorts: dict[str, list[str]] = field(default_factory=dict)
+    priority_classes: dict[str, int] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -62,6 +63,7 @@ def compile_book(config: QueuesConfig, source: str = "default") -> Book:
     book.queues = {q.name: q for q in config.queues}
     book.order = [q.name for q in sorted(config.queues, key=lambda q: (-q.priority, q.name))]
     book.flavors = {f.name: f for f in config.flavors}
+    book.priority_classes = {c.name: c.value for c in config.priority_classes}
     for q in config.queues:
         book.quotas[q.name], book.flavor_order[q.name] = _quota_lines(q)
         if q.cohort:
@@ -102,6 +104,13 @@ def _problems(config: QueuesConfig) -> list[str]:
     flavors = [f.name for f in config.flavors]
     for dup in sorted({n for n in flavors if flavors.count(n) > 1}):
         problems.append(f"flavors: the name {dup!r} is used twice")
+    classes = [c.name for c in config.priority_classes]
+    for dup in sorted({n for n in classes if classes.count(n) > 1}):
+        problems.append(f"priorityClasses: the name {dup!r} is used twice")
+    for i, q in enumerate(config.queues):
+        if q.default_priority_class is not None and q.default_priority_class not in classes:
+            problems.append(f"queues[{i}].defaultPriorityClass: unknown priority class "
+                            f"{q.default_priority_class!r} (known: {', '.join(classes) or 'none'})")
     for project, queue in config.project_queues.items():
         if queue not in names:
             problems.append(f"projectQueues.{project}: {queue!r} is not one of the queues {names}")

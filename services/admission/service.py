@@ -52,6 +52,8 @@ class Admission:
         except QueuesConfigError as exc:
             self.service.log.error("config_not_applied", source=latest.source, error=str(exc))
             return
+        self.state.configure_aging({q.name: (q.aging.per_minute, q.aging.cap) for q in latest.config.queues},
+                                   self.service.clock.now())
         self.service.log.info("queues_configured", source=latest.source, queues=self.book.names)
         self.wake.set()
 
@@ -101,7 +103,7 @@ class Admission:
             except Exception as exc:  # noqa: BLE001 - forget this and every later assumption
                 self.service.log.warning("publish_failed", op_id=decision.op_id, error=repr(exc))
                 for unpublished in decisions[index:]:
-                    self.state.unassume(unpublished.op_id)
+                    self.state.unassume(unpublished.op_id, now)
                 self.wake.set()
                 await asyncio.sleep(0.2)
                 return

@@ -2,8 +2,10 @@
 aggregated from the active ops (bounded by what runs, never by the pending depth)."""
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from services.admission.policies.capacity import Capacity
 from services.admission.policies.quota import Usage
@@ -15,36 +17,50 @@ from services.admission.state import AdmissionState, OpRecord, active_ops
 class Snapshot:
     book: Book
     capacity: Capacity
+    now: datetime | None = None
     running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     cost_used: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     usage: Usage = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
     starved: set[str] = field(default_factory=set)  # queues with ops waiting for their own lent quota
+    placed: dict[str, list[str]] = field(default_factory=dict)  # op -> node of each pod (as assumed)
 
     @classmethod
-    def build(cls, state: AdmissionState, book: Book) -> "Snapshot":
-        snap = cls(book, Capacity.of(state.nodes))
+    def build(cls, state: AdmissionState, book: Book, now: datetime | None = None) -> "Snapshot":
+        snap = cls(book, Capacity.of(state.nodes), now)
         unplaced: list[OpRecord] = []
         for op in active_ops(state):
-            snap._count(op)
-            if op.node:
-                snap.capacity.take(op.node, op.request)
+            snap._count(op, +1)
+            if op.node and len(op.pods) == 1:
+                snap.placed[op.op_id] = [op.node]
+                snap.capacity.take(op.node, op.pods[0])
             else:
                 unplaced.append(op)
         for op in sorted(unplaced, key=lambda o: o.key):
-            node = snap.capacity.find(op.request, selector_of(op), tolerations_of(op))
-            snap.capacity.take(node, op.request)
+            nodes = snap.capacity.place(op.pods, selector_of(op), tolerations_of(op)) or []
+            snap.placed[op.op_id] = nodes
+            snap.capacity.take_all(nodes, op.pods)
         return snap
 
-    def _count(self, op: OpRecord) -> None:
-        self.running[op.queue] += 1
-        self.cost_used[op.queue] += op.estimate
+    def _count(self, op: OpRecord, sign: int) -> None:
+        self.running[op.queue] += sign
+        self.cost_used[op.queue] += sign * op.estimate
         for resource, flavor in op.flavors.items():
-            self.usage[op.queue][(resource, flavor)] += op.request.get(resource, 0.0)
+            self.usage[op.queue][(resource, flavor)] += sign * op.request.get(resource, 0.0)
 
-    def assume(self, op: OpRecord, node: str | None) -> None:
+    def assume(self, op: OpRecord, nodes: list[str] | None) -> None:
         """Count an op just admitted (its flavors already set on the record)."""
-        self._count(op)
-        self.capacity.take(node, op.request)
+        self._count(op, +1)
+        self.placed[op.op_id] = list(nodes or [])
+        self.capacity.take_all(nodes, op.pods)
+
+    def release(self, op: OpRecord) -> None:
+        """Take an active op out (to simulate preempting it)."""
+        self._count(op, -1)
+        for node, pod in zip(self.placed.pop(op.op_id, []), op.pods):
+            self.capacity.give_back(node, pod)
+
+    def copy(self) -> "Snapshot":
+        return copy.deepcopy(self)
 
 
 def selector_of(op: OpRecord) -> dict[str, str]:

@@ -1,78 +1,21 @@
-"""Admission state: every operation's lifecycle, folded from events. Folding is idempotent and
-monotonic (a status never moves backwards), so replaying the stream rebuilds it exactly."""
+"""Admission state: every operation's lifecycle, folded from events. Folding is idempotent, and
+within an attempt a status never moves backwards; a preemption or eviction ends an attempt and
+queues the op again for the next one. Replaying the stream rebuilds the state exactly."""
 from __future__ import annotations
 
-import heapq
-from dataclasses import dataclass, field
-from datetime import datetime
-from enum import IntEnum
+from datetime import datetime, timedelta, timezone
 
-from proto.events import (
-    CacheHit, CacheMissed, CostEstimated, Event, OperationAdmitted, OperationDispatched,
-    OperationFailed, OperationRejected, OperationRunning, OperationStopped, OperationSubmitted,
-    OperationSucceeded,
-)
 from proto.cluster import ClusterEvent, NodeObserved
+from proto.events import (
+    CacheHit, CacheMissed, CostEstimated, Event, OperationAdmitted, OperationDispatched, OperationEvicted,
+    OperationFailed, OperationPreempted, OperationRejected, OperationRunning, OperationStopped,
+    OperationSubmitted, OperationSucceeded, PreemptRequested,
+)
 from proto.resources import requested
-from proto.spec import OpSpec
 from services.admission.policies.capacity import NodeInfo
-from services.admission.policies.ordering import sort_key
+from services.admission.records import OpRecord, QueueState, Status
 
-
-class Status(IntEnum):
-    PENDING = 0  # waiting for gates (cost estimate, cache answer)
-    QUEUED = 1  # gates cleared, waiting for a slot
-    ADMITTED = 2
-    DISPATCHED = 3
-    RUNNING = 4
-    SUCCEEDED = 10
-    FAILED = 11
-    REJECTED = 12
-    STOPPED = 13
-
-    @property
-    def active(self) -> bool:
-        return Status.ADMITTED <= self <= Status.RUNNING
-
-    @property
-    def terminal(self) -> bool:
-        return self >= Status.SUCCEEDED
-
-
-@dataclass
-class OpRecord:
-    op_id: str
-    queue: str
-    priority: int
-    submitted_at: datetime
-    spec: OpSpec
-    status: Status = Status.PENDING
-    attempt: int = 0
-    cost_known: bool = False
-    cache_known: bool = False
-    cache_hit_of: str | None = None
-    pod_name: str | None = None
-    namespace: str | None = None
-    node: str | None = None
-    reason: str = ""
-    request: dict[str, float] = field(default_factory=dict)
-    estimate: float = 0.0
-    flavors: dict[str, str] = field(default_factory=dict)
-    node_selector: dict[str, str] = field(default_factory=dict)  # added by admission
-    tolerations: list = field(default_factory=list)  # added by admission
-    borrowing: bool = False
-    blocked: list = field(default_factory=list)  # PendingReason list from the last cycle that looked
-
-    @property
-    def key(self) -> tuple:
-        return sort_key(self.priority, self.submitted_at, self.op_id)
-
-
-@dataclass
-class QueueState:
-    heap: list[tuple] = field(default_factory=list)  # (sort key, op_id) of QUEUED ops, lazily deleted
-    active: set[str] = field(default_factory=set)
-    waiting: int = 0  # submitted, not yet admitted nor ended (for maxQueued)
+__all__ = ["AdmissionState", "OpRecord", "QueueState", "Status", "active_ops"]
 
 
 class AdmissionState:
@@ -81,6 +24,13 @@ class AdmissionState:
         self.queues: dict[str, QueueState] = {}
         self.cache_hits: list[str] = []  # ops to finish from the cache
         self.nodes: dict[str, NodeInfo] = {}  # the cluster as the dispatcher reports it
+        self.nominated: dict[str, set[str]] = {}  # preemptor -> victims whose pods are not gone yet
+        self.aging: dict[str, tuple[float, float]] = {}  # queue -> (per minute, cap), from the config
+
+    def configure_aging(self, aging: dict[str, tuple[float, float]], now: datetime) -> None:
+        self.aging = dict(aging)
+        for name, q in self.queues.items():
+            q.pending.reconfigure(*self.aging.get(name, (0.0, 0.0)), now)
 
     def observe(self, event: ClusterEvent) -> bool:
         if isinstance(event, NodeObserved):
@@ -89,25 +39,38 @@ class AdmissionState:
         return self.nodes.pop(event.node, None) is not None
 
     def queue(self, name: str) -> QueueState:
-        return self.queues.setdefault(name, QueueState())
+        q = self.queues.get(name)
+        if q is None:
+            q = self.queues[name] = QueueState()
+            q.pending.per_minute, q.pending.cap = self.aging.get(name, (0.0, 0.0))
+        return q
 
     def apply(self, event: Event) -> bool:
         """Fold one event. Returns True when the state changed."""
         if isinstance(event, OperationSubmitted):
             return self._submitted(event)
         op = self.ops.get(event.op_id)
-        if op is None:
-            return False
+        if op is None or event.attempt < op.attempt:
+            return False  # unknown, or news of an attempt that is over
         if isinstance(event, (CostEstimated, CacheMissed, CacheHit)):
             return self._gate(op, event)
+        if isinstance(event, PreemptRequested):
+            return self._preempt_requested(op, event)
+        if isinstance(event, (OperationPreempted, OperationEvicted)):
+            return self._attempt_over(op, event)
         return self._lifecycle(op, event)
 
     def _submitted(self, e: OperationSubmitted) -> bool:
         if e.op_id in self.ops:
             return False
-        c = e.spec.container.resources
+        pods = [e.spec.container] + [g.container for g in e.spec.replicas for _ in range(g.count)]
+        pod_requests = [requested(c.resources.limits, c.resources.requests) for c in pods]
+        total: dict[str, float] = {}
+        for pod in pod_requests:
+            for resource, amount in pod.items():
+                total[resource] = total.get(resource, 0.0) + amount
         self.ops[e.op_id] = OpRecord(e.op_id, e.queue, e.priority, e.submitted_at, e.spec,
-                                     request=requested(c.limits, c.requests))
+                                     request=total, pods=pod_requests)
         self.queue(e.queue).waiting += 1
         return True
 
@@ -117,8 +80,7 @@ class AdmissionState:
         if isinstance(e, CostEstimated):
             if op.cost_known:
                 return False
-            op.cost_known = True
-            op.estimate = e.estimate.amount
+            op.cost_known, op.estimate = True, e.estimate.amount
         elif isinstance(e, CacheMissed):
             if op.cache_known:
                 return False
@@ -130,61 +92,102 @@ class AdmissionState:
             self.cache_hits.append(op.op_id)
             return True
         if op.cost_known and op.cache_known and op.cache_hit_of is None:
-            self._enqueue(op)
+            self._enqueue(op, e.at)
         return True
 
-    def _enqueue(self, op: OpRecord) -> None:
+    def _enqueue(self, op: OpRecord, now: datetime | None = None) -> None:
         op.status = Status.QUEUED
-        heapq.heappush(self.queue(op.queue).heap, (op.key, op.op_id))
+        self.queue(op.queue).pending.push(op.op_id, op.priority, op.submitted_at, now)
 
     def _lifecycle(self, op: OpRecord, e: Event) -> bool:
         status = _STATUS_OF.get(type(e))
-        if status is None or status <= op.status or op.status.terminal:
+        if status is None or op.status.terminal:
+            return False
+        if e.attempt == op.attempt and status <= op.status:
             return False
         if op.status < Status.ADMITTED:
             self.queue(op.queue).waiting -= 1
         if isinstance(e, OperationAdmitted):
-            op.flavors, op.borrowing = dict(e.flavors), e.borrowing
-            op.node_selector, op.tolerations = dict(e.node_selector), list(e.tolerations)
-        op.status = status
-        op.attempt = max(op.attempt, e.attempt)
+            self._admitted(op, e)
+        if isinstance(e, OperationRunning):
+            op.running_since = op.running_since or e.at
+        op.status, op.attempt = status, e.attempt
         for attr in ("pod_name", "namespace", "node"):
             value = getattr(e, attr, None)
             if value:
                 setattr(op, attr, value)
         op.reason = getattr(e, "reason", "") or op.reason
+        self._set_active(op, status.active)
+        return True
+
+    def _admitted(self, op: OpRecord, e: OperationAdmitted) -> None:
+        op.flavors, op.borrowing = dict(e.flavors), e.borrowing
+        op.node_selector, op.tolerations = dict(e.node_selector), list(e.tolerations)
+        op.admitted_at, op.running_since, op.node, op.preempted_by = e.at, None, None, None
+        op.admitted_priority = e.effective_priority
+        self.nominated.pop(op.op_id, None)
+
+    def _set_active(self, op: OpRecord, active: bool) -> None:
         q = self.queue(op.queue)
-        if status.active:
+        if active:
             q.active.add(op.op_id)
         else:
             q.active.discard(op.op_id)
+            for victims in self.nominated.values():
+                victims.discard(op.op_id)
+
+    def _preempt_requested(self, op: OpRecord, e: PreemptRequested) -> bool:
+        if not op.status.active or op.preempted_by is not None:
+            return False
+        op.preempted_by = e.preemptor
+        self.nominated.setdefault(e.preemptor, set()).add(op.op_id)
         return True
 
-    def unassume(self, op_id: str) -> None:
+    def _attempt_over(self, op: OpRecord, e: OperationPreempted | OperationEvicted) -> bool:
+        """The attempt was taken away (not the op's fault): queue the op for its next attempt."""
+        if e.attempt != op.attempt or not op.status.active:
+            return False
+        self._set_active(op, False)
+        if isinstance(e, OperationPreempted):
+            op.preempted_at, op.preemptions = e.at, op.preemptions + 1
+        else:
+            op.not_before = e.at + timedelta(seconds=e.retry_after_s)
+        op.attempt += 1
+        op.reason = e.reason
+        op.pod_name = op.node = op.preempted_by = None
+        op.flavors, op.node_selector, op.tolerations, op.borrowing = {}, {}, [], False
+        self.queue(op.queue).waiting += 1
+        self._enqueue(op, e.at)
+        return True
+
+    def unassume(self, op_id: str, now: datetime | None = None) -> None:
         """Forget a decision whose publish failed: an admitted op is queued again, a cache hit
-        waits to be finished again."""
+        waits to be finished again, a requested preemption is forgotten."""
         op = self.ops[op_id]
         if op.status == Status.ADMITTED:
-            self.queue(op.queue).active.discard(op_id)
+            self._set_active(op, False)
             self.queue(op.queue).waiting += 1
-            self._enqueue(op)
+            self._enqueue(op, now)
         elif op.status == Status.REJECTED and op.cost_known and op.cache_known:
             self.queue(op.queue).waiting += 1
-            self._enqueue(op)
+            self._enqueue(op, now)
         elif op.status == Status.SUCCEEDED and op.cache_hit_of is not None:
             op.status = Status.PENDING
             self.queue(op.queue).waiting += 1
             self.cache_hits.append(op_id)
+        elif op.status.active and op.preempted_by is not None:
+            self.nominated.get(op.preempted_by, set()).discard(op_id)
+            op.preempted_by = None
 
-    def requeue(self, op: OpRecord) -> None:
+    def requeue(self, op: OpRecord, now: datetime | None = None) -> None:
         """Put back an op popped by a cycle that could not admit it."""
-        heapq.heappush(self.queue(op.queue).heap, (op.key, op.op_id))
+        self.queue(op.queue).pending.push(op.op_id, op.priority, op.submitted_at, now)
 
-    def pop_next(self, queue: str) -> OpRecord | None:
+    def pop_next(self, queue: str, now: datetime | None = None) -> OpRecord | None:
         """The head of a queue's order (skipping entries that are no longer queued)."""
-        heap = self.queue(queue).heap
-        while heap:
-            _, op_id = heapq.heappop(heap)
+        pending = self.queue(queue).pending
+        now = now or datetime.fromtimestamp(0, timezone.utc)
+        while (op_id := pending.pop(now)) is not None:
             op = self.ops[op_id]
             if op.status == Status.QUEUED:
                 return op

@@ -63,7 +63,7 @@ def decide(state: AdmissionState, config: Book | None = None, now=T0) -> list:
 def snapshot(state: AdmissionState) -> dict:
     return {
         "ops": {k: vars(v).copy() for k, v in state.ops.items()},
-        "queues": {k: (sorted(v.heap), sorted(v.active)) for k, v in state.queues.items()},
+        "queues": {k: (v.pending.ids(), sorted(v.active)) for k, v in state.queues.items()},
         "cache_hits": list(state.cache_hits),
     }
 

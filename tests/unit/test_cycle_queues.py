@@ -281,7 +281,7 @@ def test_the_lookahead_past_ops_that_must_wait_is_bounded(monkeypatch):
     assert decide(state, b) == []
     assert len(counting.calls) == cycle.LOOKAHEAD
     assert all(o.status == Status.QUEUED for o in state.ops.values())
-    assert len(state.queue("gpu").heap) == len(state.ops)  # every op popped was put back
+    assert len(state.queue("gpu").pending) == len(state.ops)  # every op popped was put back
 
 
 def test_the_lookahead_past_ops_that_must_borrow_is_bounded(monkeypatch):
@@ -322,7 +322,7 @@ def test_a_node_that_no_longer_matches_is_not_used():
                  product="H100"), gpu_op("a", 4, queue="gpu"))
     assert admitted_ids(decide(state, b)) == ["a"]
     verdict = evaluate(state.ops["a"], Snapshot.build(AdmissionState(), b))  # a snapshot without nodes
-    assert verdict.outcome == ADMIT and verdict.node is None
+    assert verdict.outcome == ADMIT and verdict.nodes is None
 
 
 # ---- config changes and idempotence -----------------------------------------------------------

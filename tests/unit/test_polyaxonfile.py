@@ -63,6 +63,31 @@ component:
 """
 
 
+PYTORCHJOB = """
+version: 1.1
+kind: component
+name: ddp
+run:
+  kind: pytorchjob
+  cleanPodPolicy: All
+  master:
+    replicas: 1
+    container:
+      image: trainer:1
+      command: sh -c "python train.py --rank 0"
+      resources:
+        limits: {nvidia.com/gpu: 1}
+  worker:
+    replicas: 3
+    container:
+      image: trainer:1
+      command: sh -c "python train.py"
+      env: [{name: ROLE, value: worker}]
+      resources:
+        limits: {nvidia.com/gpu: 2}
+"""
+
+
 def parse(text: str, **kwargs) -> OpSpec:
     return parse_polyaxonfile(textwrap.dedent(text), **kwargs)
 
@@ -73,13 +98,21 @@ def errors_of(text: str, **kwargs) -> dict[str, FieldError]:
     return {err.loc: err for err in info.value.errors}
 
 
-def component(**replacements: str) -> str:
-    """COMPONENT with some lines replaced (old line text → new text)."""
-    text = COMPONENT
+def replaced(text: str, replacements: dict[str, str]) -> str:
     for old, new in replacements.items():
-        assert old in text
+        assert old in text, old
         text = text.replace(old, new)
     return text
+
+
+def component(**replacements: str) -> str:
+    """COMPONENT with some lines replaced (old line text → new text)."""
+    return replaced(COMPONENT, replacements)
+
+
+def pytorchjob(**replacements: str) -> str:
+    """PYTORCHJOB with some lines replaced (old line text → new text)."""
+    return replaced(PYTORCHJOB, replacements)
 
 
 # --- valid files ------------------------------------------------------------------------------
@@ -191,6 +224,92 @@ def test_a_file_without_a_name_is_named_after_its_file():
     assert parse(text).name == "operation"
 
 
+# --- priority class and preemption -----------------------------------------------------------
+
+def test_priority_class_and_preemptible_default_to_none_and_true():
+    spec = parse(COMPONENT)
+    assert spec.priority_class is None and spec.preemptible is True
+
+
+def test_a_component_sets_its_priority_class_and_preemptible():
+    spec = parse(component(**{"queue: gpu": "queue: gpu\npriorityClass: urgent\npreemptible: false"}))
+    assert spec.priority_class == "urgent" and spec.preemptible is False
+
+
+def test_the_operations_priority_class_and_preemptible_win_over_the_components():
+    text = OPERATION.replace("  priority: 1\n", "  priority: 1\n  priorityClass: low\n"
+                                                 "  preemptible: false\n")
+    text = text.replace("priority: 5\n", "priority: 5\npriorityClass: urgent\npreemptible: true\n")
+    spec = parse(text)
+    assert spec.priority_class == "urgent" and spec.preemptible is True
+
+
+def test_the_components_priority_class_applies_when_the_operation_sets_none():
+    text = OPERATION.replace("  priority: 1\n", "  priority: 1\n  priorityClass: low\n"
+                                                 "  preemptible: false\n")
+    spec = parse(text)
+    assert spec.priority_class == "low" and spec.preemptible is False
+
+
+def test_overrides_set_priority_class_and_preemptible_over_the_file():
+    text = component(**{"queue: gpu": "queue: gpu\npriorityClass: low\npreemptible: true"})
+    spec = parse(text, overrides={"priority_class": "urgent", "preemptible": False})
+    assert spec.priority_class == "urgent" and spec.preemptible is False
+
+
+def test_the_priority_class_is_not_the_pods_priority_class_name():
+    text = component(**{"  container:": "  environment: {priorityClassName: k8s-high}\n"
+                                        "  container:"})
+    spec = parse(text)
+    assert spec.priority_class is None and spec.environment.priority_class_name == "k8s-high"
+
+
+# --- pytorchjob ---------------------------------------------------------------------------------
+
+def test_a_pytorchjob_master_container_becomes_the_main_container():
+    spec = parse(PYTORCHJOB)
+    assert spec.run_kind == "pytorchjob"
+    assert spec.container.image == "trainer:1"
+    assert spec.container.command == ["sh", "-c", "python train.py --rank 0"]
+    assert spec.container.resources.limits == {"nvidia.com/gpu": "1"}
+
+
+def test_a_pytorchjob_worker_section_becomes_one_replica_group():
+    [group] = parse(PYTORCHJOB).replicas
+    assert (group.name, group.count) == ("worker", 3)
+    assert group.container.command == ["sh", "-c", "python train.py"]
+    assert group.container.env[0].value == "worker"
+    assert group.container.resources.limits == {"nvidia.com/gpu": "2"}
+
+
+def test_a_pytorchjob_without_master_replicas_or_worker_replicas_defaults_both_to_one():
+    spec = parse(pytorchjob(**{"    replicas: 1\n": "", "    replicas: 3\n": ""}))
+    assert [(g.name, g.count) for g in spec.replicas] == [("worker", 1)]
+
+
+def test_a_pytorchjob_with_only_a_master_has_no_replica_groups():
+    text = PYTORCHJOB[:PYTORCHJOB.index("  worker:")]
+    spec = parse(text)
+    assert spec.replicas == [] and spec.container.image == "trainer:1"
+
+
+def test_a_job_has_no_replica_groups():
+    assert parse(COMPONENT).replicas == []
+
+
+def test_a_pytorchjob_inside_an_operation_takes_the_operations_scheduling_fields():
+    body = textwrap.indent(textwrap.dedent(PYTORCHJOB).split("\n", 2)[2], "  ")
+    text = "kind: operation\nname: op\nqueue: fast\npriorityClass: urgent\ncomponent:\n" + body
+    spec = parse(text)
+    assert (spec.name, spec.queue, spec.priority_class) == ("op", "fast", "urgent")
+    assert spec.run_kind == "pytorchjob" and spec.replicas[0].count == 3
+
+
+def test_a_pytorchjob_gets_the_default_environment():
+    assert parse(PYTORCHJOB).environment == parse(
+        component(**{"queue: gpu\n": ""})).environment
+
+
 # --- invalid files ------------------------------------------------------------------------------
 
 INVALID = [
@@ -247,6 +366,46 @@ INVALID = [
      "component.run.container.image"),
     ("an operation without an inline component is rejected",
      "kind: operation\nhubRef: acme/train:v1\n", "component"),
+    ("a priorityClass that is not a DNS label is rejected",
+     component(**{"queue: gpu": "queue: gpu\npriorityClass: Urgent_1"}), "priorityClass"),
+    ("a preemptible that is not a boolean is rejected",
+     component(**{"queue: gpu": "queue: gpu\npreemptible: sometimes"}), "preemptible"),
+    ("an operation's invalid priorityClass is rejected at the top level",
+     OPERATION.replace("priority: 5\n", "priority: 5\npriorityClass: -bad\n"), "priorityClass"),
+    ("a worker container without an image is rejected",
+     pytorchjob(**{"image: trainer:1\n      command: sh -c \"python train.py\"":
+                   "command: sh -c \"python train.py\""}), "run.worker.container.image"),
+    ("a master container without an image is rejected",
+     pytorchjob(**{"image: trainer:1\n      command: sh -c \"python train.py --rank 0\"":
+                   "command: sh -c \"python train.py --rank 0\""}), "run.master.container.image"),
+    ("a fractional worker GPU count is rejected",
+     pytorchjob(**{"nvidia.com/gpu: 2": "nvidia.com/gpu: 1.5"}),
+     "run.worker.container.resources.limits.nvidia.com/gpu"),
+    ("a worker GPU quantity that is not a number is rejected",
+     pytorchjob(**{"nvidia.com/gpu: 2": "nvidia.com/gpu: two"}),
+     "run.worker.container.resources.limits.nvidia.com/gpu"),
+    ("a worker GPU request that differs from its limit is rejected",
+     pytorchjob(**{"limits: {nvidia.com/gpu: 2}": "limits: {nvidia.com/gpu: 2}\n"
+                                                  "        requests: {nvidia.com/gpu: 1}"}),
+     "run.worker.container.resources.requests.nvidia.com/gpu"),
+    ("a master GPU request without a limit is rejected",
+     pytorchjob(**{"limits: {nvidia.com/gpu: 1}": "requests: {nvidia.com/gpu: 1}"}),
+     "run.master.container.resources.requests.nvidia.com/gpu"),
+    ("an unknown worker container field is rejected",
+     pytorchjob(**{"env: [{name: ROLE, value: worker}]": "envs: []"}), "run.worker.container.envs"),
+    ("a worker section without a container is rejected",
+     PYTORCHJOB[:PYTORCHJOB.index("    container:", PYTORCHJOB.index("  worker:"))],
+     "run.worker.container"),
+    ("a pytorchjob without a master is rejected",
+     pytorchjob(**{"  master:": "  masterx:"}), "run.master"),
+    ("a pytorchjob's init section is rejected as not supported yet",
+     pytorchjob(**{"    replicas: 3": "    replicas: 3\n    init: []"}), "run.worker.init"),
+    ("a pytorchjob's elasticPolicy is rejected as not supported yet",
+     pytorchjob(**{"cleanPodPolicy: All": "elasticPolicy: {minReplicas: 1}"}), "run.elasticPolicy"),
+    ("a boolean worker replica count is rejected",
+     pytorchjob(**{"replicas: 3": "replicas: true"}), "run.worker.replicas"),
+    ("a tfjob is rejected as not supported yet", pytorchjob(**{"kind: pytorchjob": "kind: tfjob"}),
+     "run.kind"),
 ]
 
 
@@ -257,9 +416,67 @@ def test_invalid_files_give_an_error_at_the_right_path(text, loc):
     assert loc in errors, errors
 
 
-def test_run_kind_service_says_only_job_is_supported():
-    err = errors_of(component(**{"kind: job": "kind: service"}))["run.kind"]
-    assert err.msg == "run.kind 'service' is not supported yet; only 'job'"
+@pytest.mark.parametrize("kind", ["service", "tfjob", "mpijob"],
+                         ids=lambda k: f"run kind {k} says only job and pytorchjob are supported")
+def test_other_run_kinds_say_only_job_and_pytorchjob_are_supported(kind):
+    err = errors_of(component(**{"kind: job": f"kind: {kind}"}))["run.kind"]
+    assert err.msg == f"run.kind '{kind}' is not supported yet; only 'job' and 'pytorchjob'"
+
+
+def test_an_unknown_run_kind_is_called_unknown():
+    err = errors_of(component(**{"kind: job": "kind: magic"}))["run.kind"]
+    assert err.msg == "run.kind 'magic' is unknown; only 'job' and 'pytorchjob'"
+
+
+def test_a_master_with_more_than_one_replica_is_rejected_at_master_replicas():
+    err = errors_of(pytorchjob(**{"replicas: 1": "replicas: 2"}))["run.master.replicas"]
+    assert err.msg == "master.replicas must be 1, got 2 (set worker.replicas for more pods)"
+    assert err.line == 9
+
+
+@pytest.mark.parametrize("count", [0, -1], ids=["zero workers are rejected",
+                                                "a negative worker count is rejected"])
+def test_a_worker_replica_count_below_one_is_rejected_with_a_clear_message(count):
+    err = errors_of(pytorchjob(**{"replicas: 3": f"replicas: {count}"}))["run.worker.replicas"]
+    assert err.msg == (f"worker.replicas must be at least 1, got {count} "
+                       "(leave the worker section out for a master-only job)")
+    assert err.line == 16
+
+
+@pytest.mark.parametrize("section, line", [("master", 9), ("worker", 16)],
+                         ids=["a master environment is rejected",
+                              "a worker environment is rejected"])
+def test_a_per_replica_environment_is_rejected_as_not_supported_yet(section, line):
+    text = pytorchjob(**{f"  {section}:\n": f"  {section}:\n    environment: "
+                                             "{nodeSelector: {a: b}}\n"})
+    err = errors_of(text)[f"run.{section}.environment"]
+    assert err.msg.startswith("per-replica environment is not supported yet")
+    assert err.line == line
+
+
+def test_per_replica_volumes_are_rejected_as_not_supported_yet():
+    text = pytorchjob(**{"  worker:\n": "  worker:\n    volumes: [{name: d, emptyDir: {}}]\n"})
+    assert errors_of(text)["run.worker.volumes"].msg.startswith(
+        "per-replica volumes are not supported yet")
+
+
+def test_a_run_level_environment_on_a_pytorchjob_is_rejected_with_the_reason():
+    text = pytorchjob(**{"cleanPodPolicy: All": "environment: {nodeSelector: {a: b}}"})
+    err = errors_of(text)["run.environment"]
+    assert "no run-level environment in Polyaxon" in err.msg
+    assert "per-replica environment is not supported yet" in err.msg
+
+
+def test_a_replica_error_inside_an_operation_is_located_under_component():
+    body = textwrap.indent(textwrap.dedent(PYTORCHJOB).split("\n", 2)[2], "  ")
+    text = "kind: operation\ncomponent:\n" + body.replace("replicas: 3", "replicas: 0")
+    assert "component.run.worker.replicas" in errors_of(text)
+
+
+def test_the_invalid_worker_gpu_error_carries_its_line():
+    err = errors_of(pytorchjob(**{"nvidia.com/gpu: 2": "nvidia.com/gpu: 0.5"}))[
+        "run.worker.container.resources.limits.nvidia.com/gpu"]
+    assert err.line == 22
 
 
 def test_errors_carry_the_line_of_the_offending_key():
@@ -271,8 +488,13 @@ def test_errors_carry_the_line_of_the_offending_key():
     ({"queue": "Not A Token"}, "overrides.queue"),
     ({"priority": "high"}, "overrides.priority"),
     ({"nodes": 3}, "overrides.nodes"),
+    ({"priority_class": "Not_A_Label"}, "overrides.priority_class"),
+    ({"preemptible": "perhaps"}, "overrides.preemptible"),
+    ({"priorityClass": "urgent"}, "overrides.priorityClass"),
 ], ids=["an invalid override queue is rejected", "a non-integer override priority is rejected",
-        "an unknown override key is rejected"])
+        "an unknown override key is rejected", "an invalid override priority class is rejected",
+        "a non-boolean override preemptible is rejected",
+        "a camelCase override key is rejected (overrides use Python names)"])
 def test_invalid_overrides_are_reported_under_overrides(overrides, loc):
     assert loc in errors_of(COMPONENT, overrides=overrides)
 
@@ -333,6 +555,25 @@ def test_the_examples_cover_the_documented_cases():
         .container.resources.limits
 
 
+def test_the_ddp_example_is_a_master_and_two_workers_with_one_gpu_each():
+    spec = load_polyaxonfile(EXAMPLES / "ddp-3x1gpu.yaml")
+    assert spec.run_kind == "pytorchjob" and spec.priority_class is None and spec.preemptible
+    assert spec.container.resources.limits == {"nvidia.com/gpu": "1"}
+    assert spec.container.command == ["sh", "-c", "echo ddp; sleep 3"]
+    [group] = spec.replicas
+    assert (group.name, group.count) == ("worker", 2)
+    assert group.container.resources.limits == {"nvidia.com/gpu": "1"}
+    assert group.container.command == ["sh", "-c", "echo ddp; sleep 3"]
+
+
+def test_the_urgent_example_is_a_non_preemptible_one_gpu_job_in_the_urgent_class():
+    spec = load_polyaxonfile(EXAMPLES / "urgent-1gpu.yaml")
+    assert spec.run_kind == "job" and spec.replicas == []
+    assert spec.priority_class == "urgent" and spec.preemptible is False
+    assert spec.container.resources.limits == {"nvidia.com/gpu": "1"}
+    assert spec.container.command == ["sh", "-c", "echo urgent; sleep 2"]
+
+
 def test_the_invalid_example_fails_with_its_documented_errors():
     with pytest.raises(SpecError) as info:
         load_polyaxonfile(EXAMPLES / "invalid.yaml")
@@ -380,6 +621,38 @@ def test_the_component_hash_changes_when_the_command_changes():
     assert parse(changed).component_hash != parse(COMPONENT).component_hash
 
 
-def test_the_component_hash_can_be_recomputed_from_the_spec():
-    spec = parse(OPERATION)
+@pytest.mark.parametrize("text", [OPERATION, PYTORCHJOB],
+                         ids=["a job's hash can be recomputed from its spec",
+                              "a pytorchjob's hash can be recomputed from its spec"])
+def test_the_component_hash_can_be_recomputed_from_the_spec(text):
+    spec = parse(text)
+    assert component_hash(spec.container, spec.environment, spec.replicas,
+                          spec.run_kind) == spec.component_hash
+
+
+def test_a_jobs_component_hash_is_unchanged_by_the_replica_support():
+    spec = parse(COMPONENT)
+    assert spec.component_hash == "620e03315d6e6d24"  # the value before replicas existed
     assert component_hash(spec.container, spec.environment) == spec.component_hash
+
+
+@pytest.mark.parametrize("replacements", [
+    {'"python train.py"': '"python train.py --fast"'},
+    {"replicas: 3": "replicas: 4"},
+    {"nvidia.com/gpu: 2": "nvidia.com/gpu: 1"},
+], ids=["the pytorchjob hash changes with the worker command",
+        "the pytorchjob hash changes with the worker count",
+        "the pytorchjob hash changes with the worker resources"])
+def test_the_component_hash_covers_the_replica_groups(replacements):
+    assert parse(pytorchjob(**replacements)).component_hash != parse(PYTORCHJOB).component_hash
+
+
+def test_the_component_hash_ignores_priority_class_and_preemptible():
+    text = component(**{"queue: gpu": "queue: gpu\npriorityClass: urgent\npreemptible: false"})
+    assert parse(text).component_hash == parse(COMPONENT).component_hash
+
+
+def test_a_master_only_pytorchjob_does_not_hash_like_a_job_with_the_same_container():
+    master_only = PYTORCHJOB[:PYTORCHJOB.index("  worker:")]
+    spec = parse(master_only)
+    assert spec.component_hash != component_hash(spec.container, spec.environment)

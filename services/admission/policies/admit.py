@@ -23,12 +23,14 @@ class Verdict:
     flavors: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
-    node: str | None = None
+    nodes: list[str] | None = None  # where each pod would go (when capacity is known)
     queue_blocked: bool = False  # no later op of this queue can pass either
 
 
 def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict:
     queue = snap.book.queues.get(op.queue)
+    if op.not_before is not None and snap.now is not None and snap.now < op.not_before:
+        return _wait("backoff", f"backing off after {op.reason or 'an eviction'} until {op.not_before:%H:%M:%S}")
     if queue is None:
         return _wait("queue_removed", f"queue {op.queue!r} is no longer configured", blocked=True)
     running = snap.running[op.queue]
@@ -72,8 +74,9 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
     full_selector = {**op.spec.environment.node_selector, **node_selector}
     full_tolerations = list(op.spec.environment.tolerations) + tolerations
     capacity = snap.capacity
-    if capacity.known and not capacity.ever(op.request, full_selector, full_tolerations):
-        reasons.append(_reason("unfittable", f"no node offers {describe(op.request, full_selector)}"))
+    if capacity.known and not capacity.ever_all(op.pods, full_selector, full_tolerations):
+        biggest = max(op.pods, key=lambda p: sum(p.values())) if op.pods else op.request
+        reasons.append(_reason("unfittable", f"no node offers {describe(biggest, full_selector)}"))
         return Verdict(UNFITTABLE)
     borrowing = False
     for resource, flavor in combo.items():
@@ -88,11 +91,13 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
                                                         f"{book.queues[op.queue].cohort} waits for its own quota; "
                                                         "no borrowing until its ops run"))
         return Verdict(WAIT)
-    node = capacity.find(op.request, full_selector, full_tolerations) if capacity.known else None
-    if capacity.known and node is None:
-        reasons.append(_reason("no_capacity", f"no free capacity now for {describe(op.request, full_selector)}"))
+    nodes = capacity.place(op.pods, full_selector, full_tolerations) if capacity.known else None
+    if capacity.known and nodes is None:
+        what = describe(op.pods[0], full_selector) if len(op.pods) == 1 else (
+            f"a gang of {len(op.pods)} pods ({describe(op.request, full_selector)} in all)")
+        reasons.append(_reason("no_capacity", f"no free capacity now for {what}"))
         return Verdict(WAIT)
-    return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, node)
+    return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, nodes)
 
 
 def _wait(code: str, message: str, blocked: bool = False) -> Verdict:

@@ -80,6 +80,37 @@ class Capacity:
         return any(_fits(n.allocatable, request) for n in self.nodes.values()
                    if selects(n, selector) and tolerates(n, tolerations))
 
+    def place(self, pods: list[dict[str, float]], selector: dict[str, str],
+              tolerations: list[dict[str, Any]]) -> list[str] | None:
+        """A node for every pod (first-fit, all or nothing), or None."""
+        candidates = sorted(self.candidates(selector, tolerations), key=lambda n: n.name)
+        scratch = {n.name: dict(self.free[n.name]) for n in candidates}
+        out = []
+        for pod in pods:
+            node = next((n.name for n in candidates if _fits(scratch[n.name], pod)), None)
+            if node is None:
+                return None
+            for resource, amount in pod.items():
+                if resource in scratch[node]:
+                    scratch[node][resource] -= amount
+            out.append(node)
+        return out
+
+    def ever_all(self, pods: list[dict[str, float]], selector: dict[str, str],
+                 tolerations: list[dict[str, Any]]) -> bool:
+        return all(self.ever(pod, selector, tolerations) for pod in pods)
+
+    def take_all(self, nodes: list[str] | None, pods: list[dict[str, float]]) -> None:
+        for node, pod in zip(nodes or [], pods):
+            self.take(node, pod)
+
+    def give_back(self, node: str | None, request: dict[str, float]) -> None:
+        if node is None or node not in self.free:
+            return
+        for resource, amount in request.items():
+            if resource in self.free[node]:
+                self.free[node][resource] += amount
+
     def take(self, node: str | None, request: dict[str, float]) -> None:
         if node is None or node not in self.free:
             return

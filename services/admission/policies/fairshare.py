@@ -1,0 +1,31 @@
+"""Queue hand-off order: queue priority, then name; or, for cohorts with fair sharing on, the
+queue with the lowest weighted dominant-resource share first (share = max over the cohort's
+resources of usage / the cohort's nominal total, divided by the queue's weight; decayed past usage
+counts too when ``historyWeight`` > 0)."""
+from __future__ import annotations
+
+from services.admission.queues import Book
+
+
+def queue_order(book: Book, snap, state) -> list[str]:
+    if not book.config.fair_sharing.enabled:
+        return list(book.order)
+    history = getattr(state, "usage_history", {})
+    weight = book.config.fair_sharing.history_weight
+    return sorted(book.order, key=lambda q: (-book.queues[q].priority, share(book, snap, q, history, weight), q))
+
+
+def share(book: Book, snap, queue: str, history: dict | None = None, history_weight: float = 0.0) -> float:
+    """Weighted dominant-resource share of ``queue`` within its cohort (0 when it sets no quota)."""
+    totals: dict[tuple[str, str], float] = {}
+    for member in book.members(queue):
+        for key, line in book.quotas.get(member, {}).items():
+            totals[key] = totals.get(key, 0.0) + line.nominal
+    past = (history or {}).get(queue, {})
+    dominant = 0.0
+    for key, total in totals.items():
+        if total <= 0:
+            continue
+        used = snap.usage[queue].get(key, 0.0) + history_weight * past.get(key, 0.0)
+        dominant = max(dominant, used / total)
+    return dominant / book.queues[queue].weight

@@ -1,0 +1,74 @@
+"""What admission knows of one operation and of one queue."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import IntEnum
+
+from proto.spec import OpSpec
+from services.admission.policies.aging import PendingQueue
+from services.admission.policies.ordering import sort_key
+
+
+class Status(IntEnum):
+    PENDING = 0  # waiting for gates (cost estimate, cache answer)
+    QUEUED = 1  # gates cleared, waiting for a slot
+    ADMITTED = 2
+    DISPATCHED = 3
+    RUNNING = 4
+    SUCCEEDED = 10
+    FAILED = 11
+    REJECTED = 12
+    STOPPED = 13
+
+    @property
+    def active(self) -> bool:
+        return Status.ADMITTED <= self <= Status.RUNNING
+
+    @property
+    def terminal(self) -> bool:
+        return self >= Status.SUCCEEDED
+
+
+@dataclass
+class OpRecord:
+    op_id: str
+    queue: str
+    priority: int
+    submitted_at: datetime
+    spec: OpSpec
+    status: Status = Status.PENDING
+    attempt: int = 0
+    cost_known: bool = False
+    cache_known: bool = False
+    cache_hit_of: str | None = None
+    pod_name: str | None = None
+    namespace: str | None = None
+    node: str | None = None
+    reason: str = ""
+    request: dict[str, float] = field(default_factory=dict)  # all pods together (for quota)
+    pods: list[dict[str, float]] = field(default_factory=list)  # each pod's request (for placement)
+    estimate: float = 0.0
+    flavors: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)  # added by admission
+    tolerations: list = field(default_factory=list)  # added by admission
+    borrowing: bool = False
+    blocked: list = field(default_factory=list)  # PendingReason list from the last cycle that looked
+    admitted_at: datetime | None = None
+    admitted_priority: float = 0.0  # effective (aged) priority when admitted: what preemption compares
+    running_since: datetime | None = None
+    preempted_at: datetime | None = None  # the last time it was preempted (cooldown)
+    preempted_by: str | None = None  # a preemption of this attempt was requested by this op
+    not_before: datetime | None = None  # back-off after an eviction
+    preemptions: int = 0
+
+    @property
+    def key(self) -> tuple:
+        return sort_key(self.priority, self.submitted_at, self.op_id)
+
+
+@dataclass
+class QueueState:
+    pending: PendingQueue = field(default_factory=PendingQueue)  # QUEUED ops, lazily deleted
+    active: set[str] = field(default_factory=set)
+    waiting: int = 0  # submitted, not yet admitted nor ended (for maxQueued)
