@@ -5,16 +5,17 @@ from dataclasses import dataclass, field
 
 from proto import codec
 from proto.events import (
-    CacheHit, CostEstimated, ErrorRaised, Event, OperationAdmitted, OperationFailed, OperationRejected,
-    OperationRunning, OperationStopped, OperationSubmitted, OperationSucceeded,
+    CacheHit, CostEstimated, ErrorRaised, Event, OperationAdmitted, OperationEvicted, OperationFailed,
+    OperationPreempted, OperationRejected, OperationRunning, OperationStopped, OperationSubmitted,
+    OperationSucceeded, PreemptRequested,
 )
 from proto.resources import accelerators
 
 RANK = {"submitted": 0, "cost_estimated": 0, "cache_missed": 0, "cache_hit": 0, "admitted": 2,
-        "dispatched": 3, "running": 4, "stop_requested": 5, "succeeded": 10, "failed": 10,
-        "rejected": 10, "stopped": 10}
+        "dispatched": 3, "running": 4, "preempt_requested": 5, "stop_requested": 5, "preempted": 6,
+        "evicted": 6, "succeeded": 10, "failed": 10, "rejected": 10, "stopped": 10}
 STATUS = {"submitted": "pending", "cost_estimated": "pending", "cache_missed": "pending",
-          "cache_hit": "pending", "stop_requested": "stopping"}
+          "cache_hit": "pending", "stop_requested": "stopping", "preempt_requested": "preempting"}
 TERMINAL_STATUSES = ("succeeded", "failed", "rejected", "stopped")
 
 
@@ -53,6 +54,8 @@ class OpsView:
         kind = codec.type_of(event)
         row.history.append(kind)
         _details(row, event)
+        if event.attempt > row.attempt and not row.terminal:
+            row.rank = 1  # a new attempt after a preemption or eviction: its statuses start again
         if RANK.get(kind, -1) > row.rank and not row.terminal:
             row.rank = RANK[kind]
             row.status = STATUS.get(kind, kind)
@@ -82,6 +85,10 @@ def _details(row: OpRow, event: Event) -> None:
         row.reason = event.reason
     elif isinstance(event, OperationStopped):
         row.reason = event.message or event.reason
+    elif isinstance(event, PreemptRequested):
+        row.reason = f"preempted by {event.preemptor}: {event.message}"
+    elif isinstance(event, (OperationPreempted, OperationEvicted)):
+        row.reason = f"{codec.type_of(event)} ({event.reason}); back in queue"
     elif isinstance(event, CacheHit):
         row.reason = f"cache hit of {event.original_op_id}"
     elif isinstance(event, OperationAdmitted):

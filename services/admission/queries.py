@@ -1,15 +1,18 @@
 """Answers to `why` and `queues` from live state: ranked pending reasons, position, usage per flavor."""
 from __future__ import annotations
 
+from datetime import datetime
+
 from proto.queries import FlavorUsage, PendingReason, QueueStatus, QueuesAnswer, WhyAnswer
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
+from services.admission.policies.aging import effective
 from services.admission.policies.quota import borrowed
 from services.admission.queues import Book
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState, OpRecord, Status
 
 
-def why(state: AdmissionState, book: Book, op_id: str) -> WhyAnswer:
+def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = None) -> WhyAnswer:
     op = state.ops.get(op_id)
     if op is None:
         return WhyAnswer(op_id=op_id, found=False, reasons=[PendingReason(code="unknown_op", message="no such operation")])
@@ -17,8 +20,11 @@ def why(state: AdmissionState, book: Book, op_id: str) -> WhyAnswer:
     if op.status == Status.PENDING:
         answer.reasons = _gate_reasons(op)
     elif op.status == Status.QUEUED:
-        answer.position, answer.queued_total = _position(state, op)
-        answer.reasons = _queued_reasons(state, book, op, answer.position)
+        answer.position, answer.queued_total = _position(state, book, op, now)
+        answer.reasons = _queued_reasons(state, book, op, answer.position, now)
+    elif op.status.active and op.preempted_by:
+        answer.reasons = [PendingReason(code="being_preempted", message=(
+            f"being preempted by {op.preempted_by}; its pods are terminating"))]
     return answer
 
 
@@ -31,8 +37,13 @@ def _gate_reasons(op: OpRecord) -> list[PendingReason]:
     return out
 
 
-def _queued_reasons(state: AdmissionState, book: Book, op: OpRecord, position: int) -> list[PendingReason]:
-    verdict = evaluate(op, Snapshot.build(state, book), allow_borrow=True)
+def _queued_reasons(state: AdmissionState, book: Book, op: OpRecord, position: int,
+                    now: datetime | None) -> list[PendingReason]:
+    victims = state.nominated.get(op.op_id)
+    if victims:
+        return [PendingReason(code="waiting_for_victims", message=(
+            f"waiting for {len(victims)} preempted op(s) to terminate: {', '.join(sorted(victims))}"))]
+    verdict = evaluate(op, Snapshot.build(state, book, now), allow_borrow=True)
     reasons = list(verdict.reasons)
     if verdict.outcome in (ADMIT, BORROW) and op.blocked:
         reasons = list(op.blocked)  # the last cycle knew more (e.g. a cohort lender waiting)
@@ -44,10 +55,18 @@ def _queued_reasons(state: AdmissionState, book: Book, op: OpRecord, position: i
     return reasons
 
 
-def _position(state: AdmissionState, op: OpRecord) -> tuple[int, int]:
-    """1-based position among the queued ops of its queue (a scan: a query, not the hot path)."""
+def _position(state: AdmissionState, book: Book, op: OpRecord, now: datetime | None) -> tuple[int, int]:
+    """1-based position among the queued ops of its queue, in effective (aged) priority order
+    (a scan: this answers a query, it is not the hot path)."""
+    queue = book.queues.get(op.queue)
+    rate, cap = (queue.aging.per_minute, queue.aging.cap) if queue else (0.0, 0.0)
+
+    def rank(o: OpRecord) -> tuple:
+        return (-effective(o.priority, o.submitted_at, now or o.submitted_at, rate, cap), o.submitted_at, o.op_id)
+
     queued = [o for o in state.ops.values() if o.queue == op.queue and o.status == Status.QUEUED]
-    return 1 + sum(1 for o in queued if o.key < op.key), len(queued)
+    mine = rank(op)
+    return 1 + sum(1 for o in queued if rank(o) < mine), len(queued)
 
 
 def queues(state: AdmissionState, book: Book) -> QueuesAnswer:

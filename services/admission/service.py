@@ -80,7 +80,7 @@ class Admission:
             return codec.encode(queries.WhyAnswer(op_id="-", found=False, reasons=[
                 queries.PendingReason(code="bad_request", message=str(exc))]))
         if isinstance(request, WhyRequest):
-            return codec.encode(queries.why(self.state, self.book, request.op_id))
+            return codec.encode(queries.why(self.state, self.book, request.op_id, self.service.clock.now()))
         if isinstance(request, QueuesRequest):
             return codec.encode(queries.queues(self.state, self.book))
         return codec.encode(queries.WhyAnswer(op_id="-", found=False))

@@ -1,23 +1,24 @@
-"""Refuse pod specs that bypass the scheduler's GPU accounting (managed-Kubernetes GPU guidance)."""
+"""Refuse pod specs that bypass the scheduler's GPU accounting (managed-Kubernetes GPU guidance).
+
+Every container of the attempt is checked: the main one and each replica group's (a gang)."""
 from __future__ import annotations
 
 from proto.resources import is_accelerator, parse_quantity, QuantityError
-from proto.spec import OpSpec
+from proto.spec import Container, OpSpec
 
 DRIVER_PATH_HINTS = ("nvidia", "/dev/dri", "libcuda", "/usr/lib/x86_64-linux-gnu", "/usr/local/cuda")
+
+
+def containers(spec: OpSpec) -> list[tuple[str, Container]]:
+    """(prefix for messages, container): the main container, then one per replica group."""
+    return [("", spec.container)] + [(f"replica {g.name!r}: ", g.container) for g in spec.replicas]
 
 
 def violations(spec: OpSpec) -> list[str]:
     """Every reason this spec may not run; empty when it is acceptable."""
     problems: list[str] = []
-    c = spec.container
-    for env in c.env:
-        if env.name == "NVIDIA_VISIBLE_DEVICES":
-            problems.append("env NVIDIA_VISIBLE_DEVICES bypasses GPU accounting; request GPUs "
-                            "with resources.limits (e.g. nvidia.com/gpu: 1) instead")
-    if (c.security_context or {}).get("privileged") is True:
-        problems.append("securityContext.privileged: true exposes every GPU on the node; it is refused")
-    problems += _resource_problems(spec)
+    for prefix, container in containers(spec):
+        problems += [prefix + p for p in _container_problems(container)]
     problems += _tpu_problems(spec)
     for vol in spec.environment.volumes:
         path = str((vol.get("hostPath") or {}).get("path", ""))
@@ -26,9 +27,20 @@ def violations(spec: OpSpec) -> list[str]:
     return problems
 
 
-def _resource_problems(spec: OpSpec) -> list[str]:
+def _container_problems(c: Container) -> list[str]:
     problems: list[str] = []
-    limits, requests = spec.container.resources.limits, spec.container.resources.requests
+    for env in c.env:
+        if env.name == "NVIDIA_VISIBLE_DEVICES":
+            problems.append("env NVIDIA_VISIBLE_DEVICES bypasses GPU accounting; request GPUs "
+                            "with resources.limits (e.g. nvidia.com/gpu: 1) instead")
+    if (c.security_context or {}).get("privileged") is True:
+        problems.append("securityContext.privileged: true exposes every GPU on the node; it is refused")
+    return problems + _resource_problems(c)
+
+
+def _resource_problems(c: Container) -> list[str]:
+    problems: list[str] = []
+    limits, requests = c.resources.limits, c.resources.requests
     for name, value in {**requests, **limits}.items():
         try:
             parse_quantity(value)
@@ -54,7 +66,7 @@ TPU_ANNOTATION = "tf-version.cloud-tpus.google.com"
 
 def _tpu_problems(spec: OpSpec) -> list[str]:
     """GKE schedules TPU pods only with the TensorFlow-version annotation (Polyaxon's TPU docs)."""
-    wants_tpu = any(r.startswith(TPU_PREFIX) for r in spec.container.resources.limits)
+    wants_tpu = any(r.startswith(TPU_PREFIX) for _, c in containers(spec) for r in c.resources.limits)
     if wants_tpu and TPU_ANNOTATION not in spec.environment.annotations:
         return [f"TPU resources need the annotation {TPU_ANNOTATION} in environment.annotations "
                 f"(e.g. \"2.12\")"]

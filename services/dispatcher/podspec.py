@@ -1,8 +1,11 @@
-"""Build the Pod for one attempt of an admitted operation, as a plain dict (fast to serialise).
+"""Build the Pods of one attempt of an admitted operation, as plain dicts (fast to serialise).
 
-Accelerators appear only as limits, with requests equal to limits. Labels carry the op id, queue
-and attempt, so the watcher can map a pod back to its operation. Admission's placement (the flavor's
-node labels and tolerations) is merged into the op's own; the flavors chosen are annotated.
+An attempt is one pod (the main container) or a gang: the main pod plus ``count`` pods per replica
+group, each with its group's container and the same labels, annotations and placement. Accelerators
+appear only as limits, with requests equal to limits. Labels carry the op id, queue, attempt, the
+pod's replica (``main`` or ``<group>-<i>``) and the gang size, so the watcher can map a pod back to
+its attempt from the API alone. Admission's placement (the flavor's node labels and tolerations) is
+merged into the op's own; the flavors chosen are annotated.
 """
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import json
 from typing import Any
 
 from proto.events import OperationAdmitted
+from proto.naming import pod_names
 from proto.resources import is_accelerator
+from proto.spec import Container
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "opsched"
@@ -18,16 +23,46 @@ LABEL_OP = "opsched.io/op-id"
 LABEL_QUEUE = "opsched.io/queue"
 LABEL_ATTEMPT = "opsched.io/attempt"
 LABEL_BORROWING = "opsched.io/borrowing"  # "true" when admitted on quota borrowed from the cohort
+LABEL_REPLICA = "opsched.io/replica"  # "main" or "<group>-<i>"
+LABEL_GANG_SIZE = "opsched.io/gang-size"  # every pod of the attempt, the main one included
+MAIN_REPLICA = "main"
 ANNOTATION_NAME = "opsched.io/op-name"
 ANNOTATION_FLAVORS = "opsched.io/flavors"  # JSON {resource: flavor} chosen by admission
 SELECTOR = f"{MANAGED_BY}={MANAGER}"
+# Set by the dispatcher before it deletes pods on purpose (never by users): such a deletion is not a failure.
+ANNOTATION_PREEMPTED_BY = "opsched.io/preempted-by"  # the preemptor's op id
+ANNOTATION_PREEMPT_REASON = "opsched.io/preempt-reason"
+ANNOTATION_PREEMPT_MESSAGE = "opsched.io/preempt-message"
+ANNOTATION_STOPPED = "opsched.io/stopped"  # "true"
+ANNOTATION_EVICTED = "opsched.io/evicted"  # why: "gang_timeout", "gang_failed", "pod_rejected"
+RELEASE_ANNOTATIONS = (ANNOTATION_PREEMPTED_BY, ANNOTATION_PREEMPT_REASON, ANNOTATION_PREEMPT_MESSAGE,
+                       ANNOTATION_STOPPED, ANNOTATION_EVICTED)
 
 
-def build_pod(admitted: OperationAdmitted) -> dict[str, Any]:
+def attempt_selector(op_id: str, attempt: int) -> str:
+    """The label selector of every pod of one attempt."""
+    return f"{SELECTOR},{LABEL_OP}={op_id},{LABEL_ATTEMPT}={attempt}"
+
+
+def build_pods(admitted: OperationAdmitted) -> list[dict[str, Any]]:
+    """Every pod of the attempt: the main pod first, then each replica group's pods in order."""
+    names = pod_names(admitted.op_id, admitted.attempt, admitted.spec)
+    size = len(names)
+    pods = [build_pod(admitted, gang_size=size)]
+    replicas = [(f"{g.name}-{i}", g.container) for g in admitted.spec.replicas for i in range(g.count)]
+    for name, (replica, container) in zip(names[1:], replicas):
+        pods.append(build_pod(admitted, name=name, replica=replica, container=container, gang_size=size))
+    return pods
+
+
+def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: str = MAIN_REPLICA,
+              container: Container | None = None, gang_size: int | None = None) -> dict[str, Any]:
+    """One pod of the attempt; by default its main pod (named by the admitted event)."""
     spec, env = admitted.spec, admitted.spec.environment
+    size = gang_size if gang_size is not None else len(pod_names(admitted.op_id, admitted.attempt, spec))
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "containers": [_container(admitted)],
+        "containers": [_container(container or spec.container)],
         "automountServiceAccountToken": False,
     }
     optional = {
@@ -43,9 +78,9 @@ def build_pod(admitted: OperationAdmitted) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": admitted.pod_name,
+            "name": name or admitted.pod_name,
             "namespace": admitted.namespace,
-            "labels": _labels(admitted),
+            "labels": {**_labels(admitted), LABEL_REPLICA: replica, LABEL_GANG_SIZE: str(size)},
             "annotations": _annotations(admitted),
         },
         "spec": pod_spec,
@@ -55,7 +90,8 @@ def build_pod(admitted: OperationAdmitted) -> dict[str, Any]:
 def _labels(admitted: OperationAdmitted) -> dict[str, str]:
     labels = {**admitted.spec.environment.labels, MANAGED_BY: MANAGER, LABEL_OP: admitted.op_id,
               LABEL_QUEUE: admitted.queue, LABEL_ATTEMPT: str(admitted.attempt)}
-    labels.pop(LABEL_BORROWING, None)  # only admission says whether an op borrows
+    for key in (LABEL_BORROWING, LABEL_REPLICA, LABEL_GANG_SIZE):
+        labels.pop(key, None)  # only admission (borrowing) and the dispatcher set these
     if admitted.borrowing:
         labels[LABEL_BORROWING] = "true"
     return labels
@@ -63,7 +99,8 @@ def _labels(admitted: OperationAdmitted) -> dict[str, str]:
 
 def _annotations(admitted: OperationAdmitted) -> dict[str, str]:
     annotations = {**admitted.spec.environment.annotations, ANNOTATION_NAME: admitted.spec.name}
-    annotations.pop(ANNOTATION_FLAVORS, None)
+    for key in (ANNOTATION_FLAVORS, *RELEASE_ANNOTATIONS):
+        annotations.pop(key, None)  # a user annotation must not fake a release by the dispatcher
     if admitted.flavors:
         annotations[ANNOTATION_FLAVORS] = json.dumps(admitted.flavors, sort_keys=True, separators=(",", ":"))
     return annotations
@@ -81,8 +118,7 @@ def _placement(admitted: OperationAdmitted) -> dict[str, Any]:
     return {"nodeSelector": selector or None, "tolerations": tolerations or None}
 
 
-def _container(admitted: OperationAdmitted) -> dict[str, Any]:
-    c = admitted.spec.container
+def _container(c: Container) -> dict[str, Any]:
     limits = dict(c.resources.limits)
     requests = dict(c.resources.requests)
     for name, value in limits.items():
