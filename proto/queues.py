@@ -61,7 +61,7 @@ class Aging(Wire, kw_only=True, forbid_unknown_fields=True):
     """A waiting op's effective priority grows by ``per_minute`` per minute waited, up to ``cap``."""
 
     per_minute: Annotated[float, msgspec.Meta(ge=0)] = 0.0
-    cap: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    cap: Annotated[float, msgspec.Meta(ge=0)] | None = None  # None: no cap
 
 
 class Queue(Wire, kw_only=True, forbid_unknown_fields=True):

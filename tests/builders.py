@@ -18,7 +18,7 @@ from proto.events import (
     OperationFailed, OperationRejected, OperationRunning, OperationStopped, OperationSubmitted,
     OperationSucceeded, StopRequested,
 )
-from proto.spec import Cache, Container, EnvVar, Environment, OpSpec, Resources, Termination
+from proto.spec import Cache, Container, EnvVar, Environment, OpSpec, ReplicaGroup, Resources, Termination
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 GPU = "nvidia.com/gpu"
@@ -70,6 +70,7 @@ class OpBuilder:
         self._termination: dict[str, Any] = {}
         self._cache: dict[str, Any] = {}
         self._fields: dict[str, Any] = {}
+        self._replicas: list[tuple[str, int]] = []
 
     # container
     def image(self, image: str) -> OpBuilder:
@@ -187,6 +188,20 @@ class OpBuilder:
         self._cache.update(disable=disable, ttl=ttl)
         return self
 
+    def priority_class(self, name: str | None) -> OpBuilder:
+        """A named priority class of the queue config (not the pod's priorityClassName)."""
+        self._fields["priority_class"] = name
+        return self
+
+    def preemptible(self, value: bool = True) -> OpBuilder:
+        self._fields["preemptible"] = value
+        return self
+
+    def replicas(self, name: str, count: int = 1) -> OpBuilder:
+        """A gang: ``count`` more pods named ``name``, each a copy of the main container (as built)."""
+        self._replicas.append((name, count))
+        return self
+
     def build(self) -> OpSpec:
         container = Container(
             image=self._image, command=list(self._command), args=list(self._args), env=list(self._env),
@@ -198,6 +213,8 @@ class OpBuilder:
             name=self._name, container=container,
             environment=Environment(**copy.deepcopy(self._environment)),
             termination=Termination(**self._termination), cache=Cache(**self._cache),
+            replicas=[ReplicaGroup(name=name, count=count, container=copy.deepcopy(container))
+                      for name, count in self._replicas],
             **copy.deepcopy(self._fields),
         )
 
@@ -299,7 +316,7 @@ def stop_requested(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0,
 #     observe(state, node("gpu-a", gpus=2, product="A100"))
 
 from proto.cluster import NodeObserved, NodeRemoved  # noqa: E402
-from proto.queues import Flavor, FlavorQuota, Queue, QueuesConfig, ResourceQuota  # noqa: E402
+from proto.queues import Flavor, FlavorQuota, PriorityClass, Queue, QueuesConfig, ResourceQuota  # noqa: E402
 
 
 def gpu_flavor(name: str, product: str | None = None, *, tolerations: list[dict[str, Any]] | None = None,
@@ -332,7 +349,8 @@ def queue(name: str, *, gpus: dict[str, Any] | list[FlavorQuota] | None = None,
 
 
 def book(*queues: Queue, flavors: list[Flavor] | None = None, default: str | None = None,
-         projects: dict[str, str] | None = None, reject_unfittable: bool = True):
+         projects: dict[str, str] | None = None, reject_unfittable: bool = True,
+         priority_classes: dict[str, int] | None = None, fair_sharing: Any = None):
     """A compiled queue book. Flavors a quota names but ``flavors`` does not define are defined as
     GPU-product flavors (``"a100"`` selects ``nvidia.com/gpu.product: A100``)."""
     from services.admission.queues import DEFAULT_FLAVOR, compile_book
@@ -345,7 +363,10 @@ def book(*queues: Queue, flavors: list[Flavor] | None = None, default: str | Non
                     defined[fq.name] = gpu_flavor(fq.name)
     config = QueuesConfig(queues=list(queues), default_queue=default or queues[0].name,
                           project_queues=dict(projects or {}), flavors=list(defined.values()),
-                          reject_unfittable=reject_unfittable)
+                          reject_unfittable=reject_unfittable,
+                          priority_classes=[PriorityClass(name=n, value=v)
+                                            for n, v in (priority_classes or {}).items()],
+                          **({"fair_sharing": fair_sharing} if fair_sharing is not None else {}))
     return compile_book(config)
 
 
@@ -386,4 +407,35 @@ def fold(*events: Any, state: Any = None):
             state.observe(event)
         else:
             state.apply(event)
+    return state
+
+
+# ---- preemption, eviction and aging -----------------------------------------------------------
+#
+#     fold(preempt_requested("lo", preemptor="hi"), preempted("lo", at=t(30)), state=state)
+#     fold(evicted("g", at=t(100), retry_after_s=30), state=state)
+
+from proto.events import OperationEvicted, OperationPreempted, PreemptRequested  # noqa: E402
+
+
+def preempt_requested(op_id: str = "op-1", *, preemptor: str = "op-2", at: datetime = T0, attempt: int = 0,
+                      namespace: str = NAMESPACE, reason: str = "within_queue",
+                      pod_names: list[str] | None = None, message: str = "") -> PreemptRequested:
+    return PreemptRequested(op_id=op_id, at=at, attempt=attempt, pod_names=pod_names or [f"op-{op_id}-{attempt}"],
+                            namespace=namespace, preemptor=preemptor, reason=reason, message=message)
+
+
+def preempted(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0, preemptor: str = "",
+              reason: str = "within_queue") -> OperationPreempted:
+    return OperationPreempted(op_id=op_id, at=at, attempt=attempt, preemptor=preemptor, reason=reason)
+
+
+def evicted(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0, reason: str = "pods_not_ready",
+            retry_after_s: float = 0.0) -> OperationEvicted:
+    return OperationEvicted(op_id=op_id, at=at, attempt=attempt, reason=reason, retry_after_s=retry_after_s)
+
+
+def configure_aging(state: Any, b: Any, now: datetime = T0):
+    """Give ``state`` the aging settings of book ``b`` (as the service does on a config change)."""
+    state.configure_aging({q.name: (q.aging.per_minute, q.aging.cap) for q in b.config.queues}, now)
     return state

@@ -19,7 +19,7 @@ from proto.naming import pod_name, pod_names
 from proto.queries import PendingReason
 from services.admission.policies import aging, preemption
 from services.admission.policies.admit import ADMIT, BORROW, UNFITTABLE, WAIT, Verdict, evaluate
-from services.admission.policies.fairshare import queue_order
+from services.admission.policies.fairshare import queue_order, share_of
 from services.admission.queues import Book
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState, OpRecord, Status
@@ -37,34 +37,50 @@ class Cycle:
         self.plans_left = PREEMPTION_PLANS_PER_CYCLE
 
     def run(self) -> list[Event]:
+        fair = self.book.config.fair_sharing
+        if fair.enabled:
+            self.state.usage_history.advance(self.now, self.snap.usage, fair.half_life_seconds)
         self._finish_cache_hits()
         self._nominated()
         borrowers: list[OpRecord] = []
         for queue in queue_order(self.book, self.snap, self.state):
             self._walk_queue(queue, borrowers)
+        self._admit_borrowers(borrowers)
+        return self.decisions
+
+    def _admit_borrowers(self, borrowers: list[OpRecord]) -> None:
+        """Queue order, then op order; with fair sharing, always the queue with the lowest share now."""
         rank = {name: i for i, name in enumerate(self.book.order)}
-        for op in sorted(borrowers, key=lambda o: (rank[o.queue], o.key)):
+        pending = sorted(borrowers, key=lambda o: (rank[o.queue], o.key))
+        while pending:
+            if self.book.config.fair_sharing.enabled:
+                shares = {q: share_of(self.book, self.snap, self.state, q) for q in {o.queue for o in pending}}
+                op = min(pending, key=lambda o: (shares[o.queue], o.queue, o.key))
+            else:
+                op = pending[0]
+            pending.remove(op)
             verdict = evaluate(op, self.snap, allow_borrow=True)
             if not self._decide(op, verdict):
                 self._keep_waiting(op, verdict)
-        return self.decisions
 
     def priority(self, op: OpRecord) -> float:
         q = self.book.queues.get(op.queue)
         if q is None:
             return float(op.priority)
-        return aging.effective(op.priority, op.submitted_at, self.now, q.aging.per_minute, q.aging.cap)
+        return aging.effective(op.priority, op.since, self.now, q.aging.per_minute, q.aging.cap)
 
     def _nominated(self) -> None:
         for op_id in sorted(self.state.nominated, key=lambda i: self.state.ops[i].key):
             op, victims = self.state.ops[op_id], self.state.nominated[op_id]
             if op.status != Status.QUEUED:
-                del self.state.nominated[op_id]
+                self.state.drop_nomination(op_id)
             elif victims:
                 op.blocked = [PendingReason(code="waiting_for_victims", message=(
                     f"waiting for {len(victims)} preempted op(s) to terminate: {', '.join(sorted(victims))}"))]
-            elif not self._decide(op, evaluate(op, self.snap, allow_borrow=True)):
-                del self.state.nominated[op_id]  # the room went elsewhere: back to the normal order
+            else:
+                self.snap.release_held(op_id)
+                if not self._decide(op, evaluate(op, self.snap, allow_borrow=True)):
+                    self.state.drop_nomination(op_id)  # still no room: back to the normal order
 
     def _walk_queue(self, queue: str, borrowers: list[OpRecord]) -> None:
         kept: list[tuple[OpRecord, Verdict]] = []
@@ -96,7 +112,7 @@ class Cycle:
         if self.plans_left <= 0 or not preemption.worth_trying([r.code for r in verdict.reasons]):
             return
         self.plans_left -= 1
-        priority = self.priority(op)
+        priority = float(op.priority)  # base priority: aging orders the queue, it never preempts
         victims = preemption.plan(op, self.snap, preemption.candidates(op, priority, self.state, self.snap, self.now))
         if not victims:
             return

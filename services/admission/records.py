@@ -61,10 +61,27 @@ class OpRecord:
     preempted_by: str | None = None  # a preemption of this attempt was requested by this op
     not_before: datetime | None = None  # back-off after an eviction
     preemptions: int = 0
+    queued_at: datetime | None = None  # when it (re-)entered its queue: order and aging start here
+
+    @property
+    def since(self) -> datetime:
+        return self.queued_at or self.submitted_at
 
     @property
     def key(self) -> tuple:
         return sort_key(self.priority, self.submitted_at, self.op_id)
+
+
+@dataclass(frozen=True)
+class Ghost:
+    """What a preempted victim held, kept for its preemptor until the preemptor is admitted."""
+
+    queue: str
+    flavors: dict
+    request: dict
+    pods: list
+    node: str | None
+    estimate: float
 
 
 @dataclass

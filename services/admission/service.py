@@ -103,7 +103,7 @@ class Admission:
             except Exception as exc:  # noqa: BLE001 - forget this and every later assumption
                 self.service.log.warning("publish_failed", op_id=decision.op_id, error=repr(exc))
                 for unpublished in decisions[index:]:
-                    self.state.unassume(unpublished.op_id, now)
+                    self.state.unassume(unpublished.op_id, now, type(unpublished))
                 self.wake.set()
                 await asyncio.sleep(0.2)
                 return

@@ -10,6 +10,7 @@ from datetime import datetime
 from services.admission.policies.capacity import Capacity
 from services.admission.policies.quota import Usage
 from services.admission.queues import Book
+from services.admission.records import Ghost
 from services.admission.state import AdmissionState, OpRecord, active_ops
 
 
@@ -23,6 +24,7 @@ class Snapshot:
     usage: Usage = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
     starved: set[str] = field(default_factory=set)  # queues with ops waiting for their own lent quota
     placed: dict[str, list[str]] = field(default_factory=dict)  # op -> node of each pod (as assumed)
+    held: dict[str, list[Ghost]] = field(default_factory=dict)  # preemptor -> room held for it
 
     @classmethod
     def build(cls, state: AdmissionState, book: Book, now: datetime | None = None) -> "Snapshot":
@@ -39,7 +41,25 @@ class Snapshot:
             nodes = snap.capacity.place(op.pods, selector_of(op), tolerations_of(op)) or []
             snap.placed[op.op_id] = nodes
             snap.capacity.take_all(nodes, op.pods)
+        for preemptor, ghosts in state.ghosts.items():
+            for ghost in ghosts:
+                snap._hold(ghost, +1)
+            snap.held[preemptor] = list(ghosts)
         return snap
+
+    def _hold(self, ghost: Ghost, sign: int) -> None:
+        """Room a preempted victim left, held for its preemptor (as if the victim still ran)."""
+        self.running[ghost.queue] += sign
+        self.cost_used[ghost.queue] += sign * ghost.estimate
+        for resource, flavor in ghost.flavors.items():
+            self.usage[ghost.queue][(resource, flavor)] += sign * ghost.request.get(resource, 0.0)
+        if ghost.node and len(ghost.pods) == 1:
+            (self.capacity.take if sign > 0 else self.capacity.give_back)(ghost.node, ghost.pods[0])
+
+    def release_held(self, preemptor: str) -> None:
+        """Give the preemptor the room held for it, just before it is evaluated."""
+        for ghost in self.held.pop(preemptor, []):
+            self._hold(ghost, -1)
 
     def _count(self, op: OpRecord, sign: int) -> None:
         self.running[op.queue] += sign

@@ -3,6 +3,7 @@ within an attempt a status never moves backwards; a preemption or eviction ends 
 queues the op again for the next one. Replaying the stream rebuilds the state exactly."""
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta, timezone
 
 from proto.cluster import ClusterEvent, NodeObserved
@@ -13,7 +14,8 @@ from proto.events import (
 )
 from proto.resources import requested
 from services.admission.policies.capacity import NodeInfo
-from services.admission.records import OpRecord, QueueState, Status
+from services.admission.records import Ghost, OpRecord, QueueState, Status
+from services.admission.usage_history import UsageHistory
 
 __all__ = ["AdmissionState", "OpRecord", "QueueState", "Status", "active_ops"]
 
@@ -25,7 +27,9 @@ class AdmissionState:
         self.cache_hits: list[str] = []  # ops to finish from the cache
         self.nodes: dict[str, NodeInfo] = {}  # the cluster as the dispatcher reports it
         self.nominated: dict[str, set[str]] = {}  # preemptor -> victims whose pods are not gone yet
+        self.ghosts: dict[str, list[Ghost]] = {}  # preemptor -> what its gone victims held (held for it)
         self.aging: dict[str, tuple[float, float]] = {}  # queue -> (per minute, cap), from the config
+        self.usage_history = UsageHistory()  # for usage-history fair sharing (not replayed: it decays)
 
     def configure_aging(self, aging: dict[str, tuple[float, float]], now: datetime) -> None:
         self.aging = dict(aging)
@@ -42,7 +46,8 @@ class AdmissionState:
         q = self.queues.get(name)
         if q is None:
             q = self.queues[name] = QueueState()
-            q.pending.per_minute, q.pending.cap = self.aging.get(name, (0.0, 0.0))
+            per_minute, cap = self.aging.get(name, (0.0, 0.0))
+            q.pending.per_minute, q.pending.cap = per_minute, math.inf if cap is None else cap
         return q
 
     def apply(self, event: Event) -> bool:
@@ -97,7 +102,7 @@ class AdmissionState:
 
     def _enqueue(self, op: OpRecord, now: datetime | None = None) -> None:
         op.status = Status.QUEUED
-        self.queue(op.queue).pending.push(op.op_id, op.priority, op.submitted_at, now)
+        self.queue(op.queue).pending.push(op.op_id, op.priority, op.since, now)
 
     def _lifecycle(self, op: OpRecord, e: Event) -> bool:
         status = _STATUS_OF.get(type(e))
@@ -125,7 +130,11 @@ class AdmissionState:
         op.node_selector, op.tolerations = dict(e.node_selector), list(e.tolerations)
         op.admitted_at, op.running_since, op.node, op.preempted_by = e.at, None, None, None
         op.admitted_priority = e.effective_priority
-        self.nominated.pop(op.op_id, None)
+        self.drop_nomination(op.op_id)
+
+    def drop_nomination(self, preemptor: str) -> None:
+        self.nominated.pop(preemptor, None)
+        self.ghosts.pop(preemptor, None)
 
     def _set_active(self, op: OpRecord, active: bool) -> None:
         q = self.queue(op.queue)
@@ -147,7 +156,11 @@ class AdmissionState:
         """The attempt was taken away (not the op's fault): queue the op for its next attempt."""
         if e.attempt != op.attempt or not op.status.active:
             return False
+        if isinstance(e, OperationPreempted) and e.preemptor in self.nominated:
+            self.ghosts.setdefault(e.preemptor, []).append(
+                Ghost(op.queue, dict(op.flavors), dict(op.request), list(op.pods), op.node, op.estimate))
         self._set_active(op, False)
+        op.queued_at = e.at  # back of the line among equals, as Kueue requeues at eviction time
         if isinstance(e, OperationPreempted):
             op.preempted_at, op.preemptions = e.at, op.preemptions + 1
         else:
@@ -160,11 +173,19 @@ class AdmissionState:
         self._enqueue(op, e.at)
         return True
 
-    def unassume(self, op_id: str, now: datetime | None = None) -> None:
-        """Forget a decision whose publish failed: an admitted op is queued again, a cache hit
-        waits to be finished again, a requested preemption is forgotten."""
+    def unassume(self, op_id: str, now: datetime | None = None, kind: type | None = None) -> None:
+        """Forget a decision whose publish failed: a requested preemption is forgotten, an admitted
+        op is queued again, a cache hit waits to be finished again."""
         op = self.ops[op_id]
-        if op.status == Status.ADMITTED:
+        if kind is PreemptRequested or (kind is None and op.status.active and op.preempted_by is not None):
+            if op.preempted_by is not None:
+                victims = self.nominated.get(op.preempted_by)
+                if victims is not None:
+                    victims.discard(op_id)
+                    if not victims and not self.ghosts.get(op.preempted_by):
+                        self.drop_nomination(op.preempted_by)
+                op.preempted_by = None
+        elif op.status == Status.ADMITTED:
             self._set_active(op, False)
             self.queue(op.queue).waiting += 1
             self._enqueue(op, now)
@@ -175,13 +196,10 @@ class AdmissionState:
             op.status = Status.PENDING
             self.queue(op.queue).waiting += 1
             self.cache_hits.append(op_id)
-        elif op.status.active and op.preempted_by is not None:
-            self.nominated.get(op.preempted_by, set()).discard(op_id)
-            op.preempted_by = None
 
     def requeue(self, op: OpRecord, now: datetime | None = None) -> None:
         """Put back an op popped by a cycle that could not admit it."""
-        self.queue(op.queue).pending.push(op.op_id, op.priority, op.submitted_at, now)
+        self.queue(op.queue).pending.push(op.op_id, op.priority, op.since, now)
 
     def pop_next(self, queue: str, now: datetime | None = None) -> OpRecord | None:
         """The head of a queue's order (skipping entries that are no longer queued)."""

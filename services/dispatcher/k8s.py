@@ -72,6 +72,22 @@ class Kube:
             if exc.status != 409:  # 409: created meanwhile (another replica, another op)
                 raise
 
+    async def annotate_pod(self, name: str, namespace: str, annotations: dict[str, str]) -> bool:
+        """Merge ``annotations`` into the pod's; False if the pod does not exist."""
+        body = {"metadata": {"annotations": annotations}}
+        try:
+            await asyncio.to_thread(self.core.patch_namespaced_pod, name, namespace, body,
+                                    _content_type="application/merge-patch+json", _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def pod_names(self, namespace: str, selector: str) -> list[str]:
+        result = await asyncio.to_thread(self.core.list_namespaced_pod, namespace, label_selector=selector)
+        return [pod.metadata.name for pod in result.items]
+
     async def delete_pod(self, name: str, namespace: str, grace_s: int) -> bool:
         try:
             await asyncio.to_thread(self.core.delete_namespaced_pod, name, namespace,

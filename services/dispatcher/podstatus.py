@@ -1,12 +1,15 @@
-"""Translate a pod's status into the lifecycle event it means (pure; no API calls)."""
+"""Translate a pod into what the dispatcher knows about it (pure; no API calls)."""
 from __future__ import annotations
 
 from datetime import datetime
 
 from kubernetes.client import V1Pod
 
-from proto.events import Event, OperationFailed, OperationRunning, OperationSucceeded
-from services.dispatcher.podspec import LABEL_ATTEMPT, LABEL_OP
+from proto.events import Event
+from services.dispatcher.gang import PodView, assess
+from services.dispatcher.podspec import (
+    LABEL_ATTEMPT, LABEL_GANG_SIZE, LABEL_OP, LABEL_REPLICA, MAIN_REPLICA, RELEASE_ANNOTATIONS,
+)
 
 
 def op_of(pod: V1Pod) -> tuple[str, int] | None:
@@ -19,22 +22,34 @@ def op_of(pod: V1Pod) -> tuple[str, int] | None:
         return labels[LABEL_OP], 0
 
 
-def event_for(pod: V1Pod, now: datetime) -> Event | None:
-    """The event a pod's current phase means, or None (pending, or being deleted by someone)."""
+def view_of(pod: V1Pod, *, gone: bool = False) -> PodView | None:
+    """The pod as one member of its attempt; None for a pod no op owns. Pods created before gangs
+    existed (no replica or gang-size label) are the main pod of a gang of one."""
     ident = op_of(pod)
-    if ident is None or pod.metadata.deletion_timestamp is not None:
+    if ident is None:
         return None
-    op_id, attempt = ident
+    meta, labels = pod.metadata, pod.metadata.labels or {}
     phase = pod.status.phase if pod.status else None
-    base = dict(op_id=op_id, at=now, attempt=attempt, pod_name=pod.metadata.name, node=pod.spec.node_name)
-    if phase == "Running":
-        return OperationRunning(**base)
-    if phase == "Succeeded":
-        return OperationSucceeded(**base)
-    if phase == "Failed":
-        reason, message, code = failure_of(pod)
-        return OperationFailed(**base, reason=reason, message=message, exit_code=code)
-    return None
+    annotations = {k: v for k, v in (meta.annotations or {}).items() if k in RELEASE_ANNOTATIONS}
+    return PodView(
+        name=meta.name, namespace=meta.namespace or "", op_id=ident[0], attempt=ident[1],
+        replica=labels.get(LABEL_REPLICA, MAIN_REPLICA), gang_size=_size(labels.get(LABEL_GANG_SIZE)),
+        phase=phase, node=pod.spec.node_name if pod.spec else None, created=meta.creation_timestamp,
+        deleting=meta.deletion_timestamp is not None, gone=gone, annotations=annotations,
+        failure=failure_of(pod) if phase == "Failed" else None)
+
+
+def _size(value: str | None) -> int:
+    try:
+        return max(1, int(value)) if value is not None else 1
+    except ValueError:
+        return 1
+
+
+def event_for(pod: V1Pod, now: datetime) -> Event | None:
+    """The event a single pod's current phase means, or None (pending, or being deleted by someone)."""
+    view = view_of(pod)
+    return None if view is None else assess([view], None, now)
 
 
 def failure_of(pod: V1Pod) -> tuple[str, str, int | None]:

@@ -1,35 +1,51 @@
-"""Watch the pods opsched created and publish what happens to them.
+"""Watch the pods opsched created and publish what happens to their attempts.
 
 A thread runs list+watch (the official client blocks) and hands each event to the event loop,
 which publishes it with ``Nats-Msg-Id = <op>.<type>.<attempt>`` (a re-list after a restart
 re-reports states; JetStream and the admission fold both drop the duplicates).
+
+Pods are grouped by attempt (labels op id + attempt); ``gang.assess`` says what an attempt means.
+A deleted pod is kept (``gone``) until its whole attempt is gone, so a preempted attempt is
+reported once its last pod is deleted. When an attempt fails, the rest of its gang is released
+(annotated, then deleted with the grace period) so that it frees its GPUs.
+
+Preemptions asked for but not yet reported are remembered (seeded from the stream at start): if a
+list finds none of their pods, they were all deleted while nobody watched, and they are reported.
 """
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import dataclasses
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 from kubernetes.client import CoreV1Api, V1Pod
 
 from proto import codec
-from proto.events import Event, OperationFailed
+from proto.events import Event, OperationFailed, OperationPreempted, PreemptRequested
+from services.dispatcher.gang import GANG_FAILED, AttemptKey, PodView, all_gone, assess
 from services.dispatcher.listwatch import ListWatch
-from services.dispatcher.podspec import SELECTOR
-from services.dispatcher.podstatus import event_for, op_of
+from services.dispatcher.podspec import ANNOTATION_EVICTED, SELECTOR
+from services.dispatcher.podstatus import view_of
 from services.runtime.clock import Clock
 
-Publish = Callable[[Event], Awaitable[None]]
+Publish = Callable[[Event], Awaitable[Any]]
+Free = Callable[[list[PodView], dict[str, str]], Awaitable[Any]]  # release pods: (pods, annotations)
 
 
 class PodWatcher(ListWatch):
     name = "pod_watch"
 
-    def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log) -> None:
+    def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log, free: Free | None = None) -> None:
         super().__init__(log)
         self.core = core
         self.publish = publish
         self.clock = clock
-        self.reported: dict[str, str] = {}  # pod name -> type of the last event published
-        self.stopping: set[str] = set()  # pods this dispatcher is deleting on purpose
+        self.free = free
+        self.lock = threading.Lock()  # the thread and the loop (handlers, gang checks) share what follows
+        self.attempts: dict[AttemptKey, dict[str, PodView]] = {}  # pods seen, per attempt
+        self.reported: dict[AttemptKey, str] = {}  # attempt -> type of the last event published
+        self.preempting: dict[AttemptKey, PreemptRequested] = {}  # asked for, not yet reported
 
     def list_call(self):
         return self.core.list_pod_for_all_namespaces
@@ -37,23 +53,82 @@ class PodWatcher(ListWatch):
     def watch_kwargs(self) -> dict:
         return {"label_selector": SELECTOR}
 
+    # ---- pods -----------------------------------------------------------------------------------
     def observe(self, kind: str, pod: V1Pod) -> None:
-        name = pod.metadata.name
-        event = self._deleted(pod) if kind == "DELETED" else event_for(pod, self.clock.now())
-        if kind == "DELETED":
-            self.stopping.discard(name)
-        if event is None or self.reported.get(name) == codec.type_of(event):
-            return
-        if self.run_on_loop(self.publish(event), f"op {event.op_id}"):
-            self.reported[name] = codec.type_of(event)
+        view = view_of(pod, gone=kind == "DELETED")
+        if view is not None:
+            self.apply(view)
 
-    def _deleted(self, pod: V1Pod) -> Event | None:
-        """A pod deleted by someone else before it ended: the attempt failed."""
-        name = pod.metadata.name
-        ident = op_of(pod)
-        if ident is None or name in self.stopping or self.reported.get(name) in ("succeeded", "failed"):
-            return None
-        op_id, attempt = ident
-        return OperationFailed(op_id=op_id, at=self.clock.now(), attempt=attempt, pod_name=name,
-                               node=pod.spec.node_name, reason="PodDeleted",
-                               message="the pod was deleted before it finished")
+    def apply(self, view: PodView) -> None:
+        """Record one pod's state and publish what its attempt now means (at most once per type)."""
+        with self.lock:
+            pods = self.attempts.setdefault(view.key, {})
+            pods[view.name] = view
+            views = list(pods.values())
+            reported = self.reported.get(view.key)
+            if all_gone(views):  # nothing more can happen to this attempt
+                self.attempts.pop(view.key, None)
+                self.reported.pop(view.key, None)
+        event = assess(views, reported, self.clock.now())
+        if event is not None and codec.type_of(event) != reported:
+            self._report(view.key, event, views)
+
+    def _report(self, key: AttemptKey, event: Event, views: list[PodView]) -> None:
+        if not self.run_on_loop(self.publish(event), f"op {event.op_id}"):
+            return  # the next change or re-list retries
+        with self.lock:
+            if key in self.attempts:
+                self.reported[key] = codec.type_of(event)
+            if isinstance(event, OperationPreempted):
+                self.preempting.pop(key, None)
+        if isinstance(event, OperationFailed):
+            self._free_rest(views)
+
+    def _free_rest(self, views: list[PodView]) -> None:
+        """A failed gang frees its GPUs: its pods still starting or running are released."""
+        rest = [v for v in views if not v.gone and not v.deleting and v.phase not in ("Succeeded", "Failed")]
+        if rest and self.free is not None:
+            self.run_on_loop(self.free(rest, {ANNOTATION_EVICTED: GANG_FAILED}), f"gang of {rest[0].op_id}")
+
+    def listed(self, items: list[V1Pod], resource_version: str) -> None:
+        """After a (re-)list: pods known but no longer listed were deleted meanwhile."""
+        listed = {(p.metadata.namespace, p.metadata.name) for p in items}
+        with self.lock:
+            vanished = [v for pods in self.attempts.values() for v in pods.values()
+                        if not v.gone and (v.namespace, v.name) not in listed]
+        for view in vanished:
+            self.apply(dataclasses.replace(view, gone=True))
+        self._report_orphan_preemptions(items)
+
+    # ---- preemptions ----------------------------------------------------------------------------
+    def expect_preemption(self, request: PreemptRequested) -> None:
+        with self.lock:
+            self.preempting[(request.op_id, request.attempt)] = request
+
+    def preemption_reported(self, key: AttemptKey) -> None:
+        with self.lock:
+            self.preempting.pop(key, None)
+
+    def seed_preemptions(self, requested: Iterable[PreemptRequested],
+                         reported: Iterable[OperationPreempted]) -> None:
+        """The preemptions on the stream whose ``preempted`` is not."""
+        done = {(e.op_id, e.attempt) for e in reported}
+        for request in requested:
+            if (request.op_id, request.attempt) not in done:
+                self.expect_preemption(request)
+
+    def _report_orphan_preemptions(self, items: list[V1Pod]) -> None:
+        keys = {view.key for view in map(view_of, items) if view is not None}
+        with self.lock:
+            orphans = [r for k, r in self.preempting.items() if k not in keys and k not in self.attempts]
+        for r in orphans:
+            event = OperationPreempted(op_id=r.op_id, at=self.clock.now(), attempt=r.attempt,
+                                       preemptor=r.preemptor, reason=r.reason, message=r.message)
+            self._report((r.op_id, r.attempt), event, [])
+
+    # ---- for the gang checks ----------------------------------------------------------------------
+    def gangs(self) -> list[list[PodView]]:
+        """The pods of every attempt of more than one pod (a snapshot)."""
+        with self.lock:
+            return [list(pods.values()) for pods in self.attempts.values()
+                    if any(v.gang_size > 1 for v in pods.values())]

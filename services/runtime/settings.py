@@ -27,3 +27,8 @@ class Settings(BaseSettings):
     kubeconfig: Path | None = Field(None, validation_alias=AliasChoices("KUBECONFIG", "OPSCHED_KUBECONFIG"))
     namespace: str = "opsched"
     dispatcher_mode: Literal["kubernetes", "null"] = "kubernetes"
+    stop_grace_s: int = Field(30, ge=0, description="grace period of pods deleted by a stop or a gang release")
+    preempt_grace_s: int = Field(30, ge=0, description="grace period of preempted pods (SIGTERM, then time to checkpoint)")
+    gang_timeout_s: float = Field(120.0, gt=0, description="a gang not all Running this long after its main pod was created is evicted")
+    gang_backoff_base_s: float = Field(10.0, ge=0, description="an evicted gang waits base * 2**attempt seconds ...")
+    gang_backoff_max_s: float = Field(300.0, ge=0, description="... at most this long, before it may be admitted again")

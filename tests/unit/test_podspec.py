@@ -8,8 +8,9 @@ import pytest
 
 from services.dispatcher.gpu_accounting import violations
 from services.dispatcher.podspec import (
-    ANNOTATION_FLAVORS, ANNOTATION_NAME, LABEL_ATTEMPT, LABEL_BORROWING, LABEL_OP, LABEL_QUEUE, MANAGED_BY,
-    MANAGER, build_pod,
+    ANNOTATION_FLAVORS, ANNOTATION_NAME, ANNOTATION_PREEMPTED_BY, ANNOTATION_STOPPED, LABEL_ATTEMPT,
+    LABEL_BORROWING, LABEL_GANG_SIZE, LABEL_OP, LABEL_QUEUE, LABEL_REPLICA, MANAGED_BY, MANAGER, build_pod,
+    build_pods,
 )
 from tests.builders import GPU, GPU_PRODUCT, admitted, case, case_name, op
 
@@ -46,14 +47,25 @@ def test_labels_carry_op_id_queue_attempt_and_manager():
     pod = pod_of(op("train").label("team", "vision"), op_id="abc", attempt=3, queue="gpu-a")
     assert pod["metadata"]["labels"] == {
         "team": "vision", MANAGED_BY: MANAGER, LABEL_OP: "abc", LABEL_QUEUE: "gpu-a", LABEL_ATTEMPT: "3",
+        LABEL_REPLICA: "main", LABEL_GANG_SIZE: "1",
     }
     assert pod["metadata"]["annotations"][ANNOTATION_NAME] == "train"
 
 
 def test_a_user_label_cannot_override_the_scheduler_labels():
-    pod = pod_of(op().label(LABEL_OP, "someone-else").label(MANAGED_BY, "me"), op_id="abc")
+    pod = pod_of(op().label(LABEL_OP, "someone-else").label(MANAGED_BY, "me").label(LABEL_REPLICA, "x")
+                 .label(LABEL_GANG_SIZE, "9"), op_id="abc")
     assert pod["metadata"]["labels"][LABEL_OP] == "abc"
     assert pod["metadata"]["labels"][MANAGED_BY] == MANAGER
+    assert (pod["metadata"]["labels"][LABEL_REPLICA], pod["metadata"]["labels"][LABEL_GANG_SIZE]) == ("main", "1")
+
+
+def test_a_user_annotation_cannot_fake_a_release_by_the_dispatcher():
+    spec = op().build()
+    spec.environment.annotations = {ANNOTATION_PREEMPTED_BY: "someone", ANNOTATION_STOPPED: "true", "team": "a"}
+    annotations = build_pod(admitted(spec))["metadata"]["annotations"]
+    assert ANNOTATION_PREEMPTED_BY not in annotations and ANNOTATION_STOPPED not in annotations
+    assert annotations["team"] == "a"
 
 
 @pytest.mark.parametrize("c", [
@@ -243,3 +255,89 @@ def test_a_tpu_op_needs_the_tensorflow_version_annotation_and_keeps_it_on_the_po
     pod = build_pod(admitted(annotated, op_id="t1"))
     assert pod["metadata"]["annotations"]["tf-version.cloud-tpus.google.com"] == "2.12"
     assert pod["spec"]["containers"][0]["resources"]["limits"] == {"cloud-tpus.google.com/v2": "8"}
+
+
+# ---- gangs: the main pod plus replica groups ----------------------------------------------------
+
+def gang(**kw):
+    """A 1-GPU master with 2 workers (their own image and command) and 1 parameter server."""
+    from proto.spec import Container, ReplicaGroup, Resources
+
+    worker = Container(image="trainer:2", command=["python", "worker.py"],
+                       resources=Resources(limits={GPU: "1"}))
+    ps = Container(image="ps:1", name="ps", resources=Resources(requests={"cpu": "1"}))
+    spec = op("dist").gpus(1).label("team", "vision").toleration(**TAINT_GPU).build()
+    spec.replicas = [ReplicaGroup(name="worker", count=2, container=worker),
+                     ReplicaGroup(name="ps", count=1, container=ps)]
+    return msgspec.structs.replace(admitted(spec, op_id="g1", attempt=1, **kw),
+                                   node_selector={GPU_PRODUCT: "A100"}, tolerations=[TAINT_SPOT])
+
+
+def test_every_pod_of_a_gang_is_built_with_names_from_proto_naming():
+    from proto.naming import pod_names
+
+    event = gang()
+    pods = build_pods(event)
+    assert [p["metadata"]["name"] for p in pods] == pod_names("g1", 1, event.spec) == [
+        "op-g1-1", "op-g1-1-worker-0", "op-g1-1-worker-1", "op-g1-1-ps-0"]
+    assert pods[0] == build_pod(event)  # the main pod is the pod of a one-pod op, with its gang labels
+    assert build_pods(event) == pods
+
+
+def test_replica_pods_run_their_own_container():
+    pods = build_pods(gang())
+    images = [main_container(p)["image"] for p in pods]
+    assert images == ["python:3.11-slim", "trainer:2", "trainer:2", "ps:1"]
+    assert main_container(pods[1])["command"] == ["python", "worker.py"]
+    assert main_container(pods[1])["resources"] == {"limits": {GPU: "1"}, "requests": {GPU: "1"}}
+    assert main_container(pods[3]) == {"name": "ps", "image": "ps:1", "resources": {"requests": {"cpu": "1"}}}
+
+
+def test_replica_pods_share_the_main_pods_labels_annotations_and_placement():
+    pods = build_pods(gang())
+    for pod in pods:
+        assert pod["spec"]["nodeSelector"] == {GPU_PRODUCT: "A100"}
+        assert pod["spec"]["tolerations"] == [TAINT_GPU, TAINT_SPOT]
+        assert pod["metadata"]["annotations"] == pods[0]["metadata"]["annotations"]
+        labels = {k: v for k, v in pod["metadata"]["labels"].items() if k != LABEL_REPLICA}
+        assert labels == {k: v for k, v in pods[0]["metadata"]["labels"].items() if k != LABEL_REPLICA}
+        assert pod["metadata"]["labels"][LABEL_GANG_SIZE] == "4"
+        assert pod["metadata"]["labels"]["team"] == "vision"
+        assert pod["metadata"]["namespace"] == pods[0]["metadata"]["namespace"]
+    assert [p["metadata"]["labels"][LABEL_REPLICA] for p in pods] == ["main", "worker-0", "worker-1", "ps-0"]
+
+
+def test_a_single_pod_op_builds_one_pod():
+    (pod,) = build_pods(admitted(op().gpus(1).build(), op_id="solo"))
+    assert pod["metadata"]["name"] == "op-solo-0"
+    assert pod["metadata"]["labels"][LABEL_GANG_SIZE] == "1"
+
+
+@pytest.mark.parametrize("c", [
+    case("a replica with NVIDIA_VISIBLE_DEVICES bypasses gpu accounting",
+         container=dict(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]), says="NVIDIA_VISIBLE_DEVICES"),
+    case("a privileged replica sees every gpu",
+         container={"securityContext": {"privileged": True}}, says="privileged"),
+    case("a replica asking half a gpu",
+         container=dict(resources={"limits": {GPU: "0.5"}}), says="whole number"),
+    case("a replica requesting a gpu without a limit",
+         container=dict(resources={"requests": {GPU: "1"}}), says="without a limit"),
+], ids=case_name)
+def test_replica_containers_are_checked_for_gpu_accounting_too(c):
+    from proto.spec import Container, ReplicaGroup
+
+    spec = op().gpus(1).build()
+    spec.replicas = [ReplicaGroup(name="worker", count=2,
+                                  container=msgspec.convert({"image": "w", **c.container}, Container))]
+    problems = violations(spec)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("replica 'worker': ") and c.says in problems[0]
+
+
+def test_a_tpu_replica_needs_the_tensorflow_version_annotation():
+    from proto.spec import Container, ReplicaGroup, Resources
+
+    spec = op().build()
+    spec.replicas = [ReplicaGroup(name="tpu", container=Container(
+        image="t", resources=Resources(limits={"cloud-tpus.google.com/v2": "8"})))]
+    assert any("tf-version.cloud-tpus.google.com" in p for p in violations(spec))

@@ -9,11 +9,14 @@ the second once, when its cap time passes. Popping compares the two heads at the
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
 
-def effective(priority: int, submitted_at: datetime, now: datetime, per_minute: float, cap: float) -> float:
+def effective(priority: int, submitted_at: datetime, now: datetime, per_minute: float,
+              cap: float | None) -> float:
+    cap = math.inf if cap is None else cap
     if per_minute <= 0:
         return float(priority)
     waited_min = max(0.0, (now - submitted_at).total_seconds() / 60.0)
@@ -78,8 +81,9 @@ class PendingQueue:
         self._entries.pop(op_id, None)
         return op_id
 
-    def reconfigure(self, per_minute: float, cap: float, now: datetime) -> None:
+    def reconfigure(self, per_minute: float, cap: float | None, now: datetime) -> None:
         """New aging settings: re-file every waiting op (only on a configuration change)."""
+        cap = math.inf if cap is None else cap
         if (per_minute, cap) == (self.per_minute, self.cap):
             return
         entries = self._entries

@@ -10,9 +10,12 @@ from services.admission.queues import Book
 def queue_order(book: Book, snap, state) -> list[str]:
     if not book.config.fair_sharing.enabled:
         return list(book.order)
-    history = getattr(state, "usage_history", {})
+    return sorted(book.order, key=lambda q: (share_of(book, snap, state, q), q))
+
+
+def share_of(book: Book, snap, state, queue: str) -> float:
     weight = book.config.fair_sharing.history_weight
-    return sorted(book.order, key=lambda q: (-book.queues[q].priority, share(book, snap, q, history, weight), q))
+    return share(book, snap, queue, state.usage_history.levels() if weight else None, weight)
 
 
 def share(book: Book, snap, queue: str, history: dict | None = None, history_weight: float = 0.0) -> float:
