@@ -20,4 +20,16 @@ class StopOperation(Command, tag="stop", kw_only=True):
     reason: str = "stopped by user"
 
 
-COMMANDS: tuple[type[Command], ...] = (SubmitOperation, StopOperation)
+class ApproveOperation(Command, tag="approve", kw_only=True):
+    """Release an op held for approval (``isApproved: false`` or a queue's approval policy)."""
+
+    comment: str = ""
+
+
+class RejectOperation(Command, tag="reject", kw_only=True):
+    """Refuse an op held for approval: it ends ``rejected`` (reason ``approval_rejected``)."""
+
+    comment: str = ""
+
+
+COMMANDS: tuple[type[Command], ...] = (SubmitOperation, StopOperation, ApproveOperation, RejectOperation)

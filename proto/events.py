@@ -128,6 +128,42 @@ class OperationEvicted(Event, tag="evicted", kw_only=True):
     retry_after_s: float = 0.0
 
 
+class OperationOnHold(Event, tag="on_hold", kw_only=True):
+    """Held for approval before it is queued (``isApproved: false`` or a queue's approval policy)."""
+
+    reason: str  # "is_approved_false", "cost_above_threshold", "gpus_above_threshold"
+    message: str = ""
+
+
+class OperationApproved(Event, tag="approved", kw_only=True):
+    approved_by: str = ""
+    comment: str = ""
+
+
+class OperationSkipped(Event, tag="skipped", kw_only=True):
+    """Its ``conditions`` were false: it never runs."""
+
+    reason: str = "condition_false"
+    message: str = ""
+
+
+class RetryScheduled(Event, tag="retry_scheduled", kw_only=True):
+    """The attempt failed and ``termination.maxRetries`` allows another: the op goes back to its queue,
+    admitted again no sooner than ``retry_after_s`` from now, as attempt ``attempt + 1``."""
+
+    retry_after_s: float
+    reason: str
+    retries_used: int  # application failures so far (infrastructure failures do not count)
+
+
+class OperationTimedOut(Event, tag="timed_out", kw_only=True):
+    """Ran longer than ``termination.timeout``: killed, not retried."""
+
+    pod_name: str | None = None
+    node: str | None = None
+    message: str = ""
+
+
 class ErrorRaised(Event, tag="error", kw_only=True):
     """Bad input seen by a service. ``op_id`` is "-" (never a valid op id) when the input named no operation."""
 
@@ -142,9 +178,11 @@ EVENTS: tuple[type[Event], ...] = (
     OperationSubmitted, CostEstimated, CacheHit, CacheMissed, OperationAdmitted,
     OperationDispatched, OperationRunning, OperationSucceeded, OperationFailed,
     OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
-    OperationEvicted, ErrorRaised,
+    OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, OperationTimedOut,
+    ErrorRaised,
 )
-TERMINAL = (OperationSucceeded, OperationFailed, OperationRejected, OperationStopped)
+TERMINAL = (OperationSucceeded, OperationFailed, OperationRejected, OperationStopped, OperationSkipped,
+            OperationTimedOut)
 
 
 def event_type(cls: type[msgspec.Struct]) -> str:

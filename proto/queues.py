@@ -64,6 +64,21 @@ class Aging(Wire, kw_only=True, forbid_unknown_fields=True):
     cap: Annotated[float, msgspec.Meta(ge=0)] | None = None  # None: no cap
 
 
+class ApprovalPolicy(Wire, kw_only=True, forbid_unknown_fields=True):
+    """Hold an op for `opsched approve` when it would cost or use more than this (no peer has it)."""
+
+    cost_above: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    gpus_above: Annotated[float, msgspec.Meta(ge=0)] | None = None  # accelerators of all its pods
+
+
+class RetryBackoff(Wire, kw_only=True, forbid_unknown_fields=True):
+    """Delay before retry n (n = 1, 2, ...): min(max, base * factor ** (n - 1)) seconds."""
+
+    base_seconds: Annotated[float, msgspec.Meta(ge=0)] = 10.0
+    factor: Annotated[float, msgspec.Meta(ge=1)] = 2.0
+    max_seconds: Annotated[float, msgspec.Meta(ge=0)] = 600.0
+
+
 class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     name: str
     concurrency: PositiveInt | None = None  # None: unlimited
@@ -79,6 +94,7 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     preemption: Preemption = msgspec.field(default_factory=Preemption)
     aging: Aging = msgspec.field(default_factory=Aging)
     weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # fair-sharing weight within its cohort
+    approval: ApprovalPolicy = msgspec.field(default_factory=ApprovalPolicy)
 
 
 class FairSharing(Wire, kw_only=True, forbid_unknown_fields=True):
@@ -98,3 +114,4 @@ class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
     reject_unfittable: bool = True  # reject ops that no node could ever fit (once nodes are known)
     priority_classes: list[PriorityClass] = []
     fair_sharing: FairSharing = msgspec.field(default_factory=FairSharing)
+    retry_backoff: RetryBackoff = msgspec.field(default_factory=RetryBackoff)

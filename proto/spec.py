@@ -96,3 +96,5 @@ class OpSpec(Wire, kw_only=True):
     priority_class: str | None = None  # a named class from the queue config; not the pod's priorityClassName
     preemptible: bool = True
     replicas: list[ReplicaGroup] = []  # gang: admitted and started all-or-nothing with `container`
+    batch: str | None = None  # a group submitted together (e.g. a sweep)
+    batch_concurrency: int | None = None  # at most this many ops of the batch run at once

@@ -14,10 +14,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto.events import Event, OperationAdmitted, OperationRejected, OperationSucceeded, PreemptRequested
+from proto.events import (
+    Event, OperationAdmitted, OperationOnHold, OperationRejected, OperationSucceeded, PreemptRequested,
+    RetryScheduled,
+)
+from proto.failures import is_infrastructure
 from proto.naming import pod_name, pod_names
 from proto.queries import PendingReason
-from services.admission.policies import aging, preemption
+from services.admission.policies import aging, approval, preemption
+from services.admission.policies.retries import retry_delay
 from services.admission.policies.admit import ADMIT, BORROW, UNFITTABLE, WAIT, Verdict, evaluate
 from services.admission.policies.fairshare import queue_order, share_of
 from services.admission.queues import Book
@@ -41,6 +46,8 @@ class Cycle:
         if fair.enabled:
             self.state.usage_history.advance(self.now, self.snap.usage, fair.half_life_seconds)
         self._finish_cache_hits()
+        self._cleared()
+        self._retries()
         self._nominated()
         borrowers: list[OpRecord] = []
         for queue in queue_order(self.book, self.snap, self.state):
@@ -68,6 +75,33 @@ class Cycle:
         if q is None:
             return float(op.priority)
         return aging.effective(op.priority, op.since, self.now, q.aging.per_minute, q.aging.cap)
+
+    def _cleared(self) -> None:
+        """Ops whose gates just cleared: held for approval (an event) or queued (no event needed)."""
+        while self.state.cleared:
+            op = self.state.ops[self.state.cleared.pop(0)]
+            if op.status != Status.PENDING:
+                continue
+            hold = approval.hold_reason(op, self.book)
+            if hold is None:
+                self.state.enqueue_cleared(op, self.now)
+            else:
+                self._emit(OperationOnHold(op_id=op.op_id, at=self.now, attempt=op.attempt,
+                                           reason=hold[0], message=hold[1]))
+
+    def _retries(self) -> None:
+        while self.state.retrying:
+            op = self.state.ops[self.state.retrying.pop(0)]
+            if op.status != Status.RETRYING:
+                continue
+            infra = is_infrastructure(op.reason)
+            delay = retry_delay(self.book.config.retry_backoff, op.retries_used, infra)
+            self._emit(RetryScheduled(op_id=op.op_id, at=self.now, attempt=op.attempt, retry_after_s=delay,
+                                      reason=op.reason, retries_used=op.retries_used))
+
+    def _emit(self, event: Event) -> None:
+        self.state.apply(event)
+        self.decisions.append(event)
 
     def _nominated(self) -> None:
         for op_id in sorted(self.state.nominated, key=lambda i: self.state.ops[i].key):

@@ -2,39 +2,98 @@
 from __future__ import annotations
 
 from proto import subjects
-from proto.commands import StopOperation, SubmitOperation
-from proto.events import Event, OperationRejected, OperationStopped, OperationSubmitted, StopRequested
+import msgspec
+
+from proto.commands import ApproveOperation, RejectOperation, StopOperation, SubmitOperation
+from proto.events import (
+    Event, OperationApproved, OperationRejected, OperationSkipped, OperationStopped, OperationSubmitted,
+    StopRequested,
+)
+from proto.spec import OpSpec
+from services.admission.policies.conditions import ConditionError, evaluate, is_template
 from services.admission.policies.priority import UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
 from services.admission.queues import Book
-from services.admission.state import AdmissionState
+from services.admission.state import AdmissionState, Status
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 
 
-def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: Book) -> Event | None:
+def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: Book) -> Event | list[Event] | None:
     if not subjects.valid_token(cmd.op_id):
         raise InvalidInput("invalid_op_id", f"op id {cmd.op_id!r} must be lowercase letters, digits and dashes")
     if cmd.op_id in state.ops:
         ctx.log.info("duplicate_submit_ignored")
         return None
     now = ctx.clock.now()
-    queue = route(cmd.spec, book)
+    try:
+        spec, condition = render(cmd.spec)
+    except ConditionError as exc:
+        return OperationRejected(op_id=cmd.op_id, at=now, reason="invalid_condition", message=str(exc))
+    events = _submitted(cmd, spec, ctx, state, book)
+    if condition is False and isinstance(events[0], OperationSubmitted):
+        events.append(OperationSkipped(op_id=cmd.op_id, at=now, reason="condition_false",
+                                       message=f"conditions {cmd.spec.conditions.strip()} is false"))
+    return events[0] if len(events) == 1 else events
+
+
+def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: AdmissionState, book: Book) -> list[Event]:
+    now = ctx.clock.now()
+    queue = route(spec, book)
     config = book.queues.get(queue)
     if config is None:
-        return OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_queue",
-                                 message=f"unknown queue {queue!r}; known queues: {', '.join(book.names)}")
+        return [OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_queue",
+                                  message=f"unknown queue {queue!r}; known queues: {', '.join(book.names)}")]
     waiting = state.queue(queue).waiting
     if config.max_queued is not None and waiting >= config.max_queued:
-        return OperationRejected(op_id=cmd.op_id, at=now, reason="queue_full",
-                                 message=f"queue {queue} already holds {waiting} waiting ops (maxQueued "
-                                         f"{config.max_queued}); retry later or use another queue")
+        return [OperationRejected(op_id=cmd.op_id, at=now, reason="queue_full",
+                                  message=f"queue {queue} already holds {waiting} waiting ops (maxQueued "
+                                          f"{config.max_queued}); retry later or use another queue")]
     try:
-        priority = priority_of(cmd.spec, queue, book)
+        priority = priority_of(spec, queue, book)
     except UnknownPriorityClass as exc:
-        return OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_priority_class", message=str(exc))
-    return OperationSubmitted(op_id=cmd.op_id, at=now, spec=cmd.spec, queue=queue,
-                              submitted_at=now, priority=priority)
+        return [OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_priority_class", message=str(exc))]
+    return [OperationSubmitted(op_id=cmd.op_id, at=now, spec=spec, queue=queue, submitted_at=now, priority=priority)]
+
+
+def render(spec: OpSpec) -> tuple[OpSpec, bool | None]:
+    """Evaluate ``conditions`` and templated ``queue`` / node selector values over params and inputs."""
+    values = {**spec.inputs, **spec.params}
+    condition = bool(evaluate(spec.conditions, values)) if spec.conditions else None
+    queue = str(evaluate(spec.queue, values)) if is_template(spec.queue) else spec.queue
+    selector = {k: str(evaluate(v, values)) if is_template(v) else v
+                for k, v in spec.environment.node_selector.items()}
+    if queue == spec.queue and selector == spec.environment.node_selector:
+        return spec, condition
+    environment = msgspec.structs.replace(spec.environment, node_selector=selector)
+    return msgspec.structs.replace(spec, queue=queue, environment=environment), condition
+
+
+def on_approve(cmd: ApproveOperation, ctx: Context, state: AdmissionState) -> Event | None:
+    op = _known(cmd.op_id, state)
+    if op.status.terminal or op.approved:
+        return None
+    return OperationApproved(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt,
+                             approved_by=cmd.requested_by, comment=cmd.comment)
+
+
+def on_reject(cmd: RejectOperation, ctx: Context, state: AdmissionState) -> Event | None:
+    op = _known(cmd.op_id, state)
+    if op.status.terminal:
+        return None
+    if op.status not in (Status.ON_HOLD, Status.PENDING):
+        raise InvalidInput("not_on_hold", f"cannot reject {op.op_id}: it is {op.status.name.lower()}, not on hold; "
+                                          f"use stop", op_id=op.op_id)
+    who = f" by {cmd.requested_by}" if cmd.requested_by else ""
+    return OperationRejected(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt, reason="approval_rejected",
+                             message=f"rejected{who}" + (f": {cmd.comment}" if cmd.comment else ""))
+
+
+def _known(op_id: str, state: AdmissionState):
+    op = state.ops.get(op_id)
+    if op is None:
+        raise InvalidInput("unknown_op", f"no such operation {op_id!r}", op_id=op_id)
+    return op
 
 
 def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | None:

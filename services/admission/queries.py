@@ -22,6 +22,11 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
     elif op.status == Status.QUEUED:
         answer.position, answer.queued_total = _position(state, book, op, now)
         answer.reasons = _queued_reasons(state, book, op, answer.position, now)
+    elif op.status == Status.ON_HOLD:
+        answer.reasons = [PendingReason(code="on_hold", message=op.reason_message or op.reason)]
+    elif op.status == Status.RETRYING:
+        answer.reasons = [PendingReason(code="retrying", message=f"attempt {op.attempt} failed ({op.reason}); "
+                                                                  "its retry is being scheduled")]
     elif op.status.active and op.preempted_by:
         answer.reasons = [PendingReason(code="being_preempted", message=(
             f"being preempted by {op.preempted_by}; its pods are terminating"))]
@@ -29,6 +34,9 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
 
 
 def _gate_reasons(op: OpRecord) -> list[PendingReason]:
+    if op.cost_known and op.cache_known:
+        return [PendingReason(code="next_cycle", message="its estimate and cache answer are in; the next cycle "
+                                                         "queues it")]
     out = []
     if not op.cost_known:
         out.append(PendingReason(code="waiting_cost_estimate", message="waiting for the cost service's estimate"))

@@ -12,14 +12,18 @@ from services.admission.policies.ordering import sort_key
 
 class Status(IntEnum):
     PENDING = 0  # waiting for gates (cost estimate, cache answer)
-    QUEUED = 1  # gates cleared, waiting for a slot
-    ADMITTED = 2
-    DISPATCHED = 3
-    RUNNING = 4
+    ON_HOLD = 1  # waiting for approval
+    QUEUED = 2  # gates cleared, waiting for a slot
+    ADMITTED = 3
+    DISPATCHED = 4
+    RUNNING = 5
+    RETRYING = 6  # an attempt failed; the next one is scheduled
     SUCCEEDED = 10
     FAILED = 11
     REJECTED = 12
     STOPPED = 13
+    SKIPPED = 14
+    TIMED_OUT = 15
 
     @property
     def active(self) -> bool:
@@ -62,6 +66,11 @@ class OpRecord:
     not_before: datetime | None = None  # back-off after an eviction
     preemptions: int = 0
     queued_at: datetime | None = None  # when it (re-)entered its queue: order and aging start here
+    approved: bool = False  # an approve command arrived
+    reason_message: str = ""
+    retries_used: int = 0  # own (application) failures so far
+    infra_failures: int = 0
+    attempts: list = field(default_factory=list)  # (attempt, how it ended, reason) per finished attempt
 
     @property
     def since(self) -> datetime:

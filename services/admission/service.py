@@ -7,7 +7,7 @@ import asyncio
 import msgspec
 
 from proto import codec, subjects
-from proto.commands import StopOperation, SubmitOperation
+from proto.commands import ApproveOperation, RejectOperation, StopOperation, SubmitOperation
 from proto.config import QueuesConfigured, SetQueues
 from proto.queries import QueuesRequest, WhyRequest
 from proto.queues import QueuesConfig
@@ -126,6 +126,14 @@ def build(settings: Settings, clock=None) -> Service:
     @service.on(sub, StopOperation)
     async def stop(cmd: StopOperation, ctx: Context):
         return handlers.on_stop(cmd, ctx, admission.state)
+
+    @service.on(sub, ApproveOperation)
+    async def approve(cmd: ApproveOperation, ctx: Context):
+        return handlers.on_approve(cmd, ctx, admission.state)
+
+    @service.on(sub, RejectOperation)
+    async def reject(cmd: RejectOperation, ctx: Context):
+        return handlers.on_reject(cmd, ctx, admission.state)
 
     @service.on(sub, SetQueues)
     async def set_queues(cmd: SetQueues, ctx: Context) -> QueuesConfigured:

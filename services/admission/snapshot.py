@@ -25,6 +25,7 @@ class Snapshot:
     starved: set[str] = field(default_factory=set)  # queues with ops waiting for their own lent quota
     placed: dict[str, list[str]] = field(default_factory=dict)  # op -> node of each pod (as assumed)
     held: dict[str, list[Ghost]] = field(default_factory=dict)  # preemptor -> room held for it
+    batch_running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     @classmethod
     def build(cls, state: AdmissionState, book: Book, now: datetime | None = None) -> "Snapshot":
@@ -63,6 +64,8 @@ class Snapshot:
 
     def _count(self, op: OpRecord, sign: int) -> None:
         self.running[op.queue] += sign
+        if op.spec.batch:
+            self.batch_running[op.spec.batch] += sign
         self.cost_used[op.queue] += sign * op.estimate
         for resource, flavor in op.flavors.items():
             self.usage[op.queue][(resource, flavor)] += sign * op.request.get(resource, 0.0)

@@ -10,8 +10,10 @@ from proto.cluster import ClusterEvent, NodeObserved
 from proto.events import (
     CacheHit, CacheMissed, CostEstimated, Event, OperationAdmitted, OperationDispatched, OperationEvicted,
     OperationFailed, OperationPreempted, OperationRejected, OperationRunning, OperationStopped,
-    OperationSubmitted, OperationSucceeded, PreemptRequested,
+    OperationSubmitted, OperationSucceeded, PreemptRequested, OperationOnHold, OperationApproved,
+    OperationSkipped, OperationTimedOut, RetryScheduled,
 )
+from proto.failures import is_infrastructure, will_retry
 from proto.resources import requested
 from services.admission.policies.capacity import NodeInfo
 from services.admission.records import Ghost, OpRecord, QueueState, Status
@@ -28,6 +30,8 @@ class AdmissionState:
         self.nodes: dict[str, NodeInfo] = {}  # the cluster as the dispatcher reports it
         self.nominated: dict[str, set[str]] = {}  # preemptor -> victims whose pods are not gone yet
         self.ghosts: dict[str, list[Ghost]] = {}  # preemptor -> what its gone victims held (held for it)
+        self.cleared: list[str] = []  # gates just cleared: the cycle queues or holds them
+        self.retrying: list[str] = []  # a failed attempt to retry: the cycle schedules it
         self.aging: dict[str, tuple[float, float]] = {}  # queue -> (per minute, cap), from the config
         self.usage_history = UsageHistory()  # for usage-history fair sharing (not replayed: it decays)
 
@@ -61,8 +65,12 @@ class AdmissionState:
             return self._gate(op, event)
         if isinstance(event, PreemptRequested):
             return self._preempt_requested(op, event)
-        if isinstance(event, (OperationPreempted, OperationEvicted)):
+        if isinstance(event, (OperationPreempted, OperationEvicted, RetryScheduled)):
             return self._attempt_over(op, event)
+        if isinstance(event, (OperationOnHold, OperationApproved)):
+            return self._approval(op, event)
+        if isinstance(event, OperationFailed):
+            return self._failed(op, event)
         return self._lifecycle(op, event)
 
     def _submitted(self, e: OperationSubmitted) -> bool:
@@ -97,7 +105,41 @@ class AdmissionState:
             self.cache_hits.append(op.op_id)
             return True
         if op.cost_known and op.cache_known and op.cache_hit_of is None:
+            self.cleared.append(op.op_id)  # the cycle queues it, or holds it for approval
+        return True
+
+    def _approval(self, op: OpRecord, e: OperationOnHold | OperationApproved) -> bool:
+        if isinstance(e, OperationOnHold):
+            if op.status != Status.PENDING:
+                return False
+            op.status, op.reason, op.reason_message = Status.ON_HOLD, e.reason, e.message
+            return True
+        if op.approved:
+            return False
+        op.approved = True
+        if op.status == Status.ON_HOLD:
             self._enqueue(op, e.at)
+        return True
+
+    def enqueue_cleared(self, op: OpRecord, now: datetime) -> None:
+        """Gates cleared and no approval needed: into its queue's order."""
+        if op.status == Status.PENDING:
+            self._enqueue(op, now)
+
+    def _failed(self, op: OpRecord, e: OperationFailed) -> bool:
+        """A failed attempt: retried (not final) when the failure allows it, else the op failed."""
+        if op.status.terminal:
+            return False
+        if not op.status.active or not will_retry(e.reason, op.spec.termination.max_retries, op.retries_used, op.infra_failures):
+            return self._lifecycle(op, e)
+        if is_infrastructure(e.reason):
+            op.infra_failures += 1
+        else:
+            op.retries_used += 1
+        self._set_active(op, False)
+        op.status, op.reason, op.node = Status.RETRYING, e.reason, e.node or op.node
+        op.attempts.append((op.attempt, "failed", e.reason))
+        self.retrying.append(op.op_id)
         return True
 
     def _enqueue(self, op: OpRecord, now: datetime | None = None) -> None:
@@ -152,10 +194,13 @@ class AdmissionState:
         self.nominated.setdefault(e.preemptor, set()).add(op.op_id)
         return True
 
-    def _attempt_over(self, op: OpRecord, e: OperationPreempted | OperationEvicted) -> bool:
-        """The attempt was taken away (not the op's fault): queue the op for its next attempt."""
-        if e.attempt != op.attempt or not op.status.active:
+    def _attempt_over(self, op: OpRecord, e: OperationPreempted | OperationEvicted | RetryScheduled) -> bool:
+        """The attempt is over (taken away, or failed with a retry left): queue the op for the next."""
+        expected = Status.RETRYING if isinstance(e, RetryScheduled) else None
+        if e.attempt != op.attempt or not (op.status == expected or (expected is None and op.status.active)):
             return False
+        if not isinstance(e, RetryScheduled):
+            op.attempts.append((op.attempt, codec_type(e), e.reason))
         if isinstance(e, OperationPreempted) and e.preemptor in self.nominated:
             self.ghosts.setdefault(e.preemptor, []).append(
                 Ghost(op.queue, dict(op.flavors), dict(op.request), list(op.pods), op.node, op.estimate))
@@ -164,7 +209,7 @@ class AdmissionState:
         if isinstance(e, OperationPreempted):
             op.preempted_at, op.preemptions = e.at, op.preemptions + 1
         else:
-            op.not_before = e.at + timedelta(seconds=e.retry_after_s)
+            op.not_before = e.at + timedelta(seconds=e.retry_after_s)  # eviction or retry back-off
         op.attempt += 1
         op.reason = e.reason
         op.pod_name = op.node = op.preempted_by = None
@@ -220,7 +265,13 @@ _STATUS_OF = {
     OperationFailed: Status.FAILED,
     OperationRejected: Status.REJECTED,
     OperationStopped: Status.STOPPED,
+    OperationSkipped: Status.SKIPPED,
+    OperationTimedOut: Status.TIMED_OUT,
 }
+
+
+def codec_type(event: Event) -> str:
+    return type(event).__struct_config__.tag  # type: ignore[return-value]
 
 
 def active_ops(state: AdmissionState):

@@ -148,58 +148,95 @@ async def test_a_stopped_op_has_its_pod_deleted_and_is_stopped_not_failed(
 
 # ---- after a restart: what the API holds is enough -------------------------------------------------------
 
-async def _running_op_on_a_dead_kubelet(stack_factory, control_plane, namespace, sim_nodes, bus, events,
-                                        product: str, prefix: str):
-    """An op running on a node whose kubelet then dies: its deleted pods stay terminating."""
-    first = await start_dispatcher(stack_factory, control_plane, namespace)
-    kubelet = await asyncio.to_thread(sim_nodes, (f"gpu-{prefix}-0", 1, product))
-    event = await admit(bus, op(prefix).gpus(1, product=product).runs("sleep 120").build(), namespace, prefix)
-    await events.expect(OperationRunning, event.op_id, timeout=30)
-    await asyncio.to_thread(terminate, kubelet)
-    return first, event
+class Restart:
+    """An op running on a node whose kubelet then dies (its deleted pods stay terminating until
+    ``confirm_deletion``), a dispatcher to restart, and sentinel ops on a live node of their own: once
+    a sentinel runs, the new dispatcher's watcher has seen everything that happened before it."""
+
+    def __init__(self, stack_factory, control_plane, namespace, sim_nodes, core, bus, events, prefix: str):
+        self.args = (stack_factory, control_plane, namespace)
+        self.namespace, self.sim_nodes, self.core, self.bus, self.events = namespace, sim_nodes, core, bus, events
+        self.prefix, self.product = prefix, prefix.upper()
+        self.stack = None
+
+    async def running_victim(self) -> OperationAdmitted:
+        self.stack = await start_dispatcher(*self.args)
+        kubelet = await asyncio.to_thread(self.sim_nodes, (f"gpu-{self.prefix}-0", 1, self.product))
+        await asyncio.to_thread(self.sim_nodes, (f"gpu-{self.prefix}-sentinel", 2, self.product + "S"))
+        spec = op(self.prefix).gpus(1, product=self.product).runs("sleep 120").build()
+        victim = await admit(self.bus, spec, self.namespace, self.prefix)
+        await self.events.expect(OperationRunning, victim.op_id, timeout=30)
+        await asyncio.to_thread(terminate, kubelet)
+        return victim
+
+    async def restart(self) -> None:
+        await self.stack.close()
+        self.stack = await start_dispatcher(*self.args)  # remembers nothing
+
+    async def sentinel(self) -> None:
+        spec = op("sentinel").gpus(1, product=self.product + "S").runs("sleep 60").build()
+        event = await admit(self.bus, spec, self.namespace, "sentinel")
+        await self.events.expect(OperationRunning, event.op_id, timeout=30)
+
+    async def confirm_deletion(self, victim: OperationAdmitted) -> None:
+        """What the kubelet would do once the containers ended."""
+        await asyncio.to_thread(_confirm_deletion, self.core, victim.pod_name, victim.namespace)
 
 
-async def _sentinel(bus, events, sim_nodes, namespace: str, product: str) -> None:
-    """An op that runs after everything before it happened: once it runs, the watcher saw the rest."""
-    await asyncio.to_thread(sim_nodes, (f"gpu-sentinel-{product.lower()}", 1, product))
-    sentinel = await admit(bus, op("sentinel").gpus(1, product=product).runs("sleep 30").build(),
-                           namespace, "sentinel")
-    await events.expect(OperationRunning, sentinel.op_id, timeout=30)
+@pytest.fixture
+def restart(stack_factory, control_plane, k8s_namespace, sim_nodes, core_v1, bus, events):
+    return lambda prefix: Restart(stack_factory, control_plane, k8s_namespace, sim_nodes, core_v1, bus, events,
+                                  prefix)
 
 
-async def test_a_pod_stopped_before_a_restart_and_deleted_after_it_is_no_failure(
-        stack_factory, control_plane, k8s_namespace, sim_nodes, core_v1, bus, events, wait_for):
-    first, event = await _running_op_on_a_dead_kubelet(stack_factory, control_plane, k8s_namespace, sim_nodes,
-                                                       bus, events, "RSTOP", "rstop")
-    await bus.publish(StopRequested(op_id=event.op_id, at=event.at, attempt=0, pod_name=event.pod_name,
-                                    namespace=k8s_namespace))
-    await events.expect(OperationStopped, event.op_id, timeout=30)
-    (pod,) = await asyncio.to_thread(pods_of, core_v1, event)
+async def test_a_pod_stopped_before_a_restart_and_deleted_after_it_is_no_failure(restart, core_v1, bus, events):
+    r = restart("rstop")
+    victim = await r.running_victim()
+    await bus.publish(StopRequested(op_id=victim.op_id, at=victim.at, attempt=0, pod_name=victim.pod_name,
+                                    namespace=victim.namespace))
+    await events.expect(OperationStopped, victim.op_id, timeout=30)
+    (pod,) = await asyncio.to_thread(pods_of, core_v1, victim)
     assert pod.metadata.deletion_timestamp is not None and pod.metadata.annotations[ANNOTATION_STOPPED] == "true"
 
-    await first.close()
-    await start_dispatcher(stack_factory, control_plane, k8s_namespace)  # remembers nothing
-    await asyncio.to_thread(_confirm_deletion, core_v1, event.pod_name, k8s_namespace)  # as a kubelet would
-    await _sentinel(bus, events, sim_nodes, k8s_namespace, "RSTOP")
-    assert events.of(event.op_id, OperationFailed) == []
+    await r.restart()
+    await r.sentinel()  # the new watcher listed the terminating pod
+    await r.confirm_deletion(victim)
+    await r.sentinel()  # ... and saw it deleted
+    assert events.of(victim.op_id, OperationFailed) == []
 
 
-async def test_a_preemption_started_before_a_restart_is_reported_after_it(
-        stack_factory, control_plane, k8s_namespace, sim_nodes, core_v1, bus, events, wait_for):
-    first, event = await _running_op_on_a_dead_kubelet(stack_factory, control_plane, k8s_namespace, sim_nodes,
-                                                       bus, events, "RPRE", "rpre")
-    await bus.publish(PreemptRequested(op_id=event.op_id, at=event.at, attempt=0, pod_names=[event.pod_name],
-                                       namespace=k8s_namespace, preemptor="urgent-op", reason="reclaim"))
-    await poll(wait_for, lambda: all(p.metadata.deletion_timestamp for p in pods_of(core_v1, event)),
+async def _preempt_while_kubelet_is_dead(r: Restart, core_v1, bus, events, wait_for) -> OperationAdmitted:
+    victim = await r.running_victim()
+    await bus.publish(PreemptRequested(op_id=victim.op_id, at=victim.at, attempt=0, pod_names=[victim.pod_name],
+                                       namespace=victim.namespace, preemptor="urgent-op", reason="reclaim"))
+    await poll(wait_for, lambda: all(p.metadata.deletion_timestamp for p in pods_of(core_v1, victim)),
                "the victim's pod terminating")
-    assert events.of(event.op_id, OperationPreempted) == []  # not yet: its pod is not gone
+    assert events.of(victim.op_id, OperationPreempted) == []  # not yet: its pod is not gone
+    return victim
 
-    await first.close()
-    await start_dispatcher(stack_factory, control_plane, k8s_namespace)
-    await asyncio.to_thread(_confirm_deletion, core_v1, event.pod_name, k8s_namespace)
-    preempted = await events.expect(OperationPreempted, event.op_id, timeout=30)
+
+async def test_a_preemption_whose_pods_went_while_the_dispatcher_was_down_is_reported_after_its_restart(
+        restart, core_v1, bus, events, wait_for):
+    r = restart("rpdown")
+    victim = await _preempt_while_kubelet_is_dead(r, core_v1, bus, events, wait_for)
+    await r.stack.close()
+    await r.confirm_deletion(victim)  # nobody watches: only the stream knows a preemption is pending
+    r.stack = await start_dispatcher(*r.args)
+    preempted = await events.expect(OperationPreempted, victim.op_id, timeout=30)
     assert (preempted.preemptor, preempted.reason) == ("urgent-op", "reclaim")
-    assert events.of(event.op_id, OperationFailed) == []
+    assert events.of(victim.op_id, OperationFailed) == []
+
+
+async def test_a_preemption_whose_pods_go_after_a_restart_is_reported_from_their_annotations(
+        restart, core_v1, bus, events, wait_for):
+    r = restart("rpafter")
+    victim = await _preempt_while_kubelet_is_dead(r, core_v1, bus, events, wait_for)
+    await r.restart()
+    await r.sentinel()  # the new watcher listed the terminating pod
+    await r.confirm_deletion(victim)
+    preempted = await events.expect(OperationPreempted, victim.op_id, timeout=30)
+    assert (preempted.preemptor, preempted.reason) == ("urgent-op", "reclaim")
+    assert events.of(victim.op_id, OperationFailed) == []
 
 
 def _confirm_deletion(core: client.CoreV1Api, name: str, namespace: str) -> None:

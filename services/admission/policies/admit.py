@@ -37,6 +37,10 @@ def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict
     if queue.concurrency is not None and running >= queue.concurrency:
         return _wait("queue_concurrency", f"queue {op.queue} concurrency reached ({running}/{queue.concurrency})",
                      blocked=True)
+    batch, limit = op.spec.batch, op.spec.batch_concurrency
+    if batch and limit is not None and snap.batch_running[batch] >= limit:
+        return _wait("batch_concurrency", f"batch {batch} already runs {snap.batch_running[batch]} op(s) "
+                                          f"(its concurrency is {limit})")
     cost = snap.cost_used[op.queue]
     if queue.cost_quota is not None and cost + op.estimate > queue.cost_quota + 1e-9:
         return _wait("cost_quota", f"queue {op.queue} cost quota: {cost:.2f} in use + {op.estimate:.2f} "

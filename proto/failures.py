@@ -1,0 +1,29 @@
+"""Which failures are the op's own (they use a retry) and which are the infrastructure's (they do not).
+
+Shared by admission (which schedules retries) and every view of an op's state (so a client knows
+whether a ``failed`` attempt is final)."""
+from __future__ import annotations
+
+INFRASTRUCTURE_REASONS = frozenset({
+    "PodDeleted", "NodeLost", "NodeShutdown", "Evicted", "Preempted", "Terminated", "Shutdown",
+    "UnexpectedAdmissionError", "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu",
+})
+FINAL_REASONS = frozenset({"PodRejected", "DeadlineExceeded"})  # retrying cannot help
+
+
+def is_infrastructure(reason: str) -> bool:
+    return reason in INFRASTRUCTURE_REASONS
+
+
+MAX_INFRASTRUCTURE_RETRIES = 10
+
+
+def will_retry(reason: str, max_retries: int | None, retries_used: int, infra_failures: int = 0) -> bool:
+    """Does a failed attempt lead to another one? Infrastructure failures retry (up to 10 times) without
+    using a retry; the op's own failures retry while ``retries_used`` (own failures before this one) is
+    below ``maxRetries``."""
+    if reason in FINAL_REASONS:
+        return False
+    if is_infrastructure(reason):
+        return infra_failures < MAX_INFRASTRUCTURE_RETRIES
+    return retries_used < (max_retries or 0)
