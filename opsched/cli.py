@@ -135,6 +135,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return _with_client(args, stop)
 
 
+def cmd_approve(args: argparse.Namespace) -> int:
+    async def approve(client) -> int:
+        if args.command == "approve":
+            await client.approve(args.id, comment=args.comment or "", requested_by="cli")
+        else:
+            await client.reject(args.id, comment=args.comment or "", requested_by="cli")
+        print(f"{args.command} sent for {args.id}")
+        return 0
+    return _with_client(args, approve)
+
+
 def cmd_why(args: argparse.Namespace) -> int:
     from opsched.tables import why_text
 
@@ -211,6 +222,11 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("id")
     w.add_argument("--timeout", type=float, default=None, help="give up after this many quiet seconds")
     w.set_defaults(func=cmd_watch)
+    for verb, text in (("approve", "release an op held for approval"), ("reject", "refuse an op held for approval")):
+        a = sub.add_parser(verb, help=text)
+        a.add_argument("id")
+        a.add_argument("--comment", "-m")
+        a.set_defaults(func=cmd_approve)
     y = sub.add_parser("why", help="why an operation is pending: ranked reasons and its queue position")
     y.add_argument("id")
     y.set_defaults(func=cmd_why)

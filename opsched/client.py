@@ -9,7 +9,7 @@ import msgspec
 from datetime import datetime, timezone
 
 from proto import codec, subjects
-from proto.commands import StopOperation, SubmitOperation
+from proto.commands import ApproveOperation, RejectOperation, StopOperation, SubmitOperation
 from proto.config import SetQueues
 from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from proto.queues import QueuesConfig
@@ -48,6 +48,14 @@ class Client:
         await self.bus.publish(StopOperation(op_id=op_id, reason=reason,
                                              requested_at=datetime.now(timezone.utc)),
                                msg_id=subjects.msg_id(op_id, "stop", int(datetime.now().timestamp())))
+
+    async def approve(self, op_id: str, comment: str = "", requested_by: str = "sdk") -> None:
+        await self.bus.publish(ApproveOperation(op_id=op_id, comment=comment, requested_by=requested_by,
+                                                requested_at=datetime.now(timezone.utc)))
+
+    async def reject(self, op_id: str, comment: str = "", requested_by: str = "sdk") -> None:
+        await self.bus.publish(RejectOperation(op_id=op_id, comment=comment, requested_by=requested_by,
+                                               requested_at=datetime.now(timezone.utc)))
 
     async def why(self, op_id: str, timeout: float = 5.0) -> WhyAnswer:
         """Ask admission why an op is pending: ranked reasons and its position in its queue."""

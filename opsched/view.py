@@ -7,16 +7,19 @@ from proto import codec
 from proto.events import (
     CacheHit, CostEstimated, ErrorRaised, Event, OperationAdmitted, OperationEvicted, OperationFailed,
     OperationPreempted, OperationRejected, OperationRunning, OperationStopped, OperationSubmitted,
-    OperationSucceeded, PreemptRequested,
+    OperationOnHold, OperationSkipped, OperationSucceeded, OperationTimedOut, PreemptRequested, RetryScheduled,
 )
+from proto.failures import is_infrastructure, will_retry
 from proto.resources import accelerators
 
-RANK = {"submitted": 0, "cost_estimated": 0, "cache_missed": 0, "cache_hit": 0, "admitted": 2,
+RANK = {"submitted": 0, "cost_estimated": 0, "cache_missed": 0, "cache_hit": 0, "on_hold": 1, "approved": 1,
+        "admitted": 2, "retrying": 6, "retry_scheduled": 6, "skipped": 10, "timed_out": 10,
         "dispatched": 3, "running": 4, "preempt_requested": 5, "stop_requested": 5, "preempted": 6,
         "evicted": 6, "succeeded": 10, "failed": 10, "rejected": 10, "stopped": 10}
 STATUS = {"submitted": "pending", "cost_estimated": "pending", "cache_missed": "pending",
-          "cache_hit": "pending", "stop_requested": "stopping", "preempt_requested": "preempting"}
-TERMINAL_STATUSES = ("succeeded", "failed", "rejected", "stopped")
+          "cache_hit": "pending", "stop_requested": "stopping", "preempt_requested": "preempting",
+          "approved": "pending", "retry_scheduled": "retrying"}
+TERMINAL_STATUSES = ("succeeded", "failed", "rejected", "stopped", "skipped", "timed_out")
 
 
 @dataclass
@@ -32,6 +35,12 @@ class OpRow:
     reason: str = ""
     rank: int = -1
     history: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    max_retries: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.status in ("admitted", "dispatched", "running")
 
     @property
     def terminal(self) -> bool:
@@ -53,6 +62,8 @@ class OpsView:
             row = self.rows[event.op_id] = OpRow(event.op_id)
         kind = codec.type_of(event)
         row.history.append(kind)
+        if kind == "failed" and self._will_retry(row, event):
+            kind = "retrying"
         _details(row, event)
         if event.attempt > row.attempt and not row.terminal:
             row.rank = 1  # a new attempt after a preemption or eviction: its statuses start again
@@ -61,6 +72,13 @@ class OpsView:
             row.status = STATUS.get(kind, kind)
             row.attempt = event.attempt
         return row
+
+    def _will_retry(self, row: OpRow, event: OperationFailed) -> bool:
+        """A failed attempt that admission will retry is not the end (same rule as admission's)."""
+        own = sum(1 for r in row.failures if not is_infrastructure(r))
+        infra = len(row.failures) - own
+        row.failures.append(event.reason)
+        return row.active and will_retry(event.reason, row.max_retries, own, infra)
 
     def fold_bytes(self, data: bytes) -> OpRow | None:
         try:
@@ -72,6 +90,7 @@ class OpsView:
 def _details(row: OpRow, event: Event) -> None:
     if isinstance(event, OperationSubmitted):
         row.name, row.queue = event.spec.name, event.queue
+        row.max_retries = event.spec.termination.max_retries
         gpus = accelerators(event.spec.container.resources.limits)
         row.gpus = ",".join(f"{n}x{r.split('/')[0]}" if r != "nvidia.com/gpu" else str(n)
                             for r, n in gpus.items()) or "-"
@@ -85,6 +104,10 @@ def _details(row: OpRow, event: Event) -> None:
         row.reason = event.reason
     elif isinstance(event, OperationStopped):
         row.reason = event.message or event.reason
+    elif isinstance(event, (OperationOnHold, OperationSkipped, OperationTimedOut)):
+        row.reason = event.message or getattr(event, "reason", "")
+    elif isinstance(event, RetryScheduled):
+        row.reason = f"attempt {event.attempt} failed ({event.reason}); retry in {event.retry_after_s:g}s"
     elif isinstance(event, PreemptRequested):
         row.reason = f"preempted by {event.preemptor}: {event.message}"
     elif isinstance(event, (OperationPreempted, OperationEvicted)):

@@ -51,7 +51,8 @@ def valid_token(value: str) -> bool:
 
 
 def submit(queue: str | None) -> str:
-    return f"cmd.submit.{queue or DEFAULT_ROUTE}"
+    """Routed by queue when it is a plain name; templated or absent queues go to the default route."""
+    return f"cmd.submit.{queue if queue and valid_token(queue) else DEFAULT_ROUTE}"
 
 
 def command(kind: str) -> str:

@@ -16,7 +16,7 @@ from nats.js import api
 from nats.js.errors import NotFoundError
 
 from proto import cloudevents, codec, subjects
-from proto.commands import Command, StopOperation, SubmitOperation
+from proto.commands import ApproveOperation, Command, RejectOperation, StopOperation, SubmitOperation
 from proto.config import QueuesConfigured, SetQueues
 from proto.events import Event
 
@@ -40,8 +40,8 @@ def subject_for(message: msgspec.Struct) -> str:
         return subjects.event(codec.type_of(message), message.op_id)
     if isinstance(message, SubmitOperation):
         return subjects.submit(message.spec.queue)
-    if isinstance(message, StopOperation):
-        return subjects.command("stop")
+    if isinstance(message, (StopOperation, ApproveOperation, RejectOperation)):
+        return subjects.command(codec.type_of(message))
     if isinstance(message, SetQueues):
         return subjects.CMD_SET_QUEUES
     if isinstance(message, QueuesConfigured):
