@@ -12,11 +12,12 @@ import msgspec
 import pytest
 
 from proto import codec, subjects
-from proto.commands import COMMANDS, StopOperation, SubmitOperation
+from proto.commands import COMMANDS, ApproveOperation, RejectOperation, StopOperation, SubmitOperation
 from proto.events import (
     EVENTS, CacheHit, CacheMissed, CostEstimated, ErrorRaised, Money, OperationAdmitted,
     OperationDispatched, OperationFailed, OperationRejected, OperationRunning, OperationStopped,
-    OperationEvicted, OperationPreempted, OperationSubmitted, OperationSucceeded, PreemptRequested, StopRequested,
+    OperationApproved, OperationEvicted, OperationOnHold, OperationPreempted, OperationSkipped, OperationTimedOut,
+    RetryScheduled, OperationSubmitted, OperationSucceeded, PreemptRequested, StopRequested,
     event_type,
 )
 from proto.schema_snapshots import SCHEMA_DIR, render
@@ -46,7 +47,7 @@ FULL_SPEC = OpSpec(
     termination=Termination(max_retries=2, timeout=600, ttl=60),
     cache=Cache(disable=False, ttl=3600, io=["dataset"], sections=["init"]),
     is_approved=False, conditions="{{ params.lr > 0 }}", cost=2.5, tags=["a", "b"], run_kind="service",
-    component_hash="abc123", priority_class="high", preemptible=False,
+    component_hash="abc123", priority_class="high", preemptible=False, batch="sweep-1", batch_concurrency=3,
     replicas=[ReplicaGroup(name="worker", count=2, container=FULL_CONTAINER)],
 )
 
@@ -75,10 +76,17 @@ SAMPLES: dict[str, msgspec.Struct] = {
                                           reason="within_queue", message="priority 100 > 0"),
     "preempted": OperationPreempted(**_COMMON, preemptor="op-2", reason="within_queue", message="m"),
     "evicted": OperationEvicted(**_COMMON, reason="gang_timeout", message="2/3 running", retry_after_s=30.0),
+    "on_hold": OperationOnHold(**_COMMON, reason="is_approved_false", message="waiting for approval"),
+    "approved": OperationApproved(**_COMMON, approved_by="alice", comment="ok"),
+    "skipped": OperationSkipped(**_COMMON, reason="condition_false", message="lr > 0.01 is false"),
+    "retry_scheduled": RetryScheduled(**_COMMON, retry_after_s=20.0, reason="Error", retries_used=2),
+    "timed_out": OperationTimedOut(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", message="deadline"),
     "error": ErrorRaised(**_COMMON, service="admission", subject="cmd.submit._", reason="malformed_message",
                          message="cannot decode", payload="{oops"),
     "submit": SubmitOperation(op_id="op-1", spec=FULL_SPEC, requested_at=T0, requested_by="alice"),
     "stop": StopOperation(op_id="op-1", requested_at=T0, requested_by="alice", reason="no longer needed"),
+    "approve": ApproveOperation(op_id="op-1", requested_at=T0, requested_by="alice", comment="fine"),
+    "reject": RejectOperation(op_id="op-1", requested_at=T0, requested_by="bob", comment="too big"),
 }
 MESSAGES = EVENTS + COMMANDS
 
