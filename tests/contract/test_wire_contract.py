@@ -78,7 +78,7 @@ SAMPLES: dict[str, msgspec.Struct] = {
     "evicted": OperationEvicted(**_COMMON, reason="gang_timeout", message="2/3 running", retry_after_s=30.0),
     "on_hold": OperationOnHold(**_COMMON, reason="is_approved_false", message="waiting for approval"),
     "approved": OperationApproved(**_COMMON, approved_by="alice", comment="ok"),
-    "skipped": OperationSkipped(**_COMMON, reason="condition_true", message="lr > 0.01 is false"),
+    "skipped": OperationSkipped(**_COMMON, reason="upstream_skipped", message="its upstream op was skipped"),
     "retry_scheduled": RetryScheduled(**_COMMON, retry_after_s=20.0, reason="Error", retries_used=2),
     "timed_out": OperationTimedOut(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", message="deadline"),
     "error": ErrorRaised(**_COMMON, service="admission", subject="cmd.submit._", reason="malformed_message",
