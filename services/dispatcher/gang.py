@@ -22,6 +22,7 @@ from typing import Any
 
 from proto.events import (
     Event, OperationEvicted, OperationFailed, OperationPreempted, OperationRunning, OperationSucceeded,
+    OperationTimedOut,
 )
 from services.dispatcher.podspec import (
     ANNOTATION_EVICTED, ANNOTATION_PREEMPT_MESSAGE, ANNOTATION_PREEMPT_REASON, ANNOTATION_PREEMPTED_BY,
@@ -137,6 +138,9 @@ def _base(v: PodView, now: datetime) -> dict[str, Any]:
     return dict(op_id=v.op_id, at=now, attempt=v.attempt, pod_name=v.name, node=v.node)
 
 
+DEADLINE_REASON = "DeadlineExceeded"
+
+
 def _present(v: PodView) -> bool:
     """In the API and not being deleted (a pod being deleted is reported by whoever deleted it)."""
     return not v.gone and not v.deleting
@@ -153,6 +157,8 @@ def _failed(views: list[PodView], now: datetime) -> Event | None:
     for v in views:
         if _present(v) and v.phase == "Failed":
             reason, message, code = v.failure or ("Failed", "pod failed", None)
+            if reason == DEADLINE_REASON:  # termination.timeout (activeDeadlineSeconds): not retried
+                return OperationTimedOut(**_base(v, now), message=message)
             return OperationFailed(**_base(v, now), reason=reason, message=message, exit_code=code)
     return None
 

@@ -8,7 +8,7 @@ import pytest
 from opsched.client import Client
 from proto.events import (
     CacheMissed, CostEstimated, OperationAdmitted, OperationDispatched, OperationFailed, OperationRunning,
-    OperationSucceeded,
+    OperationSucceeded, OperationTimedOut, RetryScheduled,
 )
 from tests.builders import op
 
@@ -74,8 +74,11 @@ async def test_the_pod_on_the_apiserver_asks_for_gpus_only_through_limits(
     await events.expect(OperationSucceeded, op_id)
 
 
-async def test_a_deadline_shorter_than_the_run_fails_the_op_with_deadline_exceeded(gpu_cluster, events):
+async def test_a_timeout_shorter_than_the_run_ends_the_op_timed_out_without_a_retry(gpu_cluster, events):
     client, _ = gpu_cluster
-    op_id = await client.submit(op("slow").gpus(1).timeout(1).runs("sleep 30").build())
-    failed = await events.expect(OperationFailed, op_id, timeout=30)
-    assert failed.reason == "DeadlineExceeded"
+    op_id = await client.submit(op("slow").gpus(1).timeout(1).max_retries(3).runs("sleep 30").build())
+    timed_out = await events.expect(OperationTimedOut, op_id, timeout=30)
+    assert "deadline" in timed_out.message.lower()
+    probe = await client.submit(op("probe").gpus(1).runs("sleep 0.1").build())
+    await events.expect(OperationSucceeded, probe)  # the GPU was freed and nothing retried the slow op
+    assert not events.of(op_id, RetryScheduled) and not events.of(op_id, OperationFailed)
