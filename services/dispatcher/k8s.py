@@ -84,6 +84,12 @@ class Kube:
             raise
         return True
 
+    async def list_pods(self, selector: str) -> list[dict[str, Any]]:
+        """Pods of every namespace with these labels, as plain dicts (no model deserialisation)."""
+        response = await asyncio.to_thread(self.core.list_pod_for_all_namespaces, label_selector=selector,
+                                           _preload_content=False)
+        return json.loads(response.data).get("items", [])
+
     async def pod_names(self, namespace: str, selector: str) -> list[str]:
         result = await asyncio.to_thread(self.core.list_namespaced_pod, namespace, label_selector=selector)
         return [pod.metadata.name for pod in result.items]

@@ -34,6 +34,7 @@ ANNOTATION_PREEMPTED_BY = "opsched.io/preempted-by"  # the preemptor's op id
 ANNOTATION_PREEMPT_REASON = "opsched.io/preempt-reason"
 ANNOTATION_PREEMPT_MESSAGE = "opsched.io/preempt-message"
 ANNOTATION_STOPPED = "opsched.io/stopped"  # "true"
+ANNOTATION_TTL = "opsched.io/ttl-seconds"  # termination.ttl: delete the finished pod this long after its end
 ANNOTATION_EVICTED = "opsched.io/evicted"  # why: "gang_timeout", "gang_failed", "pod_rejected"
 RELEASE_ANNOTATIONS = (ANNOTATION_PREEMPTED_BY, ANNOTATION_PREEMPT_REASON, ANNOTATION_PREEMPT_MESSAGE,
                        ANNOTATION_STOPPED, ANNOTATION_EVICTED)
@@ -101,6 +102,9 @@ def _annotations(admitted: OperationAdmitted) -> dict[str, str]:
     annotations = {**admitted.spec.environment.annotations, ANNOTATION_NAME: admitted.spec.name}
     for key in (ANNOTATION_FLAVORS, *RELEASE_ANNOTATIONS):
         annotations.pop(key, None)  # a user annotation must not fake a release by the dispatcher
+    annotations.pop(ANNOTATION_TTL, None)
+    if admitted.spec.termination.ttl is not None:
+        annotations[ANNOTATION_TTL] = str(admitted.spec.termination.ttl)
     if admitted.flavors:
         annotations[ANNOTATION_FLAVORS] = json.dumps(admitted.flavors, sort_keys=True, separators=(",", ":"))
     return annotations

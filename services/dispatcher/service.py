@@ -14,6 +14,7 @@ from services.dispatcher.gpu_accounting import violations
 from services.dispatcher.k8s import Kube, PodRejected, load_api_client
 from services.dispatcher.nodewatch import NodeWatcher
 from services.dispatcher.podspec import ANNOTATION_EVICTED, build_pods
+from services.dispatcher.expiry import check_expiry
 from services.dispatcher.preempt import Releaser, check_gangs
 from services.dispatcher.watcher import PodWatcher
 from services.runtime.bus import Bus
@@ -30,7 +31,7 @@ def build(settings: Settings, clock=None) -> Service:
         watcher = PodWatcher(kube.core, lambda event: _publish(service, event), service.clock, service.log,
                              free=releaser.free)
         service.extra_tasks += [_pod_watch(service, watcher), _node_watch(service, kube),
-                                _gang_checks(service, watcher, releaser)]
+                                _gang_checks(service, watcher, releaser), _expiry_checks(service, kube, releaser)]
     sub = service.consume(subjects.DISPATCHER_ADMITTED, subjects.OPS_STREAM,
                           [subjects.events_of("admitted"), subjects.events_of("stop_requested"),
                            subjects.events_of("preempt_requested")])
@@ -136,4 +137,10 @@ def _node_watch(service: Service, kube: Kube):
 def _gang_checks(service: Service, watcher: PodWatcher, releaser: Releaser):
     async def run(bus: Bus, stop: asyncio.Event) -> None:
         await check_gangs(watcher.gangs, releaser, bus.publish, service.clock, stop)
+    return run
+
+
+def _expiry_checks(service: Service, kube: Kube, releaser: Releaser):
+    async def run(bus: Bus, stop: asyncio.Event) -> None:
+        await check_expiry(kube, releaser, bus.publish, service.clock, stop, service.log)
     return run

@@ -82,3 +82,28 @@ async def test_a_timeout_shorter_than_the_run_ends_the_op_timed_out_without_a_re
     probe = await client.submit(op("probe").gpus(1).runs("sleep 0.1").build())
     await events.expect(OperationSucceeded, probe)  # the GPU was freed and nothing retried the slow op
     assert not events.of(op_id, RetryScheduled) and not events.of(op_id, OperationFailed)
+
+
+async def test_a_finished_pod_is_deleted_after_its_ttl_and_that_is_not_a_failure(
+        gpu_cluster, events, core_v1, k8s_namespace):
+    import msgspec
+    from kubernetes.client.rest import ApiException
+
+    client, _ = gpu_cluster
+    spec = op("short-lived").gpus(1).runs("sleep 0.2").build()
+    spec = msgspec.structs.replace(spec, termination=msgspec.structs.replace(spec.termination, ttl=1))
+    op_id = await client.submit(spec)
+    done = await events.expect(OperationSucceeded, op_id)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while True:
+        try:
+            await asyncio.to_thread(pod, core_v1, k8s_namespace, done.pod_name)
+        except ApiException as exc:
+            assert exc.status == 404
+            break
+        assert loop.time() < deadline, "the finished pod outlived its ttl"
+        await asyncio.sleep(0.2)
+    probe = await client.submit(op("probe").gpus(1).runs("sleep 0.1").build())
+    await events.expect(OperationSucceeded, probe)
+    assert not events.of(op_id, OperationFailed)

@@ -1,0 +1,91 @@
+"""Time limits the dispatcher enforces itself (with the injected clock):
+
+- ``termination.timeout``: the pod carries ``activeDeadlineSeconds`` and the kubelet kills it; should a
+  pod still run ``TIMEOUT_GRACE_S`` after its deadline (a kubelet that ignores it), the dispatcher
+  releases its attempt and publishes ``timed_out`` itself.
+- ``termination.ttl``: a finished pod is deleted ``ttl`` seconds after it ended (annotated first, so
+  the deletion is never mistaken for a failure).
+The decision is a pure function of a pod (as the API returns it, a dict) and the time.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from proto.events import OperationTimedOut
+from services.dispatcher.podspec import ANNOTATION_EVICTED, ANNOTATION_TTL, LABEL_ATTEMPT, LABEL_OP, SELECTOR
+from services.runtime.clock import Clock
+
+TIMEOUT_GRACE_S = 30.0
+CHECK_INTERVAL_S = 5.0
+TTL_EXPIRED, TIMEOUT = "ttl_expired", "timeout"
+
+
+@dataclass(frozen=True)
+class Expiry:
+    kind: str  # TTL_EXPIRED or TIMEOUT
+    namespace: str
+    name: str
+    op_id: str
+    attempt: int
+    node: str | None
+
+
+def expiry_of(pod: dict[str, Any], now: datetime) -> Expiry | None:
+    meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+    annotations, labels = meta.get("annotations") or {}, meta.get("labels") or {}
+    if meta.get("deletionTimestamp") or ANNOTATION_EVICTED in annotations or LABEL_OP not in labels:
+        return None
+    ident = (meta.get("namespace", ""), meta.get("name", ""), labels[LABEL_OP], int(labels.get(LABEL_ATTEMPT, "0")),
+             spec.get("nodeName"))
+    phase = status.get("phase")
+    if phase in ("Succeeded", "Failed") and ANNOTATION_TTL in annotations:
+        ended = _finished_at(status)
+        if ended is not None and ended + timedelta(seconds=float(annotations[ANNOTATION_TTL])) <= now:
+            return Expiry(TTL_EXPIRED, *ident)
+    deadline = spec.get("activeDeadlineSeconds")
+    started = _time(status.get("startTime"))
+    if phase in ("Running", "Pending") and deadline and started is not None:
+        if started + timedelta(seconds=float(deadline) + TIMEOUT_GRACE_S) <= now:
+            return Expiry(TIMEOUT, *ident)
+    return None
+
+
+def _finished_at(status: dict[str, Any]) -> datetime | None:
+    times = [_time((cs.get("state") or {}).get("terminated", {}).get("finishedAt"))
+             for cs in status.get("containerStatuses") or []]
+    times = [t for t in times if t is not None]
+    return max(times) if times else None
+
+
+def _time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+async def check_expiry(kube, releaser, publish, clock: Clock, stop: asyncio.Event, log) -> None:
+    """Every few seconds: delete finished pods past their ttl; time out pods past their deadline."""
+    while not stop.is_set():
+        try:
+            for expiry in [e for pod in await kube.list_pods(SELECTOR) if (e := expiry_of(pod, clock.now()))]:
+                await _act(expiry, releaser, publish, clock)
+        except Exception as exc:  # noqa: BLE001 - API or bus trouble: the next check retries
+            log.warning("expiry_check_failed", error=repr(exc))
+        waits = [asyncio.ensure_future(clock.sleep(CHECK_INTERVAL_S)), asyncio.ensure_future(stop.wait())]
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+
+
+async def _act(expiry: Expiry, releaser, publish, clock: Clock) -> None:
+    if expiry.kind == TTL_EXPIRED:
+        await releaser.release(expiry.namespace, [expiry.name], {ANNOTATION_EVICTED: TTL_EXPIRED}, 0)
+        return
+    names = await releaser.attempt_pods(expiry.namespace, expiry.op_id, expiry.attempt, expiry.name)
+    existing = await releaser.annotate(expiry.namespace, names, {ANNOTATION_EVICTED: TIMEOUT})
+    await publish(OperationTimedOut(op_id=expiry.op_id, at=clock.now(), attempt=expiry.attempt, pod_name=expiry.name,
+                                    node=expiry.node, message="ran past termination.timeout; stopped by opsched"))
+    await releaser.delete(expiry.namespace, existing, releaser.settings.stop_grace_s)

@@ -1,0 +1,52 @@
+"""The dispatcher's own time limits: ttl after the end, and a timeout the kubelet did not enforce."""
+from __future__ import annotations
+
+import pytest
+
+from services.dispatcher.expiry import TIMEOUT, TTL_EXPIRED, expiry_of
+from tests.builders import case, case_name, t
+
+
+def pod(phase: str, *, ttl: str | None = None, deadline: int | None = None, started: str = "2026-01-01T12:00:00Z",
+        finished: str | None = "2026-01-01T12:01:00Z", evicted: bool = False, deleting: bool = False) -> dict:
+    annotations = {"opsched.io/ttl-seconds": ttl} if ttl else {}
+    if evicted:
+        annotations["opsched.io/evicted"] = "stop"
+    state = {"terminated": {"finishedAt": finished}} if finished else {"running": {}}
+    meta = {"name": "op-a-0", "namespace": "ns", "annotations": annotations,
+            "labels": {"opsched.io/op-id": "a", "opsched.io/attempt": "0"}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T12:02:00Z"
+    return {"metadata": meta, "spec": {"nodeName": "n1", **({"activeDeadlineSeconds": deadline} if deadline else {})},
+            "status": {"phase": phase, "startTime": started, "containerStatuses": [{"state": state}]}}
+
+
+@pytest.mark.parametrize("c", [
+    case("a finished pod is deleted once its ttl has passed since it ended",
+         pod=pod("Succeeded", ttl="30"), now=t(90), kind=TTL_EXPIRED),
+    case("a finished pod is kept while its ttl runs", pod=pod("Failed", ttl="30"), now=t(89), kind=None),
+    case("a finished pod without a ttl is kept", pod=pod("Succeeded"), now=t(10_000), kind=None),
+    case("a pod running past its deadline plus grace is timed out by the dispatcher",
+         pod=pod("Running", deadline=60, finished=None), now=t(91), kind=TIMEOUT),
+    case("a pod running within its deadline plus grace is left to the kubelet",
+         pod=pod("Running", deadline=60, finished=None), now=t(89), kind=None),
+    case("a pod already released by the dispatcher is left alone",
+         pod=pod("Running", deadline=1, finished=None, evicted=True), now=t(999), kind=None),
+    case("a pod being deleted is left alone", pod=pod("Succeeded", ttl="1", deleting=True), now=t(999), kind=None),
+], ids=case_name)
+def test_what_the_dispatcher_does_with_a_pod_over_time(c):
+    expiry = expiry_of(c.pod, c.now)
+    assert (expiry.kind if expiry else None) == c.kind
+    if expiry:
+        assert (expiry.namespace, expiry.name, expiry.op_id, expiry.attempt, expiry.node) == ("ns", "op-a-0", "a", 0, "n1")
+
+
+def test_the_ttl_annotation_comes_from_termination_ttl():
+    import msgspec
+
+    from services.dispatcher.podspec import build_pod
+    from tests.builders import admitted, op
+
+    spec = op("x").build()
+    spec = msgspec.structs.replace(spec, termination=msgspec.structs.replace(spec.termination, ttl=45))
+    assert build_pod(admitted(spec, op_id="x"))["metadata"]["annotations"]["opsched.io/ttl-seconds"] == "45"
