@@ -146,6 +146,20 @@ def cmd_approve(args: argparse.Namespace) -> int:
     return _with_client(args, approve)
 
 
+def cmd_rerun(args: argparse.Namespace) -> int:
+    params = parse_params(args.param)
+
+    async def rerun(client) -> int:
+        if args.command == "resume":
+            await client.resume(args.id, params, requested_by="cli")
+            print(f"resume sent for {args.id}")
+        else:
+            new_id = await client.restart(args.id, params, copy=args.command == "copy", requested_by="cli")
+            print(new_id)
+        return 0
+    return _with_client(args, rerun)
+
+
 def cmd_why(args: argparse.Namespace) -> int:
     from opsched.tables import why_text
 
@@ -227,6 +241,13 @@ def parser() -> argparse.ArgumentParser:
         a.add_argument("id")
         a.add_argument("--comment", "-m")
         a.set_defaults(func=cmd_approve)
+    for verb, text in (("restart", "run an op again as a new op linked to it"),
+                       ("copy", "a new op from an op's spec, starting from its outputs"),
+                       ("resume", "continue a stopped/failed/timed-out op in place (same id, new attempt)")):
+        r = sub.add_parser(verb, help=text)
+        r.add_argument("id")
+        r.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")
+        r.set_defaults(func=cmd_rerun)
     y = sub.add_parser("why", help="why an operation is pending: ranked reasons and its queue position")
     y.add_argument("id")
     y.set_defaults(func=cmd_why)

@@ -9,7 +9,10 @@ import msgspec
 from datetime import datetime, timezone
 
 from proto import codec, subjects
-from proto.commands import ApproveOperation, RejectOperation, StopOperation, SubmitOperation
+from proto.commands import (
+    ApproveOperation, CopyOperation, RejectOperation, RestartOperation, ResumeOperation, StopOperation,
+    SubmitOperation,
+)
 from proto.config import SetQueues
 from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from proto.queues import QueuesConfig
@@ -21,6 +24,7 @@ from services.runtime.bus import Bus
 
 def new_op_id() -> str:
     return uuid.uuid4().hex[:12]
+
 
 
 class Client:
@@ -55,6 +59,19 @@ class Client:
 
     async def reject(self, op_id: str, comment: str = "", requested_by: str = "sdk") -> None:
         await self.bus.publish(RejectOperation(op_id=op_id, comment=comment, requested_by=requested_by,
+                                               requested_at=datetime.now(timezone.utc)))
+
+    async def restart(self, op_id: str, params: dict | None = None, copy: bool = False,
+                      as_op_id: str | None = None, requested_by: str = "sdk") -> str:
+        """A new op from ``op_id``'s spec (a copy also gets the original's outputs to start from)."""
+        new_id = as_op_id or new_op_id()
+        kind = CopyOperation if copy else RestartOperation
+        await self.bus.publish(kind(op_id=op_id, new_op_id=new_id, params=params or {},
+                                    requested_by=requested_by, requested_at=datetime.now(timezone.utc)))
+        return new_id
+
+    async def resume(self, op_id: str, params: dict | None = None, requested_by: str = "sdk") -> None:
+        await self.bus.publish(ResumeOperation(op_id=op_id, params=params or {}, requested_by=requested_by,
                                                requested_at=datetime.now(timezone.utc)))
 
     async def why(self, op_id: str, timeout: float = 5.0) -> WhyAnswer:

@@ -19,15 +19,16 @@ from pydantic.alias_generators import to_camel
 from proto.resources import QuantityError, is_accelerator, parse_quantity
 from proto.subjects import valid_token
 
-# Top-level keys of a component or an operation that are accepted and ignored.
+# Top-level keys of a component or an operation that are accepted and ignored. (``matrix`` is
+# read by the parser before validation: see ``GridModel``/``RandomModel``.)
 TOP_LEVEL_IGNORED = frozenset({
-    "description", "presets", "hooks", "plugins", "joins", "matrix", "schedule", "dependencies",
+    "description", "presets", "hooks", "plugins", "joins", "schedule", "dependencies",
     "trigger", "skipOnUpstreamSkip", "events", "actions", "pathRef", "hubRef", "dagRef", "urlRef",
     "runPatch", "patchStrategy", "isPreset", "contexts", "template", "build",
 })
 # Of those, the ones whose absence changes what runs or when: the parser warns about them.
 BEHAVIOUR_IGNORED = frozenset({
-    "presets", "hooks", "plugins", "joins", "matrix", "schedule", "dependencies", "trigger",
+    "presets", "hooks", "plugins", "joins", "schedule", "dependencies", "trigger",
     "events", "actions", "runPatch", "template", "build",
 })
 # Keys Polyaxon or Kubernetes accept that opsched rejects: ignoring them would change the run.
@@ -35,6 +36,7 @@ UNSUPPORTED = frozenset({
     "init", "sidecars", "connections", "envFrom", "valueFrom", "nodeName", "schedulerName",
     "priority",  # run.environment.priority (a raw pod priority); use priorityClassName
     "schedulingPolicy", "elasticPolicy", "nProcPerNode",  # pytorchjob: change how the gang runs
+    "earlyStopping",  # matrix: would stop a sweep early
 })
 SUPPORTED_VERSIONS = ("1", "1.0", "1.1")
 RUN_KINDS_SUPPORTED = ("job", "pytorchjob")

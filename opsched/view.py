@@ -65,6 +65,9 @@ class OpsView:
         if kind == "failed" and self._will_retry(row, event):
             kind = "retrying"
         _details(row, event)
+        if kind == "resumed":  # a stopped/failed op continues: it is not over any more
+            row.status, row.rank, row.attempt, row.reason = "pending", 1, event.attempt, "resumed"
+            return row
         if event.attempt > row.attempt and not row.terminal:
             row.rank = 1  # a new attempt after a preemption or eviction: its statuses start again
         if RANK.get(kind, -1) > row.rank and not row.terminal:
@@ -91,6 +94,8 @@ def _details(row: OpRow, event: Event) -> None:
     if isinstance(event, OperationSubmitted):
         row.name, row.queue = event.spec.name, event.queue
         row.max_retries = event.spec.termination.max_retries
+        if event.original_op_id:
+            row.reason = f"{event.relation} of {event.original_op_id}"
         gpus = accelerators(event.spec.container.resources.limits)
         row.gpus = ",".join(f"{n}x{r.split('/')[0]}" if r != "nvidia.com/gpu" else str(n)
                             for r, n in gpus.items()) or "-"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from proto.spec import OpSpec, Wire
 
@@ -32,4 +33,27 @@ class RejectOperation(Command, tag="reject", kw_only=True):
     comment: str = ""
 
 
-COMMANDS: tuple[type[Command], ...] = (SubmitOperation, StopOperation, ApproveOperation, RejectOperation)
+class RerunOperation(Command, kw_only=True):
+    """Run an op again; ``params`` override the original's."""
+
+    params: dict[str, Any] = {}
+
+
+class RestartOperation(RerunOperation, tag="restart", kw_only=True):
+    """A new op (``new_op_id``) from the original's spec, linked to it."""
+
+    new_op_id: str
+
+
+class CopyOperation(RerunOperation, tag="copy", kw_only=True):
+    """A new op from the original's spec, given the original's outputs/artifacts to start from."""
+
+    new_op_id: str
+
+
+class ResumeOperation(RerunOperation, tag="resume", kw_only=True):
+    """Continue a stopped, failed or timed-out op in place: same id, a new attempt, history kept."""
+
+
+COMMANDS: tuple[type[Command], ...] = (SubmitOperation, StopOperation, ApproveOperation, RejectOperation,
+                                       RestartOperation, CopyOperation, ResumeOperation)

@@ -28,6 +28,8 @@ class OperationSubmitted(Event, tag="submitted", kw_only=True):
     queue: str
     submitted_at: datetime
     priority: int = 0
+    original_op_id: str | None = None  # set for a restart or a copy
+    relation: str | None = None  # "restart" or "copy"
 
 
 class CostEstimated(Event, tag="cost_estimated", kw_only=True):
@@ -164,6 +166,13 @@ class OperationTimedOut(Event, tag="timed_out", kw_only=True):
     message: str = ""
 
 
+class OperationResumed(Event, tag="resumed", kw_only=True):
+    """A stopped, failed or timed-out op continues in place as attempt ``attempt`` (its history kept)."""
+
+    params: dict[str, Any] = {}
+    resumed_by: str = ""
+
+
 class ErrorRaised(Event, tag="error", kw_only=True):
     """Bad input seen by a service. ``op_id`` is "-" (never a valid op id) when the input named no operation."""
 
@@ -179,7 +188,7 @@ EVENTS: tuple[type[Event], ...] = (
     OperationDispatched, OperationRunning, OperationSucceeded, OperationFailed,
     OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
     OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, OperationTimedOut,
-    ErrorRaised,
+    OperationResumed, ErrorRaised,
 )
 TERMINAL = (OperationSucceeded, OperationFailed, OperationRejected, OperationStopped, OperationSkipped,
             OperationTimedOut)

@@ -88,6 +88,6 @@ def error_msg_id(service: str, stream_seq: int) -> str:
     return f"error.{service}.{stream_seq}"
 
 
-def msg_id(op_id: str, kind: str, attempt: int = 0) -> str:
+def msg_id(op_id: str, kind: str, attempt: int | str = 0) -> str:
     """Nats-Msg-Id: ``<op_id>.<type>.<attempt>``; JetStream drops a duplicate within its window."""
     return f"{op_id}.{kind}.{attempt}"

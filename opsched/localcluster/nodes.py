@@ -1,6 +1,16 @@
 """Simulated GPU nodes: specs, registration and taint clean-up through the API server, and
 the pod statuses their simulated kubelet reports (what a pod does, and how it ends).
 
+What a pod does (``pod_behaviour``), first match wins:
+  * run time: annotation ``opsched.io/sim-runtime-seconds``, else the sum of ``sleep N`` in the
+    container's command and args, else 1 s;
+  * exit code of the first container: annotation ``opsched.io/sim-exit-codes`` (comma-separated,
+    indexed by the pod's attempt label ``opsched.io/attempt``: ``"1,1,0"`` exits 1 on attempts 0
+    and 1 and 0 on attempt 2; attempts beyond the list use its last value), else annotation
+    ``opsched.io/sim-exit-code``, else ``exit N`` in its command, else 0. Other containers use
+    ``exit N`` in their own command, else 0.
+A malformed annotation is logged and ignored (the next source applies).
+
 Without kube-controller-manager nobody removes the ``node.kubernetes.io/not-ready`` taint that
 the API server adds when a node is created, so the simulated kubelet does it here.
 """
@@ -24,6 +34,8 @@ DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_PRODUCT = "simulated"
 RUNTIME_ANNOTATION = "opsched.io/sim-runtime-seconds"
 EXIT_CODE_ANNOTATION = "opsched.io/sim-exit-code"
+EXIT_CODES_ANNOTATION = "opsched.io/sim-exit-codes"  # "1,1,0": per attempt, the last one repeats
+ATTEMPT_LABEL = "opsched.io/attempt"  # set by the dispatcher on every pod (kept equal to its LABEL_ATTEMPT)
 DEFAULT_RUNTIME = 1.0
 _SLEEP_RE = re.compile(r"\bsleep\s+(\d+(?:\.\d*)?|\.\d+)")
 _EXIT_RE = re.compile(r"\bexit\s+(\d+)")
@@ -198,7 +210,8 @@ class PodBehaviour:
 
 
 def pod_behaviour(pod: dict[str, Any]) -> PodBehaviour:
-    """Run time and per-container exit codes: annotations win, else ``sleep N``/``exit N``."""
+    """Run time and per-container exit codes: annotations win, else ``sleep N``/``exit N``
+    (the module docstring has the order)."""
     containers = pod["spec"].get("containers") or []
     runtimes, codes = [], {}
     for c in containers:
@@ -207,16 +220,47 @@ def pod_behaviour(pod: dict[str, Any]) -> PodBehaviour:
         runtimes.append(sum(sleeps) if sleeps else DEFAULT_RUNTIME)
         match = _EXIT_RE.search(text)
         codes[c["name"]] = int(match.group(1)) % 256 if match else 0
-    annotations = pod["metadata"].get("annotations") or {}
+    meta = pod["metadata"]
+    annotations = meta.get("annotations") or {}
     runtime = max(runtimes, default=DEFAULT_RUNTIME)
-    try:
-        if RUNTIME_ANNOTATION in annotations:
+    if RUNTIME_ANNOTATION in annotations:
+        try:
             runtime = max(0.0, float(annotations[RUNTIME_ANNOTATION]))
-        if EXIT_CODE_ANNOTATION in annotations and containers:
-            codes[containers[0]["name"]] = int(annotations[EXIT_CODE_ANNOTATION])
-    except ValueError:
-        log.warning("pod %s: ignoring a malformed sim annotation", pod_key(pod))
+        except ValueError:
+            log.warning("pod %s: ignoring a malformed %s annotation", pod_key(pod), RUNTIME_ANNOTATION)
+    code = _annotated_exit_code(pod, annotations)
+    if code is not None and containers:
+        codes[containers[0]["name"]] = code
     return PodBehaviour(runtime, codes)
+
+
+def attempt_of(pod: dict[str, Any]) -> int:
+    """The pod's attempt number from its ``opsched.io/attempt`` label (0 if absent or malformed)."""
+    value = (pod["metadata"].get("labels") or {}).get(ATTEMPT_LABEL, "0")
+    try:
+        return max(0, int(value))
+    except ValueError:
+        return 0
+
+
+def exit_code_for_attempt(codes: str, attempt: int) -> int:
+    """``"1,1,0"`` → 1 for attempts 0 and 1, 0 for attempt 2 and later. ValueError if malformed."""
+    values = [int(part) for part in codes.split(",")]  # int() accepts surrounding spaces
+    return values[min(attempt, len(values) - 1)]
+
+
+def _annotated_exit_code(pod: dict[str, Any], annotations: dict[str, str]) -> int | None:
+    if EXIT_CODES_ANNOTATION in annotations:
+        try:
+            return exit_code_for_attempt(annotations[EXIT_CODES_ANNOTATION], attempt_of(pod))
+        except ValueError:
+            log.warning("pod %s: ignoring a malformed %s annotation", pod_key(pod), EXIT_CODES_ANNOTATION)
+    if EXIT_CODE_ANNOTATION in annotations:
+        try:
+            return int(annotations[EXIT_CODE_ANNOTATION])
+        except ValueError:
+            log.warning("pod %s: ignoring a malformed %s annotation", pod_key(pod), EXIT_CODE_ANNOTATION)
+    return None
 
 
 def pod_key(pod: dict[str, Any]) -> str:

@@ -3,7 +3,10 @@
 Pods go Pending -> Running (after ``start_delay``) -> Succeeded/Failed. The run time and exit
 code come from the annotations ``opsched.io/sim-runtime-seconds`` and
 ``opsched.io/sim-exit-code``, else from ``sleep N`` / ``exit N`` in the container's command and
-args (``["sh", "-c", "sleep 2; exit 1"]``), else 1 s and 0. ``activeDeadlineSeconds`` is honoured
+args (``["sh", "-c", "sleep 2; exit 1"]``), else 1 s and 0. ``opsched.io/sim-exit-codes``
+(``"1,1,0"``) gives one exit code per attempt, indexed by the pod's ``opsched.io/attempt`` label
+(the last value repeats), and wins over ``sim-exit-code``: an op that fails twice, then succeeds
+(details in ``nodes.pod_behaviour``). ``activeDeadlineSeconds`` is honoured
 (reason DeadlineExceeded), and deletions are confirmed with grace period 0, as a kubelet would.
 restartPolicy is ignored (containers are never restarted).
 
@@ -32,16 +35,16 @@ import urllib3
 from kubernetes import client, config, watch
 
 from opsched.localcluster.nodes import (
-    EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, NodeResources, NodeSpec, as_node_spec, clear_not_ready_taints,
-    delete_nodes, node_ready_and_untainted, now_rfc3339, parse_node_spec, pod_behaviour, pod_key, post_status,
-    register_node, running_status, terminal_status,
+    EXIT_CODE_ANNOTATION, EXIT_CODES_ANNOTATION, RUNTIME_ANNOTATION, NodeResources, NodeSpec, as_node_spec,
+    clear_not_ready_taints, delete_nodes, node_ready_and_untainted, now_rfc3339, parse_node_spec, pod_behaviour,
+    pod_key, post_status, register_node, running_status, terminal_status,
 )
 
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 KILLED_EXIT_CODE = 143
 _TERMINAL = ("Succeeded", "Failed")
-__all__ = ["EXIT_CODE_ANNOTATION", "RUNTIME_ANNOTATION", "DEADLINE_MESSAGE", "SimKubelet", "NodeSpec",
-           "NodeResources", "spawn", "terminate", "main"]
+__all__ = ["EXIT_CODE_ANNOTATION", "EXIT_CODES_ANNOTATION", "RUNTIME_ANNOTATION", "DEADLINE_MESSAGE", "SimKubelet",
+           "NodeSpec", "NodeResources", "spawn", "terminate", "main"]
 log = logging.getLogger("opsched.simkubelet")
 
 

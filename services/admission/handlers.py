@@ -4,12 +4,15 @@ from __future__ import annotations
 from proto import subjects
 import msgspec
 
-from proto.commands import ApproveOperation, RejectOperation, StopOperation, SubmitOperation
-from proto.events import (
-    Event, OperationApproved, OperationRejected, OperationSkipped, OperationStopped, OperationSubmitted,
-    StopRequested,
+from proto.commands import (
+    ApproveOperation, CopyOperation, RejectOperation, RestartOperation, ResumeOperation, StopOperation,
+    SubmitOperation,
 )
-from proto.spec import OpSpec
+from proto.events import (
+    Event, OperationApproved, OperationRejected, OperationResumed, OperationSkipped, OperationStopped,
+    OperationSubmitted, StopRequested,
+)
+from proto.spec import EnvVar, OpSpec
 from services.admission.policies.conditions import ConditionError, evaluate, is_template
 from services.admission.policies.priority import UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
@@ -107,3 +110,35 @@ def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | 
         return StopRequested(op_id=op.op_id, at=now, attempt=op.attempt, pod_name=op.pod_name,
                              namespace=op.namespace, reason=cmd.reason)
     return OperationStopped(op_id=op.op_id, at=now, attempt=op.attempt, reason="stopped", message=cmd.reason)
+
+
+COPY_ENV = "OPSCHED_COPY_FROM"  # a copy's container learns which op's outputs to start from
+RESUMABLE = (Status.STOPPED, Status.FAILED, Status.TIMED_OUT)
+
+
+def on_rerun(cmd: RestartOperation | CopyOperation, ctx: Context, state: AdmissionState,
+             book: Book) -> Event | list[Event] | None:
+    """Restart or copy: a new op from the original's spec (params overridden), linked to it."""
+    original = _known(cmd.op_id, state)
+    relation = "copy" if isinstance(cmd, CopyOperation) else "restart"
+    spec = msgspec.structs.replace(original.spec, params={**original.spec.params, **cmd.params})
+    if relation == "copy":
+        env = [e for e in spec.container.env if e.name != COPY_ENV] + [EnvVar(name=COPY_ENV, value=original.op_id)]
+        spec = msgspec.structs.replace(spec, inputs={**spec.inputs, "copy_from": original.op_id},
+                                       container=msgspec.structs.replace(spec.container, env=env))
+    submit = SubmitOperation(op_id=cmd.new_op_id, spec=spec, requested_at=cmd.requested_at,
+                             requested_by=cmd.requested_by)
+    events = on_submit(submit, ctx, state, book)
+    for event in events if isinstance(events, list) else [events] if events else []:
+        if isinstance(event, OperationSubmitted):
+            event.original_op_id, event.relation = original.op_id, relation
+    return events
+
+
+def on_resume(cmd: ResumeOperation, ctx: Context, state: AdmissionState) -> Event | None:
+    op = _known(cmd.op_id, state)
+    if op.status not in RESUMABLE:
+        raise InvalidInput("not_resumable", f"cannot resume {op.op_id}: it is {op.status.name.lower()}; only "
+                                            f"stopped, failed or timed-out ops resume", op_id=op.op_id)
+    return OperationResumed(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt + 1, params=cmd.params,
+                            resumed_by=cmd.requested_by)

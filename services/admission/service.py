@@ -7,7 +7,10 @@ import asyncio
 import msgspec
 
 from proto import codec, subjects
-from proto.commands import ApproveOperation, RejectOperation, StopOperation, SubmitOperation
+from proto.commands import (
+    ApproveOperation, CopyOperation, RejectOperation, RestartOperation, ResumeOperation, StopOperation,
+    SubmitOperation,
+)
 from proto.config import QueuesConfigured, SetQueues
 from proto.queries import QueuesRequest, WhyRequest
 from proto.queues import QueuesConfig
@@ -134,6 +137,14 @@ def build(settings: Settings, clock=None) -> Service:
     @service.on(sub, RejectOperation)
     async def reject(cmd: RejectOperation, ctx: Context):
         return handlers.on_reject(cmd, ctx, admission.state)
+
+    @service.on(sub, RestartOperation, CopyOperation)
+    async def rerun(cmd, ctx: Context):
+        return handlers.on_rerun(cmd, ctx, admission.state, admission.book)
+
+    @service.on(sub, ResumeOperation)
+    async def resume(cmd: ResumeOperation, ctx: Context):
+        return handlers.on_resume(cmd, ctx, admission.state)
 
     @service.on(sub, SetQueues)
     async def set_queues(cmd: SetQueues, ctx: Context) -> QueuesConfigured:

@@ -4,6 +4,8 @@ queues the op again for the next one. Replaying the stream rebuilds the state ex
 from __future__ import annotations
 
 import math
+
+import msgspec
 from datetime import datetime, timedelta, timezone
 
 from proto.cluster import ClusterEvent, NodeObserved
@@ -11,7 +13,7 @@ from proto.events import (
     CacheHit, CacheMissed, CostEstimated, Event, OperationAdmitted, OperationDispatched, OperationEvicted,
     OperationFailed, OperationPreempted, OperationRejected, OperationRunning, OperationStopped,
     OperationSubmitted, OperationSucceeded, PreemptRequested, OperationOnHold, OperationApproved,
-    OperationSkipped, OperationTimedOut, RetryScheduled,
+    OperationSkipped, OperationTimedOut, RetryScheduled, OperationResumed,
 )
 from proto.failures import is_infrastructure, will_retry
 from proto.resources import requested
@@ -71,6 +73,8 @@ class AdmissionState:
             return self._approval(op, event)
         if isinstance(event, OperationFailed):
             return self._failed(op, event)
+        if isinstance(event, OperationResumed):
+            return self._resumed(op, event)
         return self._lifecycle(op, event)
 
     def _submitted(self, e: OperationSubmitted) -> bool:
@@ -212,6 +216,20 @@ class AdmissionState:
             op.not_before = e.at + timedelta(seconds=e.retry_after_s)  # eviction or retry back-off
         op.attempt += 1
         op.reason = e.reason
+        op.pod_name = op.node = op.preempted_by = None
+        op.flavors, op.node_selector, op.tolerations, op.borrowing = {}, {}, [], False
+        self.queue(op.queue).waiting += 1
+        self._enqueue(op, e.at)
+        return True
+
+    def _resumed(self, op: OpRecord, e: OperationResumed) -> bool:
+        """A stopped, failed or timed-out op continues in place as a new attempt."""
+        if op.status not in (Status.STOPPED, Status.FAILED, Status.TIMED_OUT) or e.attempt <= op.attempt:
+            return False
+        op.attempts.append((op.attempt, op.status.name.lower(), op.reason))
+        if e.params:
+            op.spec = msgspec.structs.replace(op.spec, params={**op.spec.params, **e.params})
+        op.attempt, op.reason, op.not_before, op.queued_at = e.attempt, "resumed", None, e.at
         op.pod_name = op.node = op.preempted_by = None
         op.flavors, op.node_selector, op.tolerations, op.borrowing = {}, {}, [], False
         self.queue(op.queue).waiting += 1

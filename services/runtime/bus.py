@@ -16,7 +16,7 @@ from nats.js import api
 from nats.js.errors import NotFoundError
 
 from proto import cloudevents, codec, subjects
-from proto.commands import ApproveOperation, Command, RejectOperation, StopOperation, SubmitOperation
+from proto.commands import Command, SubmitOperation
 from proto.config import QueuesConfigured, SetQueues
 from proto.events import Event
 
@@ -40,7 +40,7 @@ def subject_for(message: msgspec.Struct) -> str:
         return subjects.event(codec.type_of(message), message.op_id)
     if isinstance(message, SubmitOperation):
         return subjects.submit(message.spec.queue)
-    if isinstance(message, (StopOperation, ApproveOperation, RejectOperation)):
+    if isinstance(message, Command) and not isinstance(message, SubmitOperation):
         return subjects.command(codec.type_of(message))
     if isinstance(message, SetQueues):
         return subjects.CMD_SET_QUEUES
@@ -54,7 +54,10 @@ def default_msg_id(message: msgspec.Struct) -> str:
     if isinstance(message, Event):
         return subjects.msg_id(message.op_id, kind, message.attempt)
     if isinstance(message, Command):
-        return subjects.msg_id(message.op_id, kind)
+        # a rerun is one per new op id; a resume one per request; the others one per op
+        distinct = getattr(message, "new_op_id", None) or (
+            int(message.requested_at.timestamp() * 1000) if kind == "resume" and message.requested_at else 0)
+        return subjects.msg_id(message.op_id, kind, distinct)
     if isinstance(message, (SetQueues, QueuesConfigured)):
         return f"{kind}.{config_digest(message.config)}"
     raise TypeError(f"no message id for {type(message).__name__}")

@@ -12,11 +12,14 @@ import msgspec
 import pytest
 
 from proto import codec, subjects
-from proto.commands import COMMANDS, ApproveOperation, RejectOperation, StopOperation, SubmitOperation
+from proto.commands import (
+    COMMANDS, ApproveOperation, CopyOperation, RejectOperation, RestartOperation, ResumeOperation, StopOperation,
+    SubmitOperation,
+)
 from proto.events import (
     EVENTS, CacheHit, CacheMissed, CostEstimated, ErrorRaised, Money, OperationAdmitted,
     OperationDispatched, OperationFailed, OperationRejected, OperationRunning, OperationStopped,
-    OperationApproved, OperationEvicted, OperationOnHold, OperationPreempted, OperationSkipped, OperationTimedOut,
+    OperationApproved, OperationEvicted, OperationOnHold, OperationResumed, OperationPreempted, OperationSkipped, OperationTimedOut,
     RetryScheduled, OperationSubmitted, OperationSucceeded, PreemptRequested, StopRequested,
     event_type,
 )
@@ -54,7 +57,8 @@ FULL_SPEC = OpSpec(
 _COMMON = {"op_id": "op-1", "at": T0, "attempt": 1}
 
 SAMPLES: dict[str, msgspec.Struct] = {
-    "submitted": OperationSubmitted(**_COMMON, spec=FULL_SPEC, queue="gpu-a", submitted_at=t(-5), priority=7),
+    "submitted": OperationSubmitted(**_COMMON, spec=FULL_SPEC, queue="gpu-a", submitted_at=t(-5), priority=7,
+                                    original_op_id="op-0", relation="restart"),
     "cost_estimated": CostEstimated(**_COMMON, estimate=Money(amount=12.5, currency="EUR"), basis="timeout",
                                     duration_s=600.0, breakdown={"nvidia.com/gpu": 12.0, "cpu": 0.5}),
     "cache_hit": CacheHit(**_COMMON, fingerprint="f" * 32, original_op_id="op-0", outputs={"model": "m.pt"}),
@@ -81,11 +85,16 @@ SAMPLES: dict[str, msgspec.Struct] = {
     "skipped": OperationSkipped(**_COMMON, reason="upstream_skipped", message="its upstream op was skipped"),
     "retry_scheduled": RetryScheduled(**_COMMON, retry_after_s=20.0, reason="Error", retries_used=2),
     "timed_out": OperationTimedOut(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", message="deadline"),
+    "resumed": OperationResumed(**_COMMON, params={"lr": 0.1}, resumed_by="alice"),
     "error": ErrorRaised(**_COMMON, service="admission", subject="cmd.submit._", reason="malformed_message",
                          message="cannot decode", payload="{oops"),
     "submit": SubmitOperation(op_id="op-1", spec=FULL_SPEC, requested_at=T0, requested_by="alice"),
     "stop": StopOperation(op_id="op-1", requested_at=T0, requested_by="alice", reason="no longer needed"),
     "approve": ApproveOperation(op_id="op-1", requested_at=T0, requested_by="alice", comment="fine"),
+    "restart": RestartOperation(op_id="op-1", requested_at=T0, requested_by="alice", params={"lr": 1},
+                                new_op_id="op-2"),
+    "copy": CopyOperation(op_id="op-1", requested_at=T0, requested_by="alice", params={"lr": 1}, new_op_id="op-3"),
+    "resume": ResumeOperation(op_id="op-1", requested_at=T0, requested_by="alice", params={"lr": 1}),
     "reject": RejectOperation(op_id="op-1", requested_at=T0, requested_by="bob", comment="too big"),
 }
 MESSAGES = EVENTS + COMMANDS
