@@ -9,7 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile
+from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
 
 EXIT_INVALID = 2
 EXIT_UNREACHABLE = 3
@@ -47,6 +47,10 @@ def _fail(message: str, code: int = EXIT_INVALID) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    """Submit one op, or every op of a sweep (a file with a ``matrix``): each id, then the batch id.
+
+    With ``--id X`` a sweep's ops are ``X-0``, ``X-1``, ... and its batch id is derived from X, so
+    submitting the same sweep again with the same id is the same batch (ops are idempotent)."""
     from services.dispatcher.gpu_accounting import violations
 
     overrides: dict[str, object] = {}
@@ -59,28 +63,37 @@ def cmd_submit(args: argparse.Namespace) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", SpecWarning)
-            spec = load_polyaxonfile(Path(args.file), overrides=overrides or None)
+            specs = load_polyaxonfile_batch(Path(args.file), overrides or None, salt=args.id)
     except SpecError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_INVALID
     for warning in caught:
         print(f"opsched: warning: {warning.message}", file=sys.stderr)
-    problems = violations(spec)
+    problems = list(dict.fromkeys(p for spec in specs for p in violations(spec)))
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
-    return asyncio.run(_submit(args, spec))
+    return asyncio.run(_submit(args, specs))
 
 
-async def _submit(args: argparse.Namespace, spec) -> int:
-
+async def _submit(args: argparse.Namespace, specs: list) -> int:
     client = await _connect(args)
     if client is None:
         return EXIT_UNREACHABLE
+    batch = specs[0].batch
     try:
-        op_id = await client.submit(spec, op_id=args.id, requested_by="cli")
-        print(op_id)
+        ids = []
+        for i, spec in enumerate(specs):
+            op_id = f"{args.id}-{i}" if args.id and batch else args.id
+            ids.append(await client.submit(spec, op_id=op_id, requested_by="cli"))
+            print(ids[-1], flush=True)
+        if batch:  # the ids on stdout, then the batch id; a summary on stderr
+            limit = specs[0].batch_concurrency
+            print(f"opsched: batch {batch}: {len(ids)} operations"
+                  + (f", at most {limit} at once" if limit else ""), file=sys.stderr, flush=True)
+            print(batch, flush=True)
         if args.wait:
-            return await _watch(client, op_id, quiet=False)
+            codes = [await _watch(client, op_id, quiet=False) for op_id in ids]
+            return max(codes)
     finally:
         await client.close()
     return 0
@@ -96,6 +109,59 @@ async def _connect(args: argparse.Namespace):
         _fail(f"cannot reach NATS at {url} ({exc.__class__.__name__}); is `opsched up` running?",
               EXIT_UNREACHABLE)
         return None
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    """Create a schedule from a polyaxonfile's ``schedule`` section (prints its id), or delete one."""
+    if args.delete:
+        if args.file:
+            return _fail("give FILE to create a schedule or --delete ID to delete one, not both")
+
+        async def delete(client) -> int:
+            await client.delete_schedule(args.delete, requested_by="cli")
+            print(f"delete sent for schedule {args.delete}")
+            return 0
+        return _with_client(args, delete)
+    if not args.file:
+        return _fail("opsched schedule needs a FILE (or --delete ID)")
+    loaded = _scheduled_op(args)
+    if isinstance(loaded, int):
+        return loaded
+    spec, schedule = loaded
+
+    async def create(client) -> int:
+        print(await client.create_schedule(schedule, spec, schedule_id=args.id, requested_by="cli"))
+        return 0
+    return _with_client(args, create)
+
+
+def _scheduled_op(args: argparse.Namespace):
+    """(OpSpec, ScheduleSpec) of the file, or an exit code after saying what is wrong."""
+    from opsched.polyaxonfile import load_polyaxonfile_with_schedule
+    from proto.schedules import MAX_SCHEDULE_ID
+    from proto.subjects import valid_token
+    from services.dispatcher.gpu_accounting import violations
+
+    if args.id and (not valid_token(args.id) or len(args.id) > MAX_SCHEDULE_ID):
+        return _fail(f"--id {args.id!r}: use lowercase letters, digits and '-', at most {MAX_SCHEDULE_ID}")
+    overrides = {k: v for k, v in (("params", parse_params(args.param) if args.param else None),
+                                   ("queue", args.queue), ("priority", args.priority)) if v is not None}
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SpecWarning)
+            spec, schedule = load_polyaxonfile_with_schedule(Path(args.file), overrides=overrides or None)
+    except SpecError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INVALID
+    for warning in caught:
+        print(f"opsched: warning: {warning.message}", file=sys.stderr)
+    if schedule is None:
+        return _fail(f"{args.file} has no schedule section (kind: cron, interval or datetime); "
+                     "use `opsched submit` to run it once")
+    problems = violations(spec)
+    if problems:
+        return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
+    return spec, schedule
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
@@ -222,13 +288,15 @@ def parser() -> argparse.ArgumentParser:
     from opsched.embedded import add_up_arguments
     add_up_arguments(up)
     up.set_defaults(func=cmd_up)
-    s = sub.add_parser("submit", help="submit a polyaxonfile (YAML)")
+    s = sub.add_parser("submit", help="submit a polyaxonfile (YAML); a file with a matrix submits "
+                                      "every op of its sweep")
     s.add_argument("file")
     s.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")
     s.add_argument("--queue", "-q")
     s.add_argument("--priority", type=int)
-    s.add_argument("--id", help="operation id (default: random); the same id submitted twice is one op")
-    s.add_argument("--wait", "-w", action="store_true", help="watch until the op ends")
+    s.add_argument("--id", help="operation id (default: random); the same id submitted twice is one op "
+                   "(a sweep's ops are ID-0, ID-1, ...)")
+    s.add_argument("--wait", "-w", action="store_true", help="watch until the op (every op of a sweep) ends")
     s.set_defaults(func=cmd_submit)
     o = sub.add_parser("ops", help="list operations")
     o.set_defaults(func=cmd_ops)
@@ -254,10 +322,23 @@ def parser() -> argparse.ArgumentParser:
     qs = sub.add_parser("queues", help="queues: running/concurrency, quota use per flavor, pending, borrowed")
     qs.add_argument("--apply", metavar="FILE", help="replace the queue configuration with this YAML file")
     qs.set_defaults(func=cmd_queues)
+    _add_schedule_parser(sub)
     st = sub.add_parser("stop", help="stop a queued or running operation")
     st.add_argument("id")
     st.set_defaults(func=cmd_stop)
     return p
+
+
+def _add_schedule_parser(sub) -> None:
+    sc = sub.add_parser("schedule", help="run a polyaxonfile on its schedule (cron, interval, datetime); "
+                                         "--delete ID stops a schedule")
+    sc.add_argument("file", nargs="?")
+    sc.add_argument("--id", help="schedule id (default: the op name and 6 random hex); run n is op ID-n")
+    sc.add_argument("--delete", metavar="ID", help="delete this schedule: no new runs")
+    sc.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")
+    sc.add_argument("--queue", "-q")
+    sc.add_argument("--priority", type=int)
+    sc.set_defaults(func=cmd_schedule)
 
 
 def main(argv: list[str] | None = None) -> int:

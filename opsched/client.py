@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 from collections.abc import AsyncIterator
 
@@ -16,6 +17,7 @@ from proto.commands import (
 from proto.config import SetQueues
 from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from proto.queues import QueuesConfig
+from proto.schedules import MAX_SCHEDULE_ID, CreateSchedule, DeleteSchedule, ScheduleSpec
 from proto.events import Event
 from proto.spec import OpSpec
 from opsched.view import OpRow, OpsView
@@ -24,6 +26,13 @@ from services.runtime.bus import Bus
 
 def new_op_id() -> str:
     return uuid.uuid4().hex[:12]
+
+
+def new_schedule_id(name: str = "") -> str:
+    """``<name as a token, cut>-<6 hex>``: short, so run op ids ``<id>-<run>`` stay valid tokens."""
+    slug = "".join(c if c.isalnum() and c.isascii() else "-" for c in name.lower()).strip("-")
+    slug = "-".join(part for part in slug.split("-") if part)[: MAX_SCHEDULE_ID - 7].strip("-")
+    return f"{slug}-{uuid.uuid4().hex[:6]}" if slug else uuid.uuid4().hex[:12]
 
 
 
@@ -73,6 +82,27 @@ class Client:
     async def resume(self, op_id: str, params: dict | None = None, requested_by: str = "sdk") -> None:
         await self.bus.publish(ResumeOperation(op_id=op_id, params=params or {}, requested_by=requested_by,
                                                requested_at=datetime.now(timezone.utc)))
+
+    async def create_schedule(self, spec: ScheduleSpec, op: OpSpec, schedule_id: str | None = None,
+                              requested_by: str = "sdk") -> str:
+        """Ask admission to submit ``op`` on ``spec``'s schedule; run n is the op ``<schedule_id>-<n>``.
+
+        Admission validates it (an error event ``ops.error.<schedule_id>`` says why not). The same
+        command sent twice is one schedule; a schedule id is used once."""
+        schedule_id = schedule_id or new_schedule_id(op.name)
+        cmd = CreateSchedule(schedule_id=schedule_id, spec=spec, op=op, requested_by=requested_by)
+        digest = hashlib.sha256(codec.encode(cmd)).hexdigest()[:12]
+        cmd = msgspec.structs.replace(cmd, requested_at=datetime.now(timezone.utc))
+        await self.bus.publish(cmd, subject=subjects.CMD_SCHEDULE_CREATE,
+                               msg_id=subjects.schedule_command_msg_id(schedule_id, "create_schedule", digest))
+        return schedule_id
+
+    async def delete_schedule(self, schedule_id: str, requested_by: str = "sdk") -> None:
+        """No new runs of the schedule; runs already submitted go on."""
+        cmd = DeleteSchedule(schedule_id=schedule_id, requested_by=requested_by,
+                             requested_at=datetime.now(timezone.utc))
+        await self.bus.publish(cmd, subject=subjects.CMD_SCHEDULE_DELETE,
+                               msg_id=subjects.schedule_command_msg_id(schedule_id, "delete_schedule"))
 
     async def why(self, op_id: str, timeout: float = 5.0) -> WhyAnswer:
         """Ask admission why an op is pending: ranked reasons and its position in its queue."""

@@ -16,11 +16,17 @@ EXPECTED_FAILURES = {"eval-fails.yaml"}
 TIMEOUT_S = 240
 
 
+LATE_EXAMPLES = ["urgent-1gpu.yaml", "ddp-3x1gpu.yaml"]  # once GPUs are busy: preemption, then a gang
+
+
 async def run_demo(nats_url: str, kubeconfig: Path | None, namespace: str, examples: list[str]) -> int:
     client = await Client.connect(nats_url, "opsched-demo")
     try:
         expected = await _submit_all(client, examples)
         print("\n" + queues_table(await client.queues()), flush=True)
+        await _until_busy(client, set(expected))
+        print("\nGPUs are busy; now an urgent op (priority class urgent) and a 3-pod DDP gang:", flush=True)
+        expected.update(await _submit_all(client, LATE_EXAMPLES))
         rows = await _show_progress(client, set(expected))
     finally:
         await client.close()
@@ -37,6 +43,15 @@ async def _submit_all(client: Client, examples: list[str]) -> dict[str, str]:
         expected[op_id] = "failed" if name in EXPECTED_FAILURES else "succeeded"
         print(f"submitted {name:<22} as {op_id}", flush=True)
     return expected
+
+
+async def _until_busy(client: Client, ids: set[str]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        rows = [r for r in await client.ops() if r.op_id in ids]
+        if sum(r.status == "running" for r in rows) >= 3 or all(r.terminal for r in rows):
+            return
+        await asyncio.sleep(0.3)
 
 
 async def _show_progress(client: Client, ids: set[str]):

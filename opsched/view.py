@@ -97,6 +97,9 @@ def _details(row: OpRow, event: Event) -> None:
         if event.original_op_id:
             row.reason = f"{event.relation} of {event.original_op_id}"
         gpus = accelerators(event.spec.container.resources.limits)
+        for group in event.spec.replicas:
+            for resource, count in accelerators(group.container.resources.limits).items():
+                gpus[resource] = gpus.get(resource, 0) + count * group.count
         row.gpus = ",".join(f"{n}x{r.split('/')[0]}" if r != "nvidia.com/gpu" else str(n)
                             for r, n in gpus.items()) or "-"
     elif isinstance(event, CostEstimated):

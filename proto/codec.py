@@ -10,11 +10,14 @@ from proto.commands import COMMANDS, Command
 from proto.config import QueuesConfigured, SetQueues
 from proto.events import EVENTS, Event
 from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleEvent
 from proto.spec import OpSpec
 
 AnyEvent = Union[EVENTS]  # type: ignore[valid-type]
-AnyCommand = Union[COMMANDS + (SetQueues,)]  # type: ignore[valid-type]
-AnyMessage = Union[EVENTS + COMMANDS + (SetQueues,)]  # type: ignore[valid-type]
+AnyCommand = Union[COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS]  # type: ignore[valid-type]
+AnyMessage = Union[EVENTS + COMMANDS + (SetQueues,) + SCHEDULE_EVENTS + SCHEDULE_COMMANDS]  # type: ignore[valid-type]
+AnyOpsStream = Union[EVENTS + SCHEDULE_EVENTS]  # type: ignore[valid-type]  # everything on ops.>
+AnySchedule = Union[SCHEDULE_EVENTS]  # type: ignore[valid-type]
 AnyCluster = Union[CLUSTER_EVENTS]  # type: ignore[valid-type]
 AnyQuery = Union[WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer]
 
@@ -26,6 +29,8 @@ _spec_decoder = msgspec.json.Decoder(OpSpec)
 _cluster_decoder = msgspec.json.Decoder(AnyCluster)
 _config_decoder = msgspec.json.Decoder(QueuesConfigured)
 _query_decoder = msgspec.json.Decoder(AnyQuery)
+_ops_stream_decoder = msgspec.json.Decoder(AnyOpsStream)
+_schedule_decoder = msgspec.json.Decoder(AnySchedule)
 
 DecodeError = msgspec.DecodeError  # raised for malformed JSON and for schema violations
 
@@ -64,3 +69,12 @@ def decode_config(data: bytes) -> QueuesConfigured:
 
 def decode_query(data: bytes) -> WhyRequest | WhyAnswer | QueuesRequest | QueuesAnswer:
     return _query_decoder.decode(data)
+
+
+def decode_ops_stream(data: bytes) -> Event:
+    """Anything on the op stream: an op event or a schedule event (``proto.schedules``)."""
+    return _ops_stream_decoder.decode(data)
+
+
+def decode_schedule_event(data: bytes) -> ScheduleEvent:
+    return _schedule_decoder.decode(data)

@@ -12,9 +12,11 @@ from proto.commands import COMMANDS
 from proto.config import QueuesConfigured, SetQueues
 from proto.events import EVENTS
 from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleSpec
 from proto.spec import OpSpec
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
+SCHEDULE_SCHEMA_DIR = SCHEMA_DIR / "schedules"  # schedule messages (proto.schedules), kept apart
 
 
 def render() -> dict[str, str]:
@@ -30,18 +32,30 @@ def render() -> dict[str, str]:
     return out
 
 
+def render_schedules() -> dict[str, str]:
+    """File name (in ``SCHEDULE_SCHEMA_DIR``) -> JSON text, for the schedule messages."""
+    out = {f"event.{cls.__struct_config__.tag}.json": _dump(msgspec.json.schema(cls)) for cls in SCHEDULE_EVENTS}
+    out |= {f"command.{cls.__struct_config__.tag}.json": _dump(msgspec.json.schema(cls))
+            for cls in SCHEDULE_COMMANDS}
+    out["schedule_spec.json"] = _dump(msgspec.json.schema(ScheduleSpec))
+    return out
+
+
 def _dump(schema: dict) -> str:
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
 def write() -> list[str]:
-    SCHEMA_DIR.mkdir(exist_ok=True)
-    rendered = render()
-    for stale in SCHEMA_DIR.glob("*.json"):
+    return _write(SCHEMA_DIR, render()) + [f"schedules/{n}" for n in _write(SCHEDULE_SCHEMA_DIR, render_schedules())]
+
+
+def _write(directory: Path, rendered: dict[str, str]) -> list[str]:
+    directory.mkdir(exist_ok=True)
+    for stale in directory.glob("*.json"):
         if stale.name not in rendered:
             stale.unlink()
     for name, text in rendered.items():
-        (SCHEMA_DIR / name).write_text(text)
+        (directory / name).write_text(text)
     return sorted(rendered)
 
 

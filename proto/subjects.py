@@ -20,6 +20,9 @@ CLUSTER_ALL = "cluster.>"
 CONFIG_ALL = "config.>"
 CONFIG_QUEUES = "config.queues"
 CMD_SET_QUEUES = "cmd.queues.set"
+CMD_SCHEDULE_ALL = "cmd.schedule.>"
+CMD_SCHEDULE_CREATE = "cmd.schedule.create"
+CMD_SCHEDULE_DELETE = "cmd.schedule.delete"
 QUERY_WHY = "opsched.query.why"  # request/reply, answered by admission
 QUERY_QUEUES = "opsched.query.queues"
 DEFAULT_ROUTE = "_"
@@ -91,3 +94,18 @@ def error_msg_id(service: str, stream_seq: int) -> str:
 def msg_id(op_id: str, kind: str, attempt: int | str = 0) -> str:
     """Nats-Msg-Id: ``<op_id>.<type>.<attempt>``; JetStream drops a duplicate within its window."""
     return f"{op_id}.{kind}.{attempt}"
+
+
+def schedule_event(kind: str, schedule_id: str) -> str:
+    """``ops.schedule_<type>.<schedule_id>``: schedule events use the schedule id as their subject token."""
+    return event(kind, schedule_id)
+
+
+def schedule_fired_msg_id(schedule_id: str, run: int) -> str:
+    """Nats-Msg-Id of run ``run`` of a schedule: a restart or a second replica fires it once."""
+    return f"{schedule_id}.fired.{run}"
+
+
+def schedule_command_msg_id(schedule_id: str, kind: str, digest: str = "0") -> str:
+    """``<schedule_id>.<type>.<digest>``: the same command sent twice is one; a corrected one is not."""
+    return f"{schedule_id}.{kind}.{digest}"

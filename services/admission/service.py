@@ -93,7 +93,8 @@ class Admission:
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=0.5)
             except asyncio.TimeoutError:
-                continue
+                if not self.state.due(self.service.clock.now()):
+                    continue
             self.wake.clear()
             await self.cycle_once(bus)
 

@@ -34,8 +34,15 @@ class AdmissionState:
         self.ghosts: dict[str, list[Ghost]] = {}  # preemptor -> what its gone victims held (held for it)
         self.cleared: list[str] = []  # gates just cleared: the cycle queues or holds them
         self.retrying: list[str] = []  # a failed attempt to retry: the cycle schedules it
+        self.timers: list[datetime] = []  # back-offs ending: a cycle must run then, event or not
         self.aging: dict[str, tuple[float, float]] = {}  # queue -> (per minute, cap), from the config
         self.usage_history = UsageHistory()  # for usage-history fair sharing (not replayed: it decays)
+
+    def due(self, now: datetime) -> bool:
+        """Has a back-off ended since the last cycle? (Then run one even if nothing happened.)"""
+        ended = [t for t in self.timers if t <= now]
+        self.timers = [t for t in self.timers if t > now]
+        return bool(ended)
 
     def configure_aging(self, aging: dict[str, tuple[float, float]], now: datetime) -> None:
         self.aging = dict(aging)
@@ -214,6 +221,7 @@ class AdmissionState:
             op.preempted_at, op.preemptions = e.at, op.preemptions + 1
         else:
             op.not_before = e.at + timedelta(seconds=e.retry_after_s)  # eviction or retry back-off
+            self.timers.append(op.not_before)
         op.attempt += 1
         op.reason = e.reason
         op.pod_name = op.node = op.preempted_by = None

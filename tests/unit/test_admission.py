@@ -475,3 +475,17 @@ async def test_a_cache_hit_whose_publish_failed_is_finished_by_a_later_cycle(adm
     bus = FlakyBus()
     await admission.cycle_once(bus)
     assert [type(e).__name__ for e in bus.published] == ["OperationSucceeded"]
+
+
+def test_a_back_off_that_ends_makes_the_service_run_a_cycle_without_any_event():
+    from proto.events import RetryScheduled
+
+    spec = op("a").max_retries(1).build()
+    state = fold(submitted(spec, op_id="a"), *gates_cleared("a"))
+    decide(state)
+    fold(failed("a"), state=state)
+    (retry,) = [d for d in decide(state) if isinstance(d, RetryScheduled)]
+    assert not state.due(t(retry.retry_after_s - 1))
+    assert state.due(t(retry.retry_after_s))  # the service runs a cycle now
+    assert not state.due(t(retry.retry_after_s + 1))  # once
+    assert [d.op_id for d in decide(state, now=t(retry.retry_after_s)) if isinstance(d, OperationAdmitted)] == ["a"]

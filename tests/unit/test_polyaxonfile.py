@@ -179,8 +179,8 @@ def test_keys_polyaxon_allows_but_opsched_ignores_are_accepted():
 
 
 def test_ignored_keys_that_change_what_runs_raise_a_warning():
-    text = component(**{"name: train": "name: train\nmatrix: {kind: grid}"})
-    with pytest.warns(SpecWarning, match="matrix"):
+    text = component(**{"name: train": "name: train\nschedule: {kind: cron, cron: '0 * * * *'}"})
+    with pytest.warns(SpecWarning, match="schedule"):
         parse(text)
 
 

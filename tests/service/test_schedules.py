@@ -1,0 +1,202 @@
+"""Schedules on a real nats-server: the commands handled as admission will wire them, the runner on a
+FakeClock, and a restart that rebuilds the schedules from the stream without firing a run twice."""
+from __future__ import annotations
+
+import asyncio
+
+from opsched.client import Client
+from proto import codec, subjects
+from proto.commands import SubmitOperation
+from proto.events import ErrorRaised
+from proto.schedules import (
+    CreateSchedule, DeleteSchedule, ScheduleCreated, ScheduleDeleted, ScheduleEvent, ScheduleFinished,
+    ScheduleFired, ScheduleSpec,
+)
+from services.admission.schedules import (
+    Schedules, on_create, on_delete, run_schedules, submitter,
+)
+from services.runtime.clock import FakeClock
+from services.runtime.service import Context, Service
+from services.runtime.settings import Settings
+from tests.builders import T0, op
+
+TEMPLATE = op("nightly-train").build()
+TIMEOUT = 10.0
+
+
+class CountingClock(FakeClock):
+    """A FakeClock that counts ``sleep`` calls: a new call means the runner finished a pass."""
+
+    def __init__(self, start=T0) -> None:
+        super().__init__(start)
+        self.sleeps = 0
+        self.asleep = False
+        self.changed = asyncio.Condition()
+
+    async def sleep(self, seconds: float) -> None:
+        async with self.changed:
+            self.sleeps, self.asleep = self.sleeps + 1, True
+            self.changed.notify_all()
+        try:
+            await super().sleep(seconds)
+        finally:
+            self.asleep = False
+
+    async def advance_one_pass(self, seconds: float) -> None:
+        """Once the runner sleeps, move time (>= its 1 s step, so it wakes) and wait for its next sleep:
+        then the pass that saw the new time is done."""
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: self.asleep), TIMEOUT)
+            before = self.sleeps
+            self.advance(seconds)
+            await asyncio.wait_for(self.changed.wait_for(lambda: self.sleeps > before), TIMEOUT)
+
+
+class ScheduleLog:
+    """Every schedule event of the op stream, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[ScheduleEvent] = []
+        self.changed = asyncio.Condition()
+
+    async def on(self, data: bytes, seq: int) -> None:
+        event = codec.decode_ops_stream(data)
+        if isinstance(event, ScheduleEvent):
+            async with self.changed:
+                self.events.append(event)
+                self.changed.notify_all()
+
+    async def until(self, condition) -> None:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(condition), TIMEOUT)
+
+    async def expect(self, kind: type, schedule_id: str) -> ScheduleEvent:
+        def found():
+            return next((e for e in self.events if isinstance(e, kind) and e.op_id == schedule_id), None)
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: found() is not None), TIMEOUT)
+        return found()
+
+    def fired(self, schedule_id: str) -> list[tuple[int, float]]:
+        return [(e.run, (e.scheduled_for - T0).total_seconds()) for e in self.events
+                if isinstance(e, ScheduleFired) and e.op_id == schedule_id]
+
+
+class Folded:
+    """The schedules a service rebuilt from the stream, and a way to wait for its fold."""
+
+    def __init__(self) -> None:
+        self.schedules = Schedules()
+        self.changed = asyncio.Condition()
+
+    async def fold(self, data: bytes, seq: int) -> None:
+        async with self.changed:
+            self.schedules.apply(codec.decode_ops_stream(data))
+            self.changed.notify_all()
+
+    async def until(self, condition) -> None:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: condition(self.schedules)), TIMEOUT)
+
+
+def schedule_service(url: str, clock: FakeClock, folded: Folded, submitted: list[str]) -> Service:
+    """What admission wires: the replay fold, the two command handlers, the runner task."""
+    service = Service("admission", Settings(nats_url=url, log_format="console"), clock)
+    schedules, fold = folded.schedules, folded.fold
+
+    async def replay(bus) -> None:
+        await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, fold)
+
+    async def runner(bus, stop: asyncio.Event) -> None:
+        submit = submitter(bus, clock)
+
+        async def recording(op_id: str, spec) -> None:
+            submitted.append(op_id)
+            await submit(op_id, spec)
+        await run_schedules(bus, clock, schedules, recording, stop, service.log)
+
+    service.on_start.append(replay)
+    service.extra_tasks.append(runner)
+    sub = service.consume(subjects.ADMISSION_COMMANDS, subjects.CMD_STREAM, [subjects.CMD_SCHEDULE_ALL],
+                          decoder=codec.decode_command)
+
+    @service.on(sub, CreateSchedule)
+    async def create(cmd: CreateSchedule, ctx: Context):
+        return on_create(cmd, ctx.clock.now(), schedules)
+
+    @service.on(sub, DeleteSchedule)
+    async def delete(cmd: DeleteSchedule, ctx: Context):
+        return on_delete(cmd, ctx.clock.now(), schedules)
+
+    return service
+
+
+async def start(service: Service, bus) -> tuple[asyncio.Task, asyncio.Event]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(bus, stop))
+    await asyncio.wait_for(service.ready.wait(), TIMEOUT)
+    return task, stop
+
+
+async def submits_on_the_bus(bus) -> list[str]:
+    return [codec.decode_command(d).op_id for d in await bus.read_all(subjects.CMD_STREAM, subjects.CMD_SUBMIT_ALL)
+            if isinstance(codec.decode_command(d), SubmitOperation)]
+
+
+async def test_runs_fire_on_the_bus_and_a_restart_fires_the_missed_run_once(nats_server, bus):
+    log = ScheduleLog()
+    await bus.follow(subjects.OPS_STREAM, subjects.OPS_ALL, log.on)
+    clock, submitted, first = CountingClock(), [], Folded()
+    task, stop = await start(schedule_service(nats_server.url, clock, first, submitted), bus)
+
+    spec = ScheduleSpec(kind="interval", frequency_s=60, max_runs=4)
+    await Client(bus).create_schedule(spec, TEMPLATE, schedule_id="nightly", requested_by="test")
+    created = await log.expect(ScheduleCreated, "nightly")
+    assert created.at == T0 and created.op == TEMPLATE
+    await first.until(lambda s: "nightly" in s)
+    await clock.advance_one_pass(1)
+    await clock.advance_one_pass(59)
+    assert submitted == ["nightly-1", "nightly-2"]
+    await log.until(lambda: log.fired("nightly") == [(1, 0), (2, 60)])
+
+    stop.set()  # the service dies; 330 s pass; it comes back with nothing but the stream
+    await asyncio.wait_for(task, TIMEOUT)
+    clock.advance(330)
+    resubmitted: list[str] = []
+    task, stop = await start(schedule_service(nats_server.url, clock, Folded(), resubmitted), bus)
+    await log.until(lambda: len(log.fired("nightly")) == 3)  # at once: the first pass after the replay
+    await clock.advance_one_pass(60)
+    finished = await log.expect(ScheduleFinished, "nightly")
+
+    assert log.fired("nightly") == [(1, 0), (2, 60), (3, 360), (4, 420)]  # the missed slots fire once
+    assert finished.reason == "max_runs" and finished.runs == 4
+    assert submitted == ["nightly-1", "nightly-2"] and resubmitted == ["nightly-3", "nightly-4"]
+    assert await submits_on_the_bus(bus) == ["nightly-1", "nightly-2", "nightly-3", "nightly-4"]
+    stop.set()
+    await asyncio.wait_for(task, TIMEOUT)
+
+
+async def test_a_deleted_schedule_stops_firing_and_a_bad_one_gets_an_error_event(nats_server, bus, events):
+    log = ScheduleLog()
+    await bus.follow(subjects.OPS_STREAM, subjects.OPS_ALL, log.on)
+    clock, submitted, folded = CountingClock(), [], Folded()
+    task, stop = await start(schedule_service(nats_server.url, clock, folded, submitted), bus)
+    client = Client(bus)
+
+    await client.create_schedule(ScheduleSpec(kind="cron", cron="*/5 * * * *"), TEMPLATE, schedule_id="often")
+    await log.expect(ScheduleCreated, "often")
+    await folded.until(lambda s: "often" in s)
+    await clock.advance_one_pass(1)
+    await log.until(lambda: log.fired("often") == [(1, 0)])
+    await client.delete_schedule("often")
+    await log.expect(ScheduleDeleted, "often")
+    await folded.until(lambda s: not s.get("often").active)
+    await clock.advance_one_pass(3600)
+    assert submitted == ["often-1"]  # the pass at +1 h is done and fired nothing
+
+    await client.create_schedule(ScheduleSpec(kind="cron", cron="0 25 * * *"), TEMPLATE, schedule_id="bad")
+    error = await events.expect(ErrorRaised, "bad")
+    assert error.reason == "invalid_schedule" and "hour field '25'" in error.message
+    assert "bad" not in folded.schedules
+    stop.set()
+    await asyncio.wait_for(task, TIMEOUT)
