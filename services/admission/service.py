@@ -14,7 +14,9 @@ from proto.commands import (
 from proto.config import QueuesConfigured, SetQueues
 from proto.queries import QueuesRequest, WhyRequest
 from proto.queues import QueuesConfig
+from proto.schedules import CreateSchedule, DeleteSchedule, ScheduleEvent
 from services.admission import cycle, handlers, queries
+from services.admission import schedules as sched
 from services.admission.config_source import ConfigSource
 from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
@@ -31,6 +33,7 @@ class Admission:
         self.state = AdmissionState()
         self.book: Book = compile_book(QueuesConfig())
         self.config = ConfigSource(settings.queues_file, service.clock, service.log)
+        self.schedules = sched.Schedules(status_of=self._run_status)
         self.wake = asyncio.Event()
 
     async def start(self, bus: Bus) -> None:
@@ -70,11 +73,22 @@ class Admission:
 
     async def fold(self, data: bytes, seq: int) -> None:
         try:
-            event = codec.decode_event(data)
+            event = codec.decode_ops_stream(data)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return  # producers' bad messages are dead-lettered where they are consumed
+        if isinstance(event, ScheduleEvent):
+            self.schedules.apply(event)
+            return
         if self.state.apply(event):
             self.wake.set()
+
+    def _run_status(self, op_id: str) -> str | None:
+        op = self.state.ops.get(op_id)
+        return sched.run_status(op.status if op else None)
+
+    async def run_schedule_runs(self, bus: Bus, stop: asyncio.Event) -> None:
+        await sched.run_schedules(bus, self.service.clock, self.schedules, sched.submitter(bus, self.service.clock),
+                                  stop, self.service.log)
 
     async def answer(self, data: bytes) -> bytes:
         try:
@@ -119,7 +133,7 @@ def build(settings: Settings, clock=None) -> Service:
     admission = Admission(service, settings)
     service.admission = admission  # type: ignore[attr-defined] - for in-process inspection
     service.on_start.append(admission.start)
-    service.extra_tasks += [admission.run_cycles, admission.config.watch_file]
+    service.extra_tasks += [admission.run_cycles, admission.config.watch_file, admission.run_schedule_runs]
     sub = service.consume(subjects.ADMISSION_COMMANDS, subjects.CMD_STREAM, [subjects.CMD_ALL],
                           decoder=codec.decode_command)
 
@@ -146,6 +160,14 @@ def build(settings: Settings, clock=None) -> Service:
     @service.on(sub, ResumeOperation)
     async def resume(cmd: ResumeOperation, ctx: Context):
         return handlers.on_resume(cmd, ctx, admission.state)
+
+    @service.on(sub, CreateSchedule)
+    async def create_schedule(cmd: CreateSchedule, ctx: Context):
+        return sched.on_create(cmd, ctx.clock.now(), admission.schedules)
+
+    @service.on(sub, DeleteSchedule)
+    async def delete_schedule(cmd: DeleteSchedule, ctx: Context):
+        return sched.on_delete(cmd, ctx.clock.now(), admission.schedules)
 
     @service.on(sub, SetQueues)
     async def set_queues(cmd: SetQueues, ctx: Context) -> QueuesConfigured:

@@ -200,3 +200,17 @@ async def test_a_deleted_schedule_stops_firing_and_a_bad_one_gets_an_error_event
     assert "bad" not in folded.schedules
     stop.set()
     await asyncio.wait_for(task, TIMEOUT)
+
+
+async def test_the_admission_service_runs_an_interval_schedule_and_its_runs_are_admitted(stack_factory, bus, events):
+    from opsched.client import Client
+    from proto.events import OperationAdmitted
+    from proto.schedules import ScheduleSpec
+    from tests.builders import op
+
+    await stack_factory(dispatcher_mode="null")
+    client = Client(bus)
+    await client.create_schedule(ScheduleSpec(kind="interval", frequency_s=1, max_runs=2), op("tick").build(),
+                                 schedule_id="tick")
+    await events.expect(OperationAdmitted, "tick-1", timeout=15)
+    await events.expect(OperationAdmitted, "tick-2", timeout=15)
