@@ -189,7 +189,10 @@ class Cycle:
         while self.state.cache_hits:
             op = self.state.ops[self.state.cache_hits.pop()]
             if op.status == Status.PENDING:
-                event = OperationSucceeded(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=CACHE_HIT_REASON)
+                # the original's outputs, as the cache_hit carried them (OpRecord.cache_outputs, set by _gate)
+                outputs = dict(getattr(op, "cache_outputs", None) or {})
+                event = OperationSucceeded(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=CACHE_HIT_REASON,
+                                           outputs=outputs)
                 self.state.apply(event)
                 self.decisions.append(event)
 

@@ -1,34 +1,97 @@
-"""A stable fingerprint of what determines an operation's result.
+"""The cache key of an operation, and whether it uses the cache (Polyaxon's semantics, made stricter).
 
-Backbone scope: project, run kind, image, command, args, env, params and inputs (sorted).
-Issue 6 refines this with Polyaxon's ``cache.io`` and ``cache.sections``.
+Polyaxon keys a run by ``uuid5(project, component_state + state)``: the component's content, then its
+state: the inputs sorted by name (filtered by ``cache.io``), the non-null outputs (same filter) and the
+sections named in ``cache.sections`` (default ``init``, ``connections``, ``containers``; containers add
+only their command and args). opsched keeps that and, unlike Polyaxon, also keys on everything else
+that changes the result: the run kind (which is also the runtime), every container's image,
+environment variables, working directory and mounts, the volumes, and the replica groups (name,
+count, and their containers under the same rules as the main one). The project is part of the key,
+so results are never shared across projects.
+
+What does not change the result stays out: the op's name, queue, priority, resources, placement
+(node selector, tolerations, affinity), termination, cost, tags and the cache settings themselves
+other than ``io`` and ``sections``.
+
+Notes on the sections: opsched's spec has no ``init`` or ``connections`` yet (the edge refuses
+them), so they add nothing today; when they arrive, every field of theirs goes into the key (Polyaxon
+computes the non-container ``init`` fields, e.g. git refs, and then forgets to add them). Leaving
+``containers`` out of ``cache.sections`` means the user declares that the command and args do not
+change the result: only then are they left out.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
-from proto.spec import OpSpec
+import msgspec
+
+from proto.spec import Container, OpSpec
+
+DEFAULT_SECTIONS = ("init", "connections", "containers")
+KEY_VERSION = 2  # bump when the key's content changes, so old results are not reused by mistake
 
 
 def fingerprint(spec: OpSpec) -> str:
-    c = spec.container
-    doc = {
-        "project": spec.project,
-        "kind": spec.run_kind,
-        "image": c.image,
-        "command": c.command,
-        "args": c.args,
-        "env": sorted((e.name, e.value) for e in c.env),
-        "params": spec.params,
-        "inputs": spec.inputs,
-    }
-    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    """The cache key: 32 hex characters of a sha256 over the canonical JSON of ``key_document``."""
+    canonical = json.dumps(key_document(spec), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                           default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def caching_enabled(spec: OpSpec, in_batch: bool = False) -> bool:
-    """Polyaxon's default: on inside a batch/sweep, off for independent ops unless ``cache.disable: false``."""
+def key_document(spec: OpSpec) -> dict[str, Any]:
+    """What the key is a hash of (exposed for tests and for explaining a miss)."""
+    io = set(spec.cache.io) if spec.cache.io is not None else None
+    sections = set(spec.cache.sections) if spec.cache.sections is not None else set(DEFAULT_SECTIONS)
+    with_commands = "containers" in sections
+    return {
+        "v": KEY_VERSION,
+        "project": spec.project,
+        "kind": spec.run_kind,
+        "runtime": spec.run_kind,  # opsched's run kind names its runtime too (job, pytorchjob)
+        "component": {
+            "main": _container(spec.container, with_commands),
+            "replicas": [{"name": g.name, "count": g.count, "container": _container(g.container, with_commands)}
+                         for g in spec.replicas],
+            "volumes": _canonical(spec.environment.volumes),
+        },
+        "state": {
+            "inputs": _io(spec.inputs, io),
+            "params": _io(spec.params, io),  # params fill the component's inputs and {{ templates }}
+            "outputs": _io({k: v for k, v in spec.outputs.items() if v is not None}, io),
+        },
+    }
+
+
+def _container(c: Container, with_commands: bool) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "name": c.name,
+        "image": c.image,
+        "env": sorted([e.name, e.value] for e in c.env),
+        "working_dir": c.working_dir,
+        "volume_mounts": _canonical(c.volume_mounts),
+    }
+    if with_commands:
+        doc["command"], doc["args"] = list(c.command), list(c.args)
+    return doc
+
+
+def _io(values: dict[str, Any], names: set[str] | None) -> list[list[Any]]:
+    """Sorted by name (a list of pairs, so the order of the mapping never matters), filtered by ``io``."""
+    return [[k, _canonical(values[k])] for k in sorted(values) if names is None or k in names]
+
+
+def _canonical(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def caching_enabled(spec: OpSpec, *, clone: bool = False) -> bool:
+    """Polyaxon's defaults: ``cache.disable: true`` always wins and ``disable: false`` always turns it on;
+    otherwise it is on for an op inside a batch (a sweep: ``spec.batch``) and off for independent ops,
+    schedules and clones (a restart or a copy)."""
     if spec.cache.disable is not None:
         return not spec.cache.disable
-    return in_batch
+    if clone:
+        return False
+    return spec.batch is not None

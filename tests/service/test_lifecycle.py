@@ -113,7 +113,9 @@ async def test_an_op_is_retried_up_to_max_retries_and_infrastructure_failures_ar
 
 async def test_a_batch_never_runs_more_than_its_concurrency(stack_factory, tmp_path, bus, events):
     client = await start(stack_factory, tmp_path, bus)
-    ids = [await client.submit(spec(f"trial-{i}", batch="sweep-1", batch_concurrency=2)) for i in range(4)]
+    # distinct params, as a sweep has: identical ops of a batch would be answered from the cache
+    ids = [await client.submit(spec(f"trial-{i}", batch="sweep-1", batch_concurrency=2, params={"trial": i}))
+           for i in range(4)]
     await events.expect(OperationAdmitted, ids[0])
     await events.expect(OperationAdmitted, ids[1])
     probe = await client.submit(op("probe").build())

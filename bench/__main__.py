@@ -1,0 +1,165 @@
+"""``python -m bench``: calibrate the primitives, run every scenario, write bench/results/latest.*.
+
+    python -m bench                  # 5 rounds (about 15-25 minutes on 2 cores)
+    python -m bench --quick          # 1 round, smaller sizes: a smoke run
+    python -m bench --rounds 3 --only cal,b,c
+    python -m bench.profile c_100k   # cProfile of the decision path (see bench/profile.py)
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import report
+from bench.common import configure_logging, fresh_nats, machine, versions
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SCENARIOS = ("cal", "a", "b", "c", "d", "e", "f")
+SIZES = {
+    "full": dict(cal_seq=2000, cal_flight=10_000, cal_kv=1000, k8s=300, b_unloaded=100, b_burst=2000,
+                 a_unloaded=30, a_burst=200, f_ops=100_000),
+    "quick": dict(cal_seq=500, cal_flight=3000, cal_kv=300, k8s=100, b_unloaded=20, b_burst=500,
+                  a_unloaded=10, a_burst=50, f_ops=10_000),
+}
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="1 round with small sizes (a smoke run)")
+    p.add_argument("--rounds", type=int, default=None, help="rounds, each on fresh servers (default 5; quick 1)")
+    p.add_argument("--only", default=",".join(SCENARIOS),
+                   help=f"comma-separated subset of {','.join(SCENARIOS)} (cal is always run when a, b or f is)")
+    p.add_argument("--no-k8s", action="store_true", help="skip the Kubernetes calibration and scenario (a)")
+    p.add_argument("--log-level", default="info", help="services' log level; logs go to a file (default info)")
+    p.add_argument("--pipeline-ops", type=int, help="burst size of (b)")
+    p.add_argument("--e2e-ops", type=int, help="burst size of (a)")
+    p.add_argument("--coldstart-ops", type=int, help="pending ops of (f)")
+    p.add_argument("--out", type=Path, default=RESULTS, help=f"results directory (default {RESULTS})")
+    p.add_argument("--keep-tmp", action="store_true", help="keep the temporary directory (logs, stores)")
+    args = p.parse_args(argv)
+    args.only = {s.strip() for s in args.only.split(",") if s.strip()}
+    unknown = args.only - set(SCENARIOS)
+    if unknown:
+        p.error(f"unknown scenarios {sorted(unknown)}; choose from {SCENARIOS}")
+    if args.only & {"a", "b", "f"}:
+        args.only.add("cal")
+    args.rounds = args.rounds or (1 if args.quick else 5)
+    return args
+
+
+def say(text: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+def step(results: dict, name: str, fn, *a, **kw) -> None:
+    """Run one scenario; a failure is recorded (and shown) without stopping the run."""
+    began = time.perf_counter()
+    try:
+        results[name] = fn(*a, **kw)
+        say(f"  {name}: {time.perf_counter() - began:.1f} s")
+    except Exception as exc:  # noqa: BLE001 - report it, keep going
+        traceback.print_exc()
+        results[name] = {"error": repr(exc)}
+        say(f"  {name}: FAILED ({exc!r})")
+
+
+def start_control_plane(root: Path, notes: list[str]):
+    from opsched.localcluster.controlplane import ControlPlane, ControlPlaneError, ensure_built
+
+    try:
+        ensure_built(build=False)
+        cp = ControlPlane(root / "k8s").start()
+    except (ControlPlaneError, OSError, RuntimeError, TimeoutError) as exc:
+        notes.append(f"Kubernetes calibration and scenario (a) skipped: {exc}")
+        return None
+    notes.append("The local control plane (etcd, kube-apiserver, kube-scheduler v1.20.2) stays up through "
+                 "every round, idle outside the Kubernetes steps.")
+    return cp
+
+
+def run_round(r: int, args, sizes: dict, root: Path, cp, cold: dict) -> dict:
+    from bench import calibrate, coldstart, decisions, pipeline
+
+    res: dict = {}
+    only = args.only
+    if "cal" in only:
+        def cal() -> dict:
+            with fresh_nats(root, f"nats-cal-{r}") as server:
+                out = asyncio.run(calibrate.nats_primitives(server.url, sizes))
+            if cp is not None:
+                out.update(calibrate.k8s_creates(cp.kubeconfig, f"bench-cal-r{r}", sizes["k8s"]))
+            return out
+        step(res, "calibration", cal)
+    if "b" in only:
+        step(res, "b_pipeline", lambda: asyncio.run(pipeline.run_pipeline(
+            root, n_unloaded=sizes["b_unloaded"], n_burst=sizes["b_burst"], log_level=args.log_level)))
+    if "a" in only and cp is not None:
+        step(res, "a_kubernetes", lambda: asyncio.run(pipeline.run_kubernetes(
+            root, cp.kubeconfig, r, n_unloaded=sizes["a_unloaded"], n_burst=sizes["a_burst"],
+            log_level=args.log_level)))
+    picked = {s for s in "cde" if s in only}
+    if picked:
+        step(res, "decisions", decisions.run_all, args.quick, picked)
+    if "f" in only:
+        def cold_start() -> dict:
+            if "template" not in cold:
+                cold["template"], cold["info"] = coldstart.build_template(root, sizes["f_ops"])
+            return {**coldstart.run_round(root, cold["template"], sizes["f_ops"], r), **cold["info"]}
+        step(res, "f_coldstart", cold_start)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    sizes = dict(SIZES["quick" if args.quick else "full"])
+    for key, value in (("b_burst", args.pipeline_ops), ("a_burst", args.e2e_ops), ("f_ops", args.coldstart_ops)):
+        if value:
+            sizes[key] = value
+    root = Path(tempfile.mkdtemp(prefix="opsched-bench-"))
+    configure_logging(root / "services.log", args.log_level)
+    started, machine_at_start = datetime.now(timezone.utc), machine()
+    notes = [f"Services log at level {args.log_level} as JSON lines to a file (as in production, off the terminal).",
+             "Everything (services, SDK client, event observer) shares one Python process and the 2 cores "
+             "with nats-server; other work on the machine is not controlled."]
+    say(f"{args.rounds} round(s), scenarios {','.join(s for s in SCENARIOS if s in args.only)}, tmp {root}")
+    cp = start_control_plane(root, notes) if ({"a", "cal"} & args.only and not args.no_k8s) else None
+    if args.no_k8s:
+        notes.append("Kubernetes calibration and scenario (a) skipped: --no-k8s.")
+    rounds, cold = [], {}
+    try:
+        for r in range(args.rounds):
+            say(f"round {r + 1}/{args.rounds}")
+            rounds.append(run_round(r, args, sizes, root, cp, cold))
+    except KeyboardInterrupt:
+        notes.append(f"Interrupted after {len(rounds)} complete round(s).")
+    finally:
+        if cp is not None:
+            cp.stop()
+        if not args.keep_tmp:
+            shutil.rmtree(root, ignore_errors=True)
+    if "info" in cold:
+        notes.append(f"(f) stream: {sizes['f_ops']:,} ops = {3 * sizes['f_ops']:,} messages, "
+                     f"{cold['info']['store_mib']:.0f} MiB on disk, mean event {cold['info']['mean_event_bytes']:.0f} B.")
+    meta = {"started": started.isoformat(timespec="seconds"),
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "rounds": len(rounds), "quick": args.quick, "sizes": sizes, "versions": versions(),
+            "machine": {**machine_at_start, "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]}}
+    summary, ratios = report.write(args.out, meta, rounds, notes)
+    print(report.tables(summary, ratios))
+    print(f"\nwritten: {args.out / 'latest.json'}, {args.out / 'latest.md'}"
+          + (f", {args.out / 'latest.png'}" if (args.out / "latest.png").exists() else " (no PNG: matplotlib not installed)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Scenarios (a) and (b): the four services in this process (as `opsched up` runs them), ops submitted
+through the SDK, every event timestamped as it appears on ``ops.>`` (a core subscription here).
+
+(b) ``dispatcher_mode="null"``: the dispatcher acknowledges ``admitted`` without HTTP, isolating the
+bus pipeline. (a) the real dispatcher against the local kube-apiserver + kube-scheduler with a
+simulated kubelet; ``dispatched`` is published right after the pod create returned, so
+submit→dispatched is submit→pod-created plus one publish.
+
+Two phases per scenario: *unloaded* (one op at a time: submit, wait for ``dispatched``, next) for the
+latency floor, then a *burst* (N submits, 64 in flight) for throughput and latency under load.
+An op takes 6 durable publishes (submit, submitted, cost_estimated, cache_missed, admitted,
+dispatched), 5 of them one after the other on its critical path.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from bench.common import CpuMeter, Stack, fresh_nats, latency_summary
+from bench.workload import gpu_spec, write_unlimited_queues
+
+PUBLISHES_PER_OP = 6
+CRITICAL_HOPS = 5
+SUBMITTERS = 64
+
+
+class Observer:
+    """First arrival time of each (event type, op id) on ``ops.>``."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str], float] = {}
+        self.count: dict[str, int] = {}
+        self.waiters: dict[tuple[str, str], asyncio.Event] = {}
+        self.nc = None
+
+    async def start(self, url: str) -> "Observer":
+        import nats
+
+        self.nc = await nats.connect(url, name="bench-observer")
+        await self.nc.subscribe("ops.>", cb=self._on)
+        return self
+
+    async def _on(self, msg) -> None:
+        now = time.perf_counter()
+        _, kind, oid = msg.subject.split(".", 2)
+        key = (kind, oid)
+        if key in self.seen:
+            return
+        self.seen[key] = now
+        self.count[kind] = self.count.get(kind, 0) + 1
+        waiter = self.waiters.pop(key, None)
+        if waiter:
+            waiter.set()
+
+    async def wait(self, kind: str, oid: str, timeout: float) -> float | None:
+        if (kind, oid) not in self.seen:
+            event = self.waiters.setdefault((kind, oid), asyncio.Event())
+            try:
+                await asyncio.wait_for(event.wait(), timeout)
+            except asyncio.TimeoutError:
+                return None
+        return self.seen[(kind, oid)]
+
+    async def close(self) -> None:
+        if self.nc:
+            await self.nc.close()
+
+
+async def _unloaded(client, obs: Observer, spec, n: int, timeout: float) -> dict[str, float]:
+    dispatched, admitted, missing = [], [], 0
+    for i in range(n):
+        oid = f"s{i:07d}"
+        t0 = time.perf_counter()
+        await client.submit(spec, op_id=oid)
+        t_disp = await obs.wait("dispatched", oid, timeout)
+        if t_disp is None:
+            missing += 1
+            continue
+        dispatched.append(t_disp - t0)
+        admitted.append(obs.seen.get(("admitted", oid), t_disp) - t0)
+    return {**latency_summary(dispatched, "unloaded_dispatch"), **latency_summary(admitted, "unloaded_admit"),
+            "unloaded_missing": float(missing)}
+
+
+async def _burst(client, obs: Observer, spec, n: int, timeout: float, server_pid: int) -> dict[str, float]:
+    ids = [f"b{i:07d}" for i in range(n)]
+    submitted: dict[str, float] = {}
+    pending = iter(ids)
+
+    async def submitter() -> None:
+        for oid in pending:
+            submitted[oid] = time.perf_counter()
+            await client.submit(spec, op_id=oid)
+
+    meter = CpuMeter(server_pid).start()
+    began = time.perf_counter()
+    await asyncio.gather(*(submitter() for _ in range(SUBMITTERS)))
+    submit_s = time.perf_counter() - began
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        if all(("dispatched", oid) in obs.seen for oid in ids):
+            break
+        await asyncio.sleep(0.05)
+    cpu = meter.stop()
+    done = [oid for oid in ids if ("dispatched", oid) in obs.seen]
+    adm = [obs.seen[("admitted", oid)] for oid in ids if ("admitted", oid) in obs.seen]
+    last_dispatch = max((obs.seen[("dispatched", oid)] for oid in done), default=began)
+    lat = [obs.seen[("dispatched", oid)] - submitted[oid] for oid in done]
+    running = [obs.seen[("running", oid)] - submitted[oid] for oid in ids if ("running", oid) in obs.seen]
+    out = {
+        "ops": float(n), "completed": float(len(done)),
+        "ops_per_s": len(done) / (last_dispatch - began) if done else 0.0,
+        "admitted_per_s": len(adm) / (max(adm) - began) if adm else 0.0,
+        "submits_per_s": n / submit_s,
+        **latency_summary(lat, "burst_dispatch"),
+        "python_cpu_ms_per_op": 1e3 * cpu["python_cpu_s"] / max(1, len(done)),
+        "server_cpu_ms_per_op": 1e3 * cpu["server_cpu_s"] / max(1, len(done)),
+    }
+    if running:
+        out.update(latency_summary(running, "burst_running"))
+    return out
+
+
+async def run_pipeline(root: Path, *, n_unloaded: int, n_burst: int, log_level: str,
+                       kubeconfig: Path | None = None, namespace: str = "opsched",
+                       timeout: float = 180.0) -> dict[str, float]:
+    from opsched.client import Client
+    from services.runtime.settings import Settings
+
+    mode = "kubernetes" if kubeconfig else "null"
+    queues = write_unlimited_queues(root / "queues-unlimited.yaml")
+    with fresh_nats(root, f"nats-pipeline-{mode}") as server:
+        settings = Settings(nats_url=server.url, dispatcher_mode=mode, queues_file=queues, log_format="json",
+                            log_level=log_level, kubeconfig=kubeconfig, namespace=namespace)
+        obs = await Observer().start(server.url)
+        stack = await Stack(settings).start()
+        client = await Client.connect(server.url, "bench-client")
+        spec = gpu_spec(seconds=3600)
+        try:
+            for i in range(5):  # warm-up: the first op pays for imports, consumers, connections
+                await client.submit(spec, op_id=f"w{i:07d}")
+                await obs.wait("dispatched", f"w{i:07d}", 30.0)
+            out = await _unloaded(client, obs, spec, n_unloaded, 30.0)
+            out.update(await _burst(client, obs, spec, n_burst, timeout, server.proc.pid))
+        finally:
+            await client.close()
+            await stack.close()
+            await obs.close()
+    return out
+
+
+# ---- (a): the local control plane with simulated GPU nodes ----------------------------------
+
+def gpu_nodes(prefix: str, ops: int, gpus_per_node: int = 64) -> list[str]:
+    count = max(1, -(-ops // gpus_per_node))
+    return [f"{prefix}-gpu-{j}:{gpus_per_node}:A100" for j in range(count)]
+
+
+async def run_kubernetes(root: Path, kubeconfig: Path, round_no: int, *, n_unloaded: int, n_burst: int,
+                         log_level: str) -> dict[str, float]:
+    from opsched.localcluster.simkubelet import spawn, terminate
+
+    namespace = f"bench-r{round_no}"
+    nodes = gpu_nodes(f"bench-r{round_no}", n_unloaded + n_burst + 5)
+    kubelet = await asyncio.to_thread(spawn, kubeconfig, nodes, delete_nodes_on_exit=True,
+                                      log_file=root / f"simkubelet-r{round_no}.log")
+    try:
+        out = await run_pipeline(root, n_unloaded=n_unloaded, n_burst=n_burst, log_level=log_level,
+                                 kubeconfig=kubeconfig, namespace=namespace)
+    finally:
+        await asyncio.to_thread(_delete_pods, kubeconfig, namespace)
+        await asyncio.to_thread(terminate, kubelet)
+    out["nodes"] = float(len(nodes))
+    return out
+
+
+def _delete_pods(kubeconfig: Path, namespace: str) -> None:
+    from kubernetes import client, config
+
+    with config.new_client_from_config(config_file=str(kubeconfig)) as api:
+        try:
+            client.CoreV1Api(api).delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        except client.ApiException:
+            pass

@@ -1,0 +1,217 @@
+"""Aggregate the rounds: medians with min–max, ratios to the calibrated primitives (computed within
+each round, then the median of those), targets of issue 7 as pass/fail; JSON, Markdown, a PNG plot
+when matplotlib is installed."""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.common import median_min_max
+from bench.pipeline import CRITICAL_HOPS, PUBLISHES_PER_OP
+
+Flat = dict[str, float]
+
+
+def flatten(round_result: dict) -> Flat:
+    out: Flat = {}
+    for section, values in round_result.items():
+        if not isinstance(values, dict):
+            continue
+        for key, value in values.items():
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    if isinstance(v, (int, float)):
+                        out[f"{section}.{key}.{k}"] = float(v)
+            elif isinstance(value, (int, float)):
+                out[f"{section}.{key}"] = float(value)
+    return out
+
+
+@dataclass(frozen=True)
+class Ratio:
+    name: str
+    explain: str
+    compute: Callable[[Flat], float]
+    target: float | None = None
+    at_least: bool = True  # target is a floor (else a ceiling)
+    unit: str = "×"
+
+
+def _get(f: Flat, key: str) -> float:
+    return f.get(key, float("nan"))
+
+
+def _ceiling(f: Flat) -> float:
+    return _get(f, "calibration.js_pub_64_per_s") / PUBLISHES_PER_OP
+
+
+def _floor_us(f: Flat) -> float:
+    return CRITICAL_HOPS * _get(f, "calibration.js_pub_seq_p50_us")
+
+
+RATIOS = [
+    Ratio("a_end_to_end_throughput", f"(a) ops/s ÷ min(64-in-flight publish/s ÷ {PUBLISHES_PER_OP}, pod creates/s)",
+          lambda f: _get(f, "a_kubernetes.ops_per_s") / min(_ceiling(f), _get(f, "calibration.k8s_create_per_s")),
+          0.5),
+    Ratio("a_submit_to_pod_p50", f"(a) unloaded submit→pod-created p50 ÷ ({CRITICAL_HOPS} hops × publish p50)",
+          lambda f: 1e3 * _get(f, "a_kubernetes.unloaded_dispatch_p50_ms") / _floor_us(f), 3.0, at_least=False),
+    Ratio("a_submit_to_pod_p50_incl_create", "(a) same ÷ (5 × publish p50 + pod-create p50), for reading",
+          lambda f: _get(f, "a_kubernetes.unloaded_dispatch_p50_ms") / (
+              _floor_us(f) / 1e3 + _get(f, "calibration.k8s_create_p50_ms"))),
+    Ratio("b_pipeline_throughput", f"(b) ops/s ÷ (64-in-flight publish/s ÷ {PUBLISHES_PER_OP})",
+          lambda f: _get(f, "b_pipeline.ops_per_s") / _ceiling(f), 0.5),
+    Ratio("b_submit_to_dispatch_p50", f"(b) unloaded submit→dispatched p50 ÷ ({CRITICAL_HOPS} hops × publish p50)",
+          lambda f: 1e3 * _get(f, "b_pipeline.unloaded_dispatch_p50_ms") / _floor_us(f), 3.0, at_least=False),
+    Ratio("b_submit_to_dispatch_p50_vs_hop", "(b) unloaded submit→dispatched p50 ÷ (5 × publish→fetch hop p50), "
+          "for reading", lambda f: 1e3 * _get(f, "b_pipeline.unloaded_dispatch_p50_ms") / (
+              CRITICAL_HOPS * _get(f, "calibration.hop_p50_us"))),
+    Ratio("b_burst_dispatch_p50", "(b) burst submit→dispatched p50 ÷ (5 hops × publish p50), for reading",
+          lambda f: 1e3 * _get(f, "b_pipeline.burst_dispatch_p50_ms") / _floor_us(f)),
+    Ratio("c_decision_p99_10k", "(c) per-decision p99 at 10k pending, µs", lambda f: _get(
+        f, "decisions.c_10k.decision_p99_us"), 1000.0, at_least=False, unit="µs"),
+    Ratio("c_decision_p99_100k", "(c) per-decision p99 at 100k pending, µs", lambda f: _get(
+        f, "decisions.c_100k.decision_p99_us"), 2000.0, at_least=False, unit="µs"),
+    Ratio("c_p99_growth_1k_to_100k", "(c) decision p99 at 100k ÷ at 1k",
+          lambda f: _get(f, "decisions.c_100k.decision_p99_us") / _get(f, "decisions.c_1k.decision_p99_us"),
+          3.0, at_least=False),
+    Ratio("c_throughput_100k_vs_1k", "(c) decisions/s at 100k ÷ at 1k pending",
+          lambda f: _get(f, "decisions.c_100k.decisions_per_s") / _get(f, "decisions.c_1k.decisions_per_s"), 0.8),
+    Ratio("d_throughput_1000q_vs_10q", "(d) decisions/s with 1,000 queues ÷ with 10 (10k pending, 1,000 running)",
+          lambda f: _get(f, "decisions.d_1000q.decisions_per_s") / _get(f, "decisions.d_10q.decisions_per_s"), 0.8),
+    Ratio("e_throughput_5000n_vs_50n", "(e) decisions/s with 5,000 full nodes ÷ with 50 (no target)",
+          lambda f: _get(f, "decisions.e_5000n.decisions_per_s") / _get(f, "decisions.e_50n.decisions_per_s")),
+    Ratio("f_cold_start_vs_fetch", "(f) cold start ÷ (ops ÷ batch-100 fetch rate)",
+          lambda f: _get(f, "f_coldstart.cold_start_s") / (
+              _get(f, "f_coldstart.ops") / _get(f, "calibration.fetch100_per_s")), 1.5, at_least=False),
+    Ratio("f_cold_start_vs_fetch_msgs", "(f) cold start ÷ (messages ÷ batch-100 fetch rate), for reading",
+          lambda f: _get(f, "f_coldstart.cold_start_s") / (
+              _get(f, "f_coldstart.messages") / _get(f, "calibration.fetch100_per_s"))),
+    Ratio("f_cold_start_vs_raw_replay", "(f) cold start ÷ raw ordered-consumer replay of the same stream",
+          lambda f: _get(f, "f_coldstart.cold_start_s") / _get(f, "f_coldstart.raw_replay_s")),
+]
+
+
+def summarize(rounds: list[dict]) -> tuple[dict, dict]:
+    flats = [flatten(r) for r in rounds]
+    keys = sorted({k for f in flats for k in f})
+    summary = {}
+    for key in keys:
+        med, lo, hi = median_min_max([f[key] for f in flats if key in f])
+        summary[key] = {"median": med, "min": lo, "max": hi, "n": sum(key in f for f in flats)}
+    ratios = {}
+    for ratio in RATIOS:
+        med, lo, hi = median_min_max([ratio.compute(f) for f in flats])
+        verdict = None
+        if ratio.target is not None and med == med:
+            verdict = med >= ratio.target if ratio.at_least else med <= ratio.target
+        ratios[ratio.name] = {"explain": ratio.explain, "median": med, "min": lo, "max": hi, "unit": ratio.unit,
+                              "target": ratio.target, "at_least": ratio.at_least, "pass": verdict}
+    return summary, ratios
+
+
+# ---- text ------------------------------------------------------------------------------------
+
+def _fmt(v: float) -> str:
+    if v != v:
+        return "–"
+    a = abs(v)
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def _unit(key: str) -> str:
+    for suffix, unit in (("_per_s", "/s"), ("_us", "µs"), ("_ms", "ms"), ("_s", "s"), ("_mib", "MiB"),
+                         ("_bytes", "B")):
+        if key.endswith(suffix):
+            return unit
+    return ""
+
+
+MAIN_METRICS = [
+    "calibration.js_pub_seq_p50_us", "calibration.js_pub_seq_per_s", "calibration.js_pub_64_per_s",
+    "calibration.js_pub_async_per_s", "calibration.fetch100_per_s", "calibration.hop_p50_us", "calibration.kv_put_per_s",
+    "calibration.kv_get_per_s", "calibration.k8s_create_per_s", "calibration.k8s_create_p50_ms",
+    "calibration.k8s_create_8_threads_per_s",
+    "b_pipeline.ops_per_s", "b_pipeline.admitted_per_s", "b_pipeline.unloaded_dispatch_p50_ms",
+    "b_pipeline.unloaded_dispatch_p99_ms", "b_pipeline.burst_dispatch_p50_ms", "b_pipeline.burst_dispatch_p99_ms",
+    "b_pipeline.python_cpu_ms_per_op", "b_pipeline.server_cpu_ms_per_op",
+    "a_kubernetes.ops_per_s", "a_kubernetes.unloaded_dispatch_p50_ms", "a_kubernetes.unloaded_dispatch_p99_ms",
+    "a_kubernetes.burst_dispatch_p50_ms", "a_kubernetes.burst_dispatch_p99_ms", "a_kubernetes.burst_running_p50_ms",
+    "a_kubernetes.python_cpu_ms_per_op",
+] + [f"decisions.{s}.{m}" for s in ("c_1k", "c_10k", "c_100k", "d_10q", "d_1000q", "e_50n", "e_5000n")
+     for m in ("decision_p50_us", "decision_p99_us", "decisions_per_s")] + [
+    "decisions.c_100k.fold_events_per_s", "f_coldstart.ops", "f_coldstart.cold_start_s",
+    "f_coldstart.replay_msgs_per_s", "f_coldstart.first_cycle_s", "f_coldstart.raw_replay_s",
+]
+
+
+def tables(summary: dict, ratios: dict, all_metrics: bool = False) -> str:
+    lines = ["| figure | median | min – max | unit |", "|---|---:|---:|---|"]
+    keys = sorted(summary) if all_metrics else [k for k in MAIN_METRICS if k in summary]
+    for key in keys:
+        s = summary[key]
+        lines.append(f"| {key} | {_fmt(s['median'])} | {_fmt(s['min'])} – {_fmt(s['max'])} | {_unit(key)} |")
+    lines += ["", "| ratio | median | min – max | target | met |", "|---|---:|---:|---:|---|"]
+    for name, r in ratios.items():
+        target = "–" if r["target"] is None else ("≥ " if r["at_least"] else "≤ ") + _fmt(r["target"])
+        met = {True: "**pass**", False: "**FAIL**", None: "–"}[r["pass"]]
+        lines.append(f"| {r['explain']} | {_fmt(r['median'])} | {_fmt(r['min'])} – {_fmt(r['max'])} "
+                     f"| {target} | {met} |")
+    return "\n".join(lines)
+
+
+def markdown(meta: dict, summary: dict, ratios: dict, notes: list[str]) -> str:
+    head = [f"# opsched benchmark — {meta['finished']}", "",
+            f"`{meta['command']}`: {meta['rounds']} round(s){' (quick)' if meta['quick'] else ''}, "
+            "medians with min – max over the rounds; ratios are taken within each round.", "",
+            "Machine: " + ", ".join(f"{k} {v}" for k, v in meta["machine"].items()), "",
+            "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
+    if notes:
+        head += ["Notes:", *[f"- {n}" for n in notes], ""]
+    return "\n".join(head) + tables(summary, ratios) + "\n\n## Every figure\n\n" + \
+        tables(summary, {}, all_metrics=True).split("\n\n")[0] + "\n"
+
+
+def write(out_dir: Path, meta: dict, rounds: list[dict], notes: list[str]) -> tuple[dict, dict]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary, ratios = summarize(rounds)
+    doc = {"meta": meta, "notes": notes, "summary": summary, "ratios": ratios, "rounds": rounds}
+    (out_dir / "latest.json").write_text(json.dumps(doc, indent=1, default=str, allow_nan=True) + "\n")
+    (out_dir / "latest.md").write_text(markdown(meta, summary, ratios, notes))
+    plotted = plot(out_dir / "latest.png", ratios)
+    if not plotted:
+        (out_dir / "latest.png").unlink(missing_ok=True)
+    return summary, ratios
+
+
+def plot(path: Path, ratios: dict) -> bool:
+    """Ratios against their targets, if matplotlib is installed (it is not a dependency)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = [(n, r) for n, r in ratios.items() if r["target"] is not None and r["median"] == r["median"]]
+    if not rows:
+        return False
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1))
+    for i, (name, r) in enumerate(rows):
+        share = r["median"] / r["target"]
+        ax.barh(i, share, color="tab:green" if r["pass"] else "tab:red")
+        ax.plot([r["min"] / r["target"], r["max"] / r["target"]], [i, i], color="black")
+    ax.axvline(1.0, color="grey", linestyle="--")
+    ax.set_yticks(range(len(rows)), [n for n, _ in rows])
+    ax.set_xscale("log")
+    ax.set_xlabel("median ÷ target (floors: ≥ 1 passes; ceilings: ≤ 1 passes)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return True

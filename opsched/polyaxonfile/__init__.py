@@ -1,0 +1,42 @@
+"""Parse a Polyaxon polyaxonfile (YAML, version 1.1) into a validated ``proto.spec.OpSpec``.
+
+Public API: ``parse_polyaxonfile(text, source=, overrides=)``,
+``load_polyaxonfile(path, overrides=)``, ``parse_polyaxonfile_batch(text, source=, overrides=,
+salt=)``, ``load_polyaxonfile_batch(path, overrides=, salt=)`` (a sweep: one OpSpec per matrix
+combination), ``expand_matrix(matrix, seed=)``, ``batch_id(text, overrides, salt)``,
+``component_hash(container, environment, replicas=(), run_kind="job")``,
+``SpecError`` (``.errors: list[FieldError]``), ``SpecWarning``; with the ``schedule`` section:
+``parse_polyaxonfile_with_schedule``/``load_polyaxonfile_with_schedule`` (``schedule``).
+``overrides`` may hold ``params`` (bare or ``{value: ...}``), ``queue``, ``priority``, ``project``,
+``priority_class`` and ``preemptible`` (plain Python names, not Polyaxon's camelCase).
+
+Where each part is read (each module's docstring says what it accepts):
+  * ``load``: the entry points: precheck, validation, conversion, warnings about ignored keys;
+    ``schedule``: the same with the ``schedule`` section.
+  * ``keys``: the keys accepted and ignored, and those refused as not supported yet.
+  * ``validation``: ``kind``, ``run.kind`` and model errors, located by path; ``yaml_source``:
+    reading the file, safe YAML, and the line/column of each error; ``errors``: the error types.
+  * ``fields`` (field types and the base model), ``models_operation`` (version, scheduling fields,
+    overrides), ``models_run`` (job, pytorchjob), ``models_container`` (container, environment),
+    ``models_schedule``, ``models_matrix``.
+  * ``params``: params, inputs and outputs; ``convert``: precedence and the OpSpec;
+    ``hashing``: ``component_hash``.
+  * ``matrix`` and ``hyperparams``: sweeps.
+"""
+from __future__ import annotations
+
+from opsched.polyaxonfile.errors import FieldError, SpecError, SpecWarning
+from opsched.polyaxonfile.hashing import component_hash
+from opsched.polyaxonfile.load import (
+    load_polyaxonfile, load_polyaxonfile_batch, parse_polyaxonfile, parse_polyaxonfile_batch,
+)
+from opsched.polyaxonfile.matrix import batch_id, expand_matrix
+from opsched.polyaxonfile.models_matrix import MAX_BATCH
+from opsched.polyaxonfile.schedule import load_polyaxonfile_with_schedule, parse_polyaxonfile_with_schedule
+from opsched.polyaxonfile.yaml_source import MAX_CHARS
+
+__all__ = [
+    "MAX_BATCH", "MAX_CHARS", "FieldError", "SpecError", "SpecWarning", "batch_id", "component_hash",
+    "expand_matrix", "load_polyaxonfile", "load_polyaxonfile_batch", "load_polyaxonfile_with_schedule",
+    "parse_polyaxonfile", "parse_polyaxonfile_batch", "parse_polyaxonfile_with_schedule",
+]

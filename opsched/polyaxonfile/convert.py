@@ -1,0 +1,101 @@
+"""Build the ``proto.spec.OpSpec`` of a validated component or operation.
+
+  * Precedence: ``overrides`` > operation > component. ``termination`` and ``cache`` merge field by
+    field; every other field is replaced as a whole. ``name`` falls back to the file's stem.
+  * The run section gives the container, the environment and the replica groups: ``run.volumes``
+    is merged in before ``run.environment.volumes``; a pytorchjob's master container is
+    ``OpSpec.container`` and its worker section one ``ReplicaGroup`` (see ``models_run``).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from pydantic import BaseModel
+
+from opsched.polyaxonfile.errors import Loc, Problems
+from opsched.polyaxonfile.fields import valid_name
+from opsched.polyaxonfile.hashing import component_hash
+from opsched.polyaxonfile.models_container import ContainerModel
+from opsched.polyaxonfile.models_operation import ComponentModel, OperationModel, OverridesModel
+from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel, check_run
+from opsched.polyaxonfile.params import io_and_params
+from proto.spec import Cache, Container, Environment, OpSpec, ReplicaGroup, Termination
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _merged(struct: type, *parts: BaseModel | None) -> Any:
+    data: dict[str, Any] = {}
+    for part in parts:
+        if part is not None:
+            data.update(part.model_dump(by_alias=True, exclude_none=True))
+    return msgspec.convert(data, struct)
+
+
+def _environment(run: JobRunModel) -> Environment:
+    data = run.environment.model_dump(by_alias=True, exclude_none=True)
+    data["volumes"] = [*run.volumes, *data["volumes"]]
+    return msgspec.convert(data, Environment)
+
+
+def _container(model: ContainerModel) -> Container:
+    return msgspec.convert(model.model_dump(by_alias=True), Container)
+
+
+def _run_parts(run: JobRunModel | PytorchJobRunModel
+               ) -> tuple[Container, Environment, list[ReplicaGroup]]:
+    """The main container, the environment and the replica groups of a validated run."""
+    if isinstance(run, JobRunModel):
+        return _container(run.container), _environment(run), []
+    replicas = []
+    if run.worker is not None:
+        replicas.append(ReplicaGroup(name="worker", count=_first(run.worker.replicas, 1),
+                                     container=_container(run.worker.container)))
+    # Polyaxon puts environment in each replica; opsched rejects it (check_run), so the
+    # pytorchjob gets the default environment.
+    return _container(run.master.container), Environment(), replicas
+
+
+def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fallback: str,
+               swept: dict[str, Any] | None = None) -> OpSpec:
+    op = model if isinstance(model, OperationModel) else None
+    comp = op.component if op else model
+    base: Loc = ("component",) if op else ()
+    problems = check_run(comp.run, base + ("run",))
+    params, inputs, outputs = io_and_params(op, comp, extra, base, problems, swept)
+    if problems:
+        raise Problems(problems)
+    layers = [m for m in (op, comp) if m is not None]
+
+    def pick(attr: str) -> Any:  # the operation's value, else the component's
+        return _first(*(getattr(m, attr) for m in layers))
+
+    container, environment, replicas = _run_parts(comp.run)
+    return OpSpec(
+        name=pick("name") or fallback,
+        container=container,
+        project=_first(extra.project, pick("project"), "default"),
+        queue=_first(extra.queue, pick("queue")),
+        priority=_first(extra.priority, pick("priority"), 0),
+        params=params, inputs=inputs, outputs=outputs, environment=environment,
+        termination=_merged(Termination, comp.termination, op and op.termination),
+        cache=_merged(Cache, comp.cache, op and op.cache),
+        is_approved=pick("is_approved"),
+        conditions=op.conditions if op else None,
+        cost=pick("cost"),
+        tags=pick("tags") or [],
+        run_kind=comp.run.kind,
+        component_hash=component_hash(container, environment, replicas, comp.run.kind),
+        priority_class=_first(extra.priority_class, pick("priority_class")),
+        preemptible=_first(extra.preemptible, pick("preemptible"), True),
+        replicas=replicas,
+    )
+
+
+def fallback_name(source: str) -> str:
+    stem = Path(source).stem
+    return stem if not source.startswith("<") and valid_name(stem) else "operation"

@@ -1,0 +1,34 @@
+"""The component hash: a stable id of a component's run section, for cache and cost history.
+
+``component_hash``: first 16 hex chars of the sha256 of the canonical JSON (sorted keys) of the
+normalized run section (kind, container, environment, and for a pytorchjob its replica groups).
+A plain job hashes exactly as before replicas existed. Params and scheduling fields are not part
+of it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import msgspec
+
+from proto.spec import Container, Environment, ReplicaGroup
+
+
+def component_hash(container: Container, environment: Environment,
+                   replicas: list[ReplicaGroup] | tuple[()] = (), run_kind: str = "job") -> str:
+    """Stable id of a component's run section, for cache and cost history.
+
+    Recompute it from a spec with
+    ``component_hash(spec.container, spec.environment, spec.replicas, spec.run_kind)``.
+    A plain job hashes as it always did; other kinds add their kind and replica groups.
+    """
+    payload: dict[str, Any] = {"kind": "job", "container": msgspec.to_builtins(container),
+                               "environment": msgspec.to_builtins(environment)}
+    if run_kind != "job" or replicas:
+        payload["kind"] = run_kind
+        payload["replicas"] = [msgspec.to_builtins(group) for group in replicas]
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

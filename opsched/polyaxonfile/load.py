@@ -1,0 +1,92 @@
+"""Parse and load polyaxonfiles: one operation, or every operation of a sweep.
+
+The document is prechecked (its ``kind`` and ``run.kind``), validated against the models of its run
+kind together with the overrides and the matrix, then converted to OpSpecs. Every problem found is
+reported at once in a ``SpecError``, located in the YAML; ignored keys that change what runs or
+when raise a ``SpecWarning`` (``warn_ignored``).
+"""
+from __future__ import annotations
+
+import secrets
+import warnings
+from pathlib import Path
+
+from opsched.polyaxonfile.convert import build_spec, fallback_name
+from opsched.polyaxonfile.errors import Problem, Problems, SpecError, SpecWarning
+from opsched.polyaxonfile.keys import BEHAVIOUR_IGNORED
+from opsched.polyaxonfile.matrix import batch_id, build_batch, read_matrix, split_matrix
+from opsched.polyaxonfile.models_operation import MODELS_BY_RUN_KIND, OverridesModel
+from opsched.polyaxonfile.validation import collect, precheck, validate
+from opsched.polyaxonfile.yaml_source import load_yaml, locate, read_file
+from proto.spec import OpSpec
+
+
+def parse_polyaxonfile(text: str, *, source: str = "<string>",
+                       overrides: dict | None = None) -> OpSpec:
+    """Validate a polyaxonfile and return its OpSpec; raise ``SpecError`` listing all problems.
+
+    A file with a ``matrix`` makes several operations: it is refused here (error at ``matrix``);
+    read it with ``parse_polyaxonfile_batch``/``load_polyaxonfile_batch``."""
+    return _parse(text, source, overrides, salt=None, batch=False)[0]
+
+
+def load_polyaxonfile(path: str | Path, *, overrides: dict | None = None) -> OpSpec:
+    """Read and parse a polyaxonfile; unreadable files raise ``SpecError`` too."""
+    return parse_polyaxonfile(read_file(path), source=str(path), overrides=overrides)
+
+
+def parse_polyaxonfile_batch(text: str, *, source: str = "<string>", overrides: dict | None = None,
+                             salt: str | None = None) -> list[OpSpec]:
+    """Every operation of a polyaxonfile: one per combination of its ``matrix``, each with its
+    params filled, ``batch`` = ``batch_id(text, overrides, salt)`` and ``batch_concurrency`` =
+    ``matrix.concurrency``. A file without a matrix gives ``[spec]``, not a batch (``batch`` None).
+    ``salt`` makes the batch id differ between submissions of the same file (default: random);
+    pass the same salt to get the same id back."""
+    return _parse(text, source, overrides, salt=salt, batch=True)
+
+
+def load_polyaxonfile_batch(path: str | Path, overrides: dict | None = None, *,
+                            salt: str | None = None) -> list[OpSpec]:
+    """``parse_polyaxonfile_batch`` of a file; unreadable files raise ``SpecError`` too."""
+    return parse_polyaxonfile_batch(read_file(path), source=str(path), overrides=overrides, salt=salt)
+
+
+def _parse(text: str, source: str, overrides: dict | None, *, salt: str | None,
+           batch: bool) -> list[OpSpec]:
+    doc = load_yaml(text, source)
+    try:
+        component_model, operation_model = MODELS_BY_RUN_KIND[precheck(doc)]
+        body, raw_matrix = split_matrix(doc)
+        kind = operation_model if doc["kind"] == "operation" else component_model
+        problems: list[Problem] = []
+        model = collect(problems, validate, kind, body, ())
+        extra = collect(problems, validate, OverridesModel, {} if overrides is None else overrides,
+                        ("overrides",))
+        matrix = None
+        if raw_matrix is not None and not batch:
+            problems.append((("matrix",), "a matrix makes a batch of operations: read this file "
+                                          "with load_polyaxonfile_batch (as `opsched submit` does)"))
+        elif raw_matrix is not None:
+            matrix = collect(problems, read_matrix, raw_matrix)
+        if problems:
+            raise Problems(problems)
+        fallback = fallback_name(source)
+        if matrix is None:
+            specs = [build_spec(model, extra, fallback)]
+        else:
+            salt = secrets.token_hex(8) if salt is None else salt
+            specs = build_batch(model, extra, fallback, matrix, batch_id(text, overrides, salt))
+    except Problems as exc:
+        raise SpecError(source, locate(text, exc.problems)) from None
+    warn_ignored(doc, source)
+    return specs
+
+
+def warn_ignored(doc: dict, source: str) -> None:
+    component = doc.get("component")
+    keys = set(doc) | (set(component) if isinstance(component, dict) else set())
+    found = sorted(k for k in keys if k in BEHAVIOUR_IGNORED)
+    if found:
+        hint = "; `opsched schedule` runs a file on its schedule" if "schedule" in found else ""
+        warnings.warn(f"{source}: ignoring {', '.join(found)} (not supported by opsched yet){hint}",
+                      SpecWarning, stacklevel=3)

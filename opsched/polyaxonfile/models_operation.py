@@ -1,0 +1,115 @@
+"""Models of a component and of an operation (its scheduling fields), and of the caller's overrides.
+
+  * ``version``: 1, 1.0 or 1.1 (number or string); optional. Anything else is an error.
+  * Scheduling fields, on the component or the operation: ``name``, ``project`` (opsched's own,
+    default "default"), ``tags`` (list or comma-separated string), ``queue``, ``priority`` (int,
+    opsched's own), ``termination`` {maxRetries >= 0, timeout > 0 s, ttl >= 0 s}, ``cache``
+    {disable, ttl >= 0, io, sections}, ``isApproved``, ``cost`` (>= 0), ``priorityClass`` and
+    ``preemptible`` (bool, default true). The operation also has ``params`` and ``conditions``.
+  * ``priorityClass`` (opsched's own, → ``OpSpec.priority_class``): the name of a priority class
+    of opsched's queue config, a DNS label; whether it exists is checked by admission, not here.
+    It is NOT the pod's ``run.environment.priorityClassName``, which is passed to Kubernetes.
+  * ``queue``: a lowercase subject token (``proto.subjects.valid_token``). Polyaxon's
+    ``agent/queue`` is accepted and only ``queue`` is kept: opsched has a single agent.
+
+``overrides`` (``OverridesModel``) may hold ``params`` (bare or ``{value: ...}``), ``queue``, ``priority``, ``project``,
+``priority_class`` and ``preemptible`` (plain Python names, not Polyaxon's camelCase).
+Components and operations exist per run kind (``MODELS_BY_RUN_KIND``).
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, ConfigDict, Field
+
+from opsched.polyaxonfile.fields import (
+    Float, Int, Model, Name, PriorityClass, Queue, Tags, Version, not_reserved,
+)
+from opsched.polyaxonfile.keys import TOP_LEVEL_IGNORED
+from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel
+
+
+class TerminationModel(Model):
+    ignored = frozenset({"culling"})
+    max_retries: Annotated[Int, Field(ge=0)] | None = None
+    timeout: Annotated[Int, Field(gt=0)] | None = None
+    ttl: Annotated[Int, Field(ge=0)] | None = None
+
+
+class CacheModel(Model):
+    disable: bool | None = None
+    ttl: Annotated[Int, Field(ge=0)] | None = None
+    io: list[str] | None = None
+    sections: list[Literal["init", "connections", "containers"]] | None = None
+
+
+class IOModel(Model):
+    """One entry of a component's ``inputs``/``outputs``; ``value`` is the default."""
+
+    ignored = frozenset({
+        "description", "isList", "isFlag", "argFormat", "delayValidation", "options",
+        "connection", "toInit", "toEnv",
+    })
+    name: Annotated[Name, AfterValidator(not_reserved)]
+    type: str | None = None
+    value: Any = None
+    is_optional: bool = False
+
+
+class _Common(Model):
+    """Fields an operation may set to override its component's."""
+
+    ignored = TOP_LEVEL_IGNORED
+    version: Version | None = None
+    name: Name | None = None
+    project: Name | None = None
+    tags: Tags | None = None
+    queue: Queue | None = None
+    priority: Int | None = None
+    termination: TerminationModel | None = None
+    cache: CacheModel | None = None
+    is_approved: bool | None = None
+    cost: Annotated[Float, Field(ge=0)] | None = None
+    priority_class: PriorityClass | None = None  # opsched's own: a class of the queue config
+    preemptible: bool | None = None  # opsched's own
+
+
+class ComponentModel(_Common):
+    kind: Literal["component"] = "component"
+    inputs: list[IOModel] = []
+    outputs: list[IOModel] = []
+    run: JobRunModel
+
+
+class OperationModel(_Common):
+    kind: Literal["operation"]
+    params: dict[str, Any] = {}
+    conditions: str | None = None
+    component: ComponentModel
+
+
+class PytorchComponentModel(ComponentModel):
+    run: PytorchJobRunModel  # type: ignore[assignment]
+
+
+class PytorchOperationModel(OperationModel):
+    component: PytorchComponentModel  # type: ignore[assignment]
+
+
+# run.kind -> (component model, operation model); the parser picks them after its precheck.
+MODELS_BY_RUN_KIND: dict[str, tuple[type[ComponentModel], type[OperationModel]]] = {
+    "job": (ComponentModel, OperationModel),
+    "pytorchjob": (PytorchComponentModel, PytorchOperationModel),
+}
+
+
+class OverridesModel(Model):
+    """What a caller (CLI flags, API) may override; keys are plain Python names."""
+
+    model_config = ConfigDict(alias_generator=None)
+    params: dict[str, Any] = {}
+    queue: Queue | None = None
+    priority: Int | None = None
+    project: Name | None = None
+    priority_class: PriorityClass | None = None
+    preemptible: bool | None = None

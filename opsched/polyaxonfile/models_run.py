@@ -1,0 +1,90 @@
+"""Models of the ``run`` section: a job, or a pytorchjob (a master and a worker replica section).
+
+  * ``run.kind: pytorchjob`` (Polyaxon's V1PytorchJob): ``master`` and ``worker`` are V1KFReplica
+    sections {replicas, container}. The master's container is ``OpSpec.container`` (a master is
+    required; its ``replicas`` must be 1 or absent); the worker section, if any, becomes
+    ``OpSpec.replicas = [ReplicaGroup(name="worker", count=replicas (default 1, must be >= 1),
+    container)]``, one gang with the master. Replica containers are validated like a job's, and
+    errors are located under ``run.master.container...`` / ``run.worker.container...``.
+    Environment: Polyaxon has no run-level ``environment``/``volumes`` for a pytorchjob (they are
+    per replica), and OpSpec has no per-replica environment yet, so both ``run.environment`` and
+    ``run.<replica>.environment``/``volumes`` are errors, and a pytorchjob gets the default
+    environment (admission still adds its flavor's node selector and tolerations).
+    ``cleanPodPolicy`` is accepted and ignored; ``schedulingPolicy``, ``elasticPolicy`` and
+    ``nProcPerNode`` are errors (not supported yet).
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from opsched.polyaxonfile.errors import Loc, Problem
+from opsched.polyaxonfile.fields import Int, Model
+from opsched.polyaxonfile.models_container import ContainerModel, EnvironmentModel, check_resources
+
+
+class JobRunModel(Model):
+    kind: Literal["job"]
+    container: ContainerModel
+    environment: EnvironmentModel = EnvironmentModel()
+    volumes: list[dict[str, Any]] = []
+
+
+class KFReplicaModel(Model):
+    """Polyaxon's V1KFReplica: one replica section (master, worker) of a distributed run.
+
+    ``environment`` and ``volumes`` are read only to be rejected by ``check_run`` (per-replica
+    placement is not supported yet); init, sidecars and connections are in ``UNSUPPORTED``.
+    """
+
+    replicas: Int | None = None
+    container: ContainerModel
+    environment: Any = None
+    volumes: Any = None
+
+
+class PytorchJobRunModel(Model):
+    """Polyaxon's V1PytorchJob. It has no run-level environment or volumes (they are per
+    replica); both are read only to be rejected by ``check_run`` with a clear message."""
+
+    ignored = frozenset({"cleanPodPolicy"})
+    kind: Literal["pytorchjob"]
+    master: KFReplicaModel
+    worker: KFReplicaModel | None = None
+    environment: Any = None
+    volumes: Any = None
+
+
+_REPLICA_UNSUPPORTED = {
+    "environment": ("per-replica environment is not supported yet; leave it out (admission still "
+                    "adds the flavor's node selector and tolerations)"),
+    "volumes": "per-replica volumes are not supported yet; leave them out",
+}
+
+
+def check_run(run: JobRunModel | PytorchJobRunModel, loc: Loc) -> list[Problem]:
+    """Resources of every container of the run, and the pytorchjob's replica rules."""
+    if isinstance(run, JobRunModel):
+        return check_resources(run.container.resources, loc + ("container", "resources"))
+    problems: list[Problem] = []
+    for key, unsupported in _REPLICA_UNSUPPORTED.items():
+        if key in run.model_fields_set:
+            msg = (f"a pytorchjob has no run-level {key} in Polyaxon (only per replica), "
+                   f"and {unsupported}")
+            problems.append((loc + (key,), msg))
+    if run.master.replicas not in (None, 1):
+        msg = (f"master.replicas must be 1, got {run.master.replicas} "
+               "(set worker.replicas for more pods)")
+        problems.append((loc + ("master", "replicas"), msg))
+    if run.worker is not None and run.worker.replicas is not None and run.worker.replicas < 1:
+        msg = (f"worker.replicas must be at least 1, got {run.worker.replicas} "
+               "(leave the worker section out for a master-only job)")
+        problems.append((loc + ("worker", "replicas"), msg))
+    for section, replica in (("master", run.master), ("worker", run.worker)):
+        if replica is None:
+            continue
+        for key, msg in _REPLICA_UNSUPPORTED.items():
+            if key in replica.model_fields_set:
+                problems.append((loc + (section, key), msg))
+        problems += check_resources(replica.container.resources,
+                                    loc + (section, "container", "resources"))
+    return problems

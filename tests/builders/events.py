@@ -1,0 +1,87 @@
+"""Events of an operation's life, at ``at=`` (default ``T0``): submitted, gates, admitted, ..., stopped."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from proto.events import (
+    CacheHit, CacheMissed, CostEstimated, Money, OperationAdmitted, OperationDispatched,
+    OperationFailed, OperationRejected, OperationRunning, OperationStopped, OperationSubmitted,
+    OperationSucceeded, StopRequested,
+)
+from proto.spec import OpSpec
+from tests.builders.clock import T0
+
+NAMESPACE = "opsched"
+
+
+def submitted(spec: OpSpec, *, op_id: str = "op-1", at: datetime = T0, queue: str | None = None,
+              priority: int | None = None, submitted_at: datetime | None = None) -> OperationSubmitted:
+    return OperationSubmitted(op_id=op_id, at=at, spec=spec, queue=queue or spec.queue or "default",
+                              submitted_at=submitted_at or at,
+                              priority=spec.priority if priority is None else priority)
+
+
+def cost_estimated(op_id: str = "op-1", *, at: datetime = T0, amount: float = 1.0,
+                   basis: str = "default") -> CostEstimated:
+    return CostEstimated(op_id=op_id, at=at, estimate=Money(amount=amount), basis=basis, duration_s=3600.0)
+
+
+def cache_missed(op_id: str = "op-1", *, at: datetime = T0, reason: str = "not_found") -> CacheMissed:
+    return CacheMissed(op_id=op_id, at=at, fingerprint="f" * 32, reason=reason)
+
+
+def cache_hit(op_id: str = "op-1", *, original: str = "op-0", at: datetime = T0) -> CacheHit:
+    return CacheHit(op_id=op_id, at=at, fingerprint="f" * 32, original_op_id=original)
+
+
+def gates_cleared(op_id: str = "op-1", *, at: datetime = T0) -> list:
+    """Both gates of a miss: the cost estimate and the cache answer."""
+    return [cost_estimated(op_id, at=at), cache_missed(op_id, at=at)]
+
+
+def admitted(spec: OpSpec | OperationSubmitted, *, op_id: str | None = None, at: datetime = T0,
+             attempt: int = 0, queue: str | None = None, namespace: str = NAMESPACE,
+             pod_name: str | None = None) -> OperationAdmitted:
+    if isinstance(spec, OperationSubmitted):
+        op_id, queue, spec = op_id or spec.op_id, queue or spec.queue, spec.spec
+    op_id = op_id or "op-1"
+    return OperationAdmitted(op_id=op_id, at=at, attempt=attempt, spec=spec,
+                             queue=queue or spec.queue or "default", namespace=namespace,
+                             pod_name=pod_name or f"op-{op_id}-{attempt}")
+
+
+def dispatched(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0,
+               namespace: str = NAMESPACE) -> OperationDispatched:
+    return OperationDispatched(op_id=op_id, at=at, attempt=attempt, pod_name=f"op-{op_id}-{attempt}",
+                               namespace=namespace)
+
+
+def running(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0,
+            node: str | None = "gpu-node-1") -> OperationRunning:
+    return OperationRunning(op_id=op_id, at=at, attempt=attempt, pod_name=f"op-{op_id}-{attempt}", node=node)
+
+
+def succeeded(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0, node: str | None = None,
+              reason: str = "Completed") -> OperationSucceeded:
+    return OperationSucceeded(op_id=op_id, at=at, attempt=attempt, node=node, reason=reason)
+
+
+def failed(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0, reason: str = "Error",
+           message: str = "", node: str | None = None, exit_code: int | None = 1) -> OperationFailed:
+    return OperationFailed(op_id=op_id, at=at, attempt=attempt, reason=reason, message=message,
+                           node=node, exit_code=exit_code)
+
+
+def rejected(op_id: str = "op-1", *, at: datetime = T0, reason: str = "unknown_queue",
+             message: str = "unknown queue") -> OperationRejected:
+    return OperationRejected(op_id=op_id, at=at, reason=reason, message=message)
+
+
+def stopped(op_id: str = "op-1", *, at: datetime = T0, message: str = "") -> OperationStopped:
+    return OperationStopped(op_id=op_id, at=at, message=message)
+
+
+def stop_requested(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0,
+                   namespace: str = NAMESPACE) -> StopRequested:
+    return StopRequested(op_id=op_id, at=at, attempt=attempt, pod_name=f"op-{op_id}-{attempt}",
+                         namespace=namespace)

@@ -1,0 +1,126 @@
+"""The layering rules of DESIGN.md: only ``proto/subjects.py`` spells a subject, and only the allowed
+modules import nats, kubernetes, another service, or (from ``proto/``) anything but the contract."""
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---- (e) layering: subject literals and imports -----------------------------------------------
+
+SOURCE_FILES = sorted(p for d in ("proto", "services", "opsched") for p in (ROOT / d).rglob("*.py"))
+SUBJECTS_MODULE = ROOT / "proto" / "subjects.py"
+SUBJECT_LITERAL = re.compile(r"""["'](ops|cmd|dlq)\.""")
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _subject_literal_case(path: Path):
+    return pytest.param(path, id=_rel(path))
+
+
+def test_the_source_tree_is_found():
+    assert SUBJECTS_MODULE in SOURCE_FILES and len(SOURCE_FILES) > 20
+
+
+@pytest.mark.parametrize("path", [_subject_literal_case(p) for p in SOURCE_FILES if p != SUBJECTS_MODULE])
+def test_no_module_but_proto_subjects_spells_a_subject(path):
+    hits = [f"{_rel(path)}:{n}: {line.strip()}" for n, line in enumerate(path.read_text().splitlines(), 1)
+            if SUBJECT_LITERAL.search(line)]
+    assert hits == [], "spell subjects only in proto/subjects.py:\n" + "\n".join(hits)
+
+
+def test_the_subject_literal_check_would_see_a_subject():
+    assert SUBJECT_LITERAL.search('return f"ops.{kind}.{op_id}"')
+    assert SUBJECT_LITERAL.search("x = 'cmd.stop'")
+    assert not SUBJECT_LITERAL.search('name = "opsched.io/op-id"')
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module a file imports, at any depth (function-local imports too), relative ones resolved."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = _rel(path).removesuffix(".py").replace("/", ".").split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            out.add(module)
+            out |= {f"{module}.{alias.name}" for alias in node.names}
+    return out
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def _service_of(rel: str) -> str | None:
+    parts = rel.split("/")
+    return parts[1] if parts[0] == "services" and len(parts) > 2 else None
+
+
+def _allowed(rel: str, prefixes: tuple[str, ...]) -> bool:
+    return rel.startswith(prefixes) or rel in prefixes
+
+
+NATS_ALLOWED = ("services/runtime/",)
+KUBERNETES_ALLOWED = ("services/dispatcher/", "opsched/localcluster/", "opsched/demo.py")
+IMPORTING_FILES = [pytest.param(p, id=_rel(p)) for p in SOURCE_FILES]
+
+
+@pytest.mark.parametrize("path", IMPORTING_FILES)
+def test_only_the_runtime_imports_nats(path):
+    rel = _rel(path)
+    used = sorted(m for m in imports_of(path) if _top(m) == "nats")
+    assert _allowed(rel, NATS_ALLOWED) or not used, f"{rel} imports {used}; only services/runtime may"
+
+
+@pytest.mark.parametrize("path", IMPORTING_FILES)
+def test_only_the_dispatcher_and_the_local_cluster_import_kubernetes(path):
+    rel = _rel(path)
+    used = sorted(m for m in imports_of(path) if _top(m) == "kubernetes")
+    assert _allowed(rel, KUBERNETES_ALLOWED) or not used, \
+        f"{rel} imports {used}; only {', '.join(KUBERNETES_ALLOWED)} may"
+
+
+@pytest.mark.parametrize("path", [p for p in IMPORTING_FILES if _service_of(_rel(p.values[0]))])
+def test_no_service_imports_another_service(path):
+    rel = _rel(path)
+    own = _service_of(rel)
+    foreign = sorted(m for m in imports_of(path)
+                     if _top(m) == "services" and len(m.split(".")) > 1
+                     and m.split(".")[1] not in (own, "runtime"))
+    assert foreign == [], f"{rel} (service {own}) imports {foreign}; services share only proto and runtime"
+
+
+@pytest.mark.parametrize("path", [p for p in IMPORTING_FILES if _rel(p.values[0]).startswith("proto/")])
+def test_the_contract_depends_on_no_service_and_no_client(path):
+    used = sorted(m for m in imports_of(path) if _top(m) in ("services", "opsched", "nats", "kubernetes"))
+    assert used == [], f"{_rel(path)} imports {used}; proto/ stands alone"
+
+
+def test_the_import_scanner_sees_real_imports():
+    bus = imports_of(ROOT / "services/runtime/bus.py")
+    assert {"nats", "nats.js.api", "proto.codec"} <= bus
+    assert "kubernetes" in imports_of(ROOT / "services/dispatcher/k8s.py")
+    assert "services.admission.state" in imports_of(ROOT / "services/admission/cycle.py")
+    # a function-local import is seen too
+    assert any(_top(m) == "kubernetes" for m in imports_of(ROOT / "opsched/demo.py"))
+
+
+def test_the_import_scanner_resolves_relative_imports(tmp_path, monkeypatch):
+    pkg = tmp_path / "services" / "cost"
+    pkg.mkdir(parents=True)
+    (pkg / "x.py").write_text("from ..admission import state\nfrom . import ledger\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert {"services.admission", "services.admission.state", "services.cost.ledger"} <= imports_of(pkg / "x.py")

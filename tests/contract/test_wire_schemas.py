@@ -1,0 +1,44 @@
+"""The wire contract (c): the checked-in JSON Schemas match the code."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from proto.commands import COMMANDS
+from proto.events import EVENTS
+from proto.schema_snapshots import SCHEMA_DIR, render
+from tests.contract.wire_samples import tag_of
+
+# ---- (c) schema snapshots ---------------------------------------------------------------------
+
+REGENERATE = "the wire contract changed: run `python -m proto.schema_snapshots` and commit proto/schemas/"
+
+
+def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
+    from proto.cluster import CLUSTER_EVENTS
+    from proto.config import QueuesConfigured
+    from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+
+    events = EVENTS + CLUSTER_EVENTS + (QueuesConfigured,)
+    expected = {f"event.{tag_of(c)}.json" for c in events} | {f"command.{tag_of(c)}.json" for c in COMMANDS}
+    expected |= {"command.set_queues.json"}
+    expected |= {f"query.{tag_of(c)}.json" for c in (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer)}
+    assert set(render()) == expected | {"spec.json"}
+
+
+@pytest.mark.parametrize("name", sorted(render()))
+def test_the_checked_in_schema_equals_the_code(name):
+    path = SCHEMA_DIR / name
+    assert path.exists(), f"{name} is missing; {REGENERATE}"
+    assert path.read_text() == render()[name], f"{name} drifted; {REGENERATE}"
+
+
+def test_no_stale_schema_files_remain():
+    stale = sorted(p.name for p in SCHEMA_DIR.glob("*.json") if p.name not in render())
+    assert stale == [], f"stale schemas {stale}; {REGENERATE}"
+
+
+def test_a_schema_snapshot_is_valid_json_naming_the_message():
+    doc = json.loads((SCHEMA_DIR / "event.submitted.json").read_text())
+    assert "OperationSubmitted" in json.dumps(doc)

@@ -1,0 +1,99 @@
+"""One sample of every event and command, each with every field set away from its default, and how
+to read a message's tag and its wire form."""
+from __future__ import annotations
+
+import json
+
+import msgspec
+
+from proto import codec
+from proto.commands import (
+    COMMANDS, ApproveOperation, CopyOperation, RejectOperation, RestartOperation, ResumeOperation, StopOperation,
+    SubmitOperation,
+)
+from proto.events import (
+    EVENTS, CacheHit, CacheMissed, CostEstimated, ErrorRaised, Money, OperationAdmitted, OperationDispatched,
+    OperationFailed, OperationRejected, OperationRunning, OperationStopped, OperationApproved, OperationEvicted,
+    OperationOnHold, OperationResumed, OperationPreempted, OperationSkipped, OperationTimedOut, RetryScheduled,
+    OperationSubmitted, OperationSucceeded, PreemptRequested, StopRequested,
+)
+from proto.spec import Cache, Container, EnvVar, Environment, OpSpec, ReplicaGroup, Resources, Termination
+from tests.builders import T0, t
+
+# A spec with every field set away from its default, so the round trip covers all of them.
+FULL_CONTAINER = Container(
+    image="pytorch:2", name="trainer", command=["python"], args=["train.py", "--lr", "0.1"],
+    env=[EnvVar(name="SEED", value="42")],
+    resources=Resources(limits={"nvidia.com/gpu": "2", "memory": "8Gi"}, requests={"cpu": "500m"}),
+    working_dir="/work", security_context={"runAsUser": 1000},
+    volume_mounts=[{"name": "data", "mountPath": "/data"}],
+)
+FULL_SPEC = OpSpec(
+    name="train", project="vision", queue="gpu-a", priority=7,
+    container=FULL_CONTAINER,
+    params={"lr": 0.1, "layers": [1, 2]}, inputs={"dataset": "s3://bucket/x"}, outputs={"model": "m.pt"},
+    environment=Environment(
+        node_selector={"nvidia.com/gpu.product": "A100"},
+        tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        affinity={"nodeAffinity": {}}, labels={"team": "a"}, annotations={"note": "n"},
+        priority_class_name="high", service_account_name="trainer", volumes=[{"name": "data", "emptyDir": {}}],
+    ),
+    termination=Termination(max_retries=2, timeout=600, ttl=60),
+    cache=Cache(disable=False, ttl=3600, io=["dataset"], sections=["init"]),
+    is_approved=False, conditions="{{ params.lr > 0 }}", cost=2.5, tags=["a", "b"], run_kind="service",
+    component_hash="abc123", priority_class="high", preemptible=False, batch="sweep-1", batch_concurrency=3,
+    replicas=[ReplicaGroup(name="worker", count=2, container=FULL_CONTAINER)],
+)
+
+_COMMON = {"op_id": "op-1", "at": T0, "attempt": 1}
+
+SAMPLES: dict[str, msgspec.Struct] = {
+    "submitted": OperationSubmitted(**_COMMON, spec=FULL_SPEC, queue="gpu-a", submitted_at=t(-5), priority=7,
+                                    original_op_id="op-0", relation="restart"),
+    "cost_estimated": CostEstimated(**_COMMON, estimate=Money(amount=12.5, currency="EUR"), basis="timeout",
+                                    duration_s=600.0, breakdown={"nvidia.com/gpu": 12.0, "cpu": 0.5}),
+    "cache_hit": CacheHit(**_COMMON, fingerprint="f" * 32, original_op_id="op-0", outputs={"model": "m.pt"}),
+    "cache_missed": CacheMissed(**_COMMON, fingerprint="f" * 32, reason="not_found"),
+    "admitted": OperationAdmitted(**_COMMON, spec=FULL_SPEC, queue="gpu-a", namespace="ml", pod_name="op-op-1-1",
+                                  flavors={"nvidia.com/gpu": "a100"}, node_selector={"pool": "a100"},
+                                  tolerations=[{"key": "gpu", "operator": "Exists"}], borrowing=True,
+                                  effective_priority=12.5),
+    "dispatched": OperationDispatched(**_COMMON, pod_name="op-op-1-1", namespace="ml"),
+    "running": OperationRunning(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1"),
+    "succeeded": OperationSucceeded(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", reason="cache_hit",
+                                    outputs={"model": "m.pt"}),
+    "failed": OperationFailed(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", reason="Error",
+                              message="boom", exit_code=2),
+    "rejected": OperationRejected(**_COMMON, reason="unknown_queue", message="unknown queue 'x'"),
+    "stopped": OperationStopped(**_COMMON, reason="stopped_by_user", message="bye"),
+    "stop_requested": StopRequested(**_COMMON, pod_name="op-op-1-1", namespace="ml", reason="preempted"),
+    "preempt_requested": PreemptRequested(**_COMMON, pod_names=["op-op-1-1"], namespace="ml", preemptor="op-2",
+                                          reason="within_queue", message="priority 100 > 0"),
+    "preempted": OperationPreempted(**_COMMON, preemptor="op-2", reason="within_queue", message="m"),
+    "evicted": OperationEvicted(**_COMMON, reason="gang_timeout", message="2/3 running", retry_after_s=30.0),
+    "on_hold": OperationOnHold(**_COMMON, reason="is_approved_false", message="waiting for approval"),
+    "approved": OperationApproved(**_COMMON, approved_by="alice", comment="ok"),
+    "skipped": OperationSkipped(**_COMMON, reason="upstream_skipped", message="its upstream op was skipped"),
+    "retry_scheduled": RetryScheduled(**_COMMON, retry_after_s=20.0, reason="Error", retries_used=2),
+    "timed_out": OperationTimedOut(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", message="deadline"),
+    "resumed": OperationResumed(**_COMMON, params={"lr": 0.1}, resumed_by="alice"),
+    "error": ErrorRaised(**_COMMON, service="admission", subject="cmd.submit._", reason="malformed_message",
+                         message="cannot decode", payload="{oops"),
+    "submit": SubmitOperation(op_id="op-1", spec=FULL_SPEC, requested_at=T0, requested_by="alice"),
+    "stop": StopOperation(op_id="op-1", requested_at=T0, requested_by="alice", reason="no longer needed"),
+    "approve": ApproveOperation(op_id="op-1", requested_at=T0, requested_by="alice", comment="fine"),
+    "restart": RestartOperation(op_id="op-1", requested_at=T0, requested_by="alice", params={"lr": 1},
+                                new_op_id="op-2"),
+    "copy": CopyOperation(op_id="op-1", requested_at=T0, requested_by="alice", params={"lr": 1}, new_op_id="op-3"),
+    "resume": ResumeOperation(op_id="op-1", requested_at=T0, requested_by="alice", params={"lr": 1}),
+    "reject": RejectOperation(op_id="op-1", requested_at=T0, requested_by="bob", comment="too big"),
+}
+MESSAGES = EVENTS + COMMANDS
+
+
+def tag_of(cls: type) -> str:
+    return cls.__struct_config__.tag
+
+
+def wire_of(message: msgspec.Struct) -> dict:
+    return json.loads(codec.encode(message))

@@ -1,0 +1,57 @@
+"""The cache end to end: real nats-server, real kube-apiserver + kube-scheduler, a simulated GPU node,
+the four services. The same op submitted twice runs once."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from opsched.client import Client
+from proto.events import (
+    CacheHit, CacheMissed, OperationAdmitted, OperationDispatched, OperationRunning, OperationSucceeded,
+)
+from tests.builders import op
+
+MANAGED = "app.kubernetes.io/managed-by=opsched"
+
+
+@pytest.fixture
+async def gpu_cluster(control_plane, k8s_namespace, sim_nodes, stack_factory, bus, events):
+    sim_nodes(("gpu-a", 2, "A100"))
+    await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace)
+    return Client(bus)
+
+
+def train():
+    return op("train").gpus(1).runs("sleep 2").cache(disable=False).build()
+
+
+def pods_of(core_v1, namespace: str) -> dict[str, str]:
+    """op id -> pod name, for every pod opsched created in ``namespace``."""
+    pods = core_v1.list_namespaced_pod(namespace, label_selector=MANAGED).items
+    return {p.metadata.labels["opsched.io/op-id"]: p.metadata.name for p in pods}
+
+
+async def test_the_same_op_submitted_twice_runs_once_and_the_second_is_a_cache_hit_without_a_pod(
+        gpu_cluster, events, core_v1, k8s_namespace):
+    client = gpu_cluster
+    first = await client.submit(train())
+    await events.expect(OperationRunning, first, timeout=30)
+    second = await client.submit(train())  # its original is running: it waits for it
+
+    done = await events.expect(OperationSucceeded, first, timeout=30)
+    assert done.reason != "cache_hit"
+    hit = await events.expect(CacheHit, second, timeout=30)
+    assert hit.original_op_id == first
+    second_done = await events.expect(OperationSucceeded, second, timeout=30)
+    assert second_done.reason == "cache_hit"
+
+    third = await client.submit(train())  # after the original succeeded: a hit at once
+    assert (await events.expect(CacheHit, third, timeout=30)).original_op_id == first
+    assert (await events.expect(OperationSucceeded, third, timeout=30)).reason == "cache_hit"
+
+    for op_id in (second, third):
+        assert not events.of(op_id, OperationAdmitted) and not events.of(op_id, OperationDispatched)
+        assert not events.of(op_id, CacheMissed)
+    pods = await asyncio.to_thread(pods_of, core_v1, k8s_namespace)
+    assert pods == {first: f"op-{first}-0"}  # one pod, for the original only

@@ -1,0 +1,117 @@
+"""The cache on a real nats-server with admission and cost (dispatcher in null mode: the test publishes
+the originals' ends itself): hits, waiting for an original in processing, and restarts."""
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime, timezone
+
+from opsched.client import Client
+from proto import subjects
+from proto.events import (
+    CacheHit, CacheMissed, OperationAdmitted, OperationFailed, OperationSucceeded,
+)
+from services.admission.records import OpRecord
+from services.cache.store import CacheStore
+from tests.builders import op
+
+OUTPUTS = {"model": "s3://bucket/model.pt", "accuracy": "0.93"}
+# admission's cycle passes OpRecord.cache_outputs on to the op's `succeeded`; until its state keeps the
+# cache_hit's outputs there (state._gate), the `succeeded` of a hit has none and only CacheHit carries them
+ADMISSION_CARRIES_OUTPUTS = "cache_outputs" in OpRecord.__dataclass_fields__
+
+
+def cached(name: str = "train"):
+    return op(name).gpus(1).runs("python train.py --epochs 3").cache(disable=False).build()
+
+
+def ended_ok(op_id: str, outputs: dict[str, str] | None = None) -> OperationSucceeded:
+    return OperationSucceeded(op_id=op_id, at=datetime.now(timezone.utc), pod_name=f"op-{op_id}-0",
+                              outputs=dict(outputs or {}))
+
+
+def ended_failed(op_id: str) -> OperationFailed:
+    return OperationFailed(op_id=op_id, at=datetime.now(timezone.utc), pod_name=f"op-{op_id}-0", reason="Error",
+                           message="exit 1", exit_code=1)
+
+
+async def waiting_for(bus, original: str, op_id: str, timeout: float = 10.0) -> None:
+    """Until the cache has recorded ``op_id`` as waiting for ``original`` (in its key-value bucket)."""
+    store = CacheStore(await bus.ensure_cache_bucket(subjects.CACHE_BUCKET))
+    deadline = time.monotonic() + timeout
+    while True:
+        found = await store.waiters(original)
+        if found and any(w.op_id == op_id for w in found.waiters):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{op_id} is not waiting for {original} after {timeout}s: {found}")
+        await asyncio.sleep(0.05)
+
+
+async def cache_hit_of(events, original: str, op_id: str) -> OperationSucceeded:
+    hit = await events.expect(CacheHit, op_id)
+    assert hit.original_op_id == original and hit.outputs == OUTPUTS
+    done = await events.expect(OperationSucceeded, op_id)
+    assert done.reason == "cache_hit"
+    if ADMISSION_CARRIES_OUTPUTS:  # once admission keeps the hit's outputs (see above)
+        assert done.outputs == OUTPUTS
+    assert not events.of(op_id, OperationAdmitted)  # no GPU, no pod: never admitted
+    return done
+
+
+async def test_the_same_op_twice_the_second_is_a_cache_hit_and_never_admitted(stack_factory, bus, events):
+    await stack_factory(names=("admission", "cost", "cache", "dispatcher"), dispatcher_mode="null")
+    client = Client(bus)
+    first = await client.submit(cached())
+    assert (await events.expect(CacheMissed, first)).reason == "not_found"
+    await events.expect(OperationAdmitted, first)
+    await bus.publish(ended_ok(first, OUTPUTS))
+    second = await client.submit(cached())
+    await cache_hit_of(events, first, second)
+
+
+async def test_an_op_waits_for_its_running_original_and_takes_its_result(stack_factory, bus, events):
+    await stack_factory(names=("admission", "cost", "cache", "dispatcher"), dispatcher_mode="null")
+    client = Client(bus)
+    first = await client.submit(cached())
+    await events.expect(OperationAdmitted, first)
+    second = await client.submit(cached())
+    await waiting_for(bus, first, second)
+    assert not events.of(second, CacheHit) and not events.of(second, CacheMissed)
+    assert not events.of(second, OperationAdmitted)
+    await bus.publish(ended_ok(first, OUTPUTS))
+    await cache_hit_of(events, first, second)
+
+
+async def test_an_op_waiting_for_an_original_that_fails_is_scheduled_normally(stack_factory, bus, events):
+    await stack_factory(names=("admission", "cost", "cache", "dispatcher"), dispatcher_mode="null")
+    client = Client(bus)
+    first = await client.submit(cached())
+    await events.expect(OperationAdmitted, first)
+    second = await client.submit(cached())
+    await waiting_for(bus, first, second)
+    await bus.publish(ended_failed(first))
+    missed = await events.expect(CacheMissed, second)
+    assert missed.reason == "original_failed"
+    await events.expect(OperationAdmitted, second)
+    assert not events.of(second, CacheHit)
+
+
+async def test_waiters_and_results_survive_a_restart_of_the_cache_service(stack_factory, bus, events):
+    await stack_factory(names=("admission", "cost", "dispatcher"), dispatcher_mode="null")
+    cache = await stack_factory(names=("cache",), dispatcher_mode="null")
+    client = Client(bus)
+    first = await client.submit(cached())
+    await events.expect(OperationAdmitted, first)
+    second = await client.submit(cached())
+    await waiting_for(bus, first, second)
+
+    await cache.close()  # the cache is down when the original succeeds
+    await bus.publish(ended_ok(first, OUTPUTS))
+    await events.expect(OperationSucceeded, first)
+    assert not events.of(second, CacheHit)
+
+    await stack_factory(names=("cache",), dispatcher_mode="null")  # a new process: only the bucket is left
+    await cache_hit_of(events, first, second)
+    third = await client.submit(cached())
+    await cache_hit_of(events, first, third)

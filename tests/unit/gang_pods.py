@@ -1,0 +1,58 @@
+"""The pods of op ``g``'s attempts, as the dispatcher sees them (``PodView``) and as the API returns
+them (``V1Pod``), with the settings and annotations the gang tests use."""
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+
+from kubernetes.client import (
+    V1Container, V1ContainerState, V1ContainerStateTerminated, V1ContainerStatus, V1ObjectMeta, V1Pod, V1PodSpec,
+    V1PodStatus,
+)
+
+from services.dispatcher.gang import GANG_TIMEOUT, PodView
+from services.dispatcher.podspec import (
+    ANNOTATION_EVICTED, ANNOTATION_PREEMPT_REASON, ANNOTATION_PREEMPTED_BY, ANNOTATION_STOPPED, LABEL_ATTEMPT,
+    LABEL_GANG_SIZE, LABEL_OP, LABEL_REPLICA, MANAGED_BY, MANAGER,
+)
+from services.runtime.settings import Settings
+from tests.builders import T0, t
+
+SETTINGS = Settings(gang_timeout_s=120, gang_backoff_base_s=10, gang_backoff_max_s=300)
+PREEMPTED_BY = {ANNOTATION_PREEMPTED_BY: "urgent", ANNOTATION_PREEMPT_REASON: "within_queue"}
+STOPPED_ANN = {ANNOTATION_STOPPED: "true"}
+TIMEOUT_ANN = {ANNOTATION_EVICTED: GANG_TIMEOUT}
+
+
+def pod(replica: str = "main", phase: str | None = "Running", *, size: int = 3, attempt: int = 0,
+        created: datetime = T0, **fields) -> PodView:
+    """One pod of attempt ``attempt`` of op ``g`` (a gang of ``size``)."""
+    name = "op-g-0" if replica == "main" else f"op-g-0-{replica}"
+    failure = ("Error", "boom", 1) if phase == "Failed" else None
+    return PodView(name=name, namespace="ns", op_id="g", attempt=attempt, replica=replica, gang_size=size,
+                   phase=phase, node="n1", created=created, failure=failure, **fields)
+
+
+def gang(*phases: str | None, size: int | None = None, **fields) -> list[PodView]:
+    """The main pod with the first phase, ``worker-<i>`` with the others."""
+    size = size or len(phases)
+    return [pod("main" if i == 0 else f"worker-{i - 1}", p, size=size, **fields) for i, p in enumerate(phases)]
+
+
+def gone(view: PodView, **fields) -> PodView:
+    return dataclasses.replace(view, gone=True, **fields)
+
+
+def v1pod(name: str = "op-g-0", phase: str = "Running", *, replica: str | None = "main", size: str | None = "2",
+          annotations: dict | None = None, deleting: bool = False, exit_code: int | None = None) -> V1Pod:
+    labels = {MANAGED_BY: MANAGER, LABEL_OP: "g", LABEL_ATTEMPT: "1"}
+    labels.update({k: v for k, v in ((LABEL_REPLICA, replica), (LABEL_GANG_SIZE, size)) if v is not None})
+    statuses = None
+    if exit_code is not None:
+        term = V1ContainerState(terminated=V1ContainerStateTerminated(exit_code=exit_code))
+        statuses = [V1ContainerStatus(name="main", image="i", image_id="", ready=False, restart_count=0, state=term)]
+    return V1Pod(
+        metadata=V1ObjectMeta(name=name, namespace="ns", labels=labels, annotations=annotations,
+                              creation_timestamp=T0, deletion_timestamp=t(1) if deleting else None),
+        spec=V1PodSpec(containers=[V1Container(name="main")], node_name="n1"),
+        status=V1PodStatus(phase=phase, container_statuses=statuses))

@@ -1,0 +1,165 @@
+"""Admission: one scheduling cycle: ordering, the cost and cache gates, concurrency, assume/unassume."""
+from __future__ import annotations
+
+import pytest
+
+from proto.events import OperationAdmitted, OperationSucceeded
+from services.admission import cycle
+from services.admission.policies.concurrency import free_slots
+from services.admission.policies.ordering import sort_key
+from proto.queues import Queue as QueueConfig
+from proto.queues import QueuesConfig
+from services.admission.queues import compile_book
+from services.admission.state import AdmissionState, Status
+from tests.builders import (
+    T0, cache_hit, cache_missed, case, case_name, cost_estimated, dispatched, failed, op, running, stopped, submitted,
+    succeeded, t,
+)
+from tests.unit.admission_scenarios import NS, admitted_ids, decide, fold, queues, ready
+
+# ---- ordering ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("c", [
+    case("a higher priority goes first even if submitted later",
+         ops=[("low", 0, 0), ("high", 10, 5)], order=["high", "low"]),
+    case("at equal priority the earlier submission goes first",
+         ops=[("late", 1, 9), ("early", 1, 1)], order=["early", "late"]),
+    case("at equal priority and time the op id decides",
+         ops=[("op-b", 0, 0), ("op-a", 0, 0)], order=["op-a", "op-b"]),
+    case("negative priorities go after the default",
+         ops=[("neg", -5, 0), ("zero", 0, 3)], order=["zero", "neg"]),
+], ids=case_name)
+def test_ordering_is_priority_then_submit_time_then_id(c):
+    keys = {name: sort_key(priority, t(at), name) for name, priority, at in c.ops}
+    assert sorted(keys, key=keys.get) == c.order
+
+    state = fold(*[ready(name, priority=priority, at=t(at)) for name, priority, at in c.ops])
+    assert admitted_ids(decide(state)) == c.order
+
+
+def test_free_slots_never_go_negative():
+    assert free_slots(3, 1) == 2
+    assert free_slots(1, 4) == 0
+
+
+# ---- gates ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("c", [
+    case("nothing is admitted right after submission", gates=[]),
+    case("a cost estimate alone is not enough", gates=[cost_estimated("a")]),
+    case("a cache miss alone is not enough", gates=[cache_missed("a")]),
+], ids=case_name)
+def test_an_op_waits_for_both_the_cost_estimate_and_the_cache_answer(c):
+    state = fold(submitted(op("a").build(), op_id="a"), *c.gates)
+    assert decide(state) == []
+    assert state.ops["a"].status == Status.PENDING
+
+
+@pytest.mark.parametrize("c", [
+    case("cost first, then cache", gates=[cost_estimated("a"), cache_missed("a")]),
+    case("cache first, then cost", gates=[cache_missed("a"), cost_estimated("a")]),
+], ids=case_name)
+def test_an_op_is_admitted_once_both_gates_cleared_in_any_order(c):
+    state = fold(submitted(op("a").build(), op_id="a"), *c.gates)
+    assert state.ops["a"].status == Status.PENDING and state.cleared == ["a"]  # the cycle queues it
+    (decision,) = decide(state)
+    assert isinstance(decision, OperationAdmitted)
+    assert (decision.op_id, decision.queue, decision.namespace, decision.pod_name) == ("a", "default", NS, "op-a-0")
+    assert decision.at == T0
+
+
+def test_the_queue_namespace_wins_over_the_default_namespace():
+    config = compile_book(QueuesConfig(queues=[QueueConfig(name="default", namespace="team-a")]))
+    (decision,) = cycle.decide(fold(ready("a")), config, T0, NS)
+    assert decision.namespace == "team-a"
+
+
+@pytest.mark.parametrize("c", [
+    case("a cache hit before the cost estimate", events=[cache_hit("a", original="old")]),
+    case("a cache hit after the cost estimate", events=[cost_estimated("a"), cache_hit("a", original="old")]),
+], ids=case_name)
+def test_a_cache_hit_ends_the_op_succeeded_and_admits_nothing(c):
+    state = fold(submitted(op("a").build(), op_id="a"), *c.events)
+    decisions = decide(state, now=t(3))
+    assert decisions == [OperationSucceeded(op_id="a", at=t(3), reason=cycle.CACHE_HIT_REASON)]
+    assert state.ops["a"].status == Status.SUCCEEDED
+    assert state.ops["a"].cache_hit_of == "old"
+    assert decide(state) == []
+
+
+def test_a_cache_hit_already_finished_on_replay_is_not_finished_twice():
+    state = fold(submitted(op("a").build(), op_id="a"), cache_hit("a"),
+                 succeeded("a", reason=cycle.CACHE_HIT_REASON))
+    assert decide(state) == []
+
+
+def test_gates_of_an_unknown_op_change_nothing():
+    state = AdmissionState()
+    assert state.apply(cost_estimated("ghost")) is False
+    assert state.apply(running("ghost")) is False
+    assert state.ops == {}
+
+
+# ---- concurrency and the cycle ----------------------------------------------------------------
+
+def test_a_queue_with_concurrency_one_admits_the_next_op_only_after_the_first_ends():
+    config = queues(("solo", 1))
+    state = fold(*[ready(i, queue="solo", at=t(n)) for n, i in enumerate(["a", "b", "c"])])
+
+    assert admitted_ids(decide(state, config)) == ["a"]
+    assert decide(state, config) == []  # the slot is taken
+    fold(dispatched("a"), running("a"), state=state)
+    assert decide(state, config) == []
+    fold(succeeded("a"), state=state)
+    assert admitted_ids(decide(state, config)) == ["b"]
+    fold(failed("b"), state=state)
+    assert admitted_ids(decide(state, config)) == ["c"]
+
+
+def test_many_ops_are_admitted_in_one_cycle_when_slots_allow():
+    state = fold(*[ready(f"op-{n}", at=t(n)) for n in range(5)])
+    assert admitted_ids(decide(state, queues(("default", 3)))) == ["op-0", "op-1", "op-2"]
+    assert {i for i, o in state.ops.items() if o.status == Status.ADMITTED} == {"op-0", "op-1", "op-2"}
+
+
+def test_a_cycle_fills_every_queue_higher_queue_priority_first():
+    config = queues(("low", 2, 0), ("high", 1, 10))
+    state = fold(ready("l1", queue="low"), ready("l2", queue="low"), ready("l3", queue="low"),
+                 ready("h1", queue="high"), ready("h2", queue="high"))
+    assert admitted_ids(decide(state, config)) == ["h1", "l1", "l2"]
+
+
+def test_an_admission_is_assumed_in_state_before_it_is_published():
+    state = fold(ready("a"))
+    decide(state)
+    op_ = state.ops["a"]
+    assert op_.status == Status.ADMITTED and op_.pod_name == "op-a-0" and op_.namespace == NS
+    assert state.queue("default").active == {"a"}
+
+
+def test_unassume_puts_an_op_back_in_its_queue():
+    config = queues(("default", 1))
+    state = fold(ready("a"), ready("b", at=t(1)))
+    assert admitted_ids(decide(state, config)) == ["a"]
+    state.unassume("a")
+    assert state.ops["a"].status == Status.QUEUED
+    assert state.queue("default").active == set()
+    assert admitted_ids(decide(state, config)) == ["a"]
+
+
+def test_unassume_leaves_an_op_that_moved_on_alone():
+    state = fold(ready("a"))
+    decide(state)
+    fold(running("a"), state=state)
+    state.unassume("a")
+    assert state.ops["a"].status == Status.RUNNING
+
+
+def test_a_stopped_queued_op_is_skipped_by_the_cycle():
+    state = fold(ready("a"), ready("b", at=t(1)), stopped("a"))
+    assert admitted_ids(decide(state)) == ["b"]
+
+
+def test_ops_of_a_queue_no_longer_configured_are_left_waiting():
+    state = fold(ready("a", queue="gone"))
+    assert decide(state, queues(("default", 5))) == []

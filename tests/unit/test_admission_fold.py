@@ -1,0 +1,77 @@
+"""Admission: the state fold is idempotent and monotonic."""
+from __future__ import annotations
+
+import pytest
+
+from proto.events import CacheHit, CacheMissed, CostEstimated
+from services.admission.state import Status
+from tests.builders import (
+    admitted, cache_hit, cache_missed, case, case_name, cost_estimated, dispatched, failed, op, rejected, running,
+    submitted, succeeded, t,
+)
+from tests.unit.admission_scenarios import fold, ready, snapshot
+
+# ---- the fold: idempotent and monotonic -------------------------------------------------------
+
+HISTORY = [*ready("a"), *ready("b", at=t(1)), admitted(submitted(op("a").build(), op_id="a")),
+           dispatched("a"), running("a", node="n1"), cache_hit("c"), succeeded("a", node="n1"),
+           rejected("r")]
+
+
+@pytest.mark.parametrize("c", [
+    case("the whole history folded twice", events=HISTORY + HISTORY),
+    case("every event folded twice in a row", events=[e for e in HISTORY for _ in (1, 2)]),
+], ids=case_name)
+def test_folding_the_same_events_again_changes_nothing(c):
+    assert snapshot(fold(*c.events)) == snapshot(fold(*HISTORY))
+
+
+GATES = (CacheHit, CacheMissed, CostEstimated)
+
+
+@pytest.mark.parametrize("event", [e for e in HISTORY if not isinstance(e, GATES)],
+                         ids=lambda e: f"{type(e).__name__} of {e.op_id}")
+def test_a_duplicate_submission_or_lifecycle_event_is_reported_as_no_change(event):
+    state = fold(*HISTORY)
+    assert state.apply(event) is False
+
+
+@pytest.mark.parametrize("c", [
+    case("admitted again while admitted", events=[], again=admitted(submitted(op("a").build(), op_id="a"))),
+    case("running again while running", events=[running("a")], again=running("a")),
+    case("dispatched again while dispatched", events=[dispatched("a")], again=dispatched("a")),
+], ids=case_name)
+def test_a_repeated_event_of_an_active_op_is_reported_as_no_change(c):
+    state = fold(ready("a"), admitted(submitted(op("a").build(), op_id="a")), *c.events)
+    before = snapshot(state)
+    assert state.apply(c.again) is False
+    assert snapshot(state) == before
+
+
+def test_a_duplicate_gate_event_is_reported_as_no_change():
+    state = fold(submitted(op("a").build(), op_id="a"), cost_estimated("a"))
+    assert state.apply(cost_estimated("a")) is False
+
+
+@pytest.mark.parametrize("c", [
+    case("running then a late dispatched stays running",
+         events=[dispatched("a"), running("a"), dispatched("a")], status=Status.RUNNING),
+    case("running then a late admitted stays running",
+         events=[running("a"), admitted(submitted(op("a").build(), op_id="a"))], status=Status.RUNNING),
+    case("succeeded then a late running stays succeeded",
+         events=[running("a"), succeeded("a"), running("a")], status=Status.SUCCEEDED),
+    case("a terminal status is final even for another terminal event",
+         events=[failed("a"), succeeded("a")], status=Status.FAILED),
+    case("a gate after admission does not requeue",
+         events=[admitted(submitted(op("a").build(), op_id="a")), cache_missed("a")], status=Status.ADMITTED),
+], ids=case_name)
+def test_statuses_never_move_backwards(c):
+    state = fold(ready("a"), *c.events)
+    assert state.ops["a"].status == c.status
+
+
+def test_a_finished_op_frees_its_slot_and_records_node_and_reason():
+    state = fold(ready("a"), admitted(submitted(op("a").build(), op_id="a")), running("a", node="n1"),
+                 failed("a", reason="OOMKilled"))
+    assert state.queue("default").active == set()
+    assert (state.ops["a"].node, state.ops["a"].reason) == ("n1", "OOMKilled")

@@ -1,0 +1,174 @@
+"""Admission in the service: the command handlers (submit, stop), and the cycle that assumes,
+publishes and forgets on failure."""
+from __future__ import annotations
+
+import pytest
+
+from proto.events import OperationAdmitted, OperationRejected, OperationStopped, OperationSubmitted, StopRequested
+from services.admission.handlers import on_stop, on_submit
+from services.admission.state import AdmissionState, Status
+from services.runtime import logging as oplog
+from services.runtime.clock import FakeClock
+from services.runtime.errors import InvalidInput
+from services.runtime.service import Context
+from services.runtime.settings import Settings
+from tests.builders import (
+    T0, admitted, cache_hit, case, case_name, dispatched, failed, gates_cleared, op, running, stop, submit, submitted,
+    succeeded, t,
+)
+from tests.unit.admission_scenarios import NS, admitted_ids, decide, fold, queues, ready
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def ctx(clock) -> Context:
+    return Context(service="admission", clock=clock, settings=Settings(), log=oplog.get("test"))
+
+
+# ---- handlers ---------------------------------------------------------------------------------
+
+def test_a_submit_is_timed_by_the_admission_clock_not_by_the_producer(ctx, clock):
+    clock.advance(30)
+    spec = op("a").queue("gpu").priority(5).build()
+    event = on_submit(submit(spec, op_id="a", at=T0), ctx, AdmissionState(), queues(("default", 1), ("gpu", 1)))
+    assert event == OperationSubmitted(op_id="a", at=t(30), spec=spec, queue="gpu", submitted_at=t(30), priority=5)
+
+
+def test_a_submit_without_a_queue_goes_to_the_default_queue_and_without_time_uses_the_clock(ctx):
+    event = on_submit(submit(op("a").build(), op_id="a", at=None), ctx, AdmissionState(),
+                      queues(("cpu", 1), ("gpu", 1), default="gpu"))
+    assert (event.queue, event.submitted_at) == ("gpu", T0)
+
+
+def test_a_submit_to_an_unknown_queue_is_rejected_listing_the_known_queues(ctx):
+    event = on_submit(submit(op("a").queue("tpu").build(), op_id="a"), ctx, AdmissionState(),
+                      queues(("cpu", 1), ("gpu", 1)))
+    assert isinstance(event, OperationRejected)
+    assert event.reason == "unknown_queue"
+    assert "'tpu'" in event.message and "cpu, gpu" in event.message
+
+
+def test_a_duplicate_submit_returns_nothing(ctx):
+    state = fold(submitted(op("a").build(), op_id="a"))
+    assert on_submit(submit(op("a").build(), op_id="a"), ctx, state, queues(("default", 1))) is None
+
+
+@pytest.mark.parametrize("op_id", ["Upper", "with_underscore", "dotted.id", "", "-leading"], ids=repr)
+def test_an_invalid_op_id_raises_invalid_input(ctx, op_id):
+    with pytest.raises(InvalidInput) as info:
+        on_submit(submit(op().build(), op_id=op_id), ctx, AdmissionState(), queues(("default", 1)))
+    assert info.value.reason == "invalid_op_id"
+
+
+def test_stop_of_a_queued_op_stops_it(ctx):
+    state = fold(ready("a"))
+    event = on_stop(stop("a", reason="no longer needed"), ctx, state)
+    assert event == OperationStopped(op_id="a", at=T0, reason="stopped", message="no longer needed")
+
+
+def test_stop_of_a_pending_op_stops_it(ctx):
+    state = fold(submitted(op("a").build(), op_id="a"))
+    assert isinstance(on_stop(stop("a"), ctx, state), OperationStopped)
+
+
+@pytest.mark.parametrize("c", [
+    case("an admitted op", events=[]),
+    case("a running op", events=[dispatched("a", namespace="ml"), running("a")]),
+], ids=case_name)
+def test_stop_of_an_active_op_requests_the_stop_of_its_pod(ctx, c):
+    state = fold(ready("a"), admitted(submitted(op("a").build(), op_id="a"), namespace="ml"), *c.events)
+    event = on_stop(stop("a", reason="bye"), ctx, state)
+    assert event == StopRequested(op_id="a", at=T0, pod_name="op-a-0", namespace="ml", reason="bye")
+
+
+def test_stop_of_a_finished_op_returns_nothing(ctx):
+    state = fold(ready("a"), succeeded("a"))
+    assert on_stop(stop("a"), ctx, state) is None
+
+
+def test_stop_of_an_unknown_op_raises_invalid_input(ctx):
+    with pytest.raises(InvalidInput) as info:
+        on_stop(stop("ghost"), ctx, AdmissionState())
+    assert (info.value.reason, info.value.op_id) == ("unknown_op", "ghost")
+
+
+# ---- the cycle in the service: assume, publish, forget on failure -----------------------------
+
+class FlakyBus:
+    """Publishes into ``published`` and fails the ``fail_on``-th publish (1-based)."""
+
+    def __init__(self, fail_on: int | None = None) -> None:
+        self.fail_on = fail_on
+        self.calls = 0
+        self.published: list = []
+
+    async def publish(self, message, **_):
+        self.calls += 1
+        if self.calls == self.fail_on:
+            raise ConnectionError("nats: no responders")
+        self.published.append(message)
+
+
+@pytest.fixture
+def admission(clock, monkeypatch):
+    import asyncio
+
+    from services.admission.service import Admission
+    from services.runtime.service import Service
+
+    async def no_wait(_seconds):  # the back-off after a failed publish
+        return None
+
+    monkeypatch.setattr(asyncio, "sleep", no_wait)
+    settings = Settings(namespace=NS)
+    return Admission(Service("admission", settings, clock), settings)
+
+
+async def test_a_cycle_publishes_every_decision(admission):
+    fold(*[ready(i, at=t(n)) for n, i in enumerate("abc")], state=admission.state)
+    bus = FlakyBus()
+    await admission.cycle_once(bus)
+    assert [e.op_id for e in bus.published] == ["a", "b", "c"]
+
+
+async def test_an_admission_whose_publish_failed_is_forgotten_and_retried(admission):
+    fold(ready("a"), state=admission.state)
+    await admission.cycle_once(FlakyBus(fail_on=1))
+    assert admission.state.ops["a"].status == Status.QUEUED
+    assert admission.wake.is_set()
+    bus = FlakyBus()
+    await admission.cycle_once(bus)
+    assert admitted_ids(bus.published) == ["a"]
+
+
+async def test_decisions_after_a_failed_publish_are_not_left_assumed(admission):
+    fold(*[ready(i, at=t(n)) for n, i in enumerate("abc")], state=admission.state)
+    await admission.cycle_once(FlakyBus(fail_on=2))  # a published, b failed, c never tried
+    statuses = {i: admission.state.ops[i].status for i in "abc"}
+    assert statuses == {"a": Status.ADMITTED, "b": Status.QUEUED, "c": Status.QUEUED}
+
+
+async def test_a_cache_hit_whose_publish_failed_is_finished_by_a_later_cycle(admission):
+    fold(submitted(op("a").build(), op_id="a"), cache_hit("a"), state=admission.state)
+    await admission.cycle_once(FlakyBus(fail_on=1))
+    bus = FlakyBus()
+    await admission.cycle_once(bus)
+    assert [type(e).__name__ for e in bus.published] == ["OperationSucceeded"]
+
+
+def test_a_back_off_that_ends_makes_the_service_run_a_cycle_without_any_event():
+    from proto.events import RetryScheduled
+
+    spec = op("a").max_retries(1).build()
+    state = fold(submitted(spec, op_id="a"), *gates_cleared("a"))
+    decide(state)
+    fold(failed("a"), state=state)
+    (retry,) = [d for d in decide(state) if isinstance(d, RetryScheduled)]
+    assert not state.due(t(retry.retry_after_s - 1))
+    assert state.due(t(retry.retry_after_s))  # the service runs a cycle now
+    assert not state.due(t(retry.retry_after_s + 1))  # once
+    assert [d.op_id for d in decide(state, now=t(retry.retry_after_s)) if isinstance(d, OperationAdmitted)] == ["a"]

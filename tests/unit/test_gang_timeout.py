@@ -1,0 +1,56 @@
+"""Gangs: when a gang has waited too long for all its pods to run, and how long it backs off."""
+from __future__ import annotations
+
+import pytest
+
+from proto.events import OperationEvicted
+from services.dispatcher.gang import GANG_TIMEOUT, gang_backoff, timed_out
+from tests.builders import case, case_name, t
+from tests.unit.gang_pods import PREEMPTED_BY, SETTINGS, TIMEOUT_ANN, gang, pod
+
+# ---- the gang timeout -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("c", [
+    case("a gang not all running after the timeout is evicted", views=gang("Running", "Running", "Pending"),
+         at=120, evicted=True),
+    case("a gang just under the timeout waits", views=gang("Running", "Running", "Pending"), at=119.9,
+         evicted=False),
+    case("a gang all running is never evicted", views=gang("Running", "Running", "Running"), at=1000,
+         evicted=False),
+    case("a single pod is never a gang", views=gang("Pending"), at=1000, evicted=False),
+    case("a gang with a failed pod is left to the failure", views=gang("Running", "Failed", "Pending"), at=1000,
+         evicted=False),
+    case("a gang being preempted is left to the preemption",
+         views=gang("Running", "Pending", annotations=PREEMPTED_BY), at=1000, evicted=False),
+    case("a gang being deleted is left to whoever deletes it",
+         views=gang("Running", "Pending", deleting=True), at=1000, evicted=False),
+    case("a gang annotated evicted but not yet deleted (a crash in between) is evicted again",
+         views=gang("Running", "Pending", annotations=TIMEOUT_ANN), at=1000, evicted=True),
+    case("a gang whose main pod was not seen yet waits", views=gang("Running", "Pending")[1:], at=1000,
+         evicted=False),
+], ids=case_name)
+def test_gang_timeout_decision(c):
+    event = timed_out(c.views, t(c.at), SETTINGS)
+    assert (event is not None) == c.evicted
+    if event is not None:
+        assert event.reason == GANG_TIMEOUT and event.at == t(c.at)
+
+
+def test_the_timeout_counts_from_the_main_pods_creation_and_says_how_many_run():
+    views = [pod("main", created=t(0)), pod("worker-0", created=t(50)), pod("worker-1", "Pending", created=t(50))]
+    event = timed_out(views, t(120), SETTINGS)
+    assert event == OperationEvicted(op_id="g", at=t(120), attempt=0, reason=GANG_TIMEOUT,
+                                     message="2/3 pods running after 120s", retry_after_s=10.0)
+
+
+@pytest.mark.parametrize("c", [
+    case("the first attempt waits the base", attempt=0, wait=10),
+    case("the second waits twice as long", attempt=1, wait=20),
+    case("the fourth waits eight times the base", attempt=3, wait=80),
+    case("the backoff is capped", attempt=5, wait=300),
+    case("a very late attempt is capped too", attempt=40, wait=300),
+], ids=case_name)
+def test_backoff_grows_with_the_attempt_and_is_capped(c):
+    assert gang_backoff(c.attempt, SETTINGS) == c.wait
+    views = [pod("main", attempt=c.attempt), pod("worker-0", "Pending", attempt=c.attempt)]
+    assert timed_out(views, t(500), SETTINGS).retry_after_s == c.wait

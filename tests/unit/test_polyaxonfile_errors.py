@@ -1,0 +1,176 @@
+"""The polyaxonfile parser, invalid files: precise errors at the right path and line."""
+from __future__ import annotations
+
+import pytest
+
+from opsched.polyaxonfile import SpecError, load_polyaxonfile
+from tests.unit.polyaxonfile_texts import COMPONENT, OPERATION, PYTORCHJOB, component, errors_of, parse, pytorchjob
+
+# --- invalid files ------------------------------------------------------------------------------
+
+INVALID = [
+    ("a negative maxRetries is rejected", component(**{"maxRetries: 2": "maxRetries: -1"}),
+     "termination.maxRetries"),
+    ("a zero timeout is rejected", component(**{"maxRetries: 2": "timeout: 0"}),
+     "termination.timeout"),
+    ("a negative termination ttl is rejected", component(**{"maxRetries: 2": "ttl: -5"}),
+     "termination.ttl"),
+    ("a quantity that is not a number is rejected",
+     component(**{"nvidia.com/gpu: 1": "nvidia.com/gpu: two"}),
+     "run.container.resources.limits.nvidia.com/gpu"),
+    ("a fractional GPU count is rejected",
+     component(**{"nvidia.com/gpu: 1": "nvidia.com/gpu: 0.5"}),
+     "run.container.resources.limits.nvidia.com/gpu"),
+    ("a GPU request without a limit is rejected",
+     component(**{"limits: {nvidia.com/gpu: 1}": "requests: {nvidia.com/gpu: 1}"}),
+     "run.container.resources.requests.nvidia.com/gpu"),
+    ("a memory request above its limit is rejected",
+     component(**{"limits: {nvidia.com/gpu: 1}": "limits: {memory: 1Gi}\n      "
+                                                 "requests: {memory: 2Gi}"}),
+     "run.container.resources.requests.memory"),
+    ("a container without an image is rejected",
+     component(**{"image: python:3.11-slim": "name: main"}), "run.container.image"),
+    ("an unknown top-level field is rejected", component(**{"name: train": "name: train\nfoo: 1"}),
+     "foo"),
+    ("an unknown container field is rejected",
+     component(**{"image: python:3.11-slim": "imag: python:3.11-slim\n    image: x"}),
+     "run.container.imag"),
+    ("a run kind other than job is rejected", component(**{"kind: job": "kind: service"}),
+     "run.kind"),
+    ("a queue name with capitals is rejected", component(**{"queue: gpu": "queue: GPU_Queue"}),
+     "queue"),
+    ("a queue with two slashes is rejected", component(**{"queue: gpu": "queue: a/b/c"}), "queue"),
+    ("a negative cost is rejected", component(**{"name: train": "name: train\ncost: -1"}), "cost"),
+    ("a boolean priority is rejected", component(**{"name: train": "name: train\npriority: true"}),
+     "priority"),
+    ("an unsupported version is rejected", component(**{"version: 1.1": "version: 2"}),
+     "version"),
+    ("a Polyaxon init section is rejected as not supported yet",
+     component(**{"  container:": "  init: []\n  container:"}), "run.init"),
+    ("a missing kind is rejected", component(**{"kind: component\n": ""}), "kind"),
+    ("a required input without a param is rejected", OPERATION.replace("  epochs: 7\n", ""),
+     "component.inputs.1"),
+    ("a param that is not an input is rejected",
+     OPERATION.replace("  epochs: 7", "  epochs: 7\n  epoch: 8"), "params.epoch"),
+    ("a param of the wrong type is rejected", OPERATION.replace("epochs: 7", "epochs: many"),
+     "params.epochs"),
+    ("a param that references another run is rejected",
+     OPERATION.replace("lr: {value: 0.1}", "lr: {ref: ops.upstream, value: outputs.lr}"),
+     "params.lr"),
+    ("an operation's component errors are under component",
+     OPERATION.replace("image: python:3.11-slim", "imageX: python:3.11-slim"),
+     "component.run.container.image"),
+    ("an operation without an inline component is rejected",
+     "kind: operation\nhubRef: acme/train:v1\n", "component"),
+    ("a priorityClass that is not a DNS label is rejected",
+     component(**{"queue: gpu": "queue: gpu\npriorityClass: Urgent_1"}), "priorityClass"),
+    ("a preemptible that is not a boolean is rejected",
+     component(**{"queue: gpu": "queue: gpu\npreemptible: sometimes"}), "preemptible"),
+    ("an operation's invalid priorityClass is rejected at the top level",
+     OPERATION.replace("priority: 5\n", "priority: 5\npriorityClass: -bad\n"), "priorityClass"),
+    ("a worker container without an image is rejected",
+     pytorchjob(**{"image: trainer:1\n      command: sh -c \"python train.py\"":
+                   "command: sh -c \"python train.py\""}), "run.worker.container.image"),
+    ("a master container without an image is rejected",
+     pytorchjob(**{"image: trainer:1\n      command: sh -c \"python train.py --rank 0\"":
+                   "command: sh -c \"python train.py --rank 0\""}), "run.master.container.image"),
+    ("a fractional worker GPU count is rejected",
+     pytorchjob(**{"nvidia.com/gpu: 2": "nvidia.com/gpu: 1.5"}),
+     "run.worker.container.resources.limits.nvidia.com/gpu"),
+    ("a worker GPU quantity that is not a number is rejected",
+     pytorchjob(**{"nvidia.com/gpu: 2": "nvidia.com/gpu: two"}),
+     "run.worker.container.resources.limits.nvidia.com/gpu"),
+    ("a worker GPU request that differs from its limit is rejected",
+     pytorchjob(**{"limits: {nvidia.com/gpu: 2}": "limits: {nvidia.com/gpu: 2}\n"
+                                                  "        requests: {nvidia.com/gpu: 1}"}),
+     "run.worker.container.resources.requests.nvidia.com/gpu"),
+    ("a master GPU request without a limit is rejected",
+     pytorchjob(**{"limits: {nvidia.com/gpu: 1}": "requests: {nvidia.com/gpu: 1}"}),
+     "run.master.container.resources.requests.nvidia.com/gpu"),
+    ("an unknown worker container field is rejected",
+     pytorchjob(**{"env: [{name: ROLE, value: worker}]": "envs: []"}), "run.worker.container.envs"),
+    ("a worker section without a container is rejected",
+     PYTORCHJOB[:PYTORCHJOB.index("    container:", PYTORCHJOB.index("  worker:"))],
+     "run.worker.container"),
+    ("a pytorchjob without a master is rejected",
+     pytorchjob(**{"  master:": "  masterx:"}), "run.master"),
+    ("a pytorchjob's init section is rejected as not supported yet",
+     pytorchjob(**{"    replicas: 3": "    replicas: 3\n    init: []"}), "run.worker.init"),
+    ("a pytorchjob's elasticPolicy is rejected as not supported yet",
+     pytorchjob(**{"cleanPodPolicy: All": "elasticPolicy: {minReplicas: 1}"}), "run.elasticPolicy"),
+    ("a boolean worker replica count is rejected",
+     pytorchjob(**{"replicas: 3": "replicas: true"}), "run.worker.replicas"),
+    ("a tfjob is rejected as not supported yet", pytorchjob(**{"kind: pytorchjob": "kind: tfjob"}),
+     "run.kind"),
+]
+
+
+@pytest.mark.parametrize("text, loc", [(t, loc) for _, t, loc in INVALID],
+                         ids=[sentence for sentence, _, _ in INVALID])
+def test_invalid_files_give_an_error_at_the_right_path(text, loc):
+    errors = errors_of(text)
+    assert loc in errors, errors
+
+
+@pytest.mark.parametrize("kind", ["service", "tfjob", "mpijob"],
+                         ids=lambda k: f"run kind {k} says only job and pytorchjob are supported")
+def test_other_run_kinds_say_only_job_and_pytorchjob_are_supported(kind):
+    err = errors_of(component(**{"kind: job": f"kind: {kind}"}))["run.kind"]
+    assert err.msg == f"run.kind '{kind}' is not supported yet; only 'job' and 'pytorchjob'"
+
+
+def test_an_unknown_run_kind_is_called_unknown():
+    err = errors_of(component(**{"kind: job": "kind: magic"}))["run.kind"]
+    assert err.msg == "run.kind 'magic' is unknown; only 'job' and 'pytorchjob'"
+
+
+def test_errors_carry_the_line_of_the_offending_key():
+    err = errors_of(component(**{"maxRetries: 2": "maxRetries: -1"}))["termination.maxRetries"]
+    assert err.line == 7
+
+
+@pytest.mark.parametrize("overrides, loc", [
+    ({"queue": "Not A Token"}, "overrides.queue"),
+    ({"priority": "high"}, "overrides.priority"),
+    ({"nodes": 3}, "overrides.nodes"),
+    ({"priority_class": "Not_A_Label"}, "overrides.priority_class"),
+    ({"preemptible": "perhaps"}, "overrides.preemptible"),
+    ({"priorityClass": "urgent"}, "overrides.priorityClass"),
+], ids=["an invalid override queue is rejected", "a non-integer override priority is rejected",
+        "an unknown override key is rejected", "an invalid override priority class is rejected",
+        "a non-boolean override preemptible is rejected",
+        "a camelCase override key is rejected (overrides use Python names)"])
+def test_invalid_overrides_are_reported_under_overrides(overrides, loc):
+    assert loc in errors_of(COMPONENT, overrides=overrides)
+
+
+def test_a_yaml_syntax_error_reports_its_line_and_column():
+    err = errors_of("kind: component\nrun:\n  kind: job\n  container: [image\n")[""]
+    assert err.line == 5 and "line 5" in err.msg and "YAML syntax error" in err.msg
+
+
+def test_a_duplicate_key_is_a_yaml_error_with_its_line():
+    err = errors_of("kind: component\nname: a\nname: b\n")[""]
+    assert err.line == 3 and "duplicate key 'name'" in err.msg
+
+
+@pytest.mark.parametrize("text", ["- kind: component\n", "just a string\n", "", "# nothing\n"],
+                         ids=["a list document is rejected", "a scalar document is rejected",
+                              "an empty document is rejected",
+                              "a comment-only document is rejected"])
+def test_a_document_that_is_not_a_mapping_is_rejected(text):
+    assert "must be a mapping" in errors_of(text)[""].msg
+
+
+def test_the_error_message_starts_with_the_source_and_lists_every_error():
+    text = component(**{"maxRetries: 2": "maxRetries: -1", "queue: gpu": "queue: BAD"})
+    with pytest.raises(SpecError) as info:
+        parse(text, source="jobs/train.yaml")
+    message = str(info.value)
+    assert message.startswith("jobs/train.yaml: invalid polyaxonfile (2 errors)")
+    assert "termination.maxRetries (line 7)" in message and "queue (line 6)" in message
+
+
+def test_a_missing_file_is_a_spec_error_naming_the_file(tmp_path):
+    with pytest.raises(SpecError, match="nope.yaml"):
+        load_polyaxonfile(tmp_path / "nope.yaml")

@@ -1,0 +1,66 @@
+"""The polyaxonfile parser on the files of ``examples/``."""
+from __future__ import annotations
+
+import pytest
+
+from opsched.polyaxonfile import SpecError, load_polyaxonfile
+from tests.unit.polyaxonfile_texts import EXAMPLES
+
+# --- examples -----------------------------------------------------------------------------------
+
+NOT_POLYAXONFILES = {"invalid.yaml", "queues.yaml"}  # queues.yaml is the admission queue config
+VALID_EXAMPLES = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name not in NOT_POLYAXONFILES)
+
+
+@pytest.mark.parametrize("path", VALID_EXAMPLES,
+                         ids=[f"example {p.name} parses" for p in VALID_EXAMPLES])
+def test_every_example_except_invalid_parses(path):
+    from opsched.polyaxonfile import load_polyaxonfile_batch
+
+    specs = load_polyaxonfile_batch(path)  # one op, or one per combination of a matrix
+    assert specs and all(s.component_hash and s.container.image for s in specs)
+
+
+def test_the_sweep_example_is_six_ops_run_two_at_a_time():
+    from opsched.polyaxonfile import load_polyaxonfile_batch
+
+    specs = load_polyaxonfile_batch(EXAMPLES / "sweep.yaml")
+    assert len(specs) == 6 and {s.batch_concurrency for s in specs} == {2} and len({s.batch for s in specs}) == 1
+
+
+def test_the_examples_cover_the_documented_cases():
+    names = {p.name for p in VALID_EXAMPLES}
+    assert {"train-1gpu.yaml", "train-2gpu.yaml", "eval-fails.yaml",
+            "cpu-preprocess.yaml"} <= names
+    two = load_polyaxonfile(EXAMPLES / "train-2gpu.yaml")
+    assert two.container.resources.limits["nvidia.com/gpu"] == "2"
+    assert two.termination.timeout == 600
+    assert "nvidia.com/gpu" not in load_polyaxonfile(EXAMPLES / "cpu-preprocess.yaml") \
+        .container.resources.limits
+
+
+def test_the_ddp_example_is_a_master_and_two_workers_with_one_gpu_each():
+    spec = load_polyaxonfile(EXAMPLES / "ddp-3x1gpu.yaml")
+    assert spec.run_kind == "pytorchjob" and spec.priority_class is None and spec.preemptible
+    assert spec.container.resources.limits == {"nvidia.com/gpu": "1"}
+    assert spec.container.command == ["sh", "-c", "echo ddp; sleep 3"]
+    [group] = spec.replicas
+    assert (group.name, group.count) == ("worker", 2)
+    assert group.container.resources.limits == {"nvidia.com/gpu": "1"}
+    assert group.container.command == ["sh", "-c", "echo ddp; sleep 3"]
+
+
+def test_the_urgent_example_is_a_non_preemptible_one_gpu_job_in_the_urgent_class():
+    spec = load_polyaxonfile(EXAMPLES / "urgent-1gpu.yaml")
+    assert spec.run_kind == "job" and spec.replicas == []
+    assert spec.priority_class == "urgent" and spec.preemptible is False
+    assert spec.container.resources.limits == {"nvidia.com/gpu": "1"}
+    assert spec.container.command == ["sh", "-c", "echo urgent; sleep 2"]
+
+
+def test_the_invalid_example_fails_with_its_documented_errors():
+    with pytest.raises(SpecError) as info:
+        load_polyaxonfile(EXAMPLES / "invalid.yaml")
+    locs = {err.loc for err in info.value.errors}
+    assert {"termination.maxRetries", "run.container.resources.limits.nvidia.com/gpu"} <= locs
+    assert str(info.value).startswith(str(EXAMPLES / "invalid.yaml"))
