@@ -4,6 +4,7 @@ when matplotlib is installed."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,13 +183,24 @@ def markdown(meta: dict, summary: dict, ratios: dict, notes: list[str]) -> str:
 def write(out_dir: Path, meta: dict, rounds: list[dict], notes: list[str]) -> tuple[dict, dict]:
     out_dir.mkdir(parents=True, exist_ok=True)
     summary, ratios = summarize(rounds)
-    doc = {"meta": meta, "notes": notes, "summary": summary, "ratios": ratios, "rounds": rounds}
-    (out_dir / "latest.json").write_text(json.dumps(doc, indent=1, default=str, allow_nan=True) + "\n")
+    doc = _finite({"meta": meta, "notes": notes, "summary": summary, "ratios": ratios, "rounds": rounds})
+    (out_dir / "latest.json").write_text(json.dumps(doc, indent=1, default=str, allow_nan=False) + "\n")
     (out_dir / "latest.md").write_text(markdown(meta, summary, ratios, notes))
     plotted = plot(out_dir / "latest.png", ratios)
     if not plotted:
         (out_dir / "latest.png").unlink(missing_ok=True)
     return summary, ratios
+
+
+def _finite(value):
+    """NaN or infinity (a figure that could not be taken) becomes null, so the file is strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def plot(path: Path, ratios: dict) -> bool:

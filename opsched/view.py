@@ -127,8 +127,8 @@ def _details(row: OpRow, event: Event) -> None:
 
 
 def table(rows: list[OpRow]) -> str:
-    headers = ("ID", "NAME", "QUEUE", "STATUS", "GPUS", "NODE", "EST. COST", "REASON")
-    data = [(r.op_id, r.name, r.queue, r.status, r.gpus, r.node, r.cost, r.reason[:60]) for r in rows]
+    headers = ("ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "GPUS", "NODE", "EST. COST", "REASON")
+    data = [(r.op_id, r.name, r.queue, r.status, r.attempt, r.gpus, r.node, r.cost, r.reason[:60]) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *data)]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in [headers, *data]]
     return "\n".join(lines)

@@ -60,7 +60,7 @@ def test_a_1_gpu_example_runs_on_a_gpu_node_and_ends_succeeded_in_opsched_ops(up
 
     listing = opsched("ops", data_dir=data_dir)
     row = next(line for line in listing.stdout.splitlines() if line.startswith(op_id))
-    assert row.split()[1:4] == ["train-1gpu", "default", "succeeded"] and "gpu-e2e" in row
+    assert row.split()[1:5] == ["train-1gpu", "default", "succeeded", "0"] and "gpu-e2e" in row
 
     core = client.CoreV1Api(load_api_client(Path(state["kubeconfig"])))
     pod = core.read_namespaced_pod(f"op-{op_id}-0", "opsched")

@@ -260,3 +260,26 @@ async def test_a_sweep_of_ten_never_runs_more_than_its_concurrency_of_three_and_
     assert watcher.max_running == 3, watcher.max_running  # 8 free GPUs: only the batch limits it
     assert sorted(events.of(i, OperationSubmitted)[0].spec.params["trial"] for i in ids) == list(range(10))
     assert {events.of(i, OperationSubmitted)[0].spec.batch for i in ids} == {specs[0].batch}
+
+
+async def test_restart_copy_and_resume_run_new_pods_linked_to_the_original(client, events, core_v1, k8s_namespace):
+    from proto.events import OperationFailed, OperationResumed, OperationSubmitted, OperationSucceeded
+
+    original = await client.submit(spec("orig", exit_codes="1,0"))
+    failed = await events.expect(OperationFailed, original, timeout=30)
+    assert failed.exit_code == 1
+    restarted = await client.restart(original, {"lr": 0.5})
+    copied = await client.restart(original, copy=True)
+    await client.resume(original)
+    assert (await events.expect(OperationSubmitted, restarted)).original_op_id == original
+    assert (await events.expect(OperationSubmitted, copied)).relation == "copy"
+    assert (await events.expect(OperationResumed, original)).attempt == 1
+    resumed = await events.expect(OperationSucceeded, original, timeout=30)  # attempt 1 exits 0
+    assert resumed.attempt == 1
+    assert set(await pods_of(core_v1, k8s_namespace, original)) == {f"op-{original}-0", f"op-{original}-1"}
+    for new in (restarted, copied):
+        await events.expect(OperationFailed, new, timeout=30)  # same spec: attempt 0 exits 1 again
+        assert set(await pods_of(core_v1, k8s_namespace, new)) == {f"op-{new}-0"}
+    copy_pod = (await pods_of(core_v1, k8s_namespace, copied))[f"op-{copied}-0"]
+    assert {"name": "OPSCHED_COPY_FROM", "value": original} in [
+        {"name": e.name, "value": e.value} for e in copy_pod.spec.containers[0].env]

@@ -125,9 +125,9 @@ def test_the_table_has_a_header_and_one_aligned_line_per_row():
     view = view_of(SUBMITTED, running(node="gpu-7"),
                    submitted(op("eval").build(), op_id="op-22"), failed("op-22", reason="Error"))
     lines = table(list(view.rows.values())).splitlines()
-    assert lines[0].split() == ["ID", "NAME", "QUEUE", "STATUS", "GPUS", "NODE", "EST.", "COST", "REASON"]
-    assert lines[1].split() == ["op-1", "train", "gpu-a", "running", "2", "gpu-7", "-"]
-    assert lines[2].split() == ["op-22", "eval", "default", "failed", "-", "-", "-", "Error"]
+    assert lines[0].split() == ["ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "GPUS", "NODE", "EST.", "COST", "REASON"]
+    assert lines[1].split() == ["op-1", "train", "gpu-a", "running", "0", "2", "gpu-7", "-"]
+    assert lines[2].split() == ["op-22", "eval", "default", "failed", "0", "-", "-", "-", "Error"]
     assert lines[0].index("STATUS") == lines[1].index("running") == lines[2].index("failed")
 
 
