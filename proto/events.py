@@ -47,7 +47,7 @@ class CacheHit(Event, tag="cache_hit", kw_only=True):
 
 class CacheMissed(Event, tag="cache_missed", kw_only=True):
     fingerprint: str
-    reason: str  # "disabled", "not_found"
+    reason: str  # "disabled", "not_found", "expired", "original_failed"
 
 
 class OperationAdmitted(Event, tag="admitted", kw_only=True):

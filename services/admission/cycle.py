@@ -189,8 +189,7 @@ class Cycle:
         while self.state.cache_hits:
             op = self.state.ops[self.state.cache_hits.pop()]
             if op.status == Status.PENDING:
-                # the original's outputs, as the cache_hit carried them (OpRecord.cache_outputs, set by _gate)
-                outputs = dict(getattr(op, "cache_outputs", None) or {})
+                outputs = dict(op.cache_outputs)  # the original's, as its cache_hit carried them
                 event = OperationSucceeded(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=CACHE_HIT_REASON,
                                            outputs=outputs)
                 self.state.apply(event)

@@ -46,6 +46,7 @@ class OpRecord:
     cost_known: bool = False
     cache_known: bool = False
     cache_hit_of: str | None = None
+    cache_outputs: dict[str, str] = field(default_factory=dict)  # the original's, for a cache hit
     pod_name: str | None = None
     namespace: str | None = None
     node: str | None = None

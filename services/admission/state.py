@@ -112,7 +112,7 @@ class AdmissionState:
         elif isinstance(e, CacheHit):
             if op.cache_hit_of is not None:
                 return False
-            op.cache_hit_of = e.original_op_id
+            op.cache_hit_of, op.cache_outputs = e.original_op_id, dict(e.outputs)
             self.cache_hits.append(op.op_id)
             return True
         if op.cost_known and op.cache_known and op.cache_hit_of is None:

@@ -59,13 +59,13 @@ class Miss(msgspec.Struct, frozen=True):
 Decision = Hit | Wait | Miss
 
 
-def expired(ended_at: datetime, now: datetime, ttl_s: int | float | None) -> bool:
+def expired(ended_at: datetime, now: datetime, ttl_s: float | None) -> bool:
     """Polyaxon: a result is too old when ``now - finished_at >= ttl``; no ttl means it never is."""
     return ttl_s is not None and (now - ended_at).total_seconds() >= ttl_s
 
 
 def choose(candidates: list[Candidate], *, op_id: str, kind: str, runtime: str, now: datetime,
-           ttl_s: int | float | None, wait: bool = True) -> Decision:
+           ttl_s: float | None, wait: bool = True) -> Decision:
     """The answer for op ``op_id`` among the candidates of its key. ``wait=False``: never wait."""
     same = [c for c in candidates if c.op_id != op_id and c.kind == kind and c.runtime == runtime]
     done = [c for c in same if c.state == SUCCEEDED and c.ended_at is not None]
@@ -103,7 +103,7 @@ def forget(candidates: list[Candidate], op_id: str) -> list[Candidate]:
 
 
 def settle(original: Candidate | None, candidates: list[Candidate], *, op_id: str, kind: str, runtime: str,
-           now: datetime, ttl_s: int | float | None) -> Hit | Miss:
+           now: datetime, ttl_s: float | None) -> Hit | Miss:
     """The answer for an op that waited, once its original ended: the original's result if it succeeded
     (and is not too old for this op's ttl); else another succeeded candidate of the key, if one is
     fresh; else a miss (``original_failed``), and the op is scheduled normally."""

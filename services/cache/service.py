@@ -19,8 +19,17 @@ import msgspec
 
 from proto import subjects
 from proto.events import (
-    CacheHit, CacheMissed, Event, OperationFailed, OperationRejected, OperationSkipped, OperationStopped,
-    OperationSubmitted, OperationSucceeded, OperationTimedOut, event_type,
+    CacheHit,
+    CacheMissed,
+    Event,
+    OperationFailed,
+    OperationRejected,
+    OperationSkipped,
+    OperationStopped,
+    OperationSubmitted,
+    OperationSucceeded,
+    OperationTimedOut,
+    event_type,
 )
 from services.cache import lookup
 from services.cache.fingerprint import caching_enabled, fingerprint

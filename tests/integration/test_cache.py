@@ -8,7 +8,12 @@ import pytest
 
 from opsched.client import Client
 from proto.events import (
-    CacheHit, CacheMissed, OperationAdmitted, OperationDispatched, OperationRunning, OperationSucceeded,
+    CacheHit,
+    CacheMissed,
+    OperationAdmitted,
+    OperationDispatched,
+    OperationRunning,
+    OperationSucceeded,
 )
 from tests.builders import op
 

@@ -9,16 +9,16 @@ from datetime import datetime, timezone
 from opsched.client import Client
 from proto import subjects
 from proto.events import (
-    CacheHit, CacheMissed, OperationAdmitted, OperationFailed, OperationSucceeded,
+    CacheHit,
+    CacheMissed,
+    OperationAdmitted,
+    OperationFailed,
+    OperationSucceeded,
 )
-from services.admission.records import OpRecord
 from services.cache.store import CacheStore
 from tests.builders import op
 
 OUTPUTS = {"model": "s3://bucket/model.pt", "accuracy": "0.93"}
-# admission's cycle passes OpRecord.cache_outputs on to the op's `succeeded`; until its state keeps the
-# cache_hit's outputs there (state._gate), the `succeeded` of a hit has none and only CacheHit carries them
-ADMISSION_CARRIES_OUTPUTS = "cache_outputs" in OpRecord.__dataclass_fields__
 
 
 def cached(name: str = "train"):
@@ -53,8 +53,7 @@ async def cache_hit_of(events, original: str, op_id: str) -> OperationSucceeded:
     assert hit.original_op_id == original and hit.outputs == OUTPUTS
     done = await events.expect(OperationSucceeded, op_id)
     assert done.reason == "cache_hit"
-    if ADMISSION_CARRIES_OUTPUTS:  # once admission keeps the hit's outputs (see above)
-        assert done.outputs == OUTPUTS
+    assert done.outputs == OUTPUTS  # the original's outputs, passed on by admission
     assert not events.of(op_id, OperationAdmitted)  # no GPU, no pod: never admitted
     return done
 

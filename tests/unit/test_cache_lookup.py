@@ -5,8 +5,23 @@ from __future__ import annotations
 import pytest
 
 from services.cache.lookup import (
-    EXPIRED, NOT_FOUND, ORIGINAL_FAILED, PROCESSING, SUCCEEDED, Candidate, Hit, Miss, Wait, choose, expired,
-    failure_is_final, forget, remember, settle, succeed, MAX_PROCESSING,
+    EXPIRED,
+    MAX_PROCESSING,
+    NOT_FOUND,
+    ORIGINAL_FAILED,
+    PROCESSING,
+    SUCCEEDED,
+    Candidate,
+    Hit,
+    Miss,
+    Wait,
+    choose,
+    expired,
+    failure_is_final,
+    forget,
+    remember,
+    settle,
+    succeed,
 )
 from tests.builders import case, case_name, t
 

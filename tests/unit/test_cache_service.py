@@ -8,7 +8,12 @@ import msgspec
 import pytest
 import structlog
 
-from proto.events import CacheHit, CacheMissed, OperationFailed, OperationStopped, OperationSucceeded
+from proto.events import (
+    CacheHit,
+    CacheMissed,
+    OperationStopped,
+    OperationSucceeded,
+)
 from proto.spec import OpSpec, Termination
 from services.cache.service import Cache, consumed_subjects
 from services.cache.store import CacheStore, Run, Waiter, Waiters
