@@ -13,16 +13,25 @@ from typing import Any
 import msgspec
 import pytest
 from kubernetes import watch
-from kubernetes.client.rest import ApiException
 
 from opsched.client import Client
 from opsched.localcluster.nodes import EXIT_CODES_ANNOTATION
 from opsched.polyaxonfile import load_polyaxonfile_batch
 from proto.events import (
-    OperationAdmitted, OperationApproved, OperationFailed, OperationOnHold, OperationRejected, OperationRunning,
-    OperationSkipped, OperationStopped, OperationSubmitted, OperationSucceeded, RetryScheduled,
+    OperationAdmitted,
+    OperationApproved,
+    OperationFailed,
+    OperationOnHold,
+    OperationRejected,
+    OperationRunning,
+    OperationSkipped,
+    OperationStopped,
+    OperationSubmitted,
+    OperationSucceeded,
+    RetryScheduled,
 )
 from tests.builders import op
+from tests.kube import pod_gone
 
 QUEUES = """
 defaultQueue: default
@@ -62,20 +71,6 @@ async def pods_of(core_v1, namespace: str, op_id: str) -> dict[str, Any]:
 
 def exit_code(pod) -> int:
     return pod.status.container_statuses[0].state.terminated.exit_code
-
-
-async def pod_gone(core_v1, namespace: str, name: str, timeout: float = 20) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        try:
-            await asyncio.to_thread(core_v1.read_namespaced_pod, name, namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return True
-            raise
-        await asyncio.sleep(0.1)
-    return False
 
 
 async def settled(client: Client, events) -> None:
@@ -263,7 +258,12 @@ async def test_a_sweep_of_ten_never_runs_more_than_its_concurrency_of_three_and_
 
 
 async def test_restart_copy_and_resume_run_new_pods_linked_to_the_original(client, events, core_v1, k8s_namespace):
-    from proto.events import OperationFailed, OperationResumed, OperationSubmitted, OperationSucceeded
+    from proto.events import (
+        OperationFailed,
+        OperationResumed,
+        OperationSubmitted,
+        OperationSucceeded,
+    )
 
     original = await client.submit(spec("orig", exit_codes="1,0"))
     failed = await events.expect(OperationFailed, original, timeout=30)

@@ -9,11 +9,19 @@ import pytest
 
 from opsched.client import Client
 from proto.events import (
-    CacheMissed, CostEstimated, OperationAdmitted, OperationFailed, OperationPreempted, OperationRejected,
-    OperationRunning, OperationSucceeded, PreemptRequested,
+    CacheMissed,
+    CostEstimated,
+    OperationAdmitted,
+    OperationFailed,
+    OperationPreempted,
+    OperationRejected,
+    OperationRunning,
+    OperationSucceeded,
+    PreemptRequested,
 )
 from proto.spec import ReplicaGroup
 from tests.builders import op
+from tests.kube import pod_gone
 
 QUEUES = """
 defaultQueue: main
@@ -53,22 +61,6 @@ async def cluster(control_plane, k8s_namespace, sim_nodes, stack_factory, bus, e
     probe = await client.submit(spec("probe", gpus=9))  # rejected once admission knows the nodes
     await events.expect(OperationRejected, probe)
     return client
-
-
-async def pod_gone(core_v1, namespace: str, name: str, timeout: float = 20) -> bool:
-    from kubernetes.client.rest import ApiException
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        try:
-            await asyncio.to_thread(core_v1.read_namespaced_pod, name, namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                return True
-            raise
-        await asyncio.sleep(0.1)
-    return False
 
 
 async def running_both(client: Client, events, *specs) -> list[str]:
