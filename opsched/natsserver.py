@@ -9,6 +9,8 @@ import sysconfig
 import time
 from pathlib import Path
 
+from opsched.children import die_with_parent
+
 
 def binary() -> str:
     candidate = Path(sysconfig.get_path("scripts")) / "nats-server"
@@ -41,7 +43,7 @@ class NatsServer:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         cmd = [binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)]
         with open(self.log_file, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         self._wait_ready(timeout)
         return self
 

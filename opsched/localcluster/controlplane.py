@@ -31,6 +31,8 @@ from typing import IO, Any
 import urllib3
 import yaml
 
+from opsched.children import die_with_parent
+
 K8S_VERSION = "v1.20.2"
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-control-plane.sh"
 _LOG_TAIL_LINES = 40
@@ -273,7 +275,8 @@ class ControlPlane:
         log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed by stop()
         self._logs[name] = log
         self._procs[name] = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent,
         )
 
     # -- readiness --------------------------------------------------------------------------

@@ -34,10 +34,25 @@ from typing import Any
 import urllib3
 from kubernetes import client, config, watch
 
+from opsched.children import die_with_parent
 from opsched.localcluster.nodes import (
-    EXIT_CODE_ANNOTATION, EXIT_CODES_ANNOTATION, RUNTIME_ANNOTATION, NodeResources, NodeSpec, as_node_spec,
-    clear_not_ready_taints, delete_nodes, node_ready_and_untainted, now_rfc3339, parse_node_spec, pod_behaviour,
-    pod_key, post_status, register_node, running_status, terminal_status,
+    EXIT_CODE_ANNOTATION,
+    EXIT_CODES_ANNOTATION,
+    RUNTIME_ANNOTATION,
+    NodeResources,
+    NodeSpec,
+    as_node_spec,
+    clear_not_ready_taints,
+    delete_nodes,
+    node_ready_and_untainted,
+    now_rfc3339,
+    parse_node_spec,
+    pod_behaviour,
+    pod_key,
+    post_status,
+    register_node,
+    running_status,
+    terminal_status,
 )
 
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
@@ -302,6 +317,7 @@ def spawn(kubeconfig: str | os.PathLike[str], nodes: Sequence[NodeSpec | str | t
     out = open(log_file, "ab") if log_file is not None else None  # noqa: SIM115
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT if out else None,
+                                preexec_fn=die_with_parent,
                                 env=env)
     finally:
         if out is not None:
