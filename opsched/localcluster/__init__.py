@@ -12,7 +12,11 @@ import urllib3
 urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
 if TYPE_CHECKING:
-    from opsched.localcluster.controlplane import ControlPlane, ControlPlaneError, ensure_built
+    from opsched.localcluster.controlplane import (
+        ControlPlane,
+        ControlPlaneError,
+        ensure_built,
+    )
 
 __all__ = ["ControlPlane", "ControlPlaneError", "ensure_built"]
 

@@ -3,12 +3,19 @@ start), handles commands and queries, and runs the scheduling cycle whenever som
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
 from proto import codec, subjects
 from proto.commands import (
-    ApproveOperation, CopyOperation, RejectOperation, RestartOperation, ResumeOperation, StopOperation,
+    ApproveOperation,
+    CopyOperation,
+    RejectOperation,
+    RestartOperation,
+    ResumeOperation,
+    StopOperation,
     SubmitOperation,
 )
 from proto.config import QueuesConfigured, SetQueues
@@ -128,6 +135,30 @@ class Admission:
             self.service.log.info(codec.type_of(decision), op_id=decision.op_id)
 
 
+def set_queues(cmd: SetQueues, ctx: Context) -> QueuesConfigured:
+    try:
+        compile_book(cmd.config)
+    except QueuesConfigError as exc:
+        raise InvalidInput("invalid_queues", str(exc)) from None
+    source = f"command:{cmd.requested_by or '?'}#{config_digest(cmd.config)}"
+    return QueuesConfigured(config=cmd.config, at=ctx.clock.now(), source=source)
+
+
+# command type -> how admission answers it (a handler returns the events that follow)
+COMMANDS: dict[type, Callable[[Admission, Any, Context], Any]] = {
+    SubmitOperation: lambda a, cmd, ctx: handlers.on_submit(cmd, ctx, a.state, a.book),
+    StopOperation: lambda a, cmd, ctx: handlers.on_stop(cmd, ctx, a.state),
+    ApproveOperation: lambda a, cmd, ctx: handlers.on_approve(cmd, ctx, a.state),
+    RejectOperation: lambda a, cmd, ctx: handlers.on_reject(cmd, ctx, a.state),
+    RestartOperation: lambda a, cmd, ctx: handlers.on_rerun(cmd, ctx, a.state, a.book),
+    CopyOperation: lambda a, cmd, ctx: handlers.on_rerun(cmd, ctx, a.state, a.book),
+    ResumeOperation: lambda a, cmd, ctx: handlers.on_resume(cmd, ctx, a.state),
+    CreateSchedule: lambda a, cmd, ctx: sched.on_create(cmd, ctx.clock.now(), a.schedules),
+    DeleteSchedule: lambda a, cmd, ctx: sched.on_delete(cmd, ctx.clock.now(), a.schedules),
+    SetQueues: lambda a, cmd, ctx: set_queues(cmd, ctx),
+}
+
+
 def build(settings: Settings, clock=None) -> Service:
     service = Service("admission", settings, clock)
     admission = Admission(service, settings)
@@ -136,46 +167,12 @@ def build(settings: Settings, clock=None) -> Service:
     service.extra_tasks += [admission.run_cycles, admission.config.watch_file, admission.run_schedule_runs]
     sub = service.consume(subjects.ADMISSION_COMMANDS, subjects.CMD_STREAM, [subjects.CMD_ALL],
                           decoder=codec.decode_command)
-
-    @service.on(sub, SubmitOperation)
-    async def submit(cmd: SubmitOperation, ctx: Context):
-        return handlers.on_submit(cmd, ctx, admission.state, admission.book)
-
-    @service.on(sub, StopOperation)
-    async def stop(cmd: StopOperation, ctx: Context):
-        return handlers.on_stop(cmd, ctx, admission.state)
-
-    @service.on(sub, ApproveOperation)
-    async def approve(cmd: ApproveOperation, ctx: Context):
-        return handlers.on_approve(cmd, ctx, admission.state)
-
-    @service.on(sub, RejectOperation)
-    async def reject(cmd: RejectOperation, ctx: Context):
-        return handlers.on_reject(cmd, ctx, admission.state)
-
-    @service.on(sub, RestartOperation, CopyOperation)
-    async def rerun(cmd, ctx: Context):
-        return handlers.on_rerun(cmd, ctx, admission.state, admission.book)
-
-    @service.on(sub, ResumeOperation)
-    async def resume(cmd: ResumeOperation, ctx: Context):
-        return handlers.on_resume(cmd, ctx, admission.state)
-
-    @service.on(sub, CreateSchedule)
-    async def create_schedule(cmd: CreateSchedule, ctx: Context):
-        return sched.on_create(cmd, ctx.clock.now(), admission.schedules)
-
-    @service.on(sub, DeleteSchedule)
-    async def delete_schedule(cmd: DeleteSchedule, ctx: Context):
-        return sched.on_delete(cmd, ctx.clock.now(), admission.schedules)
-
-    @service.on(sub, SetQueues)
-    async def set_queues(cmd: SetQueues, ctx: Context) -> QueuesConfigured:
-        try:
-            compile_book(cmd.config)
-        except QueuesConfigError as exc:
-            raise InvalidInput("invalid_queues", str(exc)) from None
-        source = f"command:{cmd.requested_by or '?'}#{config_digest(cmd.config)}"
-        return QueuesConfigured(config=cmd.config, at=ctx.clock.now(), source=source)
-
+    for kind, answer in COMMANDS.items():
+        service.on(sub, kind)(_handler(admission, answer))
     return service
+
+
+def _handler(admission: Admission, answer: Callable[[Admission, Any, Context], Any]):
+    async def handle(cmd: Any, ctx: Context) -> Any:
+        return answer(admission, cmd, ctx)
+    return handle
