@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(root / "services.log", args.log_level)
     started, machine_at_start = datetime.now(timezone.utc), machine()
     notes = [f"Services log at level {args.log_level} as JSON lines to a file (as in production, off the terminal).",
-             "Everything (services, SDK client, event observer) shares one Python process and the 2 cores "
-             "with nats-server; other work on the machine is not controlled."]
+             ("Everything (services, SDK client, event observer) shares one Python process and the 2 cores "
+              "with nats-server; other work on the machine is not controlled.")]
     say(f"{args.rounds} round(s), scenarios {','.join(s for s in SCENARIOS if s in args.only)}, tmp {root}")
     cp = start_control_plane(root, notes) if ({"a", "cal"} & args.only and not args.no_k8s) else None
     if args.no_k8s:
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{cold['info']['store_mib']:.0f} MiB on disk, mean event {cold['info']['mean_event_bytes']:.0f} B.")
     meta = {"started": started.isoformat(timespec="seconds"),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": ("python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])).strip(),
             "rounds": len(rounds), "quick": args.quick, "sizes": sizes, "versions": versions(),
             "machine": {**machine_at_start, "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]}}
     summary, ratios = report.write(args.out, meta, rounds, notes)

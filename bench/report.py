@@ -160,7 +160,7 @@ def tables(summary: dict, ratios: dict, all_metrics: bool = False) -> str:
         s = summary[key]
         lines.append(f"| {key} | {_fmt(s['median'])} | {_fmt(s['min'])} – {_fmt(s['max'])} | {_unit(key)} |")
     lines += ["", "| ratio | median | min – max | target | met |", "|---|---:|---:|---:|---|"]
-    for name, r in ratios.items():
+    for r in ratios.values():
         target = "–" if r["target"] is None else ("≥ " if r["at_least"] else "≤ ") + _fmt(r["target"])
         met = {True: "**pass**", False: "**FAIL**", None: "–"}[r["pass"]]
         lines.append(f"| {r['explain']} | {_fmt(r['median'])} | {_fmt(r['min'])} – {_fmt(r['max'])} "
@@ -170,8 +170,8 @@ def tables(summary: dict, ratios: dict, all_metrics: bool = False) -> str:
 
 def markdown(meta: dict, summary: dict, ratios: dict, notes: list[str]) -> str:
     head = [f"# opsched benchmark — {meta['finished']}", "",
-            f"`{meta['command']}`: {meta['rounds']} round(s){' (quick)' if meta['quick'] else ''}, "
-            "medians with min – max over the rounds; ratios are taken within each round.", "",
+            (f"`{meta['command']}`: {meta['rounds']} round(s){' (quick)' if meta['quick'] else ''}, "
+             "medians with min – max over the rounds; ratios are taken within each round."), "",
             "Machine: " + ", ".join(f"{k} {v}" for k, v in meta["machine"].items()), "",
             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
     if notes:

@@ -83,7 +83,8 @@ class Snapshot:
             self.capacity.give_back(node, pod)
 
     def copy(self) -> "Snapshot":
-        return copy.deepcopy(self)
+        """A copy to simulate on; the queue book is shared (it is never changed by a cycle)."""
+        return copy.deepcopy(self, {id(self.book): self.book})
 
 
 def selector_of(op: OpRecord) -> dict[str, str]:

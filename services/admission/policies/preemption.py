@@ -77,6 +77,8 @@ def _protected(victim: OpRecord, snap: Snapshot, now: datetime) -> bool:
 
 def plan(op: OpRecord, snap: Snapshot, victims: list[Victim]) -> list[Victim] | None:
     """The smallest set found greedily (then minimised) that lets ``op`` fit, or None."""
+    if not victims:
+        return None  # nothing to simulate: no copy of the snapshot
     sim = snap.copy()
     chosen: list[Victim] = []
     for victim in victims:
