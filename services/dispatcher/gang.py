@@ -33,6 +33,7 @@ AttemptKey = tuple[str, int]  # (op id, attempt): op ids are unique across names
 PREEMPTED, STOPPED, EVICTED = "preempted", "stopped", "evicted"
 GANG_TIMEOUT = "gang_timeout"  # evicted: the gang was not all Running in time
 GANG_FAILED = "gang_failed"  # evicted: another pod of the gang failed
+GANG_FINISHED = "gang_finished"  # evicted: the main pod succeeded; the workers still running are done
 POD_REJECTED = "pod_rejected"  # evicted: the API refused another pod of the gang
 TERMINAL_TYPES = ("succeeded", "failed")
 STARTED_PHASES = ("Running", "Succeeded")

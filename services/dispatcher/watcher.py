@@ -22,8 +22,10 @@ from typing import Any
 from kubernetes.client import CoreV1Api, V1Pod
 
 from proto import codec
-from proto.events import Event, OperationFailed, OperationPreempted, PreemptRequested
-from services.dispatcher.gang import GANG_FAILED, AttemptKey, PodView, all_gone, assess
+from proto.events import (
+    Event, OperationFailed, OperationPreempted, OperationSucceeded, OperationTimedOut, PreemptRequested,
+)
+from services.dispatcher.gang import GANG_FAILED, GANG_FINISHED, AttemptKey, PodView, all_gone, assess
 from services.dispatcher.listwatch import ListWatch
 from services.dispatcher.podspec import ANNOTATION_EVICTED, SELECTOR
 from services.dispatcher.podstatus import view_of
@@ -81,14 +83,16 @@ class PodWatcher(ListWatch):
                 self.reported[key] = codec.type_of(event)
             if isinstance(event, OperationPreempted):
                 self.preempting.pop(key, None)
-        if isinstance(event, OperationFailed):
-            self._free_rest(views)
+        if isinstance(event, (OperationFailed, OperationTimedOut)):
+            self._free_rest(views, GANG_FAILED)
+        elif isinstance(event, OperationSucceeded):
+            self._free_rest(views, GANG_FINISHED)  # admission frees the quota now: so must the workers
 
-    def _free_rest(self, views: list[PodView]) -> None:
-        """A failed gang frees its GPUs: its pods still starting or running are released."""
+    def _free_rest(self, views: list[PodView], why: str) -> None:
+        """An ended gang frees its GPUs: its pods still starting or running are released."""
         rest = [v for v in views if not v.gone and not v.deleting and v.phase not in ("Succeeded", "Failed")]
         if rest and self.free is not None:
-            self.run_on_loop(self.free(rest, {ANNOTATION_EVICTED: GANG_FAILED}), f"gang of {rest[0].op_id}")
+            self.run_on_loop(self.free(rest, {ANNOTATION_EVICTED: why}), f"gang of {rest[0].op_id}")
 
     def listed(self, items: list[V1Pod], resource_version: str) -> None:
         """After a (re-)list: pods known but no longer listed were deleted meanwhile."""

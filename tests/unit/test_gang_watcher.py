@@ -8,7 +8,7 @@ import pytest
 from kubernetes.client import V1Pod
 
 from proto.events import OperationFailed, OperationPreempted, OperationRunning, OperationSucceeded, PreemptRequested
-from services.dispatcher.gang import DELETED_REASON, GANG_FAILED
+from services.dispatcher.gang import DELETED_REASON, GANG_FAILED, GANG_FINISHED
 from services.dispatcher.podspec import ANNOTATION_EVICTED, ANNOTATION_STOPPED
 from services.dispatcher.podstatus import event_for, view_of
 from services.dispatcher.watcher import PodWatcher
@@ -79,6 +79,13 @@ async def test_a_failed_gang_is_reported_and_its_other_pods_are_released(watcher
                            ("MODIFIED", v1pod("op-g-1-w-0", "Failed", replica="w-0", exit_code=1)))
     assert [(type(e), e.pod_name) for e in published] == [(OperationFailed, "op-g-1-w-0")]
     assert watcher.freed == [(["op-g-0"], {ANNOTATION_EVICTED: GANG_FAILED})]
+
+
+async def test_a_gang_whose_master_succeeded_releases_its_workers_still_running(watcher):
+    published = await seen(watcher, ("ADDED", v1pod("op-g-1-w-0", replica="w-0")),
+                           ("MODIFIED", v1pod(phase="Succeeded")))
+    assert [type(e) for e in published] == [OperationSucceeded]
+    assert watcher.freed == [(["op-g-1-w-0"], {ANNOTATION_EVICTED: GANG_FINISHED})]
 
 
 async def test_a_preempted_gang_is_reported_when_its_last_pod_is_deleted(watcher):
