@@ -259,6 +259,15 @@ def cmd_queues(args: argparse.Namespace) -> int:
     return _with_client(args, apply)
 
 
+def cmd_cost(args: argparse.Namespace) -> int:
+    from opsched.tables import cost_text
+
+    async def show(client) -> int:
+        print(cost_text(await client.cost()))
+        return 0
+    return _with_client(args, show)
+
+
 def _with_client(args: argparse.Namespace, action) -> int:
     async def run() -> int:
         client = await _connect(args)
@@ -322,6 +331,8 @@ def parser() -> argparse.ArgumentParser:
     qs = sub.add_parser("queues", help="queues: running/concurrency, quota use per flavor, pending, borrowed")
     qs.add_argument("--apply", metavar="FILE", help="replace the queue configuration with this YAML file")
     qs.set_defaults(func=cmd_queues)
+    co = sub.add_parser("cost", help="spend per queue and project (today, week, month), burn rate, budgets left")
+    co.set_defaults(func=cmd_cost)
     _add_schedule_parser(sub)
     st = sub.add_parser("stop", help="stop a queued or running operation")
     st.add_argument("id")

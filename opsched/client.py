@@ -15,7 +15,7 @@ from proto.commands import (
     SubmitOperation,
 )
 from proto.config import SetQueues
-from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from proto.queues import QueuesConfig
 from proto.schedules import MAX_SCHEDULE_ID, CreateSchedule, DeleteSchedule, ScheduleSpec
 from proto.events import Event
@@ -112,6 +112,11 @@ class Client:
     async def queues(self, timeout: float = 5.0) -> QueuesAnswer:
         data = await self.bus.request(subjects.QUERY_QUEUES, QueuesRequest(), timeout=timeout)
         return msgspec.json.decode(data, type=QueuesAnswer)
+
+    async def cost(self, timeout: float = 5.0) -> CostAnswer:
+        """Ask the cost service: spend per queue and project (day/week/month), burn rate, budgets left."""
+        data = await self.bus.request(subjects.QUERY_COST, CostRequest(), timeout=timeout)
+        return msgspec.json.decode(data, type=CostAnswer)
 
     async def set_queues(self, config: QueuesConfig, requested_by: str = "sdk") -> None:
         """Replace the queue configuration (admission validates it; an error event says why not)."""

@@ -1,7 +1,7 @@
-"""Plain-text tables for `opsched queues` and `opsched why`."""
+"""Plain-text tables for `opsched queues`, `opsched why` and `opsched cost`."""
 from __future__ import annotations
 
-from proto.queries import QueuesAnswer, WhyAnswer
+from proto.queries import CostAnswer, QueuesAnswer, WhyAnswer
 
 
 def grid(headers: tuple[str, ...], rows: list[tuple]) -> str:
@@ -32,3 +32,24 @@ def why_text(answer: WhyAnswer) -> str:
         return head + ("" if answer.status in ("pending", "queued") else " (not waiting)")
     lines = [f"  {i}. {r.message}  [{r.code}]" for i, r in enumerate(answer.reasons, 1)]
     return "\n".join([head, *lines])
+
+
+def cost_text(answer: CostAnswer) -> str:
+    cur = answer.currency
+    spend = grid(("SCOPE", "NAME", f"TODAY {cur}", f"WEEK {cur}", f"MONTH {cur}", "GPU-H TODAY", "GPU-H MONTH"),
+                 [(s.scope, s.name, f"{s.day:.2f}", f"{s.week:.2f}", f"{s.month:.2f}", f"{s.gpu_hours_day:.2f}",
+                   f"{s.gpu_hours_month:.2f}") for s in answer.spend]) if answer.spend else "no spend recorded yet"
+    lines = [spend, f"burn rate: {answer.burn_rate_per_hour:.2f} {cur}/h (last hour)"]
+    if answer.budgets:
+        rows = [(b.scope, b.name, b.window, _limit(b.spent_money, b.money, b.remaining_money, cur),
+                 _limit(b.spent_gpu_hours, b.gpu_hours, b.remaining_gpu_hours, "GPU-h"),
+                 b.resets_at.isoformat() if b.resets_at else "-") for b in answer.budgets]
+        lines += ["", grid(("SCOPE", "NAME", "WINDOW", "MONEY SPENT/LIMIT (LEFT)", "GPU-H SPENT/LIMIT (LEFT)",
+                            "RESETS"), rows)]
+    return "\n".join(lines)
+
+
+def _limit(spent: float, limit: float | None, left: float | None, unit: str) -> str:
+    if limit is None:
+        return "-"
+    return f"{spent:.2f}/{limit:.2f} {unit} ({left:.2f} left)"

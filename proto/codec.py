@@ -9,7 +9,7 @@ from proto.cluster import CLUSTER_EVENTS, ClusterEvent
 from proto.commands import COMMANDS, Command
 from proto.config import QueuesConfigured, SetQueues
 from proto.events import EVENTS, Event
-from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleEvent
 from proto.spec import OpSpec
 
@@ -19,7 +19,7 @@ AnyMessage = Union[EVENTS + COMMANDS + (SetQueues,) + SCHEDULE_EVENTS + SCHEDULE
 AnyOpsStream = Union[EVENTS + SCHEDULE_EVENTS]  # type: ignore[valid-type]  # everything on ops.>
 AnySchedule = Union[SCHEDULE_EVENTS]  # type: ignore[valid-type]
 AnyCluster = Union[CLUSTER_EVENTS]  # type: ignore[valid-type]
-AnyQuery = Union[WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer]
+AnyQuery = Union[WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer]
 
 _encoder = msgspec.json.Encoder()
 _event_decoder = msgspec.json.Decoder(AnyEvent)
@@ -67,7 +67,7 @@ def decode_config(data: bytes) -> QueuesConfigured:
     return _config_decoder.decode(data)
 
 
-def decode_query(data: bytes) -> WhyRequest | WhyAnswer | QueuesRequest | QueuesAnswer:
+def decode_query(data: bytes) -> WhyRequest | WhyAnswer | QueuesRequest | QueuesAnswer | CostRequest | CostAnswer:
     return _query_decoder.decode(data)
 
 

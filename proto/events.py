@@ -173,6 +173,19 @@ class OperationResumed(Event, tag="resumed", kw_only=True):
     resumed_by: str = ""
 
 
+class CostRecorded(Event, tag="cost_recorded", kw_only=True):
+    """What one finished attempt actually cost: its run time (running -> end) x the op's hourly price.
+    ``at`` is when the attempt ended (the budget window it is charged to)."""
+
+    amount: float
+    currency: str = "USD"
+    seconds: float
+    queue: str
+    project: str = ""
+    gpu_hours: float = 0.0  # accelerators x hours run (for GPU-hour budgets)
+    started_at: datetime | None = None
+
+
 class ErrorRaised(Event, tag="error", kw_only=True):
     """Bad input seen by a service. ``op_id`` is "-" (never a valid op id) when the input named no operation."""
 
@@ -188,7 +201,7 @@ EVENTS: tuple[type[Event], ...] = (
     OperationDispatched, OperationRunning, OperationSucceeded, OperationFailed,
     OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
     OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, OperationTimedOut,
-    OperationResumed, ErrorRaised,
+    OperationResumed, CostRecorded, ErrorRaised,
 )
 TERMINAL = (OperationSucceeded, OperationFailed, OperationRejected, OperationStopped, OperationSkipped,
             OperationTimedOut)

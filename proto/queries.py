@@ -1,6 +1,8 @@
 """Request/reply queries answered by admission from its live state (not stored on a stream)."""
 from __future__ import annotations
 
+from datetime import datetime
+
 from proto.spec import Wire
 
 
@@ -52,3 +54,41 @@ class QueuesAnswer(Wire, tag_field="type", tag="queues_answer", kw_only=True):
     queues: list[QueueStatus] = []
     default_queue: str = ""
     source: str = ""
+
+
+class CostRequest(Wire, tag_field="type", tag="cost_request", kw_only=True):
+    pass
+
+
+class SpendLine(Wire, kw_only=True):
+    """Actual spend of one queue or project in the current UTC day, week and month."""
+
+    scope: str  # "queue" or "project"
+    name: str
+    day: float = 0.0
+    week: float = 0.0
+    month: float = 0.0
+    gpu_hours_day: float = 0.0
+    gpu_hours_week: float = 0.0
+    gpu_hours_month: float = 0.0
+
+
+class BudgetLine(Wire, kw_only=True):
+    scope: str
+    name: str
+    window: str
+    money: float | None = None
+    gpu_hours: float | None = None
+    spent_money: float = 0.0
+    spent_gpu_hours: float = 0.0
+    remaining_money: float | None = None
+    remaining_gpu_hours: float | None = None
+    resets_at: datetime | None = None
+
+
+class CostAnswer(Wire, tag_field="type", tag="cost_answer", kw_only=True):
+    at: datetime
+    currency: str = "USD"
+    burn_rate_per_hour: float = 0.0  # spend of the last hour (finished and running attempts)
+    spend: list[SpendLine] = []
+    budgets: list[BudgetLine] = []

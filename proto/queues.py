@@ -79,6 +79,18 @@ class RetryBackoff(Wire, kw_only=True, forbid_unknown_fields=True):
     max_seconds: Annotated[float, msgspec.Meta(ge=0)] = 600.0
 
 
+class Budget(Wire, kw_only=True, forbid_unknown_fields=True):
+    """Spend allowed per calendar UTC window (day from 00:00, week from Monday, month from the 1st)
+    for one queue or one project: money, GPU-hours, or both. Admission stops admitting an op when
+    the window's spend plus the op's estimate would exceed it (``proto.windows``)."""
+
+    scope: Literal["queue", "project"]
+    name: str
+    window: Literal["day", "week", "month"]
+    money: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    gpu_hours: Annotated[float, msgspec.Meta(ge=0)] | None = None
+
+
 class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     name: str
     concurrency: PositiveInt | None = None  # None: unlimited
@@ -115,3 +127,4 @@ class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
     priority_classes: list[PriorityClass] = []
     fair_sharing: FairSharing = msgspec.field(default_factory=FairSharing)
     retry_backoff: RetryBackoff = msgspec.field(default_factory=RetryBackoff)
+    budgets: list[Budget] = []

@@ -11,7 +11,7 @@ from proto.cluster import CLUSTER_EVENTS
 from proto.commands import COMMANDS
 from proto.config import QueuesConfigured, SetQueues
 from proto.events import EVENTS
-from proto.queries import QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleSpec
 from proto.spec import OpSpec
 
@@ -23,7 +23,7 @@ def render() -> dict[str, str]:
     """File name -> JSON text, for every message of the contract."""
     out: dict[str, str] = {}
     groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured,), "command": COMMANDS + (SetQueues,),
-              "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer)}
+              "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer)}
     for kind, types in groups.items():
         for cls in types:
             tag = cls.__struct_config__.tag

@@ -25,6 +25,7 @@ CMD_SCHEDULE_CREATE = "cmd.schedule.create"
 CMD_SCHEDULE_DELETE = "cmd.schedule.delete"
 QUERY_WHY = "opsched.query.why"  # request/reply, answered by admission
 QUERY_QUEUES = "opsched.query.queues"
+QUERY_COST = "opsched.query.cost"  # request/reply, answered by cost
 DEFAULT_ROUTE = "_"
 
 # stream -> (subjects, max messages kept per subject; -1 = all)
@@ -38,10 +39,12 @@ STREAMS: dict[str, tuple[list[str], int]] = {
 
 # Key-value buckets
 CACHE_BUCKET = "opsched_cache"
+COST_BUCKET = "opsched_cost"  # actual-cost ledger: per op, per queue, per project
 
 # Durable consumers (one per service role; replicas of a service share it)
 ADMISSION_COMMANDS = "admission-commands"
 COST_ESTIMATOR = "cost-estimator"
+COST_LEDGER = "cost-ledger"
 CACHE_LOOKUP = "cache-lookup"
 DISPATCHER_ADMITTED = "dispatcher-admitted"
 

@@ -21,7 +21,7 @@ from proto.events import (
 from proto.failures import is_infrastructure
 from proto.naming import pod_name, pod_names
 from proto.queries import PendingReason
-from services.admission.policies import aging, approval, preemption
+from services.admission.policies import aging, approval, budgets, preemption
 from services.admission.policies.retries import retry_delay
 from services.admission.policies.admit import ADMIT, BORROW, UNFITTABLE, WAIT, Verdict, evaluate
 from services.admission.policies.fairshare import queue_order, share_of
@@ -183,6 +183,10 @@ class Cycle:
 
     def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
         op.blocked = verdict.reasons
+        if any(r.code == budgets.CODE for r in verdict.reasons):
+            reset = budgets.next_reset(self.book.config.budgets, op.queue, op.spec.project, self.now)
+            if reset is not None and reset not in self.state.timers:
+                self.state.timers.append(reset)  # a cycle when the window starts again
         self.state.requeue(op, self.now)
 
     def _finish_cache_hits(self) -> None:

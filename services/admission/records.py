@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum
 
+from proto.resources import is_accelerator
 from proto.spec import OpSpec
 from services.admission.policies.aging import PendingQueue
 from services.admission.policies.ordering import sort_key
@@ -54,6 +55,7 @@ class OpRecord:
     request: dict[str, float] = field(default_factory=dict)  # all pods together (for quota)
     pods: list[dict[str, float]] = field(default_factory=list)  # each pod's request (for placement)
     estimate: float = 0.0
+    duration_s: float = 0.0  # expected run time, from its cost estimate (for GPU-hour budgets)
     flavors: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)  # added by admission
     tolerations: list = field(default_factory=list)  # added by admission
@@ -76,6 +78,11 @@ class OpRecord:
     @property
     def since(self) -> datetime:
         return self.queued_at or self.submitted_at
+
+    @property
+    def gpus(self) -> float:
+        """Accelerators of all its pods."""
+        return sum(amount for resource, amount in self.request.items() if is_accelerator(resource))
 
     @property
     def key(self) -> tuple:

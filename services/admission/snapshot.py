@@ -11,6 +11,7 @@ from services.admission.policies.capacity import Capacity
 from services.admission.policies.quota import Usage
 from services.admission.queues import Book
 from services.admission.records import Ghost
+from services.admission.spend import Spend
 from services.admission.state import AdmissionState, OpRecord, active_ops
 
 
@@ -26,10 +27,12 @@ class Snapshot:
     placed: dict[str, list[str]] = field(default_factory=dict)  # op -> node of each pod (as assumed)
     held: dict[str, list[Ghost]] = field(default_factory=dict)  # preemptor -> room held for it
     batch_running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    spend: Spend = field(default_factory=Spend)  # actual spend per budget window (shared, read-only)
+    committed: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # expected of active ops
 
     @classmethod
     def build(cls, state: AdmissionState, book: Book, now: datetime | None = None) -> "Snapshot":
-        snap = cls(book, Capacity.of(state.nodes), now)
+        snap = cls(book, Capacity.of(state.nodes), now, spend=state.spend)
         unplaced: list[OpRecord] = []
         for op in active_ops(state):
             snap._count(op, +1)
@@ -67,8 +70,16 @@ class Snapshot:
         if op.spec.batch:
             self.batch_running[op.spec.batch] += sign
         self.cost_used[op.queue] += sign * op.estimate
+        self._commit(op, sign)
         for resource, flavor in op.flavors.items():
             self.usage[op.queue][(resource, flavor)] += sign * op.request.get(resource, 0.0)
+
+    def _commit(self, op: OpRecord, sign: int) -> None:
+        """What an active op is expected to spend, counted against its queue's and project's budgets."""
+        gpu_hours = op.gpus * op.duration_s / 3600.0
+        for key in [("queue", op.queue)] + ([("project", op.spec.project)] if op.spec.project else []):
+            money, gpu = self.committed.get(key, (0.0, 0.0))
+            self.committed[key] = (money + sign * op.estimate, gpu + sign * gpu_hours)
 
     def assume(self, op: OpRecord, nodes: list[str] | None) -> None:
         """Count an op just admitted (its flavors already set on the record)."""
@@ -84,7 +95,7 @@ class Snapshot:
 
     def copy(self) -> "Snapshot":
         """A copy to simulate on; the queue book is shared (it is never changed by a cycle)."""
-        return copy.deepcopy(self, {id(self.book): self.book})
+        return copy.deepcopy(self, {id(self.book): self.book, id(self.spend): self.spend})
 
 
 def selector_of(op: OpRecord) -> dict[str, str]:

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 from proto.cluster import ClusterEvent, NodeObserved
 from proto.events import (
-    CacheHit, CacheMissed, CostEstimated, Event, OperationAdmitted, OperationDispatched, OperationEvicted,
+    CacheHit, CacheMissed, CostEstimated, CostRecorded, Event, OperationAdmitted, OperationDispatched, OperationEvicted,
     OperationFailed, OperationPreempted, OperationRejected, OperationRunning, OperationStopped,
     OperationSubmitted, OperationSucceeded, PreemptRequested, OperationOnHold, OperationApproved,
     OperationSkipped, OperationTimedOut, RetryScheduled, OperationResumed,
@@ -19,6 +19,7 @@ from proto.failures import is_infrastructure, will_retry
 from proto.resources import requested
 from services.admission.policies.capacity import NodeInfo
 from services.admission.records import Ghost, OpRecord, QueueState, Status
+from services.admission.spend import Spend
 from services.admission.usage_history import UsageHistory
 
 __all__ = ["AdmissionState", "OpRecord", "QueueState", "Status", "active_ops"]
@@ -37,6 +38,7 @@ class AdmissionState:
         self.timers: list[datetime] = []  # back-offs ending: a cycle must run then, event or not
         self.aging: dict[str, tuple[float, float]] = {}  # queue -> (per minute, cap), from the config
         self.usage_history = UsageHistory()  # for usage-history fair sharing (not replayed: it decays)
+        self.spend = Spend()  # actual cost per budget window (from cost_recorded)
 
     def due(self, now: datetime) -> bool:
         """Has a back-off ended since the last cycle? (Then run one even if nothing happened.)"""
@@ -67,6 +69,8 @@ class AdmissionState:
         """Fold one event. Returns True when the state changed."""
         if isinstance(event, OperationSubmitted):
             return self._submitted(event)
+        if isinstance(event, CostRecorded):
+            return self.spend.record(event)  # counts whatever its op and attempt
         op = self.ops.get(event.op_id)
         if op is None or event.attempt < op.attempt:
             return False  # unknown, or news of an attempt that is over
@@ -104,7 +108,7 @@ class AdmissionState:
         if isinstance(e, CostEstimated):
             if op.cost_known:
                 return False
-            op.cost_known, op.estimate = True, e.estimate.amount
+            op.cost_known, op.estimate, op.duration_s = True, e.estimate.amount, e.duration_s
         elif isinstance(e, CacheMissed):
             if op.cache_known:
                 return False

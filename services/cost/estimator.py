@@ -77,3 +77,18 @@ def _product(spec: OpSpec) -> str | None:
         if label in spec.environment.node_selector:
             return spec.environment.node_selector[label]
     return None
+
+
+def hourly_price(spec: OpSpec, prices: Prices, default_duration_s: float) -> float:
+    """What an hour of this op costs, from the same table as its estimate (an explicit ``cost`` is
+    spread over the expected duration)."""
+    if spec.cost is not None:
+        duration_s, _ = expected_duration(spec, default_duration_s)
+        return spec.cost / (duration_s / 3600.0) if duration_s > 0 else 0.0
+    return sum(_hourly(spec, prices).values())
+
+
+def gpu_count(spec: OpSpec) -> int:
+    """Accelerators of all the op's pods (main container and replicas)."""
+    pods = [spec.container] + [g.container for g in spec.replicas for _ in range(g.count)]
+    return sum(sum(accelerators(c.resources.limits).values()) for c in pods)

@@ -12,7 +12,7 @@ from proto.commands import (
     SubmitOperation,
 )
 from proto.events import (
-    EVENTS, CacheHit, CacheMissed, CostEstimated, ErrorRaised, Money, OperationAdmitted, OperationDispatched,
+    EVENTS, CacheHit, CacheMissed, CostEstimated, CostRecorded, ErrorRaised, Money, OperationAdmitted, OperationDispatched,
     OperationFailed, OperationRejected, OperationRunning, OperationStopped, OperationApproved, OperationEvicted,
     OperationOnHold, OperationResumed, OperationPreempted, OperationSkipped, OperationTimedOut, RetryScheduled,
     OperationSubmitted, OperationSucceeded, PreemptRequested, StopRequested,
@@ -77,6 +77,8 @@ SAMPLES: dict[str, msgspec.Struct] = {
     "retry_scheduled": RetryScheduled(**_COMMON, retry_after_s=20.0, reason="Error", retries_used=2),
     "timed_out": OperationTimedOut(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", message="deadline"),
     "resumed": OperationResumed(**_COMMON, params={"lr": 0.1}, resumed_by="alice"),
+    "cost_recorded": CostRecorded(**_COMMON, amount=3.25, currency="EUR", seconds=3900.0, queue="gpu-a",
+                                  project="vision", gpu_hours=2.1667, started_at=t(-3900)),
     "error": ErrorRaised(**_COMMON, service="admission", subject="cmd.submit._", reason="malformed_message",
                          message="cannot decode", payload="{oops"),
     "submit": SubmitOperation(op_id="op-1", spec=FULL_SPEC, requested_at=T0, requested_by="alice"),

@@ -1,4 +1,4 @@
-"""Can this op be admitted now? Checks in order — queue concurrency, cost quota, then for each
+"""Can this op be admitted now? Checks in order — queue concurrency, cost quota, budgets, then for each
 flavor assignment (most preferred first): quota (own, then borrowed) and node capacity.
 A fit without borrowing beats one with borrowing; the reasons of every failure are kept for `why`."""
 from __future__ import annotations
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proto.queries import PendingReason
+from services.admission.policies import budgets
 from services.admission.policies import flavors as flavor_policy
 from services.admission.policies.capacity import describe
 from services.admission.policies.quota import Fit, check
@@ -45,7 +46,18 @@ def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict
     if queue.cost_quota is not None and cost + op.estimate > queue.cost_quota + 1e-9:
         return _wait("cost_quota", f"queue {op.queue} cost quota: {cost:.2f} in use + {op.estimate:.2f} "
                                    f"estimated > {queue.cost_quota:.2f}")
+    over_budget = _budget(op, snap)
+    if over_budget is not None:
+        return Verdict(WAIT, [over_budget])
     return _assign(op, snap, allow_borrow)
+
+
+def _budget(op: OpRecord, snap: Snapshot) -> PendingReason | None:
+    budget_list = snap.book.config.budgets
+    if not budget_list or snap.now is None:
+        return None
+    return budgets.check(budget_list, op.queue, op.spec.project, op.estimate, op.gpus * op.duration_s / 3600.0,
+                         snap.spend.of, snap.committed, snap.now)
 
 
 def _assign(op: OpRecord, snap: Snapshot, allow_borrow: bool) -> Verdict:

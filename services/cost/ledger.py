@@ -1,0 +1,120 @@
+"""The actual-cost ledger: each attempt's real run time (``running`` -> its end) x the op's hourly
+price, kept per op, per queue and per project in a key-value bucket.
+
+Keys: ``op.<op_id>`` (the op's price, its attempts' starts and what each finished attempt cost),
+``queue.<name>`` and ``project.<name>`` (totals). Every change is a compare-and-set on the key's
+revision. A finished attempt is recorded on its op first and added to the totals after (``applied``),
+so a redelivered end event finds it recorded and gives the same ``cost_recorded`` again."""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar
+
+import msgspec
+
+_MISSING = ("KeyNotFoundError", "KeyDeletedError", "NotFoundError")
+_CONFLICT = ("KeyWrongLastSequenceError",)
+CAS_ATTEMPTS = 20
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Charge:
+    seconds: float
+    amount: float
+    gpu_hours: float
+
+
+def charge(started: datetime, ended: datetime, hourly: float, gpus: int) -> Charge:
+    """Run time x hourly price (never negative: a clock skew between events costs nothing)."""
+    seconds = max(0.0, (ended - started).total_seconds())
+    hours = seconds / 3600.0
+    return Charge(seconds, round(hourly * hours, 6), round(gpus * hours, 6))
+
+
+class Recorded(msgspec.Struct, kw_only=True):
+    amount: float
+    seconds: float
+    gpu_hours: float
+    started_at: datetime
+    ended_at: datetime
+    applied: bool = False  # added to the queue and project totals
+
+
+class OpCost(msgspec.Struct, kw_only=True):
+    queue: str
+    project: str = ""
+    hourly: float = 0.0
+    gpus: int = 0
+    currency: str = "USD"
+    starts: dict[str, datetime] = {}  # attempt -> when it started running
+    recorded: dict[str, Recorded] = {}  # attempt -> what it cost
+
+    @property
+    def total(self) -> float:
+        return round(sum(r.amount for r in self.recorded.values()), 6)
+
+
+class Totals(msgspec.Struct, kw_only=True):
+    amount: float = 0.0
+    seconds: float = 0.0
+    gpu_hours: float = 0.0
+    attempts: int = 0
+
+    def plus(self, r: Recorded) -> "Totals":
+        return Totals(amount=round(self.amount + r.amount, 6), seconds=self.seconds + r.seconds,
+                      gpu_hours=round(self.gpu_hours + r.gpu_hours, 6), attempts=self.attempts + 1)
+
+
+def key_part(name: str) -> str:
+    """A key token for a queue or project name (key-value keys allow a few characters only)."""
+    return re.sub(r"[^A-Za-z0-9_=-]", "_", name or "_")
+
+
+class LedgerStore:
+    def __init__(self, kv) -> None:
+        self.kv = kv
+
+    async def op(self, op_id: str) -> OpCost | None:
+        return (await self._read(f"op.{key_part(op_id)}", OpCost))[0]
+
+    async def totals(self, scope: str, name: str) -> Totals:
+        return (await self._read(f"{scope}.{key_part(name)}", Totals))[0] or Totals()
+
+    async def change_op(self, op_id: str, change: Callable[[OpCost | None], OpCost | None]) -> OpCost | None:
+        return await self._mutate(f"op.{key_part(op_id)}", OpCost, change)
+
+    async def add(self, scope: str, name: str, recorded: Recorded) -> None:
+        await self._mutate(f"{scope}.{key_part(name)}", Totals, lambda t: (t or Totals()).plus(recorded))
+
+    async def _read(self, key: str, type_: type[T]) -> tuple[T | None, int]:
+        try:
+            entry = await self.kv.get(key)
+        except Exception as exc:  # nats KeyNotFoundError / KeyDeletedError
+            if type(exc).__name__ in _MISSING:
+                return None, 0
+            raise
+        if entry is None or not entry.value:
+            return None, getattr(entry, "revision", 0) or 0
+        return msgspec.json.decode(entry.value, type=type_), entry.revision
+
+    async def _mutate(self, key: str, type_: type[T], change: Callable[[T | None], T | None]) -> T | None:
+        for _ in range(CAS_ATTEMPTS):
+            current, revision = await self._read(key, type_)
+            new = change(current)
+            if new is None or new == current:
+                return new
+            data = msgspec.json.encode(new)
+            try:
+                if revision:
+                    await self.kv.update(key, data, last=revision)
+                else:
+                    await self.kv.create(key, data)
+                return new
+            except Exception as exc:
+                if type(exc).__name__ not in _CONFLICT:
+                    raise
+        raise RuntimeError(f"cost key {key}: too many concurrent changes")

@@ -1,0 +1,104 @@
+"""The actual-cost ledger and the spend report: run time x hourly price, calendar UTC windows,
+spend per window and burn rate."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from proto.events import CostRecorded, OperationRunning
+from proto.queues import Budget
+from proto.windows import window_end, window_start
+from services.cost.estimator import Prices, gpu_count, hourly_price
+from services.cost.ledger import charge
+from services.cost.spend import SpendView
+from tests.builders import GPU, case, case_name, op, t
+
+PRICES = Prices(currency="USD", cpu_hour=0.04, gib_hour=0.005, accelerators={GPU: {"A100": 3.0, "*": 2.0}})
+
+
+def utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("c", [
+    case("an hour at two dollars an hour costs two dollars", start=t(0), end=t(3600), hourly=2.0, gpus=1,
+         seconds=3600.0, amount=2.0, gpu_hours=1.0),
+    case("ninety seconds are charged pro rata", start=t(0), end=t(90), hourly=4.0, gpus=2,
+         seconds=90.0, amount=0.1, gpu_hours=0.05),
+    case("an end before the start (clock skew) costs nothing", start=t(10), end=t(0), hourly=4.0, gpus=1,
+         seconds=0.0, amount=0.0, gpu_hours=0.0),
+    case("an op without accelerators uses no GPU-hours", start=t(0), end=t(7200), hourly=0.04, gpus=0,
+         seconds=7200.0, amount=0.08, gpu_hours=0.0),
+], ids=case_name)
+def test_charge(c):
+    got = charge(c.start, c.end, c.hourly, c.gpus)
+    assert (got.seconds, got.amount, got.gpu_hours) == (c.seconds, pytest.approx(c.amount), pytest.approx(c.gpu_hours))
+
+
+@pytest.mark.parametrize("c", [
+    case("two A100s cost six an hour", builder=op().gpus(2, product="A100"), hourly=6.0, gpus=2),
+    case("a GPU of no priced product costs the any-product price", builder=op().gpus(1), hourly=2.0, gpus=1),
+    case("an explicit cost is spread over the expected duration", builder=op().gpus(1).cost(10.0).timeout(7200),
+         hourly=5.0, gpus=1),
+], ids=case_name)
+def test_hourly_price_and_gpus(c):
+    spec = c.builder.build()
+    assert hourly_price(spec, PRICES, 3600.0) == pytest.approx(c.hourly)
+    assert gpu_count(spec) == c.gpus
+
+
+@pytest.mark.parametrize("c", [
+    case("a day starts at midnight UTC", at=utc(2026, 1, 1, 12, 30), window="day",
+         start=utc(2026, 1, 1), end=utc(2026, 1, 2)),
+    case("a week starts on Monday", at=utc(2026, 1, 1, 12), window="week",
+         start=utc(2025, 12, 29), end=utc(2026, 1, 5)),
+    case("a Monday is the first day of its own week", at=utc(2026, 1, 5, 0, 0, 1), window="week",
+         start=utc(2026, 1, 5), end=utc(2026, 1, 12)),
+    case("a month starts on the 1st", at=utc(2026, 2, 14, 8), window="month",
+         start=utc(2026, 2, 1), end=utc(2026, 3, 1)),
+    case("December resets into January of the next year", at=utc(2025, 12, 31, 23, 59), window="month",
+         start=utc(2025, 12, 1), end=utc(2026, 1, 1)),
+    case("a time in another zone is converted to UTC first",
+         at=datetime.fromisoformat("2026-01-02T01:00:00+02:00"), window="day",
+         start=utc(2026, 1, 1), end=utc(2026, 1, 2)),
+], ids=case_name)
+def test_windows(c):
+    assert window_start(c.at, c.window) == c.start
+    assert window_end(c.at, c.window) == c.end
+
+
+def recorded(op_id: str, amount: float, *, at: datetime, seconds: float = 3600.0, queue: str = "a",
+             project: str = "vision", gpu_hours: float = 1.0, attempt: int = 0) -> CostRecorded:
+    from datetime import timedelta
+    return CostRecorded(op_id=op_id, at=at, attempt=attempt, amount=amount, seconds=seconds, queue=queue,
+                        project=project, gpu_hours=gpu_hours, started_at=at - timedelta(seconds=seconds))
+
+
+def test_spend_is_summed_per_window_and_a_redelivered_record_counts_once():
+    view = SpendView()
+    for e in (recorded("x", 2.0, at=t(0)), recorded("x", 2.0, at=t(0)), recorded("y", 3.0, at=utc(2025, 12, 30)),
+              recorded("z", 5.0, at=utc(2025, 12, 1))):
+        view.fold(e)
+    answer = view.answer([], t(60))
+    line = next(s for s in answer.spend if (s.scope, s.name) == ("queue", "a"))
+    assert (line.day, line.week, line.month) == (2.0, 5.0, 2.0)  # Dec 30 is this week, not this month
+    assert {(s.scope, s.name) for s in answer.spend} == {("queue", "a"), ("project", "vision")}
+
+
+def test_the_burn_rate_counts_the_last_hour_of_finished_and_running_attempts():
+    view = SpendView()
+    view.fold(recorded("x", 4.0, at=t(1800), seconds=7200.0))  # ran 2 h, the last 30 min in the window
+    view.hourly["r"] = 6.0
+    view.fold(OperationRunning(op_id="r", at=t(1800), pod_name="p"))  # half an hour so far at 6/h
+    assert view.burn_rate(t(3600)) == pytest.approx(4.0 * 0.25 + 3.0)
+
+
+def test_a_budget_line_reports_spend_what_is_left_and_when_the_window_resets():
+    view = SpendView()
+    view.fold(recorded("x", 3.0, at=t(0), gpu_hours=2.0))
+    budget = Budget(scope="project", name="vision", window="day", money=10.0, gpu_hours=1.5)
+    line = view.answer([budget], t(60)).budgets[0]
+    assert (line.spent_money, line.remaining_money) == (3.0, 7.0)
+    assert (line.spent_gpu_hours, line.remaining_gpu_hours) == (2.0, 0.0)  # never below zero
+    assert line.resets_at == utc(2026, 1, 2)
