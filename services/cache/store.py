@@ -22,10 +22,7 @@ from typing import TypeVar
 import msgspec
 
 from services.cache.lookup import Candidate
-
-CAS_ATTEMPTS = 20
-_MISSING = ("KeyNotFoundError", "KeyDeletedError", "NotFoundError")
-_CONFLICT = ("KeyWrongLastSequenceError",)
+from services.runtime.kvstore import KVStore
 
 HIT, WAIT, MISS = "hit", "wait", "miss"
 
@@ -71,9 +68,9 @@ class Waiters(msgspec.Struct, kw_only=True):
 T = TypeVar("T", bound=msgspec.Struct)
 
 
-class CacheStore:
+class CacheStore(KVStore):
     def __init__(self, kv) -> None:
-        self.kv = kv
+        super().__init__(kv, "cache")
 
     # ---- runs ----
     async def run(self, op_id: str) -> Run | None:
@@ -128,36 +125,3 @@ class CacheStore:
             return Waiters(waiters=current.waiters, closed=True, outcome=outcome)
         closed: Waiters = await self._mutate(f"wait.{original}", Waiters, apply)  # type: ignore[assignment]
         return list(closed.waiters)
-
-    # ---- the key-value bucket ----
-    async def _read(self, key: str, type_: type[T]) -> tuple[T | None, int]:
-        try:
-            entry = await self.kv.get(key)
-        except Exception as exc:  # nats KeyNotFoundError / KeyDeletedError
-            if type(exc).__name__ in _MISSING:
-                return None, 0
-            raise
-        if entry is None or not entry.value:
-            return None, getattr(entry, "revision", 0) or 0
-        try:
-            return msgspec.json.decode(entry.value, type=type_), entry.revision
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return None, entry.revision  # written by an older version: overwritten by the next change
-
-    async def _mutate(self, key: str, type_: type[T], change: Callable[[T | None], T | None]) -> T | None:
-        for _ in range(CAS_ATTEMPTS):
-            current, revision = await self._read(key, type_)
-            new = change(current)
-            if new is None or new == current:
-                return new
-            data = msgspec.json.encode(new)
-            try:
-                if revision:
-                    await self.kv.update(key, data, last=revision)
-                else:
-                    await self.kv.create(key, data)
-                return new
-            except Exception as exc:
-                if type(exc).__name__ not in _CONFLICT:
-                    raise
-        raise RuntimeError(f"cache key {key}: too many concurrent changes")

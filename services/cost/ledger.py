@@ -15,9 +15,8 @@ from typing import TypeVar
 
 import msgspec
 
-_MISSING = ("KeyNotFoundError", "KeyDeletedError", "NotFoundError")
-_CONFLICT = ("KeyWrongLastSequenceError",)
-CAS_ATTEMPTS = 20
+from services.runtime.kvstore import KVStore
+
 T = TypeVar("T")
 
 
@@ -74,9 +73,9 @@ def key_part(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_=-]", "_", name or "_")
 
 
-class LedgerStore:
+class LedgerStore(KVStore):
     def __init__(self, kv) -> None:
-        self.kv = kv
+        super().__init__(kv, "cost")
 
     async def op(self, op_id: str) -> OpCost | None:
         return (await self._read(f"op.{key_part(op_id)}", OpCost))[0]
@@ -89,32 +88,3 @@ class LedgerStore:
 
     async def add(self, scope: str, name: str, recorded: Recorded) -> None:
         await self._mutate(f"{scope}.{key_part(name)}", Totals, lambda t: (t or Totals()).plus(recorded))
-
-    async def _read(self, key: str, type_: type[T]) -> tuple[T | None, int]:
-        try:
-            entry = await self.kv.get(key)
-        except Exception as exc:  # nats KeyNotFoundError / KeyDeletedError
-            if type(exc).__name__ in _MISSING:
-                return None, 0
-            raise
-        if entry is None or not entry.value:
-            return None, getattr(entry, "revision", 0) or 0
-        return msgspec.json.decode(entry.value, type=type_), entry.revision
-
-    async def _mutate(self, key: str, type_: type[T], change: Callable[[T | None], T | None]) -> T | None:
-        for _ in range(CAS_ATTEMPTS):
-            current, revision = await self._read(key, type_)
-            new = change(current)
-            if new is None or new == current:
-                return new
-            data = msgspec.json.encode(new)
-            try:
-                if revision:
-                    await self.kv.update(key, data, last=revision)
-                else:
-                    await self.kv.create(key, data)
-                return new
-            except Exception as exc:
-                if type(exc).__name__ not in _CONFLICT:
-                    raise
-        raise RuntimeError(f"cost key {key}: too many concurrent changes")
