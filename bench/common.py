@@ -2,7 +2,6 @@
 CPU accounting, logging to a file, and the versions a run records."""
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import importlib.metadata
 import os
@@ -14,6 +13,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from opsched.embedded import ServicesInProcess
 
 GPU = "nvidia.com/gpu"
 
@@ -96,38 +97,8 @@ def fresh_nats(root: Path, name: str):
         shutil.rmtree(store, ignore_errors=True)
 
 
-# ---- the four services in this process (as tests/conftest.py's Stack and `opsched up`) --------
-
-class Stack:
-    def __init__(self, settings, names: tuple[str, ...] = ("admission", "cost", "cache", "dispatcher")) -> None:
-        from opsched.embedded import build_services
-
-        self.settings = settings
-        self.services = build_services(settings, names)
-        self.stop = asyncio.Event()
-        self.task: asyncio.Task | None = None
-
-    async def start(self, timeout: float = 30.0) -> "Stack":
-        from services.runtime.runner import serve
-
-        self.task = asyncio.create_task(serve(self.services, self.settings, self.stop))
-        waits = [asyncio.create_task(s.ready.wait()) for s in self.services]
-        done, _ = await asyncio.wait([self.task, *waits], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        if self.task in done:
-            self.task.result()
-        await asyncio.wait_for(asyncio.gather(*waits), timeout=timeout)
-        return self
-
-    def service(self, name: str):
-        return next(s for s in self.services if s.name == name)
-
-    async def close(self) -> None:
-        self.stop.set()
-        if self.task:
-            try:
-                await asyncio.wait_for(self.task, timeout=20)
-            except asyncio.TimeoutError:
-                self.task.cancel()
+# the four services in this process, as tests/conftest.py and `opsched up` run them
+Stack = ServicesInProcess
 
 
 def configure_logging(log_file: Path, level: str) -> None:

@@ -31,7 +31,7 @@ async def run_demo(nats_url: str, kubeconfig: Path | None, namespace: str, examp
     finally:
         await client.close()
     if kubeconfig is not None:
-        await asyncio.to_thread(_print_pods, kubeconfig, namespace)
+        await _print_pods(kubeconfig, namespace)
     return _verdict(rows, expected)
 
 
@@ -85,17 +85,17 @@ async def _explain_waiting(client: Client, rows) -> None:
             row.reason = f"waiting: {answer.reasons[0].message}"
 
 
-def _print_pods(kubeconfig: Path, namespace: str) -> None:
-    from kubernetes import client
+async def _print_pods(kubeconfig: Path, namespace: str) -> None:
+    """The pods opsched made, as the API server holds them (through the dispatcher's client)."""
+    from services.dispatcher.k8s import Kube, load_api_client
+    from services.dispatcher.podspec import SELECTOR
 
-    from services.dispatcher.k8s import load_api_client
-
-    api = client.CoreV1Api(load_api_client(kubeconfig))
+    pods = await Kube(load_api_client(kubeconfig)).list_pods(SELECTOR)
     print(f"\npods on the API server (namespace {namespace}):")
-    for pod in api.list_namespaced_pod(namespace).items:
-        limits = pod.spec.containers[0].resources.limits or {}
-        print(f"  {pod.metadata.name:<22} node={pod.spec.node_name or '-':<12} phase={pod.status.phase:<10} "
-              f"limits={dict(limits)}")
+    for pod in sorted((p for p in pods if p["metadata"]["namespace"] == namespace), key=lambda p: p["metadata"]["name"]):
+        limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
+        print(f"  {pod['metadata']['name']:<22} node={pod['spec'].get('nodeName') or '-':<12} "
+              f"phase={pod['status'].get('phase', '?'):<10} limits={limits}")
 
 
 def _verdict(rows, expected: dict[str, str]) -> int:

@@ -103,14 +103,45 @@ def build_services(settings, names: tuple[str, ...] = SERVICES):
     return [importlib.import_module(f"services.{name}.service").build(settings) for name in names]
 
 
-async def _serve(embedded: Embedded) -> int:
-    from services.runtime.runner import serve
+class ServicesInProcess:
+    """Some or all of the four services serving in this process (as `opsched up`, the tests and the
+    benchmarks run them): ``start`` returns once each is ready, ``close`` drains them."""
 
-    settings = embedded.settings()
-    stop = asyncio.Event()
-    services = build_services(settings)
-    server = asyncio.create_task(serve(services, settings, stop))
-    await asyncio.gather(*(s.ready.wait() for s in services))
+    def __init__(self, settings, names: tuple[str, ...] = SERVICES) -> None:
+        self.settings = settings
+        self.services = build_services(settings, names)
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    async def start(self, timeout: float = 30.0) -> "ServicesInProcess":
+        from services.runtime.runner import serve
+
+        self.task = asyncio.create_task(serve(self.services, self.settings, self.stop))
+        waits = [asyncio.create_task(s.ready.wait()) for s in self.services]
+        done, _ = await asyncio.wait([self.task, *waits], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if self.task in done:
+            self.task.result()  # raises the startup error
+        await asyncio.wait_for(asyncio.gather(*waits), timeout=timeout)
+        return self
+
+    def service(self, name: str):
+        return next(s for s in self.services if s.name == name)
+
+    async def wait(self) -> None:
+        if self.task:
+            await self.task
+
+    async def close(self, timeout: float = 20.0) -> None:
+        self.stop.set()
+        if self.task:
+            try:
+                await asyncio.wait_for(self.task, timeout=timeout)
+            except asyncio.TimeoutError:
+                self.task.cancel()
+
+
+async def _serve(embedded: Embedded) -> int:
+    running = await ServicesInProcess(embedded.settings()).start()
     _say("admission, cost, cache and dispatcher are serving; "
          f"try: opsched submit examples/train-1gpu.yaml --wait   (NATS_URL={embedded.nats.url})")
     code = 0
@@ -118,8 +149,8 @@ async def _serve(embedded: Embedded) -> int:
         from opsched.demo import run_demo
 
         code = await run_demo(embedded.nats.url, embedded.kubeconfig, embedded.args.namespace, DEMO_EXAMPLES)
-        stop.set()
-    await server
+        running.stop.set()
+    await running.wait()
     return code
 
 

@@ -5,12 +5,12 @@ CI sets OPSCHED_REQUIRE_INTEGRATION=1: then the run fails if any integration tes
 """
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
 import pytest
 
+from opsched.embedded import ServicesInProcess
 from opsched.natsserver import NatsServer
 from tests.eventlog import EventLog
 
@@ -43,35 +43,7 @@ async def events(bus):
     await log.stop()
 
 
-class Stack:
-    """The four services in this process, as `opsched up` runs them."""
-
-    def __init__(self, settings, names: tuple[str, ...]) -> None:
-        from opsched.embedded import build_services
-
-        self.settings = settings
-        self.services = build_services(settings, names)
-        self.stop = asyncio.Event()
-        self.task: asyncio.Task | None = None
-
-    async def start(self) -> "Stack":
-        from services.runtime.runner import serve
-
-        self.task = asyncio.create_task(serve(self.services, self.settings, self.stop))
-        waits = [asyncio.create_task(s.ready.wait()) for s in self.services]
-        done, _ = await asyncio.wait([self.task, *waits], timeout=20, return_when=asyncio.FIRST_COMPLETED)
-        if self.task in done:
-            self.task.result()  # raises the startup error
-        await asyncio.wait_for(asyncio.gather(*waits), timeout=20)
-        return self
-
-    def service(self, name: str):
-        return next(s for s in self.services if s.name == name)
-
-    async def close(self) -> None:
-        self.stop.set()
-        if self.task:
-            await asyncio.wait_for(self.task, timeout=15)
+Stack = ServicesInProcess  # the four services in this process, as `opsched up` runs them
 
 
 @pytest.fixture

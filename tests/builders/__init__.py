@@ -16,11 +16,28 @@ from tests.builders.cases import Case, case, case_name
 from tests.builders.clock import T0, t
 from tests.builders.commands import stop, submit
 from tests.builders.events import (
-    NAMESPACE, admitted, cache_hit, cache_missed, cost_estimated, dispatched, failed, gates_cleared, rejected,
-    running, stop_requested, stopped, submitted, succeeded,
+    NAMESPACE,
+    admitted,
+    cache_hit,
+    cache_missed,
+    cost_estimated,
+    dispatched,
+    failed,
+    gates_cleared,
+    rejected,
+    running,
+    stop_requested,
+    stopped,
+    submitted,
+    succeeded,
 )
 from tests.builders.nodes import node, node_removed, taint
-from tests.builders.preemption import configure_aging, evicted, preempt_requested, preempted
+from tests.builders.preemption import (
+    configure_aging,
+    evicted,
+    preempt_requested,
+    preempted,
+)
 from tests.builders.queues import book, gpu_flavor, queue, quota, resource_quota
 from tests.builders.specs import GPU, GPU_PRODUCT, OpBuilder, op
 

@@ -4,9 +4,19 @@ from __future__ import annotations
 from datetime import datetime
 
 from proto.events import (
-    CacheHit, CacheMissed, CostEstimated, Money, OperationAdmitted, OperationDispatched,
-    OperationFailed, OperationRejected, OperationRunning, OperationStopped, OperationSubmitted,
-    OperationSucceeded, StopRequested,
+    CacheHit,
+    CacheMissed,
+    CostEstimated,
+    Money,
+    OperationAdmitted,
+    OperationDispatched,
+    OperationFailed,
+    OperationRejected,
+    OperationRunning,
+    OperationStopped,
+    OperationSubmitted,
+    OperationSucceeded,
+    StopRequested,
 )
 from proto.spec import OpSpec
 from tests.builders.clock import T0

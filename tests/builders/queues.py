@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from proto.queues import Flavor, FlavorQuota, PriorityClass, Queue, QueuesConfig, ResourceQuota
+from proto.queues import (
+    Flavor,
+    FlavorQuota,
+    PriorityClass,
+    Queue,
+    QueuesConfig,
+    ResourceQuota,
+)
 from tests.builders.specs import GPU, GPU_PRODUCT
 
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from proto.spec import Cache, Container, EnvVar, Environment, OpSpec, ReplicaGroup, Resources, Termination
+from proto.spec import (
+    Cache,
+    Container,
+    Environment,
+    EnvVar,
+    OpSpec,
+    ReplicaGroup,
+    Resources,
+    Termination,
+)
 
 GPU = "nvidia.com/gpu"
 GPU_PRODUCT = "nvidia.com/gpu.product"

@@ -18,7 +18,14 @@ REGENERATE = "the wire contract changed: run `python -m proto.schema_snapshots` 
 def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
     from proto.cluster import CLUSTER_EVENTS
     from proto.config import QueuesConfigured
-    from proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+    from proto.queries import (
+        CostAnswer,
+        CostRequest,
+        QueuesAnswer,
+        QueuesRequest,
+        WhyAnswer,
+        WhyRequest,
+    )
 
     events = EVENTS + CLUSTER_EVENTS + (QueuesConfigured,)
     expected = {f"event.{tag_of(c)}.json" for c in events} | {f"command.{tag_of(c)}.json" for c in COMMANDS}

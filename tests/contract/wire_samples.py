@@ -8,16 +8,52 @@ import msgspec
 
 from proto import codec
 from proto.commands import (
-    COMMANDS, ApproveOperation, CopyOperation, RejectOperation, RestartOperation, ResumeOperation, StopOperation,
+    COMMANDS,
+    ApproveOperation,
+    CopyOperation,
+    RejectOperation,
+    RestartOperation,
+    ResumeOperation,
+    StopOperation,
     SubmitOperation,
 )
 from proto.events import (
-    EVENTS, CacheHit, CacheMissed, CostEstimated, CostRecorded, ErrorRaised, Money, OperationAdmitted, OperationDispatched,
-    OperationFailed, OperationRejected, OperationRunning, OperationStopped, OperationApproved, OperationEvicted,
-    OperationOnHold, OperationResumed, OperationPreempted, OperationSkipped, OperationTimedOut, RetryScheduled,
-    OperationSubmitted, OperationSucceeded, PreemptRequested, StopRequested,
+    EVENTS,
+    CacheHit,
+    CacheMissed,
+    CostEstimated,
+    CostRecorded,
+    ErrorRaised,
+    Money,
+    OperationAdmitted,
+    OperationApproved,
+    OperationDispatched,
+    OperationEvicted,
+    OperationFailed,
+    OperationOnHold,
+    OperationPreempted,
+    OperationRejected,
+    OperationResumed,
+    OperationRunning,
+    OperationSkipped,
+    OperationStopped,
+    OperationSubmitted,
+    OperationSucceeded,
+    OperationTimedOut,
+    PreemptRequested,
+    RetryScheduled,
+    StopRequested,
 )
-from proto.spec import Cache, Container, EnvVar, Environment, OpSpec, ReplicaGroup, Resources, Termination
+from proto.spec import (
+    Cache,
+    Container,
+    Environment,
+    EnvVar,
+    OpSpec,
+    ReplicaGroup,
+    Resources,
+    Termination,
+)
 from tests.builders import T0, t
 
 # A spec with every field set away from its default, so the round trip covers all of them.

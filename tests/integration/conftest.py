@@ -16,7 +16,11 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client
 
-from opsched.localcluster.controlplane import ControlPlane, ControlPlaneError, ensure_built
+from opsched.localcluster.controlplane import (
+    ControlPlane,
+    ControlPlaneError,
+    ensure_built,
+)
 from opsched.localcluster.nodes import as_node_spec, delete_nodes
 from opsched.localcluster.simkubelet import spawn, terminate
 

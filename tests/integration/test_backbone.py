@@ -7,8 +7,15 @@ import pytest
 
 from opsched.client import Client
 from proto.events import (
-    CacheMissed, CostEstimated, OperationAdmitted, OperationDispatched, OperationFailed, OperationRunning,
-    OperationSucceeded, OperationTimedOut, RetryScheduled,
+    CacheMissed,
+    CostEstimated,
+    OperationAdmitted,
+    OperationDispatched,
+    OperationFailed,
+    OperationRunning,
+    OperationSucceeded,
+    OperationTimedOut,
+    RetryScheduled,
 )
 from tests.builders import op
 
@@ -87,23 +94,15 @@ async def test_a_timeout_shorter_than_the_run_ends_the_op_timed_out_without_a_re
 async def test_a_finished_pod_is_deleted_after_its_ttl_and_that_is_not_a_failure(
         gpu_cluster, events, core_v1, k8s_namespace):
     import msgspec
-    from kubernetes.client.rest import ApiException
+
+    from tests.kube import pod_gone
 
     client, _ = gpu_cluster
     spec = op("short-lived").gpus(1).runs("sleep 0.2").build()
     spec = msgspec.structs.replace(spec, termination=msgspec.structs.replace(spec.termination, ttl=1))
     op_id = await client.submit(spec)
     done = await events.expect(OperationSucceeded, op_id)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 20
-    while True:
-        try:
-            await asyncio.to_thread(pod, core_v1, k8s_namespace, done.pod_name)
-        except ApiException as exc:
-            assert exc.status == 404
-            break
-        assert loop.time() < deadline, "the finished pod outlived its ttl"
-        await asyncio.sleep(0.2)
+    assert await pod_gone(core_v1, k8s_namespace, done.pod_name, timeout=20), "the finished pod outlived its ttl"
     probe = await client.submit(op("probe").gpus(1).runs("sleep 0.1").build())
     await events.expect(OperationSucceeded, probe)
     assert not events.of(op_id, OperationFailed)

@@ -14,13 +14,24 @@ from kubernetes import client
 
 from opsched.localcluster.simkubelet import terminate
 from proto.events import (
-    OperationAdmitted, OperationDispatched, OperationEvicted, OperationFailed, OperationPreempted, OperationRunning,
-    OperationStopped, OperationSucceeded, PreemptRequested, StopRequested,
+    OperationAdmitted,
+    OperationDispatched,
+    OperationEvicted,
+    OperationFailed,
+    OperationPreempted,
+    OperationRunning,
+    OperationStopped,
+    OperationSucceeded,
+    PreemptRequested,
+    StopRequested,
 )
 from proto.naming import pod_name, pod_names
 from proto.spec import OpSpec, ReplicaGroup
 from services.dispatcher.podspec import (
-    ANNOTATION_STOPPED, LABEL_GANG_SIZE, LABEL_REPLICA, attempt_selector,
+    ANNOTATION_STOPPED,
+    LABEL_GANG_SIZE,
+    LABEL_REPLICA,
+    attempt_selector,
 )
 from tests.builders import admitted, op
 

@@ -7,7 +7,12 @@ import pytest
 
 from opsched.client import Client
 from proto.events import (
-    CacheMissed, CostEstimated, OperationAdmitted, OperationRejected, OperationRunning, OperationSucceeded,
+    CacheMissed,
+    CostEstimated,
+    OperationAdmitted,
+    OperationRejected,
+    OperationRunning,
+    OperationSucceeded,
 )
 from tests.builders import op
 

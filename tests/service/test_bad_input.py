@@ -9,7 +9,12 @@ import msgspec
 
 from opsched.client import Client
 from proto import subjects
-from proto.events import ErrorRaised, OperationAdmitted, OperationRejected, OperationSubmitted
+from proto.events import (
+    ErrorRaised,
+    OperationAdmitted,
+    OperationRejected,
+    OperationSubmitted,
+)
 from tests.builders import op
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -2,8 +2,6 @@
 the originals' ends itself): hits, waiting for an original in processing, and restarts."""
 from __future__ import annotations
 
-import asyncio
-import time
 from datetime import datetime, timezone
 
 from opsched.client import Client
@@ -17,6 +15,7 @@ from proto.events import (
 )
 from services.cache.store import CacheStore
 from tests.builders import op
+from tests.waiting import eventually
 
 OUTPUTS = {"model": "s3://bucket/model.pt", "accuracy": "0.93"}
 
@@ -38,14 +37,10 @@ def ended_failed(op_id: str) -> OperationFailed:
 async def waiting_for(bus, original: str, op_id: str, timeout: float = 10.0) -> None:
     """Until the cache has recorded ``op_id`` as waiting for ``original`` (in its key-value bucket)."""
     store = CacheStore(await bus.ensure_cache_bucket(subjects.CACHE_BUCKET))
-    deadline = time.monotonic() + timeout
-    while True:
+    async def recorded() -> bool:
         found = await store.waiters(original)
-        if found and any(w.op_id == op_id for w in found.waiters):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{op_id} is not waiting for {original} after {timeout}s: {found}")
-        await asyncio.sleep(0.05)
+        return bool(found and any(w.op_id == op_id for w in found.waiters))
+    await eventually(recorded, f"{op_id} recorded as waiting for {original}", timeout, interval=0.05)
 
 
 async def cache_hit_of(events, original: str, op_id: str) -> OperationSucceeded:

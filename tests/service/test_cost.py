@@ -3,15 +3,21 @@ running/succeeded events itself): an attempt's actual cost is recorded, a daily 
 next op with `budget_exhausted`, and `opsched cost` reports the spend and the budget left."""
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timedelta, timezone
 
 from opsched.client import Client
 from opsched.tables import cost_text
 from proto import subjects
-from proto.events import CostEstimated, CostRecorded, OperationAdmitted, OperationRunning, OperationSucceeded
+from proto.events import (
+    CostEstimated,
+    CostRecorded,
+    OperationAdmitted,
+    OperationRunning,
+    OperationSucceeded,
+)
 from services.cost.ledger import LedgerStore
 from tests.builders import op
+from tests.waiting import eventually
 
 # one GPU of no priced product: 2.0/h; a 1-hour timeout makes each estimate 2.0 (+ nothing else)
 QUEUES = """
@@ -37,14 +43,10 @@ async def ran(bus, op_id: str, seconds: float) -> None:
 
 
 async def why_code(client: Client, op_id: str, code: str, timeout: float = 10.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
+    async def waiting() -> object:
         answer = await client.why(op_id)
-        if any(r.code == code for r in answer.reasons):
-            return answer
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"{op_id} is not waiting for {code}: {answer}")
-        await asyncio.sleep(0.1)
+        return answer if any(r.code == code for r in answer.reasons) else None
+    return await eventually(waiting, f"{op_id} waiting with reason {code}", timeout)
 
 
 async def test_a_finished_attempt_records_its_actual_cost(stack_factory, bus, events, tmp_path):

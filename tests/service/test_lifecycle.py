@@ -7,8 +7,15 @@ import msgspec
 
 from opsched.client import Client
 from proto.events import (
-    OperationAdmitted, OperationApproved, OperationFailed, OperationOnHold, OperationRejected, OperationSkipped,
-    OperationStopped, OperationSucceeded, RetryScheduled,
+    OperationAdmitted,
+    OperationApproved,
+    OperationFailed,
+    OperationOnHold,
+    OperationRejected,
+    OperationSkipped,
+    OperationStopped,
+    OperationSucceeded,
+    RetryScheduled,
 )
 from tests.builders import op
 

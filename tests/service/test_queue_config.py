@@ -1,26 +1,20 @@
 """The queue configuration changes without a restart: from its file, or by a command on the bus."""
 from __future__ import annotations
 
-import asyncio
-import time
-
 from opsched.client import Client
 from proto.events import ErrorRaised, OperationAdmitted, OperationRejected
-from proto.queues import Queue, QueuesConfig, ResourceQuota, FlavorQuota
+from proto.queues import FlavorQuota, Queue, QueuesConfig, ResourceQuota
 from tests.builders import op
+from tests.waiting import eventually
 
 ONE = "defaultQueue: a\nqueues:\n  - {name: a}\n"
 TWO = "defaultQueue: a\nqueues:\n  - {name: a}\n  - {name: b, concurrency: 1}\n"
 
 
 async def until_queues(client: Client, names: list[str], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        current = [q.name for q in (await client.queues()).queues]
-        if sorted(current) == sorted(names):
-            return
-        assert time.monotonic() < deadline, f"queues stayed {current}, expected {names}"
-        await asyncio.sleep(0.1)
+    async def in_force() -> bool:
+        return sorted(q.name for q in (await client.queues()).queues) == sorted(names)
+    await eventually(in_force, f"queues {names} in force", timeout)
 
 
 async def test_editing_the_queues_file_takes_effect_without_a_restart(stack_factory, bus, events, tmp_path):

@@ -5,9 +5,13 @@ from datetime import datetime, timezone
 
 from opsched.client import Client
 from proto.events import (
-    OperationAdmitted, OperationFailed, OperationResumed, OperationStopped, OperationSubmitted,
+    ErrorRaised,
+    OperationAdmitted,
+    OperationFailed,
+    OperationResumed,
+    OperationStopped,
+    OperationSubmitted,
 )
-from proto.events import ErrorRaised
 from tests.builders import op
 
 

@@ -9,11 +9,21 @@ from proto import codec, subjects
 from proto.commands import SubmitOperation
 from proto.events import ErrorRaised
 from proto.schedules import (
-    CreateSchedule, DeleteSchedule, ScheduleCreated, ScheduleDeleted, ScheduleEvent, ScheduleFinished,
-    ScheduleFired, ScheduleSpec,
+    CreateSchedule,
+    DeleteSchedule,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleEvent,
+    ScheduleFinished,
+    ScheduleFired,
+    ScheduleSpec,
 )
 from services.admission.schedules import (
-    Schedules, on_create, on_delete, run_schedules, submitter,
+    Schedules,
+    on_create,
+    on_delete,
+    run_schedules,
+    submitter,
 )
 from services.runtime.clock import FakeClock
 from services.runtime.service import Context, Service

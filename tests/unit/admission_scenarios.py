@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from proto.events import OperationAdmitted
-from services.admission import cycle
 from proto.queues import Queue as QueueConfig
 from proto.queues import QueuesConfig
+from services.admission import cycle
 from services.admission.queues import Book, compile_book
 from services.admission.state import AdmissionState
 from tests.builders import T0, gates_cleared, op, submitted

@@ -6,14 +6,28 @@ import dataclasses
 from datetime import datetime
 
 from kubernetes.client import (
-    V1Container, V1ContainerState, V1ContainerStateTerminated, V1ContainerStatus, V1ObjectMeta, V1Pod, V1PodSpec,
+    V1Container,
+    V1ContainerState,
+    V1ContainerStateTerminated,
+    V1ContainerStatus,
+    V1ObjectMeta,
+    V1Pod,
+    V1PodSpec,
     V1PodStatus,
 )
 
 from services.dispatcher.gang import GANG_TIMEOUT, PodView
 from services.dispatcher.podspec import (
-    ANNOTATION_EVICTED, ANNOTATION_PREEMPT_REASON, ANNOTATION_PREEMPTED_BY, ANNOTATION_STOPPED, LABEL_ATTEMPT,
-    LABEL_GANG_SIZE, LABEL_OP, LABEL_REPLICA, MANAGED_BY, MANAGER,
+    ANNOTATION_EVICTED,
+    ANNOTATION_PREEMPT_REASON,
+    ANNOTATION_PREEMPTED_BY,
+    ANNOTATION_STOPPED,
+    LABEL_ATTEMPT,
+    LABEL_GANG_SIZE,
+    LABEL_OP,
+    LABEL_REPLICA,
+    MANAGED_BY,
+    MANAGER,
 )
 from services.runtime.settings import Settings
 from tests.builders import T0, t

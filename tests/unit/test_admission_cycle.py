@@ -4,16 +4,28 @@ from __future__ import annotations
 import pytest
 
 from proto.events import OperationAdmitted, OperationSucceeded
+from proto.queues import Queue as QueueConfig
+from proto.queues import QueuesConfig
 from services.admission import cycle
 from services.admission.policies.concurrency import free_slots
 from services.admission.policies.ordering import sort_key
-from proto.queues import Queue as QueueConfig
-from proto.queues import QueuesConfig
 from services.admission.queues import compile_book
 from services.admission.state import AdmissionState, Status
 from tests.builders import (
-    T0, cache_hit, cache_missed, case, case_name, cost_estimated, dispatched, failed, op, running, stopped, submitted,
-    succeeded, t,
+    T0,
+    cache_hit,
+    cache_missed,
+    case,
+    case_name,
+    cost_estimated,
+    dispatched,
+    failed,
+    op,
+    running,
+    stopped,
+    submitted,
+    succeeded,
+    t,
 )
 from tests.unit.admission_scenarios import NS, admitted_ids, decide, fold, queues, ready
 

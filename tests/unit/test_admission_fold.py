@@ -6,8 +6,20 @@ import pytest
 from proto.events import CacheHit, CacheMissed, CostEstimated
 from services.admission.state import Status
 from tests.builders import (
-    admitted, cache_hit, cache_missed, case, case_name, cost_estimated, dispatched, failed, op, rejected, running,
-    submitted, succeeded, t,
+    admitted,
+    cache_hit,
+    cache_missed,
+    case,
+    case_name,
+    cost_estimated,
+    dispatched,
+    failed,
+    op,
+    rejected,
+    running,
+    submitted,
+    succeeded,
+    t,
 )
 from tests.unit.admission_scenarios import fold, ready, snapshot
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from proto.events import OperationAdmitted, OperationRejected, OperationStopped, OperationSubmitted, StopRequested
+from proto.events import (
+    OperationAdmitted,
+    OperationRejected,
+    OperationStopped,
+    OperationSubmitted,
+    StopRequested,
+)
 from services.admission.handlers import on_stop, on_submit
 from services.admission.state import AdmissionState, Status
 from services.runtime import logging as oplog
@@ -13,8 +19,21 @@ from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import (
-    T0, admitted, cache_hit, case, case_name, dispatched, failed, gates_cleared, op, running, stop, submit, submitted,
-    succeeded, t,
+    T0,
+    admitted,
+    cache_hit,
+    case,
+    case_name,
+    dispatched,
+    failed,
+    gates_cleared,
+    op,
+    running,
+    stop,
+    submit,
+    submitted,
+    succeeded,
+    t,
 )
 from tests.unit.admission_scenarios import NS, admitted_ids, decide, fold, queues, ready
 

@@ -11,7 +11,19 @@ from proto.queues import Aging
 from services.admission import cycle
 from services.admission.policies.aging import PendingQueue, effective
 from services.admission.state import AdmissionState, Status
-from tests.builders import T0, book, case, case_name, configure_aging, fold, op, queue, queued, succeeded, t
+from tests.builders import (
+    T0,
+    book,
+    case,
+    case_name,
+    configure_aging,
+    fold,
+    op,
+    queue,
+    queued,
+    succeeded,
+    t,
+)
 
 MIN = 60.0
 

@@ -13,7 +13,19 @@ from services.admission.cycle import decide
 from services.admission.policies import budgets, preemption
 from services.admission.policies.admit import ADMIT, WAIT, evaluate
 from services.admission.snapshot import Snapshot
-from tests.builders import T0, admitted, book, case, case_name, cache_missed, fold, op, queue, submitted, t
+from tests.builders import (
+    T0,
+    admitted,
+    book,
+    cache_missed,
+    case,
+    case_name,
+    fold,
+    op,
+    queue,
+    submitted,
+    t,
+)
 
 
 def recorded(op_id: str, amount: float, *, at=T0, queue_name: str = "a", project: str = "vision",

@@ -9,8 +9,23 @@ from services.admission.policies.admit import ADMIT, WAIT, evaluate
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState, Status
 from tests.builders import (
-    GPU, GPU_PRODUCT, book, case, case_name, dispatched, fold, gpu_flavor, node, node_removed, op, queue, queued,
-    running, succeeded, t, taint,
+    GPU,
+    GPU_PRODUCT,
+    book,
+    case,
+    case_name,
+    dispatched,
+    fold,
+    gpu_flavor,
+    node,
+    node_removed,
+    op,
+    queue,
+    queued,
+    running,
+    succeeded,
+    t,
+    taint,
 )
 
 NS = "opsched"

@@ -6,7 +6,17 @@ import pytest
 
 from services.admission.policies.capacity import Capacity, NodeInfo, describe, tolerates
 from services.admission.policies.flavors import candidates, combos, placement
-from tests.builders import GPU, GPU_PRODUCT, book, case, case_name, gpu_flavor, node, queue, taint
+from tests.builders import (
+    GPU,
+    GPU_PRODUCT,
+    book,
+    case,
+    case_name,
+    gpu_flavor,
+    node,
+    queue,
+    taint,
+)
 
 GPU_QUEUE = book(queue("gpu", gpus={"h100": 2, "a100": 4, "default": 8}),
                  flavors=[gpu_flavor("spot-a100", "A100", **{"cloud/spot": "true"})])

@@ -9,7 +9,19 @@ from services.admission import cycle, queries
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState, Status
 from tests.builders import (
-    GPU, book, case, case_name, evicted, fold, node, op, queue, queued, running, succeeded, t,
+    GPU,
+    book,
+    case,
+    case_name,
+    evicted,
+    fold,
+    node,
+    op,
+    queue,
+    queued,
+    running,
+    succeeded,
+    t,
 )
 
 NS = "opsched"

@@ -4,8 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from proto.events import OperationFailed, OperationPreempted, OperationRunning, OperationSucceeded
-from services.dispatcher.gang import DELETED_REASON, EVICTED, GANG_FAILED, PREEMPTED, STOPPED, assess, release_of
+from proto.events import (
+    OperationFailed,
+    OperationPreempted,
+    OperationRunning,
+    OperationSucceeded,
+)
+from services.dispatcher.gang import (
+    DELETED_REASON,
+    EVICTED,
+    GANG_FAILED,
+    PREEMPTED,
+    STOPPED,
+    assess,
+    release_of,
+)
 from services.dispatcher.podspec import ANNOTATION_EVICTED
 from tests.builders import T0, case, case_name, t
 from tests.unit.gang_pods import PREEMPTED_BY, STOPPED_ANN, TIMEOUT_ANN, gang, gone, pod

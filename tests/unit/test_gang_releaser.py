@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from proto.events import OperationEvicted, OperationPreempted, OperationStopped, PreemptRequested, StopRequested
+from proto.events import (
+    OperationEvicted,
+    OperationPreempted,
+    OperationStopped,
+    PreemptRequested,
+    StopRequested,
+)
 from services.dispatcher.gang import GANG_TIMEOUT
 from services.dispatcher.preempt import Releaser, check_gangs
 from services.runtime.clock import FakeClock

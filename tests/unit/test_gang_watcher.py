@@ -7,7 +7,13 @@ import asyncio
 import pytest
 from kubernetes.client import V1Pod
 
-from proto.events import OperationFailed, OperationPreempted, OperationRunning, OperationSucceeded, PreemptRequested
+from proto.events import (
+    OperationFailed,
+    OperationPreempted,
+    OperationRunning,
+    OperationSucceeded,
+    PreemptRequested,
+)
 from services.dispatcher.gang import DELETED_REASON, GANG_FAILED, GANG_FINISHED
 from services.dispatcher.podspec import ANNOTATION_EVICTED, ANNOTATION_STOPPED
 from services.dispatcher.podstatus import event_for, view_of

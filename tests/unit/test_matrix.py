@@ -8,7 +8,12 @@ import pytest
 
 from opsched import cli
 from opsched.polyaxonfile import (
-    SpecError, batch_id, expand_matrix, load_polyaxonfile_batch, parse_polyaxonfile, parse_polyaxonfile_batch,
+    SpecError,
+    batch_id,
+    expand_matrix,
+    load_polyaxonfile_batch,
+    parse_polyaxonfile,
+    parse_polyaxonfile_batch,
 )
 from tests.builders import case, case_name
 

@@ -7,12 +7,25 @@ from types import SimpleNamespace
 
 import pytest
 from kubernetes.client import (
-    V1ListMeta, V1Node, V1NodeCondition, V1NodeList, V1NodeSpec, V1NodeStatus, V1ObjectMeta, V1Taint,
+    V1ListMeta,
+    V1Node,
+    V1NodeCondition,
+    V1NodeList,
+    V1NodeSpec,
+    V1NodeStatus,
+    V1ObjectMeta,
+    V1Taint,
 )
 
 from proto import codec, subjects
 from proto.cluster import NodeObserved, NodeRemoved
-from services.dispatcher.nodewatch import NodeFacts, NodeWatcher, fact_of, is_schedulable, observed
+from services.dispatcher.nodewatch import (
+    NodeFacts,
+    NodeWatcher,
+    fact_of,
+    is_schedulable,
+    observed,
+)
 from services.runtime.bus import _cloudevent
 from services.runtime.clock import FakeClock
 from tests.builders import GPU, GPU_PRODUCT, T0, case, case_name, t

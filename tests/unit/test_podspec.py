@@ -8,8 +8,19 @@ import pytest
 
 from services.dispatcher.gpu_accounting import violations
 from services.dispatcher.podspec import (
-    ANNOTATION_FLAVORS, ANNOTATION_NAME, ANNOTATION_PREEMPTED_BY, ANNOTATION_STOPPED, LABEL_ATTEMPT,
-    LABEL_BORROWING, LABEL_GANG_SIZE, LABEL_OP, LABEL_QUEUE, LABEL_REPLICA, MANAGED_BY, MANAGER, build_pod,
+    ANNOTATION_FLAVORS,
+    ANNOTATION_NAME,
+    ANNOTATION_PREEMPTED_BY,
+    ANNOTATION_STOPPED,
+    LABEL_ATTEMPT,
+    LABEL_BORROWING,
+    LABEL_GANG_SIZE,
+    LABEL_OP,
+    LABEL_QUEUE,
+    LABEL_REPLICA,
+    MANAGED_BY,
+    MANAGER,
+    build_pod,
     build_pods,
 )
 from tests.builders import GPU, GPU_PRODUCT, admitted, case, case_name, op

@@ -4,7 +4,15 @@ from __future__ import annotations
 import pytest
 
 from opsched.polyaxonfile import SpecError, load_polyaxonfile
-from tests.unit.polyaxonfile_texts import COMPONENT, OPERATION, PYTORCHJOB, component, errors_of, parse, pytorchjob
+from tests.unit.polyaxonfile_texts import (
+    COMPONENT,
+    OPERATION,
+    PYTORCHJOB,
+    component,
+    errors_of,
+    parse,
+    pytorchjob,
+)
 
 # --- invalid files ------------------------------------------------------------------------------
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 import pytest
 
 from opsched.polyaxonfile import component_hash
-from tests.unit.polyaxonfile_texts import COMPONENT, OPERATION, PYTORCHJOB, component, parse, pytorchjob
+from tests.unit.polyaxonfile_texts import (
+    COMPONENT,
+    OPERATION,
+    PYTORCHJOB,
+    component,
+    parse,
+    pytorchjob,
+)
 
 # --- component hash -----------------------------------------------------------------------------
 

@@ -5,7 +5,14 @@ import textwrap
 
 import pytest
 
-from tests.unit.polyaxonfile_texts import COMPONENT, PYTORCHJOB, component, errors_of, parse, pytorchjob
+from tests.unit.polyaxonfile_texts import (
+    COMPONENT,
+    PYTORCHJOB,
+    component,
+    errors_of,
+    parse,
+    pytorchjob,
+)
 
 # --- pytorchjob ---------------------------------------------------------------------------------
 

@@ -6,7 +6,16 @@ import pytest
 from proto.events import OperationAdmitted, PreemptRequested
 from proto.queues import Aging
 from services.admission.state import AdmissionState
-from tests.builders import GPU, book, configure_aging, fold, preempted, queue, running, t
+from tests.builders import (
+    GPU,
+    book,
+    configure_aging,
+    fold,
+    preempted,
+    queue,
+    running,
+    t,
+)
 from tests.unit.preemption_scenarios import decide, gpu_op, preemptions, start, victims
 
 # ---- aging and preemption ---------------------------------------------------------------------

@@ -2,8 +2,24 @@
 from __future__ import annotations
 
 from services.admission.state import AdmissionState, Status
-from tests.builders import evicted, fold, preempt_requested, preempted, running, succeeded, t
-from tests.unit.preemption_scenarios import Q1, admitted_ids, decide, gpu_op, preemptions, start, victims
+from tests.builders import (
+    evicted,
+    fold,
+    preempt_requested,
+    preempted,
+    running,
+    succeeded,
+    t,
+)
+from tests.unit.preemption_scenarios import (
+    Q1,
+    admitted_ids,
+    decide,
+    gpu_op,
+    preemptions,
+    start,
+    victims,
+)
 
 # ---- folding ----------------------------------------------------------------------------------
 

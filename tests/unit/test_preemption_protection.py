@@ -6,8 +6,28 @@ import pytest
 
 from services.admission import cycle
 from services.admission.state import AdmissionState
-from tests.builders import book, case, case_name, evicted, fold, node, preempted, queue, running, t
-from tests.unit.preemption_scenarios import Q1, admitted_ids, codes, decide, gpu_op, q1, start, victims
+from tests.builders import (
+    book,
+    case,
+    case_name,
+    evicted,
+    fold,
+    node,
+    preempted,
+    queue,
+    running,
+    t,
+)
+from tests.unit.preemption_scenarios import (
+    Q1,
+    admitted_ids,
+    codes,
+    decide,
+    gpu_op,
+    q1,
+    start,
+    victims,
+)
 
 # ---- protection: cooldown and minimum runtime ------------------------------------------------
 

@@ -6,7 +6,15 @@ import pytest
 from proto.queues import Preemption
 from services.admission.state import AdmissionState, Status
 from tests.builders import book, case, case_name, fold, preempted, queue, t
-from tests.unit.preemption_scenarios import admitted_ids, codes, decide, gpu_op, preemptions, start, victims
+from tests.unit.preemption_scenarios import (
+    admitted_ids,
+    codes,
+    decide,
+    gpu_op,
+    preemptions,
+    start,
+    victims,
+)
 
 # ---- reclaiming lent quota --------------------------------------------------------------------
 

@@ -6,10 +6,32 @@ import pytest
 
 from services.admission.state import AdmissionState, Status
 from tests.builders import (
-    book, cache_missed, case, case_name, cost_estimated, evicted, fold, op, preempted, queue, submitted, succeeded, t,
+    book,
+    cache_missed,
+    case,
+    case_name,
+    cost_estimated,
+    evicted,
+    fold,
+    op,
+    preempted,
+    queue,
+    submitted,
+    succeeded,
+    t,
 )
 from tests.unit.preemption_scenarios import (
-    NS, Q1, Q2, admitted_ids, codes, decide, gpu_op, preemptions, q1, start, victims,
+    NS,
+    Q1,
+    Q2,
+    admitted_ids,
+    codes,
+    decide,
+    gpu_op,
+    preemptions,
+    q1,
+    start,
+    victims,
 )
 
 # ---- the whole round trip ---------------------------------------------------------------------

@@ -17,7 +17,20 @@ from services.runtime.clock import FakeClock
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import (
-    GPU, T0, book, case, case_name, fold, gates_cleared, node, op, queue, queued, running, submit, t,
+    GPU,
+    T0,
+    book,
+    case,
+    case_name,
+    fold,
+    gates_cleared,
+    node,
+    op,
+    queue,
+    queued,
+    running,
+    submit,
+    t,
 )
 
 FAIR = FairSharing(enabled=True)

@@ -8,7 +8,18 @@ from services.admission.policies.admit import ADMIT, BORROW, WAIT, evaluate
 from services.admission.policies.quota import Fit, borrowed, check
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState
-from tests.builders import GPU, GPU_PRODUCT, book, case, case_name, fold, op, queue, queued, quota
+from tests.builders import (
+    GPU,
+    GPU_PRODUCT,
+    book,
+    case,
+    case_name,
+    fold,
+    op,
+    queue,
+    queued,
+    quota,
+)
 
 H100 = (GPU, "h100")
 

@@ -11,8 +11,14 @@ import pytest
 from opsched.polyaxonfile import SpecError, parse_polyaxonfile_with_schedule
 from proto import codec, subjects
 from proto.schedules import (
-    CreateSchedule, DeleteSchedule, ScheduleCreated, ScheduleDeleted, ScheduleFinished, ScheduleFired,
-    ScheduleSpec, run_op_id,
+    CreateSchedule,
+    DeleteSchedule,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleFinished,
+    ScheduleFired,
+    ScheduleSpec,
+    run_op_id,
 )
 from proto.schema_snapshots import SCHEDULE_SCHEMA_DIR, render_schedules
 from services.admission import cron

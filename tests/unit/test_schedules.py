@@ -11,11 +11,23 @@ import pytest
 from proto import codec, subjects
 from proto.commands import SubmitOperation
 from proto.schedules import (
-    CreateSchedule, DeleteSchedule, ScheduleCreated, ScheduleDeleted, ScheduleFinished, ScheduleFired, ScheduleSpec,
+    CreateSchedule,
+    DeleteSchedule,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleFinished,
+    ScheduleFired,
+    ScheduleSpec,
 )
 from services.admission.records import Status
 from services.admission.schedules import (
-    Schedules, fire_due, on_create, on_delete, run_schedules, run_status, submitter,
+    Schedules,
+    fire_due,
+    on_create,
+    on_delete,
+    run_schedules,
+    run_status,
+    submitter,
 )
 from services.runtime.bus import default_msg_id, subject_for
 from services.runtime.clock import FakeClock

@@ -4,7 +4,11 @@ from __future__ import annotations
 import pytest
 
 from opsched.localcluster.nodes import (
-    ATTEMPT_LABEL, EXIT_CODE_ANNOTATION, EXIT_CODES_ANNOTATION, RUNTIME_ANNOTATION, pod_behaviour,
+    ATTEMPT_LABEL,
+    EXIT_CODE_ANNOTATION,
+    EXIT_CODES_ANNOTATION,
+    RUNTIME_ANNOTATION,
+    pod_behaviour,
 )
 from tests.builders import case, case_name
 

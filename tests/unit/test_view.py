@@ -3,12 +3,26 @@ from __future__ import annotations
 
 import pytest
 
+from opsched.view import OpsView, table
 from proto import codec
 from proto.events import ErrorRaised
-from opsched.view import OpsView, table
 from tests.builders import (
-    T0, admitted, cache_hit, case, case_name, cost_estimated, dispatched, failed, gates_cleared, op, rejected,
-    running, stop_requested, stopped, submitted, succeeded,
+    T0,
+    admitted,
+    cache_hit,
+    case,
+    case_name,
+    cost_estimated,
+    dispatched,
+    failed,
+    gates_cleared,
+    op,
+    rejected,
+    running,
+    stop_requested,
+    stopped,
+    submitted,
+    succeeded,
 )
 
 SPEC = op("train").queue("gpu-a").gpus(2).build()

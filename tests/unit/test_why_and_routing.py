@@ -14,8 +14,22 @@ from services.runtime.clock import FakeClock
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import (
-    GPU, T0, book, cache_missed, case, case_name, cost_estimated, fold, op, queue, queued, submit, submitted,
-    quota, succeeded, t,
+    GPU,
+    T0,
+    book,
+    cache_missed,
+    case,
+    case_name,
+    cost_estimated,
+    fold,
+    op,
+    queue,
+    queued,
+    quota,
+    submit,
+    submitted,
+    succeeded,
+    t,
 )
 
 NS = "opsched"

@@ -1,0 +1,23 @@
+"""Waiting for a condition that no event announces (a query answer, an API-server object, a KV
+entry): ask again until it holds, and fail with what was last seen after ``timeout`` seconds."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+async def eventually(check: Callable[[], Awaitable[T]], what: str, timeout: float = 10.0,
+                     interval: float = 0.1) -> T:
+    """The first truthy result of ``check``; AssertionError after ``timeout``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last seen: {value!r})")
+        await asyncio.sleep(interval)
