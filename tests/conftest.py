@@ -2,11 +2,14 @@
 
 CI sets OPSCHED_REQUIRE_INTEGRATION=1: then the run fails if any integration test was skipped
 (tests marked ``docker`` may skip: this machine has no Docker engine).
+Every admission cycle in the tests checks its tracked snapshot against one built afresh.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+os.environ.setdefault("OPSCHED_VERIFY_SNAPSHOT", "1")  # before services are imported
 
 import pytest
 

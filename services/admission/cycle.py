@@ -12,6 +12,7 @@ Each decision is assumed in state and snapshot at once; the caller publishes.
 """
 from __future__ import annotations
 
+import os
 from datetime import datetime
 
 from proto.events import (
@@ -21,15 +22,17 @@ from proto.events import (
 from proto.failures import is_infrastructure
 from proto.naming import pod_name, pod_names
 from proto.queries import PendingReason
+from services.admission import parking
 from services.admission.policies import aging, approval, budgets, preemption
 from services.admission.policies.retries import retry_delay
 from services.admission.policies.admit import ADMIT, BORROW, UNFITTABLE, WAIT, Verdict, evaluate
 from services.admission.policies.fairshare import queue_order, share_of
 from services.admission.queues import Book
-from services.admission.snapshot import Snapshot
+from services.admission.snapshot import Snapshot, Tracker, same
 from services.admission.state import AdmissionState, OpRecord, Status
 
 CACHE_HIT_REASON = "cache_hit"
+VERIFY = os.environ.get("OPSCHED_VERIFY_SNAPSHOT") == "1"  # tests: compare the tracked snapshot with a build
 LOOKAHEAD = 16
 PREEMPTION_PLANS_PER_CYCLE = 4
 
@@ -37,11 +40,19 @@ PREEMPTION_PLANS_PER_CYCLE = 4
 class Cycle:
     def __init__(self, state: AdmissionState, book: Book, now: datetime, namespace: str) -> None:
         self.state, self.book, self.now, self.namespace = state, book, now, namespace
-        self.snap = Snapshot.build(state, book, now)
+        if state.scoped_book is not book:
+            state.configure_scopes(book, {q.name: q.cohort for q in book.config.queues if q.cohort})
+        if not isinstance(state.tracker, Tracker):
+            state.tracker = Tracker(state)
+        self.snap = state.tracker.current(book, now)
+        if VERIFY:
+            differences = same(self.snap, Snapshot.build(state, book, now))
+            assert not differences, f"tracked snapshot drifted: {differences}"
         self.decisions: list[Event] = []
         self.plans_left = PREEMPTION_PLANS_PER_CYCLE
 
     def run(self) -> list[Event]:
+        self.state.due(self.now)  # a back-off or budget window that ended un-parks every queue
         fair = self.book.config.fair_sharing
         if fair.enabled:
             self.state.usage_history.advance(self.now, self.snap.usage, fair.half_life_seconds)
@@ -51,7 +62,10 @@ class Cycle:
         self._nominated()
         borrowers: list[OpRecord] = []
         for queue in queue_order(self.book, self.snap, self.state):
-            self._walk_queue(queue, borrowers)
+            if not parking.skip(self.state, queue, self.now):
+                self._walk_queue(queue, borrowers)
+            elif queue in self.state.starved:
+                self.snap.starved.add(queue)  # still waiting for its lent quota
         self._admit_borrowers(borrowers)
         return self.decisions
 
@@ -112,13 +126,13 @@ class Cycle:
                 op.blocked = [PendingReason(code="waiting_for_victims", message=(
                     f"waiting for {len(victims)} preempted op(s) to terminate: {', '.join(sorted(victims))}"))]
             else:
-                self.snap.release_held(op_id)
+                self.state.release_ghosts(op_id)  # the room held for it is its to take now
                 if not self._decide(op, evaluate(op, self.snap, allow_borrow=True)):
                     self.state.drop_nomination(op_id)  # still no room: back to the normal order
 
     def _walk_queue(self, queue: str, borrowers: list[OpRecord]) -> None:
         kept: list[tuple[OpRecord, Verdict]] = []
-        set_aside = 0
+        set_aside = decided = 0
         while len(kept) + set_aside < LOOKAHEAD:
             op = self.state.pop_next(queue, self.now)
             if op is None:
@@ -128,34 +142,41 @@ class Cycle:
                 continue
             verdict = evaluate(op, self.snap, allow_borrow=False)
             if self._decide(op, verdict):
+                decided += 1
                 continue
             if verdict.outcome == BORROW:
                 borrowers.append(op)
                 set_aside += 1
                 continue
-            self._maybe_preempt(op, verdict)
+            decided += self._maybe_preempt(op, verdict)
             kept.append((op, verdict))
             if verdict.queue_blocked:
                 break
+        starved = any(r.code == "quota_lent_out" for _, verdict in kept for r in verdict.reasons)
+        if starved:
+            self.snap.starved.add(queue)  # its cohort lends nothing more until this op runs
+        self.state.set_starved(queue, starved)
         for op, verdict in kept:
-            if any(r.code == "quota_lent_out" for r in verdict.reasons):
-                self.snap.starved.add(queue)  # its cohort lends nothing more until this op runs
             self._keep_waiting(op, verdict)
+        if not decided and not set_aside:
+            parking.park(self.state, self.book, queue, kept, self.now)
 
-    def _maybe_preempt(self, op: OpRecord, verdict: Verdict) -> None:
+    def _maybe_preempt(self, op: OpRecord, verdict: Verdict) -> bool:
+        """Plan a preemption for ``op`` when its reasons allow; True when victims were asked to go."""
         if self.plans_left <= 0 or not preemption.worth_trying([r.code for r in verdict.reasons]):
-            return
+            return False
         self.plans_left -= 1
         priority = float(op.priority)  # base priority: aging orders the queue, it never preempts
         victims = preemption.plan(op, self.snap, preemption.candidates(op, priority, self.state, self.snap, self.now))
         if not victims:
-            return
+            return False
         for victim in victims:
             event = _preempt(victim, op, priority, self.now)
             self.state.apply(event)
             self.decisions.append(event)
         verdict.reasons = [PendingReason(code="waiting_for_victims", message=(
             f"preempting {len(victims)} op(s) to make room: {', '.join(v.op.op_id for v in victims)}"))]
+        return True
 
     def _decide(self, op: OpRecord, verdict: Verdict) -> bool:
         """Admit or reject ``op`` if the verdict says so; True when a decision was made."""
@@ -172,8 +193,7 @@ class Cycle:
                                      message="; ".join(dict.fromkeys(r.message for r in verdict.reasons)))
         if verdict.outcome not in (ADMIT, BORROW) or (verdict.outcome == BORROW and not verdict.flavors):
             return None  # waiting, or the "fits only by borrowing" marker of the first pass
-        op.flavors = dict(verdict.flavors)
-        self.snap.assume(op, verdict.nodes)
+        op.flavors, op.assumed_nodes = dict(verdict.flavors), verdict.nodes  # counted when applied
         queue = self.book.queues[op.queue]
         return OperationAdmitted(
             op_id=op.op_id, at=self.now, attempt=op.attempt, spec=op.spec, queue=op.queue,

@@ -74,6 +74,7 @@ class OpRecord:
     retries_used: int = 0  # own (application) failures so far
     infra_failures: int = 0
     attempts: list = field(default_factory=list)  # (attempt, how it ended, reason) per finished attempt
+    assumed_nodes: list[str] | None = None  # where the cycle that admitted it placed its pods
 
     @property
     def since(self) -> datetime:
@@ -105,4 +106,13 @@ class Ghost:
 class QueueState:
     pending: PendingQueue = field(default_factory=PendingQueue)  # QUEUED ops, lazily deleted
     active: set[str] = field(default_factory=set)
+    by_priority: dict[float, set[str]] = field(default_factory=dict)  # active ops by admitted priority
     waiting: int = 0  # submitted, not yet admitted nor ended (for maxQueued)
+
+
+@dataclass(frozen=True)
+class Park:
+    """A parked queue (see ``services.admission.parking``): what it waits on, and until when at most."""
+
+    deps: dict[str, int]  # generation key -> its value when the queue was parked
+    until: datetime | None = None

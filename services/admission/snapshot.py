@@ -1,5 +1,8 @@
 """What one cycle decides on: running counts, cost in use, quota usage and free node capacity,
-aggregated from the active ops (bounded by what runs, never by the pending depth)."""
+aggregated from the active ops (bounded by what runs, never by the pending depth).
+
+``Tracker`` keeps one snapshot up to date as ops start and end (the state tells it), so a cycle does
+not rebuild it: only a node change rebuilds it, once. ``same`` compares it with a fresh build."""
 from __future__ import annotations
 
 import copy
@@ -25,7 +28,6 @@ class Snapshot:
     usage: Usage = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
     starved: set[str] = field(default_factory=set)  # queues with ops waiting for their own lent quota
     placed: dict[str, list[str]] = field(default_factory=dict)  # op -> node of each pod (as assumed)
-    held: dict[str, list[Ghost]] = field(default_factory=dict)  # preemptor -> room held for it
     batch_running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     spend: Spend = field(default_factory=Spend)  # actual spend per budget window (shared, read-only)
     committed: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # expected of active ops
@@ -45,13 +47,12 @@ class Snapshot:
             nodes = snap.capacity.place(op.pods, selector_of(op), tolerations_of(op)) or []
             snap.placed[op.op_id] = nodes
             snap.capacity.take_all(nodes, op.pods)
-        for preemptor, ghosts in state.ghosts.items():
+        for ghosts in state.ghosts.values():
             for ghost in ghosts:
-                snap._hold(ghost, +1)
-            snap.held[preemptor] = list(ghosts)
+                snap.hold(ghost, +1)
         return snap
 
-    def _hold(self, ghost: Ghost, sign: int) -> None:
+    def hold(self, ghost: Ghost, sign: int) -> None:
         """Room a preempted victim left, held for its preemptor (as if the victim still ran)."""
         self.running[ghost.queue] += sign
         self.cost_used[ghost.queue] += sign * ghost.estimate
@@ -59,11 +60,6 @@ class Snapshot:
             self.usage[ghost.queue][(resource, flavor)] += sign * ghost.request.get(resource, 0.0)
         if ghost.node and len(ghost.pods) == 1:
             (self.capacity.take if sign > 0 else self.capacity.give_back)(ghost.node, ghost.pods[0])
-
-    def release_held(self, preemptor: str) -> None:
-        """Give the preemptor the room held for it, just before it is evaluated."""
-        for ghost in self.held.pop(preemptor, []):
-            self._hold(ghost, -1)
 
     def _count(self, op: OpRecord, sign: int) -> None:
         self.running[op.queue] += sign
@@ -81,11 +77,25 @@ class Snapshot:
             money, gpu = self.committed.get(key, (0.0, 0.0))
             self.committed[key] = (money + sign * op.estimate, gpu + sign * gpu_hours)
 
-    def assume(self, op: OpRecord, nodes: list[str] | None) -> None:
-        """Count an op just admitted (its flavors already set on the record)."""
+    def assume(self, op: OpRecord, nodes: list[str] | None = None) -> None:
+        """Count an op that became active (its flavors set on the record), where its pods are: its
+        node, else where the cycle that admitted it placed them, else first-fit now."""
         self._count(op, +1)
+        if op.node and len(op.pods) == 1:
+            nodes = [op.node]
+        elif nodes is None and self.capacity.known:
+            nodes = self.capacity.place(op.pods, selector_of(op), tolerations_of(op))
         self.placed[op.op_id] = list(nodes or [])
         self.capacity.take_all(nodes, op.pods)
+
+    def locate(self, op: OpRecord) -> None:
+        """An active op's node became known: its pod is there, not where it was assumed."""
+        if len(op.pods) != 1 or op.op_id not in self.placed:
+            return
+        for node, pod in zip(self.placed[op.op_id], op.pods):
+            self.capacity.give_back(node, pod)
+        self.placed[op.op_id] = [op.node] if op.node else []
+        self.capacity.take_all(self.placed[op.op_id], op.pods)
 
     def release(self, op: OpRecord) -> None:
         """Take an active op out (to simulate preempting it)."""
@@ -105,3 +115,66 @@ def selector_of(op: OpRecord) -> dict[str, str]:
 def tolerations_of(op: OpRecord) -> list:
     return list(op.spec.environment.tolerations) + [t for t in op.tolerations
                                                     if t not in op.spec.environment.tolerations]
+
+
+class Tracker:
+    """The snapshot of the ops active now, changed as they start and end instead of rebuilt."""
+
+    def __init__(self, state: AdmissionState) -> None:
+        self.state = state
+        self.snap: Snapshot | None = None
+
+    def current(self, book: Book, now: datetime | None) -> Snapshot:
+        if self.snap is None:
+            self.snap = Snapshot.build(self.state, book, now)
+        self.snap.book, self.snap.now, self.snap.starved = book, now, set()
+        return self.snap
+
+    def invalidate(self) -> None:
+        """The nodes changed: the next cycle builds afresh."""
+        self.snap = None
+
+    def activated(self, op: OpRecord, active: bool) -> None:
+        if self.snap is not None:
+            self.snap.assume(op, op.assumed_nodes) if active else self.snap.release(op)
+
+    def located(self, op: OpRecord) -> None:
+        if self.snap is not None:
+            self.snap.locate(op)
+
+    def held(self, ghost: Ghost, sign: int) -> None:
+        if self.snap is not None:
+            self.snap.hold(ghost, sign)
+
+
+def same(a: Snapshot, b: Snapshot) -> list[str]:
+    """Where two snapshots differ (counts, usage, commitments, free capacity); empty when alike."""
+    out = []
+    for name in ("running", "cost_used", "batch_running"):
+        if _nonzero(getattr(a, name)) != _nonzero(getattr(b, name)):
+            out.append(f"{name}: {_nonzero(getattr(a, name))} != {_nonzero(getattr(b, name))}")
+    ua, ub = ({k: v for k, v in ((k, _nonzero(v)) for k, v in u.items()) if v} for u in (a.usage, b.usage))
+    if ua != ub:
+        out.append(f"usage: {ua} != {ub}")
+    if _nonzero(_total(a.capacity.free)) != _nonzero(_total(b.capacity.free)):  # placements may differ
+        out.append(f"free: {_total(a.capacity.free)} != {_total(b.capacity.free)}")
+    committed = {k: (_r(m), _r(g)) for k, (m, g) in a.committed.items() if _r(m) or _r(g)}
+    if committed != {k: (_r(m), _r(g)) for k, (m, g) in b.committed.items() if _r(m) or _r(g)}:
+        out.append(f"committed: {a.committed} != {b.committed}")
+    return out
+
+
+def _total(free: dict[str, dict[str, float]]) -> dict[str, float]:
+    out: dict[str, float] = defaultdict(float)
+    for resources in free.values():
+        for resource, amount in resources.items():
+            out[resource] += amount
+    return out
+
+
+def _nonzero(values: dict) -> dict:
+    return {k: _r(v) for k, v in values.items() if _r(v)}
+
+
+def _r(value: float) -> float:
+    return round(value, 6)

@@ -18,7 +18,7 @@ from proto.events import (
 from proto.failures import is_infrastructure, will_retry
 from proto.resources import requested
 from services.admission.policies.capacity import NodeInfo
-from services.admission.records import Ghost, OpRecord, QueueState, Status
+from services.admission.records import Ghost, OpRecord, Park, QueueState, Status
 from services.admission.spend import Spend
 from services.admission.usage_history import UsageHistory
 
@@ -39,12 +39,36 @@ class AdmissionState:
         self.aging: dict[str, tuple[float, float]] = {}  # queue -> (per minute, cap), from the config
         self.usage_history = UsageHistory()  # for usage-history fair sharing (not replayed: it decays)
         self.spend = Spend()  # actual cost per budget window (from cost_recorded)
+        self.gens: dict[str, int] = {}  # what parked queues wait on -> how often it changed (see parking)
+        self.parked: dict[str, Park] = {}  # queues a cycle may skip until a generation they wait on moves
+        self.scopes: dict[str, str] = {}  # queue -> its cohort (from the configuration in force)
+        self.starved: set[str] = set()  # queues whose ops wait for quota they lent out (cohort stops lending)
+        self.scoped_book: object | None = None  # the compiled configuration the scopes come from
+        self.tracker = NoTracker()  # told of every change of what runs (the cycle's snapshot)
 
     def due(self, now: datetime) -> bool:
         """Has a back-off ended since the last cycle? (Then run one even if nothing happened.)"""
         ended = [t for t in self.timers if t <= now]
         self.timers = [t for t in self.timers if t > now]
+        if ended:
+            self.parked.clear()  # a back-off or a budget window ended: look at every queue again
         return bool(ended)
+
+    def configure_scopes(self, book: object, cohorts: dict[str, str]) -> None:
+        """The queues' cohorts under a new configuration; every queue is looked at again."""
+        self.scoped_book, self.scopes = book, dict(cohorts)
+        self.parked.clear()
+
+    def scope_key(self, queue: str) -> str:
+        return f"scope:{self.scopes.get(queue) or queue}"
+
+    def bump(self, key: str) -> None:
+        self.gens[key] = self.gens.get(key, 0) + 1
+
+    def set_starved(self, queue: str, starved: bool) -> None:
+        if starved != (queue in self.starved):
+            (self.starved.add if starved else self.starved.discard)(queue)
+            self.bump(self.scope_key(queue))
 
     def configure_aging(self, aging: dict[str, tuple[float, float]], now: datetime) -> None:
         self.aging = dict(aging)
@@ -53,9 +77,15 @@ class AdmissionState:
 
     def observe(self, event: ClusterEvent) -> bool:
         if isinstance(event, NodeObserved):
-            self.nodes[event.node] = NodeInfo.of(event)
-            return True
-        return self.nodes.pop(event.node, None) is not None
+            info = NodeInfo.of(event)
+            if self.nodes.get(event.node) == info:
+                return False
+            self.nodes[event.node] = info
+        elif self.nodes.pop(event.node, None) is None:
+            return False
+        self.bump("capacity")
+        self.tracker.invalidate()
+        return True
 
     def queue(self, name: str) -> QueueState:
         q = self.queues.get(name)
@@ -70,7 +100,10 @@ class AdmissionState:
         if isinstance(event, OperationSubmitted):
             return self._submitted(event)
         if isinstance(event, CostRecorded):
-            return self.spend.record(event)  # counts whatever its op and attempt
+            recorded = self.spend.record(event)  # counts whatever its op and attempt
+            if recorded:
+                self.bump("budget")
+            return recorded
         op = self.ops.get(event.op_id)
         if op is None or event.attempt < op.attempt:
             return False  # unknown, or news of an attempt that is over
@@ -160,6 +193,7 @@ class AdmissionState:
     def _enqueue(self, op: OpRecord, now: datetime | None = None) -> None:
         op.status = Status.QUEUED
         self.queue(op.queue).pending.push(op.op_id, op.priority, op.since, now)
+        self.parked.pop(op.queue, None)  # something new to look at
 
     def _lifecycle(self, op: OpRecord, e: Event) -> bool:
         status = _STATUS_OF.get(type(e))
@@ -174,10 +208,15 @@ class AdmissionState:
         if isinstance(e, OperationRunning):
             op.running_since = op.running_since or e.at
         op.status, op.attempt = status, e.attempt
+        located = bool(getattr(e, "node", None)) and e.node != op.node
         for attr in ("pod_name", "namespace", "node"):
             value = getattr(e, attr, None)
             if value:
                 setattr(op, attr, value)
+        if located:
+            self.bump("capacity")  # the op's pods are where the node says, no longer where assumed
+            if op.op_id in self.queue(op.queue).active:
+                self.tracker.located(op)
         op.reason = getattr(e, "reason", "") or op.reason
         self._set_active(op, status.active)
         return True
@@ -191,16 +230,39 @@ class AdmissionState:
 
     def drop_nomination(self, preemptor: str) -> None:
         self.nominated.pop(preemptor, None)
-        self.ghosts.pop(preemptor, None)
+        self.release_ghosts(preemptor)
+
+    def release_ghosts(self, preemptor: str) -> None:
+        """Let go of the room held for a preemptor (to evaluate it, or because it gave up)."""
+        for ghost in self.ghosts.pop(preemptor, []):
+            self.tracker.held(ghost, -1)
+            self.bump(self.scope_key(ghost.queue))
+            self.bump("capacity")
 
     def _set_active(self, op: OpRecord, active: bool) -> None:
         q = self.queue(op.queue)
+        if (op.op_id in q.active) != active:
+            self._changed_usage(op, active)
+            self.tracker.activated(op, active)
+            op.assumed_nodes = None
         if active:
             q.active.add(op.op_id)
+            q.by_priority.setdefault(op.admitted_priority, set()).add(op.op_id)
         else:
             q.active.discard(op.op_id)
+            for priority in [p for p, ops in q.by_priority.items() if op.op_id in ops]:
+                q.by_priority[priority].discard(op.op_id)
+                if not q.by_priority[priority]:
+                    del q.by_priority[priority]
             for victims in self.nominated.values():
                 victims.discard(op.op_id)
+
+    def _changed_usage(self, op: OpRecord, active: bool) -> None:
+        self.bump(self.scope_key(op.queue))
+        if op.spec.batch:
+            self.bump(f"batch:{op.spec.batch}")
+        if not active:
+            self.bump("capacity")
 
     def _preempt_requested(self, op: OpRecord, e: PreemptRequested) -> bool:
         if not op.status.active or op.preempted_by is not None:
@@ -217,8 +279,9 @@ class AdmissionState:
         if not isinstance(e, RetryScheduled):
             op.attempts.append((op.attempt, codec_type(e), e.reason))
         if isinstance(e, OperationPreempted) and e.preemptor in self.nominated:
-            self.ghosts.setdefault(e.preemptor, []).append(
-                Ghost(op.queue, dict(op.flavors), dict(op.request), list(op.pods), op.node, op.estimate))
+            ghost = Ghost(op.queue, dict(op.flavors), dict(op.request), list(op.pods), op.node, op.estimate)
+            self.ghosts.setdefault(e.preemptor, []).append(ghost)
+            self.tracker.held(ghost, +1)
         self._set_active(op, False)
         op.queued_at = e.at  # back of the line among equals, as Kueue requeues at eviction time
         if isinstance(e, OperationPreempted):
@@ -285,6 +348,15 @@ class AdmissionState:
             if op.status == Status.QUEUED:
                 return op
         return None
+
+
+class NoTracker:
+    """Until a cycle keeps a snapshot, nobody needs telling."""
+
+    def invalidate(self) -> None: ...
+    def activated(self, op: OpRecord, active: bool) -> None: ...
+    def located(self, op: OpRecord) -> None: ...
+    def held(self, ghost: Ghost, sign: int) -> None: ...
 
 
 _STATUS_OF = {

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proto.cluster import NodeObserved
-from proto.resources import parse_quantity
+from proto.resources import is_accelerator, parse_quantity
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -52,47 +52,76 @@ def _tolerated(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool
 
 @dataclass
 class Capacity:
+    """Free capacity per node. The nodes are fixed for its lifetime (a node change builds a new one),
+    so the nodes matching a selector are worked out once; ``open`` names the nodes with some free
+    accelerator, so placing an accelerator request on a full cluster looks only at those."""
+
     nodes: dict[str, NodeInfo]
     free: dict[str, dict[str, float]] = field(default_factory=dict)
+    open: set[str] = field(default_factory=set)
+    _matching: dict[tuple, tuple[list[str], set[str]]] = field(default_factory=dict)
+    _ever: dict[tuple, bool] = field(default_factory=dict)
 
     @classmethod
     def of(cls, nodes: dict[str, NodeInfo]) -> "Capacity":
-        return cls(nodes, {n: dict(info.allocatable) for n, info in nodes.items()})
+        cap = cls(nodes, {n: dict(info.allocatable) for n, info in nodes.items()})
+        cap.open = {n for n in nodes if _has_free_accelerator(cap.free[n])}
+        return cap
 
     @property
     def known(self) -> bool:
         return bool(self.nodes)
 
     def candidates(self, selector: dict[str, str], tolerations: list[dict[str, Any]]) -> list[NodeInfo]:
-        return [n for n in self.nodes.values()
-                if n.schedulable and selects(n, selector) and tolerates(n, tolerations)]
+        return [self.nodes[name] for name in self._match(selector, tolerations)[0]]
+
+    def _match(self, selector: dict[str, str], tolerations: list[dict[str, Any]]) -> tuple[list[str], set[str]]:
+        """Schedulable nodes the selector picks and whose taints are tolerated: by name, and as a set."""
+        key = (tuple(sorted(selector.items())), repr(tolerations))
+        found = self._matching.get(key)
+        if found is None:
+            names = sorted(n.name for n in self.nodes.values()
+                           if n.schedulable and selects(n, selector) and tolerates(n, tolerations))
+            found = self._matching[key] = (names, set(names))
+        return found
+
+    def _ordered(self, pods: list[dict[str, float]], selector: dict[str, str],
+                 tolerations: list[dict[str, Any]]) -> list[str]:
+        """The candidate nodes worth trying, by name: only open ones when every pod needs an accelerator."""
+        names, members = self._match(selector, tolerations)
+        if pods and all(_wants_accelerator(p) for p in pods) and len(self.open) < len(names):
+            return sorted(n for n in self.open if n in members)
+        return names
 
     def find(self, request: dict[str, float], selector: dict[str, str],
              tolerations: list[dict[str, Any]]) -> str | None:
         """The first node (by name) with room for the whole request now."""
-        for node in sorted(self.candidates(selector, tolerations), key=lambda n: n.name):
-            if _fits(self.free[node.name], request):
-                return node.name
-        return None
+        return next((n for n in self._ordered([request], selector, tolerations) if _fits(self.free[n], request)),
+                    None)
 
     def ever(self, request: dict[str, float], selector: dict[str, str], tolerations: list[dict[str, Any]]) -> bool:
         """Could any node take it, were it empty and schedulable (a cordoned node may come back)?"""
-        return any(_fits(n.allocatable, request) for n in self.nodes.values()
-                   if selects(n, selector) and tolerates(n, tolerations))
+        key = (tuple(sorted(request.items())), tuple(sorted(selector.items())), repr(tolerations))
+        known = self._ever.get(key)
+        if known is None:
+            known = self._ever[key] = any(_fits(n.allocatable, request) for n in self.nodes.values()
+                                          if selects(n, selector) and tolerates(n, tolerations))
+        return known
 
     def place(self, pods: list[dict[str, float]], selector: dict[str, str],
               tolerations: list[dict[str, Any]]) -> list[str] | None:
         """A node for every pod (first-fit, all or nothing), or None."""
-        candidates = sorted(self.candidates(selector, tolerations), key=lambda n: n.name)
-        scratch = {n.name: dict(self.free[n.name]) for n in candidates}
+        candidates = self._ordered(pods, selector, tolerations)
+        scratch: dict[str, dict[str, float]] = {}  # nodes this placement already used
         out = []
         for pod in pods:
-            node = next((n.name for n in candidates if _fits(scratch[n.name], pod)), None)
+            node = next((n for n in candidates if _fits(scratch.get(n) or self.free[n], pod)), None)
             if node is None:
                 return None
+            left = scratch.setdefault(node, dict(self.free[node]))
             for resource, amount in pod.items():
-                if resource in scratch[node]:
-                    scratch[node][resource] -= amount
+                if resource in left:
+                    left[resource] -= amount
             out.append(node)
         return out
 
@@ -105,18 +134,27 @@ class Capacity:
             self.take(node, pod)
 
     def give_back(self, node: str | None, request: dict[str, float]) -> None:
-        if node is None or node not in self.free:
-            return
-        for resource, amount in request.items():
-            if resource in self.free[node]:
-                self.free[node][resource] += amount
+        self._change(node, request, +1)
 
     def take(self, node: str | None, request: dict[str, float]) -> None:
+        self._change(node, request, -1)
+
+    def _change(self, node: str | None, request: dict[str, float], sign: int) -> None:
         if node is None or node not in self.free:
             return
+        free = self.free[node]
         for resource, amount in request.items():
-            if resource in self.free[node]:
-                self.free[node][resource] -= amount
+            if resource in free:
+                free[resource] += sign * amount
+        (self.open.add if _has_free_accelerator(free) else self.open.discard)(node)
+
+
+def _wants_accelerator(pod: dict[str, float]) -> bool:
+    return any(amount > 0 and is_accelerator(resource) for resource, amount in pod.items())
+
+
+def _has_free_accelerator(free: dict[str, float]) -> bool:
+    return any(amount > 1e-9 and is_accelerator(resource) for resource, amount in free.items())
 
 
 def _fits(free: dict[str, float], request: dict[str, float]) -> bool:

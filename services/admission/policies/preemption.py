@@ -16,7 +16,7 @@ from datetime import datetime
 
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
 from services.admission.snapshot import Snapshot
-from services.admission.state import AdmissionState, OpRecord, active_ops
+from services.admission.state import AdmissionState, OpRecord
 
 RESOLVABLE = {"queue_concurrency", "quota_exhausted", "quota_lent_out", "no_capacity", "cost_quota",
               "cohort_lender_waiting"}
@@ -34,38 +34,49 @@ def worth_trying(reason_codes: list[str]) -> bool:
 
 
 def candidates(op: OpRecord, priority: float, state: AdmissionState, snap: Snapshot, now: datetime) -> list[Victim]:
-    book = snap.book
-    policy = book.queues[op.queue].preemption
-    out: list[Victim] = []
-    for victim in active_ops(state):
-        if victim.op_id == op.op_id or _protected(victim, snap, now):
-            continue
-        if victim.queue == op.queue:
-            lower = victim.admitted_priority < priority
-            newer = victim.admitted_priority == priority and (victim.submitted_at, victim.op_id) > (
-                op.submitted_at, op.op_id)
-            if (policy.within_queue == "LowerPriority" and lower) or (
-                    policy.within_queue == "LowerOrNewerEqualPriority" and (lower or newer)):
-                out.append(Victim(victim, "within_queue"))
-        elif _reclaimable(victim, op, priority, snap):
-            out.append(Victim(victim, "reclaim"))
+    out = [v for v in _eligible(op, priority, state, snap.book) if not _protected(v.op, snap.book, now)]
     out.sort(key=lambda v: (v.reason != "reclaim", v.op.admitted_priority,
                             -(v.op.admitted_at.timestamp() if v.op.admitted_at else 0.0), v.op.op_id))
     return out[:MAX_CANDIDATES]
 
 
-def _reclaimable(victim: OpRecord, op: OpRecord, priority: float, snap: Snapshot) -> bool:
-    book = snap.book
-    policy = book.queues[op.queue].preemption.reclaim_within_cohort
-    if policy == "Never" or not victim.borrowing or victim.queue not in book.members(op.queue):
-        return False
-    return policy == "Any" or victim.admitted_priority < priority
+def possible(op: OpRecord, state: AdmissionState, book) -> bool:
+    """Could some running op ever be a victim of ``op`` (its protection by time having run out)?"""
+    return any(v.op.spec.preemptible and v.op.preempted_by is None
+               for v in _eligible(op, float(op.priority), state, book))
 
 
-def _protected(victim: OpRecord, snap: Snapshot, now: datetime) -> bool:
+def _eligible(op: OpRecord, priority: float, state: AdmissionState, book):
+    """Running ops of the op's queue and cohort that the policies allow it to take room from (found
+    through each queue's active ops by priority: a full queue of equals costs nothing)."""
+    policy = book.queues[op.queue].preemption
+    for member in book.members(op.queue):
+        queue = state.queues.get(member)
+        if queue is None:
+            continue
+        if member == op.queue:
+            yield from _within_queue(op, priority, policy.within_queue, queue, state)
+            continue
+        reclaim = policy.reclaim_within_cohort
+        for p, ops in list(queue.by_priority.items()) if reclaim != "Never" else ():
+            if reclaim == "Any" or p < priority:
+                yield from (Victim(state.ops[v], "reclaim") for v in ops if state.ops[v].borrowing)
+
+
+def _within_queue(op: OpRecord, priority: float, policy: str, queue, state: AdmissionState):
+    for p, ops in list(queue.by_priority.items()) if policy != "Never" else ():
+        if p < priority:
+            yield from (Victim(state.ops[v], "within_queue") for v in ops if v != op.op_id)
+        elif p == priority and policy == "LowerOrNewerEqualPriority":
+            mine = (op.submitted_at, op.op_id)
+            yield from (Victim(state.ops[v], "within_queue") for v in ops
+                        if (state.ops[v].submitted_at, v) > mine)
+
+
+def _protected(victim: OpRecord, book, now: datetime) -> bool:
     if not victim.spec.preemptible or victim.preempted_by is not None:
         return True
-    queue = snap.book.queues.get(victim.queue)
+    queue = book.queues.get(victim.queue)
     if queue is None:
         return False
     rules = queue.preemption

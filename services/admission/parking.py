@@ -1,0 +1,78 @@
+"""Parking: a cycle skips a queue whose waiting ops it found blocked until something they wait on
+changes, so a cycle's work follows what changed, not how many queues exist.
+
+A queue is parked after a walk that admitted nothing, set nothing aside to borrow and planned no
+preemption, when every op it looked at waits for a reason only a known change can lift. What each
+reason waits on is a *generation* the state bumps when that thing changes:
+
+- ``scope:<cohort or queue>`` — an op of the cohort (or of the lone queue) started or ended, or a
+  lender's "waiting for its own quota" flag changed: queue concurrency, cost quota, quota, borrowing;
+- ``capacity`` — an op ended anywhere, an op's node became known, a node changed, held room was let go;
+- ``budget`` — actual spend was recorded; ``batch:<name>`` — an op of the batch ended or started.
+
+A back-off parks until it ends; a queue with aging is looked at again after ``AGING_RECHECK`` (its
+order moves with time). An op queued in it, a new configuration or a timer firing un-parks it (see
+``AdmissionState``). A queue where preemption could ever find a victim for a waiting op is not
+parked: the victims' protection (cooldown, minRuntime) runs out with time, not with an event.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from services.admission.policies import preemption
+from services.admission.queues import Book
+from services.admission.records import OpRecord, Park
+
+AGING_RECHECK = timedelta(seconds=30)
+SCOPE_CODES = {"queue_concurrency", "cost_quota", "quota_exhausted", "quota_lent_out", "cohort_lender_waiting",
+               "borrow_later"}
+CAPACITY_CODES = {"no_capacity", "unfittable"}
+CONFIG_CODES = {"queue_removed", "no_matching_flavor"}  # a new configuration un-parks every queue
+
+
+def skip(state, queue: str, now: datetime) -> bool:
+    """Can this cycle leave ``queue`` alone? (Un-parks it when what it waited on changed.)"""
+    park = state.parked.get(queue)
+    if park is None:
+        return False
+    if (park.until is None or now < park.until) and all(state.gens.get(k, 0) == g for k, g in park.deps.items()):
+        return True
+    del state.parked[queue]
+    return False
+
+
+def park(state, book: Book, queue: str, kept: list, now: datetime) -> None:
+    """Park ``queue`` after a walk that decided nothing, when its ``kept`` (op, verdict) pairs allow it."""
+    deps: set[str] = set()
+    until: datetime | None = None
+    for op, verdict in kept:
+        if op.op_id in state.nominated:
+            return
+        codes = [r.code for r in verdict.reasons]
+        keys = [_dependency(code, op, state) for code in codes]
+        if not codes or None in keys:
+            return  # a reason parking does not know: look again next cycle
+        deps.update(k for k in keys if k)
+        if preemption.worth_trying(codes) and preemption.possible(op, state, book):
+            return
+        if op.not_before is not None and op.not_before > now:
+            until = op.not_before if until is None else min(until, op.not_before)
+    q = book.queues.get(queue)
+    if q is not None and q.aging.per_minute > 0:
+        until = now + AGING_RECHECK if until is None else min(until, now + AGING_RECHECK)
+    state.parked[queue] = Park({k: state.gens.get(k, 0) for k in sorted(deps)}, until)
+
+
+def _dependency(code: str, op: OpRecord, state) -> str | None:
+    """The generation a reason waits on; "" when only time or a new configuration lifts it."""
+    if code in SCOPE_CODES:
+        return state.scope_key(op.queue)
+    if code in CAPACITY_CODES:
+        return "capacity"
+    if code == "budget_exhausted":
+        return "budget"
+    if code == "batch_concurrency":
+        return f"batch:{op.spec.batch}"
+    if code == "backoff" or code in CONFIG_CODES:
+        return ""
+    return None
