@@ -165,9 +165,12 @@ class Cycle:
         """Plan a preemption for ``op`` when its reasons allow; True when victims were asked to go."""
         if self.plans_left <= 0 or not preemption.worth_trying([r.code for r in verdict.reasons]):
             return False
-        self.plans_left -= 1
         priority = float(op.priority)  # base priority: aging orders the queue, it never preempts
-        victims = preemption.plan(op, self.snap, preemption.candidates(op, priority, self.state, self.snap, self.now))
+        candidates = preemption.candidates(op, priority, self.state, self.snap, self.now)
+        if not candidates:
+            return False  # nothing to simulate: not counted against the cycle's plans
+        self.plans_left -= 1
+        victims = preemption.plan(op, self.snap, candidates)
         if not victims:
             return False
         for victim in victims:

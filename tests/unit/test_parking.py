@@ -1,0 +1,113 @@
+"""Parked queues: a cycle skips a queue whose ops are blocked until what they wait on changes, and
+decides exactly what it would have decided had it looked at every queue."""
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+
+from proto.events import CostRecorded, OperationAdmitted
+from proto.queues import Budget
+from services.admission import cycle, parking
+from services.admission.state import AdmissionState
+from tests.builders import T0, book, fold, node, op, queue, queued, running, succeeded, t
+
+NS = "opsched"
+LAB = book(queue("a", cohort="lab", gpus={"h100": 2}), queue("b", cohort="lab", gpus={"h100": 2}),
+           queue("c", cohort="lab", gpus={"h100": 1}), queue("solo", gpus={"h100": 1}))
+
+
+def gpu_op(op_id: str, gpus: int, queue_name: str, at: float = 0, priority: int = 0, amount: float = 1.0) -> list:
+    return queued(op(op_id).gpus(gpus, product="H100").priority(priority).build(), op_id=op_id, queue=queue_name,
+                  at=t(at), amount=amount)
+
+
+def admitted(decisions) -> list[str]:
+    return [d.op_id for d in decisions if isinstance(d, OperationAdmitted)]
+
+
+def evaluations(monkeypatch) -> list[str]:
+    seen: list[str] = []
+    real = cycle.evaluate
+
+    def counting(op, snap, allow_borrow=True):
+        seen.append(op.op_id)
+        return real(op, snap, allow_borrow)
+    monkeypatch.setattr(cycle, "evaluate", counting)
+    return seen
+
+
+def test_a_queue_whose_ops_wait_for_quota_is_not_looked_at_again_until_something_changes(monkeypatch):
+    state = fold(gpu_op("s1", 1, "solo"), gpu_op("s2", 1, "solo", at=1))
+    assert admitted(cycle.decide(state, LAB, t(10), NS)) == ["s1"]
+    seen = evaluations(monkeypatch)
+    assert cycle.decide(state, LAB, t(11), NS) == [] and seen == ["s2"] and "solo" in state.parked
+    assert cycle.decide(state, LAB, t(12), NS) == [] and seen == ["s2"]  # not looked at again
+    fold(running("s1", at=t(12), node=None), succeeded("s1", at=t(20)), state=state)
+    assert admitted(cycle.decide(state, LAB, t(21), NS)) == ["s2"] and seen == ["s2", "s2"]
+
+
+def test_a_new_op_in_a_parked_queue_is_looked_at():
+    state = fold(gpu_op("big", 2, "solo"))
+    assert cycle.decide(state, LAB, t(10), NS) == [] and "solo" in state.parked  # never fits its quota of 1... yet
+    fold(gpu_op("small", 1, "solo", at=11), state=state)
+    assert admitted(cycle.decide(state, LAB, t(12), NS)) == ["small"]
+
+
+def test_room_freed_on_a_node_by_another_queue_wakes_an_op_parked_for_capacity():
+    b = book(queue("x", gpus={"h100": 8}), queue("y", gpus={"h100": 8}))
+    state = fold(node("gpu-a", gpus=2, product="H100"), gpu_op("x1", 2, "x"), gpu_op("y1", 1, "y", at=1))
+    assert admitted(cycle.decide(state, b, t(10), NS)) == ["x1"]
+    assert cycle.decide(state, b, t(11), NS) == [] and "y" in state.parked
+    fold(running("x1", at=t(12), node="gpu-a"), succeeded("x1", at=t(20)), state=state)
+    assert admitted(cycle.decide(state, b, t(21), NS)) == ["y1"]
+
+
+def test_an_op_held_by_a_daily_budget_is_looked_at_again_when_the_window_resets():
+    b = book(queue("solo", gpus={"h100": 4}))
+    b.config.budgets.append(Budget(scope="queue", name="solo", window="day", money=10.0))
+    spent = CostRecorded(op_id="old", at=t(5), amount=9.0, seconds=3600.0, queue="solo")
+    state = fold(spent, gpu_op("o1", 1, "solo", amount=5.0))
+    assert cycle.decide(state, b, t(10), NS) == [] and "solo" in state.parked
+    midnight = (T0 + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    assert admitted(cycle.decide(state, b, midnight + timedelta(seconds=1), NS)) == ["o1"]
+
+
+# ---- equivalence: parking changes the work a cycle does, never its decisions --------------------
+
+def _step(rng: random.Random, states: list[AdmissionState], b, i: int, live: list[str]) -> None:
+    """Fold the same random arrivals and endings into every state."""
+    events: list = []
+    for k in range(rng.randint(0, 3)):
+        oid = f"o{i}-{k}"
+        events += gpu_op(oid, rng.choice([1, 1, 2, 3]), rng.choice(["a", "b", "c", "solo"]), at=i,
+                         priority=rng.choice([0, 0, 1]))
+    for oid in rng.sample(live, k=min(len(live), rng.randint(0, 2))):
+        live.remove(oid)
+        events += [succeeded(oid, at=t(i), attempt=states[0].ops[oid].attempt)]
+    for state in states:
+        fold(*events, state=state)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_cycles_decide_the_same_with_and_without_parking(seed, monkeypatch):
+    rng = random.Random(seed)
+    nodes = [node(f"gpu-{j}", gpus=2, product="H100") for j in range(3)]
+    parked, unparked = fold(*nodes), fold(*nodes)
+    live: list[str] = []
+    real_skip = parking.skip
+    for i in range(40):
+        _step(rng, [parked, unparked], LAB, i, live)
+        now = t(100 + i)
+        monkeypatch.setattr(parking, "skip", real_skip)
+        with_parking = [(type(d).__name__, d.op_id) for d in cycle.decide(parked, LAB, now, NS)]
+        monkeypatch.setattr(parking, "skip", lambda *_: False)
+        without = [(type(d).__name__, d.op_id) for d in cycle.decide(unparked, LAB, now, NS)]
+        assert with_parking == without, f"cycle {i}"
+        for state in (parked, unparked):
+            for kind, oid in with_parking:
+                if kind == OperationAdmitted.__name__:
+                    fold(running(oid, at=now, node=None, attempt=state.ops[oid].attempt), state=state)
+        live += [oid for kind, oid in with_parking if kind == OperationAdmitted.__name__]
+        live = [oid for oid in live if parked.ops[oid].status.active]
