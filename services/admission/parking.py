@@ -11,8 +11,8 @@ reason waits on is a *generation* the state bumps when that thing changes:
 - ``budget`` — actual spend was recorded; ``batch:<name>`` — an op of the batch ended or started.
 
 A back-off parks until it ends; a queue with aging is looked at again after ``AGING_RECHECK`` (its
-order moves with time). An op queued in it, a new configuration or a timer firing un-parks it (see
-``AdmissionState``). A queue where preemption could ever find a victim for a waiting op is not
+order moves with time). An op queued in it, a new configuration, a node change (an op may now fit,
+or be known never to) or a timer firing un-parks it (see ``AdmissionState``). A queue where preemption could ever find a victim for a waiting op is not
 parked: the victims' protection (cooldown, minRuntime) runs out with time, not with an event.
 """
 from __future__ import annotations
@@ -43,8 +43,8 @@ def skip(state, queue: str, now: datetime) -> bool:
 
 def park(state, book: Book, queue: str, kept: list, now: datetime) -> None:
     """Park ``queue`` after a walk that decided nothing, when its ``kept`` (op, verdict) pairs allow it."""
-    deps: set[str] = set()
-    until: datetime | None = None
+    deps: set[str] = {state.scope_key(queue)}  # a later check passed only at this usage: when it moves, a
+    until: datetime | None = None             # reason may change (and "quota lent out" stops the cohort lending)
     for op, verdict in kept:
         if op.op_id in state.nominated:
             return

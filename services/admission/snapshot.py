@@ -28,6 +28,7 @@ class Snapshot:
     usage: Usage = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
     starved: set[str] = field(default_factory=set)  # queues with ops waiting for their own lent quota
     placed: dict[str, list[str]] = field(default_factory=dict)  # op -> node of each pod (as assumed)
+    unplaced: set[str] = field(default_factory=set)  # active ops no node had room for (nodes went away)
     batch_running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     spend: Spend = field(default_factory=Spend)  # actual spend per budget window (shared, read-only)
     committed: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # expected of active ops
@@ -44,9 +45,7 @@ class Snapshot:
             else:
                 unplaced.append(op)
         for op in sorted(unplaced, key=lambda o: o.key):
-            nodes = snap.capacity.place(op.pods, selector_of(op), tolerations_of(op)) or []
-            snap.placed[op.op_id] = nodes
-            snap.capacity.take_all(nodes, op.pods)
+            snap.assume(op, snap.capacity.place(op.pods, selector_of(op), tolerations_of(op)) or [], counted=True)
         for ghosts in state.ghosts.values():
             for ghost in ghosts:
                 snap.hold(ghost, +1)
@@ -77,16 +76,19 @@ class Snapshot:
             money, gpu = self.committed.get(key, (0.0, 0.0))
             self.committed[key] = (money + sign * op.estimate, gpu + sign * gpu_hours)
 
-    def assume(self, op: OpRecord, nodes: list[str] | None = None) -> None:
+    def assume(self, op: OpRecord, nodes: list[str] | None = None, counted: bool = False) -> None:
         """Count an op that became active (its flavors set on the record), where its pods are: its
         node, else where the cycle that admitted it placed them, else first-fit now."""
-        self._count(op, +1)
+        if not counted:
+            self._count(op, +1)
         if op.node and len(op.pods) == 1:
             nodes = [op.node]
         elif nodes is None and self.capacity.known:
             nodes = self.capacity.place(op.pods, selector_of(op), tolerations_of(op))
         self.placed[op.op_id] = list(nodes or [])
         self.capacity.take_all(nodes, op.pods)
+        if not nodes and op.pods and self.capacity.known:
+            self.unplaced.add(op.op_id)
 
     def locate(self, op: OpRecord) -> None:
         """An active op's node became known: its pod is there, not where it was assumed."""
@@ -100,6 +102,7 @@ class Snapshot:
     def release(self, op: OpRecord) -> None:
         """Take an active op out (to simulate preempting it)."""
         self._count(op, -1)
+        self.unplaced.discard(op.op_id)
         for node, pod in zip(self.placed.pop(op.op_id, []), op.pods):
             self.capacity.give_back(node, pod)
 
@@ -135,8 +138,14 @@ class Tracker:
         self.snap = None
 
     def activated(self, op: OpRecord, active: bool) -> None:
-        if self.snap is not None:
-            self.snap.assume(op, op.assumed_nodes) if active else self.snap.release(op)
+        if self.snap is None:
+            return
+        if active:
+            self.snap.assume(op, op.assumed_nodes)
+            return
+        self.snap.release(op)
+        if self.snap.unplaced:
+            self.snap = None  # ops the nodes had no room for may fit now: placed afresh (rare)
 
     def located(self, op: OpRecord) -> None:
         if self.snap is not None:
@@ -156,7 +165,8 @@ def same(a: Snapshot, b: Snapshot) -> list[str]:
     ua, ub = ({k: v for k, v in ((k, _nonzero(v)) for k, v in u.items()) if v} for u in (a.usage, b.usage))
     if ua != ub:
         out.append(f"usage: {ua} != {ub}")
-    if _nonzero(_total(a.capacity.free)) != _nonzero(_total(b.capacity.free)):  # placements may differ
+    placed_all = not a.unplaced and not b.unplaced  # else first-fit order decides which op found room
+    if placed_all and _nonzero(_total(a.capacity.free)) != _nonzero(_total(b.capacity.free)):
         out.append(f"free: {_total(a.capacity.free)} != {_total(b.capacity.free)}")
     committed = {k: (_r(m), _r(g)) for k, (m, g) in a.committed.items() if _r(m) or _r(g)}
     if committed != {k: (_r(m), _r(g)) for k, (m, g) in b.committed.items() if _r(m) or _r(g)}:

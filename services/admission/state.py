@@ -85,6 +85,7 @@ class AdmissionState:
             return False
         self.bump("capacity")
         self.tracker.invalidate()
+        self.parked.clear()  # a node can make any op fit, or never fit (rejected): look at every queue
         return True
 
     def queue(self, name: str) -> QueueState:

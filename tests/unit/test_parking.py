@@ -11,7 +11,7 @@ from proto.events import CostRecorded, OperationAdmitted
 from proto.queues import Budget
 from services.admission import cycle, parking
 from services.admission.state import AdmissionState
-from tests.builders import T0, book, fold, node, op, queue, queued, running, succeeded, t
+from tests.builders import T0, book, fold, node, node_removed, op, queue, queued, running, succeeded, t
 
 NS = "opsched"
 LAB = book(queue("a", cohort="lab", gpus={"h100": 2}), queue("b", cohort="lab", gpus={"h100": 2}),
@@ -86,11 +86,14 @@ def _step(rng: random.Random, states: list[AdmissionState], b, i: int, live: lis
     for oid in rng.sample(live, k=min(len(live), rng.randint(0, 2))):
         live.remove(oid)
         events += [succeeded(oid, at=t(i), attempt=states[0].ops[oid].attempt)]
+    if rng.random() < 0.1:  # the cluster changes now and then
+        events.append(node(f"gpu-{rng.randint(0, 4)}", gpus=rng.choice([1, 2, 4]), product="H100",
+                           at=t(i)) if rng.random() < 0.7 else node_removed(f"gpu-{rng.randint(0, 4)}"))
     for state in states:
         fold(*events, state=state)
 
 
-@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("seed", range(60))
 def test_cycles_decide_the_same_with_and_without_parking(seed, monkeypatch):
     rng = random.Random(seed)
     nodes = [node(f"gpu-{j}", gpus=2, product="H100") for j in range(3)]
@@ -111,3 +114,11 @@ def test_cycles_decide_the_same_with_and_without_parking(seed, monkeypatch):
                     fold(running(oid, at=now, node=None, attempt=state.ops[oid].attempt), state=state)
         live += [oid for kind, oid in with_parking if kind == OperationAdmitted.__name__]
         live = [oid for oid in live if parked.ops[oid].status.active]
+
+
+def test_an_op_parked_before_the_nodes_were_known_is_rejected_once_they_show_it_can_never_fit():
+    state = fold(gpu_op("huge", 9, "solo"))
+    assert cycle.decide(state, LAB, t(10), NS) == [] and "solo" in state.parked
+    fold(node("gpu-a", gpus=2, product="H100"), state=state)
+    decisions = cycle.decide(state, LAB, t(11), NS)
+    assert [(type(d).__name__, d.op_id) for d in decisions] == [("OperationRejected", "huge")]
