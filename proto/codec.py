@@ -7,7 +7,7 @@ import msgspec
 
 from proto.cluster import CLUSTER_EVENTS, ClusterEvent
 from proto.commands import COMMANDS, Command
-from proto.config import QueuesConfigured, SetQueues
+from proto.config import CONFIG_MESSAGES, PricesConfigured, QueuesConfigured, SetQueues
 from proto.events import EVENTS, Event
 from proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleEvent
@@ -19,6 +19,7 @@ AnyMessage = Union[EVENTS + COMMANDS + (SetQueues,) + SCHEDULE_EVENTS + SCHEDULE
 AnyOpsStream = Union[EVENTS + SCHEDULE_EVENTS]  # type: ignore[valid-type]  # everything on ops.>
 AnySchedule = Union[SCHEDULE_EVENTS]  # type: ignore[valid-type]
 AnyCluster = Union[CLUSTER_EVENTS]  # type: ignore[valid-type]
+AnyConfig = Union[CONFIG_MESSAGES]  # type: ignore[valid-type]  # everything on config.>
 AnyQuery = Union[WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer]
 
 _encoder = msgspec.json.Encoder()
@@ -27,7 +28,7 @@ _command_decoder = msgspec.json.Decoder(AnyCommand)
 _message_decoder = msgspec.json.Decoder(AnyMessage)
 _spec_decoder = msgspec.json.Decoder(OpSpec)
 _cluster_decoder = msgspec.json.Decoder(AnyCluster)
-_config_decoder = msgspec.json.Decoder(QueuesConfigured)
+_config_decoder = msgspec.json.Decoder(AnyConfig)
 _query_decoder = msgspec.json.Decoder(AnyQuery)
 _ops_stream_decoder = msgspec.json.Decoder(AnyOpsStream)
 _schedule_decoder = msgspec.json.Decoder(AnySchedule)
@@ -63,7 +64,9 @@ def decode_cluster(data: bytes) -> ClusterEvent:
     return _cluster_decoder.decode(data)
 
 
-def decode_config(data: bytes) -> QueuesConfigured:
+def decode_config(data: bytes) -> QueuesConfigured | PricesConfigured:
+    """Anything on the config stream: the queue configuration or the price catalogue in force
+    (each reader keeps the kind it applies and ignores the other)."""
     return _config_decoder.decode(data)
 
 

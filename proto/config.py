@@ -1,9 +1,11 @@
 """Configuration changes on the bus: the queue configuration in force is the latest
-``QueuesConfigured`` in the config stream, whether it came from a file or a command."""
+``QueuesConfigured`` in the config stream, whether it came from a file or a command; the price
+catalogue in force is the latest ``PricesConfigured``."""
 from __future__ import annotations
 
 from datetime import datetime
 
+from proto.prices import Prices
 from proto.queues import QueuesConfig
 from proto.spec import Wire
 
@@ -21,3 +23,15 @@ class QueuesConfigured(Wire, tag_field="type", tag="queues_configured", kw_only=
     config: QueuesConfig
     at: datetime
     source: str  # "file:<path>#<sha>" or "command:<who>"
+
+
+class PricesConfigured(Wire, tag_field="type", tag="prices_configured", kw_only=True):
+    """Event: this price catalogue is now in force (for the estimates and the ledger prices of ops
+    submitted from now on)."""
+
+    prices: Prices
+    at: datetime
+    source: str  # "file:<path>#<sha>"
+
+
+CONFIG_MESSAGES = (QueuesConfigured, PricesConfigured)  # what the config stream holds

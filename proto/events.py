@@ -34,9 +34,12 @@ class OperationSubmitted(Event, tag="submitted", kw_only=True):
 
 class CostEstimated(Event, tag="cost_estimated", kw_only=True):
     estimate: Money
-    basis: str  # "explicit", "timeout" or "default"
+    basis: str  # "explicit", "timeout", "history" (median of past runs) or "default": where duration_s came from
     duration_s: float
-    breakdown: dict[str, float] = {}
+    breakdown: dict[str, float] = {}  # per resource, summed over all the op's pods
+    prices_source: str = ""  # the catalogue that priced it: "file:<path>#<sha>" or "builtin"
+    pool: str = ""  # the catalogue's node pool that priced it (matched by the op's nodeSelector)
+    runs: int = 0  # basis "history": how many past runs of the same component the median is of
 
 
 class CacheHit(Event, tag="cache_hit", kw_only=True):
@@ -184,6 +187,21 @@ class CostRecorded(Event, tag="cost_recorded", kw_only=True):
     project: str = ""
     gpu_hours: float = 0.0  # accelerators x hours run (for GPU-hour budgets)
     started_at: datetime | None = None
+    pool: str = ""  # the catalogue's node pool whose price was charged ("" = the default prices)
+
+
+class BudgetExceeded(Event, tag="budget_exceeded", kw_only=True):
+    """A recorded cost brought a budget window's spend to or past one of its limits (money or
+    GPU-hours). Announced once per budget, limit and window; ``op_id`` is the op whose cost did it."""
+
+    scope: str  # "queue" or "project"
+    name: str
+    window: str  # "day", "week" or "month"
+    limit: float
+    spent: float
+    unit: str  # the currency of a money limit, or "gpu_hours"
+    window_start: datetime
+    resets_at: datetime
 
 
 class ErrorRaised(Event, tag="error", kw_only=True):
@@ -201,7 +219,7 @@ EVENTS: tuple[type[Event], ...] = (
     OperationDispatched, OperationRunning, OperationSucceeded, OperationFailed,
     OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
     OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, OperationTimedOut,
-    OperationResumed, CostRecorded, ErrorRaised,
+    OperationResumed, CostRecorded, BudgetExceeded, ErrorRaised,
 )
 TERMINAL = (OperationSucceeded, OperationFailed, OperationRejected, OperationStopped, OperationSkipped,
             OperationTimedOut)

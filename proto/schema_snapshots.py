@@ -9,7 +9,7 @@ import msgspec
 
 from proto.cluster import CLUSTER_EVENTS
 from proto.commands import COMMANDS
-from proto.config import QueuesConfigured, SetQueues
+from proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from proto.events import EVENTS
 from proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleSpec
@@ -22,7 +22,8 @@ SCHEDULE_SCHEMA_DIR = SCHEMA_DIR / "schedules"  # schedule messages (proto.sched
 def render() -> dict[str, str]:
     """File name -> JSON text, for every message of the contract."""
     out: dict[str, str] = {}
-    groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured,), "command": COMMANDS + (SetQueues,),
+    groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured),
+              "command": COMMANDS + (SetQueues,),
               "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer)}
     for kind, types in groups.items():
         for cls in types:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 # Streams
 CMD_STREAM = "OPSCHED_CMD"
@@ -19,6 +20,7 @@ DLQ_ALL = "dlq.>"
 CLUSTER_ALL = "cluster.>"
 CONFIG_ALL = "config.>"
 CONFIG_QUEUES = "config.queues"
+CONFIG_PRICES = "config.prices"  # the price catalogue in force (cost)
 CMD_SET_QUEUES = "cmd.queues.set"
 CMD_SCHEDULE_ALL = "cmd.schedule.>"
 CMD_SCHEDULE_CREATE = "cmd.schedule.create"
@@ -97,6 +99,16 @@ def error_msg_id(service: str, stream_seq: int) -> str:
 def msg_id(op_id: str, kind: str, attempt: int | str = 0) -> str:
     """Nats-Msg-Id: ``<op_id>.<type>.<attempt>``; JetStream drops a duplicate within its window."""
     return f"{op_id}.{kind}.{attempt}"
+
+
+def budget_exceeded_msg_id(scope: str, name: str, window: str, unit: str, window_start: datetime) -> str:
+    """Nats-Msg-Id of a ``budget_exceeded``: one per budget, limit and window, whichever op crossed it."""
+    return f"budget_exceeded.{scope}.{name}.{window}.{unit}.{window_start.strftime('%Y%m%d')}"
+
+
+def prices_msg_id(digest: str) -> str:
+    """Nats-Msg-Id of a ``prices_configured``: one per catalogue content."""
+    return f"prices.{digest}"
 
 
 def schedule_event(kind: str, schedule_id: str) -> str:

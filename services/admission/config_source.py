@@ -30,10 +30,13 @@ class ConfigSource:
 
     async def on_message(self, data: bytes, seq: int) -> None:
         try:
-            self.latest = codec.decode_config(data)
-            self.seen.add(self.latest.source)
+            message = codec.decode_config(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             self.log.error("bad_config_message", seq=seq, error=str(exc))
+            return
+        if isinstance(message, QueuesConfigured):  # the other kinds (the price catalogue) are not admission's
+            self.latest = message
+            self.seen.add(message.source)
 
     async def publish_file(self, bus: Bus, *, at_start: bool) -> None:
         """Publish the file's config if it differs from the one in force."""

@@ -1,1 +1,1 @@
-"""The cost service: price catalogue and estimates (spend ledger and budgets come later)."""
+"""The cost service: price catalogue, estimates, the actual-cost ledger and budget announcements."""

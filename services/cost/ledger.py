@@ -1,5 +1,6 @@
 """The actual-cost ledger: each attempt's real run time (``running`` -> its end) x the op's hourly
-price, kept per op, per queue and per project in a key-value bucket.
+price (or the price of the node pool the attempt ran in), kept per op, per queue and per project in a
+key-value bucket.
 
 Keys: ``op.<op_id>`` (the op's price, its attempts' starts and what each finished attempt cost),
 ``queue.<name>`` and ``project.<name>`` (totals). Every change is a compare-and-set on the key's
@@ -41,6 +42,15 @@ class Recorded(msgspec.Struct, kw_only=True):
     started_at: datetime
     ended_at: datetime
     applied: bool = False  # added to the queue and project totals
+    pool: str = ""  # the pool whose price was charged ("" = the default prices)
+
+
+class PoolPrice(msgspec.Struct, kw_only=True):
+    """What an hour of the op costs on the nodes of one pool (from the catalogue at its submit)."""
+
+    name: str
+    match: dict[str, str]
+    hourly: float
 
 
 class OpCost(msgspec.Struct, kw_only=True):
@@ -51,6 +61,15 @@ class OpCost(msgspec.Struct, kw_only=True):
     currency: str = "USD"
     starts: dict[str, datetime] = {}  # attempt -> when it started running
     recorded: dict[str, Recorded] = {}  # attempt -> what it cost
+    pool: str = ""  # the pool its nodeSelector chose at submit (priced ``hourly``)
+    pools: list[PoolPrice] = []  # the catalogue's pools at submit, in order (none for an explicit cost)
+    ran_in: dict[str, str] = {}  # attempt -> the pool of the node it ran on
+
+    def hourly_of(self, attempt: str) -> tuple[float, str]:
+        """The hourly price of an attempt and the pool that set it."""
+        pool = self.ran_in.get(attempt)
+        found = next((p for p in self.pools if p.name == pool), None)
+        return (found.hourly, found.name) if found else (self.hourly, self.pool)
 
     @property
     def total(self) -> float:

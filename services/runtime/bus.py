@@ -17,8 +17,8 @@ from nats.js.errors import NotFoundError
 
 from proto import cloudevents, codec, subjects
 from proto.commands import Command, SubmitOperation
-from proto.config import QueuesConfigured, SetQueues
-from proto.events import Event
+from proto.config import PricesConfigured, QueuesConfigured, SetQueues
+from proto.events import BudgetExceeded, Event
 
 DUPLICATE_WINDOW_S = 120.0
 
@@ -46,11 +46,16 @@ def subject_for(message: msgspec.Struct) -> str:
         return subjects.CMD_SET_QUEUES
     if isinstance(message, QueuesConfigured):
         return subjects.CONFIG_QUEUES
+    if isinstance(message, PricesConfigured):
+        return subjects.CONFIG_PRICES
     raise TypeError(f"no subject for {type(message).__name__}")
 
 
 def default_msg_id(message: msgspec.Struct) -> str:
     kind = codec.type_of(message)
+    if isinstance(message, BudgetExceeded):  # one per budget, limit and window, whichever op crossed it
+        return subjects.budget_exceeded_msg_id(message.scope, message.name, message.window, message.unit,
+                                               message.window_start)
     if isinstance(message, Event):
         return subjects.msg_id(message.op_id, kind, message.attempt)
     if isinstance(message, Command):
@@ -60,6 +65,8 @@ def default_msg_id(message: msgspec.Struct) -> str:
         return subjects.msg_id(message.op_id, kind, distinct)
     if isinstance(message, (SetQueues, QueuesConfigured)):
         return f"{kind}.{config_digest(message.config)}"
+    if isinstance(message, PricesConfigured):
+        return subjects.prices_msg_id(config_digest(message.prices))
     raise TypeError(f"no message id for {type(message).__name__}")
 
 

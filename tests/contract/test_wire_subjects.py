@@ -44,7 +44,7 @@ def test_msg_id_defaults_to_attempt_zero():
 
 def test_every_subject_is_covered_by_exactly_one_stream():
     samples = [subjects.event("running", "x"), subjects.submit("q"), subjects.command("stop"),
-               subjects.dead_letter("cost"), subjects.node("gpu.a"), subjects.CONFIG_QUEUES,
+               subjects.dead_letter("cost"), subjects.node("gpu.a"), subjects.CONFIG_QUEUES, subjects.CONFIG_PRICES,
                subjects.CMD_SET_QUEUES]
     for subject in samples:
         owners = [s for s, (patterns, _) in subjects.STREAMS.items()

@@ -5,7 +5,8 @@ import msgspec
 import pytest
 
 from proto.events import Money
-from services.cost.estimator import Prices, estimate, expected_duration, load_prices
+from services.cost.estimator import Prices, estimate, expected_duration
+from services.cost.prices import load_prices
 from tests.builders import GPU, case, case_name, op
 
 DEFAULT_S = 3600.0
@@ -111,3 +112,58 @@ def test_a_misspelt_price_key_is_refused_not_ignored(tmp_path):
     path.write_text("cpu_hour: 1.0\n")
     with pytest.raises(msgspec.ValidationError):
         load_prices(path)
+
+
+TPU = "cloud-tpus.google.com/v2"
+
+
+@pytest.mark.parametrize("c", [
+    case("an H100-hour", builder=op().gpus(1, product="H100"), cost={GPU: 6.0}),
+    case("an A100-hour", builder=op().gpus(1, product="A100"), cost={GPU: 3.0}),
+    case("a T4-hour", builder=op().gpus(1, product="T4"), cost={GPU: 0.35}),
+    case("a TPU v2 by the device-hour", builder=op().gpus(8, resource=TPU), cost={TPU: 36.0}),
+    case("a CPU-hour", builder=op().cpu("1"), cost={"cpu": 0.04}),
+    case("a GiB-hour", builder=op().memory("1Gi"), cost={"memory": 0.005}),
+], ids=case_name)
+def test_the_built_in_catalogue_prices_every_kind_of_resource(c):
+    assert breakdown_of(c.builder, Prices()) == pytest.approx(c.cost)
+
+
+def test_a_gang_prices_every_pod_per_resource():
+    # the master and two workers, each one A100, 2 cores and 4 GiB
+    spec = op().gpus(1, product="A100").cpu("2").memory("4Gi").replicas("worker", 2).build()
+    est = estimate(spec, PRICES, DEFAULT_S)
+    assert est.breakdown == pytest.approx({GPU: 9.0, "cpu": 0.24, "memory": 0.06})
+    assert est.money.amount == pytest.approx(9.3)
+
+
+def test_replica_groups_of_different_sizes_add_up():
+    spec = op().gpus(2, product="T4").replicas("worker", 3).replicas("ps", 1).build()
+    assert estimate(spec, PRICES, DEFAULT_S).breakdown == pytest.approx({GPU: 5 * 2 * 0.35})
+
+
+@pytest.mark.parametrize("c", [
+    case("without past runs the default is used", timeout=None, runs=[], duration=DEFAULT_S, basis="default"),
+    case("fewer than three past runs are not enough", timeout=None, runs=[60.0, 120.0], duration=DEFAULT_S,
+         basis="default"),
+    case("three past runs give their median", timeout=None, runs=[600.0, 60.0, 120.0], duration=120.0,
+         basis="history"),
+    case("an even number of runs gives the mean of the middle two", timeout=None, runs=[10.0, 20.0, 30.0, 40.0],
+         duration=25.0, basis="history"),
+    case("only the last twenty runs count", timeout=None, runs=[10_000.0] * 15 + [100.0] * 20, duration=100.0,
+         basis="history"),
+    case("the termination timeout wins over past runs", timeout=900, runs=[60.0, 60.0, 60.0], duration=900.0,
+         basis="timeout"),
+], ids=case_name)
+def test_the_expected_duration_order_is_timeout_then_median_of_past_runs_then_default(c):
+    spec = op().gpus(1, product="A100").timeout(c.timeout).build()
+    assert expected_duration(spec, DEFAULT_S, c.runs) == (c.duration, c.basis)
+    est = estimate(spec, PRICES, DEFAULT_S, c.runs)
+    assert (est.duration_s, est.basis) == (c.duration, c.basis)
+    assert est.money.amount == pytest.approx(3.0 * c.duration / 3600, abs=1e-6)
+    assert est.runs == (min(len(c.runs), 20) if c.basis == "history" else 0)
+
+
+def test_an_explicit_cost_wins_but_its_duration_still_comes_from_past_runs():
+    est = estimate(op().gpus(1).cost(4.0).build(), PRICES, DEFAULT_S, [300.0, 300.0, 300.0])
+    assert (est.money.amount, est.basis, est.duration_s, est.runs) == (4.0, "explicit", 300.0, 3)

@@ -1,18 +1,21 @@
-"""The actual-cost ledger and the spend report: run time x hourly price, calendar UTC windows,
-spend per window and burn rate."""
+"""The actual-cost ledger and the spend report: run time x hourly price (of the node pool an attempt
+ran in, else the op's own), calendar UTC windows, spend per window and burn rate."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import msgspec
 import pytest
 
 from proto.events import CostRecorded, OperationRunning
+from proto.prices import PricePool
 from proto.queues import Budget
 from proto.windows import window_end, window_start
 from services.cost.estimator import Prices, gpu_count, hourly_price
-from services.cost.ledger import charge
+from services.cost.ledger import LedgerStore, charge
+from services.cost.recorder import Recorder
 from services.cost.spend import SpendView
-from tests.builders import GPU, case, case_name, op, t
+from tests.builders import GPU, case, case_name, op, running, submitted, succeeded, t
 
 PRICES = Prices(currency="USD", cpu_hour=0.04, gib_hour=0.005, accelerators={GPU: {"A100": 3.0, "*": 2.0}})
 
@@ -102,3 +105,90 @@ def test_a_budget_line_reports_spend_what_is_left_and_when_the_window_resets():
     assert (line.spent_money, line.remaining_money) == (3.0, 7.0)
     assert (line.spent_gpu_hours, line.remaining_gpu_hours) == (2.0, 0.0)  # never below zero
     assert line.resets_at == utc(2026, 1, 2)
+
+
+class _Entry:
+    def __init__(self, value: bytes, revision: int) -> None:
+        self.value, self.revision = value, revision
+
+
+class MemoryKV:
+    """The key-value calls of the ledger store, in memory (no concurrent writers)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, _Entry] = {}
+
+    async def get(self, key: str) -> _Entry:
+        if key not in self.data:
+            raise type("KeyNotFoundError", (Exception,), {})(key)
+        return self.data[key]
+
+    async def create(self, key: str, value: bytes) -> int:
+        return await self.update(key, value)
+
+    async def update(self, key: str, value: bytes, last: int | None = None) -> int:
+        revision = (self.data[key].revision if key in self.data else 0) + 1
+        self.data[key] = _Entry(value, revision)
+        return revision
+
+
+POOL = "cloud.google.com/gke-nodepool"
+POOLED = Prices(accelerators={GPU: {"A100": 3.0, "*": 2.0}}, cpu_hour=0.0, gib_hour=0.0, pools=[
+    PricePool(name="spot", match={POOL: "spot"}, accelerators={GPU: {"A100": 1.0, "*": 0.5}})])
+NODES = {"spot-1": {POOL: "spot", "nvidia.com/gpu.product": "A100"}, "std-1": {POOL: "standard"}}
+
+
+def recorder(prices: dict[str, Prices]) -> Recorder:
+    return Recorder(LedgerStore(MemoryKV()), lambda: prices["now"], 3600.0, labels_of=NODES.get)
+
+
+async def one_hour(rec: Recorder, op_id: str, spec, node: str | None) -> CostRecorded:
+    await rec.submitted(submitted(spec, op_id=op_id))
+    await rec.running(running(op_id, at=t(0), node=node))
+    return await rec.ended(succeeded(op_id, at=t(3600)))
+
+
+@pytest.mark.parametrize("c", [
+    case("an attempt on a node of a priced pool pays the pool's price", node="spot-1", selector=None,
+         amount=1.0, pool="spot"),
+    case("an attempt on a node of no pool pays the op's own price", node="std-1", selector=None,
+         amount=3.0, pool=""),
+    case("an attempt on a node not seen yet pays the op's own price", node="new-1", selector=None,
+         amount=3.0, pool=""),
+    case("an op pinned to a pool pays that pool's price wherever it is said to run", node=None,
+         selector="spot", amount=1.0, pool="spot"),
+], ids=case_name)
+async def test_an_attempt_is_charged_at_the_price_of_the_pool_it_ran_in(c):
+    builder = op().gpus(1, product="A100")
+    if c.selector:
+        builder = builder.node_selector(POOL, c.selector)
+    done = await one_hour(recorder({"now": POOLED}), "x", builder.build(), c.node)
+    assert (done.amount, done.pool) == (pytest.approx(c.amount), c.pool)
+
+
+async def test_a_catalogue_change_prices_only_ops_submitted_after_it():
+    prices = {"now": POOLED}
+    rec = recorder(prices)
+    await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id="before"))
+    prices["now"] = msgspec.structs.replace(POOLED, accelerators={GPU: {"A100": 5.0}}, pools=[
+        PricePool(name="spot", match={POOL: "spot"}, accelerators={GPU: {"A100": 2.0}})])
+    for op_id, node in (("before", "std-1"), ("after", "std-1"), ("before-spot", "spot-1")):
+        if op_id != "before":
+            await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id=op_id))
+        await rec.running(running(op_id, at=t(0), node=node))
+    amounts = {i: (await rec.ended(succeeded(i, at=t(3600)))).amount for i in ("before", "after", "before-spot")}
+    assert amounts == {"before": 3.0, "after": 5.0, "before-spot": 2.0}
+
+
+async def test_an_op_with_an_explicit_cost_is_charged_its_own_price_in_any_pool():
+    done = await one_hour(recorder({"now": POOLED}), "x", op().gpus(1).cost(4.0).timeout(7200).build(), "spot-1")
+    assert (done.amount, done.pool) == (2.0, "")
+
+
+async def test_a_ledger_entry_written_before_pools_existed_still_reads():
+    store = LedgerStore(MemoryKV())
+    old = b'{"queue":"a","project":"p","hourly":2.0,"gpus":1,"currency":"USD","starts":{},"recorded":{}}'
+    await store.kv.create("op.x", old)
+    rec = Recorder(store, lambda: POOLED, 3600.0, labels_of=NODES.get)
+    await rec.running(running("x", at=t(0), node="spot-1"))
+    assert (await rec.ended(succeeded("x", at=t(1800)))).amount == 1.0

@@ -1,0 +1,111 @@
+"""What the cost service knows beyond its ledger, rebuilt by replay on start and followed live: the
+price catalogue and the budgets in force (config stream), the labels of every node (cluster stream),
+and from the op stream the spend view (`opsched cost`), the run times of past ops (expected
+durations) and the budget limits already announced."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from proto import codec, subjects
+from proto.cluster import NodeObserved
+from proto.config import PricesConfigured, QueuesConfigured
+from proto.events import BudgetExceeded, CostRecorded
+from proto.queries import CostRequest
+from proto.queues import Budget
+from proto.spec import OpSpec
+from services.cost.budgets import Announcements
+from services.cost.durations import Durations
+from services.cost.estimator import Estimate, estimate, hourly_price
+from services.cost.prices import PricesSource
+from services.cost.recorder import ENDS
+from services.cost.spend import SpendView
+from services.runtime.bus import Bus
+from services.runtime.service import Service
+from services.runtime.settings import Settings
+
+
+class CostState:
+    def __init__(self, service: Service, settings: Settings) -> None:
+        self.service = service
+        self.default_duration_s = settings.default_duration_s
+        self.catalogue = PricesSource(settings.prices_file, service.clock, service.log)
+        self.view = SpendView(currency=self.catalogue.prices.currency)
+        self.budgets: list[Budget] = []
+        self.durations = Durations()
+        self.nodes: dict[str, dict[str, str]] = {}  # node -> its labels (kept after it is removed)
+        self.announced = Announcements()
+
+    async def start(self, bus: Bus) -> None:
+        await bus.replay(subjects.CONFIG_STREAM, subjects.CONFIG_ALL, self.on_config)
+        if await self.catalogue.publish_file(bus, at_start=True) is not None:
+            self.view.currency = self.catalogue.prices.currency
+        await bus.replay(subjects.CLUSTER_STREAM, subjects.CLUSTER_ALL, self.on_cluster)
+        await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, self.fold)
+        await bus.serve(subjects.QUERY_COST, self.answer, group="cost")
+        self.service.log.info("state_rebuilt", prices=self.catalogue.source, budgets=len(self.budgets),
+                              nodes=len(self.nodes), components=len(self.durations.runs))
+
+    async def on_config(self, data: bytes, seq: int) -> None:
+        try:
+            message = codec.decode_config(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.service.log.error("bad_config_message", seq=seq, error=str(exc))
+            return
+        if isinstance(message, QueuesConfigured):
+            self.budgets = list(message.config.budgets)
+        elif isinstance(message, PricesConfigured) and self.catalogue.apply(message):
+            self.view.currency = message.prices.currency
+            self.service.log.info("prices_configured", source=message.source,
+                                  pools=[p.name for p in message.prices.pools])
+
+    async def on_cluster(self, data: bytes, seq: int) -> None:
+        try:
+            event = codec.decode_cluster(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        if isinstance(event, NodeObserved):
+            self.nodes[event.node] = dict(event.labels)
+
+    async def fold(self, data: bytes, seq: int) -> None:
+        try:
+            event = codec.decode_event(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        self.durations.fold(event)
+        if isinstance(event, BudgetExceeded):
+            self.announced.fold(event)
+        if isinstance(event, ENDS):
+            return  # a running attempt stays counted until its cost_recorded arrives
+        self.view.fold(event, self.hourly_of)
+
+    def runs_of(self, spec: OpSpec) -> list[float]:
+        return self.durations.runs_of(spec)
+
+    def labels_of(self, node: str) -> dict[str, str] | None:
+        return self.nodes.get(node)
+
+    def hourly_of(self, spec: OpSpec) -> float:
+        return hourly_price(spec, self.catalogue.prices, self.default_duration_s, self.runs_of(spec))
+
+    def estimate(self, spec: OpSpec) -> Estimate:
+        return estimate(spec, self.catalogue.prices, self.default_duration_s, self.runs_of(spec))
+
+    def exceeded(self, record: CostRecorded) -> list[BudgetExceeded]:
+        """The budget limits ``record`` brings to or past, not announced before."""
+        def spent(scope: str, name: str, since: datetime) -> tuple[float, float]:
+            money, gpu_hours = self.view.spent(scope, name, since)
+            if (record.op_id, record.attempt) not in self.view.records and record.at >= since:
+                money, gpu_hours = money + record.amount, gpu_hours + record.gpu_hours  # not folded yet
+            return money, gpu_hours
+        return self.announced.crossed(self.budgets, record, spent)
+
+    async def answer(self, data: bytes) -> bytes:
+        try:
+            request = codec.decode_query(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            request = None
+        if not isinstance(request, CostRequest):
+            self.service.log.warning("bad_cost_query")
+        return codec.encode(self.view.answer(self.budgets, self.service.clock.now()))
