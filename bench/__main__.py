@@ -3,6 +3,8 @@
     python -m bench                  # 5 rounds (about 15-25 minutes on 2 cores)
     python -m bench --quick          # 1 round, smaller sizes: a smoke run
     python -m bench --rounds 3 --only cal,b,c
+    python -m bench --workload bench/workloads/cohorts.yaml --only c,d   # another generator config
+    python -m bench --check          # exit 1 when a target of bench/targets.yaml is missed
     python -m bench.profile c_100k   # cProfile of the decision path (see bench/profile.py)
 """
 from __future__ import annotations
@@ -19,7 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import report
-from bench.common import configure_logging, fresh_nats, machine, versions
+from bench.common import apiserver_version, configure_logging, fresh_nats, machine, versions
+from bench.generator import DEFAULT, PIPELINE, GeneratorConfigError, build, load
+from bench.targets import TargetsError
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SCENARIOS = ("cal", "a", "b", "c", "d", "e", "f")
@@ -43,6 +47,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pipeline-ops", type=int, help="burst size of (b)")
     p.add_argument("--e2e-ops", type=int, help="burst size of (a)")
     p.add_argument("--coldstart-ops", type=int, help="pending ops of (f)")
+    p.add_argument("--workload", type=Path, help="generator config (YAML) for every scenario; default "
+                   "bench/workloads/default.yaml for c-f and pipeline.yaml for a, b")
+    p.add_argument("--targets", type=Path, help="targets to check (default bench/targets.yaml)")
+    p.add_argument("--check", action="store_true", help="exit 1 when a target is missed or a scenario fails")
     p.add_argument("--out", type=Path, default=RESULTS, help=f"results directory (default {RESULTS})")
     p.add_argument("--keep-tmp", action="store_true", help="keep the temporary directory (logs, stores)")
     args = p.parse_args(argv)
@@ -53,6 +61,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if args.only & {"a", "b", "f"}:
         args.only.add("cal")
     args.rounds = args.rounds or (1 if args.quick else 5)
+    try:  # a bad config fails now, not after a 20-minute run
+        args.spec = report.load_targets(args.targets)
+        args.config = load(args.workload or DEFAULT)
+        if args.workload is None:
+            load(PIPELINE)
+    except (GeneratorConfigError, TargetsError) as exc:
+        p.error(str(exc))
     return args
 
 
@@ -81,7 +96,7 @@ def start_control_plane(root: Path, notes: list[str]):
     except (ControlPlaneError, OSError, RuntimeError, TimeoutError) as exc:
         notes.append(f"Kubernetes calibration and scenario (a) skipped: {exc}")
         return None
-    notes.append("The local control plane (etcd, kube-apiserver, kube-scheduler v1.20.2) stays up through "
+    notes.append("The local control plane (etcd, kube-apiserver, kube-scheduler) stays up through "
                  "every round, idle outside the Kubernetes steps.")
     return cp
 
@@ -101,21 +116,67 @@ def run_round(r: int, args, sizes: dict, root: Path, cp, cold: dict) -> dict:
         step(res, "calibration", cal)
     if "b" in only:
         step(res, "b_pipeline", lambda: asyncio.run(pipeline.run_pipeline(
-            root, n_unloaded=sizes["b_unloaded"], n_burst=sizes["b_burst"], log_level=args.log_level)))
+            root, n_unloaded=sizes["b_unloaded"], n_burst=sizes["b_burst"], log_level=args.log_level,
+            workload_file=args.workload)))
     if "a" in only and cp is not None:
         step(res, "a_kubernetes", lambda: asyncio.run(pipeline.run_kubernetes(
             root, cp.kubeconfig, r, n_unloaded=sizes["a_unloaded"], n_burst=sizes["a_burst"],
-            log_level=args.log_level)))
+            log_level=args.log_level, workload_file=args.workload)))
     picked = {s for s in "cde" if s in only}
     if picked:
-        step(res, "decisions", decisions.run_all, args.quick, picked)
+        step(res, "decisions", decisions.run_all, args.quick, picked, args.workload)
     if "f" in only:
         def cold_start() -> dict:
             if "template" not in cold:
-                cold["template"], cold["info"] = coldstart.build_template(root, sizes["f_ops"])
+                cold["template"], cold["info"] = coldstart.build_template(root, sizes["f_ops"], args.workload)
             return {**coldstart.run_round(root, cold["template"], sizes["f_ops"], r), **cold["info"]}
         step(res, "f_coldstart", cold_start)
     return res
+
+
+def workload_meta(args) -> dict:
+    """What the run's workload was: the config files and the unscaled config's shape."""
+    shape = build(args.config).describe()
+    return {"file": str(args.workload or DEFAULT), "pipeline file": str(args.workload or PIPELINE),
+            "seed": shape["seed"], "queues": shape["queues"], "cohorts": shape["cohorts"],
+            "ops": shape["pending"], "classes": shape["classes"], "nodes": shape["nodes"]}
+
+
+def run_rounds(args, sizes: dict, root: Path, notes: list[str]) -> tuple[list[dict], dict, str | None]:
+    """Every round (the control plane up throughout); the rounds, the cold-start info, the apiserver version."""
+    cp = start_control_plane(root, notes) if ({"a", "cal"} & args.only and not args.no_k8s) else None
+    if args.no_k8s:
+        notes.append("Kubernetes calibration and scenario (a) skipped: --no-k8s.")
+    rounds, cold, apiserver = [], {}, None
+    try:
+        if cp is not None:
+            apiserver = apiserver_version(cp.kubeconfig)
+        for r in range(args.rounds):
+            say(f"round {r + 1}/{args.rounds}")
+            rounds.append(run_round(r, args, sizes, root, cp, cold))
+    except KeyboardInterrupt:
+        notes.append(f"Interrupted after {len(rounds)} complete round(s).")
+    finally:
+        if cp is not None:
+            cp.stop()
+        if not args.keep_tmp:
+            shutil.rmtree(root, ignore_errors=True)
+    return rounds, cold.get("info", {}), apiserver
+
+
+def exit_code(args, rounds: list[dict], written: report.Written) -> int:
+    """0, or with --check 1 when a target is missed or a scenario failed in some round."""
+    errors = sorted({name for r in rounds for name, v in r.items() if isinstance(v, dict) and "error" in v})
+    missed = [v.name for v in written.verdicts if v.status == "fail"]
+    if errors:
+        print(f"scenarios that failed: {', '.join(errors)}")
+    if not args.check:
+        return 0
+    if missed or errors:
+        print(f"--check: {len(missed)} target(s) missed" + (f", {len(errors)} scenario(s) failed" if errors else ""))
+        return 1
+    print("--check: every measured target met")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,34 +192,22 @@ def main(argv: list[str] | None = None) -> int:
              ("Everything (services, SDK client, event observer) shares one Python process and the 2 cores "
               "with nats-server; other work on the machine is not controlled.")]
     say(f"{args.rounds} round(s), scenarios {','.join(s for s in SCENARIOS if s in args.only)}, tmp {root}")
-    cp = start_control_plane(root, notes) if ({"a", "cal"} & args.only and not args.no_k8s) else None
-    if args.no_k8s:
-        notes.append("Kubernetes calibration and scenario (a) skipped: --no-k8s.")
-    rounds, cold = [], {}
-    try:
-        for r in range(args.rounds):
-            say(f"round {r + 1}/{args.rounds}")
-            rounds.append(run_round(r, args, sizes, root, cp, cold))
-    except KeyboardInterrupt:
-        notes.append(f"Interrupted after {len(rounds)} complete round(s).")
-    finally:
-        if cp is not None:
-            cp.stop()
-        if not args.keep_tmp:
-            shutil.rmtree(root, ignore_errors=True)
-    if "info" in cold:
+    rounds, cold_info, apiserver = run_rounds(args, sizes, root, notes)
+    if cold_info:
         notes.append(f"(f) stream: {sizes['f_ops']:,} ops = {3 * sizes['f_ops']:,} messages, "
-                     f"{cold['info']['store_mib']:.0f} MiB on disk, mean event {cold['info']['mean_event_bytes']:.0f} B.")
+                     f"{cold_info['store_mib']:.0f} MiB on disk, mean event {cold_info['mean_event_bytes']:.0f} B.")
     meta = {"started": started.isoformat(timespec="seconds"),
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": ("python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])).strip(),
-            "rounds": len(rounds), "quick": args.quick, "sizes": sizes, "versions": versions(),
-            "machine": {**machine_at_start, "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]}}
-    summary, ratios = report.write(args.out, meta, rounds, notes)
-    print(report.tables(summary, ratios))
-    print(f"\nwritten: {args.out / 'latest.json'}, {args.out / 'latest.md'}"
-          + (f", {args.out / 'latest.png'}" if (args.out / "latest.png").exists() else " (no PNG: matplotlib not installed)"))
-    return 0
+            "rounds": len(rounds), "quick": args.quick, "sizes": sizes, "versions": versions(apiserver),
+            "machine": {**machine_at_start, "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]},
+            "workload": workload_meta(args), "targets": str(args.targets or report.tg.DEFAULT)}
+    written = report.write(args.out, meta, rounds, notes, args.spec)
+    print(report.tables(written.summary, written.ratios))
+    print("\n" + report.check_text(written.verdicts))
+    print("\nwritten: " + ", ".join(str(f) for f in written.files)
+          + (f"\n{written.png_note}" if written.png_note else ""))
+    return exit_code(args, rounds, written)
 
 
 if __name__ == "__main__":

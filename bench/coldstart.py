@@ -7,6 +7,10 @@ then times what ``Admission.start`` does (replay config, cluster and ops streams
 ``AdmissionState``) with the real ``Admission`` class, then the first cycle on the rebuilt state
 (which queues every cleared op). Afterwards, on the same (now warm) server, a raw replay: the same
 ordered consumer that ``Bus.replay`` uses, with a callback that only counts.
+
+The ops, their queues and creation times come from the workload config (default.yaml, or
+``--workload``) with N pending ops; its queue configuration is in the config stream (one message),
+so admission replays it as in production.
 """
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ import shutil
 import time
 from pathlib import Path
 
-from bench.workload import at, gpu_spec, op_id, pending_events
+from bench.generator import build_file
+from bench.workload import at, op_id, pending_events
 
 SOURCE = "opsched-admission"
 
@@ -28,16 +33,26 @@ def _headers(event) -> dict[str, str]:
     return {"Nats-Msg-Id": mid, **cloudevents.headers(codec.type_of(event), mid, SOURCE, event.op_id, event.at)}
 
 
-async def _generate(url: str, n_ops: int) -> dict[str, float]:
+async def _configure(bus, config) -> None:
+    from proto import subjects
+    from proto.config import QueuesConfigured
+
+    event = QueuesConfigured(config=config, at=at(0), source="file:bench-workload#coldstart")
+    await bus.publish(event, subject=subjects.CONFIG_QUEUES, msg_id="queues.bench-coldstart")
+
+
+async def _generate(url: str, n_ops: int, workload_file: Path | None) -> dict[str, float]:
     from proto import codec, subjects
     from services.runtime.bus import Bus
 
+    workload = build_file(workload_file, pending=n_ops)
     bus = await Bus.connect(url, "bench-generator")
     await bus.ensure_streams()
-    spec, js = gpu_spec(), bus.js
+    await _configure(bus, workload.queues_config())
+    js = bus.js
     began, size = time.perf_counter(), 0
-    for i in range(n_ops):
-        for event in pending_events(op_id("c", i), spec, "default", at(i * 1e-3)):
+    for i, sub in enumerate(workload.submissions):
+        for event in pending_events(op_id("c", i), sub, at(sub.offset_s)):
             data = codec.encode(event)
             size += len(data)
             await js.publish_async(subjects.event(codec.type_of(event), event.op_id), data, headers=_headers(event))
@@ -50,14 +65,14 @@ async def _generate(url: str, n_ops: int) -> dict[str, float]:
     return {"generate_per_s": 3 * n_ops / seconds, "mean_event_bytes": size / (3 * n_ops)}
 
 
-def build_template(root: Path, n_ops: int) -> tuple[Path, dict[str, float]]:
+def build_template(root: Path, n_ops: int, workload_file: Path | None = None) -> tuple[Path, dict[str, float]]:
     from opsched.natsserver import NatsServer
 
     store = root / f"coldstart-template-{n_ops}"
     shutil.rmtree(store, ignore_errors=True)
     server = NatsServer(store).start()
     try:
-        info = asyncio.run(_generate(server.url, n_ops))
+        info = asyncio.run(_generate(server.url, n_ops, workload_file))
     finally:
         server.stop()
     info["store_mib"] = sum(p.stat().st_size for p in store.rglob("*") if p.is_file()) / 2**20

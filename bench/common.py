@@ -139,7 +139,19 @@ def _mem_gib() -> float:
     return float("nan")
 
 
-def versions() -> dict[str, str]:
+def apiserver_version(kubeconfig: Path) -> str:
+    """``gitVersion`` of the kube-apiserver behind ``kubeconfig`` (asked through the client)."""
+    from kubernetes import client, config
+
+    try:
+        with config.new_client_from_config(config_file=str(kubeconfig)) as api:
+            return client.VersionApi(api).get_code().git_version
+    except Exception as exc:  # noqa: BLE001 - a version is informative only
+        return f"unavailable ({exc.__class__.__name__})"
+
+
+def versions(apiserver: str | None = None) -> dict[str, str]:
+    """What a run ran on; ``apiserver``: the control plane's version (None: no control plane used)."""
     from opsched.natsserver import binary
 
     try:
@@ -152,8 +164,9 @@ def versions() -> dict[str, str]:
         "nats-py": _dist("nats-py"),
         "nats-server": server,
         "kubernetes (client)": _dist("kubernetes"),
-        "kube-apiserver": "v1.20.2 (local, built from Debian sources)",
+        "kube-apiserver": apiserver or "not used",
         "msgspec": _dist("msgspec"),
+        "matplotlib": _dist("matplotlib"),
         "uvloop": "off (" + _dist("uvloop") + ")",
         "event loop": "asyncio default",
     }

@@ -6,6 +6,11 @@ bus pipeline. (a) the real dispatcher against the local kube-apiserver + kube-sc
 simulated kubelet; ``dispatched`` is published right after the pod create returned, so
 submit→dispatched is submit→pod-created plus one publish.
 
+The queues and the ops (class, priority, GPU request, run time) come from the workload config
+(bench/workloads/pipeline.yaml: one queue, 1-GPU ops; or ``--workload``), in stream order, without
+the queues' quotas (these scenarios measure the bus and the API server) and without the creation
+times (each phase sets its own pace).
+
 Two phases per scenario: *unloaded* (one op at a time: submit, wait for ``dispatched``, next) for the
 latency floor, then a *burst* (N submits, 64 in flight) for throughput and latency under load.
 An op takes 6 durable publishes (submit, submitted, cost_estimated, cache_missed, admitted,
@@ -18,11 +23,13 @@ import time
 from pathlib import Path
 
 from bench.common import CpuMeter, Stack, fresh_nats, latency_summary
-from bench.workload import gpu_spec, write_unlimited_queues
+from bench.generator import PIPELINE, Workload, build_file
+from bench.workload import spec_of, write_queues
 
 PUBLISHES_PER_OP = 6
 CRITICAL_HOPS = 5
 SUBMITTERS = 64
+WARMUP = 5
 
 
 class Observer:
@@ -67,9 +74,14 @@ class Observer:
             await self.nc.close()
 
 
-async def _unloaded(client, obs: Observer, spec, n: int, timeout: float) -> dict[str, float]:
+def pipeline_workload(ops: int, workload_file: Path | None = None) -> Workload:
+    """``ops`` generated ops from the config (pipeline.yaml by default), its queues without quota."""
+    return build_file(workload_file, PIPELINE, pending=ops, nominal_quota=None)
+
+
+async def _unloaded(client, obs: Observer, specs: list, timeout: float) -> dict[str, float]:
     dispatched, admitted, missing = [], [], 0
-    for i in range(n):
+    for i, spec in enumerate(specs):
         oid = f"s{i:07d}"
         t0 = time.perf_counter()
         await client.submit(spec, op_id=oid)
@@ -83,13 +95,14 @@ async def _unloaded(client, obs: Observer, spec, n: int, timeout: float) -> dict
             "unloaded_missing": float(missing)}
 
 
-async def _burst(client, obs: Observer, spec, n: int, timeout: float, server_pid: int) -> dict[str, float]:
+async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid: int) -> dict[str, float]:
+    n = len(specs)
     ids = [f"b{i:07d}" for i in range(n)]
     submitted: dict[str, float] = {}
-    pending = iter(ids)
+    pending = iter(zip(ids, specs))
 
     async def submitter() -> None:
-        for oid in pending:
+        for oid, spec in pending:
             submitted[oid] = time.perf_counter()
             await client.submit(spec, op_id=oid)
 
@@ -124,25 +137,30 @@ async def _burst(client, obs: Observer, spec, n: int, timeout: float, server_pid
 
 async def run_pipeline(root: Path, *, n_unloaded: int, n_burst: int, log_level: str,
                        kubeconfig: Path | None = None, namespace: str = "opsched",
-                       timeout: float = 180.0) -> dict[str, float]:
+                       timeout: float = 180.0, workload: Workload | None = None,
+                       workload_file: Path | None = None) -> dict[str, float]:
     from opsched.client import Client
     from services.runtime.settings import Settings
 
     mode = "kubernetes" if kubeconfig else "null"
-    queues = write_unlimited_queues(root / "queues-unlimited.yaml")
+    workload = workload or pipeline_workload(WARMUP + n_unloaded + n_burst, workload_file)
+    specs = [spec_of(sub, routed=True) for sub in workload.submissions]
+    if len(specs) < WARMUP + n_unloaded + n_burst:
+        raise ValueError(f"the workload has {len(specs)} ops, {WARMUP + n_unloaded + n_burst} needed")
+    queues = write_queues(root / f"queues-pipeline-{mode}.yaml", workload.queues_config())
     with fresh_nats(root, f"nats-pipeline-{mode}") as server:
         settings = Settings(nats_url=server.url, dispatcher_mode=mode, queues_file=queues, log_format="json",
                             log_level=log_level, kubeconfig=kubeconfig, namespace=namespace)
         obs = await Observer().start(server.url)
         stack = await Stack(settings).start()
         client = await Client.connect(server.url, "bench-client")
-        spec = gpu_spec(seconds=3600)
         try:
-            for i in range(5):  # warm-up: the first op pays for imports, consumers, connections
-                await client.submit(spec, op_id=f"w{i:07d}")
+            for i in range(WARMUP):  # warm-up: the first op pays for imports, consumers, connections
+                await client.submit(specs[i], op_id=f"w{i:07d}")
                 await obs.wait("dispatched", f"w{i:07d}", 30.0)
-            out = await _unloaded(client, obs, spec, n_unloaded, 30.0)
-            out.update(await _burst(client, obs, spec, n_burst, timeout, server.proc.pid))
+            out = await _unloaded(client, obs, specs[WARMUP:WARMUP + n_unloaded], 30.0)
+            out.update(await _burst(client, obs, specs[WARMUP + n_unloaded:WARMUP + n_unloaded + n_burst],
+                                    timeout, server.proc.pid))
         finally:
             await client.close()
             await stack.close()
@@ -152,22 +170,25 @@ async def run_pipeline(root: Path, *, n_unloaded: int, n_burst: int, log_level: 
 
 # ---- (a): the local control plane with simulated GPU nodes ----------------------------------
 
-def gpu_nodes(prefix: str, ops: int, gpus_per_node: int = 64) -> list[str]:
-    count = max(1, -(-ops // gpus_per_node))
-    return [f"{prefix}-gpu-{j}:{gpus_per_node}:A100" for j in range(count)]
+def gpu_nodes(prefix: str, gpus: int, gpus_per_node: int = 64, product: str = "A100") -> list[str]:
+    """Simulated nodes (``NAME:GPUS:PRODUCT``) with room for ``gpus`` GPUs of 1-GPU ops, 64 GPUs each."""
+    count = max(1, -(-gpus // gpus_per_node))  # an op asking more than a node has stays pending
+    return [f"{prefix}-gpu-{j}:{gpus_per_node}:{product}" for j in range(count)]
 
 
 async def run_kubernetes(root: Path, kubeconfig: Path, round_no: int, *, n_unloaded: int, n_burst: int,
-                         log_level: str) -> dict[str, float]:
+                         log_level: str, workload_file: Path | None = None) -> dict[str, float]:
     from opsched.localcluster.simkubelet import spawn, terminate
 
     namespace = f"bench-r{round_no}"
-    nodes = gpu_nodes(f"bench-r{round_no}", n_unloaded + n_burst + 5)
+    workload = pipeline_workload(WARMUP + n_unloaded + n_burst, workload_file)
+    nodes = gpu_nodes(f"bench-r{round_no}", sum(sub.gpus for sub in workload.submissions),
+                      product=workload.config.nodes.product)
     kubelet = await asyncio.to_thread(spawn, kubeconfig, nodes, delete_nodes_on_exit=True,
                                       log_file=root / f"simkubelet-r{round_no}.log")
     try:
         out = await run_pipeline(root, n_unloaded=n_unloaded, n_burst=n_burst, log_level=log_level,
-                                 kubeconfig=kubeconfig, namespace=namespace)
+                                 kubeconfig=kubeconfig, namespace=namespace, workload=workload)
     finally:
         await asyncio.to_thread(_delete_pods, kubeconfig, namespace)
         await asyncio.to_thread(terminate, kubelet)

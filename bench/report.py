@@ -1,6 +1,6 @@
 """Aggregate the rounds: medians with min–max, ratios to the calibrated primitives (computed within
-each round, then the median of those), targets of issue 7 as pass/fail; JSON, Markdown, a PNG plot
-when matplotlib is installed."""
+each round, then the median of those), the targets of bench/targets.yaml checked as pass/fail
+(bench/targets.py); JSON, Markdown and, when matplotlib is installed, a PNG plot (bench/plot.py)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import targets as tg
 from bench.common import median_min_max
 from bench.pipeline import CRITICAL_HOPS, PUBLISHES_PER_OP
 
@@ -32,11 +33,12 @@ def flatten(round_result: dict) -> Flat:
 
 @dataclass(frozen=True)
 class Ratio:
+    """A figure divided by calibrated primitives of the same round (its target, if any, is in
+    bench/targets.yaml under ``name``)."""
+
     name: str
     explain: str
     compute: Callable[[Flat], float]
-    target: float | None = None
-    at_least: bool = True  # target is a floor (else a ceiling)
     unit: str = "×"
 
 
@@ -54,38 +56,36 @@ def _floor_us(f: Flat) -> float:
 
 RATIOS = [
     Ratio("a_end_to_end_throughput", f"(a) ops/s ÷ min(64-in-flight publish/s ÷ {PUBLISHES_PER_OP}, pod creates/s)",
-          lambda f: _get(f, "a_kubernetes.ops_per_s") / min(_ceiling(f), _get(f, "calibration.k8s_create_per_s")),
-          0.5),
+          lambda f: _get(f, "a_kubernetes.ops_per_s") / min(_ceiling(f), _get(f, "calibration.k8s_create_per_s"))),
     Ratio("a_submit_to_pod_p50", f"(a) unloaded submit→pod-created p50 ÷ ({CRITICAL_HOPS} hops × publish p50)",
-          lambda f: 1e3 * _get(f, "a_kubernetes.unloaded_dispatch_p50_ms") / _floor_us(f), 3.0, at_least=False),
+          lambda f: 1e3 * _get(f, "a_kubernetes.unloaded_dispatch_p50_ms") / _floor_us(f)),
     Ratio("a_submit_to_pod_p50_incl_create", "(a) same ÷ (5 × publish p50 + pod-create p50), for reading",
           lambda f: _get(f, "a_kubernetes.unloaded_dispatch_p50_ms") / (
               _floor_us(f) / 1e3 + _get(f, "calibration.k8s_create_p50_ms"))),
     Ratio("b_pipeline_throughput", f"(b) ops/s ÷ (64-in-flight publish/s ÷ {PUBLISHES_PER_OP})",
-          lambda f: _get(f, "b_pipeline.ops_per_s") / _ceiling(f), 0.5),
+          lambda f: _get(f, "b_pipeline.ops_per_s") / _ceiling(f)),
     Ratio("b_submit_to_dispatch_p50", f"(b) unloaded submit→dispatched p50 ÷ ({CRITICAL_HOPS} hops × publish p50)",
-          lambda f: 1e3 * _get(f, "b_pipeline.unloaded_dispatch_p50_ms") / _floor_us(f), 3.0, at_least=False),
+          lambda f: 1e3 * _get(f, "b_pipeline.unloaded_dispatch_p50_ms") / _floor_us(f)),
     Ratio("b_submit_to_dispatch_p50_vs_hop", "(b) unloaded submit→dispatched p50 ÷ (5 × publish→fetch hop p50), "
           "for reading", lambda f: 1e3 * _get(f, "b_pipeline.unloaded_dispatch_p50_ms") / (
               CRITICAL_HOPS * _get(f, "calibration.hop_p50_us"))),
     Ratio("b_burst_dispatch_p50", "(b) burst submit→dispatched p50 ÷ (5 hops × publish p50), for reading",
           lambda f: 1e3 * _get(f, "b_pipeline.burst_dispatch_p50_ms") / _floor_us(f)),
     Ratio("c_decision_p99_10k", "(c) per-decision p99 at 10k pending, µs", lambda f: _get(
-        f, "decisions.c_10k.decision_p99_us"), 1000.0, at_least=False, unit="µs"),
+        f, "decisions.c_10k.decision_p99_us"), unit="µs"),
     Ratio("c_decision_p99_100k", "(c) per-decision p99 at 100k pending, µs", lambda f: _get(
-        f, "decisions.c_100k.decision_p99_us"), 2000.0, at_least=False, unit="µs"),
+        f, "decisions.c_100k.decision_p99_us"), unit="µs"),
     Ratio("c_p99_growth_1k_to_100k", "(c) decision p99 at 100k ÷ at 1k",
-          lambda f: _get(f, "decisions.c_100k.decision_p99_us") / _get(f, "decisions.c_1k.decision_p99_us"),
-          3.0, at_least=False),
+          lambda f: _get(f, "decisions.c_100k.decision_p99_us") / _get(f, "decisions.c_1k.decision_p99_us")),
     Ratio("c_throughput_100k_vs_1k", "(c) decisions/s at 100k ÷ at 1k pending",
-          lambda f: _get(f, "decisions.c_100k.decisions_per_s") / _get(f, "decisions.c_1k.decisions_per_s"), 0.8),
+          lambda f: _get(f, "decisions.c_100k.decisions_per_s") / _get(f, "decisions.c_1k.decisions_per_s")),
     Ratio("d_throughput_1000q_vs_10q", "(d) decisions/s with 1,000 queues ÷ with 10 (10k pending, 1,000 running)",
-          lambda f: _get(f, "decisions.d_1000q.decisions_per_s") / _get(f, "decisions.d_10q.decisions_per_s"), 0.8),
-    Ratio("e_throughput_5000n_vs_50n", "(e) decisions/s with 5,000 full nodes ÷ with 50 (no target)",
+          lambda f: _get(f, "decisions.d_1000q.decisions_per_s") / _get(f, "decisions.d_10q.decisions_per_s")),
+    Ratio("e_throughput_5000n_vs_50n", "(e) decisions/s with 5,000 full nodes ÷ with 50",
           lambda f: _get(f, "decisions.e_5000n.decisions_per_s") / _get(f, "decisions.e_50n.decisions_per_s")),
     Ratio("f_cold_start_vs_fetch", "(f) cold start ÷ (ops ÷ batch-100 fetch rate)",
           lambda f: _get(f, "f_coldstart.cold_start_s") / (
-              _get(f, "f_coldstart.ops") / _get(f, "calibration.fetch100_per_s")), 1.5, at_least=False),
+              _get(f, "f_coldstart.ops") / _get(f, "calibration.fetch100_per_s"))),
     Ratio("f_cold_start_vs_fetch_msgs", "(f) cold start ÷ (messages ÷ batch-100 fetch rate), for reading",
           lambda f: _get(f, "f_coldstart.cold_start_s") / (
               _get(f, "f_coldstart.messages") / _get(f, "calibration.fetch100_per_s"))),
@@ -94,7 +94,15 @@ RATIOS = [
 ]
 
 
-def summarize(rounds: list[dict]) -> tuple[dict, dict]:
+RATIO_NAMES = [r.name for r in RATIOS]
+
+
+def load_targets(path: Path | None = None) -> tg.Targets:
+    return tg.load(path or tg.DEFAULT, known=RATIO_NAMES)
+
+
+def summarize(rounds: list[dict], spec: tg.Targets) -> tuple[dict, dict, list[tg.Verdict]]:
+    """Per figure and per ratio: median, min, max over the rounds; then every target checked."""
     flats = [flatten(r) for r in rounds]
     keys = sorted({k for f in flats for k in f})
     summary = {}
@@ -104,17 +112,19 @@ def summarize(rounds: list[dict]) -> tuple[dict, dict]:
     ratios = {}
     for ratio in RATIOS:
         med, lo, hi = median_min_max([ratio.compute(f) for f in flats])
-        verdict = None
-        if ratio.target is not None and med == med:
-            verdict = med >= ratio.target if ratio.at_least else med <= ratio.target
         ratios[ratio.name] = {"explain": ratio.explain, "median": med, "min": lo, "max": hi, "unit": ratio.unit,
-                              "target": ratio.target, "at_least": ratio.at_least, "pass": verdict}
-    return summary, ratios
+                              "target": None, "target_min": None, "target_max": None, "pass": None}
+    verdicts = tg.check(spec, {**summary, **ratios})
+    for v in verdicts:
+        if v.name in ratios:
+            ratios[v.name].update(target=v.target.text(), target_min=v.target.min, target_max=v.target.max,
+                                  **{"pass": None if v.status == "missing" else v.status == "pass"})
+    return summary, ratios, verdicts
 
 
 # ---- text ------------------------------------------------------------------------------------
 
-def _fmt(v: float) -> str:
+def fmt(v: float) -> str:
     if v != v:
         return "–"
     a = abs(v)
@@ -158,38 +168,75 @@ def tables(summary: dict, ratios: dict, all_metrics: bool = False) -> str:
     keys = sorted(summary) if all_metrics else [k for k in MAIN_METRICS if k in summary]
     for key in keys:
         s = summary[key]
-        lines.append(f"| {key} | {_fmt(s['median'])} | {_fmt(s['min'])} – {_fmt(s['max'])} | {_unit(key)} |")
+        lines.append(f"| {key} | {fmt(s['median'])} | {fmt(s['min'])} – {fmt(s['max'])} | {_unit(key)} |")
     lines += ["", "| ratio | median | min – max | target | met |", "|---|---:|---:|---:|---|"]
     for r in ratios.values():
-        target = "–" if r["target"] is None else ("≥ " if r["at_least"] else "≤ ") + _fmt(r["target"])
+        target = r["target"] or "–"
         met = {True: "**pass**", False: "**FAIL**", None: "–"}[r["pass"]]
-        lines.append(f"| {r['explain']} | {_fmt(r['median'])} | {_fmt(r['min'])} – {_fmt(r['max'])} "
+        lines.append(f"| {r['explain']} | {fmt(r['median'])} | {fmt(r['min'])} – {fmt(r['max'])} "
                      f"| {target} | {met} |")
     return "\n".join(lines)
 
 
-def markdown(meta: dict, summary: dict, ratios: dict, notes: list[str]) -> str:
+def check_text(verdicts: list[tg.Verdict]) -> str:
+    """The range check (bench/targets.yaml) as text, one line per target."""
+    missed = len(tg.failed(verdicts))
+    head = f"targets: {len(verdicts) - missed - sum(v.status == 'missing' for v in verdicts)} met, {missed} missed"
+    return "\n".join([head, *tg.lines(verdicts)])
+
+
+def markdown(meta: dict, summary: dict, ratios: dict, notes: list[str], verdicts: list[tg.Verdict]) -> str:
+    workload = meta.get("workload", {})
     head = [f"# opsched benchmark — {meta['finished']}", "",
             (f"`{meta['command']}`: {meta['rounds']} round(s){' (quick)' if meta['quick'] else ''}, "
              "medians with min – max over the rounds; ratios are taken within each round."), "",
             "Machine: " + ", ".join(f"{k} {v}" for k, v in meta["machine"].items()), "",
-            "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
+            "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
+            "Workload: " + ", ".join(f"{k} {v}" for k, v in workload.items()), ""]
     if notes:
         head += ["Notes:", *[f"- {n}" for n in notes], ""]
-    return "\n".join(head) + tables(summary, ratios) + "\n\n## Every figure\n\n" + \
+    check = ["", "## Targets (" + meta.get("targets", "bench/targets.yaml") + ")", "", "```",
+             check_text(verdicts), "```"]
+    return "\n".join(head) + tables(summary, ratios) + "\n" + "\n".join(check) + "\n\n## Every figure\n\n" + \
         tables(summary, {}, all_metrics=True).split("\n\n")[0] + "\n"
 
 
-def write(out_dir: Path, meta: dict, rounds: list[dict], notes: list[str]) -> tuple[dict, dict]:
+@dataclass
+class Written:
+    summary: dict
+    ratios: dict
+    verdicts: list[tg.Verdict]
+    files: list[Path]
+    png_note: str | None  # why there is no PNG, if there is none
+
+
+def _stamp(meta: dict) -> str:
+    return meta["finished"].replace("-", "").replace(":", "").replace("+0000", "Z").replace("+00:00", "Z")
+
+
+def write(out_dir: Path, meta: dict, rounds: list[dict], notes: list[str], spec: tg.Targets) -> Written:
+    """latest.json, latest.md and latest.png (with a timestamped copy of the JSON and the PNG)."""
+    from bench import plot
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary, ratios = summarize(rounds)
-    doc = _finite({"meta": meta, "notes": notes, "summary": summary, "ratios": ratios, "rounds": rounds})
-    (out_dir / "latest.json").write_text(json.dumps(doc, indent=1, default=str, allow_nan=False) + "\n")
-    (out_dir / "latest.md").write_text(markdown(meta, summary, ratios, notes))
-    plotted = plot(out_dir / "latest.png", ratios)
-    if not plotted:
-        (out_dir / "latest.png").unlink(missing_ok=True)
-    return summary, ratios
+    summary, ratios, verdicts = summarize(rounds, spec)
+    doc = _finite({"meta": meta, "notes": notes, "summary": summary, "ratios": ratios,
+                   "targets": tg.as_json(verdicts), "rounds": rounds})
+    text = json.dumps(doc, indent=1, default=str, allow_nan=False) + "\n"
+    stamp = _stamp(meta)
+    files = [out_dir / "latest.json", out_dir / f"run-{stamp}.json", out_dir / "latest.md"]
+    files[0].write_text(text)
+    files[1].write_text(text)
+    files[2].write_text(markdown(meta, summary, ratios, notes, verdicts))
+    png = out_dir / "latest.png"
+    note = plot.render(png, meta, summary, ratios, verdicts)
+    if note is None:
+        copy = out_dir / f"run-{stamp}.png"
+        copy.write_bytes(png.read_bytes())
+        files += [png, copy]
+    else:
+        png.unlink(missing_ok=True)  # a stale plot of an earlier run would mislead
+    return Written(summary, ratios, verdicts, files, note)
 
 
 def _finite(value):
@@ -201,29 +248,3 @@ def _finite(value):
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
-
-
-def plot(path: Path, ratios: dict) -> bool:
-    """Ratios against their targets, if matplotlib is installed (it is not a dependency)."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    rows = [(n, r) for n, r in ratios.items() if r["target"] is not None and r["median"] == r["median"]]
-    if not rows:
-        return False
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1))
-    for i, (name, r) in enumerate(rows):
-        share = r["median"] / r["target"]
-        ax.barh(i, share, color="tab:green" if r["pass"] else "tab:red")
-        ax.plot([r["min"] / r["target"], r["max"] / r["target"]], [i, i], color="black")
-    ax.axvline(1.0, color="grey", linestyle="--")
-    ax.set_yticks(range(len(rows)), [n for n, _ in rows])
-    ax.set_xscale("log")
-    ax.set_xlabel("median ÷ target (floors: ≥ 1 passes; ceilings: ≤ 1 passes)")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return True

@@ -1,31 +1,51 @@
-"""The workload of the benchmark: op specs, the events that make an op pending or running, and
-queue books. Built from the wire contract directly (the benchmark does not import the tests)."""
+"""The events of the benchmark's workload: op specs, the events that make an op pending or running,
+and the queues file. Built from the wire contract directly (the benchmark does not import the tests).
+What ops there are, in which queues, comes from the YAML generator config (``bench/generator.py``)."""
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import msgspec
+
 from bench.common import GPU
+from bench.generator import PRODUCT_LABEL, Submission
 from proto.cluster import NodeObserved
 from proto.events import (
     CacheMissed, CostEstimated, Event, Money, OperationAdmitted, OperationRunning, OperationSubmitted,
     OperationSucceeded,
 )
-from proto.queues import Flavor, FlavorQuota, Queue, QueuesConfig, ResourceQuota
+from proto.queues import QueuesConfig
 from proto.spec import Container, OpSpec, Resources
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
-PRODUCT_LABEL = "nvidia.com/gpu.product"
-FLAVOR = "a100"
 NAMESPACE = "opsched"
 FINGERPRINT = "f" * 32
 
 
-def gpu_spec(gpus: int = 1, seconds: int = 600, queue: str | None = None) -> OpSpec:
+def gpu_spec(gpus: int = 1, seconds: float = 600, queue: str | None = None, priority: int = 0) -> OpSpec:
     """A training op asking for ``gpus`` GPUs (as a limit) that runs ``seconds`` on a simulated node."""
-    return OpSpec(name="bench-train", queue=queue, container=Container(
-        image="python:3.11-slim", command=["sh", "-c", f"sleep {seconds}"],
+    return OpSpec(name="bench-train", queue=queue, priority=priority, container=Container(
+        image="python:3.11-slim", command=["sh", "-c", f"sleep {_decimal(seconds)}"],
         resources=Resources(limits={GPU: str(gpus)}, requests={"cpu": "100m", "memory": "64Mi"})))
+
+
+def _decimal(seconds: float) -> str:
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")
+
+
+@functools.lru_cache(maxsize=4096)
+def _spec(gpus: int, seconds: float, queue: str | None, priority: int) -> OpSpec:
+    return gpu_spec(gpus, seconds, queue, priority)
+
+
+def spec_of(sub: Submission, routed: bool = False) -> OpSpec:
+    """The (shared, cached) spec of a generated op; ``routed``: it names its queue and priority (for
+    a submit through the SDK), else the queue and priority travel in ``submitted`` as admission sets them."""
+    if routed:
+        return _spec(sub.gpus, sub.runtime_s, sub.queue, sub.priority)
+    return _spec(sub.gpus, sub.runtime_s, None, 0)
 
 
 def at(seconds: float) -> datetime:
@@ -36,17 +56,18 @@ def op_id(prefix: str, i: int) -> str:
     return f"{prefix}{i:07d}"
 
 
-def pending_events(oid: str, spec: OpSpec, queue: str, when: datetime) -> list[Event]:
+def pending_events(oid: str, sub: Submission, when: datetime) -> list[Event]:
     """Submitted, then both gates (a cost estimate and a cache miss): the op is ready to queue."""
-    return [OperationSubmitted(op_id=oid, at=when, spec=spec, queue=queue, submitted_at=when, priority=0),
-            CostEstimated(op_id=oid, at=when, estimate=Money(amount=1.0), basis="default", duration_s=3600.0),
+    spec = spec_of(sub)
+    return [OperationSubmitted(op_id=oid, at=when, spec=spec, queue=sub.queue, submitted_at=when,
+                               priority=sub.priority),
+            CostEstimated(op_id=oid, at=when, estimate=Money(amount=1.0), basis="default", duration_s=sub.runtime_s),
             CacheMissed(op_id=oid, at=when, fingerprint=FINGERPRINT, reason="disabled")]
 
 
-def admitted_event(oid: str, spec: OpSpec, queue: str, when: datetime) -> OperationAdmitted:
-    return OperationAdmitted(op_id=oid, at=when, spec=spec, queue=queue, namespace=NAMESPACE,
-                             pod_name=f"op-{oid}-0", flavors={GPU: FLAVOR},
-                             node_selector={PRODUCT_LABEL: "A100"})
+def admitted_event(oid: str, sub: Submission, when: datetime, flavor: str, product: str) -> OperationAdmitted:
+    return OperationAdmitted(op_id=oid, at=when, spec=spec_of(sub), queue=sub.queue, namespace=NAMESPACE,
+                             pod_name=f"op-{oid}-0", flavors={GPU: flavor}, node_selector={PRODUCT_LABEL: product})
 
 
 def running_event(oid: str, when: datetime, node: str | None) -> OperationRunning:
@@ -57,25 +78,12 @@ def succeeded_event(oid: str, when: datetime) -> OperationSucceeded:
     return OperationSucceeded(op_id=oid, at=when, pod_name=f"op-{oid}-0")
 
 
-def node_event(name: str, gpus: int) -> NodeObserved:
-    return NodeObserved(node=name, at=T0, labels={PRODUCT_LABEL: "A100"},
+def node_event(name: str, gpus: int, product: str = "A100") -> NodeObserved:
+    return NodeObserved(node=name, at=T0, labels={PRODUCT_LABEL: product},
                         allocatable={GPU: str(gpus), "cpu": "64", "memory": "512Gi", "pods": "110"})
 
 
-def queue_names(count: int) -> list[str]:
-    return [f"q-{i:04d}" for i in range(count)]
-
-
-def gpu_queues_config(count: int, gpus_each: float | None) -> QueuesConfig:
-    """``count`` queues with a GPU quota of ``gpus_each`` on one A100 flavor (None: a huge quota)."""
-    nominal = gpus_each if gpus_each is not None else 10**9
-    queues = [Queue(name=name, resources=[ResourceQuota(resource=GPU, flavors=[
-        FlavorQuota(name=FLAVOR, nominal=nominal)])]) for name in queue_names(count)]
-    return QueuesConfig(queues=queues, default_queue=queues[0].name,
-                        flavors=[Flavor(name=FLAVOR, node_labels={PRODUCT_LABEL: "A100"})])
-
-
-def write_unlimited_queues(path: Path) -> Path:
-    """The pipeline scenarios' queues file: one queue with no concurrency limit and no quota."""
-    path.write_text("defaultQueue: default\nqueues:\n  - name: default\n")
+def write_queues(path: Path, config: QueuesConfig) -> Path:
+    """A queues file (``OPSCHED_QUEUES_FILE``) holding ``config``."""
+    path.write_bytes(msgspec.yaml.encode(config))
     return path
