@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum
 
+from proto.queries import PendingReason
 from proto.resources import is_accelerator
 from proto.spec import OpSpec
 from services.admission.policies.aging import PendingQueue
@@ -60,7 +61,7 @@ class OpRecord:
     node_selector: dict[str, str] = field(default_factory=dict)  # added by admission
     tolerations: list = field(default_factory=list)  # added by admission
     borrowing: bool = False
-    blocked: list = field(default_factory=list)  # PendingReason list from the last cycle that looked
+    blocked: list[PendingReason] = field(default_factory=list)  # from the last cycle that looked
     admitted_at: datetime | None = None
     admitted_priority: float = 0.0  # effective (aged) priority when admitted: what preemption compares
     running_since: datetime | None = None
@@ -73,7 +74,7 @@ class OpRecord:
     reason_message: str = ""
     retries_used: int = 0  # own (application) failures so far
     infra_failures: int = 0
-    attempts: list = field(default_factory=list)  # (attempt, how it ended, reason) per finished attempt
+    attempts: list[tuple[int, str, str]] = field(default_factory=list)  # (attempt, how it ended, reason)
     assumed_nodes: list[str] | None = None  # where the cycle that admitted it placed its pods
 
     @property
@@ -95,9 +96,9 @@ class Ghost:
     """What a preempted victim held, kept for its preemptor until the preemptor is admitted."""
 
     queue: str
-    flavors: dict
-    request: dict
-    pods: list
+    flavors: dict[str, str]
+    request: dict[str, float]
+    pods: list[dict[str, float]]
     node: str | None
     estimate: float
 
