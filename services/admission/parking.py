@@ -11,8 +11,11 @@ reason waits on is a *generation* the state bumps when that thing changes:
 - ``budget`` — actual spend was recorded; ``batch:<name>`` — an op of the batch ended or started.
 
 A back-off parks until it ends; a queue with aging is looked at again after ``AGING_RECHECK`` (its
-order moves with time). An op queued in it, a new configuration, a node change (an op may now fit,
-or be known never to) or a timer firing un-parks it (see ``AdmissionState``). A queue where preemption could ever find a victim for a waiting op is not
+order moves with time). An op queued in it or leaving it (stopped, rejected: the ones behind it
+move into the lookahead), a new configuration, a node change (an op may now fit, or be known never
+to) or a timer firing un-parks it (see ``AdmissionState``). Every park also waits on its cohort's
+usage, and an op ending anywhere moves ``capacity`` and ``budget`` (its expected spend is no longer
+committed). A queue where preemption could ever find a victim for a waiting op is not
 parked: the victims' protection (cooldown, minRuntime) runs out with time, not with an event.
 """
 from __future__ import annotations

@@ -204,6 +204,8 @@ class AdmissionState:
             return False
         if op.status < Status.ADMITTED:
             self.queue(op.queue).waiting -= 1
+            if status != Status.ADMITTED:
+                self.parked.pop(op.queue, None)  # left its queue (stopped, rejected...): others move up
         if isinstance(e, OperationAdmitted):
             self._admitted(op, e)
         if isinstance(e, OperationRunning):
@@ -264,6 +266,7 @@ class AdmissionState:
             self.bump(f"batch:{op.spec.batch}")
         if not active:
             self.bump("capacity")
+            self.bump("budget")  # what it was expected to spend no longer counts as committed
 
     def _preempt_requested(self, op: OpRecord, e: PreemptRequested) -> bool:
         if not op.status.active or op.preempted_by is not None:
