@@ -30,6 +30,7 @@ class OperationSubmitted(Event, tag="submitted", kw_only=True):
     priority: int = 0
     original_op_id: str | None = None  # set for a restart or a copy
     relation: str | None = None  # "restart" or "copy"
+    requested_by: str | None = None  # who submitted it ({{ globals.owner_name }})
 
 
 class CostEstimated(Event, tag="cost_estimated", kw_only=True):

@@ -98,6 +98,7 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     cohort: str | None = None
     max_queued: NonNegInt | None = None  # None: unlimited
     namespace: str | None = None
+    artifacts_root: str | None = None  # {{ globals.run_artifacts_path }} = <root>/<op id>; None: the config's
     node_selector: dict[str, str] = {}
     tolerations: list[dict[str, Any]] = []
     cost_quota: Annotated[float, msgspec.Meta(ge=0)] | None = None
@@ -128,3 +129,4 @@ class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
     fair_sharing: FairSharing = msgspec.field(default_factory=FairSharing)
     retry_backoff: RetryBackoff = msgspec.field(default_factory=RetryBackoff)
     budgets: list[Budget] = []
+    artifacts_root: str = "/plx-context/artifacts"  # Polyaxon's; a queue may set its own

@@ -98,3 +98,5 @@ class OpSpec(Wire, kw_only=True):
     replicas: list[ReplicaGroup] = []  # gang: admitted and started all-or-nothing with `container`
     batch: str | None = None  # a group submitted together (e.g. a sweep)
     batch_concurrency: int | None = None  # at most this many ops of the batch run at once
+    to_env: dict[str, str] = {}  # Polyaxon's toEnv: env var name -> the param/input/output whose value it takes
+    iteration: int | None = None  # a sweep trial's index in its batch ({{ globals.iteration }})

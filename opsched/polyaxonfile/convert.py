@@ -21,6 +21,7 @@ from opsched.polyaxonfile.models_container import ContainerModel
 from opsched.polyaxonfile.models_operation import ComponentModel, OperationModel, OverridesModel
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel, check_run
 from opsched.polyaxonfile.params import io_and_params
+from opsched.polyaxonfile.templates import template_problems
 from proto.spec import Cache, Container, Environment, OpSpec, ReplicaGroup, Termination
 
 
@@ -61,14 +62,26 @@ def _run_parts(run: JobRunModel | PytorchJobRunModel
 
 
 def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fallback: str,
-               swept: dict[str, Any] | None = None) -> OpSpec:
+               swept: dict[str, Any] | None = None, iteration: int | None = None) -> OpSpec:
+    """The OpSpec of a validated model; ``swept``/``iteration``: one trial of a sweep. Its templates
+    are rendered once with stand-in globals, so one that cannot render is refused here."""
     op = model if isinstance(model, OperationModel) else None
     comp = op.component if op else model
     base: Loc = ("component",) if op else ()
     problems = check_run(comp.run, base + ("run",))
-    params, inputs, outputs = io_and_params(op, comp, extra, base, problems, swept)
+    params, inputs, outputs, to_env = io_and_params(op, comp, extra, base, problems, swept)
     if problems:
         raise Problems(problems)
+    spec = _spec(op, comp, extra, fallback, (params, inputs, outputs, to_env), iteration)
+    problems = template_problems(spec, base)
+    if problems:
+        raise Problems(problems)
+    return spec
+
+
+def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel, fallback: str,
+          io: tuple[dict, dict, dict, dict], iteration: int | None) -> OpSpec:
+    params, inputs, outputs, to_env = io
     layers = [m for m in (op, comp) if m is not None]
 
     def pick(attr: str) -> Any:  # the operation's value, else the component's
@@ -93,6 +106,8 @@ def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fa
         priority_class=_first(extra.priority_class, pick("priority_class")),
         preemptible=_first(extra.preemptible, pick("preemptible"), True),
         replicas=replicas,
+        to_env=to_env,
+        iteration=iteration,
     )
 
 

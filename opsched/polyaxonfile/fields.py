@@ -21,10 +21,12 @@ from pydantic.alias_generators import to_camel
 from opsched.polyaxonfile.keys import SUPPORTED_VERSIONS
 from proto.resources import QuantityError, parse_quantity
 from proto.subjects import valid_token
+from proto.templating import has_template
 
 _NAME = re.compile(r"^[-a-zA-Z0-9_]{1,128}$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_RESERVED_IO = frozenset({"globals", "params", "connections"})
+_RESERVED_IO = frozenset({"globals", "params", "inputs", "outputs", "connections"})
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
 
 
 def _no_bool(value: Any) -> Any:
@@ -62,7 +64,10 @@ def _name(value: str) -> str:
 
 
 def normalize_queue(value: str) -> str:
-    """``agent/queue`` routes to ``queue`` (opsched has one agent); the queue must be a token."""
+    """``agent/queue`` routes to ``queue`` (opsched has one agent); the queue must be a token.
+    A templated queue (``{{ ... }}``) is kept as written: admission renders it, then routes."""
+    if has_template(value):
+        return value
     agent, slash, queue = value.rpartition("/")
     if slash and (not agent or "/" in agent):
         raise ValueError(f"invalid queue {value!r}: expected 'queue' or 'agent/queue'")
@@ -70,6 +75,12 @@ def normalize_queue(value: str) -> str:
         raise ValueError(f"invalid queue name {queue!r}: use lowercase letters, digits and '-' "
                          "(at most 63, starting with a letter or digit)")
     return queue
+
+
+def env_name(value: str) -> str:
+    if not _ENV_NAME.match(value):
+        raise ValueError(f"invalid env var name {value!r}: letters, digits and '_', not starting with a digit")
+    return value
 
 
 def not_reserved(value: str) -> str:
@@ -129,6 +140,7 @@ Args = Annotated[list[str], BeforeValidator(_args)]
 Tags = Annotated[list[str], BeforeValidator(_tags)]
 Version = Annotated[float, BeforeValidator(_version)]
 PriorityClass = Annotated[str, AfterValidator(_priority_class)]
+EnvName = Annotated[str, AfterValidator(env_name)]
 
 
 class Model(BaseModel):

@@ -38,6 +38,7 @@ UNSUPPORTED = frozenset({
     "priority",  # run.environment.priority (a raw pod priority); use priorityClassName
     "schedulingPolicy", "elasticPolicy", "nProcPerNode",  # pytorchjob: change how the gang runs
     "earlyStopping",  # matrix: would stop a sweep early
+    "isFlag", "argFormat", "toInit", "connection",  # inputs/outputs/params: change how a value reaches the container
 })
 SUPPORTED_VERSIONS = ("1", "1.0", "1.1")
 RUN_KINDS_SUPPORTED = ("job", "pytorchjob")

@@ -123,8 +123,8 @@ def build_batch(model: ComponentModel | OperationModel, extra: OverridesModel, f
                              f"param {name!r} is swept by the matrix; it cannot be overridden"))
     if problems:
         raise Problems(problems)
-    specs = [build_spec(model, extra, fallback, swept=combo)
-             for combo in combinations(matrix_model, params)]
+    specs = [build_spec(model, extra, fallback, swept=combo, iteration=i)
+             for i, combo in enumerate(combinations(matrix_model, params))]
     return [msgspec.structs.replace(spec, batch=batch, batch_concurrency=matrix_model.concurrency)
             for spec in specs]
 

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, ConfigDict, Field
 
 from opsched.polyaxonfile.fields import (
-    Float, Int, Model, Name, PriorityClass, Queue, Tags, Version, not_reserved,
+    EnvName, Float, Int, Model, Name, PriorityClass, Queue, Tags, Version, not_reserved,
 )
 from opsched.polyaxonfile.keys import TOP_LEVEL_IGNORED
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel
@@ -44,16 +44,22 @@ class CacheModel(Model):
 
 
 class IOModel(Model):
-    """One entry of a component's ``inputs``/``outputs``; ``value`` is the default."""
+    """One entry of a component's ``inputs``/``outputs``; ``value`` is the default.
 
-    ignored = frozenset({
-        "description", "isList", "isFlag", "argFormat", "delayValidation", "options",
-        "connection", "toInit", "toEnv",
-    })
+    ``isList`` (the value is a list of ``type``), ``options`` (the allowed values) and
+    ``delayValidation`` (skip both checks and the type's) are checked by ``params``; ``toEnv`` sets an
+    env var to the value on every container. ``description`` is documentation. ``isFlag``, ``argFormat``,
+    ``connection`` and ``toInit`` change what runs and are refused (``keys.UNSUPPORTED``)."""
+
     name: Annotated[Name, AfterValidator(not_reserved)]
+    description: str | None = None
     type: str | None = None
     value: Any = None
     is_optional: bool = False
+    is_list: bool = False
+    options: list[Any] | None = None
+    delay_validation: bool = False
+    to_env: EnvName | None = None
 
 
 class _Common(Model):

@@ -22,12 +22,14 @@ from proto.events import (
 from proto.failures import is_infrastructure
 from proto.naming import pod_name, pod_names
 from proto.queries import PendingReason
+from proto.templating import TemplateError
 from services.admission import parking
 from services.admission.policies import aging, approval, budgets, preemption
 from services.admission.policies.retries import retry_delay
 from services.admission.policies.admit import ADMIT, BORROW, UNFITTABLE, WAIT, Verdict, evaluate
 from services.admission.policies.fairshare import queue_order, share_of
 from services.admission.queues import Book
+from services.admission.rendering import INVALID_TEMPLATE, rendered
 from services.admission.snapshot import Snapshot, Tracker, same
 from services.admission.state import AdmissionState, OpRecord, Status
 
@@ -196,10 +198,16 @@ class Cycle:
                                      message="; ".join(dict.fromkeys(r.message for r in verdict.reasons)))
         if verdict.outcome not in (ADMIT, BORROW) or (verdict.outcome == BORROW and not verdict.flavors):
             return None  # waiting, or the "fits only by borrowing" marker of the first pass
+        try:  # checked at submit and resume, so it renders; were it not to, no pod runs braces
+            spec = rendered(op.op_id, op.spec, op.queue, self.book.config, namespace=self.namespace,
+                            created_at=op.submitted_at, requested_by=op.requested_by)
+        except TemplateError as exc:
+            return OperationRejected(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=INVALID_TEMPLATE,
+                                     message=f"cannot render the op's templates: {exc}")
         op.flavors, op.assumed_nodes = dict(verdict.flavors), verdict.nodes  # counted when applied
         queue = self.book.queues[op.queue]
         return OperationAdmitted(
-            op_id=op.op_id, at=self.now, attempt=op.attempt, spec=op.spec, queue=op.queue,
+            op_id=op.op_id, at=self.now, attempt=op.attempt, spec=spec, queue=op.queue,
             namespace=queue.namespace or self.namespace, pod_name=pod_name(op.op_id, op.attempt),
             flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
             borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op))

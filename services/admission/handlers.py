@@ -13,10 +13,12 @@ from proto.events import (
     OperationSubmitted, StopRequested,
 )
 from proto.spec import EnvVar, OpSpec
-from services.admission.policies.conditions import ConditionError, evaluate, is_template
+from proto.templating import TemplateError
+from services.admission.policies.conditions import ConditionError
 from services.admission.policies.priority import UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
 from services.admission.queues import Book
+from services.admission.rendering import INVALID_TEMPLATE, rendered, routing_fields
 from services.admission.state import AdmissionState, Status
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
@@ -30,10 +32,14 @@ def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: B
         return None
     now = ctx.clock.now()
     try:
-        spec, condition = render(cmd.spec)
+        spec, condition = routing_fields(cmd.spec, cmd.op_id, now)
     except ConditionError as exc:
         return OperationRejected(op_id=cmd.op_id, at=now, reason="invalid_condition", message=str(exc))
+    except TemplateError as exc:
+        raise _invalid_template(cmd.op_id, now, exc) from None
     events = _submitted(cmd, spec, ctx, state, book)
+    if isinstance(events[0], OperationSubmitted):
+        _check_templates(events[0], ctx, book)
     if condition is False and isinstance(events[0], OperationSubmitted):
         events.append(OperationSkipped(op_id=cmd.op_id, at=now, reason="condition_false",
                                        message=f"conditions {cmd.spec.conditions.strip()} is false"))
@@ -56,20 +62,23 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
         priority = priority_of(spec, queue, book)
     except UnknownPriorityClass as exc:
         return [OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_priority_class", message=str(exc))]
-    return [OperationSubmitted(op_id=cmd.op_id, at=now, spec=spec, queue=queue, submitted_at=now, priority=priority)]
+    return [OperationSubmitted(op_id=cmd.op_id, at=now, spec=spec, queue=queue, submitted_at=now, priority=priority,
+                               requested_by=cmd.requested_by or None)]
 
 
-def render(spec: OpSpec) -> tuple[OpSpec, bool | None]:
-    """Evaluate ``conditions`` and templated ``queue`` / node selector values over params and inputs."""
-    values = {**spec.inputs, **spec.params}
-    condition = bool(evaluate(spec.conditions, values)) if spec.conditions else None
-    queue = str(evaluate(spec.queue, values)) if is_template(spec.queue) else spec.queue
-    selector = {k: str(evaluate(v, values)) if is_template(v) else v
-                for k, v in spec.environment.node_selector.items()}
-    if queue == spec.queue and selector == spec.environment.node_selector:
-        return spec, condition
-    environment = msgspec.structs.replace(spec.environment, node_selector=selector)
-    return msgspec.structs.replace(spec, queue=queue, environment=environment), condition
+def _check_templates(e: OperationSubmitted, ctx: Context, book: Book) -> None:
+    """Render every container once with the op's real globals: an op that can't render is rejected."""
+    try:
+        rendered(e.op_id, e.spec, e.queue, book.config, namespace=ctx.settings.namespace, created_at=e.submitted_at,
+                 requested_by=e.requested_by)
+    except TemplateError as exc:
+        raise _invalid_template(e.op_id, e.at, exc) from None
+
+
+def _invalid_template(op_id: str, now, exc: TemplateError) -> InvalidInput:
+    message = f"cannot render the op's templates: {exc}"
+    rejected = OperationRejected(op_id=op_id, at=now, reason=INVALID_TEMPLATE, message=message)
+    return InvalidInput(INVALID_TEMPLATE, message, op_id=op_id, events=[rejected])
 
 
 def on_approve(cmd: ApproveOperation, ctx: Context, state: AdmissionState) -> Event | None:
@@ -135,10 +144,17 @@ def on_rerun(cmd: RestartOperation | CopyOperation, ctx: Context, state: Admissi
     return events
 
 
-def on_resume(cmd: ResumeOperation, ctx: Context, state: AdmissionState) -> Event | None:
+def on_resume(cmd: ResumeOperation, ctx: Context, state: AdmissionState, book: Book) -> Event | None:
     op = _known(cmd.op_id, state)
     if op.status not in RESUMABLE:
         raise InvalidInput("not_resumable", f"cannot resume {op.op_id}: it is {op.status.name.lower()}; only "
                                             f"stopped, failed or timed-out ops resume", op_id=op.op_id)
+    spec = msgspec.structs.replace(op.spec, params={**op.spec.params, **cmd.params})
+    try:
+        rendered(op.op_id, spec, op.queue, book.config, namespace=ctx.settings.namespace, created_at=op.submitted_at,
+                 requested_by=op.requested_by)
+    except TemplateError as exc:
+        raise InvalidInput(INVALID_TEMPLATE, f"cannot resume {op.op_id} with these params: {exc}",
+                           op_id=op.op_id) from None
     return OperationResumed(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt + 1, params=cmd.params,
                             resumed_by=cmd.requested_by)

@@ -76,6 +76,7 @@ class OpRecord:
     infra_failures: int = 0
     attempts: list[tuple[int, str, str]] = field(default_factory=list)  # (attempt, how it ended, reason)
     assumed_nodes: list[str] | None = None  # where the cycle that admitted it placed its pods
+    requested_by: str | None = None  # who submitted it ({{ globals.owner_name }})
 
     @property
     def since(self) -> datetime:

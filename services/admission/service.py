@@ -152,7 +152,7 @@ COMMANDS: dict[type, Callable[[Admission, Any, Context], Any]] = {
     RejectOperation: lambda a, cmd, ctx: handlers.on_reject(cmd, ctx, a.state),
     RestartOperation: lambda a, cmd, ctx: handlers.on_rerun(cmd, ctx, a.state, a.book),
     CopyOperation: lambda a, cmd, ctx: handlers.on_rerun(cmd, ctx, a.state, a.book),
-    ResumeOperation: lambda a, cmd, ctx: handlers.on_resume(cmd, ctx, a.state),
+    ResumeOperation: lambda a, cmd, ctx: handlers.on_resume(cmd, ctx, a.state, a.book),
     CreateSchedule: lambda a, cmd, ctx: sched.on_create(cmd, ctx.clock.now(), a.schedules),
     DeleteSchedule: lambda a, cmd, ctx: sched.on_delete(cmd, ctx.clock.now(), a.schedules),
     SetQueues: lambda a, cmd, ctx: set_queues(cmd, ctx),

@@ -132,7 +132,7 @@ class AdmissionState:
             for resource, amount in pod.items():
                 total[resource] = total.get(resource, 0.0) + amount
         self.ops[e.op_id] = OpRecord(e.op_id, e.queue, e.priority, e.submitted_at, e.spec,
-                                     request=total, pods=pod_requests)
+                                     request=total, pods=pod_requests, requested_by=e.requested_by)
         self.queue(e.queue).waiting += 1
         return True
 

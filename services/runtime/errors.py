@@ -4,8 +4,11 @@ from __future__ import annotations
 
 
 class InvalidInput(Exception):
-    def __init__(self, reason: str, message: str, op_id: str | None = None) -> None:
+    """``events`` are published before the message is dead-lettered (e.g. the op rejected with the reason)."""
+
+    def __init__(self, reason: str, message: str, op_id: str | None = None, events: list | None = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
         self.op_id = op_id
+        self.events = list(events or [])

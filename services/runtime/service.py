@@ -134,6 +134,12 @@ class Service:
             for event in events:
                 await self.bus.publish(event)  # type: ignore[union-attr]
         except InvalidInput as exc:
+            try:
+                for event in exc.events:
+                    await self.bus.publish(event)  # type: ignore[union-attr]
+            except Exception as failure:  # noqa: BLE001 - not published: retry the message later
+                await self._retry(msg, failure, log)
+                return
             await self._reject(msg, exc.reason, exc.message, op_id=exc.op_id or op_id)
             return
         except Exception as exc:  # noqa: BLE001 - temporary: retry with backoff, then dead-letter

@@ -78,7 +78,7 @@ FULL_SPEC = OpSpec(
     termination=Termination(max_retries=2, timeout=600, ttl=60),
     cache=Cache(disable=False, ttl=3600, io=["dataset"], sections=["init"]),
     is_approved=False, conditions="{{ params.lr > 0 }}", cost=2.5, tags=["a", "b"], run_kind="service",
-    component_hash="abc123", priority_class="high", preemptible=False, batch="sweep-1", batch_concurrency=3,
+    component_hash="abc123", priority_class="high", preemptible=False, batch="sweep-1", batch_concurrency=3, to_env={"LR": "lr"}, iteration=2,
     replicas=[ReplicaGroup(name="worker", count=2, container=FULL_CONTAINER)],
 )
 
@@ -86,7 +86,7 @@ _COMMON = {"op_id": "op-1", "at": T0, "attempt": 1}
 
 SAMPLES: dict[str, msgspec.Struct] = {
     "submitted": OperationSubmitted(**_COMMON, spec=FULL_SPEC, queue="gpu-a", submitted_at=t(-5), priority=7,
-                                    original_op_id="op-0", relation="restart"),
+                                    original_op_id="op-0", relation="restart", requested_by="alice"),
     "cost_estimated": CostEstimated(**_COMMON, estimate=Money(amount=12.5, currency="EUR"), basis="timeout",
                                     duration_s=600.0, breakdown={"nvidia.com/gpu": 12.0, "cpu": 0.5},
                                     prices_source="file:/etc/opsched/prices.yaml#0123456789ab", pool="spot",

@@ -54,7 +54,8 @@ def test_a_submit_is_timed_by_the_admission_clock_not_by_the_producer(ctx, clock
     clock.advance(30)
     spec = op("a").queue("gpu").priority(5).build()
     event = on_submit(submit(spec, op_id="a", at=T0), ctx, AdmissionState(), queues(("default", 1), ("gpu", 1)))
-    assert event == OperationSubmitted(op_id="a", at=t(30), spec=spec, queue="gpu", submitted_at=t(30), priority=5)
+    assert event == OperationSubmitted(op_id="a", at=t(30), spec=spec, queue="gpu", submitted_at=t(30), priority=5,
+                                       requested_by="test")
 
 
 def test_a_submit_without_a_queue_goes_to_the_default_queue_and_without_time_uses_the_clock(ctx):

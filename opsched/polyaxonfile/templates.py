@@ -1,0 +1,51 @@
+"""Render an op's templates at the edge, so a file that would run braces is refused before it is published.
+
+The spec is rendered exactly as admission will render it (``proto.templating``), with stand-in globals
+(an op id of ``PREVIEW_UUID``, created now); each ``TemplateError`` becomes a problem located at the
+field of the polyaxonfile it came from (``run.container.args[0]``, ``run.worker.container.command[1]``,
+``queue``, ``run.environment.nodeSelector.<key>``).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from opsched.polyaxonfile.errors import Loc, Problem
+from proto.spec import OpSpec
+from proto.templating import Globals, TemplateError, has_template, render_spec, render_text, template_values
+
+PREVIEW_UUID = "00000000000000000000000000000000"
+
+
+def preview_globals(spec: OpSpec, op_id: str = PREVIEW_UUID, namespace: str = "default") -> Globals:
+    return Globals(uuid=op_id, name=spec.name, project_name=spec.project, iteration=spec.iteration,
+                   created_at=datetime.now(timezone.utc), namespace=namespace)
+
+
+def template_problems(spec: OpSpec, base: Loc) -> list[Problem]:
+    """Every field of ``spec`` that would not render, located in the polyaxonfile (``base``: the component)."""
+    globs = preview_globals(spec)
+    problems: list[Problem] = []
+    try:
+        render_spec(spec, globs)
+    except TemplateError as exc:
+        problems.append((_yaml_loc(exc.path, spec, base), exc.message))
+    values = template_values(spec, globs)
+    fields: list[tuple[Loc, str | None]] = [(("queue",), spec.queue)]
+    fields += [(base + ("run", "environment", "nodeSelector", k), v)
+               for k, v in spec.environment.node_selector.items()]
+    for loc, text in fields:
+        if text and has_template(text):
+            try:
+                render_text(text, values)
+            except TemplateError as exc:
+                problems.append((loc, exc.message))
+    return problems
+
+
+def _yaml_loc(path: tuple, spec: OpSpec, base: Loc) -> Loc:
+    run: Loc = base + ("run",)
+    if path[:1] == ("container",):
+        return run + (("master", "container") if spec.run_kind == "pytorchjob" else ("container",)) + path[1:]
+    if path[:1] == ("replicas",) and len(path) > 2:
+        return run + (spec.replicas[path[1]].name,) + path[2:]
+    return ()

@@ -1,0 +1,258 @@
+"""Polyaxon's ``{{ ... }}`` templates, rendered the same way everywhere (contract semantics).
+
+What a container runs is rendered from its op's values with a sandboxed Jinja2 environment
+(``jinja2.sandbox.ImmutableSandboxedEnvironment``, ``StrictUndefined``): the CLI renders it to refuse a
+bad file before publishing and for ``--dry-run``, admission renders it to refuse an op that arrived on
+the bus and to put what runs on ``OperationAdmitted``. Rendered fields: every container's ``image``,
+``command``, ``args``, ``env`` values and ``workingDir`` (the main container and each replica group's);
+``queue`` and node selector values are rendered by admission with ``render_text``.
+
+Names a template may use (``template_values``): every input, output and param by its bare name
+(``{{ lr }}``), the same under ``params.``/``inputs.``/``outputs.``, and ``globals.*``: ``uuid`` (and
+``run_uuid``: the op id), ``name``, ``project_name``, ``owner_name``, ``created_at`` (ISO 8601),
+``iteration`` (a sweep trial's index, else None), ``namespace``, ``run_artifacts_path`` and
+``run_outputs_path``. A global is also reachable by its bare name unless a param has that name.
+
+``OpSpec.to_env`` (Polyaxon's ``toEnv``) sets an env var on every container of the op to a param's
+value: strings as written, booleans ``true``/``false``, None empty, anything else as JSON.
+
+Every failure is a ``TemplateError`` naming the field (``container.args[0]``): an undefined name, a
+syntax error, access to Python internals (the sandbox), a value too large, or any error raised while
+rendering. Templates may not grow past ``MAX_OUTPUT`` characters per field.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from jinja2 import StrictUndefined, TemplateError as JinjaError, UndefinedError, nodes
+from jinja2.exceptions import SecurityError, TemplateSyntaxError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from proto.spec import Container, EnvVar, OpSpec
+
+MARKERS = ("{{", "{%", "{#")
+MAX_OUTPUT = 65536  # characters one rendered field may have
+MAX_POWER = 64  # largest exponent of ``**``
+MAX_REPEAT = 65536  # largest string or list ``*`` or ``+`` may build
+MAX_SOURCE = 8192  # characters of one template
+MAX_RANGE = 10000  # largest ``range()``
+MAX_LOOP_DEPTH = 1  # no loop inside a loop
+# Statements a template may use: output, if and for. No set, macros, calls, filters blocks or includes.
+ALLOWED_STATEMENTS = (nodes.Output, nodes.If, nodes.For)
+DEFAULT_ARTIFACTS_ROOT = "/plx-context/artifacts"  # Polyaxon's; a queue may set its own (artifactsRoot)
+Path = tuple[str | int, ...]
+
+
+class TemplateError(ValueError):
+    """A template that cannot be rendered; ``path`` names the field in OpSpec terms."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(f"{format_path(path)}: {message}" if path else message)
+        self.path = path
+        self.message = message
+
+
+def format_path(path: Path) -> str:
+    """("container", "args", 0) -> "container.args[0]"."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+@dataclass(frozen=True)
+class Globals:
+    """Polyaxon's ``globals.*`` of one op: who and where it is."""
+
+    uuid: str
+    name: str
+    project_name: str
+    owner_name: str = "default"
+    created_at: datetime | None = None
+    iteration: int | None = None
+    namespace: str = "default"
+    artifacts_root: str = DEFAULT_ARTIFACTS_ROOT
+
+    def as_dict(self) -> dict[str, Any]:
+        run_path = f"{self.artifacts_root.rstrip('/')}/{self.uuid}"
+        return {
+            "uuid": self.uuid, "run_uuid": self.uuid, "name": self.name, "project_name": self.project_name,
+            "owner_name": self.owner_name, "iteration": self.iteration, "namespace": self.namespace,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+            "run_artifacts_path": run_path, "run_outputs_path": f"{run_path}/outputs",
+        }
+
+
+def globals_of(op_id: str, spec: OpSpec, **more: Any) -> Globals:
+    return Globals(uuid=op_id, name=spec.name, project_name=spec.project, iteration=spec.iteration, **more)
+
+
+def template_values(spec: OpSpec, globs: Globals) -> dict[str, Any]:
+    """Everything a template of ``spec`` may name."""
+    params = {**spec.outputs, **spec.inputs, **spec.params}
+    g = globs.as_dict()
+    return {**g, **params, "params": params, "inputs": dict(spec.inputs), "outputs": dict(spec.outputs),
+            "globals": g}
+
+
+def has_template(text: str | None) -> bool:
+    return bool(text) and any(m in text for m in MARKERS)  # type: ignore[operator]
+
+
+class _Environment(ImmutableSandboxedEnvironment):
+    """The sandbox, with ``**`` and ``*`` bounded so a template cannot burn CPU or memory."""
+
+    intercepted_binops = frozenset({"**", "*", "+"})
+
+    def call_binop(self, context: Any, operator_name: str, left: Any, right: Any) -> Any:
+        if operator_name == "**":
+            if isinstance(right, (int, float)) and abs(right) > MAX_POWER:
+                raise SecurityError(f"exponent {right!r} is too large (at most {MAX_POWER})")
+            return operator.pow(left, right)
+        if operator_name == "*":
+            _check_size(left, right)
+            _check_size(right, left)
+            return operator.mul(left, right)
+        if operator_name == "+":
+            if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+                _check_size(left, 1, len(right))
+            return operator.add(left, right)
+        return super().call_binop(context, operator_name, left, right)
+
+
+def _check_size(seq: Any, times: Any, plus: int = 0) -> None:
+    if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times + plus > MAX_REPEAT:
+        raise SecurityError(f"builds {len(seq) * times + plus} items (at most {MAX_REPEAT})")
+
+
+def _bounded_range(*args: int) -> range:
+    rng = range(*args)
+    if len(rng) > MAX_RANGE:
+        raise SecurityError(f"range of {len(rng)} items (at most {MAX_RANGE})")
+    return rng
+
+
+def _finalize(value: Any) -> Any:
+    """Measure a value before it is turned into text: ``str()`` of a huge list is itself a bomb."""
+    budget = [MAX_OUTPUT]
+
+    def spend(v: Any, depth: int) -> None:
+        budget[0] -= len(v) if isinstance(v, str) else 8
+        if budget[0] < 0 or depth > 32:
+            raise SecurityError(f"renders to more than {MAX_OUTPUT} characters")
+        if isinstance(v, dict):
+            v = [*v.keys(), *v.values()]
+        if isinstance(v, (list, tuple)):
+            for item in v:
+                spend(item, depth + 1)
+    spend(value, 0)
+    return value
+
+
+_ENV = _Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=_finalize)
+_ENV.globals = {"range": _bounded_range}
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(text: str) -> Any:
+    if len(text) > MAX_SOURCE:
+        raise SecurityError(f"the template has {len(text)} characters (at most {MAX_SOURCE})")
+    _check_statements(_ENV.parse(text), 0)
+    return _ENV.from_string(text)
+
+
+def _check_statements(node: nodes.Node, loops: int) -> None:
+    for child in node.iter_child_nodes():
+        if isinstance(child, nodes.Stmt) and not isinstance(child, ALLOWED_STATEMENTS):
+            raise SecurityError(f"{{% {type(child).__name__.lower()} %}} is not allowed (only if and for)")
+        depth = loops + isinstance(child, nodes.For)
+        if depth > MAX_LOOP_DEPTH:
+            raise SecurityError(f"loops nested deeper than {MAX_LOOP_DEPTH}")
+        _check_statements(child, depth)
+
+
+def _render(text: str, values: dict[str, Any]) -> str:
+    """Stream the output so a template cannot build an unbounded string before it is measured."""
+    parts, size = [], 0
+    for chunk in _compiled(text).generate(values):
+        size += len(chunk)
+        if size > MAX_OUTPUT:
+            raise SecurityError(f"renders to more than {MAX_OUTPUT} characters")
+        parts.append(chunk)
+    return "".join(parts)
+
+
+def render_text(text: str, values: dict[str, Any], path: Path = ()) -> str:
+    """``text`` with its templates rendered over ``values``; TemplateError naming ``path`` if it can't be."""
+    if not has_template(text):
+        return text
+    try:
+        return _render(text, values)
+    except UndefinedError as exc:
+        known = ", ".join(sorted(k for k in values if k not in ("params", "inputs", "outputs", "globals")))
+        raise TemplateError(path, f"{exc.message}; known names: {known}") from None
+    except TemplateSyntaxError as exc:
+        raise TemplateError(path, f"template syntax error: {exc.message} in {text!r}") from None
+    except SecurityError as exc:
+        raise TemplateError(path, f"not allowed in a template: {exc}") from None
+    except (JinjaError, ArithmeticError, TypeError, ValueError, LookupError, RecursionError, MemoryError) as exc:
+        raise TemplateError(path, f"cannot render {text!r}: {exc}") from None
+
+
+def env_value(value: Any) -> str:
+    """A param's value as an env var (``toEnv``)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def render_spec(spec: OpSpec, globs: Globals) -> OpSpec:
+    """``spec`` with every container rendered and its ``to_env`` vars set (the same spec if nothing changes)."""
+    values = template_values(spec, globs)
+    extra = _to_env(spec, values)
+    main = _container(spec.container, values, extra, ("container",))
+    groups = [msgspec.structs.replace(g, container=_container(g.container, values, extra, ("replicas", i, "container")))
+              for i, g in enumerate(spec.replicas)]
+    if main is spec.container and all(a.container is b.container for a, b in zip(groups, spec.replicas)):
+        return spec
+    return msgspec.structs.replace(spec, container=main, replicas=groups)
+
+
+def _to_env(spec: OpSpec, values: dict[str, Any]) -> list[EnvVar]:
+    out = []
+    for name, source in spec.to_env.items():
+        if source not in values["params"]:
+            raise TemplateError(("toEnv", name), f"{name} takes its value from {source!r}, which is not a "
+                                                 "param, input or output of the op")
+        out.append(EnvVar(name=name, value=env_value(values["params"][source])))
+    return out
+
+
+def _container(c: Container, values: dict[str, Any], extra: list[EnvVar], at: Path) -> Container:
+    render: Callable[[str, Path], str] = lambda text, path: render_text(text, values, at + path)
+    env = [EnvVar(name=e.name, value=render(e.value, ("env", i, "value"))) for i, e in enumerate(c.env)]
+    clash = {e.name for e in c.env} & {e.name for e in extra}
+    if clash:
+        name = sorted(clash)[0]
+        raise TemplateError(at + ("env",), f"{name} is set both in env and by toEnv; keep one")
+    changed = {
+        "image": render(c.image, ("image",)),
+        "command": [render(x, ("command", i)) for i, x in enumerate(c.command)],
+        "args": [render(x, ("args", i)) for i, x in enumerate(c.args)],
+        "env": env + extra,
+        "working_dir": render(c.working_dir, ("workingDir",)) if c.working_dir else c.working_dir,
+    }
+    if all(changed[k] == getattr(c, k) for k in changed):
+        return c
+    return msgspec.structs.replace(c, **changed)

@@ -1,0 +1,54 @@
+"""What an op runs: its templates rendered with its own values and globals (``proto.templating``).
+
+At submit, ``conditions`` is evaluated (``policies.conditions``) and a templated ``queue`` and node
+selector values are rendered before the op is routed; then every container is rendered once with the
+op's real globals, so an op that cannot render is rejected (``invalid_template``) instead of running
+braces. Each admission renders again (``rendered``) from the spec as written, so a restart, a copy, a
+resume with new params and each scheduled run get their own values; a retry renders the same.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from proto.queues import QueuesConfig
+from proto.spec import OpSpec
+from proto.templating import Globals, has_template, render_spec, render_text, template_values
+from services.admission.policies.conditions import evaluate
+
+INVALID_TEMPLATE = "invalid_template"
+
+
+def globals_for(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, namespace: str,
+                created_at: datetime, requested_by: str | None) -> Globals:
+    """The op's ``globals.*``: its queue's namespace and artifacts root (else the config's)."""
+    own = next((q for q in config.queues if q.name == queue), None)
+    return Globals(uuid=op_id, name=spec.name, project_name=spec.project, owner_name=requested_by or "default",
+                   created_at=created_at, iteration=spec.iteration,
+                   namespace=(own.namespace if own and own.namespace else namespace),
+                   artifacts_root=(own.artifacts_root if own and own.artifacts_root else config.artifacts_root))
+
+
+def rendered(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, namespace: str,
+             created_at: datetime, requested_by: str | None) -> OpSpec:
+    """``spec`` with every container rendered (raises ``TemplateError``)."""
+    globs = globals_for(op_id, spec, queue, config, namespace=namespace, created_at=created_at,
+                        requested_by=requested_by)
+    return render_spec(spec, globs)
+
+
+def routing_fields(spec: OpSpec, op_id: str, now: datetime) -> tuple[OpSpec, bool | None]:
+    """Evaluate ``conditions`` and render a templated ``queue`` (``agent/queue`` keeps the queue) and node
+    selector values, before routing (raises ``ConditionError`` or ``TemplateError``)."""
+    values = {**spec.inputs, **spec.params}
+    condition = bool(evaluate(spec.conditions, values)) if spec.conditions else None
+    if not has_template(spec.queue) and not any(has_template(v) for v in spec.environment.node_selector.values()):
+        return spec, condition
+    context = template_values(spec, Globals(uuid=op_id, name=spec.name, project_name=spec.project,
+                                            created_at=now, iteration=spec.iteration))
+    queue = render_text(spec.queue, context, ("queue",)).strip().rpartition("/")[2] if spec.queue else spec.queue
+    selector = {k: render_text(v, context, ("environment", "nodeSelector", k)).strip()
+                for k, v in spec.environment.node_selector.items()}
+    environment = msgspec.structs.replace(spec.environment, node_selector=selector)
+    return msgspec.structs.replace(spec, queue=queue, environment=environment), condition
