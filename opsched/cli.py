@@ -9,7 +9,9 @@ import sys
 import warnings
 from pathlib import Path
 
+from opsched import dryrun
 from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
+from proto.templating import TemplateError
 
 EXIT_INVALID = 2
 EXIT_UNREACHABLE = 3
@@ -69,23 +71,39 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     for warning in caught:
         print(f"opsched: warning: {warning.message}", file=sys.stderr)
-    problems = list(dict.fromkeys(p for spec in specs for p in violations(spec)))
+    ids = _op_ids(args, specs)
+    try:
+        pods = [dryrun.rendered(spec, op_id) for spec, op_id in zip(specs, ids)]
+    except TemplateError as exc:
+        return _fail(f"{args.file}: {exc}")
+    problems = list(dict.fromkeys(p for spec in pods for p in violations(spec)))
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
-    return asyncio.run(_submit(args, specs))
+    if args.dry_run:
+        print(dryrun.dump([p for spec, op_id in zip(pods, ids) for p in dryrun.pods_of(spec, op_id)], args.output),
+              end="")
+        return 0
+    return asyncio.run(_submit(args, specs, ids))
 
 
-async def _submit(args: argparse.Namespace, specs: list) -> int:
+def _op_ids(args: argparse.Namespace, specs: list) -> list[str]:
+    """``--id``; a sweep's ops are ``<id>-0``, ``<id>-1``, ...; random ids otherwise."""
+    from opsched.client import new_op_id
+
+    if args.id:
+        return [f"{args.id}-{i}" for i in range(len(specs))] if specs[0].batch else [args.id]
+    return [new_op_id() for _ in specs]
+
+
+async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
     client = await _connect(args)
     if client is None:
         return EXIT_UNREACHABLE
     batch = specs[0].batch
     try:
-        ids = []
-        for i, spec in enumerate(specs):
-            op_id = f"{args.id}-{i}" if args.id and batch else args.id
-            ids.append(await client.submit(spec, op_id=op_id, requested_by="cli"))
-            print(ids[-1], flush=True)
+        for spec, op_id in zip(specs, ids):
+            await client.submit(spec, op_id=op_id, requested_by="cli")
+            print(op_id, flush=True)
         if batch:  # the ids on stdout, then the batch id; a summary on stderr
             limit = specs[0].batch_concurrency
             print(f"opsched: batch {batch}: {len(ids)} operations"
@@ -306,6 +324,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--id", help="operation id (default: random); the same id submitted twice is one op "
                    "(a sweep's ops are ID-0, ID-1, ...)")
     s.add_argument("--wait", "-w", action="store_true", help="watch until the op (every op of a sweep) ends")
+    s.add_argument("--dry-run", action="store_true", help="print the pods each op would get; publish nothing")
+    s.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml", help="--dry-run's format")
     s.set_defaults(func=cmd_submit)
     o = sub.add_parser("ops", help="list operations")
     o.set_defaults(func=cmd_ops)

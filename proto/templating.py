@@ -35,6 +35,7 @@ from jinja2 import StrictUndefined, TemplateError as JinjaError, UndefinedError,
 from jinja2.exceptions import SecurityError, TemplateSyntaxError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from proto.queues import QueuesConfig
 from proto.spec import Container, EnvVar, OpSpec
 
 MARKERS = ("{{", "{%", "{#")
@@ -46,7 +47,6 @@ MAX_RANGE = 10000  # largest ``range()``
 MAX_LOOP_DEPTH = 1  # no loop inside a loop
 # Statements a template may use: output, if and for. No set, macros, calls, filters blocks or includes.
 ALLOWED_STATEMENTS = (nodes.Output, nodes.If, nodes.For)
-DEFAULT_ARTIFACTS_ROOT = "/plx-context/artifacts"  # Polyaxon's; a queue may set its own (artifactsRoot)
 Path = tuple[str | int, ...]
 
 
@@ -78,7 +78,7 @@ class Globals:
     created_at: datetime | None = None
     iteration: int | None = None
     namespace: str = "default"
-    artifacts_root: str = DEFAULT_ARTIFACTS_ROOT
+    artifacts_root: str = "/plx-context/artifacts"  # Polyaxon's (QueuesConfig.artifacts_root)
 
     def as_dict(self) -> dict[str, Any]:
         run_path = f"{self.artifacts_root.rstrip('/')}/{self.uuid}"
@@ -90,8 +90,14 @@ class Globals:
         }
 
 
-def globals_of(op_id: str, spec: OpSpec, **more: Any) -> Globals:
-    return Globals(uuid=op_id, name=spec.name, project_name=spec.project, iteration=spec.iteration, **more)
+def globals_for(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, namespace: str,
+                created_at: datetime, requested_by: str | None) -> Globals:
+    """The op's ``globals.*``: its queue's namespace and artifacts root (else the config's)."""
+    own = next((q for q in config.queues if q.name == queue), None)
+    return Globals(uuid=op_id, name=spec.name, project_name=spec.project, owner_name=requested_by or "default",
+                   created_at=created_at, iteration=spec.iteration,
+                   namespace=(own.namespace if own and own.namespace else namespace),
+                   artifacts_root=(own.artifacts_root if own and own.artifacts_root else config.artifacts_root))
 
 
 def template_values(spec: OpSpec, globs: Globals) -> dict[str, Any]:
@@ -217,41 +223,55 @@ def env_value(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def render_spec(spec: OpSpec, globs: Globals) -> OpSpec:
-    """``spec`` with every container rendered and its ``to_env`` vars set (the same spec if nothing changes)."""
+def render_spec(spec: OpSpec, globs: Globals, errors: list[TemplateError] | None = None) -> OpSpec:
+    """``spec`` with every container rendered and its ``to_env`` vars set (the same spec if nothing changes).
+
+    Raises the first ``TemplateError``; with ``errors``, collects every one instead and leaves those fields
+    as written."""
     values = template_values(spec, globs)
-    extra = _to_env(spec, values)
-    main = _container(spec.container, values, extra, ("container",))
-    groups = [msgspec.structs.replace(g, container=_container(g.container, values, extra, ("replicas", i, "container")))
+
+    def render(text: str, path: Path) -> str:
+        try:
+            return render_text(text, values, path)
+        except TemplateError as exc:
+            if errors is None:
+                raise
+            errors.append(exc)
+            return text
+    extra = _to_env(spec, values, errors)
+    main = _container(spec.container, render, extra, ("container",))
+    groups = [msgspec.structs.replace(g, container=_container(g.container, render, extra, ("replicas", i, "container")))
               for i, g in enumerate(spec.replicas)]
     if main is spec.container and all(a.container is b.container for a, b in zip(groups, spec.replicas)):
         return spec
     return msgspec.structs.replace(spec, container=main, replicas=groups)
 
 
-def _to_env(spec: OpSpec, values: dict[str, Any]) -> list[EnvVar]:
+def _to_env(spec: OpSpec, values: dict[str, Any], errors: list[TemplateError] | None) -> list[EnvVar]:
     out = []
     for name, source in spec.to_env.items():
-        if source not in values["params"]:
-            raise TemplateError(("toEnv", name), f"{name} takes its value from {source!r}, which is not a "
-                                                 "param, input or output of the op")
-        out.append(EnvVar(name=name, value=env_value(values["params"][source])))
+        if source in values["params"]:
+            out.append(EnvVar(name=name, value=env_value(values["params"][source])))
+            continue
+        error = TemplateError(("toEnv", name), f"{name} takes its value from {source!r}, which is not a "
+                                               "param, input or output of the op")
+        if errors is None:
+            raise error
+        errors.append(error)
     return out
 
 
-def _container(c: Container, values: dict[str, Any], extra: list[EnvVar], at: Path) -> Container:
-    render: Callable[[str, Path], str] = lambda text, path: render_text(text, values, at + path)
-    env = [EnvVar(name=e.name, value=render(e.value, ("env", i, "value"))) for i, e in enumerate(c.env)]
-    clash = {e.name for e in c.env} & {e.name for e in extra}
+def _container(c: Container, render: Callable[[str, Path], str], extra: list[EnvVar], at: Path) -> Container:
+    clash = sorted({e.name for e in c.env} & {e.name for e in extra})
     if clash:
-        name = sorted(clash)[0]
-        raise TemplateError(at + ("env",), f"{name} is set both in env and by toEnv; keep one")
+        raise TemplateError(at + ("env",), f"{clash[0]} is set both in env and by toEnv; keep one")
     changed = {
-        "image": render(c.image, ("image",)),
-        "command": [render(x, ("command", i)) for i, x in enumerate(c.command)],
-        "args": [render(x, ("args", i)) for i, x in enumerate(c.args)],
-        "env": env + extra,
-        "working_dir": render(c.working_dir, ("workingDir",)) if c.working_dir else c.working_dir,
+        "image": render(c.image, at + ("image",)),
+        "command": [render(x, at + ("command", i)) for i, x in enumerate(c.command)],
+        "args": [render(x, at + ("args", i)) for i, x in enumerate(c.args)],
+        "env": [EnvVar(name=e.name, value=render(e.value, at + ("env", i, "value"))) for i, e in enumerate(c.env)]
+        + extra,
+        "working_dir": render(c.working_dir, at + ("workingDir",)) if c.working_dir else c.working_dir,
     }
     if all(changed[k] == getattr(c, k) for k in changed):
         return c

@@ -24,11 +24,12 @@ def preview_globals(spec: OpSpec, op_id: str = PREVIEW_UUID, namespace: str = "d
 def template_problems(spec: OpSpec, base: Loc) -> list[Problem]:
     """Every field of ``spec`` that would not render, located in the polyaxonfile (``base``: the component)."""
     globs = preview_globals(spec)
-    problems: list[Problem] = []
+    errors: list[TemplateError] = []
     try:
-        render_spec(spec, globs)
+        render_spec(spec, globs, errors)
     except TemplateError as exc:
-        problems.append((_yaml_loc(exc.path, spec, base), exc.message))
+        errors.append(exc)
+    problems: list[Problem] = [(_yaml_loc(exc.path, spec, base), exc.message) for exc in errors]
     values = template_values(spec, globs)
     fields: list[tuple[Loc, str | None]] = [(("queue",), spec.queue)]
     fields += [(base + ("run", "environment", "nodeSelector", k), v)

@@ -14,20 +14,10 @@ import msgspec
 
 from proto.queues import QueuesConfig
 from proto.spec import OpSpec
-from proto.templating import Globals, has_template, render_spec, render_text, template_values
+from proto.templating import Globals, globals_for, has_template, render_spec, render_text, template_values
 from services.admission.policies.conditions import evaluate
 
 INVALID_TEMPLATE = "invalid_template"
-
-
-def globals_for(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, namespace: str,
-                created_at: datetime, requested_by: str | None) -> Globals:
-    """The op's ``globals.*``: its queue's namespace and artifacts root (else the config's)."""
-    own = next((q for q in config.queues if q.name == queue), None)
-    return Globals(uuid=op_id, name=spec.name, project_name=spec.project, owner_name=requested_by or "default",
-                   created_at=created_at, iteration=spec.iteration,
-                   namespace=(own.namespace if own and own.namespace else namespace),
-                   artifacts_root=(own.artifacts_root if own and own.artifacts_root else config.artifacts_root))
 
 
 def rendered(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, namespace: str,

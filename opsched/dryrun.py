@@ -1,0 +1,53 @@
+"""``opsched submit FILE --dry-run``: the pods each op of a file would get, built exactly as the dispatcher
+builds them, without publishing anything (what ``kubectl --dry-run=client -o yaml`` is to Kubernetes).
+
+Each op is rendered with its own values (``proto.templating``, as admission renders it: its op id,
+created now, owner ``cli``, the dispatcher's default namespace and Polyaxon's artifacts root, or its
+queue's when a queue config is given) and turned into pods by the
+dispatcher's own ``build_pods``, then checked by the dispatcher's GPU-accounting rules. What admission
+adds when it admits (its flavor's node labels and tolerations, the borrowing label) is not known offline
+and is left out.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import yaml
+
+from proto.events import OperationAdmitted
+from proto.naming import pod_name
+from proto.queues import QueuesConfig
+from proto.spec import OpSpec
+from proto.templating import globals_for, render_spec
+
+DEFAULT_NAMESPACE = "opsched"  # the dispatcher's default (services.runtime.settings)
+
+
+def rendered(spec: OpSpec, op_id: str, config: QueuesConfig | None = None) -> OpSpec:
+    """``spec`` as admission would render it for ``op_id`` (raises ``TemplateError``)."""
+    config = config or QueuesConfig()
+    globs = globals_for(op_id, spec, spec.queue or config.default_queue, config, namespace=DEFAULT_NAMESPACE,
+                        created_at=datetime.now(timezone.utc), requested_by="cli")
+    return render_spec(spec, globs)
+
+
+def pods_of(spec: OpSpec, op_id: str, config: QueuesConfig | None = None) -> list[dict[str, Any]]:
+    """Every pod of the op's first attempt (``spec`` rendered), as the dispatcher builds them from its
+    admitted event."""
+    from services.dispatcher.podspec import build_pods
+
+    config = config or QueuesConfig()
+    queue = spec.queue or config.default_queue
+    own = next((q for q in config.queues if q.name == queue), None)
+    admitted = OperationAdmitted(op_id=op_id, at=datetime.now(timezone.utc), spec=spec, queue=queue,
+                                 namespace=own.namespace if own and own.namespace else DEFAULT_NAMESPACE,
+                                 pod_name=pod_name(op_id, 0))
+    return build_pods(admitted)
+
+
+def dump(pods: list[dict[str, Any]], output: str) -> str:
+    if output == "json":
+        return json.dumps(pods if len(pods) != 1 else pods[0], indent=2, sort_keys=False)
+    return yaml.safe_dump_all(pods, sort_keys=False, explicit_start=True)
