@@ -176,7 +176,7 @@ def _scheduled_op(args: argparse.Namespace):
     if schedule is None:
         return _fail(f"{args.file} has no schedule section (kind: cron, interval or datetime); "
                      "use `opsched submit` to run it once")
-    problems = violations(spec)
+    problems = violations(dryrun.rendered(spec, "preview"))  # what a run would get, toEnv included
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     return spec, schedule
