@@ -290,7 +290,8 @@ class FakeClient:
 
 
 def submit_args(path, **kwargs) -> argparse.Namespace:
-    defaults = dict(file=str(path), param=[], queue=None, priority=None, id=None, wait=False, nats=None)
+    defaults = dict(file=str(path), param=[], queue=None, priority=None, id=None, wait=False, nats=None,
+                    dry_run=False, output="yaml")
     return argparse.Namespace(**{**defaults, **kwargs})
 
 
