@@ -9,9 +9,12 @@ ACCELERATOR_RESOURCES = (
     "cloud-tpus.google.com/v2",
     "cloud-tpus.google.com/v3",
     "cloud-tpus.google.com/v4",
+    "google.com/tpu",
     "aliyun.com/gpu-mem",
 )
-GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
+# Node labels naming the accelerator model: NVIDIA's GPU feature discovery, GKE, and the plain
+# ``accelerator=<model>`` label managed clusters (e.g. Alibaba ACK) put on GPU nodes.
+GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "accelerator")
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),

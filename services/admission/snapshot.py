@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from services.admission.policies.capacity import Capacity
+from services.admission.policies.node_affinity import Terms, required_terms
 from services.admission.policies.quota import Usage
 from services.admission.queues import Book
 from services.admission.records import Ghost
@@ -45,7 +46,7 @@ class Snapshot:
             else:
                 unplaced.append(op)
         for op in sorted(unplaced, key=lambda o: o.key):
-            snap.assume(op, snap.capacity.place(op.pods, selector_of(op), tolerations_of(op)) or [], counted=True)
+            snap.assume(op, snap.capacity.place(op.pods, selector_of(op), tolerations_of(op), affinity_of(op)) or [], counted=True)
         for ghosts in state.ghosts.values():
             for ghost in ghosts:
                 snap.hold(ghost, +1)
@@ -84,7 +85,7 @@ class Snapshot:
         if op.node and len(op.pods) == 1:
             nodes = [op.node]
         elif nodes is None and self.capacity.known:
-            nodes = self.capacity.place(op.pods, selector_of(op), tolerations_of(op))
+            nodes = self.capacity.place(op.pods, selector_of(op), tolerations_of(op), affinity_of(op))
         self.placed[op.op_id] = list(nodes or [])
         self.capacity.take_all(nodes, op.pods)
         if not nodes and op.pods and self.capacity.known:
@@ -113,6 +114,10 @@ class Snapshot:
 
 def selector_of(op: OpRecord) -> dict[str, str]:
     return {**op.spec.environment.node_selector, **op.node_selector}
+
+
+def affinity_of(op: OpRecord) -> Terms | None:
+    return required_terms(op.spec.environment.affinity)
 
 
 def tolerations_of(op: OpRecord) -> list:

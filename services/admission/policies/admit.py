@@ -10,6 +10,7 @@ from proto.queries import PendingReason
 from services.admission.policies import budgets
 from services.admission.policies import flavors as flavor_policy
 from services.admission.policies.capacity import describe
+from services.admission.policies.node_affinity import required_terms
 from services.admission.policies.quota import Fit, check
 from services.admission.snapshot import Snapshot
 from services.admission.state import OpRecord
@@ -89,10 +90,11 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
     node_selector, tolerations = flavor_policy.placement(book, op.queue, combo)
     full_selector = {**op.spec.environment.node_selector, **node_selector}
     full_tolerations = list(op.spec.environment.tolerations) + tolerations
+    affinity = required_terms(op.spec.environment.affinity)
     capacity = snap.capacity
-    if capacity.known and not capacity.ever_all(op.pods, full_selector, full_tolerations):
+    if capacity.known and not capacity.ever_all(op.pods, full_selector, full_tolerations, affinity):
         biggest = max(op.pods, key=lambda p: sum(p.values())) if op.pods else op.request
-        reasons.append(_reason("unfittable", f"no node offers {describe(biggest, full_selector)}"))
+        reasons.append(_reason("unfittable", f"no node offers {describe(biggest, full_selector, affinity)}"))
         return Verdict(UNFITTABLE)
     borrowing = False
     for resource, flavor in combo.items():
@@ -107,7 +109,7 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
                                                         f"{book.queues[op.queue].cohort} waits for its own quota; "
                                                         "no borrowing until its ops run"))
         return Verdict(WAIT)
-    nodes = capacity.place(op.pods, full_selector, full_tolerations) if capacity.known else None
+    nodes = capacity.place(op.pods, full_selector, full_tolerations, affinity) if capacity.known else None
     if capacity.known and nodes is None:
         what = describe(op.pods[0], full_selector) if len(op.pods) == 1 else (
             f"a gang of {len(op.pods)} pods ({describe(op.request, full_selector)} in all)")

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proto.cluster import NodeObserved
-from proto.resources import is_accelerator, parse_quantity
+from proto.resources import GPU_PRODUCT_LABELS, is_accelerator, parse_quantity
+from services.admission.policies.node_affinity import Terms, key_of, matches
+from services.admission.policies.node_affinity import describe as describe_affinity
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -33,6 +35,12 @@ class NodeInfo:
 
 def selects(node: NodeInfo, selector: dict[str, str]) -> bool:
     return all(node.labels.get(k) == v for k, v in selector.items())
+
+
+def allows(node: NodeInfo, selector: dict[str, str], tolerations: list[dict[str, Any]],
+           affinity: Terms | None) -> bool:
+    """Would kube-scheduler let the pod onto this node: node selector, required node affinity, taints."""
+    return selects(node, selector) and matches(node.name, node.labels, affinity) and tolerates(node, tolerations)
 
 
 def tolerates(node: NodeInfo, tolerations: list[dict[str, Any]]) -> bool:
@@ -72,46 +80,50 @@ class Capacity:
     def known(self) -> bool:
         return bool(self.nodes)
 
-    def candidates(self, selector: dict[str, str], tolerations: list[dict[str, Any]]) -> list[NodeInfo]:
-        return [self.nodes[name] for name in self._match(selector, tolerations)[0]]
+    def candidates(self, selector: dict[str, str], tolerations: list[dict[str, Any]],
+                   affinity: Terms | None = None) -> list[NodeInfo]:
+        return [self.nodes[name] for name in self._match(selector, tolerations, affinity)[0]]
 
-    def _match(self, selector: dict[str, str], tolerations: list[dict[str, Any]]) -> tuple[list[str], set[str]]:
-        """Schedulable nodes the selector picks and whose taints are tolerated: by name, and as a set."""
-        key = (tuple(sorted(selector.items())), repr(tolerations))
+    def _match(self, selector: dict[str, str], tolerations: list[dict[str, Any]],
+               affinity: Terms | None) -> tuple[list[str], set[str]]:
+        """Schedulable nodes the selector and the required node affinity pick and whose taints are
+        tolerated: by name, and as a set."""
+        key = (tuple(sorted(selector.items())), repr(tolerations), key_of(affinity))
         found = self._matching.get(key)
         if found is None:
-            names = sorted(n.name for n in self.nodes.values()
-                           if n.schedulable and selects(n, selector) and tolerates(n, tolerations))
+            names = sorted(n.name for n in self.nodes.values() if n.schedulable and allows(n, selector, tolerations,
+                                                                                              affinity))
             found = self._matching[key] = (names, set(names))
         return found
 
     def _ordered(self, pods: list[dict[str, float]], selector: dict[str, str],
-                 tolerations: list[dict[str, Any]]) -> list[str]:
+                 tolerations: list[dict[str, Any]], affinity: Terms | None) -> list[str]:
         """The candidate nodes worth trying, by name: only open ones when every pod needs an accelerator."""
-        names, members = self._match(selector, tolerations)
+        names, members = self._match(selector, tolerations, affinity)
         if pods and all(_wants_accelerator(p) for p in pods) and len(self.open) < len(names):
             return sorted(n for n in self.open if n in members)
         return names
 
     def find(self, request: dict[str, float], selector: dict[str, str],
-             tolerations: list[dict[str, Any]]) -> str | None:
+             tolerations: list[dict[str, Any]], affinity: Terms | None = None) -> str | None:
         """The first node (by name) with room for the whole request now."""
-        return next((n for n in self._ordered([request], selector, tolerations) if _fits(self.free[n], request)),
-                    None)
+        return next((n for n in self._ordered([request], selector, tolerations, affinity)
+                     if _fits(self.free[n], request)), None)
 
-    def ever(self, request: dict[str, float], selector: dict[str, str], tolerations: list[dict[str, Any]]) -> bool:
+    def ever(self, request: dict[str, float], selector: dict[str, str], tolerations: list[dict[str, Any]],
+             affinity: Terms | None = None) -> bool:
         """Could any node take it, were it empty and schedulable (a cordoned node may come back)?"""
-        key = (tuple(sorted(request.items())), tuple(sorted(selector.items())), repr(tolerations))
+        key = (tuple(sorted(request.items())), tuple(sorted(selector.items())), repr(tolerations), key_of(affinity))
         known = self._ever.get(key)
         if known is None:
             known = self._ever[key] = any(_fits(n.allocatable, request) for n in self.nodes.values()
-                                          if selects(n, selector) and tolerates(n, tolerations))
+                                          if allows(n, selector, tolerations, affinity))
         return known
 
     def place(self, pods: list[dict[str, float]], selector: dict[str, str],
-              tolerations: list[dict[str, Any]]) -> list[str] | None:
+              tolerations: list[dict[str, Any]], affinity: Terms | None = None) -> list[str] | None:
         """A node for every pod (first-fit, all or nothing), or None."""
-        candidates = self._ordered(pods, selector, tolerations)
+        candidates = self._ordered(pods, selector, tolerations, affinity)
         scratch: dict[str, dict[str, float]] = {}  # nodes this placement already used
         out = []
         for pod in pods:
@@ -126,8 +138,8 @@ class Capacity:
         return out
 
     def ever_all(self, pods: list[dict[str, float]], selector: dict[str, str],
-                 tolerations: list[dict[str, Any]]) -> bool:
-        return all(self.ever(pod, selector, tolerations) for pod in pods)
+                 tolerations: list[dict[str, Any]], affinity: Terms | None = None) -> bool:
+        return all(self.ever(pod, selector, tolerations, affinity) for pod in pods)
 
     def take_all(self, nodes: list[str] | None, pods: list[dict[str, float]]) -> None:
         for node, pod in zip(nodes or [], pods):
@@ -161,10 +173,8 @@ def _fits(free: dict[str, float], request: dict[str, float]) -> bool:
     return all(free.get(resource, 0.0) + 1e-9 >= amount for resource, amount in request.items() if amount > 0)
 
 
-def describe(request: dict[str, float], selector: dict[str, str]) -> str:
+def describe(request: dict[str, float], selector: dict[str, str], affinity: Terms | None = None) -> str:
     """'8 x nvidia.com/gpu of product H100' — what no node offers."""
-    from proto.resources import GPU_PRODUCT_LABELS, is_accelerator
-
     parts = [f"{amount:g} x {resource}" for resource, amount in request.items() if is_accelerator(resource)]
     parts = parts or [f"{amount:g} {resource}" for resource, amount in request.items()]
     product = next((selector[label] for label in GPU_PRODUCT_LABELS if label in selector), None)
@@ -174,4 +184,6 @@ def describe(request: dict[str, float], selector: dict[str, str]) -> str:
     others = {k: v for k, v in selector.items() if k not in GPU_PRODUCT_LABELS}
     if others:
         text += " on nodes labelled " + ", ".join(f"{k}={v}" for k, v in sorted(others.items()))
+    if affinity:
+        text += " matching " + describe_affinity(affinity)
     return text
