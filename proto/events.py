@@ -64,6 +64,7 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     tolerations: list[dict[str, Any]] = []
     borrowing: bool = False  # admitted on quota borrowed from its cohort
     effective_priority: float = 0.0  # its (aged) priority when admitted: what preemption compares
+    pending_timeout_s: float | None = None  # its queue's pendingTimeout: Unschedulable longer is requeued
 
 
 class OperationDispatched(Event, tag="dispatched", kw_only=True):

@@ -99,6 +99,8 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     max_queued: NonNegInt | None = None  # None: unlimited
     namespace: str | None = None
     artifacts_root: str | None = None  # {{ globals.run_artifacts_path }} = <root>/<op id>; None: the config's
+    # a pod kube-scheduler reports Unschedulable this long is deleted and its op requeued (with back-off)
+    pending_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 300.0
     node_selector: dict[str, str] = {}
     tolerations: list[dict[str, Any]] = []
     cost_quota: Annotated[float, msgspec.Meta(ge=0)] | None = None

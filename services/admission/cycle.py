@@ -210,7 +210,8 @@ class Cycle:
             op_id=op.op_id, at=self.now, attempt=op.attempt, spec=spec, queue=op.queue,
             namespace=queue.namespace or self.namespace, pod_name=pod_name(op.op_id, op.attempt),
             flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
-            borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op))
+            borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op),
+            pending_timeout_s=queue.pending_timeout_seconds)
 
     def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
         op.blocked = verdict.reasons

@@ -295,6 +295,7 @@ class AdmissionState:
             self.timers.append(op.not_before)
         op.attempt += 1
         op.reason = e.reason
+        op.reason_message = e.message if isinstance(e, OperationEvicted) else ""
         op.pod_name = op.node = op.preempted_by = None
         op.flavors, op.node_selector, op.tolerations, op.borrowing = {}, {}, [], False
         self.queue(op.queue).waiting += 1

@@ -5,6 +5,10 @@
   releases its attempt and publishes ``timed_out`` itself.
 - ``termination.ttl``: a finished pod is deleted ``ttl`` seconds after it ended (annotated first, so
   the deletion is never mistaken for a failure).
+- the queue's ``pendingTimeout``: a pod that kube-scheduler has reported Unschedulable (condition
+  PodScheduled False, reason Unschedulable) for that long is released with its whole attempt and the
+  op is ``evicted`` (reason ``unschedulable``, the scheduler's own message): it goes back to its queue
+  after a back-off and never holds quota forever.
 The decision is a pure function of a pod (as the API returns it, a dict) and the time.
 """
 from __future__ import annotations
@@ -14,13 +18,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from proto.events import OperationTimedOut
-from services.dispatcher.podspec import ANNOTATION_EVICTED, ANNOTATION_TTL, LABEL_ATTEMPT, LABEL_OP, SELECTOR
+from proto.events import OperationEvicted, OperationTimedOut
+from services.dispatcher.gang import gang_backoff
+from services.dispatcher.podspec import (
+    ANNOTATION_EVICTED, ANNOTATION_PENDING_TIMEOUT, ANNOTATION_TTL, LABEL_ATTEMPT, LABEL_OP, SELECTOR,
+)
 from services.runtime.clock import Clock
 
 TIMEOUT_GRACE_S = 30.0
 CHECK_INTERVAL_S = 5.0
-TTL_EXPIRED, TIMEOUT = "ttl_expired", "timeout"
+TTL_EXPIRED, TIMEOUT, UNSCHEDULABLE = "ttl_expired", "timeout", "unschedulable"
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,7 @@ class Expiry:
     op_id: str
     attempt: int
     node: str | None
+    message: str = ""
 
 
 def expiry_of(pod: dict[str, Any], now: datetime) -> Expiry | None:
@@ -50,7 +58,21 @@ def expiry_of(pod: dict[str, Any], now: datetime) -> Expiry | None:
     if phase in ("Running", "Pending") and deadline and started is not None:
         if started + timedelta(seconds=float(deadline) + TIMEOUT_GRACE_S) <= now:
             return Expiry(TIMEOUT, *ident)
+    if phase == "Pending" and not spec.get("nodeName") and ANNOTATION_PENDING_TIMEOUT in annotations:
+        return _unschedulable(meta, status, float(annotations[ANNOTATION_PENDING_TIMEOUT]), ident, now)
     return None
+
+
+def _unschedulable(meta: dict[str, Any], status: dict[str, Any], limit: float, ident: tuple,
+                   now: datetime) -> Expiry | None:
+    condition = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
+    if not condition or condition.get("status") != "False" or condition.get("reason") != "Unschedulable":
+        return None
+    since = _time(condition.get("lastTransitionTime")) or _time(meta.get("creationTimestamp"))
+    if since is None or since + timedelta(seconds=limit) > now:
+        return None
+    message = f"unschedulable for {limit:g}s (pendingTimeout): {condition.get('message') or 'no reason given'}"
+    return Expiry(UNSCHEDULABLE, *ident, message=message)
 
 
 def _finished_at(status: dict[str, Any]) -> datetime | None:
@@ -85,7 +107,13 @@ async def _act(expiry: Expiry, releaser, publish, clock: Clock) -> None:
         await releaser.release(expiry.namespace, [expiry.name], {ANNOTATION_EVICTED: TTL_EXPIRED}, 0)
         return
     names = await releaser.attempt_pods(expiry.namespace, expiry.op_id, expiry.attempt, expiry.name)
-    existing = await releaser.annotate(expiry.namespace, names, {ANNOTATION_EVICTED: TIMEOUT})
-    await publish(OperationTimedOut(op_id=expiry.op_id, at=clock.now(), attempt=expiry.attempt, pod_name=expiry.name,
-                                    node=expiry.node, message="ran past termination.timeout; stopped by opsched"))
+    existing = await releaser.annotate(expiry.namespace, names, {ANNOTATION_EVICTED: expiry.kind})
+    if expiry.kind == UNSCHEDULABLE:
+        await publish(OperationEvicted(op_id=expiry.op_id, at=clock.now(), attempt=expiry.attempt, reason=UNSCHEDULABLE,
+                                       message=expiry.message,
+                                       retry_after_s=gang_backoff(expiry.attempt, releaser.settings)))
+    else:
+        await publish(OperationTimedOut(op_id=expiry.op_id, at=clock.now(), attempt=expiry.attempt,
+                                        pod_name=expiry.name, node=expiry.node,
+                                        message="ran past termination.timeout; stopped by opsched"))
     await releaser.delete(expiry.namespace, existing, releaser.settings.stop_grace_s)

@@ -35,6 +35,7 @@ ANNOTATION_PREEMPT_REASON = "opsched.io/preempt-reason"
 ANNOTATION_PREEMPT_MESSAGE = "opsched.io/preempt-message"
 ANNOTATION_STOPPED = "opsched.io/stopped"  # "true"
 ANNOTATION_TTL = "opsched.io/ttl-seconds"  # termination.ttl: delete the finished pod this long after its end
+ANNOTATION_PENDING_TIMEOUT = "opsched.io/pending-timeout-seconds"  # the queue's pendingTimeout
 ANNOTATION_EVICTED = "opsched.io/evicted"  # why: "gang_timeout", "gang_failed", "pod_rejected"
 RELEASE_ANNOTATIONS = (ANNOTATION_PREEMPTED_BY, ANNOTATION_PREEMPT_REASON, ANNOTATION_PREEMPT_MESSAGE,
                        ANNOTATION_STOPPED, ANNOTATION_EVICTED)
@@ -103,8 +104,11 @@ def _annotations(admitted: OperationAdmitted) -> dict[str, str]:
     for key in (ANNOTATION_FLAVORS, *RELEASE_ANNOTATIONS):
         annotations.pop(key, None)  # a user annotation must not fake a release by the dispatcher
     annotations.pop(ANNOTATION_TTL, None)
+    annotations.pop(ANNOTATION_PENDING_TIMEOUT, None)
     if admitted.spec.termination.ttl is not None:
         annotations[ANNOTATION_TTL] = str(admitted.spec.termination.ttl)
+    if admitted.pending_timeout_s is not None:
+        annotations[ANNOTATION_PENDING_TIMEOUT] = f"{admitted.pending_timeout_s:g}"
     if admitted.flavors:
         annotations[ANNOTATION_FLAVORS] = json.dumps(admitted.flavors, sort_keys=True, separators=(",", ":"))
     return annotations

@@ -96,7 +96,7 @@ SAMPLES: dict[str, msgspec.Struct] = {
     "admitted": OperationAdmitted(**_COMMON, spec=FULL_SPEC, queue="gpu-a", namespace="ml", pod_name="op-op-1-1",
                                   flavors={"nvidia.com/gpu": "a100"}, node_selector={"pool": "a100"},
                                   tolerations=[{"key": "gpu", "operator": "Exists"}], borrowing=True,
-                                  effective_priority=12.5),
+                                  effective_priority=12.5, pending_timeout_s=300.0),
     "dispatched": OperationDispatched(**_COMMON, pod_name="op-op-1-1", namespace="ml"),
     "running": OperationRunning(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1"),
     "succeeded": OperationSucceeded(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", reason="cache_hit",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.dispatcher.expiry import TIMEOUT, TTL_EXPIRED, expiry_of
+from services.dispatcher.expiry import TIMEOUT, TTL_EXPIRED, UNSCHEDULABLE, expiry_of
 from tests.builders import case, case_name, t
 
 
@@ -50,3 +50,44 @@ def test_the_ttl_annotation_comes_from_termination_ttl():
     spec = op("x").build()
     spec = msgspec.structs.replace(spec, termination=msgspec.structs.replace(spec.termination, ttl=45))
     assert build_pod(admitted(spec, op_id="x"))["metadata"]["annotations"]["opsched.io/ttl-seconds"] == "45"
+
+
+def pending(*, timeout: str | None = "60", reason: str = "Unschedulable", status: str = "False",
+            since: str | None = "2026-01-01T12:00:00Z", node: str | None = None) -> dict:
+    annotations = {"opsched.io/pending-timeout-seconds": timeout} if timeout else {}
+    condition = {"type": "PodScheduled", "status": status, "reason": reason,
+                 "message": "0/3 nodes are available: 3 node(s) didn't match pod affinity rules.",
+                 **({"lastTransitionTime": since} if since else {})}
+    return {"metadata": {"name": "op-a-0", "namespace": "ns", "annotations": annotations,
+                         "creationTimestamp": "2026-01-01T11:59:00Z",
+                         "labels": {"opsched.io/op-id": "a", "opsched.io/attempt": "0"}},
+            "spec": {**({"nodeName": node} if node else {})},
+            "status": {"phase": "Pending", "conditions": [condition]}}
+
+
+@pytest.mark.parametrize("c", [
+    case("a pod Unschedulable past its queue's pendingTimeout is evicted with the scheduler's message",
+         pod=pending(), now=t(60), kind=UNSCHEDULABLE),
+    case("a pod Unschedulable within its pendingTimeout waits", pod=pending(), now=t(59), kind=None),
+    case("without a transition time the wait counts from the pod's creation",
+         pod=pending(since=None), now=t(0), kind=UNSCHEDULABLE),
+    case("a pod the scheduler has not judged yet waits", pod=pending(status="True", reason=""), now=t(999), kind=None),
+    case("a bound pod pulling its image is not unschedulable", pod=pending(node="n1"), now=t(999), kind=None),
+    case("a pod without a pendingTimeout (admitted before it existed) is left alone", pod=pending(timeout=None),
+         now=t(999), kind=None),
+], ids=case_name)
+def test_an_unschedulable_pod_is_evicted_after_its_queue_s_pending_timeout(c):
+    expiry = expiry_of(c.pod, c.now)
+    assert (expiry.kind if expiry else None) == c.kind
+    if expiry:
+        assert "didn't match pod affinity rules" in expiry.message and "pendingTimeout" in expiry.message
+
+
+def test_the_pending_timeout_annotation_comes_from_the_admitted_event():
+    import msgspec
+
+    from services.dispatcher.podspec import build_pod
+    from tests.builders import admitted, op
+
+    event = msgspec.structs.replace(admitted(op("x").build(), op_id="x"), pending_timeout_s=90.0)
+    assert build_pod(event)["metadata"]["annotations"]["opsched.io/pending-timeout-seconds"] == "90"

@@ -32,7 +32,8 @@ class Verdict:
 def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict:
     queue = snap.book.queues.get(op.queue)
     if op.not_before is not None and snap.now is not None and snap.now < op.not_before:
-        return _wait("backoff", f"backing off after {op.reason or 'an eviction'} until {op.not_before:%H:%M:%S}")
+        why = f"{op.reason}: {op.reason_message}" if op.reason_message else (op.reason or "an eviction")
+        return _wait("backoff", f"backing off after {why} until {op.not_before:%H:%M:%S}")
     if queue is None:
         return _wait("queue_removed", f"queue {op.queue!r} is no longer configured", blocked=True)
     running = snap.running[op.queue]
