@@ -15,6 +15,11 @@ ACCELERATOR_RESOURCES = (
 # Node labels naming the accelerator model: NVIDIA's GPU feature discovery, GKE, and the plain
 # ``accelerator=<model>`` label managed clusters (e.g. Alibaba ACK) put on GPU nodes.
 GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "accelerator")
+# GPU memory sharing (Alibaba's gpushare device plugin): a node advertises ``aliyun.com/gpu-mem`` as a
+# count of GiB over ``aliyun.com/gpu-count`` cards; a pod asks for GiB on one card. It is memory, not GPUs.
+GPU_MEMORY = "aliyun.com/gpu-mem"
+GPU_MEMORY_CARDS = "aliyun.com/gpu-count"
+_GIB = Decimal(2**30)
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -56,18 +61,39 @@ def is_accelerator(resource: str) -> bool:
     return "/" in resource and not resource.startswith(("hugepages-", "kubernetes.io/"))
 
 
+def is_device(resource: str) -> bool:
+    """Whole accelerator devices (GPUs, TPUs): accelerators except shared GPU memory, which is GiB.
+    Only these count as "GPUs" (approval thresholds, GPU-hour budgets, per-GPU prices)."""
+    return is_accelerator(resource) and resource not in (GPU_MEMORY, GPU_MEMORY_CARDS)
+
+
+def gpu_memory_gib(value: str | int | float) -> int:
+    """GiB of shared GPU memory: a plain number is GiB (the device plugin's unit), a quantity with a
+    unit is bytes (``8Gi`` = 8); anything but a whole number of GiB is refused."""
+    text = str(value).strip()
+    gib = parse_quantity(text) if text[-1:].isdigit() else parse_quantity(text) / _GIB
+    if gib != gib.to_integral_value():
+        raise QuantityError(f"{GPU_MEMORY} must be a whole number of GiB (e.g. 8 or 8Gi), got {value!r}")
+    return int(gib)
+
+
+def amount(resource: str, value: str | int | float) -> float:
+    """A resource's quantity in the unit opsched counts it in: GiB for shared GPU memory, base units else."""
+    return float(gpu_memory_gib(value)) if resource == GPU_MEMORY else float(parse_quantity(value))
+
+
 def accelerators(limits: dict[str, str]) -> dict[str, int]:
-    """The accelerator resources of a limits map, as integer counts."""
+    """The whole-device accelerators of a limits map, as integer counts (shared GPU memory excluded)."""
     out: dict[str, int] = {}
     for name, qty in limits.items():
-        if is_accelerator(name):
+        if is_device(name):
             out[name] = int(parse_quantity(qty))
     return out
 
 
 def requested(limits: dict[str, str], requests: dict[str, str]) -> dict[str, float]:
     """What a container asks the scheduler for: its requests, and its limits where it set no request
-    (Kubernetes defaults requests to limits; accelerators are set only as limits)."""
-    out = {name: float(parse_quantity(qty)) for name, qty in limits.items()}
-    out.update({name: float(parse_quantity(qty)) for name, qty in requests.items()})
+    (Kubernetes defaults requests to limits; accelerators are set only as limits). Shared GPU memory in GiB."""
+    out = {name: amount(name, qty) for name, qty in limits.items()}
+    out.update({name: amount(name, qty) for name, qty in requests.items()})
     return out

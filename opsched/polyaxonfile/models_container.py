@@ -19,7 +19,7 @@ from pydantic import AfterValidator
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import Args, Command, Int, Model, NonEmpty, Quantity, Str, dns_label
-from proto.resources import is_accelerator, parse_quantity
+from proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_accelerator, parse_quantity
 
 
 class EnvVarModel(Model):
@@ -78,7 +78,12 @@ def check_resources(res: ResourcesModel, loc: Loc) -> list[Problem]:
     problems = []
     for section in ("limits", "requests"):
         for name, qty in getattr(res, section).items():
-            if is_accelerator(name) and parse_quantity(qty) % 1:
+            if name == GPU_MEMORY:
+                try:
+                    gpu_memory_gib(qty)
+                except QuantityError as exc:
+                    problems.append((loc + (section, name), str(exc)))
+            elif is_accelerator(name) and parse_quantity(qty) % 1:
                 problems.append((loc + (section, name),
                                  f"{name} must be a whole number, got {qty!r}"))
     for name, req in res.requests.items():

@@ -4,6 +4,8 @@ Read from YAML (a file or the `set_queues` command), validated with a precise er
 """
 from __future__ import annotations
 
+import functools
+
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +14,7 @@ import msgspec
 import yaml
 
 from proto.queues import Flavor, Queue, QueuesConfig
-from proto.resources import QuantityError, parse_quantity
+from proto.resources import QuantityError, amount
 from proto.subjects import valid_token
 
 DEFAULT_FLAVOR = "default"
@@ -76,19 +78,16 @@ def _quota_lines(q: Queue) -> tuple[dict[tuple[str, str], QuotaLine], dict[str, 
     order: dict[str, list[str]] = {}
     for rq in q.resources:
         order[rq.resource] = [f.name for f in rq.flavors]
+        num = functools.partial(amount, rq.resource)  # GiB for shared GPU memory
         for f in rq.flavors:
-            nominal = _num(f.nominal)
-            guaranteed = _num(f.guaranteed) if f.guaranteed is not None else 0.0
+            nominal = num(f.nominal)
+            guaranteed = num(f.guaranteed) if f.guaranteed is not None else 0.0
             lendable = nominal - guaranteed
             if f.lending_limit is not None:
-                lendable = min(lendable, _num(f.lending_limit))
-            borrow = _num(f.borrowing_limit) if f.borrowing_limit is not None else None
+                lendable = min(lendable, num(f.lending_limit))
+            borrow = num(f.borrowing_limit) if f.borrowing_limit is not None else None
             lines[(rq.resource, f.name)] = QuotaLine(nominal, borrow, max(0.0, lendable))
     return lines, order
-
-
-def _num(q: str | int | float) -> float:
-    return float(parse_quantity(q))
 
 
 def _problems(config: QueuesConfig) -> list[str]:
@@ -143,21 +142,21 @@ def _queue_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:
             if f.name not in flavor_names:
                 out.append(f"{at}.name: unknown flavor {f.name!r}; define it under flavors (known: "
                            f"{', '.join(sorted(flavor_names))})")
-            out += _quantity_problems(at, f)
+            out += _quantity_problems(at, rq.resource, f)
     return out
 
 
-def _quantity_problems(at: str, f) -> list[str]:
+def _quantity_problems(at: str, resource: str, f) -> list[str]:
     out: list[str] = []
     for attr in ("nominal", "borrowing_limit", "lending_limit", "guaranteed"):
         value = getattr(f, attr)
         if value is None:
             continue
         try:
-            parse_quantity(value)
+            amount(resource, value)
         except QuantityError as exc:
             out.append(f"{at}.{_camel(attr)}: {exc}")
-    if not out and f.guaranteed is not None and _num(f.guaranteed) > _num(f.nominal):
+    if not out and f.guaranteed is not None and amount(resource, f.guaranteed) > amount(resource, f.nominal):
         out.append(f"{at}.guaranteed: {f.guaranteed} is more than nominal {f.nominal}")
     return out
 

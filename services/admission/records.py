@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import IntEnum
 
 from proto.queries import PendingReason
-from proto.resources import is_accelerator
+from proto.resources import is_device
 from proto.spec import OpSpec
 from services.admission.policies.aging import PendingQueue
 from services.admission.policies.ordering import sort_key
@@ -85,7 +85,7 @@ class OpRecord:
     @property
     def gpus(self) -> float:
         """Accelerators of all its pods."""
-        return sum(amount for resource, amount in self.request.items() if is_accelerator(resource))
+        return sum(amount for resource, amount in self.request.items() if is_device(resource))
 
     @property
     def key(self) -> tuple:

@@ -11,7 +11,7 @@ import msgspec
 
 from proto.events import Money
 from proto.prices import PricePool, Prices
-from proto.resources import GPU_PRODUCT_LABELS, accelerators, parse_quantity
+from proto.resources import GPU_PRODUCT_LABELS, accelerators, amount, is_accelerator, parse_quantity
 from proto.spec import Container, OpSpec
 from services.cost.durations import LAST_RUNS, typical
 from services.cost.pools import in_pool, matching
@@ -75,10 +75,12 @@ def _container_hourly(container: Container, product: str | None, prices: Prices)
         out["cpu"] = float(parse_quantity(amounts["cpu"])) * prices.cpu_hour
     if "memory" in amounts:
         out["memory"] = float(parse_quantity(amounts["memory"])) / GIB * prices.gib_hour
-    for resource, count in accelerators(res.limits).items():
+    for resource, qty in res.limits.items():  # per device-hour; shared GPU memory per GiB-hour
+        if not is_accelerator(resource):
+            continue
         table = prices.accelerators.get(resource, {})
         price = table.get(product or "*", table.get("*", 0.0))
-        out[resource] = count * price
+        out[resource] = amount(resource, qty) * price
     return out
 
 

@@ -3,7 +3,7 @@
 Every container of the attempt is checked: the main one and each replica group's (a gang)."""
 from __future__ import annotations
 
-from proto.resources import is_accelerator, parse_quantity, QuantityError
+from proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_accelerator, parse_quantity
 from proto.spec import Container, OpSpec
 
 DRIVER_PATH_HINTS = ("nvidia", "/dev/dri", "libcuda", "/usr/lib/x86_64-linux-gnu", "/usr/local/cuda")
@@ -55,7 +55,12 @@ def _resource_problems(c: Container) -> list[str]:
         elif _q(value) != _q(limits[name]):
             problems.append(f"{name}: request {value} differs from limit {limits[name]}; they must be equal")
     for name, value in limits.items():
-        if is_accelerator(name) and _q(value) is not None and _q(value) != int(_q(value)):
+        if name == GPU_MEMORY:
+            try:
+                gpu_memory_gib(value)
+            except QuantityError as exc:
+                problems.append(str(exc))
+        elif is_accelerator(name) and _q(value) is not None and _q(value) != int(_q(value)):
             problems.append(f"{name}: {value} is not a whole number of devices")
     return problems
 

@@ -14,9 +14,10 @@ from typing import Any
 
 from proto.events import OperationAdmitted
 from proto.naming import pod_names
-from proto.resources import is_accelerator
+from proto.resources import GPU_MEMORY, gpu_memory_gib, is_accelerator
 from proto.spec import Container
 
+NVIDIA_RESOURCES = ("nvidia.com/gpu", GPU_MEMORY)  # their device plugins set NVIDIA_VISIBLE_DEVICES
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "opsched"
 LABEL_OP = "opsched.io/op-id"
@@ -89,6 +90,11 @@ def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: 
     }
 
 
+def _unit(resource: str, value: str) -> str:
+    """Shared GPU memory in the device plugin's unit (a count of GiB: ``8Gi`` -> ``8``); else as written."""
+    return str(gpu_memory_gib(value)) if resource == GPU_MEMORY else value
+
+
 def _labels(admitted: OperationAdmitted) -> dict[str, str]:
     labels = {**admitted.spec.environment.labels, MANAGED_BY: MANAGER, LABEL_OP: admitted.op_id,
               LABEL_QUEUE: admitted.queue, LABEL_ATTEMPT: str(admitted.attempt)}
@@ -127,8 +133,8 @@ def _placement(admitted: OperationAdmitted) -> dict[str, Any]:
 
 
 def _container(c: Container) -> dict[str, Any]:
-    limits = dict(c.resources.limits)
-    requests = dict(c.resources.requests)
+    limits = {name: _unit(name, value) for name, value in c.resources.limits.items()}
+    requests = {name: _unit(name, value) for name, value in c.resources.requests.items()}
     for name, value in limits.items():
         if is_accelerator(name):
             requests[name] = value  # extended resources: requests equal limits
@@ -137,8 +143,10 @@ def _container(c: Container) -> dict[str, Any]:
         container["command"] = list(c.command)
     if c.args:
         container["args"] = list(c.args)
-    if c.env:
-        container["env"] = [{"name": e.name, "value": e.value} for e in c.env]
+    env = [{"name": e.name, "value": e.value} for e in c.env]
+    if not any(name in limits for name in NVIDIA_RESOURCES):
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})  # an image's default `all` reaches no GPU
+    container["env"] = env
     resources = {k: v for k, v in (("limits", limits), ("requests", requests)) if v}
     if resources:
         container["resources"] = resources

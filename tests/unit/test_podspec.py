@@ -27,6 +27,7 @@ from tests.builders import GPU, GPU_PRODUCT, admitted, case, case_name, op
 
 TAINT_GPU = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 TAINT_SPOT = {"key": "cloud.example.com/spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}  # pods without an NVIDIA GPU
 
 
 def pod_of(builder, **kw) -> dict:
@@ -201,7 +202,7 @@ def test_the_container_carries_image_command_args_and_env():
     assert container["image"] == "pytorch:2"
     assert container["command"] == ["python", "train.py"]
     assert container["args"] == ["--lr", "0.1"]
-    assert container["env"] == [{"name": "SEED", "value": "42"}]
+    assert container["env"] == [{"name": "SEED", "value": "42"}, VOID]
 
 
 # ---- violations -------------------------------------------------------------------------------
@@ -301,7 +302,8 @@ def test_replica_pods_run_their_own_container():
     assert images == ["python:3.11-slim", "trainer:2", "trainer:2", "ps:1"]
     assert main_container(pods[1])["command"] == ["python", "worker.py"]
     assert main_container(pods[1])["resources"] == {"limits": {GPU: "1"}, "requests": {GPU: "1"}}
-    assert main_container(pods[3]) == {"name": "ps", "image": "ps:1", "resources": {"requests": {"cpu": "1"}}}
+    assert main_container(pods[3]) == {"name": "ps", "image": "ps:1", "resources": {"requests": {"cpu": "1"}},
+                                       "env": [VOID]}
 
 
 def test_replica_pods_share_the_main_pods_labels_annotations_and_placement():

@@ -2,7 +2,6 @@
 its queue's policy finds it too expensive or too large (estimated cost, accelerators of all pods)."""
 from __future__ import annotations
 
-from proto.resources import is_accelerator
 from services.admission.queues import Book
 from services.admission.records import OpRecord
 
@@ -19,7 +18,7 @@ def hold_reason(op: OpRecord, book: Book) -> tuple[str, str] | None:
     if policy.cost_above is not None and op.estimate > policy.cost_above:
         return "cost_above_threshold", (f"estimated cost {op.estimate:.2f} is above queue {op.queue}'s approval "
                                         f"threshold {policy.cost_above:.2f} — waiting for `opsched approve {op.op_id}`")
-    gpus = sum(amount for resource, amount in op.request.items() if is_accelerator(resource))
+    gpus = op.gpus  # whole devices: shared GPU memory is GiB, not GPUs
     if policy.gpus_above is not None and gpus > policy.gpus_above:
         return "gpus_above_threshold", (f"{gpus:g} accelerators is above queue {op.queue}'s approval threshold "
                                         f"{policy.gpus_above:g} — waiting for `opsched approve {op.op_id}`")

@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proto.cluster import NodeObserved
-from proto.resources import GPU_PRODUCT_LABELS, is_accelerator, parse_quantity
+from proto.resources import GPU_MEMORY, GPU_PRODUCT_LABELS, is_accelerator
+from proto.resources import amount as quantity_of
+from services.admission.policies import gpu_sharing as sharing
 from services.admission.policies.node_affinity import Terms, key_of, matches
 from services.admission.policies.node_affinity import describe as describe_affinity
 
@@ -27,7 +29,7 @@ class NodeInfo:
         alloc = {}
         for resource, qty in event.allocatable.items():
             try:
-                alloc[resource] = float(parse_quantity(qty))
+                alloc[resource] = quantity_of(resource, qty)
             except ValueError:
                 continue
         return cls(event.node, dict(event.labels), alloc, list(event.taints), event.schedulable)
@@ -67,6 +69,7 @@ class Capacity:
     nodes: dict[str, NodeInfo]
     free: dict[str, dict[str, float]] = field(default_factory=dict)
     open: set[str] = field(default_factory=set)
+    shared: dict[str, list[float]] = field(default_factory=dict)  # GiB of GPU memory each shared pod asks, per node
     _matching: dict[tuple, tuple[list[str], set[str]]] = field(default_factory=dict)
     _ever: dict[tuple, bool] = field(default_factory=dict)
 
@@ -108,7 +111,7 @@ class Capacity:
              tolerations: list[dict[str, Any]], affinity: Terms | None = None) -> str | None:
         """The first node (by name) with room for the whole request now."""
         return next((n for n in self._ordered([request], selector, tolerations, affinity)
-                     if _fits(self.free[n], request)), None)
+                     if self._room(n, self.free[n], request)), None)
 
     def ever(self, request: dict[str, float], selector: dict[str, str], tolerations: list[dict[str, Any]],
              affinity: Terms | None = None) -> bool:
@@ -116,8 +119,9 @@ class Capacity:
         key = (tuple(sorted(request.items())), tuple(sorted(selector.items())), repr(tolerations), key_of(affinity))
         known = self._ever.get(key)
         if known is None:
-            known = self._ever[key] = any(_fits(n.allocatable, request) for n in self.nodes.values()
-                                          if allows(n, selector, tolerations, affinity))
+            known = self._ever[key] = any(_fits(n.allocatable, request) and sharing.fits([], sharing.ask_of(request),
+                                                                                         sharing.cards_of(n.allocatable))
+                                          for n in self.nodes.values() if allows(n, selector, tolerations, affinity))
         return known
 
     def place(self, pods: list[dict[str, float]], selector: dict[str, str],
@@ -125,17 +129,28 @@ class Capacity:
         """A node for every pod (first-fit, all or nothing), or None."""
         candidates = self._ordered(pods, selector, tolerations, affinity)
         scratch: dict[str, dict[str, float]] = {}  # nodes this placement already used
+        asks: dict[str, list[float]] = {}  # GPU memory this placement already put on them
         out = []
         for pod in pods:
-            node = next((n for n in candidates if _fits(scratch.get(n) or self.free[n], pod)), None)
+            node = next((n for n in candidates if self._room(n, scratch.get(n) or self.free[n], pod, asks.get(n, []))),
+                        None)
             if node is None:
                 return None
             left = scratch.setdefault(node, dict(self.free[node]))
             for resource, amount in pod.items():
                 if resource in left:
                     left[resource] -= amount
+            asks.setdefault(node, []).append(sharing.ask_of(pod))
             out.append(node)
         return out
+
+    def _room(self, node: str, free: dict[str, float], pod: dict[str, float], more: list[float] = ()) -> bool:
+        """Room for ``pod`` on ``node``: its free resources, and one card for its shared GPU memory."""
+        if not _fits(free, pod):
+            return False
+        ask = sharing.ask_of(pod)
+        return ask <= 0 or sharing.fits([*self.shared.get(node, []), *more], ask,
+                                        sharing.cards_of(self.nodes[node].allocatable))
 
     def ever_all(self, pods: list[dict[str, float]], selector: dict[str, str],
                  tolerations: list[dict[str, Any]], affinity: Terms | None = None) -> bool:
@@ -158,6 +173,13 @@ class Capacity:
         for resource, amount in request.items():
             if resource in free:
                 free[resource] += sign * amount
+        ask = sharing.ask_of(request)
+        if ask > 0:
+            placed = self.shared.setdefault(node, [])
+            if sign < 0:
+                placed.append(ask)
+            elif ask in placed:
+                placed.remove(ask)
         (self.open.add if _has_free_accelerator(free) else self.open.discard)(node)
 
 
@@ -175,7 +197,8 @@ def _fits(free: dict[str, float], request: dict[str, float]) -> bool:
 
 def describe(request: dict[str, float], selector: dict[str, str], affinity: Terms | None = None) -> str:
     """'8 x nvidia.com/gpu of product H100' — what no node offers."""
-    parts = [f"{amount:g} x {resource}" for resource, amount in request.items() if is_accelerator(resource)]
+    parts = [f"{amount:g} GiB of {resource} on one card" if resource == GPU_MEMORY else f"{amount:g} x {resource}"
+             for resource, amount in request.items() if is_accelerator(resource)]
     parts = parts or [f"{amount:g} {resource}" for resource, amount in request.items()]
     product = next((selector[label] for label in GPU_PRODUCT_LABELS if label in selector), None)
     text = " and ".join(parts)
