@@ -17,7 +17,7 @@ DEMO_EXAMPLES = ["train-2gpu.yaml", "train-1gpu.yaml", "train-1gpu.yaml", "eval-
 
 def add_up_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node", action="append", default=[], metavar="NAME:GPUS[:PRODUCT]",
-                   help=f"simulated GPU node (default: {' '.join(DEFAULT_NODES)})")
+                   help=f"simulated GPU node; GPUS 2x16Gi: 2 cards sharing GPU memory (default: {' '.join(DEFAULT_NODES)})")
     p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"),
                    help="use this cluster instead of the local control plane (default: $KUBECONFIG)")
     p.add_argument("--namespace", default="opsched")

@@ -10,7 +10,7 @@ from proto.events import (
     OperationOnHold, OperationSkipped, OperationSucceeded, OperationTimedOut, PreemptRequested, RetryScheduled,
 )
 from proto.failures import is_infrastructure, will_retry
-from proto.resources import accelerators
+from proto.resources import GPU_MEMORY, accelerators, gpu_memory_gib
 
 RANK = {"submitted": 0, "cost_estimated": 0, "cache_missed": 0, "cache_hit": 0, "on_hold": 1, "approved": 1,
         "admitted": 2, "retrying": 6, "retry_scheduled": 6, "skipped": 10, "timed_out": 10,
@@ -90,18 +90,27 @@ class OpsView:
             return None
 
 
+def _gpus(event: OperationSubmitted) -> str:
+    """Whole devices of all its pods (``2``, ``1xamd.com``), and shared GPU memory (``8GiB-mem``)."""
+    containers = [(event.spec.container, 1)] + [(g.container, g.count) for g in event.spec.replicas]
+    gpus: dict[str, int] = {}
+    memory = 0
+    for container, count in containers:
+        for resource, n in accelerators(container.resources.limits).items():
+            gpus[resource] = gpus.get(resource, 0) + n * count
+        if GPU_MEMORY in container.resources.limits:
+            memory += gpu_memory_gib(container.resources.limits[GPU_MEMORY]) * count
+    parts = [f"{n}x{r.split('/')[0]}" if r != "nvidia.com/gpu" else str(n) for r, n in gpus.items()]
+    return ",".join(parts + ([f"{memory}GiB-mem"] if memory else [])) or "-"
+
+
 def _details(row: OpRow, event: Event) -> None:
     if isinstance(event, OperationSubmitted):
         row.name, row.queue = event.spec.name, event.queue
         row.max_retries = event.spec.termination.max_retries
         if event.original_op_id:
             row.reason = f"{event.relation} of {event.original_op_id}"
-        gpus = accelerators(event.spec.container.resources.limits)
-        for group in event.spec.replicas:
-            for resource, count in accelerators(group.container.resources.limits).items():
-                gpus[resource] = gpus.get(resource, 0) + count * group.count
-        row.gpus = ",".join(f"{n}x{r.split('/')[0]}" if r != "nvidia.com/gpu" else str(n)
-                            for r, n in gpus.items()) or "-"
+        row.gpus = _gpus(event)
     elif isinstance(event, CostEstimated):
         row.cost = f"{event.estimate.amount:.2f} {event.estimate.currency}"
     elif isinstance(event, (OperationRunning, OperationSucceeded, OperationFailed)) and event.node:

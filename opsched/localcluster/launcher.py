@@ -32,7 +32,7 @@ def spawn(kubeconfig: str | os.PathLike[str], nodes: Sequence[NodeSpec | str | t
     specs = [as_node_spec(n) for n in nodes]
     argv = [sys.executable, "-m", "opsched.localcluster.simkubelet", "--kubeconfig", os.fspath(kubeconfig),
             "--resource", gpu_resource, "--cpu", cpu, "--memory", memory, "--start-delay", str(start_delay)]
-    argv += [a for s in specs for a in ("--node", f"{s.name}:{s.gpus}:{s.product}")]
+    argv += [a for s in specs for a in ("--node", f"{s.name}:{s.gpus_text}:{s.product}")]
     argv += ["--delete-nodes-on-exit"] if delete_nodes_on_exit else []
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),

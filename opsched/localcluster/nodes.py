@@ -27,6 +27,8 @@ from typing import Any
 
 from kubernetes import client
 
+from proto.resources import GPU_MEMORY, GPU_MEMORY_CARDS
+
 NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 SIMULATED_LABEL = "opsched.io/simulated"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -39,6 +41,7 @@ ATTEMPT_LABEL = "opsched.io/attempt"  # set by the dispatcher on every pod (kept
 DEFAULT_RUNTIME = 1.0
 _SLEEP_RE = re.compile(r"\bsleep\s+(\d+(?:\.\d*)?|\.\d+)")
 _EXIT_RE = re.compile(r"\bexit\s+(\d+)")
+_SHARED_RE = re.compile(r"^(\d+)x(\d+)Gi$")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 log = logging.getLogger("opsched.simkubelet")
@@ -46,11 +49,20 @@ log = logging.getLogger("opsched.simkubelet")
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """One simulated node: its name, how many GPUs it has and the GPU product label."""
+    """One simulated node: its name, how many GPUs it has and the GPU product label; with ``cards``,
+    it shares GPU memory instead (Alibaba's gpushare: ``cards`` GPUs of ``card_gib`` GiB each, advertised
+    as ``aliyun.com/gpu-mem`` and ``aliyun.com/gpu-count``)."""
 
     name: str
     gpus: int
     product: str = DEFAULT_PRODUCT
+    cards: int = 0
+    card_gib: int = 0
+
+    @property
+    def gpus_text(self) -> str:
+        """What ``--node`` says of its GPUs: ``2``, or ``2x16Gi`` for shared cards."""
+        return f"{self.cards}x{self.card_gib}Gi" if self.cards else str(self.gpus)
 
     def __post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
@@ -72,15 +84,23 @@ class NodeResources:
 
 
 def parse_node_spec(text: str) -> NodeSpec:
-    """Parse ``NAME:GPUS[:PRODUCT]``, e.g. ``gpu-a:2:A100``."""
+    """Parse ``NAME:GPUS[:PRODUCT]``, e.g. ``gpu-a:2:A100``; GPUS ``2x16Gi`` shares the memory of 2 cards
+    of 16 GiB (``aliyun.com/gpu-mem``)."""
     parts = text.split(":")
     if len(parts) not in (2, 3):
         raise ValueError(f"expected NAME:GPUS[:PRODUCT], got {text!r}")
+    return _spec(parts[0], parts[1], parts[2] if len(parts) == 3 else DEFAULT_PRODUCT)
+
+
+def _spec(name: str, gpus: str, product: str) -> NodeSpec:
+    shared = _SHARED_RE.match(gpus)
+    if shared:
+        return NodeSpec(name, 0, product, cards=int(shared[1]), card_gib=int(shared[2]))
     try:
-        gpus = int(parts[1])
+        count = int(gpus)
     except ValueError:
-        raise ValueError(f"GPU count in {text!r} is not an integer") from None
-    return NodeSpec(parts[0], gpus, parts[2] if len(parts) == 3 else DEFAULT_PRODUCT)
+        raise ValueError(f"GPU count in {name}:{gpus} is not an integer (nor CARDSxGIBGi, e.g. 2x16Gi)") from None
+    return NodeSpec(name, count, product)
 
 
 def as_node_spec(value: NodeSpec | str | tuple[Any, ...]) -> NodeSpec:
@@ -89,7 +109,7 @@ def as_node_spec(value: NodeSpec | str | tuple[Any, ...]) -> NodeSpec:
         return value
     if isinstance(value, str):
         return parse_node_spec(value)
-    return NodeSpec(str(value[0]), int(value[1]), *(str(v) for v in value[2:3]))
+    return _spec(str(value[0]), str(value[1]), str(value[2]) if len(value) > 2 else DEFAULT_PRODUCT)
 
 
 def now_rfc3339() -> str:
@@ -110,6 +130,8 @@ def node_status(spec: NodeSpec, resources: NodeResources, address: str) -> dict[
     now = now_rfc3339()
     amounts = {"cpu": resources.cpu, "memory": resources.memory, "pods": str(resources.pods),
                resources.gpu_resource: str(spec.gpus)}
+    if spec.cards:
+        amounts.update({GPU_MEMORY: str(spec.cards * spec.card_gib), GPU_MEMORY_CARDS: str(spec.cards)})
 
     def condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:
         return {"type": kind, "status": status, "reason": reason, "message": message,

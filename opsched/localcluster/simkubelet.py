@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Simulated kubelet for GPU nodes (API server only).")
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--node", dest="nodes", action="append", type=_node_arg, required=True,
-                        metavar="NAME:GPUS[:PRODUCT]", help="repeatable, e.g. gpu-a:2:A100")
+                        metavar="NAME:GPUS[:PRODUCT]", help="repeatable, e.g. gpu-a:2:A100, or share:2x16Gi for shared GPU memory")
     parser.add_argument("--resource", default=NodeResources.gpu_resource, help="GPU extended resource name")
     parser.add_argument("--cpu", default=NodeResources.cpu)
     parser.add_argument("--memory", default=NodeResources.memory)

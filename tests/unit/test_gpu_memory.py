@@ -115,3 +115,11 @@ def test_the_pod_asks_for_gpu_memory_in_the_device_plugin_s_unit():
 def test_pods_without_an_nvidia_gpu_get_nvidia_visible_devices_void(c):
     env = build_pod(admitted(c.spec, op_id="x"))["spec"]["containers"][0].get("env", [])
     assert ({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in env) is c.void
+
+
+def test_the_ops_table_shows_gpu_memory_as_memory():
+    from opsched.view import _gpus
+    from tests.builders import submitted
+
+    event = submitted(op("a").limits(**{MEM: "8Gi"}).replicas("worker", 2).build(), op_id="a")
+    assert _gpus(event) == "24GiB-mem"  # the main pod and 2 workers (replicas copy the main container here)
