@@ -28,10 +28,11 @@ def why_text(answer: WhyAnswer) -> str:
     head = f"{answer.op_id}: {answer.status} in queue {answer.queue}"
     if answer.position is not None:
         head += f", position {answer.position} of {answer.queued_total}"
+    note = [f"  ignored (no effect in opsched): {', '.join(answer.ignored)}"] if answer.ignored else []
     if not answer.reasons:
-        return head + ("" if answer.status in ("pending", "queued") else " (not waiting)")
+        return "\n".join([head + ("" if answer.status in ("pending", "queued") else " (not waiting)"), *note])
     lines = [f"  {i}. {r.message}  [{r.code}]" for i, r in enumerate(answer.reasons, 1)]
-    return "\n".join([head, *lines])
+    return "\n".join([head, *lines, *note])
 
 
 def cost_text(answer: CostAnswer) -> str:

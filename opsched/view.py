@@ -37,6 +37,7 @@ class OpRow:
     history: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     max_retries: int | None = None
+    ignored: list[str] = field(default_factory=list)  # fields of its file with no effect in opsched
 
     @property
     def active(self) -> bool:
@@ -90,6 +91,12 @@ class OpsView:
             return None
 
 
+def _reason(row: OpRow) -> str:
+    """Its reason, and the fields of its file opsched ignored (warned at submit)."""
+    note = f"ignored: {', '.join(row.ignored)}" if row.ignored else ""
+    return "; ".join(p for p in (row.reason, note) if p)
+
+
 def _gpus(event: OperationSubmitted) -> str:
     """Whole devices of all its pods (``2``, ``1xamd.com``), and shared GPU memory (``8GiB-mem``)."""
     containers = [(event.spec.container, 1)] + [(g.container, g.count) for g in event.spec.replicas]
@@ -111,6 +118,7 @@ def _details(row: OpRow, event: Event) -> None:
         if event.original_op_id:
             row.reason = f"{event.relation} of {event.original_op_id}"
         row.gpus = _gpus(event)
+        row.ignored = list(event.spec.ignored)
     elif isinstance(event, CostEstimated):
         row.cost = f"{event.estimate.amount:.2f} {event.estimate.currency}"
     elif isinstance(event, (OperationRunning, OperationSucceeded, OperationFailed)) and event.node:
@@ -137,7 +145,7 @@ def _details(row: OpRow, event: Event) -> None:
 
 def table(rows: list[OpRow]) -> str:
     headers = ("ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "GPUS", "NODE", "EST. COST", "REASON")
-    data = [(r.op_id, r.name, r.queue, r.status, r.attempt, r.gpus, r.node, r.cost, r.reason[:60]) for r in rows]
+    data = [(r.op_id, r.name, r.queue, r.status, r.attempt, r.gpus, r.node, r.cost, _reason(r)[:60]) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *data)]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in [headers, *data]]
     return "\n".join(lines)

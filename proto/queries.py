@@ -23,6 +23,7 @@ class WhyAnswer(Wire, tag_field="type", tag="why_answer", kw_only=True):
     position: int | None = None  # 1 = next in its queue
     queued_total: int = 0
     reasons: list[PendingReason] = []  # most binding first
+    ignored: list[str] = []  # fields of its file that have no effect in opsched (warned at submit)
 
 
 class FlavorUsage(Wire, kw_only=True):

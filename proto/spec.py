@@ -36,6 +36,17 @@ class Container(Wire, kw_only=True):
     working_dir: str | None = None
     security_context: dict[str, Any] | None = None
     volume_mounts: list[dict[str, Any]] = []
+    image_pull_policy: str | None = None
+    lifecycle: dict[str, Any] | None = None  # postStart / preStop handlers
+    ports: list[dict[str, Any]] = []
+    liveness_probe: dict[str, Any] | None = None
+    readiness_probe: dict[str, Any] | None = None
+    startup_probe: dict[str, Any] | None = None
+    termination_message_path: str | None = None
+    termination_message_policy: str | None = None
+    stdin: bool | None = None
+    stdin_once: bool | None = None
+    tty: bool | None = None
 
 
 class Environment(Wire, kw_only=True):
@@ -48,7 +59,14 @@ class Environment(Wire, kw_only=True):
     annotations: dict[str, str] = {}
     priority_class_name: str | None = None
     service_account_name: str | None = None
+    automount_service_account_token: bool | None = None  # None: false, unless a service account is named
     volumes: list[dict[str, Any]] = []
+    image_pull_secrets: list[str] = []
+    security_context: dict[str, Any] | None = None  # the pod's (runAsUser, fsGroup, ...)
+    dns_policy: str | None = None
+    dns_config: dict[str, Any] | None = None
+    host_aliases: list[dict[str, Any]] = []
+    restart_policy: str | None = None  # Never (default) or OnFailure
 
 
 class Termination(Wire, kw_only=True):
@@ -100,3 +118,6 @@ class OpSpec(Wire, kw_only=True):
     batch_concurrency: int | None = None  # at most this many ops of the batch run at once
     to_env: dict[str, str] = {}  # Polyaxon's toEnv: env var name -> the param/input/output whose value it takes
     iteration: int | None = None  # a sweep trial's index in its batch ({{ globals.iteration }})
+    description: str | None = None  # put on its pods as the annotation opsched.io/description
+    clean_pod_policy: str | None = None  # a gang's finished pods: "All" deleted at its end, "Running" (default) kept
+    ignored: list[str] = []  # fields of its file with no effect in opsched (warned by the CLI; shown by ops/why)

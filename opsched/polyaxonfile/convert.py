@@ -22,6 +22,7 @@ from opsched.polyaxonfile.models_operation import ComponentModel, OperationModel
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel, check_run
 from opsched.polyaxonfile.params import io_and_params
 from opsched.polyaxonfile.templates import template_problems
+from opsched.polyaxonfile.warned import warned_fields
 from proto.spec import Cache, Container, Environment, OpSpec, ReplicaGroup, Termination
 
 
@@ -44,7 +45,7 @@ def _environment(run: JobRunModel) -> Environment:
 
 
 def _container(model: ContainerModel) -> Container:
-    return msgspec.convert(model.model_dump(by_alias=True), Container)
+    return msgspec.convert(model.model_dump(by_alias=True, exclude_none=True), Container)
 
 
 def _run_parts(run: JobRunModel | PytorchJobRunModel
@@ -73,6 +74,7 @@ def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fa
     if problems:
         raise Problems(problems)
     spec = _spec(op, comp, extra, fallback, (params, inputs, outputs, to_env), iteration)
+    spec.ignored = warned_fields(op, comp, base)
     problems = template_problems(spec, base)
     if problems:
         raise Problems(problems)
@@ -108,6 +110,8 @@ def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel
         replicas=replicas,
         to_env=to_env,
         iteration=iteration,
+        description=pick("description"),
+        clean_pod_policy=getattr(comp.run, "clean_pod_policy", None),
     )
 
 

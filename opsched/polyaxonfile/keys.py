@@ -1,45 +1,48 @@
-"""Which keys of a polyaxonfile opsched accepts and ignores, and which it refuses.
+"""What becomes of every key of a polyaxonfile: honoured, refused, or (no effect on scheduling) warned.
 
-Accepted and ignored (Polyaxon allows them; opsched does not use them yet)
-  * top level of a component or an operation: ``TOP_LEVEL_IGNORED``
-    (description, presets, hooks, plugins, joins, schedule, dependencies, trigger,
-    skipOnUpstreamSkip, events, actions, pathRef, hubRef, dagRef, urlRef, runPatch, patchStrategy,
-    isPreset, contexts, template, build). Those that change what runs or when
-    (``BEHAVIOUR_IGNORED``: schedule, hooks, ...) raise a ``SpecWarning``.
-  * container: imagePullPolicy, ports, probes, lifecycle, terminationMessage*, stdin*, tty;
-    pytorchjob run: cleanPodPolicy;
-    environment: hostAliases, securityContext, imagePullSecrets, hostNetwork, hostPID, dnsPolicy,
-    dnsConfig, restartPolicy; termination: culling; inputs/outputs: description, isList, isFlag,
-    argFormat, delayValidation, options, connection, toInit, toEnv.
-Every other key is an error ("unknown field"), and keys that would change the run if dropped
-(init, sidecars, connections, envFrom, valueFrom, nodeName, schedulerName, environment.priority,
-and the pytorchjob keys above) are errors saying they are not supported yet.
-The ignored keys of each section are the ``ignored`` set of its model (``models_container``,
-``models_run``, ``models_operation``); unsupported keys (``UNSUPPORTED``) are reported by
-``validation``; ``load.warn_ignored`` raises the ``SpecWarning``.
+Honoured: every field of the models (``models_operation``, ``models_run``, ``models_container``,
+``models_k8s``, ``models_matrix``, ``models_schedule``) reaches the OpSpec and the pod, or decides what
+the parser does (version, kind, matrix). ``tests/unit/test_polyaxonfile_fields.py`` walks them all.
+
+Refused ("not supported by opsched yet", or a message of ``REFUSED_MESSAGES``): the keys of
+``UNSUPPORTED`` wherever they appear — features that would change what runs or when if dropped
+(DAG and hub features, hooks, init containers and sidecars, connections, ...), ``schedule`` on a plain
+submit (``opsched schedule FILE`` reads it), the plugins of ``PLUGINS_REFUSED`` when set, a job's
+``restartPolicy: Always``, ``hostNetwork``/``hostPID``/``hostIPC: true``, a pytorchjob's
+``cleanPodPolicy: None``, ``isFlag``/``argFormat``/``toInit``/``connection`` on inputs and params.
+
+Warned: ``WARNED`` — fields that change neither scheduling nor the pod in opsched: the plugins of
+``PLUGINS_WARNED`` when set, and the descriptions of inputs and outputs. The CLI prints a
+``SpecWarning`` and the op records them (``OpSpec.ignored``), so ``opsched ops`` and ``why`` show them.
+Every other key is an error ("unknown field").
 """
 from __future__ import annotations
 
-# Top-level keys of a component or an operation that are accepted and ignored. (``matrix`` is
-# read by the parser before validation: see ``GridModel``/``RandomModel``.)
-TOP_LEVEL_IGNORED = frozenset({
-    "description", "presets", "hooks", "plugins", "joins", "schedule", "dependencies",
-    "trigger", "skipOnUpstreamSkip", "events", "actions", "pathRef", "hubRef", "dagRef", "urlRef",
-    "runPatch", "patchStrategy", "isPreset", "contexts", "template", "build",
-})
-# Of those, the ones whose absence changes what runs or when: the parser warns about them.
-BEHAVIOUR_IGNORED = frozenset({
-    "presets", "hooks", "plugins", "joins", "schedule", "dependencies", "trigger",
-    "events", "actions", "runPatch", "template", "build",
-})
-# Keys Polyaxon or Kubernetes accept that opsched rejects: ignoring them would change the run.
+# Keys Polyaxon or Kubernetes accept that opsched refuses: ignoring them would change the run.
 UNSUPPORTED = frozenset({
     "init", "sidecars", "connections", "envFrom", "valueFrom", "nodeName", "schedulerName",
     "priority",  # run.environment.priority (a raw pod priority); use priorityClassName
     "schedulingPolicy", "elasticPolicy", "nProcPerNode",  # pytorchjob: change how the gang runs
     "earlyStopping",  # matrix: would stop a sweep early
     "isFlag", "argFormat", "toInit", "connection",  # inputs/outputs/params: change how a value reaches the container
+    # top level: pipelines, references, hooks and presets change what runs or when
+    "presets", "hooks", "joins", "dependencies", "trigger", "skipOnUpstreamSkip", "events", "actions",
+    "pathRef", "hubRef", "dagRef", "urlRef", "runPatch", "patchStrategy", "isPreset", "contexts", "template",
+    "build", "culling",
 })
+REFUSED_MESSAGES = {
+    **{ref: (f"'{ref}' is not supported by opsched yet: the inline component says what runs; "
+             f"remove '{ref}'") for ref in ("hubRef", "pathRef", "dagRef", "urlRef")},
+    "culling": "'culling' stops idle services; opsched runs jobs (use termination.timeout)",
+    "schedule": ("this file has a schedule: run it on its schedule with `opsched schedule FILE`, or remove "
+                 "the section to run it once"),
+}
+# Polyaxon's plugins: those that add volumes, sidecars or init containers to the pod are refused when set;
+# those that only collect or notify have no effect on scheduling and are warned when set.
+PLUGINS_REFUSED = ("auth", "docker", "shm", "mountArtifactsStore", "sidecar", "autoResume")
+PLUGINS_WARNED = ("collectArtifacts", "collectLogs", "collectResources", "syncStatuses", "externalHost",
+                  "logLevel", "notifications")
+WARNED = frozenset({*(f"plugins.{p}" for p in PLUGINS_WARNED), "inputs.description", "outputs.description"})
 SUPPORTED_VERSIONS = ("1", "1.0", "1.1")
 RUN_KINDS_SUPPORTED = ("job", "pytorchjob")
 RUN_KINDS_KNOWN = frozenset({

@@ -2,8 +2,9 @@
 
 The document is prechecked (its ``kind`` and ``run.kind``), validated against the models of its run
 kind together with the overrides and the matrix, then converted to OpSpecs. Every problem found is
-reported at once in a ``SpecError``, located in the YAML; ignored keys that change what runs or
-when raise a ``SpecWarning`` (``warn_ignored``).
+reported at once in a ``SpecError``, located in the YAML; fields set that have no effect in opsched
+raise one ``SpecWarning`` (``warn_ignored``) and are recorded on the op (``keys``); a ``schedule``
+section is refused unless the caller reads it (``opsched.polyaxonfile.schedule``).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from opsched.polyaxonfile.convert import build_spec, fallback_name
 from opsched.polyaxonfile.errors import Problem, Problems, SpecError, SpecWarning
-from opsched.polyaxonfile.keys import BEHAVIOUR_IGNORED
+from opsched.polyaxonfile.keys import REFUSED_MESSAGES
 from opsched.polyaxonfile.matrix import batch_id, build_batch, read_matrix, split_matrix
 from opsched.polyaxonfile.models_operation import MODELS_BY_RUN_KIND, OverridesModel
 from opsched.polyaxonfile.validation import collect, precheck, validate
@@ -52,13 +53,15 @@ def load_polyaxonfile_batch(path: str | Path, overrides: dict | None = None, *,
 
 
 def _parse(text: str, source: str, overrides: dict | None, *, salt: str | None,
-           batch: bool) -> list[OpSpec]:
+           batch: bool, schedule: bool = False) -> list[OpSpec]:
+    """``schedule``: the caller reads the ``schedule`` section (``opsched.polyaxonfile.schedule``);
+    otherwise a file with one is refused, pointing to ``opsched schedule``."""
     doc = load_yaml(text, source)
     try:
         component_model, operation_model = MODELS_BY_RUN_KIND[precheck(doc)]
         body, raw_matrix = split_matrix(doc)
         kind = operation_model if doc["kind"] == "operation" else component_model
-        problems: list[Problem] = []
+        problems: list[Problem] = [] if schedule else _schedule_problems(doc)
         model = collect(problems, validate, kind, body, ())
         extra = collect(problems, validate, OverridesModel, {} if overrides is None else overrides,
                         ("overrides",))
@@ -78,15 +81,24 @@ def _parse(text: str, source: str, overrides: dict | None, *, salt: str | None,
             specs = build_batch(model, extra, fallback, matrix, batch_id(text, overrides, salt))
     except Problems as exc:
         raise SpecError(source, locate(text, exc.problems)) from None
-    warn_ignored(doc, source)
+    warn_ignored(specs[0].ignored, source)
     return specs
 
 
-def warn_ignored(doc: dict, source: str) -> None:
+def parse_with_schedule(text: str, source: str, overrides: dict | None) -> list[OpSpec]:
+    """The one operation of a file whose ``schedule`` section the caller reads."""
+    return _parse(text, source, overrides, salt=None, batch=False, schedule=True)
+
+
+def _schedule_problems(doc: dict) -> list[Problem]:
     component = doc.get("component")
-    keys = set(doc) | (set(component) if isinstance(component, dict) else set())
-    found = sorted(k for k in keys if k in BEHAVIOUR_IGNORED)
-    if found:
-        hint = "; `opsched schedule` runs a file on its schedule" if "schedule" in found else ""
-        warnings.warn(f"{source}: ignoring {', '.join(found)} (not supported by opsched yet){hint}",
+    holders = [((), doc), (("component",), component if isinstance(component, dict) else {})]
+    return [(at + ("schedule",), REFUSED_MESSAGES["schedule"]) for at, holder in holders
+            if holder.get("schedule") is not None]
+
+
+def warn_ignored(ignored: list[str], source: str) -> None:
+    """One ``SpecWarning`` naming the fields set that have no effect in opsched (recorded on the op)."""
+    if ignored:
+        warnings.warn(f"{source}: ignoring {', '.join(ignored)} (no effect in opsched; recorded on the op)",
                       SpecWarning, stacklevel=3)

@@ -4,21 +4,27 @@
     split like a shell does), ``args`` (a string is ONE argument, for ``command: [sh, -c]``),
     ``env`` [{name, value}], ``resources`` {limits, requests} (Kubernetes quantities; numbers are
     turned into strings; accelerator counts must be whole, accelerator requests need an equal
-    limit, requests may not exceed limits), ``workingDir``, ``securityContext``, ``volumeMounts``.
-  * ``run.environment``: nodeSelector, tolerations, affinity, labels, annotations,
-    priorityClassName, serviceAccountName, volumes (``run.volumes``, where Polyaxon puts them,
-    is accepted too and merged in first).
-
-The keys these sections accept and ignore are their models' ``ignored`` sets (see ``keys``).
+    limit, requests may not exceed limits), ``workingDir``, ``securityContext``, ``volumeMounts``,
+    ``imagePullPolicy``, ``lifecycle``, ``ports``, the three probes, ``terminationMessage*``,
+    ``stdin``, ``stdinOnce``, ``tty`` (Kubernetes' shapes: ``models_k8s``). All reach the pod.
+  * ``run.environment``: nodeSelector, tolerations, affinity (validated: ``models_k8s.Affinity``),
+    labels, annotations, priorityClassName, serviceAccountName and automountServiceAccountToken,
+    volumes (``run.volumes``, where Polyaxon puts them, is accepted too and merged in first),
+    imagePullSecrets, securityContext (the pod's), dnsPolicy, dnsConfig, hostAliases and
+    restartPolicy (Never or OnFailure; Always is refused). hostNetwork, hostPID and hostIPC are
+    refused when true. All reach the pod.
 """
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import Args, Command, Int, Model, NonEmpty, Quantity, Str, dns_label
+from opsched.polyaxonfile.models_k8s import (
+    Affinity, ContainerPort, HostAlias, Lifecycle, PodDNSConfig, PodSecurityContext, Probe, SecretName,
+)
 from proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_accelerator, parse_quantity
 
 
@@ -33,10 +39,6 @@ class ResourcesModel(Model):
 
 
 class ContainerModel(Model):
-    ignored = frozenset({
-        "imagePullPolicy", "ports", "livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
-        "terminationMessagePath", "terminationMessagePolicy", "stdin", "stdinOnce", "tty",
-    })
     image: NonEmpty
     name: Annotated[str, AfterValidator(dns_label)] = "main"
     command: Command = []
@@ -46,6 +48,17 @@ class ContainerModel(Model):
     working_dir: str | None = None
     security_context: dict[str, Any] | None = None
     volume_mounts: list[dict[str, Any]] = []
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    lifecycle: Lifecycle | None = None
+    ports: list[ContainerPort] = []
+    liveness_probe: Probe | None = None
+    readiness_probe: Probe | None = None
+    startup_probe: Probe | None = None
+    termination_message_path: str | None = None
+    termination_message_policy: Literal["File", "FallbackToLogsOnError"] | None = None
+    stdin: bool | None = None
+    stdin_once: bool | None = None
+    tty: bool | None = None
 
 
 class TolerationModel(Model):
@@ -56,19 +69,42 @@ class TolerationModel(Model):
     toleration_seconds: Int | None = None
 
 
+def _restart_policy(value: Any) -> Any:
+    if value == "Always":
+        raise ValueError("restartPolicy: Always never lets a job end (its pod restarts forever); use Never "
+                         "(retries are termination.maxRetries) or OnFailure")
+    return value
+
+
+def _host_namespace(value: Any) -> Any:
+    if value is True:
+        raise ValueError("sharing the node's network, PID or IPC namespace is refused: it bypasses pod "
+                         "isolation (until a queue's security policy allows it)")
+    return value
+
+
+HostNamespace = Annotated[bool, BeforeValidator(_host_namespace)]
+
+
 class EnvironmentModel(Model):
-    ignored = frozenset({
-        "hostAliases", "securityContext", "imagePullSecrets", "hostNetwork", "hostPID",
-        "dnsPolicy", "dnsConfig", "restartPolicy",
-    })
     node_selector: dict[str, Str] = {}
     tolerations: list[TolerationModel] = []
-    affinity: dict[str, Any] | None = None
+    affinity: Affinity | None = None
     labels: dict[str, Str] = {}
     annotations: dict[str, Str] = {}
     priority_class_name: str | None = None
     service_account_name: str | None = None
+    automount_service_account_token: bool | None = None
     volumes: list[dict[str, Any]] = []
+    image_pull_secrets: list[SecretName] = []
+    security_context: PodSecurityContext | None = None
+    dns_policy: Literal["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"] | None = None
+    dns_config: PodDNSConfig | None = None
+    host_aliases: list[HostAlias] = []
+    restart_policy: Annotated[Literal["Never", "OnFailure"], BeforeValidator(_restart_policy)] | None = None
+    host_network: HostNamespace | None = None
+    host_pid: HostNamespace | None = Field(None, alias="hostPID")
+    host_ipc: HostNamespace | None = Field(None, alias="hostIPC")
 
 
 # --- checks that need more than one field (they report exact paths, which validators can't) ----

@@ -20,17 +20,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
 
 from opsched.polyaxonfile.fields import (
     EnvName, Float, Int, Model, Name, PriorityClass, Queue, Tags, Version, not_reserved,
 )
-from opsched.polyaxonfile.keys import TOP_LEVEL_IGNORED
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel
 
 
 class TerminationModel(Model):
-    ignored = frozenset({"culling"})
     max_retries: Annotated[Int, Field(ge=0)] | None = None
     timeout: Annotated[Int, Field(gt=0)] | None = None
     ttl: Annotated[Int, Field(ge=0)] | None = None
@@ -62,12 +60,44 @@ class IOModel(Model):
     to_env: EnvName | None = None
 
 
-class _Common(Model):
-    """Fields an operation may set to override its component's."""
+def _refused_plugin(value: Any) -> Any:
+    if value:
+        raise ValueError("this plugin changes the pod (a volume, a sidecar or an init container opsched does not "
+                         "add yet); remove it or set it to false")
+    return value
 
-    ignored = TOP_LEVEL_IGNORED
+
+RefusedPlugin = Annotated[Any, BeforeValidator(_refused_plugin)]
+
+
+class PluginsModel(Model):
+    """Polyaxon's plugins. Those that add to the pod are refused when set; the rest collect or notify, have
+    no effect in opsched, and are warned when set (``keys.PLUGINS_WARNED``)."""
+
+    auth: RefusedPlugin = None
+    docker: RefusedPlugin = None
+    shm: RefusedPlugin = None
+    mount_artifacts_store: RefusedPlugin = None
+    sidecar: RefusedPlugin = None
+    auto_resume: RefusedPlugin = None
+    collect_artifacts: bool | None = None
+    collect_logs: bool | None = None
+    collect_resources: bool | None = None
+    sync_statuses: bool | None = None
+    external_host: bool | None = None
+    log_level: str | None = None
+    notifications: list[Any] = []
+
+
+class _Common(Model):
+    """Fields an operation may set to override its component's. ``schedule`` is read by
+    ``opsched.polyaxonfile.schedule`` (and refused by a plain parse, see ``load``)."""
+
+    ignored = frozenset({"schedule"})
     version: Version | None = None
     name: Name | None = None
+    description: str | None = None
+    plugins: PluginsModel | None = None
     project: Name | None = None
     tags: Tags | None = None
     queue: Queue | None = None

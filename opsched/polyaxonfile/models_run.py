@@ -10,12 +10,15 @@
     per replica), and OpSpec has no per-replica environment yet, so both ``run.environment`` and
     ``run.<replica>.environment``/``volumes`` are errors, and a pytorchjob gets the default
     environment (admission still adds its flavor's node selector and tolerations).
-    ``cleanPodPolicy`` is accepted and ignored; ``schedulingPolicy``, ``elasticPolicy`` and
-    ``nProcPerNode`` are errors (not supported yet).
+    ``cleanPodPolicy``: Running (default: workers still running when the job ends are deleted) or All
+    (every pod of the gang is deleted once it ends; OpSpec.clean_pod_policy); None is refused.
+    ``schedulingPolicy``, ``elasticPolicy`` and ``nProcPerNode`` are errors (not supported yet).
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import Int, Model
@@ -42,12 +45,19 @@ class KFReplicaModel(Model):
     volumes: Any = None
 
 
+def _clean_pod_policy(value: Any) -> Any:
+    if value == "None":
+        raise ValueError("cleanPodPolicy: None would leave the workers of an ended job running, holding GPUs "
+                         "their quota no longer counts; use Running (the default) or All")
+    return value
+
+
 class PytorchJobRunModel(Model):
     """Polyaxon's V1PytorchJob. It has no run-level environment or volumes (they are per
     replica); both are read only to be rejected by ``check_run`` with a clear message."""
 
-    ignored = frozenset({"cleanPodPolicy"})
     kind: Literal["pytorchjob"]
+    clean_pod_policy: Annotated[Literal["All", "Running"], BeforeValidator(_clean_pod_policy)] | None = None
     master: KFReplicaModel
     worker: KFReplicaModel | None = None
     environment: Any = None

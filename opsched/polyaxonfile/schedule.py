@@ -2,7 +2,7 @@
 
 Schedule (Polyaxon's ``schedule`` on the operation, else on its component)
   * Read only by ``parse_polyaxonfile_with_schedule`` / ``load_polyaxonfile_with_schedule``, which
-    return ``(OpSpec, ScheduleSpec | None)``; ``parse_polyaxonfile`` still ignores it with a warning.
+    return ``(OpSpec, ScheduleSpec | None)``; ``parse_polyaxonfile`` refuses a file with one.
   * ``kind: cron`` (``cron``: 5 fields or a macro, UTC; ``services.admission.cron``), ``kind:
     interval`` (``frequency``: seconds > 0), ``kind: datetime`` (``startAt`` required); all take
     ``startAt``, ``endAt`` (not before startAt), ``maxRuns`` (>= 1), ``dependsOnPast``. Times
@@ -10,11 +10,10 @@ Schedule (Polyaxon's ``schedule`` on the operation, else on its component)
 """
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
-from opsched.polyaxonfile.errors import Problem, Problems, SpecError, SpecWarning
-from opsched.polyaxonfile.load import parse_polyaxonfile, warn_ignored
+from opsched.polyaxonfile.errors import Problem, Problems, SpecError
+from opsched.polyaxonfile.load import parse_with_schedule
 from opsched.polyaxonfile.models_schedule import SCHEDULE_MODELS, schedule_kind_problem
 from opsched.polyaxonfile.validation import collect, validate
 from opsched.polyaxonfile.yaml_source import load_yaml, locate, read_file
@@ -25,23 +24,17 @@ from proto.spec import OpSpec
 def parse_polyaxonfile_with_schedule(text: str, *, source: str = "<string>", overrides: dict | None = None
                                      ) -> tuple[OpSpec, ScheduleSpec | None]:
     """The OpSpec and the ``schedule`` section (None without one); ``SpecError`` lists the problems of
-    both. Other ignored keys still raise a ``SpecWarning``; ``schedule`` does not."""
+    both. Fields with no effect raise a ``SpecWarning`` as for a plain parse."""
     doc = load_yaml(text, source)
     problems: list[Problem] = []
     schedule = collect(problems, _schedule, doc) if isinstance(doc, dict) else None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            spec = parse_polyaxonfile(text, source=source, overrides=overrides)
-        except SpecError as exc:
-            errors = locate(text, problems) + exc.errors
-            raise SpecError(source, sorted(errors, key=lambda e: (e.line is None, e.line or 0))) from None
+    try:
+        [spec] = parse_with_schedule(text, source, overrides)
+    except SpecError as exc:
+        errors = locate(text, problems) + exc.errors
+        raise SpecError(source, sorted(errors, key=lambda e: (e.line is None, e.line or 0))) from None
     if problems:
         raise SpecError(source, locate(text, problems))
-    for w in caught:  # every warning but the "ignoring ..." one, which is given again without schedule
-        if not (issubclass(w.category, SpecWarning) and str(w.message).startswith(f"{source}: ignoring ")):
-            warnings.warn(w.message, w.category, stacklevel=2)
-    warn_ignored({k: v for k, v in doc.items() if k != "schedule"} | _without_component_schedule(doc), source)
     return spec, schedule
 
 
@@ -67,8 +60,3 @@ def _schedule(doc: dict) -> ScheduleSpec | None:
     return None
 
 
-def _without_component_schedule(doc: dict) -> dict:
-    component = doc.get("component")
-    if not isinstance(component, dict) or "schedule" not in component:
-        return {}
-    return {"component": {k: v for k, v in component.items() if k != "schedule"}}

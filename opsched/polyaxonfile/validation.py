@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from opsched.polyaxonfile.errors import Loc, Problem, Problems
-from opsched.polyaxonfile.keys import RUN_KINDS_KNOWN, RUN_KINDS_SUPPORTED, UNSUPPORTED
+from opsched.polyaxonfile.keys import REFUSED_MESSAGES, RUN_KINDS_KNOWN, RUN_KINDS_SUPPORTED, UNSUPPORTED
 
 _RUN_HINT = "a 'run' section with 'kind: job' or 'kind: pytorchjob' is required"
 _MISSING_HINTS = {
@@ -73,6 +73,8 @@ def _problem(err: Any, prefix: Loc) -> Problem:
         key = loc[-1]
         if loc == ("component", "matrix"):
             return loc, "a matrix belongs to the operation (top level), not to its component"
+        if key in REFUSED_MESSAGES:
+            return loc, REFUSED_MESSAGES[key]
         if key in UNSUPPORTED:
             return loc, f"'{key}' is not supported by opsched yet"
         return loc, f"unknown field '{key}'"

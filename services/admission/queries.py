@@ -16,7 +16,8 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
     op = state.ops.get(op_id)
     if op is None:
         return WhyAnswer(op_id=op_id, found=False, reasons=[PendingReason(code="unknown_op", message="no such operation")])
-    answer = WhyAnswer(op_id=op_id, found=True, status=op.status.name.lower(), queue=op.queue)
+    answer = WhyAnswer(op_id=op_id, found=True, status=op.status.name.lower(), queue=op.queue,
+                       ignored=list(op.spec.ignored))
     if op.status == Status.PENDING:
         answer.reasons = _gate_reasons(op)
     elif op.status == Status.QUEUED:

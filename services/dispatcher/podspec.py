@@ -15,7 +15,7 @@ from typing import Any
 from proto.events import OperationAdmitted
 from proto.naming import pod_names
 from proto.resources import GPU_MEMORY, gpu_memory_gib, is_accelerator
-from proto.spec import Container
+from proto.spec import Container, Environment
 
 NVIDIA_RESOURCES = ("nvidia.com/gpu", GPU_MEMORY)  # their device plugins set NVIDIA_VISIBLE_DEVICES
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -37,6 +37,8 @@ ANNOTATION_PREEMPT_MESSAGE = "opsched.io/preempt-message"
 ANNOTATION_STOPPED = "opsched.io/stopped"  # "true"
 ANNOTATION_TTL = "opsched.io/ttl-seconds"  # termination.ttl: delete the finished pod this long after its end
 ANNOTATION_PENDING_TIMEOUT = "opsched.io/pending-timeout-seconds"  # the queue's pendingTimeout
+ANNOTATION_DESCRIPTION = "opsched.io/description"  # the polyaxonfile's description
+MAX_DESCRIPTION = 4096
 ANNOTATION_EVICTED = "opsched.io/evicted"  # why: "gang_timeout", "gang_failed", "pod_rejected"
 RELEASE_ANNOTATIONS = (ANNOTATION_PREEMPTED_BY, ANNOTATION_PREEMPT_REASON, ANNOTATION_PREEMPT_MESSAGE,
                        ANNOTATION_STOPPED, ANNOTATION_EVICTED)
@@ -64,9 +66,8 @@ def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: 
     spec, env = admitted.spec, admitted.spec.environment
     size = gang_size if gang_size is not None else len(pod_names(admitted.op_id, admitted.attempt, spec))
     pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
+        "restartPolicy": env.restart_policy or "Never",
         "containers": [_container(container or spec.container)],
-        "automountServiceAccountToken": False,
     }
     optional = {
         **_placement(admitted),
@@ -74,7 +75,13 @@ def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: 
         "activeDeadlineSeconds": spec.termination.timeout or None,
         "priorityClassName": env.priority_class_name,
         "serviceAccountName": env.service_account_name,
+        "automountServiceAccountToken": _automount(env),
         "volumes": list(env.volumes) or None,
+        "imagePullSecrets": [{"name": n} for n in env.image_pull_secrets] or None,
+        "securityContext": env.security_context,
+        "dnsPolicy": env.dns_policy,
+        "dnsConfig": env.dns_config,
+        "hostAliases": list(env.host_aliases) or None,
     }
     pod_spec.update({k: v for k, v in optional.items() if v is not None})
     return {
@@ -95,6 +102,13 @@ def _unit(resource: str, value: str) -> str:
     return str(gpu_memory_gib(value)) if resource == GPU_MEMORY else value
 
 
+def _automount(env: Environment) -> bool | None:
+    """As the user set it; unset: no token, unless they name a service account (whose own setting then holds)."""
+    if env.automount_service_account_token is not None:
+        return env.automount_service_account_token
+    return None if env.service_account_name else False
+
+
 def _labels(admitted: OperationAdmitted) -> dict[str, str]:
     labels = {**admitted.spec.environment.labels, MANAGED_BY: MANAGER, LABEL_OP: admitted.op_id,
               LABEL_QUEUE: admitted.queue, LABEL_ATTEMPT: str(admitted.attempt)}
@@ -111,8 +125,12 @@ def _annotations(admitted: OperationAdmitted) -> dict[str, str]:
         annotations.pop(key, None)  # a user annotation must not fake a release by the dispatcher
     annotations.pop(ANNOTATION_TTL, None)
     annotations.pop(ANNOTATION_PENDING_TIMEOUT, None)
-    if admitted.spec.termination.ttl is not None:
-        annotations[ANNOTATION_TTL] = str(admitted.spec.termination.ttl)
+    spec = admitted.spec
+    ttl = spec.termination.ttl if spec.termination.ttl is not None else (0 if spec.clean_pod_policy == "All" else None)
+    if ttl is not None:  # cleanPodPolicy All: every pod of the gang is deleted once it has ended
+        annotations[ANNOTATION_TTL] = str(ttl)
+    if spec.description:
+        annotations[ANNOTATION_DESCRIPTION] = spec.description[:MAX_DESCRIPTION]
     if admitted.pending_timeout_s is not None:
         annotations[ANNOTATION_PENDING_TIMEOUT] = f"{admitted.pending_timeout_s:g}"
     if admitted.flavors:
@@ -150,9 +168,14 @@ def _container(c: Container) -> dict[str, Any]:
     resources = {k: v for k, v in (("limits", limits), ("requests", requests)) if v}
     if resources:
         container["resources"] = resources
-    for key, value in (("workingDir", c.working_dir), ("securityContext", c.security_context)):
-        if value:
-            container[key] = value
-    if c.volume_mounts:
-        container["volumeMounts"] = list(c.volume_mounts)
+    optional = {
+        "workingDir": c.working_dir, "securityContext": c.security_context,
+        "volumeMounts": list(c.volume_mounts) or None, "imagePullPolicy": c.image_pull_policy,
+        "lifecycle": c.lifecycle, "ports": list(c.ports) or None, "livenessProbe": c.liveness_probe,
+        "readinessProbe": c.readiness_probe, "startupProbe": c.startup_probe,
+        "terminationMessagePath": c.termination_message_path,
+        "terminationMessagePolicy": c.termination_message_policy,
+        "stdin": c.stdin, "stdinOnce": c.stdin_once, "tty": c.tty,
+    }
+    container.update({k: v for k, v in optional.items() if v is not None and v != {}})
     return container

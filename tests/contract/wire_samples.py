@@ -63,7 +63,11 @@ FULL_CONTAINER = Container(
     env=[EnvVar(name="SEED", value="42")],
     resources=Resources(limits={"nvidia.com/gpu": "2", "memory": "8Gi"}, requests={"cpu": "500m"}),
     working_dir="/work", security_context={"runAsUser": 1000},
-    volume_mounts=[{"name": "data", "mountPath": "/data"}],
+    volume_mounts=[{"name": "data", "mountPath": "/data"}], image_pull_policy="Always",
+    lifecycle={"preStop": {"exec": {"command": ["save"]}}}, ports=[{"containerPort": 8080}],
+    liveness_probe={"tcpSocket": {"port": 8080}}, readiness_probe={"tcpSocket": {"port": 8080}},
+    startup_probe={"tcpSocket": {"port": 8080}}, termination_message_path="/dev/log",
+    termination_message_policy="File", stdin=True, stdin_once=True, tty=True,
 )
 FULL_SPEC = OpSpec(
     name="train", project="vision", queue="gpu-a", priority=7,
@@ -74,11 +78,16 @@ FULL_SPEC = OpSpec(
         tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
         affinity={"nodeAffinity": {}}, labels={"team": "a"}, annotations={"note": "n"},
         priority_class_name="high", service_account_name="trainer", volumes=[{"name": "data", "emptyDir": {}}],
+        automount_service_account_token=True, image_pull_secrets=["regcred"], security_context={"fsGroup": 100},
+        dns_policy="None", dns_config={"nameservers": ["10.0.0.10"]}, host_aliases=[{"ip": "10.0.0.1",
+                                                                                 "hostnames": ["db"]}],
+        restart_policy="OnFailure",
     ),
     termination=Termination(max_retries=2, timeout=600, ttl=60),
     cache=Cache(disable=False, ttl=3600, io=["dataset"], sections=["init"]),
     is_approved=False, conditions="{{ params.lr > 0 }}", cost=2.5, tags=["a", "b"], run_kind="service",
     component_hash="abc123", priority_class="high", preemptible=False, batch="sweep-1", batch_concurrency=3, to_env={"LR": "lr"}, iteration=2,
+    description="trains", clean_pod_policy="All", ignored=["plugins.collectLogs"],
     replicas=[ReplicaGroup(name="worker", count=2, container=FULL_CONTAINER)],
 )
 

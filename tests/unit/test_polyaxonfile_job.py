@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from opsched.polyaxonfile import SpecWarning
-from tests.unit.polyaxonfile_texts import COMPONENT, OPERATION, component, parse
+from tests.unit.polyaxonfile_texts import COMPONENT, OPERATION, component, errors_of, parse
 
 # --- valid files ------------------------------------------------------------------------------
 
@@ -66,16 +66,17 @@ def test_a_file_without_a_version_parses():
     assert parse(component(**{"version: 1.1\n": ""})).name == "train"
 
 
-def test_keys_polyaxon_allows_but_opsched_ignores_are_accepted():
+def test_keys_that_would_change_what_runs_are_refused_not_ignored():
     text = component(**{"name: train": "name: train\ndescription: d\nisPreset: false\n"
                                        "contexts: []\nhubRef: x\npathRef: y"})
-    assert parse(text).name == "train"
+    errors = errors_of(text)
+    assert set(errors) == {"isPreset", "contexts", "hubRef", "pathRef"}
+    assert "the inline component says what runs" in errors["hubRef"].msg
 
 
-def test_ignored_keys_that_change_what_runs_raise_a_warning():
+def test_a_schedule_on_a_plain_submit_is_refused_pointing_to_opsched_schedule():
     text = component(**{"name: train": "name: train\nschedule: {kind: cron, cron: '0 * * * *'}"})
-    with pytest.warns(SpecWarning, match="schedule"):
-        parse(text)
+    assert "opsched schedule FILE" in errors_of(text)["schedule"].msg
 
 
 def test_a_command_string_is_split_and_an_args_string_is_one_argument():

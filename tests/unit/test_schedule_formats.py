@@ -202,12 +202,12 @@ def test_a_bad_schedule_section_is_a_field_error(c):
     assert [(e.loc, c.msg in e.msg) for e in err.value.errors] == [(c.loc, True)]
 
 
-def test_reading_the_schedule_does_not_warn_about_it_but_the_plain_parser_still_does(recwarn):
+def test_reading_the_schedule_does_not_warn_about_it_but_the_plain_parser_refuses_it(recwarn):
     text = FILE.format(schedule="schedule: {kind: interval, frequency: 60}")
     parse_polyaxonfile_with_schedule(text)
     assert not [w for w in recwarn if "schedule" in str(w.message)]
-    from opsched.polyaxonfile import SpecWarning, parse_polyaxonfile
-    with pytest.warns(SpecWarning, match="ignoring schedule"):
+    from opsched.polyaxonfile import SpecError, parse_polyaxonfile
+    with pytest.raises(SpecError, match="opsched schedule FILE"):
         parse_polyaxonfile(text)
 
 

@@ -1,0 +1,21 @@
+"""The fields of a polyaxonfile that have no effect in opsched and were set (``keys.WARNED``): recorded on
+the op (``OpSpec.ignored``, shown by ``opsched ops`` and ``why``) and warned by the CLI."""
+from __future__ import annotations
+
+from pydantic.alias_generators import to_snake
+
+from opsched.polyaxonfile.errors import Loc
+from opsched.polyaxonfile.keys import PLUGINS_WARNED
+from opsched.polyaxonfile.models_operation import ComponentModel, OperationModel
+
+
+def warned_fields(op: OperationModel | None, comp: ComponentModel, base: Loc) -> list[str]:
+    """Dotted paths, in file order: plugins that only collect or notify, descriptions of inputs/outputs."""
+    out: list[Loc] = []
+    for layer, at in ((op, ()), (comp, base)):
+        plugins = layer.plugins if layer is not None else None
+        if plugins is not None:
+            out += [at + ("plugins", name) for name in PLUGINS_WARNED if getattr(plugins, to_snake(name))]
+    for section in ("inputs", "outputs"):
+        out += [base + (section, i, "description") for i, io in enumerate(getattr(comp, section)) if io.description]
+    return [".".join(map(str, loc)) for loc in out]
