@@ -152,7 +152,7 @@ class ContainerPort(Model):
     name: str | None = None
     protocol: Literal["TCP", "UDP", "SCTP"] | None = None
     host_port: Annotated[Int, Field(ge=1, le=65535)] | None = None
-    host_ip: str | None = None
+    host_ip: str | None = Field(None, alias="hostIP")
 
 
 # ---- the pod ----------------------------------------------------------------------------------------
