@@ -39,13 +39,13 @@ def _merged(struct: type, *parts: BaseModel | None) -> Any:
 
 
 def _environment(run: JobRunModel) -> Environment:
-    data = run.environment.model_dump(by_alias=True, exclude_none=True)
-    data["volumes"] = [*run.volumes, *data["volumes"]]
+    data = run.environment.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
+    data["volumes"] = [*run.volumes, *data.get("volumes", [])]
     return msgspec.convert(data, Environment)
 
 
 def _container(model: ContainerModel) -> Container:
-    return msgspec.convert(model.model_dump(by_alias=True, exclude_none=True), Container)
+    return msgspec.convert(model.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True), Container)
 
 
 def _run_parts(run: JobRunModel | PytorchJobRunModel
