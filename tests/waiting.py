@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -21,3 +21,9 @@ async def eventually(check: Callable[[], Awaitable[T]], what: str, timeout: floa
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what} (last seen: {value!r})")
         await asyncio.sleep(interval)
+
+
+async def waiting_on(client: Any, op_id: str, code: str) -> Any:
+    """The op's `why` answer once its first reason is ``code``, else None (for ``eventually``)."""
+    answer = await client.why(op_id)
+    return answer if answer.reasons and answer.reasons[0].code == code else None

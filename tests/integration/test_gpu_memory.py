@@ -8,7 +8,7 @@ from opsched.client import Client
 from proto.events import OperationAdmitted, OperationRunning, OperationStopped
 from proto.resources import GPU_MEMORY
 from tests.builders import op
-from tests.waiting import eventually
+from tests.waiting import eventually, waiting_on
 
 pytestmark = pytest.mark.integration
 
@@ -22,11 +22,6 @@ async def client(control_plane, k8s_namespace, sim_nodes, stack_factory, bus) ->
 
 def shared(name: str, gib: int, script: str = "sleep 60"):
     return op(name).runs(script).limits(**{GPU_MEMORY: f"{gib}Gi"}).build()
-
-
-async def waiting_on(client: Client, op_id: str, code: str):
-    answer = await client.why(op_id)
-    return answer if answer.reasons and answer.reasons[0].code == code else None
 
 
 async def test_shared_gpu_memory_is_fitted_per_card(client, events, core_v1, k8s_namespace):

@@ -10,7 +10,7 @@ import pytest
 from opsched.client import Client
 from proto.events import OperationAdmitted, OperationEvicted, OperationRejected, OperationRunning
 from tests.builders import op
-from tests.waiting import eventually
+from tests.waiting import eventually, waiting_on
 
 pytestmark = pytest.mark.integration
 
@@ -37,12 +37,6 @@ async def client(control_plane, k8s_namespace, sim_nodes, core_v1, stack_factory
     path.write_text(QUEUES)
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, queues_file=path)
     return Client(bus)
-
-
-async def waiting_on(client: Client, op_id: str, code: str):
-    """Its `why` answer once its first reason is ``code``, else None."""
-    answer = await client.why(op_id)
-    return answer if answer.reasons and answer.reasons[0].code == code else None
 
 
 async def test_affinity_and_taints_decide_where_an_op_is_admitted(client, events):
