@@ -21,7 +21,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench import report
-from bench.common import apiserver_version, configure_logging, fresh_nats, machine, versions
+from bench.common import (
+    apiserver_version,
+    configure_logging,
+    fresh_nats,
+    machine,
+    versions,
+)
 from bench.generator import DEFAULT, PIPELINE, GeneratorConfigError, build, load
 from bench.targets import TargetsError
 
@@ -88,7 +94,11 @@ def step(results: dict, name: str, fn, *a, **kw) -> None:
 
 
 def start_control_plane(root: Path, notes: list[str]):
-    from opsched.localcluster.controlplane import ControlPlane, ControlPlaneError, ensure_built
+    from opsched.localcluster.controlplane import (
+        ControlPlane,
+        ControlPlaneError,
+        ensure_built,
+    )
 
     try:
         ensure_built(build=False)

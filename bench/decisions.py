@@ -28,9 +28,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import latency_summary
-from bench.generator import DEFAULT, KEEP, UNBOUNDED, GeneratorConfig, Submission, Workload, build, load
+from bench.generator import (
+    DEFAULT,
+    KEEP,
+    UNBOUNDED,
+    GeneratorConfig,
+    Submission,
+    Workload,
+    build,
+    load,
+)
 from bench.workload import (
-    NAMESPACE, admitted_event, at, node_event, op_id, pending_events, running_event, succeeded_event,
+    NAMESPACE,
+    admitted_event,
+    at,
+    node_event,
+    op_id,
+    pending_events,
+    running_event,
+    succeeded_event,
 )
 from proto.events import OperationAdmitted
 

@@ -281,7 +281,14 @@ class Workload:
 
     def queues_config(self):
         """The opsched ``QueuesConfig`` (one GPU flavor; a queue set's quota on every queue of it)."""
-        from proto.queues import Flavor, FlavorQuota, Preemption, Queue, QueuesConfig, ResourceQuota
+        from proto.queues import (
+            Flavor,
+            FlavorQuota,
+            Preemption,
+            Queue,
+            QueuesConfig,
+            ResourceQuota,
+        )
 
         queues = []
         for p in self.plans:

@@ -13,7 +13,13 @@ from bench.common import GPU
 from bench.generator import PRODUCT_LABEL, Submission
 from proto.cluster import NodeObserved
 from proto.events import (
-    CacheMissed, CostEstimated, Event, Money, OperationAdmitted, OperationRunning, OperationSubmitted,
+    CacheMissed,
+    CostEstimated,
+    Event,
+    Money,
+    OperationAdmitted,
+    OperationRunning,
+    OperationSubmitted,
     OperationSucceeded,
 )
 from proto.queues import QueuesConfig

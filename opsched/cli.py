@@ -53,7 +53,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     With ``--id X`` a sweep's ops are ``X-0``, ``X-1``, ... and its batch id is derived from X, so
     submitting the same sweep again with the same id is the same batch (ops are idempotent)."""
-    from services.dispatcher.gpu_accounting import violations
+    from proto.gpu_accounting import violations
 
     overrides: dict[str, object] = {}
     if args.param:
@@ -156,9 +156,9 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 def _scheduled_op(args: argparse.Namespace):
     """(OpSpec, ScheduleSpec) of the file, or an exit code after saying what is wrong."""
     from opsched.polyaxonfile import load_polyaxonfile_with_schedule
+    from proto.gpu_accounting import violations
     from proto.schedules import MAX_SCHEDULE_ID
     from proto.subjects import valid_token
-    from services.dispatcher.gpu_accounting import violations
 
     if args.id and (not valid_token(args.id) or len(args.id) > MAX_SCHEDULE_ID):
         return _fail(f"--id {args.id!r}: use lowercase letters, digits and '-', at most {MAX_SCHEDULE_ID}")
@@ -263,7 +263,7 @@ def cmd_queues(args: argparse.Namespace) -> int:
 
     if args.apply is None:
         return _with_client(args, show)
-    from services.admission.queues import QueuesConfigError, load_queues
+    from proto.queues_file import QueuesConfigError, load_queues
 
     try:
         config = load_queues(Path(args.apply))

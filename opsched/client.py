@@ -5,22 +5,39 @@ import asyncio
 import hashlib
 import uuid
 from collections.abc import AsyncIterator
-
-import msgspec
 from datetime import datetime, timezone
 
+import msgspec
+
+from opsched.view import OpRow, OpsView
 from proto import codec, subjects
 from proto.commands import (
-    ApproveOperation, CopyOperation, RejectOperation, RestartOperation, ResumeOperation, StopOperation,
+    ApproveOperation,
+    CopyOperation,
+    RejectOperation,
+    RestartOperation,
+    ResumeOperation,
+    StopOperation,
     SubmitOperation,
 )
 from proto.config import SetQueues
-from proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
-from proto.queues import QueuesConfig
-from proto.schedules import MAX_SCHEDULE_ID, CreateSchedule, DeleteSchedule, ScheduleSpec
 from proto.events import Event
+from proto.queries import (
+    CostAnswer,
+    CostRequest,
+    QueuesAnswer,
+    QueuesRequest,
+    WhyAnswer,
+    WhyRequest,
+)
+from proto.queues import QueuesConfig
+from proto.schedules import (
+    MAX_SCHEDULE_ID,
+    CreateSchedule,
+    DeleteSchedule,
+    ScheduleSpec,
+)
 from proto.spec import OpSpec
-from opsched.view import OpRow, OpsView
 from services.runtime.bus import Bus
 
 

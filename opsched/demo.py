@@ -87,8 +87,8 @@ async def _explain_waiting(client: Client, rows) -> None:
 
 async def _print_pods(kubeconfig: Path, namespace: str) -> None:
     """The pods opsched made, as the API server holds them (through the dispatcher's client)."""
+    from proto.podspec import SELECTOR
     from services.dispatcher.k8s import Kube, load_api_client
-    from services.dispatcher.podspec import SELECTOR
 
     pods = await Kube(load_api_client(kubeconfig)).list_pods(SELECTOR)
     print(f"\npods on the API server (namespace {namespace}):")

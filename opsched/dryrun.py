@@ -36,7 +36,7 @@ def rendered(spec: OpSpec, op_id: str, config: QueuesConfig | None = None) -> Op
 def pods_of(spec: OpSpec, op_id: str, config: QueuesConfig | None = None) -> list[dict[str, Any]]:
     """Every pod of the op's first attempt (``spec`` rendered), as the dispatcher builds them from its
     admitted event."""
-    from services.dispatcher.podspec import build_pods
+    from proto.podspec import build_pods
 
     config = config or QueuesConfig()
     queue = spec.queue or config.default_queue

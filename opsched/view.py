@@ -5,9 +5,24 @@ from dataclasses import dataclass, field
 
 from proto import codec
 from proto.events import (
-    CacheHit, CostEstimated, ErrorRaised, Event, OperationAdmitted, OperationEvicted, OperationFailed,
-    OperationPreempted, OperationRejected, OperationRunning, OperationStopped, OperationSubmitted,
-    OperationOnHold, OperationSkipped, OperationSucceeded, OperationTimedOut, PreemptRequested, RetryScheduled,
+    CacheHit,
+    CostEstimated,
+    ErrorRaised,
+    Event,
+    OperationAdmitted,
+    OperationEvicted,
+    OperationFailed,
+    OperationOnHold,
+    OperationPreempted,
+    OperationRejected,
+    OperationRunning,
+    OperationSkipped,
+    OperationStopped,
+    OperationSubmitted,
+    OperationSucceeded,
+    OperationTimedOut,
+    PreemptRequested,
+    RetryScheduled,
 )
 from proto.failures import is_infrastructure, will_retry
 from proto.resources import GPU_MEMORY, accelerators, gpu_memory_gib

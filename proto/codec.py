@@ -9,7 +9,14 @@ from proto.cluster import CLUSTER_EVENTS, ClusterEvent
 from proto.commands import COMMANDS, Command
 from proto.config import CONFIG_MESSAGES, PricesConfigured, QueuesConfigured, SetQueues
 from proto.events import EVENTS, Event
-from proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from proto.queries import (
+    CostAnswer,
+    CostRequest,
+    QueuesAnswer,
+    QueuesRequest,
+    WhyAnswer,
+    WhyRequest,
+)
 from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleEvent
 from proto.spec import OpSpec
 

@@ -11,7 +11,14 @@ from proto.cluster import CLUSTER_EVENTS
 from proto.commands import COMMANDS
 from proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from proto.events import EVENTS
-from proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from proto.queries import (
+    CostAnswer,
+    CostRequest,
+    QueuesAnswer,
+    QueuesRequest,
+    WhyAnswer,
+    WhyRequest,
+)
 from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleSpec
 from proto.spec import OpSpec
 

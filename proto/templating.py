@@ -31,7 +31,8 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
-from jinja2 import StrictUndefined, TemplateError as JinjaError, UndefinedError, nodes
+from jinja2 import StrictUndefined, UndefinedError, nodes
+from jinja2 import TemplateError as JinjaError
 from jinja2.exceptions import SecurityError, TemplateSyntaxError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 

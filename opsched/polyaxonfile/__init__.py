@@ -28,11 +28,17 @@ from __future__ import annotations
 from opsched.polyaxonfile.errors import FieldError, SpecError, SpecWarning
 from opsched.polyaxonfile.hashing import component_hash
 from opsched.polyaxonfile.load import (
-    load_polyaxonfile, load_polyaxonfile_batch, parse_polyaxonfile, parse_polyaxonfile_batch,
+    load_polyaxonfile,
+    load_polyaxonfile_batch,
+    parse_polyaxonfile,
+    parse_polyaxonfile_batch,
 )
 from opsched.polyaxonfile.matrix import batch_id, expand_matrix
 from opsched.polyaxonfile.models_matrix import MAX_BATCH
-from opsched.polyaxonfile.schedule import load_polyaxonfile_with_schedule, parse_polyaxonfile_with_schedule
+from opsched.polyaxonfile.schedule import (
+    load_polyaxonfile_with_schedule,
+    parse_polyaxonfile_with_schedule,
+)
 from opsched.polyaxonfile.yaml_source import MAX_CHARS
 
 __all__ = [

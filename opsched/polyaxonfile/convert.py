@@ -18,7 +18,11 @@ from opsched.polyaxonfile.errors import Loc, Problems
 from opsched.polyaxonfile.fields import valid_name
 from opsched.polyaxonfile.hashing import component_hash
 from opsched.polyaxonfile.models_container import ContainerModel
-from opsched.polyaxonfile.models_operation import ComponentModel, OperationModel, OverridesModel
+from opsched.polyaxonfile.models_operation import (
+    ComponentModel,
+    OperationModel,
+    OverridesModel,
+)
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel, check_run
 from opsched.polyaxonfile.params import io_and_params
 from opsched.polyaxonfile.templates import template_problems

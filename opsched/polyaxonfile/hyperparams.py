@@ -18,7 +18,11 @@ from typing import Any
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import valid_name
 from opsched.polyaxonfile.models_matrix import (
-    HP_DISCRETE, HP_DISTRIBUTIONS, HP_KNOWN_UNSUPPORTED, MAX_VALUES, HpParamModel,
+    HP_DISCRETE,
+    HP_DISTRIBUTIONS,
+    HP_KNOWN_UNSUPPORTED,
+    MAX_VALUES,
+    HpParamModel,
 )
 
 

@@ -30,9 +30,18 @@ from opsched.polyaxonfile.convert import build_spec
 from opsched.polyaxonfile.errors import FieldError, Problem, Problems, SpecError
 from opsched.polyaxonfile.hyperparams import HpParam, hp_param
 from opsched.polyaxonfile.models_matrix import (
-    MATRIX_KINDS_KNOWN, MATRIX_KINDS_SUPPORTED, MATRIX_MODELS, MAX_BATCH, GridModel, RandomModel,
+    MATRIX_KINDS_KNOWN,
+    MATRIX_KINDS_SUPPORTED,
+    MATRIX_MODELS,
+    MAX_BATCH,
+    GridModel,
+    RandomModel,
 )
-from opsched.polyaxonfile.models_operation import ComponentModel, OperationModel, OverridesModel
+from opsched.polyaxonfile.models_operation import (
+    ComponentModel,
+    OperationModel,
+    OverridesModel,
+)
 from opsched.polyaxonfile.validation import validate
 from proto.spec import OpSpec
 

@@ -21,11 +21,33 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, Field
 
 from opsched.polyaxonfile.errors import Loc, Problem
-from opsched.polyaxonfile.fields import Args, Command, Int, Model, NonEmpty, Quantity, Str, dns_label
-from opsched.polyaxonfile.models_k8s import (
-    Affinity, ContainerPort, HostAlias, Lifecycle, PodDNSConfig, PodSecurityContext, Probe, SecretName,
+from opsched.polyaxonfile.fields import (
+    Args,
+    Command,
+    Int,
+    Model,
+    NonEmpty,
+    Quantity,
+    Str,
+    dns_label,
 )
-from proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_accelerator, parse_quantity
+from opsched.polyaxonfile.models_k8s import (
+    Affinity,
+    ContainerPort,
+    HostAlias,
+    Lifecycle,
+    PodDNSConfig,
+    PodSecurityContext,
+    Probe,
+    SecretName,
+)
+from proto.resources import (
+    GPU_MEMORY,
+    QuantityError,
+    gpu_memory_gib,
+    is_accelerator,
+    parse_quantity,
+)
 
 
 class EnvVarModel(Model):

@@ -23,7 +23,16 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
 
 from opsched.polyaxonfile.fields import (
-    EnvName, Float, Int, Model, Name, PriorityClass, Queue, Tags, Version, not_reserved,
+    EnvName,
+    Float,
+    Int,
+    Model,
+    Name,
+    PriorityClass,
+    Queue,
+    Tags,
+    Version,
+    not_reserved,
 )
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel
 

@@ -22,7 +22,11 @@ from pydantic import BeforeValidator
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import Int, Model
-from opsched.polyaxonfile.models_container import ContainerModel, EnvironmentModel, check_resources
+from opsched.polyaxonfile.models_container import (
+    ContainerModel,
+    EnvironmentModel,
+    check_resources,
+)
 
 
 class JobRunModel(Model):

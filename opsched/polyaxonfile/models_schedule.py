@@ -11,9 +11,9 @@ from pydantic import AfterValidator, Field
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import Int, Model
+from proto.cron import CronError
+from proto.cron import parse as parse_cron
 from proto.schedules import ScheduleSpec
-from services.admission.cron import CronError
-from services.admission.cron import parse as parse_cron
 
 
 class _ScheduleModel(Model):

@@ -18,7 +18,12 @@ from typing import Any
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import env_name
-from opsched.polyaxonfile.models_operation import ComponentModel, IOModel, OperationModel, OverridesModel
+from opsched.polyaxonfile.models_operation import (
+    ComponentModel,
+    IOModel,
+    OperationModel,
+    OverridesModel,
+)
 from proto.templating import has_template
 
 _IO_TYPES: dict[str, type | tuple[type, ...]] = {

@@ -11,7 +11,14 @@ from datetime import datetime, timezone
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from proto.spec import OpSpec
-from proto.templating import Globals, TemplateError, has_template, render_spec, render_text, template_values
+from proto.templating import (
+    Globals,
+    TemplateError,
+    has_template,
+    render_spec,
+    render_text,
+    template_values,
+)
 
 PREVIEW_UUID = "00000000000000000000000000000000"
 

@@ -16,7 +16,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from opsched.polyaxonfile.errors import Loc, Problem, Problems
-from opsched.polyaxonfile.keys import REFUSED_MESSAGES, RUN_KINDS_KNOWN, RUN_KINDS_SUPPORTED, UNSUPPORTED
+from opsched.polyaxonfile.keys import (
+    REFUSED_MESSAGES,
+    RUN_KINDS_KNOWN,
+    RUN_KINDS_SUPPORTED,
+    UNSUPPORTED,
+)
 
 _RUN_HINT = "a 'run' section with 'kind: job' or 'kind: pytorchjob' is required"
 _MISSING_HINTS = {

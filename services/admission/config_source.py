@@ -13,7 +13,7 @@ import msgspec
 
 from proto import codec, subjects
 from proto.config import QueuesConfigured
-from services.admission.queues import QueuesConfigError, file_source, load_queues
+from proto.queues_file import QueuesConfigError, file_source, load_queues
 from services.runtime.bus import Bus
 from services.runtime.clock import Clock
 

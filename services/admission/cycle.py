@@ -16,7 +16,12 @@ import os
 from datetime import datetime
 
 from proto.events import (
-    Event, OperationAdmitted, OperationOnHold, OperationRejected, OperationSucceeded, PreemptRequested,
+    Event,
+    OperationAdmitted,
+    OperationOnHold,
+    OperationRejected,
+    OperationSucceeded,
+    PreemptRequested,
     RetryScheduled,
 )
 from proto.failures import is_infrastructure
@@ -25,9 +30,16 @@ from proto.queries import PendingReason
 from proto.templating import TemplateError
 from services.admission import parking
 from services.admission.policies import aging, approval, budgets, preemption
-from services.admission.policies.retries import retry_delay
-from services.admission.policies.admit import ADMIT, BORROW, UNFITTABLE, WAIT, Verdict, evaluate
+from services.admission.policies.admit import (
+    ADMIT,
+    BORROW,
+    UNFITTABLE,
+    WAIT,
+    Verdict,
+    evaluate,
+)
 from services.admission.policies.fairshare import queue_order, share_of
+from services.admission.policies.retries import retry_delay
 from services.admission.queues import Book
 from services.admission.rendering import INVALID_TEMPLATE, rendered
 from services.admission.snapshot import Snapshot, Tracker, same

@@ -1,16 +1,27 @@
 """Command handlers: turn a submit or stop request into the events that follow from it."""
 from __future__ import annotations
 
-from proto import subjects
 import msgspec
 
+from proto import subjects
 from proto.commands import (
-    ApproveOperation, CopyOperation, RejectOperation, RestartOperation, ResumeOperation, StopOperation,
+    ApproveOperation,
+    CopyOperation,
+    RejectOperation,
+    RestartOperation,
+    ResumeOperation,
+    StopOperation,
     SubmitOperation,
 )
 from proto.events import (
-    Event, OperationApproved, OperationRejected, OperationResumed, OperationSkipped, OperationStopped,
-    OperationSubmitted, StopRequested,
+    Event,
+    OperationApproved,
+    OperationRejected,
+    OperationResumed,
+    OperationSkipped,
+    OperationStopped,
+    OperationSubmitted,
+    StopRequested,
 )
 from proto.spec import EnvVar, OpSpec
 from proto.templating import TemplateError
@@ -42,7 +53,7 @@ def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: B
         _check_templates(events[0], ctx, book)
     if condition is False and isinstance(events[0], OperationSubmitted):
         events.append(OperationSkipped(op_id=cmd.op_id, at=now, reason="condition_false",
-                                       message=f"conditions {cmd.spec.conditions.strip()} is false"))
+                                       message=f"conditions {(cmd.spec.conditions or '').strip()} is false"))
     return events[0] if len(events) == 1 else events
 
 

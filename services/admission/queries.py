@@ -3,7 +3,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto.queries import FlavorUsage, PendingReason, QueueStatus, QueuesAnswer, WhyAnswer
+from proto.queries import (
+    FlavorUsage,
+    PendingReason,
+    QueuesAnswer,
+    QueueStatus,
+    WhyAnswer,
+)
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
 from services.admission.policies.aging import effective
 from services.admission.policies.quota import borrowed

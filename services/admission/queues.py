@@ -1,27 +1,15 @@
 """The queue configuration in force, compiled for the cycle: quotas as numbers, cohorts, flavors.
 
-Read from YAML (a file or the `set_queues` command), validated with a precise error per problem.
+What people write, and its validation, is ``proto.queues_file``.
 """
 from __future__ import annotations
 
 import functools
-
-import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
-
-import msgspec
-import yaml
 
 from proto.queues import Flavor, Queue, QueuesConfig
-from proto.resources import QuantityError, amount
-from proto.subjects import valid_token
-
-DEFAULT_FLAVOR = "default"
-
-
-class QueuesConfigError(ValueError):
-    pass
+from proto.queues_file import DEFAULT_FLAVOR, QueuesConfigError, check
+from proto.resources import amount
 
 
 @dataclass(frozen=True)
@@ -58,9 +46,7 @@ class Book:
 
 def compile_book(config: QueuesConfig, source: str = "default") -> Book:
     """Validate a configuration and compile it; raises QueuesConfigError listing every problem."""
-    problems = _problems(config)
-    if problems:
-        raise QueuesConfigError("invalid queue configuration:\n  " + "\n  ".join(problems))
+    check(config)
     book = Book(config=config, source=source)
     book.queues = {q.name: q for q in config.queues}
     book.order = [q.name for q in sorted(config.queues, key=lambda q: (-q.priority, q.name))]
@@ -90,109 +76,4 @@ def _quota_lines(q: Queue) -> tuple[dict[tuple[str, str], QuotaLine], dict[str, 
     return lines, order
 
 
-def _problems(config: QueuesConfig) -> list[str]:
-    problems: list[str] = []
-    names = [q.name for q in config.queues]
-    flavor_names = {f.name for f in config.flavors} | {DEFAULT_FLAVOR}
-    if not names:
-        problems.append("queues: at least one queue is needed")
-    for dup in sorted({n for n in names if names.count(n) > 1}):
-        problems.append(f"queues: the name {dup!r} is used twice")
-    if config.default_queue not in names:
-        problems.append(f"defaultQueue: {config.default_queue!r} is not one of the queues {names}")
-    flavors = [f.name for f in config.flavors]
-    for dup in sorted({n for n in flavors if flavors.count(n) > 1}):
-        problems.append(f"flavors: the name {dup!r} is used twice")
-    classes = [c.name for c in config.priority_classes]
-    for dup in sorted({n for n in classes if classes.count(n) > 1}):
-        problems.append(f"priorityClasses: the name {dup!r} is used twice")
-    for i, q in enumerate(config.queues):
-        if q.default_priority_class is not None and q.default_priority_class not in classes:
-            problems.append(f"queues[{i}].defaultPriorityClass: unknown priority class "
-                            f"{q.default_priority_class!r} (known: {', '.join(classes) or 'none'})")
-    for project, queue in config.project_queues.items():
-        if queue not in names:
-            problems.append(f"projectQueues.{project}: {queue!r} is not one of the queues {names}")
-    for i, q in enumerate(config.queues):
-        problems += _queue_problems(f"queues[{i}]", q, flavor_names)
-    return problems
-
-
-def _queue_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:
-    out: list[str] = []
-    if not valid_token(q.name):
-        out.append(f"{where}.name: {q.name!r} must be lowercase letters, digits and dashes (a DNS label)")
-    if q.cohort is not None and not valid_token(q.cohort):
-        out.append(f"{where}.cohort: {q.cohort!r} must be a DNS label")
-    seen_resources: set[str] = set()
-    for j, rq in enumerate(q.resources):
-        if rq.resource in seen_resources:
-            out.append(f"{where}.resources[{j}].resource: {rq.resource!r} is listed twice; "
-                       f"put all its flavors in one entry")
-        seen_resources.add(rq.resource)
-        if not rq.flavors:
-            out.append(f"{where}.resources[{j}].flavors: list at least one flavor")
-        seen_flavors: set[str] = set()
-        for k, f in enumerate(rq.flavors):
-            if f.name in seen_flavors:
-                out.append(f"{where}.resources[{j}].flavors[{k}].name: flavor {f.name!r} is listed twice")
-            seen_flavors.add(f.name)
-        for k, f in enumerate(rq.flavors):
-            at = f"{where}.resources[{j}].flavors[{k}]"
-            if f.name not in flavor_names:
-                out.append(f"{at}.name: unknown flavor {f.name!r}; define it under flavors (known: "
-                           f"{', '.join(sorted(flavor_names))})")
-            out += _quantity_problems(at, rq.resource, f)
-    return out
-
-
-def _quantity_problems(at: str, resource: str, f) -> list[str]:
-    out: list[str] = []
-    for attr in ("nominal", "borrowing_limit", "lending_limit", "guaranteed"):
-        value = getattr(f, attr)
-        if value is None:
-            continue
-        try:
-            amount(resource, value)
-        except QuantityError as exc:
-            out.append(f"{at}.{_camel(attr)}: {exc}")
-    if not out and f.guaranteed is not None and amount(resource, f.guaranteed) > amount(resource, f.nominal):
-        out.append(f"{at}.guaranteed: {f.guaranteed} is more than nominal {f.nominal}")
-    return out
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p.title() for p in rest)
-
-
-def parse_queues(text: str, source: str = "<string>") -> QueuesConfig:
-    """YAML (or JSON) text -> QueuesConfig, with the path of the first schema error."""
-    try:
-        doc = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise QueuesConfigError(f"{source}: not valid YAML: {exc}") from None
-    try:
-        config = msgspec.convert(doc, QueuesConfig)
-    except msgspec.ValidationError as exc:
-        raise QueuesConfigError(f"{source}: invalid queue configuration: {exc}") from None
-    try:
-        compile_book(config)
-    except QueuesConfigError as exc:
-        raise QueuesConfigError(f"{source}: {exc}") from None
-    return config
-
-
-def load_queues(path: Path | None) -> QueuesConfig:
-    if path is None:
-        return QueuesConfig()
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise QueuesConfigError(f"{path}: {exc.strerror}") from None
-    return parse_queues(text, str(path))
-
-
-def file_source(path: Path) -> str:
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
-    return f"file:{path}#{digest}"
+__all__ = ["DEFAULT_FLAVOR", "Book", "QuotaLine", "QueuesConfigError", "compile_book"]

@@ -14,7 +14,14 @@ import msgspec
 
 from proto.queues import QueuesConfig
 from proto.spec import OpSpec
-from proto.templating import Globals, globals_for, has_template, render_spec, render_text, template_values
+from proto.templating import (
+    Globals,
+    globals_for,
+    has_template,
+    render_spec,
+    render_text,
+    template_values,
+)
 from services.admission.policies.conditions import evaluate
 
 INVALID_TEMPLATE = "invalid_template"

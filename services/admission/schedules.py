@@ -34,15 +34,23 @@ from typing import Any
 
 import msgspec
 
-from proto import codec, subjects
+from proto import codec, cron, subjects
 from proto.commands import SubmitOperation
 from proto.events import Event
 from proto.schedules import (
-    MAX_SCHEDULE_ID, SCHEDULE_KINDS, CreateSchedule, DeleteSchedule, ScheduleCreated, ScheduleDeleted,
-    ScheduleEvent, ScheduleFinished, ScheduleFired, ScheduleSpec, run_op_id,
+    MAX_SCHEDULE_ID,
+    SCHEDULE_KINDS,
+    CreateSchedule,
+    DeleteSchedule,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleEvent,
+    ScheduleFinished,
+    ScheduleFired,
+    ScheduleSpec,
+    run_op_id,
 )
 from proto.spec import OpSpec
-from services.admission import cron
 from services.admission.records import Status
 from services.runtime.errors import InvalidInput
 
@@ -139,7 +147,7 @@ class Schedules:
         if event.op_id in self.records:
             return False  # the first creation wins; ids are single-use
         spec, problems = event.spec, spec_problems(event.spec)
-        parsed = cron.parse(spec.cron) if spec.kind == "cron" and not problems else None
+        parsed = cron.parse(spec.cron) if spec.kind == "cron" and spec.cron and not problems else None
         record = Record(event.op_id, spec, event.op, cron.utc(event.at), parsed)
         record.finished = "invalid_spec" if problems else None  # not from on_create: never fires
         self.records[event.op_id] = record

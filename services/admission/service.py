@@ -162,7 +162,7 @@ COMMANDS: dict[type, Callable[[Admission, Any, Context], Any]] = {
 def build(settings: Settings, clock=None) -> Service:
     service = Service("admission", settings, clock)
     admission = Admission(service, settings)
-    service.admission = admission  # type: ignore[attr-defined] - for in-process inspection
+    service.admission = admission  # type: ignore[attr-defined]  # for in-process inspection
     service.on_start.append(admission.start)
     service.extra_tasks += [admission.run_cycles, admission.config.watch_file, admission.run_schedule_runs]
     sub = service.consume(subjects.ADMISSION_COMMANDS, subjects.CMD_STREAM, [subjects.CMD_ALL],

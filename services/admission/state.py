@@ -4,16 +4,35 @@ queues the op again for the next one. Replaying the stream rebuilds the state ex
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import msgspec
-from datetime import datetime, timedelta, timezone
 
 from proto.cluster import ClusterEvent, NodeObserved
 from proto.events import (
-    CacheHit, CacheMissed, CostEstimated, CostRecorded, Event, OperationAdmitted, OperationDispatched, OperationEvicted,
-    OperationFailed, OperationPreempted, OperationRejected, OperationRunning, OperationStopped,
-    OperationSubmitted, OperationSucceeded, PreemptRequested, OperationOnHold, OperationApproved,
-    OperationSkipped, OperationTimedOut, RetryScheduled, OperationResumed,
+    CacheHit,
+    CacheMissed,
+    CostEstimated,
+    CostRecorded,
+    Event,
+    OperationAdmitted,
+    OperationApproved,
+    OperationDispatched,
+    OperationEvicted,
+    OperationFailed,
+    OperationOnHold,
+    OperationPreempted,
+    OperationRejected,
+    OperationResumed,
+    OperationRunning,
+    OperationSkipped,
+    OperationStopped,
+    OperationSubmitted,
+    OperationSucceeded,
+    OperationTimedOut,
+    PreemptRequested,
+    RetryScheduled,
 )
 from proto.failures import is_infrastructure, will_retry
 from proto.resources import requested
@@ -36,7 +55,7 @@ class AdmissionState:
         self.cleared: list[str] = []  # gates just cleared: the cycle queues or holds them
         self.retrying: list[str] = []  # a failed attempt to retry: the cycle schedules it
         self.timers: list[datetime] = []  # back-offs ending: a cycle must run then, event or not
-        self.aging: dict[str, tuple[float, float]] = {}  # queue -> (per minute, cap), from the config
+        self.aging: dict[str, tuple[float, float | None]] = {}  # queue -> (per minute, cap), from the config
         self.usage_history = UsageHistory()  # for usage-history fair sharing (not replayed: it decays)
         self.spend = Spend()  # actual cost per budget window (from cost_recorded)
         self.gens: dict[str, int] = {}  # what parked queues wait on -> how often it changed (see parking)
@@ -44,7 +63,7 @@ class AdmissionState:
         self.scopes: dict[str, str] = {}  # queue -> its cohort (from the configuration in force)
         self.starved: set[str] = set()  # queues whose ops wait for quota they lent out (cohort stops lending)
         self.scoped_book: object | None = None  # the compiled configuration the scopes come from
-        self.tracker = NoTracker()  # told of every change of what runs (the cycle's snapshot)
+        self.tracker: Any = NoTracker()  # told of every change of what runs (the cycle's snapshot): a Tracker
 
     def due(self, now: datetime) -> bool:
         """Has a back-off ended since the last cycle? (Then run one even if nothing happened.)"""
@@ -70,7 +89,7 @@ class AdmissionState:
             (self.starved.add if starved else self.starved.discard)(queue)
             self.bump(self.scope_key(queue))
 
-    def configure_aging(self, aging: dict[str, tuple[float, float]], now: datetime) -> None:
+    def configure_aging(self, aging: dict[str, tuple[float, float | None]], now: datetime) -> None:
         self.aging = dict(aging)
         for name, q in self.queues.items():
             q.pending.reconfigure(*self.aging.get(name, (0.0, 0.0)), now)
@@ -211,7 +230,8 @@ class AdmissionState:
         if isinstance(e, OperationRunning):
             op.running_since = op.running_since or e.at
         op.status, op.attempt = status, e.attempt
-        located = bool(getattr(e, "node", None)) and e.node != op.node
+        node = getattr(e, "node", None)
+        located = bool(node) and node != op.node
         for attr in ("pod_name", "namespace", "node"):
             value = getattr(e, attr, None)
             if value:

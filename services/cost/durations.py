@@ -15,8 +15,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from proto.events import (
-    Event, OperationEvicted, OperationFailed, OperationPreempted, OperationRunning, OperationStopped,
-    OperationSubmitted, OperationSucceeded, OperationTimedOut,
+    Event,
+    OperationEvicted,
+    OperationFailed,
+    OperationPreempted,
+    OperationRunning,
+    OperationStopped,
+    OperationSubmitted,
+    OperationSucceeded,
+    OperationTimedOut,
 )
 from proto.spec import OpSpec
 

@@ -11,7 +11,13 @@ import msgspec
 
 from proto.events import Money
 from proto.prices import PricePool, Prices
-from proto.resources import GPU_PRODUCT_LABELS, accelerators, amount, is_accelerator, parse_quantity
+from proto.resources import (
+    GPU_PRODUCT_LABELS,
+    accelerators,
+    amount,
+    is_accelerator,
+    parse_quantity,
+)
 from proto.spec import Container, OpSpec
 from services.cost.durations import LAST_RUNS, typical
 from services.cost.pools import in_pool, matching

@@ -8,8 +8,17 @@ from collections.abc import Callable
 
 from proto import subjects
 from proto.events import (
-    CostRecorded, Event, OperationEvicted, OperationFailed, OperationPreempted, OperationRunning, OperationStopped,
-    OperationSubmitted, OperationSucceeded, OperationTimedOut, event_type,
+    CostRecorded,
+    Event,
+    OperationEvicted,
+    OperationFailed,
+    OperationPreempted,
+    OperationRunning,
+    OperationStopped,
+    OperationSubmitted,
+    OperationSucceeded,
+    OperationTimedOut,
+    event_type,
 )
 from proto.prices import Prices
 from proto.spec import OpSpec
@@ -84,7 +93,7 @@ class Recorder:
                             gpu_hours=done.gpu_hours, started_at=done.started_at, pool=done.pool)
 
 
-def _fields(op: OpCost) -> dict:
+def _fields(op: OpCost | Recorded) -> dict:
     return {f: getattr(op, f) for f in op.__struct_fields__}
 
 

@@ -18,7 +18,7 @@ def build(settings: Settings, clock=None) -> Service:
     service = Service("cost", settings, clock)
     state = CostState(service, settings)
     holder: dict[str, Recorder] = {}
-    service.cost = state  # type: ignore[attr-defined] - for in-process inspection
+    service.cost = state  # type: ignore[attr-defined]  # for in-process inspection
 
     async def open_ledger(bus: Bus) -> None:
         store = LedgerStore(await bus.ensure_cache_bucket(subjects.COST_BUCKET))

@@ -19,10 +19,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from proto.events import OperationEvicted, OperationTimedOut
-from services.dispatcher.gang import gang_backoff
-from services.dispatcher.podspec import (
-    ANNOTATION_EVICTED, ANNOTATION_PENDING_TIMEOUT, ANNOTATION_TTL, LABEL_ATTEMPT, LABEL_OP, SELECTOR,
+from proto.podspec import (
+    ANNOTATION_EVICTED,
+    ANNOTATION_PENDING_TIMEOUT,
+    ANNOTATION_TTL,
+    LABEL_ATTEMPT,
+    LABEL_OP,
+    SELECTOR,
 )
+from services.dispatcher.gang import gang_backoff
 from services.runtime.clock import Clock
 
 TIMEOUT_GRACE_S = 30.0
@@ -63,8 +68,8 @@ def expiry_of(pod: dict[str, Any], now: datetime) -> Expiry | None:
     return None
 
 
-def _unschedulable(meta: dict[str, Any], status: dict[str, Any], limit: float, ident: tuple,
-                   now: datetime) -> Expiry | None:
+def _unschedulable(meta: dict[str, Any], status: dict[str, Any], limit: float,
+                   ident: tuple[str, str, str, int, str | None], now: datetime) -> Expiry | None:
     condition = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
     if not condition or condition.get("status") != "False" or condition.get("reason") != "Unschedulable":
         return None
@@ -76,9 +81,9 @@ def _unschedulable(meta: dict[str, Any], status: dict[str, Any], limit: float, i
 
 
 def _finished_at(status: dict[str, Any]) -> datetime | None:
-    times = [_time((cs.get("state") or {}).get("terminated", {}).get("finishedAt"))
-             for cs in status.get("containerStatuses") or []]
-    times = [t for t in times if t is not None]
+    finished = [_time((cs.get("state") or {}).get("terminated", {}).get("finishedAt"))
+                for cs in status.get("containerStatuses") or []]
+    times = [t for t in finished if t is not None]
     return max(times) if times else None
 
 

@@ -21,12 +21,21 @@ from datetime import datetime
 from typing import Any
 
 from proto.events import (
-    Event, OperationEvicted, OperationFailed, OperationPreempted, OperationRunning, OperationSucceeded,
+    Event,
+    OperationEvicted,
+    OperationFailed,
+    OperationPreempted,
+    OperationRunning,
+    OperationSucceeded,
     OperationTimedOut,
 )
-from services.dispatcher.podspec import (
-    ANNOTATION_EVICTED, ANNOTATION_PREEMPT_MESSAGE, ANNOTATION_PREEMPT_REASON, ANNOTATION_PREEMPTED_BY,
-    ANNOTATION_STOPPED, MAIN_REPLICA,
+from proto.podspec import (
+    ANNOTATION_EVICTED,
+    ANNOTATION_PREEMPT_MESSAGE,
+    ANNOTATION_PREEMPT_REASON,
+    ANNOTATION_PREEMPTED_BY,
+    ANNOTATION_STOPPED,
+    MAIN_REPLICA,
 )
 
 AttemptKey = tuple[str, int]  # (op id, attempt): op ids are unique across namespaces

@@ -83,10 +83,14 @@ class ListWatch:
     def run_on_loop(self, coro: Awaitable[Any], what: str) -> bool:
         """Run a coroutine (a publish) on the event loop and wait for it; False if it failed."""
         assert self._loop is not None
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        future = asyncio.run_coroutine_threadsafe(_awaited(coro), self._loop)
         try:
             future.result(timeout=30)
         except Exception as exc:  # noqa: BLE001 - not published: the next change or re-list retries
             self.log.warning("publish_failed", what=what, error=repr(exc))
             return False
         return True
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable

@@ -6,10 +6,15 @@ from datetime import datetime
 from kubernetes.client import V1Pod
 
 from proto.events import Event
-from services.dispatcher.gang import PodView, assess
-from services.dispatcher.podspec import (
-    LABEL_ATTEMPT, LABEL_GANG_SIZE, LABEL_OP, LABEL_REPLICA, MAIN_REPLICA, RELEASE_ANNOTATIONS,
+from proto.podspec import (
+    LABEL_ATTEMPT,
+    LABEL_GANG_SIZE,
+    LABEL_OP,
+    LABEL_REPLICA,
+    MAIN_REPLICA,
+    RELEASE_ANNOTATIONS,
 )
+from services.dispatcher.gang import PodView, assess
 
 
 def op_of(pod: V1Pod) -> tuple[str, int] | None:

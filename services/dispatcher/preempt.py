@@ -12,13 +12,24 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from proto.events import Event, OperationEvicted, OperationPreempted, OperationStopped, PreemptRequested, StopRequested
+from proto.events import (
+    Event,
+    OperationEvicted,
+    OperationPreempted,
+    OperationStopped,
+    PreemptRequested,
+    StopRequested,
+)
+from proto.podspec import (
+    ANNOTATION_EVICTED,
+    ANNOTATION_PREEMPT_MESSAGE,
+    ANNOTATION_PREEMPT_REASON,
+    ANNOTATION_PREEMPTED_BY,
+    ANNOTATION_STOPPED,
+    attempt_selector,
+)
 from services.dispatcher.gang import PodView, timed_out
 from services.dispatcher.k8s import Kube
-from services.dispatcher.podspec import (
-    ANNOTATION_EVICTED, ANNOTATION_PREEMPT_MESSAGE, ANNOTATION_PREEMPT_REASON, ANNOTATION_PREEMPTED_BY,
-    ANNOTATION_STOPPED, attempt_selector,
-)
 from services.runtime.clock import Clock
 from services.runtime.settings import Settings
 

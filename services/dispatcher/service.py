@@ -3,18 +3,26 @@ them on preemption and stop, evict gangs not all Running in time, report pod sta
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from proto import codec, subjects
 from proto.events import (
-    Event, OperationAdmitted, OperationDispatched, OperationFailed, OperationPreempted, OperationRejected,
-    OperationStopped, PreemptRequested, StopRequested,
+    Event,
+    OperationAdmitted,
+    OperationDispatched,
+    OperationFailed,
+    OperationPreempted,
+    OperationRejected,
+    OperationStopped,
+    PreemptRequested,
+    StopRequested,
 )
+from proto.gpu_accounting import violations
+from proto.podspec import ANNOTATION_EVICTED, build_pods
+from services.dispatcher.expiry import check_expiry
 from services.dispatcher.gang import POD_REJECTED
-from services.dispatcher.gpu_accounting import violations
 from services.dispatcher.k8s import Kube, PodRejected, load_api_client
 from services.dispatcher.nodewatch import NodeWatcher
-from services.dispatcher.podspec import ANNOTATION_EVICTED, build_pods
-from services.dispatcher.expiry import check_expiry
 from services.dispatcher.preempt import Releaser, check_gangs
 from services.dispatcher.watcher import PodWatcher
 from services.runtime.bus import Bus
@@ -38,7 +46,7 @@ def build(settings: Settings, clock=None) -> Service:
 
     @service.on(sub, OperationAdmitted)
     async def on_admitted(event: OperationAdmitted, ctx: Context) -> Event:
-        base = dict(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt)
+        base: dict[str, Any] = dict(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt)
         problems = violations(event.spec)
         if problems:
             return OperationRejected(**base, reason="forbidden_pod_spec", message="; ".join(problems))
@@ -89,7 +97,7 @@ async def _create_attempt(kube: Kube, releaser: Releaser, event: OperationAdmitt
                                ctx.settings.stop_grace_s)
         return refusals[0].message
     for name, result in zip(names, results):
-        ctx.log.info("pod_created" if result.created else "pod_existed", pod=name)
+        ctx.log.info("pod_created" if getattr(result, "created", False) else "pod_existed", pod=name)
     return None
 
 

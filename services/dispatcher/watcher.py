@@ -23,11 +23,23 @@ from kubernetes.client import CoreV1Api, V1Pod
 
 from proto import codec
 from proto.events import (
-    Event, OperationFailed, OperationPreempted, OperationSucceeded, OperationTimedOut, PreemptRequested,
+    Event,
+    OperationFailed,
+    OperationPreempted,
+    OperationSucceeded,
+    OperationTimedOut,
+    PreemptRequested,
 )
-from services.dispatcher.gang import GANG_FAILED, GANG_FINISHED, AttemptKey, PodView, all_gone, assess
+from proto.podspec import ANNOTATION_EVICTED, SELECTOR
+from services.dispatcher.gang import (
+    GANG_FAILED,
+    GANG_FINISHED,
+    AttemptKey,
+    PodView,
+    all_gone,
+    assess,
+)
 from services.dispatcher.listwatch import ListWatch
-from services.dispatcher.podspec import ANNOTATION_EVICTED, SELECTOR
 from services.dispatcher.podstatus import view_of
 from services.runtime.clock import Clock
 

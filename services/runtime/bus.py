@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 import nats
@@ -32,7 +33,7 @@ class Received:
     headers: dict[str, str]
     stream_seq: int
     num_delivered: int
-    raw: object  # the nats Msg, for ack/nak/term
+    raw: Any  # the nats Msg, for ack/nak/term
 
 
 def subject_for(message: msgspec.Struct) -> str:
@@ -215,11 +216,11 @@ class Bus:
         sub = await self.js.pull_subscribe(subject, stream=stream, config=config)
         out: list[bytes] = []
         try:
-            pending = (await sub.consumer_info()).num_pending
+            pending = (await sub.consumer_info()).num_pending or 0
             while pending > 0:
                 msgs = await sub.fetch(min(batch, pending), timeout=5.0)
                 out.extend(m.data for m in msgs)
-                pending = msgs[-1].metadata.num_pending
+                pending = msgs[-1].metadata.num_pending or 0
         finally:
             await sub.unsubscribe()
         return out

@@ -7,7 +7,7 @@ answered with an error event; the service keeps going.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,7 +63,7 @@ class Service:
         self.stats = Stats()
         self.bus: Bus | None = None
         self.ready = asyncio.Event()
-        self.extra_tasks: list[Callable[[Bus, asyncio.Event], Awaitable[None]]] = []
+        self.extra_tasks: list[Callable[[Bus, asyncio.Event], Coroutine[Any, Any, None]]] = []
         self.on_start: list[Callable[[Bus], Awaitable[None]]] = []
 
     def consume(self, durable: str, stream: str, filters: list[str],

@@ -109,6 +109,20 @@ def test_the_contract_depends_on_no_service_and_no_client(path):
     assert used == [], f"{_rel(path)} imports {used}; proto/ stands alone"
 
 
+# Modules of opsched/ that start services (in-process or as a local stand-in cluster) may import them;
+# the client (CLI, SDK, views, the polyaxonfile edge, dry run) uses only the contract and the runtime's bus.
+RUNNERS = ("opsched/embedded.py", "opsched/demo.py", "opsched/localcluster/")
+
+
+@pytest.mark.parametrize("path", [p for p in IMPORTING_FILES if _rel(p.values[0]).startswith("opsched/")])
+def test_the_client_imports_no_service_internals(path):
+    rel = _rel(path)
+    used = sorted(m for m in imports_of(path)
+                  if _top(m) == "services" and m != "services" and not m.startswith("services.runtime"))
+    assert _allowed(rel, RUNNERS) or not used, \
+        f"{rel} imports {used}; the client shares only proto/ and services.runtime with the services"
+
+
 def test_the_import_scanner_sees_real_imports():
     bus = imports_of(ROOT / "services/runtime/bus.py")
     assert {"nats", "nats.js.api", "proto.codec"} <= bus

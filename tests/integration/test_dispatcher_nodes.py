@@ -16,7 +16,7 @@ from opsched.localcluster.simkubelet import terminate
 from proto import codec, subjects
 from proto.cluster import ClusterEvent, NodeObserved, NodeRemoved
 from proto.events import OperationAdmitted, OperationDispatched
-from services.dispatcher.podspec import ANNOTATION_FLAVORS, LABEL_BORROWING
+from proto.podspec import ANNOTATION_FLAVORS, LABEL_BORROWING
 from tests.builders import GPU, GPU_PRODUCT, admitted, op
 
 pytestmark = pytest.mark.integration

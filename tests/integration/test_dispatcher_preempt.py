@@ -26,13 +26,13 @@ from proto.events import (
     StopRequested,
 )
 from proto.naming import pod_name, pod_names
-from proto.spec import OpSpec, ReplicaGroup
-from services.dispatcher.podspec import (
+from proto.podspec import (
     ANNOTATION_STOPPED,
     LABEL_GANG_SIZE,
     LABEL_REPLICA,
     attempt_selector,
 )
+from proto.spec import OpSpec, ReplicaGroup
 from tests.builders import admitted, op
 
 pytestmark = pytest.mark.integration

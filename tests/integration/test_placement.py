@@ -8,7 +8,12 @@ import asyncio
 import pytest
 
 from opsched.client import Client
-from proto.events import OperationAdmitted, OperationEvicted, OperationRejected, OperationRunning
+from proto.events import (
+    OperationAdmitted,
+    OperationEvicted,
+    OperationRejected,
+    OperationRunning,
+)
 from tests.builders import op
 from tests.waiting import eventually, waiting_on
 

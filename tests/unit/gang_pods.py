@@ -16,8 +16,7 @@ from kubernetes.client import (
     V1PodStatus,
 )
 
-from services.dispatcher.gang import GANG_TIMEOUT, PodView
-from services.dispatcher.podspec import (
+from proto.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PREEMPT_REASON,
     ANNOTATION_PREEMPTED_BY,
@@ -29,6 +28,7 @@ from services.dispatcher.podspec import (
     MANAGED_BY,
     MANAGER,
 )
+from services.dispatcher.gang import GANG_TIMEOUT, PodView
 from services.runtime.settings import Settings
 from tests.builders import T0, t
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from proto.queues import Queue as QueueConfig
-from services.admission.queues import QueuesConfigError, compile_book, load_queues
+from proto.queues_file import QueuesConfigError, load_queues
+from services.admission.queues import compile_book
 from tests.builders import case, case_name
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

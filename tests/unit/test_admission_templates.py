@@ -6,8 +6,13 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from proto.commands import ResumeOperation, RestartOperation
-from proto.events import OperationAdmitted, OperationRejected, OperationSubmitted, OperationTimedOut
+from proto.commands import RestartOperation, ResumeOperation
+from proto.events import (
+    OperationAdmitted,
+    OperationRejected,
+    OperationSubmitted,
+    OperationTimedOut,
+)
 from services.admission.handlers import on_rerun, on_resume, on_submit
 from services.admission.rendering import INVALID_TEMPLATE
 from services.admission.state import AdmissionState

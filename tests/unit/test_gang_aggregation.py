@@ -10,6 +10,7 @@ from proto.events import (
     OperationRunning,
     OperationSucceeded,
 )
+from proto.podspec import ANNOTATION_EVICTED
 from services.dispatcher.gang import (
     DELETED_REASON,
     EVICTED,
@@ -19,7 +20,6 @@ from services.dispatcher.gang import (
     assess,
     release_of,
 )
-from services.dispatcher.podspec import ANNOTATION_EVICTED
 from tests.builders import T0, case, case_name, t
 from tests.unit.gang_pods import PREEMPTED_BY, STOPPED_ANN, TIMEOUT_ANN, gang, gone, pod
 

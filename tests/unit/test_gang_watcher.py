@@ -14,8 +14,8 @@ from proto.events import (
     OperationSucceeded,
     PreemptRequested,
 )
+from proto.podspec import ANNOTATION_EVICTED, ANNOTATION_STOPPED
 from services.dispatcher.gang import DELETED_REASON, GANG_FAILED, GANG_FINISHED
-from services.dispatcher.podspec import ANNOTATION_EVICTED, ANNOTATION_STOPPED
 from services.dispatcher.podstatus import event_for, view_of
 from services.dispatcher.watcher import PodWatcher
 from services.runtime.clock import FakeClock

@@ -5,15 +5,28 @@ from __future__ import annotations
 import pytest
 
 from opsched.polyaxonfile import SpecError
+from proto.cluster import NodeObserved
 from proto.events import OperationAdmitted, OperationOnHold
-from proto.queues import ApprovalPolicy, Budget, FlavorQuota, Queue, QueuesConfig, ResourceQuota
-from proto.resources import GPU_MEMORY, accelerators, gpu_memory_gib, is_device, requested
+from proto.gpu_accounting import violations
+from proto.podspec import build_pod
+from proto.queues import (
+    ApprovalPolicy,
+    Budget,
+    FlavorQuota,
+    Queue,
+    QueuesConfig,
+    ResourceQuota,
+)
+from proto.resources import (
+    GPU_MEMORY,
+    accelerators,
+    gpu_memory_gib,
+    is_device,
+    requested,
+)
 from services.admission.policies.capacity import Capacity, NodeInfo
 from services.admission.policies.gpu_sharing import pack
 from services.admission.queues import compile_book
-from services.dispatcher.gpu_accounting import violations
-from services.dispatcher.podspec import build_pod
-from proto.cluster import NodeObserved
 from tests.builders import T0, admitted, case, case_name, fold, op, queued
 from tests.unit.admission_scenarios import decide
 from tests.unit.polyaxonfile_texts import component, parse

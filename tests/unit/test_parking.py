@@ -11,7 +11,19 @@ from proto.events import CostRecorded, OperationAdmitted, OperationStopped
 from proto.queues import Budget
 from services.admission import cycle, parking
 from services.admission.state import AdmissionState
-from tests.builders import T0, book, fold, node, node_removed, op, queue, queued, running, succeeded, t
+from tests.builders import (
+    T0,
+    book,
+    fold,
+    node,
+    node_removed,
+    op,
+    queue,
+    queued,
+    running,
+    succeeded,
+    t,
+)
 
 NS = "opsched"
 LAB = book(queue("a", cohort="lab", gpus={"h100": 2}), queue("b", cohort="lab", gpus={"h100": 2}),

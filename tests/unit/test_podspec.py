@@ -6,8 +6,8 @@ import json
 import msgspec
 import pytest
 
-from services.dispatcher.gpu_accounting import violations
-from services.dispatcher.podspec import (
+from proto.gpu_accounting import violations
+from proto.podspec import (
     ANNOTATION_FLAVORS,
     ANNOTATION_NAME,
     ANNOTATION_PREEMPTED_BY,
@@ -254,9 +254,9 @@ def test_every_problem_is_reported_at_once():
 
 
 def test_a_tpu_op_needs_the_tensorflow_version_annotation_and_keeps_it_on_the_pod():
+    from proto.gpu_accounting import violations
+    from proto.podspec import build_pod
     from proto.spec import Environment, OpSpec
-    from services.dispatcher.gpu_accounting import violations
-    from services.dispatcher.podspec import build_pod
     from tests.builders import admitted, op
 
     bare = op("tpu").limits(**{"cloud-tpus.google.com/v2": "8"}).build()

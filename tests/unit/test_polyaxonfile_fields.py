@@ -14,12 +14,17 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from opsched.polyaxonfile import SpecError, SpecWarning, parse_polyaxonfile, parse_polyaxonfile_batch
+from opsched.polyaxonfile import (
+    SpecError,
+    SpecWarning,
+    parse_polyaxonfile,
+    parse_polyaxonfile_batch,
+)
 from opsched.polyaxonfile.models_matrix import MATRIX_MODELS
 from opsched.polyaxonfile.models_operation import MODELS_BY_RUN_KIND
 from proto.events import OperationAdmitted
+from proto.podspec import build_pods
 from proto.templating import Globals, render_spec
-from services.dispatcher.podspec import build_pods
 
 K8S = {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
                                    "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}}

@@ -6,8 +6,13 @@ import textwrap
 
 import pytest
 
-from opsched.polyaxonfile import SpecWarning
-from tests.unit.polyaxonfile_texts import COMPONENT, OPERATION, component, errors_of, parse
+from tests.unit.polyaxonfile_texts import (
+    COMPONENT,
+    OPERATION,
+    component,
+    errors_of,
+    parse,
+)
 
 # --- valid files ------------------------------------------------------------------------------
 

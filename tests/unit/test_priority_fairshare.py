@@ -6,10 +6,10 @@ import pytest
 
 from proto.events import OperationAdmitted, OperationRejected, OperationSubmitted
 from proto.queues import FairSharing
+from proto.queues_file import QueuesConfigError, parse_queues
 from services.admission import cycle
 from services.admission.handlers import on_submit
 from services.admission.policies.fairshare import queue_order, share
-from services.admission.queues import QueuesConfigError, parse_queues
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState
 from services.runtime import logging as oplog

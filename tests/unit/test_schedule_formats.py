@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from opsched.polyaxonfile import SpecError, parse_polyaxonfile_with_schedule
-from proto import codec, subjects
+from proto import codec, cron, subjects
 from proto.schedules import (
     CreateSchedule,
     DeleteSchedule,
@@ -21,7 +21,6 @@ from proto.schedules import (
     run_op_id,
 )
 from proto.schema_snapshots import SCHEDULE_SCHEMA_DIR, render_schedules
-from services.admission import cron
 from services.runtime.bus import subject_for
 from tests.builders import T0, case, case_name, op, t
 

@@ -8,7 +8,14 @@ import msgspec
 import pytest
 
 from proto.queues import Queue, QueuesConfig
-from proto.templating import Globals, TemplateError, env_value, globals_for, render_spec, render_text
+from proto.templating import (
+    Globals,
+    TemplateError,
+    env_value,
+    globals_for,
+    render_spec,
+    render_text,
+)
 from tests.builders import T0, case, case_name, op
 
 GLOBS = Globals(uuid="op-7", name="train", project_name="vision", owner_name="alice", created_at=T0,

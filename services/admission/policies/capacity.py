@@ -3,6 +3,7 @@ could any node ever take it? Free capacity per node = allocatable - ops placed t
 but not yet placed (assigned first-fit in this snapshot)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,7 +145,7 @@ class Capacity:
             out.append(node)
         return out
 
-    def _room(self, node: str, free: dict[str, float], pod: dict[str, float], more: list[float] = ()) -> bool:
+    def _room(self, node: str, free: dict[str, float], pod: dict[str, float], more: Sequence[float] = ()) -> bool:
         """Room for ``pod`` on ``node``: its free resources, and one card for its shared GPU memory."""
         if not _fits(free, pod):
             return False

@@ -17,7 +17,7 @@ _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
-_UNARY = {ast.Not: operator.not_, ast.USub: operator.neg, ast.UAdd: operator.pos}
+_UNARY: dict[type, Any] = {ast.Not: operator.not_, ast.USub: operator.neg, ast.UAdd: operator.pos}
 
 
 class ConditionError(ValueError):
@@ -25,7 +25,7 @@ class ConditionError(ValueError):
 
 
 def is_template(text: str | None) -> bool:
-    return bool(text) and TEMPLATE.match(text) is not None
+    return text is not None and TEMPLATE.match(text) is not None
 
 
 def evaluate(text: str, values: dict[str, Any]) -> Any:

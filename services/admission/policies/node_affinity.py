@@ -49,7 +49,7 @@ def _term(name: str, labels: dict[str, str], term: dict[str, Any]) -> bool:
 
 
 def _holds(labels: dict[str, str], requirement: dict[str, Any]) -> bool:
-    key, op = requirement.get("key"), requirement.get("operator")
+    key, op = str(requirement.get("key")), requirement.get("operator")
     values = [str(v) for v in requirement.get("values") or []]
     present = key in labels
     value = labels.get(key)
