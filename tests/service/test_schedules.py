@@ -25,10 +25,10 @@ from services.admission.schedules import (
     run_schedules,
     submitter,
 )
-from services.runtime.clock import FakeClock
 from services.runtime.service import Context, Service
 from services.runtime.settings import Settings
 from tests.builders import T0, op
+from tests.builders.clock import FakeClock
 
 TEMPLATE = op("nightly-train").build()
 TIMEOUT = 10.0

@@ -14,7 +14,6 @@ from proto.events import (
 from services.admission.handlers import on_stop, on_submit
 from services.admission.state import AdmissionState, Status
 from services.runtime import logging as oplog
-from services.runtime.clock import FakeClock
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
@@ -35,6 +34,7 @@ from tests.builders import (
     succeeded,
     t,
 )
+from tests.builders.clock import FakeClock
 from tests.unit.admission_scenarios import NS, admitted_ids, decide, fold, queues, ready
 
 

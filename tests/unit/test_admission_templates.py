@@ -17,11 +17,11 @@ from services.admission.handlers import on_rerun, on_resume, on_submit
 from services.admission.rendering import INVALID_TEMPLATE
 from services.admission.state import AdmissionState
 from services.runtime import logging as oplog
-from services.runtime.clock import FakeClock
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, case, case_name, gates_cleared, op, submit, t
+from tests.builders.clock import FakeClock
 from tests.unit.admission_scenarios import NS, decide, fold, queues
 
 TRAIN = op("train").params(lr=0.1).command("python", "train.py", "--lr={{ lr }}", "--run={{ globals.uuid }}")

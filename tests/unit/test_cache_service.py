@@ -17,9 +17,9 @@ from proto.events import (
 from proto.spec import OpSpec, Termination
 from services.cache.service import Cache, consumed_subjects
 from services.cache.store import CacheStore, Run, Waiter, Waiters
-from services.runtime.clock import FakeClock
 from services.runtime.service import Context
 from tests.builders import T0, failed, op, stopped, submitted, succeeded
+from tests.builders.clock import FakeClock
 
 
 class KeyNotFoundError(Exception):

@@ -12,8 +12,8 @@ from proto.queues import QueuesConfig
 from services.admission.config_source import ConfigSource
 from services.cost.estimator import estimate
 from services.cost.prices import BUILTIN, PricesConfigError, PricesSource, load_prices
-from services.runtime.clock import FakeClock
 from tests.builders import GPU, T0, case, case_name, op
+from tests.builders.clock import FakeClock
 
 POOL = "cloud.google.com/gke-nodepool"
 CATALOGUE = Prices(cpu_hour=0.04, gib_hour=0.005, accelerators={GPU: {"A100": 3.0, "T4": 0.35, "*": 2.0}}, pools=[

@@ -13,10 +13,10 @@ from proto.events import (
 )
 from services.dispatcher.gang import GANG_TIMEOUT
 from services.dispatcher.preempt import Releaser, check_gangs
-from services.runtime.clock import FakeClock
 from services.runtime.logging import get as get_log
 from services.runtime.settings import Settings
 from tests.builders import T0, t
+from tests.builders.clock import FakeClock
 from tests.unit.gang_pods import PREEMPTED_BY, STOPPED_ANN, TIMEOUT_ANN, pod
 
 # ---- the releaser: annotate first, then delete --------------------------------------------------------

@@ -18,9 +18,9 @@ from proto.podspec import ANNOTATION_EVICTED, ANNOTATION_STOPPED
 from services.dispatcher.gang import DELETED_REASON, GANG_FAILED, GANG_FINISHED
 from services.dispatcher.podstatus import event_for, view_of
 from services.dispatcher.watcher import PodWatcher
-from services.runtime.clock import FakeClock
 from services.runtime.logging import get as get_log
 from tests.builders import T0
+from tests.builders.clock import FakeClock
 from tests.unit.gang_pods import PREEMPTED_BY, STOPPED_ANN, v1pod
 
 # ---- from the API objects -------------------------------------------------------------------------

@@ -27,8 +27,8 @@ from services.dispatcher.nodewatch import (
     observed,
 )
 from services.runtime.bus import _cloudevent
-from services.runtime.clock import FakeClock
 from tests.builders import GPU, GPU_PRODUCT, T0, case, case_name, t
+from tests.builders.clock import FakeClock
 
 HEARTBEAT = datetime(2026, 1, 1, 11, 0, tzinfo=timezone.utc)
 

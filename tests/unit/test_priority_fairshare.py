@@ -13,7 +13,6 @@ from services.admission.policies.fairshare import queue_order, share
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState
 from services.runtime import logging as oplog
-from services.runtime.clock import FakeClock
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import (
@@ -32,6 +31,7 @@ from tests.builders import (
     submit,
     t,
 )
+from tests.builders.clock import FakeClock
 
 FAIR = FairSharing(enabled=True)
 

@@ -10,11 +10,11 @@ import pytest
 from proto import codec, subjects
 from proto.events import CostEstimated, ErrorRaised, OperationSubmitted
 from services.runtime.bus import Received
-from services.runtime.clock import FakeClock
 from services.runtime.errors import InvalidInput
 from services.runtime.service import NAK_BACKOFF_S, Context, Service
 from services.runtime.settings import Settings
 from tests.builders import T0, cost_estimated, op, stop, submitted, t
+from tests.builders.clock import FakeClock
 
 SERVICE = "cost"
 MAX_DELIVER = 3

@@ -30,9 +30,9 @@ from services.admission.schedules import (
     submitter,
 )
 from services.runtime.bus import default_msg_id, subject_for
-from services.runtime.clock import FakeClock
 from services.runtime.errors import InvalidInput
 from tests.builders import T0, case, case_name, op, t
+from tests.builders.clock import FakeClock
 
 TEMPLATE = op("train").gpus(1).build()
 UTC = timezone.utc

@@ -10,7 +10,6 @@ from services.admission.handlers import on_submit
 from services.admission.policies.routing import route
 from services.admission.state import AdmissionState, Status
 from services.runtime import logging as oplog
-from services.runtime.clock import FakeClock
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import (
@@ -31,6 +30,7 @@ from tests.builders import (
     succeeded,
     t,
 )
+from tests.builders.clock import FakeClock
 
 NS = "opsched"
 
