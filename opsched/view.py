@@ -25,6 +25,7 @@ from proto.events import (
     RetryScheduled,
 )
 from proto.failures import is_infrastructure, will_retry
+from proto.lifecycle import ACTIVE_LABELS, TERMINAL_LABELS
 from proto.resources import GPU_MEMORY, accelerators, gpu_memory_gib
 
 RANK = {"submitted": 0, "cost_estimated": 0, "cache_missed": 0, "cache_hit": 0, "on_hold": 1, "approved": 1,
@@ -34,7 +35,7 @@ RANK = {"submitted": 0, "cost_estimated": 0, "cache_missed": 0, "cache_hit": 0, 
 STATUS = {"submitted": "pending", "cost_estimated": "pending", "cache_missed": "pending",
           "cache_hit": "pending", "stop_requested": "stopping", "preempt_requested": "preempting",
           "approved": "pending", "retry_scheduled": "retrying"}
-TERMINAL_STATUSES = ("succeeded", "failed", "rejected", "stopped", "skipped", "timed_out")
+TERMINAL_STATUSES = TERMINAL_LABELS
 
 
 @dataclass
@@ -56,7 +57,7 @@ class OpRow:
 
     @property
     def active(self) -> bool:
-        return self.status in ("admitted", "dispatched", "running")
+        return self.status in ACTIVE_LABELS
 
     @property
     def terminal(self) -> bool:

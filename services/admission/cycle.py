@@ -25,6 +25,7 @@ from proto.events import (
     RetryScheduled,
 )
 from proto.failures import is_infrastructure
+from proto.lifecycle import CACHE_HIT_REASON
 from proto.naming import pod_name, pod_names
 from proto.queries import PendingReason
 from proto.templating import TemplateError
@@ -45,7 +46,6 @@ from services.admission.rendering import INVALID_TEMPLATE, rendered
 from services.admission.snapshot import Snapshot, Tracker, same
 from services.admission.state import AdmissionState, OpRecord, Status
 
-CACHE_HIT_REASON = "cache_hit"
 VERIFY = os.environ.get("OPSCHED_VERIFY_SNAPSHOT") == "1"  # tests: compare the tracked snapshot with a build
 LOOKAHEAD = 16
 PREEMPTION_PLANS_PER_CYCLE = 4

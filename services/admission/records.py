@@ -3,37 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import IntEnum
 
+from proto.lifecycle import Status
 from proto.queries import PendingReason
 from proto.resources import is_device
 from proto.spec import OpSpec
 from services.admission.policies.aging import PendingQueue
 from services.admission.policies.ordering import sort_key
-
-
-class Status(IntEnum):
-    PENDING = 0  # waiting for gates (cost estimate, cache answer)
-    ON_HOLD = 1  # waiting for approval
-    QUEUED = 2  # gates cleared, waiting for a slot
-    ADMITTED = 3
-    DISPATCHED = 4
-    RUNNING = 5
-    RETRYING = 6  # an attempt failed; the next one is scheduled
-    SUCCEEDED = 10
-    FAILED = 11
-    REJECTED = 12
-    STOPPED = 13
-    SKIPPED = 14
-    TIMED_OUT = 15
-
-    @property
-    def active(self) -> bool:
-        return Status.ADMITTED <= self <= Status.RUNNING
-
-    @property
-    def terminal(self) -> bool:
-        return self >= Status.SUCCEEDED
 
 
 @dataclass

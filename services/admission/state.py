@@ -18,26 +18,21 @@ from proto.events import (
     Event,
     OperationAdmitted,
     OperationApproved,
-    OperationDispatched,
     OperationEvicted,
     OperationFailed,
     OperationOnHold,
     OperationPreempted,
-    OperationRejected,
     OperationResumed,
     OperationRunning,
-    OperationSkipped,
-    OperationStopped,
     OperationSubmitted,
-    OperationSucceeded,
-    OperationTimedOut,
     PreemptRequested,
     RetryScheduled,
 )
 from proto.failures import is_infrastructure, will_retry
+from proto.lifecycle import STATUS_OF, Status
 from proto.resources import requested
 from services.admission.policies.capacity import NodeInfo
-from services.admission.records import Ghost, OpRecord, Park, QueueState, Status
+from services.admission.records import Ghost, OpRecord, Park, QueueState
 from services.admission.spend import Spend
 from services.admission.usage_history import UsageHistory
 
@@ -216,7 +211,7 @@ class AdmissionState:
         self.parked.pop(op.queue, None)  # something new to look at
 
     def _lifecycle(self, op: OpRecord, e: Event) -> bool:
-        status = _STATUS_OF.get(type(e))
+        status = STATUS_OF.get(type(e))
         if status is None or op.status.terminal:
             return False
         if e.attempt == op.attempt and status <= op.status:
@@ -382,19 +377,6 @@ class NoTracker:
     def activated(self, op: OpRecord, active: bool) -> None: ...
     def located(self, op: OpRecord) -> None: ...
     def held(self, ghost: Ghost, sign: int) -> None: ...
-
-
-_STATUS_OF = {
-    OperationAdmitted: Status.ADMITTED,
-    OperationDispatched: Status.DISPATCHED,
-    OperationRunning: Status.RUNNING,
-    OperationSucceeded: Status.SUCCEEDED,
-    OperationFailed: Status.FAILED,
-    OperationRejected: Status.REJECTED,
-    OperationStopped: Status.STOPPED,
-    OperationSkipped: Status.SKIPPED,
-    OperationTimedOut: Status.TIMED_OUT,
-}
 
 
 def codec_type(event: Event) -> str:

@@ -23,14 +23,11 @@ from proto.events import (
     CacheMissed,
     Event,
     OperationFailed,
-    OperationRejected,
-    OperationSkipped,
-    OperationStopped,
     OperationSubmitted,
     OperationSucceeded,
-    OperationTimedOut,
     event_type,
 )
+from proto.lifecycle import CACHE_HIT_REASON, OP_ENDS
 from services.cache import lookup
 from services.cache.fingerprint import caching_enabled, fingerprint
 from services.cache.lookup import Candidate, Hit, Miss, Wait
@@ -39,14 +36,13 @@ from services.runtime.bus import Bus
 from services.runtime.service import Context, Service
 from services.runtime.settings import Settings
 
-CACHE_HIT_REASON = "cache_hit"
-ENDS = (OperationSucceeded, OperationFailed, OperationStopped, OperationTimedOut, OperationSkipped,
-        OperationRejected)
+ENDS = OP_ENDS
 
 
 def consumed_subjects() -> list[str]:
     """The cache's durable consumer: submitted ops, and every way an op ends."""
-    return [subjects.events_of(event_type(t)) for t in (OperationSubmitted, *ENDS)]
+    types: tuple[type[Event], ...] = (OperationSubmitted, *ENDS)
+    return [subjects.events_of(event_type(t)) for t in types]
 
 
 def build(settings: Settings, clock=None) -> Service:

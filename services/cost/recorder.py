@@ -10,28 +10,23 @@ from proto import subjects
 from proto.events import (
     CostRecorded,
     Event,
-    OperationEvicted,
-    OperationFailed,
-    OperationPreempted,
     OperationRunning,
-    OperationStopped,
     OperationSubmitted,
-    OperationSucceeded,
-    OperationTimedOut,
     event_type,
 )
+from proto.lifecycle import ATTEMPT_ENDS
 from proto.prices import Prices
 from proto.spec import OpSpec
 from services.cost.estimator import gpu_count, hourly_price, pool_hourly
 from services.cost.ledger import LedgerStore, OpCost, PoolPrice, Recorded, charge
 from services.cost.pools import matches, matching
 
-ENDS = (OperationSucceeded, OperationFailed, OperationTimedOut, OperationStopped, OperationPreempted,
-        OperationEvicted)
+ENDS = ATTEMPT_ENDS
 
 
 def consumed_subjects() -> list[str]:
-    return [subjects.events_of(event_type(t)) for t in (OperationSubmitted, OperationRunning, *ENDS)]
+    types: tuple[type[Event], ...] = (OperationSubmitted, OperationRunning, *ENDS)
+    return [subjects.events_of(event_type(t)) for t in types]
 
 
 class Recorder:
