@@ -28,6 +28,7 @@ from proto.failures import is_infrastructure
 from proto.lifecycle import CACHE_HIT_REASON
 from proto.naming import pod_name, pod_names
 from proto.queries import PendingReason
+from proto.reasons import Reason
 from proto.templating import TemplateError
 from services.admission import parking
 from services.admission.policies import aging, approval, budgets, preemption
@@ -137,7 +138,7 @@ class Cycle:
             if op.status != Status.QUEUED:
                 self.state.drop_nomination(op_id)
             elif victims:
-                op.blocked = [PendingReason(code="waiting_for_victims", message=(
+                op.blocked = [PendingReason(code=Reason.WAITING_FOR_VICTIMS, message=(
                     f"waiting for {len(victims)} preempted op(s) to terminate: {', '.join(sorted(victims))}"))]
             else:
                 self.state.release_ghosts(op_id)  # the room held for it is its to take now
@@ -166,7 +167,7 @@ class Cycle:
             kept.append((op, verdict))
             if verdict.queue_blocked:
                 break
-        starved = any(r.code == "quota_lent_out" for _, verdict in kept for r in verdict.reasons)
+        starved = any(r.code == Reason.QUOTA_LENT_OUT for _, verdict in kept for r in verdict.reasons)
         if starved:
             self.snap.starved.add(queue)  # its cohort lends nothing more until this op runs
         self.state.set_starved(queue, starved)
@@ -191,7 +192,7 @@ class Cycle:
             event = _preempt(victim, op, priority, self.now)
             self.state.apply(event)
             self.decisions.append(event)
-        verdict.reasons = [PendingReason(code="waiting_for_victims", message=(
+        verdict.reasons = [PendingReason(code=Reason.WAITING_FOR_VICTIMS, message=(
             f"preempting {len(victims)} op(s) to make room: {', '.join(v.op.op_id for v in victims)}"))]
         return True
 
@@ -206,7 +207,7 @@ class Cycle:
 
     def _decision(self, op: OpRecord, verdict: Verdict) -> Event | None:
         if verdict.outcome == UNFITTABLE and self.book.config.reject_unfittable:
-            return OperationRejected(op_id=op.op_id, at=self.now, attempt=op.attempt, reason="unfittable",
+            return OperationRejected(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=Reason.UNFITTABLE,
                                      message="; ".join(dict.fromkeys(r.message for r in verdict.reasons)))
         if verdict.outcome not in (ADMIT, BORROW) or (verdict.outcome == BORROW and not verdict.flavors):
             return None  # waiting, or the "fits only by borrowing" marker of the first pass

@@ -22,15 +22,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from proto.reasons import REASONS, WaitsOn
 from services.admission.policies import preemption
 from services.admission.queues import Book
 from services.admission.records import OpRecord, Park
 
 AGING_RECHECK = timedelta(seconds=30)
-SCOPE_CODES = {"queue_concurrency", "cost_quota", "quota_exhausted", "quota_lent_out", "cohort_lender_waiting",
-               "borrow_later"}
-CAPACITY_CODES = {"no_capacity", "unfittable"}
-CONFIG_CODES = {"queue_removed", "no_matching_flavor"}  # a new configuration un-parks every queue
 
 
 def skip(state, queue: str, now: datetime) -> bool:
@@ -67,15 +64,16 @@ def park(state, book: Book, queue: str, kept: list, now: datetime) -> None:
 
 
 def _dependency(code: str, op: OpRecord, state) -> str | None:
-    """The generation a reason waits on; "" when only time or a new configuration lifts it."""
-    if code in SCOPE_CODES:
+    """The generation a reason waits on (``proto.reasons``); "" when only time or a new configuration
+    lifts it (a new configuration un-parks every queue); None when parking does not know."""
+    rule = REASONS.get(code)  # type: ignore[call-overload]
+    waits = rule.waits_on if rule is not None else None
+    if waits is WaitsOn.SCOPE:
         return state.scope_key(op.queue)
-    if code in CAPACITY_CODES:
+    if waits is WaitsOn.CAPACITY:
         return "capacity"
-    if code == "budget_exhausted":
+    if waits is WaitsOn.BUDGET:
         return "budget"
-    if code == "batch_concurrency":
+    if waits is WaitsOn.BATCH:
         return f"batch:{op.spec.batch}"
-    if code == "backoff" or code in CONFIG_CODES:
-        return ""
-    return None
+    return "" if waits is WaitsOn.TIME_OR_CONFIG else None

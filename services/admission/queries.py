@@ -10,6 +10,7 @@ from proto.queries import (
     QueueStatus,
     WhyAnswer,
 )
+from proto.reasons import Reason
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
 from services.admission.policies.aging import effective
 from services.admission.policies.quota import borrowed
@@ -21,7 +22,7 @@ from services.admission.state import AdmissionState, OpRecord, Status
 def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = None) -> WhyAnswer:
     op = state.ops.get(op_id)
     if op is None:
-        return WhyAnswer(op_id=op_id, found=False, reasons=[PendingReason(code="unknown_op", message="no such operation")])
+        return WhyAnswer(op_id=op_id, found=False, reasons=[PendingReason(code=Reason.UNKNOWN_OP, message="no such operation")])
     answer = WhyAnswer(op_id=op_id, found=True, status=op.status.name.lower(), queue=op.queue,
                        ignored=list(op.spec.ignored))
     if op.status == Status.PENDING:
@@ -30,25 +31,25 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         answer.position, answer.queued_total = _position(state, book, op, now)
         answer.reasons = _queued_reasons(state, book, op, answer.position, now)
     elif op.status == Status.ON_HOLD:
-        answer.reasons = [PendingReason(code="on_hold", message=op.reason_message or op.reason)]
+        answer.reasons = [PendingReason(code=Reason.ON_HOLD, message=op.reason_message or op.reason)]
     elif op.status == Status.RETRYING:
-        answer.reasons = [PendingReason(code="retrying", message=f"attempt {op.attempt} failed ({op.reason}); "
+        answer.reasons = [PendingReason(code=Reason.RETRYING, message=f"attempt {op.attempt} failed ({op.reason}); "
                                                                   "its retry is being scheduled")]
     elif op.status.active and op.preempted_by:
-        answer.reasons = [PendingReason(code="being_preempted", message=(
+        answer.reasons = [PendingReason(code=Reason.BEING_PREEMPTED, message=(
             f"being preempted by {op.preempted_by}; its pods are terminating"))]
     return answer
 
 
 def _gate_reasons(op: OpRecord) -> list[PendingReason]:
     if op.cost_known and op.cache_known:
-        return [PendingReason(code="next_cycle", message="its estimate and cache answer are in; the next cycle "
+        return [PendingReason(code=Reason.NEXT_CYCLE, message="its estimate and cache answer are in; the next cycle "
                                                          "queues it")]
     out = []
     if not op.cost_known:
-        out.append(PendingReason(code="waiting_cost_estimate", message="waiting for the cost service's estimate"))
+        out.append(PendingReason(code=Reason.WAITING_COST_ESTIMATE, message="waiting for the cost service's estimate"))
     if not op.cache_known and op.cache_hit_of is None:
-        out.append(PendingReason(code="waiting_cache", message="waiting for the cache service's answer"))
+        out.append(PendingReason(code=Reason.WAITING_CACHE, message="waiting for the cache service's answer"))
     return out
 
 
@@ -56,16 +57,16 @@ def _queued_reasons(state: AdmissionState, book: Book, op: OpRecord, position: i
                     now: datetime | None) -> list[PendingReason]:
     victims = state.nominated.get(op.op_id)
     if victims:
-        return [PendingReason(code="waiting_for_victims", message=(
+        return [PendingReason(code=Reason.WAITING_FOR_VICTIMS, message=(
             f"waiting for {len(victims)} preempted op(s) to terminate: {', '.join(sorted(victims))}"))]
     verdict = evaluate(op, Snapshot.build(state, book, now), allow_borrow=True)
     reasons = list(verdict.reasons)
     if verdict.outcome in (ADMIT, BORROW) and op.blocked:
         reasons = list(op.blocked)  # the last cycle knew more (e.g. a cohort lender waiting)
     elif verdict.outcome in (ADMIT, BORROW):
-        reasons.append(PendingReason(code="next_cycle", message="fits now; the next cycle admits it"))
+        reasons.append(PendingReason(code=Reason.NEXT_CYCLE, message="fits now; the next cycle admits it"))
     if position > 1:
-        reasons.append(PendingReason(code="queue_position",
+        reasons.append(PendingReason(code=Reason.QUEUE_POSITION,
                                      message=f"{position - 1} op(s) ahead of it in queue {op.queue}"))
     return reasons
 

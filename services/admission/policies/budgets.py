@@ -10,9 +10,10 @@ from datetime import datetime
 
 from proto.queries import PendingReason
 from proto.queues import Budget
+from proto.reasons import Reason
 from proto.windows import window_end
 
-CODE = "budget_exhausted"
+CODE = Reason.BUDGET_EXHAUSTED
 ADJECTIVE = {"day": "daily", "week": "weekly", "month": "monthly"}
 EPSILON = 1e-9
 Committed = dict[tuple[str, str], tuple[float, float]]  # (scope, name) -> (money, GPU-hours) of active ops

@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from proto.reasons import PREEMPTION_LIFTS
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState, OpRecord
 
-RESOLVABLE = {"queue_concurrency", "quota_exhausted", "quota_lent_out", "no_capacity", "cost_quota",
-              "cohort_lender_waiting"}
+RESOLVABLE = PREEMPTION_LIFTS  # the reasons taking running ops away could lift (proto.reasons)
 MAX_CANDIDATES = 64
 
 
