@@ -20,7 +20,7 @@ from proto.events import (
     OperationSucceeded,
 )
 from proto.queues import Budget, QueuesConfig
-from services.cost.prices import PricesConfigError
+from services.runtime.config_file import ConfigFileError
 from tests.builders import node, op, t
 from tests.waiting import eventually
 
@@ -82,7 +82,7 @@ async def test_a_restarted_cost_service_keeps_the_catalogue_in_force(stack_facto
 async def test_an_invalid_prices_file_at_a_first_start_refuses_to_start(stack_factory, tmp_path):
     path = tmp_path / "prices.yaml"
     path.write_text("cpuHour: cheap\n")
-    with pytest.raises(PricesConfigError, match="cpuHour"):
+    with pytest.raises(ConfigFileError, match="cpuHour"):
         await stack_factory(names=("cost",), prices_file=path)
 
 

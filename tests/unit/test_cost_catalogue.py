@@ -11,7 +11,8 @@ from proto.prices import PricePool, Prices
 from proto.queues import QueuesConfig
 from services.admission.config_source import ConfigSource
 from services.cost.estimator import estimate
-from services.cost.prices import BUILTIN, PricesConfigError, PricesSource, load_prices
+from services.cost.prices import BUILTIN, PricesSource, load_prices
+from services.runtime.config_file import ConfigFileError
 from tests.builders import GPU, T0, case, case_name, op
 from tests.builders.clock import FakeClock
 
@@ -130,7 +131,7 @@ async def test_a_file_already_in_the_stream_is_not_published_again_after_a_resta
 async def test_an_invalid_file_at_a_first_start_refuses_to_start(tmp_path):
     path = tmp_path / "prices.yaml"
     path.write_text("cpuHour: cheap\n")
-    with pytest.raises(PricesConfigError, match="cpuHour"):
+    with pytest.raises(ConfigFileError, match="cpuHour"):
         await PricesSource(path, FakeClock(), Log()).publish_file(Bus(), at_start=True)
 
 
