@@ -20,70 +20,14 @@ from services.cache.store import CacheStore, Run, Waiter, Waiters
 from services.runtime.service import Context
 from tests.builders import T0, failed, op, stopped, submitted, succeeded
 from tests.builders.clock import FakeClock
-
-
-class KeyNotFoundError(Exception):
-    """Named as nats names it: the store tells errors apart by class name."""
-
-
-class KeyWrongLastSequenceError(Exception):
-    pass
-
-
-class _Entry:
-    def __init__(self, value: bytes, revision: int) -> None:
-        self.value, self.revision = value, revision
-
-
-class FakeKV:
-    """The nats KeyValue calls the store uses. ``interfere(key, value)`` makes the next write of ``key``
-    lose a race against another replica that writes ``value`` first."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, _Entry] = {}
-        self.seq = 0
-        self.writes = 0
-        self._interfere: dict[str, bytes] = {}
-
-    async def get(self, key: str) -> _Entry:
-        if key not in self.data:
-            raise KeyNotFoundError(key)
-        return self.data[key]
-
-    async def put(self, key: str, value: bytes) -> int:
-        return self._write(key, value)
-
-    async def create(self, key: str, value: bytes) -> int:
-        self._race(key)
-        if key in self.data:
-            raise KeyWrongLastSequenceError(key)
-        return self._write(key, value)
-
-    async def update(self, key: str, value: bytes, last: int | None = None) -> int:
-        self._race(key)
-        if key not in self.data or self.data[key].revision != last:
-            raise KeyWrongLastSequenceError(key)
-        return self._write(key, value)
-
-    def interfere(self, key: str, value: bytes) -> None:
-        self._interfere[key] = value
-
-    def _race(self, key: str) -> None:
-        if key in self._interfere:
-            self._write(key, self._interfere.pop(key))
-
-    def _write(self, key: str, value: bytes) -> int:
-        self.seq += 1
-        self.writes += 1
-        self.data[key] = _Entry(value, self.seq)
-        return self.seq
+from tests.builders.kv import Entry, MemoryKV
 
 
 class Harness:
     """One cache service replica: ``await h.submit(spec, "b")``, ``await h.end(succeeded("a"))``."""
 
-    def __init__(self, kv: FakeKV | None = None, clock: FakeClock | None = None) -> None:
-        self.kv = kv or FakeKV()
+    def __init__(self, kv: MemoryKV | None = None, clock: FakeClock | None = None) -> None:
+        self.kv = kv or MemoryKV()
         self.clock = clock or FakeClock(T0)
         self.ctx = Context("cache", self.clock, None, structlog.get_logger())
 
@@ -226,7 +170,7 @@ async def test_a_change_that_loses_a_race_is_retried_on_the_new_value():
     await h.submit(cacheable(), "b")
     await h.submit(cacheable(), "c")
     both = h.kv.data["wait.a"].value
-    h.kv.data["wait.a"] = _Entry(msgspec.json.encode(Waiters(waiters=[Waiter(op_id="b")])), h.kv.seq + 1)
+    h.kv.data["wait.a"] = Entry(msgspec.json.encode(Waiters(waiters=[Waiter(op_id="b")])), h.kv.seq + 1)
     h.kv.seq += 1
     # another replica adds waiter c between our read of a's list and our write (closing it)
     h.kv.interfere("wait.a", both)

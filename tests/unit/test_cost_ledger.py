@@ -16,6 +16,7 @@ from services.cost.ledger import LedgerStore, charge
 from services.cost.recorder import Recorder
 from services.cost.spend import SpendView
 from tests.builders import GPU, case, case_name, op, running, submitted, succeeded, t
+from tests.builders.kv import MemoryKV
 
 PRICES = Prices(currency="USD", cpu_hour=0.04, gib_hour=0.005, accelerators={GPU: {"A100": 3.0, "*": 2.0}})
 
@@ -105,31 +106,6 @@ def test_a_budget_line_reports_spend_what_is_left_and_when_the_window_resets():
     assert (line.spent_money, line.remaining_money) == (3.0, 7.0)
     assert (line.spent_gpu_hours, line.remaining_gpu_hours) == (2.0, 0.0)  # never below zero
     assert line.resets_at == utc(2026, 1, 2)
-
-
-class _Entry:
-    def __init__(self, value: bytes, revision: int) -> None:
-        self.value, self.revision = value, revision
-
-
-class MemoryKV:
-    """The key-value calls of the ledger store, in memory (no concurrent writers)."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, _Entry] = {}
-
-    async def get(self, key: str) -> _Entry:
-        if key not in self.data:
-            raise type("KeyNotFoundError", (Exception,), {})(key)
-        return self.data[key]
-
-    async def create(self, key: str, value: bytes) -> int:
-        return await self.update(key, value)
-
-    async def update(self, key: str, value: bytes, last: int | None = None) -> int:
-        revision = (self.data[key].revision if key in self.data else 0) + 1
-        self.data[key] = _Entry(value, revision)
-        return revision
 
 
 POOL = "cloud.google.com/gke-nodepool"
