@@ -17,7 +17,7 @@ from proto.queries import (
     WhyAnswer,
     WhyRequest,
 )
-from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleEvent
+from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
 from proto.spec import OpSpec
 
 AnyEvent = Union[EVENTS]  # type: ignore[valid-type]
@@ -84,7 +84,3 @@ def decode_query(data: bytes) -> WhyRequest | WhyAnswer | QueuesRequest | Queues
 def decode_ops_stream(data: bytes) -> Event:
     """Anything on the op stream: an op event or a schedule event (``proto.schedules``)."""
     return _ops_stream_decoder.decode(data)
-
-
-def decode_schedule_event(data: bytes) -> ScheduleEvent:
-    return _schedule_decoder.decode(data)

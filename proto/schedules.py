@@ -9,7 +9,7 @@ Commands go to ``proto.subjects.CMD_SCHEDULE_CREATE`` / ``CMD_SCHEDULE_DELETE`` 
 so the ordinary routing puts them on ``ops.schedule_<type>.<schedule_id>`` (stream ``OPSCHED_OPS``)
 and ``proto.subjects.events_for(schedule_id)`` is a schedule's whole history. They are not part of
 ``proto.events.EVENTS`` (op views ignore them); decode them with ``proto.codec.decode_ops_stream``
-(op events and schedule events) or ``decode_schedule_event``.
+(op events and schedule events).
 
 Run number ``n`` (1, 2, ...) of schedule ``s`` is the operation ``run_op_id(s, n)`` = ``s-n``:
 deterministic, so a run fired twice (a restart, two replicas) is one operation.

@@ -47,10 +47,6 @@ class ListWatch:
     def stop(self) -> None:
         self._stop.set()
 
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
     def _run(self) -> None:
         while not self._stop.is_set():
             try:

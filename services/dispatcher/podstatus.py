@@ -1,11 +1,8 @@
 """Translate a pod into what the dispatcher knows about it (pure; no API calls)."""
 from __future__ import annotations
 
-from datetime import datetime
-
 from kubernetes.client import V1Pod
 
-from proto.events import Event
 from proto.podspec import (
     LABEL_ATTEMPT,
     LABEL_GANG_SIZE,
@@ -14,7 +11,7 @@ from proto.podspec import (
     MAIN_REPLICA,
     RELEASE_ANNOTATIONS,
 )
-from services.dispatcher.gang import PodView, assess
+from services.dispatcher.gang import PodView
 
 
 def op_of(pod: V1Pod) -> tuple[str, int] | None:
@@ -49,12 +46,6 @@ def _size(value: str | None) -> int:
         return max(1, int(value)) if value is not None else 1
     except ValueError:
         return 1
-
-
-def event_for(pod: V1Pod, now: datetime) -> Event | None:
-    """The event a single pod's current phase means, or None (pending, or being deleted by someone)."""
-    view = view_of(pod)
-    return None if view is None else assess([view], None, now)
 
 
 def failure_of(pod: V1Pod) -> tuple[str, str, int | None]:

@@ -7,7 +7,6 @@ from proto.events import OperationAdmitted, OperationSucceeded
 from proto.queues import Queue as QueueConfig
 from proto.queues import QueuesConfig
 from services.admission import cycle
-from services.admission.policies.concurrency import free_slots
 from services.admission.policies.ordering import sort_key
 from services.admission.queues import compile_book
 from services.admission.state import AdmissionState, Status
@@ -48,10 +47,6 @@ def test_ordering_is_priority_then_submit_time_then_id(c):
     state = fold(*[ready(name, priority=priority, at=t(at)) for name, priority, at in c.ops])
     assert admitted_ids(decide(state)) == c.order
 
-
-def test_free_slots_never_go_negative():
-    assert free_slots(3, 1) == 2
-    assert free_slots(1, 4) == 0
 
 
 # ---- gates ------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from proto.events import (
     PreemptRequested,
 )
 from proto.podspec import ANNOTATION_EVICTED, ANNOTATION_STOPPED
-from services.dispatcher.gang import DELETED_REASON, GANG_FAILED, GANG_FINISHED
-from services.dispatcher.podstatus import event_for, view_of
+from services.dispatcher.gang import DELETED_REASON, GANG_FAILED, GANG_FINISHED, assess
+from services.dispatcher.podstatus import view_of
 from services.dispatcher.watcher import PodWatcher
 from services.runtime.logging import get as get_log
 from tests.builders import T0
@@ -24,6 +24,12 @@ from tests.builders.clock import FakeClock
 from tests.unit.gang_pods import PREEMPTED_BY, STOPPED_ANN, v1pod
 
 # ---- from the API objects -------------------------------------------------------------------------
+
+
+def event_for(pod, now):
+    """What one pod alone means (a gang of one), as the watcher would assess it."""
+    view = view_of(pod)
+    return None if view is None else assess([view], None, now)
 
 def test_a_pod_is_read_as_a_member_of_its_attempt():
     view = view_of(v1pod("op-g-1-worker-0", "Failed", replica="worker-0", size="3", exit_code=2,

@@ -24,10 +24,6 @@ class ConditionError(ValueError):
     pass
 
 
-def is_template(text: str | None) -> bool:
-    return text is not None and TEMPLATE.match(text) is not None
-
-
 def evaluate(text: str, values: dict[str, Any]) -> Any:
     """Evaluate ``{{ expr }}`` (or a bare expression) over ``values``; ConditionError if invalid."""
     match = TEMPLATE.match(text)
