@@ -11,16 +11,18 @@ combination), ``expand_matrix(matrix, seed=)``, ``batch_id(text, overrides, salt
 ``priority_class`` and ``preemptible`` (plain Python names, not Polyaxon's camelCase).
 
 Where each part is read (each module's docstring says what it accepts):
-  * ``load``: the entry points: precheck, validation, conversion, warnings about ignored keys;
-    ``schedule``: the same with the ``schedule`` section.
-  * ``keys``: the keys accepted and ignored, and those refused as not supported yet.
+  * ``load``: the entry points: precheck, validation, conversion, the warning about fields with no
+    effect; ``schedule``: the same with the ``schedule`` section (refused by a plain parse).
+  * ``keys``: what becomes of every key: honoured, refused (``UNSUPPORTED``, ``REFUSED_MESSAGES``) or
+    warned and recorded on the op (``WARNED``, collected by ``warned``).
   * ``validation``: ``kind``, ``run.kind`` and model errors, located by path; ``yaml_source``:
     reading the file, safe YAML, and the line/column of each error; ``errors``: the error types.
   * ``fields`` (field types and the base model), ``models_operation`` (version, scheduling fields,
-    overrides), ``models_run`` (job, pytorchjob), ``models_container`` (container, environment),
+    overrides, plugins), ``models_run`` (job, pytorchjob), ``models_container`` (container,
+    environment), ``models_k8s`` (Kubernetes structures: affinity, probes, lifecycle, ...),
     ``models_schedule``, ``models_matrix``.
-  * ``params``: params, inputs and outputs; ``convert``: precedence and the OpSpec;
-    ``hashing``: ``component_hash``.
+  * ``params``: params, inputs and outputs, toEnv; ``convert``: precedence and the OpSpec;
+    ``templates``: every template rendered once, errors located; ``hashing``: ``component_hash``.
   * ``matrix`` and ``hyperparams``: sweeps.
 """
 from __future__ import annotations
