@@ -213,6 +213,12 @@ def render_text(text: str, values: dict[str, Any], path: Path = ()) -> str:
         raise TemplateError(path, f"cannot render {text!r}: {exc}") from None
 
 
+def needs_rendering(spec: OpSpec) -> bool:
+    """Does any rendered field of any container hold a template?"""
+    return any(has_template(text) for c in (spec.container, *(g.container for g in spec.replicas))
+               for text in (c.image, c.working_dir, *c.command, *c.args, *(e.value for e in c.env)))
+
+
 def env_value(value: Any) -> str:
     """A param's value as an env var (``toEnv``)."""
     if isinstance(value, str):
@@ -229,6 +235,8 @@ def render_spec(spec: OpSpec, globs: Globals, errors: list[TemplateError] | None
 
     Raises the first ``TemplateError``; with ``errors``, collects every one instead and leaves those fields
     as written."""
+    if not spec.to_env and not needs_rendering(spec):
+        return spec  # the common case: nothing to render, nothing to build
     values = template_values(spec, globs)
 
     def render(text: str, path: Path) -> str:

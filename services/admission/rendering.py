@@ -18,6 +18,7 @@ from proto.templating import (
     Globals,
     globals_for,
     has_template,
+    needs_rendering,
     render_spec,
     render_text,
     template_values,
@@ -30,6 +31,8 @@ INVALID_TEMPLATE = "invalid_template"
 def rendered(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, namespace: str,
              created_at: datetime, requested_by: str | None) -> OpSpec:
     """``spec`` with every container rendered (raises ``TemplateError``)."""
+    if not spec.to_env and not needs_rendering(spec):
+        return spec  # most ops: nothing to render (and no globals to build)
     globs = globals_for(op_id, spec, queue, config, namespace=namespace, created_at=created_at,
                         requested_by=requested_by)
     return render_spec(spec, globs)

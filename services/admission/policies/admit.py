@@ -92,7 +92,7 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
     node_selector, tolerations = flavor_policy.placement(book, op.queue, combo)
     full_selector = {**op.spec.environment.node_selector, **node_selector}
     full_tolerations = list(op.spec.environment.tolerations) + tolerations
-    affinity = required_terms(op.spec.environment.affinity)
+    affinity = required_terms(op.spec.environment.affinity) if op.spec.environment.affinity else None
     capacity = snap.capacity
     if capacity.known and not capacity.ever_all(op.pods, full_selector, full_tolerations, affinity):
         biggest = max(op.pods, key=lambda p: sum(p.values())) if op.pods else op.request

@@ -133,8 +133,9 @@ class Capacity:
         asks: dict[str, list[float]] = {}  # GPU memory this placement already put on them
         out = []
         for pod in pods:
-            node = next((n for n in candidates if self._room(n, scratch.get(n) or self.free[n], pod, asks.get(n, []))),
-                        None)
+            shares = sharing.ask_of(pod) > 0
+            node = next((n for n in candidates if _fits(scratch.get(n) or self.free[n], pod) and
+                         (not shares or self._room(n, scratch.get(n) or self.free[n], pod, asks.get(n, [])))), None)
             if node is None:
                 return None
             left = scratch.setdefault(node, dict(self.free[node]))
