@@ -23,6 +23,7 @@ from tests.builders import (
     running,
     succeeded,
     t,
+    taint,
 )
 
 NS = "opsched"
@@ -30,9 +31,16 @@ LAB = book(queue("a", cohort="lab", gpus={"h100": 2}), queue("b", cohort="lab", 
            queue("c", cohort="lab", gpus={"h100": 1}), queue("solo", gpus={"h100": 1}))
 
 
-def gpu_op(op_id: str, gpus: int, queue_name: str, at: float = 0, priority: int = 0, amount: float = 1.0) -> list:
-    return queued(op(op_id).gpus(gpus, product="H100").priority(priority).build(), op_id=op_id, queue=queue_name,
-                  at=t(at), amount=amount)
+def gpu_op(op_id: str, gpus: int, queue_name: str, at: float = 0, priority: int = 0, amount: float = 1.0,
+           not_on: str | None = None, tolerates: bool = False) -> list:
+    """``not_on``: a required node affinity that excludes that node; ``tolerates``: the ``dedicated`` taint."""
+    builder = op(op_id).gpus(gpus, product="H100").priority(priority)
+    if not_on:
+        builder = builder.affinity({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [not_on]}]}]}}})
+    if tolerates:
+        builder = builder.toleration(key="dedicated", operator="Exists", effect="NoSchedule")
+    return queued(builder.build(), op_id=op_id, queue=queue_name, at=t(at), amount=amount)
 
 
 def admitted(decisions) -> list[str]:
@@ -94,7 +102,9 @@ def _step(rng: random.Random, states: list[AdmissionState], b, i: int, live: lis
     for k in range(rng.randint(0, 3)):
         oid = f"o{i}-{k}"
         events += gpu_op(oid, rng.choice([1, 1, 2, 3]), rng.choice(["a", "b", "c", "solo"]), at=i,
-                         priority=rng.choice([0, 0, 1]))
+                         priority=rng.choice([0, 0, 1]),
+                         not_on=f"gpu-{rng.randint(0, 4)}" if rng.random() < 0.3 else None,
+                         tolerates=rng.random() < 0.3)
     for oid in rng.sample(live, k=min(len(live), rng.randint(0, 2))):
         live.remove(oid)
         events += [succeeded(oid, at=t(i), attempt=states[0].ops[oid].attempt)]
@@ -102,7 +112,8 @@ def _step(rng: random.Random, states: list[AdmissionState], b, i: int, live: lis
     if queued and rng.random() < 0.2:  # a user stops a waiting op now and then
         events.append(OperationStopped(op_id=rng.choice(queued), at=t(i), reason="stopped"))
     if rng.random() < 0.1:  # the cluster changes now and then
-        events.append(node(f"gpu-{rng.randint(0, 4)}", gpus=rng.choice([1, 2, 4]), product="H100",
+        tainted = [taint("dedicated", "ml")] if rng.random() < 0.3 else []  # only tolerating ops may use it
+        events.append(node(f"gpu-{rng.randint(0, 4)}", gpus=rng.choice([1, 2, 4]), product="H100", taints=tainted,
                            at=t(i)) if rng.random() < 0.7 else node_removed(f"gpu-{rng.randint(0, 4)}"))
     for state in states:
         fold(*events, state=state)
