@@ -7,8 +7,10 @@ from datetime import timedelta
 
 import pytest
 
+from proto.cluster import NodeObserved
 from proto.events import CostRecorded, OperationAdmitted, OperationStopped
 from proto.queues import Budget
+from proto.resources import GPU_MEMORY
 from services.admission import cycle, parking
 from services.admission.state import AdmissionState
 from tests.builders import (
@@ -32,9 +34,11 @@ LAB = book(queue("a", cohort="lab", gpus={"h100": 2}), queue("b", cohort="lab", 
 
 
 def gpu_op(op_id: str, gpus: int, queue_name: str, at: float = 0, priority: int = 0, amount: float = 1.0,
-           not_on: str | None = None, tolerates: bool = False) -> list:
-    """``not_on``: a required node affinity that excludes that node; ``tolerates``: the ``dedicated`` taint."""
-    builder = op(op_id).gpus(gpus, product="H100").priority(priority)
+           not_on: str | None = None, tolerates: bool = False, memory_gib: int = 0) -> list:
+    """``not_on``: a required node affinity that excludes that node; ``tolerates``: the ``dedicated`` taint;
+    ``memory_gib``: shared GPU memory (aliyun.com/gpu-mem) instead of whole GPUs."""
+    builder = op(op_id).priority(priority)
+    builder = builder.limits(**{GPU_MEMORY: str(memory_gib)}) if memory_gib else builder.gpus(gpus, product="H100")
     if not_on:
         builder = builder.affinity({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": [not_on]}]}]}}})
@@ -96,6 +100,12 @@ def test_an_op_held_by_a_daily_budget_is_looked_at_again_when_the_window_resets(
 
 # ---- equivalence: parking changes the work a cycle does, never its decisions --------------------
 
+def shared_node(name: str, cards: int = 2, gib: int = 16) -> NodeObserved:
+    """A node sharing GPU memory: ``cards`` cards of ``gib`` GiB."""
+    return NodeObserved(node=name, at=T0, allocatable={"cpu": "64", "memory": "256Gi", GPU_MEMORY: str(cards * gib),
+                                                        "aliyun.com/gpu-count": str(cards)})
+
+
 def _step(rng: random.Random, states: list[AdmissionState], b, i: int, live: list[str]) -> None:
     """Fold the same random arrivals and endings into every state."""
     events: list = []
@@ -104,7 +114,7 @@ def _step(rng: random.Random, states: list[AdmissionState], b, i: int, live: lis
         events += gpu_op(oid, rng.choice([1, 1, 2, 3]), rng.choice(["a", "b", "c", "solo"]), at=i,
                          priority=rng.choice([0, 0, 1]),
                          not_on=f"gpu-{rng.randint(0, 4)}" if rng.random() < 0.3 else None,
-                         tolerates=rng.random() < 0.3)
+                         tolerates=rng.random() < 0.3, memory_gib=rng.choice([4, 8, 12]) if rng.random() < 0.2 else 0)
     for oid in rng.sample(live, k=min(len(live), rng.randint(0, 2))):
         live.remove(oid)
         events += [succeeded(oid, at=t(i), attempt=states[0].ops[oid].attempt)]
@@ -122,7 +132,7 @@ def _step(rng: random.Random, states: list[AdmissionState], b, i: int, live: lis
 @pytest.mark.parametrize("seed", range(400))
 def test_cycles_decide_the_same_with_and_without_parking(seed, monkeypatch):
     rng = random.Random(seed)
-    nodes = [node(f"gpu-{j}", gpus=2, product="H100") for j in range(3)]
+    nodes = [node(f"gpu-{j}", gpus=2, product="H100") for j in range(3)] + [shared_node("share-0")]
     parked, unparked = fold(*nodes), fold(*nodes)
     live: list[str] = []
     real_skip = parking.skip
