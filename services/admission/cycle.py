@@ -44,7 +44,7 @@ from services.admission.policies.fairshare import queue_order, share_of
 from services.admission.policies.retries import retry_delay
 from services.admission.queues import Book
 from services.admission.rendering import INVALID_TEMPLATE, rendered
-from services.admission.snapshot import Snapshot, Tracker, same
+from services.admission.snapshot import same
 from services.admission.state import AdmissionState, OpRecord, Status
 
 VERIFY = os.environ.get("OPSCHED_VERIFY_SNAPSHOT") == "1"  # tests: compare the tracked snapshot with a build
@@ -55,22 +55,21 @@ PREEMPTION_PLANS_PER_CYCLE = 4
 class Cycle:
     def __init__(self, state: AdmissionState, book: Book, now: datetime, namespace: str) -> None:
         self.state, self.book, self.now, self.namespace = state, book, now, namespace
-        if state.scoped_book is not book:
-            state.configure_scopes(book, {q.name: q.cohort for q in book.config.queues if q.cohort})
-        if not isinstance(state.tracker, Tracker):
-            state.tracker = Tracker(state)
-        self.snap = state.tracker.current(book, now)
+        self.fold, self.queues, self.usage = state.fold, state.queues, state.usage
+        if self.queues.scoped_book is not book:
+            self.queues.configure_scopes(book, {q.name: q.cohort for q in book.config.queues if q.cohort})
+        self.snap = self.usage.current(book, now)
         if VERIFY:
-            differences = same(self.snap, Snapshot.build(state, book, now))
+            differences = same(self.snap, self.usage.build(book, now))
             assert not differences, f"tracked snapshot drifted: {differences}"
         self.decisions: list[Event] = []
         self.plans_left = PREEMPTION_PLANS_PER_CYCLE
 
     def run(self) -> list[Event]:
-        self.state.due(self.now)  # a back-off or budget window that ended un-parks every queue
+        self.queues.due(self.now)  # a back-off or budget window that ended un-parks every queue
         fair = self.book.config.fair_sharing
         if fair.enabled:
-            self.state.usage_history.advance(self.now, self.snap.usage, fair.half_life_seconds)
+            self.usage.history.advance(self.now, self.snap.usage, fair.half_life_seconds)
         self._finish_cache_hits()
         self._cleared()
         self._retries()
@@ -79,7 +78,7 @@ class Cycle:
         for queue in queue_order(self.book, self.snap, self.state):
             if not parking.skip(self.state, queue, self.now):
                 self._walk_queue(queue, borrowers)
-            elif queue in self.state.starved:
+            elif queue in self.queues.starved:
                 self.snap.starved.add(queue)  # still waiting for its lent quota
         self._admit_borrowers(borrowers)
         return self.decisions
@@ -107,20 +106,20 @@ class Cycle:
 
     def _cleared(self) -> None:
         """Ops whose gates just cleared: held for approval (an event) or queued (no event needed)."""
-        while self.state.cleared:
-            op = self.state.ops[self.state.cleared.pop(0)]
+        while self.queues.cleared:
+            op = self.fold.ops[self.queues.cleared.pop(0)]
             if op.status != Status.PENDING:
                 continue
             hold = approval.hold_reason(op, self.book)
             if hold is None:
-                self.state.enqueue_cleared(op, self.now)
+                self.fold.enqueue_cleared(op, self.now)
             else:
                 self._emit(OperationOnHold(op_id=op.op_id, at=self.now, attempt=op.attempt,
                                            reason=hold[0], message=hold[1]))
 
     def _retries(self) -> None:
-        while self.state.retrying:
-            op = self.state.ops[self.state.retrying.pop(0)]
+        while self.queues.retrying:
+            op = self.fold.ops[self.queues.retrying.pop(0)]
             if op.status != Status.RETRYING:
                 continue
             infra = is_infrastructure(op.reason)
@@ -133,26 +132,27 @@ class Cycle:
         self.decisions.append(event)
 
     def _nominated(self) -> None:
-        for op_id in sorted(self.state.nominated, key=lambda i: self.state.ops[i].key):
-            op, victims = self.state.ops[op_id], self.state.nominated[op_id]
+        nominated = self.fold.nominated
+        for op_id in sorted(nominated, key=lambda i: self.fold.ops[i].key):
+            op, victims = self.fold.ops[op_id], nominated[op_id]
             if op.status != Status.QUEUED:
-                self.state.drop_nomination(op_id)
+                self.fold.drop_nomination(op_id)
             elif victims:
                 op.blocked = [PendingReason(code=Reason.WAITING_FOR_VICTIMS, message=(
                     f"waiting for {len(victims)} preempted op(s) to terminate: {', '.join(sorted(victims))}"))]
             else:
-                self.state.release_ghosts(op_id)  # the room held for it is its to take now
+                self.fold.release_ghosts(op_id)  # the room held for it is its to take now
                 if not self._decide(op, evaluate(op, self.snap, allow_borrow=True)):
-                    self.state.drop_nomination(op_id)  # still no room: back to the normal order
+                    self.fold.drop_nomination(op_id)  # still no room: back to the normal order
 
     def _walk_queue(self, queue: str, borrowers: list[OpRecord]) -> None:
         kept: list[tuple[OpRecord, Verdict]] = []
         set_aside = decided = 0
         while len(kept) + set_aside < LOOKAHEAD:
-            op = self.state.pop_next(queue, self.now)
+            op = self.queues.pop_next(queue, self.now)
             if op is None:
                 break
-            if op.op_id in self.state.nominated:
+            if op.op_id in self.fold.nominated:
                 kept.append((op, Verdict(WAIT, op.blocked)))
                 continue
             verdict = evaluate(op, self.snap, allow_borrow=False)
@@ -170,7 +170,7 @@ class Cycle:
         starved = any(r.code == Reason.QUOTA_LENT_OUT for _, verdict in kept for r in verdict.reasons)
         if starved:
             self.snap.starved.add(queue)  # its cohort lends nothing more until this op runs
-        self.state.set_starved(queue, starved)
+        self.queues.set_starved(queue, starved)
         for op, verdict in kept:
             self._keep_waiting(op, verdict)
         if not decided and not set_aside:
@@ -230,13 +230,13 @@ class Cycle:
         op.blocked = verdict.reasons
         if any(r.code == budgets.CODE for r in verdict.reasons):
             reset = budgets.next_reset(self.book.config.budgets, op.queue, op.spec.project, self.now)
-            if reset is not None and reset not in self.state.timers:
-                self.state.timers.append(reset)  # a cycle when the window starts again
-        self.state.requeue(op, self.now)
+            if reset is not None and reset not in self.queues.timers:
+                self.queues.timers.append(reset)  # a cycle when the window starts again
+        self.queues.requeue(op, self.now)
 
     def _finish_cache_hits(self) -> None:
-        while self.state.cache_hits:
-            op = self.state.ops[self.state.cache_hits.pop()]
+        while self.queues.cache_hits:
+            op = self.fold.ops[self.queues.cache_hits.pop()]
             if op.status == Status.PENDING:
                 outputs = dict(op.cache_outputs)  # the original's, as its cache_hit carried them
                 event = OperationSucceeded(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=CACHE_HIT_REASON,

@@ -65,7 +65,7 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
     if config is None:
         return [OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_queue",
                                   message=f"unknown queue {queue!r}; known queues: {', '.join(book.names)}")]
-    waiting = state.queue(queue).waiting
+    waiting = state.queues.waiting(queue)
     if config.max_queued is not None and waiting >= config.max_queued:
         return [OperationRejected(op_id=cmd.op_id, at=now, reason="queue_full",
                                   message=f"queue {queue} already holds {waiting} waiting ops (maxQueued "

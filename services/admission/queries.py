@@ -95,6 +95,6 @@ def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
                              borrowing_limit=line.borrowing_limit)
                  for (r, f), line in book.quotas[name].items()]
         out.append(QueueStatus(name=name, cohort=q.cohort, running=snap.running[name], concurrency=q.concurrency,
-                               pending=state.queue(name).waiting, cost_used=snap.cost_used[name],
+                               pending=state.queues.waiting(name), cost_used=snap.cost_used[name],
                                cost_quota=q.cost_quota, usage=usage))
     return QueuesAnswer(queues=out, default_queue=book.default_queue, source=book.source)

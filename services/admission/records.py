@@ -1,4 +1,4 @@
-"""What admission knows of one operation and of one queue."""
+"""What admission knows of one operation, of the room a preempted op left, and of a parked queue."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,7 +8,6 @@ from proto.lifecycle import Status
 from proto.queries import PendingReason
 from proto.resources import is_device
 from proto.spec import OpSpec
-from services.admission.policies.aging import PendingQueue
 from services.admission.policies.ordering import sort_key
 
 
@@ -51,6 +50,7 @@ class OpRecord:
     retries_used: int = 0  # own (application) failures so far
     infra_failures: int = 0
     attempts: list[tuple[int, str, str]] = field(default_factory=list)  # (attempt, how it ended, reason)
+    holds_quota: bool = False  # admitted and not ended: counted in its queue's usage (the fold keeps it)
     assumed_nodes: list[str] | None = None  # where the cycle that admitted it placed its pods
     requested_by: str | None = None  # who submitted it ({{ globals.owner_name }})
 
@@ -78,14 +78,6 @@ class Ghost:
     pods: list[dict[str, float]]
     node: str | None
     estimate: float
-
-
-@dataclass
-class QueueState:
-    pending: PendingQueue = field(default_factory=PendingQueue)  # QUEUED ops, lazily deleted
-    active: set[str] = field(default_factory=set)
-    by_priority: dict[float, set[str]] = field(default_factory=dict)  # active ops by admitted priority
-    waiting: int = 0  # submitted, not yet admitted nor ended (for maxQueued)
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ class Admission:
         except QueuesConfigError as exc:
             self.service.log.error("config_not_applied", source=latest.source, error=str(exc))
             return
-        self.state.configure_aging({q.name: (q.aging.per_minute, q.aging.cap) for q in latest.config.queues},
+        self.state.queues.configure_aging({q.name: (q.aging.per_minute, q.aging.cap) for q in latest.config.queues},
                                    self.service.clock.now())
         self.service.log.info("queues_configured", source=latest.source, queues=self.book.names)
         self.wake.set()
@@ -115,7 +115,7 @@ class Admission:
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=0.5)
             except asyncio.TimeoutError:
-                if not self.state.due(self.service.clock.now()):
+                if not self.state.queues.due(self.service.clock.now()):
                     continue
             self.wake.clear()
             await self.cycle_once(bus)
@@ -129,7 +129,7 @@ class Admission:
             except Exception as exc:  # noqa: BLE001 - forget this and every later assumption
                 self.service.log.warning("publish_failed", op_id=decision.op_id, error=repr(exc))
                 for unpublished in decisions[index:]:
-                    self.state.unassume(unpublished.op_id, now, type(unpublished))
+                    self.state.fold.unassume(unpublished.op_id, now, type(unpublished))
                 self.wake.set()
                 await asyncio.sleep(0.2)
                 return

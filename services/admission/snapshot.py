@@ -1,22 +1,26 @@
 """What one cycle decides on: running counts, cost in use, quota usage and free node capacity,
 aggregated from the active ops (bounded by what runs, never by the pending depth).
 
-``Tracker`` keeps one snapshot up to date as ops start and end (the state tells it), so a cycle does
+The usage cache (``usage_cache``) keeps one snapshot up to date as ops start and end, so a cycle does
 not rebuild it: only a node change rebuilds it, once. ``same`` compares it with a fresh build."""
 from __future__ import annotations
 
 import copy
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from services.admission.policies.capacity import Capacity
+from services.admission.policies.capacity import Capacity, NodeInfo
 from services.admission.policies.node_affinity import Terms, required_terms
 from services.admission.policies.quota import Usage
 from services.admission.queues import Book
-from services.admission.records import Ghost
+from services.admission.records import Ghost, OpRecord
 from services.admission.spend import Spend
-from services.admission.state import AdmissionState, OpRecord, active_ops
+
+if TYPE_CHECKING:
+    from services.admission.state import AdmissionState
 
 
 @dataclass
@@ -35,10 +39,12 @@ class Snapshot:
     committed: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # expected of active ops
 
     @classmethod
-    def build(cls, state: AdmissionState, book: Book, now: datetime | None = None) -> "Snapshot":
-        snap = cls(book, Capacity.of(state.nodes), now, spend=state.spend)
+    def of(cls, book: Book, nodes: dict[str, NodeInfo], active: Iterable[OpRecord],
+           ghosts: dict[str, list[Ghost]], spend: Spend, now: datetime | None = None) -> "Snapshot":
+        """Built afresh from the nodes, the active ops and the room held for preemptors."""
+        snap = cls(book, Capacity.of(nodes), now, spend=spend)
         unplaced: list[OpRecord] = []
-        for op in active_ops(state):
+        for op in active:
             snap._count(op, +1)
             if op.node and len(op.pods) == 1:
                 snap.placed[op.op_id] = [op.node]
@@ -46,11 +52,17 @@ class Snapshot:
             else:
                 unplaced.append(op)
         for op in sorted(unplaced, key=lambda o: o.key):
-            snap.assume(op, snap.capacity.place(op.pods, selector_of(op), tolerations_of(op), affinity_of(op)) or [], counted=True)
-        for ghosts in state.ghosts.values():
-            for ghost in ghosts:
+            nodes_of = snap.capacity.place(op.pods, selector_of(op), tolerations_of(op), affinity_of(op))
+            snap.assume(op, nodes_of or [], counted=True)
+        for held in ghosts.values():
+            for ghost in held:
                 snap.hold(ghost, +1)
         return snap
+
+    @classmethod
+    def build(cls, state: AdmissionState, book: Book, now: datetime | None = None) -> "Snapshot":
+        """Built afresh from admission's state (what its usage cache tracks)."""
+        return state.usage.build(book, now)
 
     def hold(self, ghost: Ghost, sign: int) -> None:
         """Room a preempted victim left, held for its preemptor (as if the victim still ran)."""
@@ -123,42 +135,6 @@ def affinity_of(op: OpRecord) -> Terms | None:
 def tolerations_of(op: OpRecord) -> list:
     return list(op.spec.environment.tolerations) + [t for t in op.tolerations
                                                     if t not in op.spec.environment.tolerations]
-
-
-class Tracker:
-    """The snapshot of the ops active now, changed as they start and end instead of rebuilt."""
-
-    def __init__(self, state: AdmissionState) -> None:
-        self.state = state
-        self.snap: Snapshot | None = None
-
-    def current(self, book: Book, now: datetime | None) -> Snapshot:
-        if self.snap is None:
-            self.snap = Snapshot.build(self.state, book, now)
-        self.snap.book, self.snap.now, self.snap.starved = book, now, set()
-        return self.snap
-
-    def invalidate(self) -> None:
-        """The nodes changed: the next cycle builds afresh."""
-        self.snap = None
-
-    def activated(self, op: OpRecord, active: bool) -> None:
-        if self.snap is None:
-            return
-        if active:
-            self.snap.assume(op, op.assumed_nodes)
-            return
-        self.snap.release(op)
-        if self.snap.unplaced:
-            self.snap = None  # ops the nodes had no room for may fit now: placed afresh (rare)
-
-    def located(self, op: OpRecord) -> None:
-        if self.snap is not None:
-            self.snap.locate(op)
-
-    def held(self, ghost: Ghost, sign: int) -> None:
-        if self.snap is not None:
-            self.snap.hold(ghost, sign)
 
 
 def same(a: Snapshot, b: Snapshot) -> list[str]:

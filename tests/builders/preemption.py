@@ -32,5 +32,5 @@ def evicted(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0, reason:
 
 def configure_aging(state: Any, b: Any, now: datetime = T0):
     """Give ``state`` the aging settings of book ``b`` (as the service does on a config change)."""
-    state.configure_aging({q.name: (q.aging.per_minute, q.aging.cap) for q in b.config.queues}, now)
+    state.queues.configure_aging({q.name: (q.aging.per_minute, q.aging.cap) for q in b.config.queues}, now)
     return state

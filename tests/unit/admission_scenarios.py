@@ -44,6 +44,6 @@ def decide(state: AdmissionState, config: Book | None = None, now=T0) -> list:
 def snapshot(state: AdmissionState) -> dict:
     return {
         "ops": {k: vars(v).copy() for k, v in state.ops.items()},
-        "queues": {k: (v.pending.ids(), sorted(v.active)) for k, v in state.queues.items()},
-        "cache_hits": list(state.cache_hits),
+        "queues": {k: (v.pending.ids(), sorted(state.usage.active.get(k, ()))) for k, v in state.queues.queues.items()},
+        "cache_hits": list(state.queues.cache_hits),
     }

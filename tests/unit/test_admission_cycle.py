@@ -68,7 +68,7 @@ def test_an_op_waits_for_both_the_cost_estimate_and_the_cache_answer(c):
 ], ids=case_name)
 def test_an_op_is_admitted_once_both_gates_cleared_in_any_order(c):
     state = fold(submitted(op("a").build(), op_id="a"), *c.gates)
-    assert state.ops["a"].status == Status.PENDING and state.cleared == ["a"]  # the cycle queues it
+    assert state.ops["a"].status == Status.PENDING and state.queues.cleared == ["a"]  # the cycle queues it
     (decision,) = decide(state)
     assert isinstance(decision, OperationAdmitted)
     assert (decision.op_id, decision.queue, decision.namespace, decision.pod_name) == ("a", "default", NS, "op-a-0")
@@ -141,16 +141,16 @@ def test_an_admission_is_assumed_in_state_before_it_is_published():
     decide(state)
     op_ = state.ops["a"]
     assert op_.status == Status.ADMITTED and op_.pod_name == "op-a-0" and op_.namespace == NS
-    assert state.queue("default").active == {"a"}
+    assert state.usage.active.get("default", set()) == {"a"}
 
 
 def test_unassume_puts_an_op_back_in_its_queue():
     config = queues(("default", 1))
     state = fold(ready("a"), ready("b", at=t(1)))
     assert admitted_ids(decide(state, config)) == ["a"]
-    state.unassume("a")
+    state.fold.unassume("a")
     assert state.ops["a"].status == Status.QUEUED
-    assert state.queue("default").active == set()
+    assert state.usage.active.get("default", set()) == set()
     assert admitted_ids(decide(state, config)) == ["a"]
 
 
@@ -158,7 +158,7 @@ def test_unassume_leaves_an_op_that_moved_on_alone():
     state = fold(ready("a"))
     decide(state)
     fold(running("a"), state=state)
-    state.unassume("a")
+    state.fold.unassume("a")
     assert state.ops["a"].status == Status.RUNNING
 
 

@@ -85,5 +85,5 @@ def test_statuses_never_move_backwards(c):
 def test_a_finished_op_frees_its_slot_and_records_node_and_reason():
     state = fold(ready("a"), admitted(submitted(op("a").build(), op_id="a")), running("a", node="n1"),
                  failed("a", reason="OOMKilled"))
-    assert state.queue("default").active == set()
+    assert state.usage.active.get("default", set()) == set()
     assert (state.ops["a"].node, state.ops["a"].reason) == ("n1", "OOMKilled")

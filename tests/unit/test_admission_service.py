@@ -188,7 +188,7 @@ def test_a_back_off_that_ends_makes_the_service_run_a_cycle_without_any_event():
     decide(state)
     fold(failed("a"), state=state)
     (retry,) = [d for d in decide(state) if isinstance(d, RetryScheduled)]
-    assert not state.due(t(retry.retry_after_s - 1))
-    assert state.due(t(retry.retry_after_s))  # the service runs a cycle now
-    assert not state.due(t(retry.retry_after_s + 1))  # once
+    assert not state.queues.due(t(retry.retry_after_s - 1))
+    assert state.queues.due(t(retry.retry_after_s))  # the service runs a cycle now
+    assert not state.queues.due(t(retry.retry_after_s + 1))  # once
     assert [d.op_id for d in decide(state, now=t(retry.retry_after_s)) if isinstance(d, OperationAdmitted)] == ["a"]

@@ -102,7 +102,7 @@ def test_a_cycle_admits_the_first_op_and_holds_the_second_then_wakes_at_the_rese
     decisions = decide(state, b, t(60), "ml")
     assert [d.op_id for d in decisions] == ["first"]
     assert [r.code for r in state.ops["second"].blocked] == [budgets.CODE]
-    assert t(12 * 3600) in state.timers  # midnight UTC after T0 (12:00)
+    assert t(12 * 3600) in state.queues.timers  # midnight UTC after T0 (12:00)
 
 
 def test_budget_exhausted_is_not_resolvable_by_preemption():

@@ -191,7 +191,7 @@ def test_an_op_no_node_could_ever_fit_is_rejected(c):
     assert isinstance(decision, OperationRejected)
     assert (decision.op_id, decision.reason, decision.message) == ("x", "unfittable", c.message)
     assert state.ops["x"].status == Status.REJECTED
-    assert state.queue("gpu").waiting == 0
+    assert state.queues.waiting("gpu") == 0
 
 
 @pytest.mark.parametrize("c", [
@@ -296,7 +296,7 @@ def test_the_lookahead_past_ops_that_must_wait_is_bounded(monkeypatch):
     assert decide(state, b) == []
     assert len(counting.calls) == cycle.LOOKAHEAD
     assert all(o.status == Status.QUEUED for o in state.ops.values())
-    assert len(state.queue("gpu").pending) == len(state.ops)  # every op popped was put back
+    assert len(state.queues.queue("gpu").pending) == len(state.ops)  # every op popped was put back
 
 
 def test_the_lookahead_past_ops_that_must_borrow_is_bounded(monkeypatch):
@@ -357,6 +357,6 @@ def test_the_assumed_decision_is_folded_so_a_second_cycle_does_not_admit_again()
     state = fold(gpu_op("x", 1, queue="a"))
     assert admitted_ids(decide(state, LAB)) == ["x"]
     assert state.ops["x"].status == Status.ADMITTED
-    assert state.queue("a").active == {"x"} and state.queue("a").waiting == 0
+    assert state.usage.active.get("a", set()) == {"x"} and state.queues.waiting("a") == 0
     assert decide(state, LAB) == []
     assert Snapshot.build(state, LAB).usage["a"] == {(GPU, "h100"): 1.0}

@@ -182,7 +182,7 @@ def test_an_evicted_gang_is_queued_again_for_its_next_attempt():
     g = state.ops["g"]
     assert (g.status, g.attempt, g.not_before, g.pod_name, g.node) == (Status.QUEUED, 1, t(130), None, None)
     assert g.preemptions == 0 and g.preempted_at is None  # an eviction is neither a preemption nor a failure
-    assert "g" not in state.queue("gpu").active and state.queue("gpu").waiting == 1
+    assert "g" not in state.usage.active.get("gpu", set()) and state.queues.waiting("gpu") == 1
 
 
 @pytest.mark.parametrize("c", [

@@ -66,7 +66,7 @@ def test_a_queue_whose_ops_wait_for_quota_is_not_looked_at_again_until_something
     state = fold(gpu_op("s1", 1, "solo"), gpu_op("s2", 1, "solo", at=1))
     assert admitted(cycle.decide(state, LAB, t(10), NS)) == ["s1"]
     seen = evaluations(monkeypatch)
-    assert cycle.decide(state, LAB, t(11), NS) == [] and seen == ["s2"] and "solo" in state.parked
+    assert cycle.decide(state, LAB, t(11), NS) == [] and seen == ["s2"] and "solo" in state.queues.parked
     assert cycle.decide(state, LAB, t(12), NS) == [] and seen == ["s2"]  # not looked at again
     fold(running("s1", at=t(12), node=None), succeeded("s1", at=t(20)), state=state)
     assert admitted(cycle.decide(state, LAB, t(21), NS)) == ["s2"] and seen == ["s2", "s2"]
@@ -74,7 +74,7 @@ def test_a_queue_whose_ops_wait_for_quota_is_not_looked_at_again_until_something
 
 def test_a_new_op_in_a_parked_queue_is_looked_at():
     state = fold(gpu_op("big", 2, "solo"))
-    assert cycle.decide(state, LAB, t(10), NS) == [] and "solo" in state.parked  # never fits its quota of 1... yet
+    assert cycle.decide(state, LAB, t(10), NS) == [] and "solo" in state.queues.parked  # never fits its quota of 1... yet
     fold(gpu_op("small", 1, "solo", at=11), state=state)
     assert admitted(cycle.decide(state, LAB, t(12), NS)) == ["small"]
 
@@ -83,7 +83,7 @@ def test_room_freed_on_a_node_by_another_queue_wakes_an_op_parked_for_capacity()
     b = book(queue("x", gpus={"h100": 8}), queue("y", gpus={"h100": 8}))
     state = fold(node("gpu-a", gpus=2, product="H100"), gpu_op("x1", 2, "x"), gpu_op("y1", 1, "y", at=1))
     assert admitted(cycle.decide(state, b, t(10), NS)) == ["x1"]
-    assert cycle.decide(state, b, t(11), NS) == [] and "y" in state.parked
+    assert cycle.decide(state, b, t(11), NS) == [] and "y" in state.queues.parked
     fold(running("x1", at=t(12), node="gpu-a"), succeeded("x1", at=t(20)), state=state)
     assert admitted(cycle.decide(state, b, t(21), NS)) == ["y1"]
 
@@ -93,7 +93,7 @@ def test_an_op_held_by_a_daily_budget_is_looked_at_again_when_the_window_resets(
     b.config.budgets.append(Budget(scope="queue", name="solo", window="day", money=10.0))
     spent = CostRecorded(op_id="old", at=t(5), amount=9.0, seconds=3600.0, queue="solo")
     state = fold(spent, gpu_op("o1", 1, "solo", amount=5.0))
-    assert cycle.decide(state, b, t(10), NS) == [] and "solo" in state.parked
+    assert cycle.decide(state, b, t(10), NS) == [] and "solo" in state.queues.parked
     midnight = (T0 + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     assert admitted(cycle.decide(state, b, midnight + timedelta(seconds=1), NS)) == ["o1"]
 
@@ -154,7 +154,7 @@ def test_cycles_decide_the_same_with_and_without_parking(seed, monkeypatch):
 
 def test_an_op_parked_before_the_nodes_were_known_is_rejected_once_they_show_it_can_never_fit():
     state = fold(gpu_op("huge", 9, "solo"))
-    assert cycle.decide(state, LAB, t(10), NS) == [] and "solo" in state.parked
+    assert cycle.decide(state, LAB, t(10), NS) == [] and "solo" in state.queues.parked
     fold(node("gpu-a", gpus=2, product="H100"), state=state)
     decisions = cycle.decide(state, LAB, t(11), NS)
     assert [(type(d).__name__, d.op_id) for d in decisions] == [("OperationRejected", "huge")]

@@ -46,7 +46,7 @@ def test_folding_the_same_preempt_request_twice_changes_nothing():
 
 def test_a_preemption_whose_publish_failed_is_forgotten():
     state = preempting()
-    state.unassume("lo", t(10))
+    state.fold.unassume("lo", t(10))
     lo = state.ops["lo"]
     assert (lo.status, lo.preempted_by) == (Status.RUNNING, None)
     assert not state.nominated.get("hi")
@@ -58,17 +58,17 @@ def test_a_preemption_whose_publish_failed_is_forgotten_even_when_the_victim_is_
     assert admitted_ids(decide(state, Q1, t(0))) == ["lo"]  # published; the dispatcher has not reported yet
     fold(gpu_op("hi", 1, priority=10, at=5), state=state)
     assert victims(decide(state, Q1, t(10))) == ["lo"]
-    state.unassume("lo", t(10))
+    state.fold.unassume("lo", t(10))
     lo = state.ops["lo"]
     assert (lo.status, lo.attempt, lo.preempted_by) == (Status.ADMITTED, 0, None)
-    assert "lo" in state.queue("q").active
+    assert "lo" in state.usage.active.get("q", set())
     assert not state.nominated.get("hi")
     assert admitted_ids(decide(state, Q1, t(20))) == []  # lo's pods exist: no room for hi yet
 
 
 def test_a_preemptor_whose_request_failed_does_not_jump_the_queue_later():
     state = preempting()
-    state.unassume("lo", t(10))
+    state.fold.unassume("lo", t(10))
     # lo ends on its own; a higher-priority op arrives: the normal order gives it the room
     fold(succeeded("lo", at=t(15)), gpu_op("top", 1, priority=20, at=16), state=state)
     decisions = decide(state, Q1, t(20))
@@ -85,7 +85,7 @@ def test_a_stale_event_of_an_earlier_attempt_is_ignored():
                   preempt_requested("lo", preemptor="x", at=t(25), attempt=0)):
         assert state.apply(stale) is False, stale
     assert (lo.status, lo.attempt, lo.preemptions, lo.preempted_at) == (Status.QUEUED, 1, 1, t(20))
-    assert state.queue("q").waiting == 2 and "lo" not in state.queue("q").active  # lo and hi
+    assert state.queues.waiting("q") == 2 and "lo" not in state.usage.active.get("q", set())  # lo and hi
 
 
 def test_a_preemption_is_not_a_failure_the_op_is_queued_again():

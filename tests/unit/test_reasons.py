@@ -8,6 +8,7 @@ from pathlib import Path
 from proto.reasons import PREEMPTION_LIFTS, REASONS, Reason, WaitsOn
 from services.admission import parking
 from services.admission.policies import preemption
+from services.admission.queue_manager import QueueManager
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,10 +20,6 @@ def test_every_reason_has_a_rule_and_preemption_reads_the_table():
 
 
 def test_parking_waits_on_what_the_table_says():
-    class State:
-        def scope_key(self, queue):
-            return f"scope:{queue}"
-
     class Op:
         queue = "q"
 
@@ -32,7 +29,7 @@ def test_parking_waits_on_what_the_table_says():
     expected = {WaitsOn.SCOPE: "scope:q", WaitsOn.CAPACITY: "capacity", WaitsOn.BUDGET: "budget",
                 WaitsOn.BATCH: "batch:b", WaitsOn.TIME_OR_CONFIG: "", None: None}
     for reason, rule in REASONS.items():
-        assert parking._dependency(reason, Op, State()) == expected[rule.waits_on], reason
+        assert parking._dependency(reason, Op, QueueManager({})) == expected[rule.waits_on], reason
 
 
 def test_no_admission_module_spells_a_reason_code_as_a_bare_string():

@@ -15,7 +15,7 @@ def queue_order(book: Book, snap, state) -> list[str]:
 
 def share_of(book: Book, snap, state, queue: str) -> float:
     weight = book.config.fair_sharing.history_weight
-    return share(book, snap, queue, state.usage_history.levels() if weight else None, weight)
+    return share(book, snap, queue, state.usage.history.levels() if weight else None, weight)
 
 
 def share(book: Book, snap, queue: str, history: dict | None = None, history_weight: float = 0.0) -> float:

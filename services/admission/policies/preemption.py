@@ -51,20 +51,20 @@ def _eligible(op: OpRecord, priority: float, state: AdmissionState, book):
     through each queue's active ops by priority: a full queue of equals costs nothing)."""
     policy = book.queues[op.queue].preemption
     for member in book.members(op.queue):
-        queue = state.queues.get(member)
+        queue = state.usage.by_priority.get(member)
         if queue is None:
             continue
         if member == op.queue:
             yield from _within_queue(op, priority, policy.within_queue, queue, state)
             continue
         reclaim = policy.reclaim_within_cohort
-        for p, ops in list(queue.by_priority.items()) if reclaim != "Never" else ():
+        for p, ops in list(queue.items()) if reclaim != "Never" else ():
             if reclaim == "Any" or p < priority:
                 yield from (Victim(state.ops[v], "reclaim") for v in ops if state.ops[v].borrowing)
 
 
 def _within_queue(op: OpRecord, priority: float, policy: str, queue, state: AdmissionState):
-    for p, ops in list(queue.by_priority.items()) if policy != "Never" else ():
+    for p, ops in list(queue.items()) if policy != "Never" else ():
         if p < priority:
             yield from (Victim(state.ops[v], "within_queue") for v in ops if v != op.op_id)
         elif p == priority and policy == "LowerOrNewerEqualPriority":

@@ -1,0 +1,316 @@
+"""The op-lifecycle fold: every event about an operation (and every node fact and recorded spend)
+folded into records, announcing each transition to its followers (``transitions.Transitions``).
+
+Folding is idempotent, and within an attempt a status never moves backwards (``proto.lifecycle``); a
+preemption or eviction ends an attempt and queues the op again for the next one. Replaying the stream
+rebuilds the records exactly. The fold owns the facts: op records, nodes, spend, and the preemptions in
+flight (``nominated``: preemptor -> victims whose pods are not gone yet; ``ghosts``: what gone victims
+held, kept for their preemptor). What is derived from them (queue order, usage) belongs to the followers.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import msgspec
+
+from proto.cluster import ClusterEvent, NodeObserved
+from proto.events import (
+    CacheHit,
+    CacheMissed,
+    CostEstimated,
+    CostRecorded,
+    Event,
+    OperationAdmitted,
+    OperationApproved,
+    OperationEvicted,
+    OperationFailed,
+    OperationOnHold,
+    OperationPreempted,
+    OperationResumed,
+    OperationRunning,
+    OperationSubmitted,
+    PreemptRequested,
+    RetryScheduled,
+)
+from proto.failures import is_infrastructure, will_retry
+from proto.lifecycle import STATUS_OF, Status
+from proto.resources import requested
+from services.admission.policies.capacity import NodeInfo
+from services.admission.records import Ghost, OpRecord
+from services.admission.spend import Spend
+from services.admission.transitions import Transitions
+
+
+class OpFold:
+    def __init__(self, followers: Sequence[Transitions] = ()) -> None:
+        self.ops: dict[str, OpRecord] = {}
+        self.nodes: dict[str, NodeInfo] = {}  # the cluster as the dispatcher reports it
+        self.spend = Spend()  # actual cost per budget window (from cost_recorded)
+        self.nominated: dict[str, set[str]] = {}  # preemptor -> victims whose pods are not gone yet
+        self.ghosts: dict[str, list[Ghost]] = {}  # preemptor -> what its gone victims held (held for it)
+        self.followers: tuple[Transitions, ...] = tuple(followers)
+
+    # ---- facts that are not an op's ----
+    def observe(self, event: ClusterEvent) -> bool:
+        """Fold a node fact. Returns True when the nodes changed."""
+        if isinstance(event, NodeObserved):
+            info = NodeInfo.of(event)
+            if self.nodes.get(event.node) == info:
+                return False
+            self.nodes[event.node] = info
+        elif self.nodes.pop(event.node, None) is None:
+            return False
+        for f in self.followers:
+            f.nodes_changed()
+        return True
+
+    def apply(self, event: Event) -> bool:
+        """Fold one event. Returns True when the state changed."""
+        if isinstance(event, OperationSubmitted):
+            return self._submitted(event)
+        if isinstance(event, CostRecorded):
+            recorded = self.spend.record(event)  # counts whatever its op and attempt
+            if recorded:
+                for f in self.followers:
+                    f.spent()
+            return recorded
+        op = self.ops.get(event.op_id)
+        if op is None or event.attempt < op.attempt:
+            return False  # unknown, or news of an attempt that is over
+        if isinstance(event, (CostEstimated, CacheMissed, CacheHit)):
+            return self._gate(op, event)
+        if isinstance(event, PreemptRequested):
+            return self._preempt_requested(op, event)
+        if isinstance(event, (OperationPreempted, OperationEvicted, RetryScheduled)):
+            return self._attempt_over(op, event)
+        if isinstance(event, (OperationOnHold, OperationApproved)):
+            return self._approval(op, event)
+        if isinstance(event, OperationFailed):
+            return self._failed(op, event)
+        if isinstance(event, OperationResumed):
+            return self._resumed(op, event)
+        return self._lifecycle(op, event)
+
+    # ---- before the queue ----
+    def _submitted(self, e: OperationSubmitted) -> bool:
+        if e.op_id in self.ops:
+            return False
+        pods = [e.spec.container] + [g.container for g in e.spec.replicas for _ in range(g.count)]
+        pod_requests = [requested(c.resources.limits, c.resources.requests) for c in pods]
+        total: dict[str, float] = {}
+        for pod in pod_requests:
+            for resource, amount in pod.items():
+                total[resource] = total.get(resource, 0.0) + amount
+        op = self.ops[e.op_id] = OpRecord(e.op_id, e.queue, e.priority, e.submitted_at, e.spec, request=total,
+                                          pods=pod_requests, requested_by=e.requested_by)
+        self._entered(op)
+        return True
+
+    def _gate(self, op: OpRecord, e: Event) -> bool:
+        if op.status != Status.PENDING:
+            return False
+        if isinstance(e, CostEstimated):
+            if op.cost_known:
+                return False
+            op.cost_known, op.estimate, op.duration_s = True, e.estimate.amount, e.duration_s
+        elif isinstance(e, CacheMissed):
+            if op.cache_known:
+                return False
+            op.cache_known = True
+        elif isinstance(e, CacheHit):
+            if op.cache_hit_of is not None:
+                return False
+            op.cache_hit_of, op.cache_outputs = e.original_op_id, dict(e.outputs)
+            for f in self.followers:
+                f.cache_hit(op)
+            return True
+        if op.cost_known and op.cache_known and op.cache_hit_of is None:
+            for f in self.followers:
+                f.gates_cleared(op)  # the cycle queues it, or holds it for approval
+        return True
+
+    def _approval(self, op: OpRecord, e: OperationOnHold | OperationApproved) -> bool:
+        if isinstance(e, OperationOnHold):
+            if op.status != Status.PENDING:
+                return False
+            op.status, op.reason, op.reason_message = Status.ON_HOLD, e.reason, e.message
+            return True
+        if op.approved:
+            return False
+        op.approved = True
+        if op.status == Status.ON_HOLD:
+            self._enqueue(op, e.at)
+        return True
+
+    def enqueue_cleared(self, op: OpRecord, now: datetime) -> None:
+        """Gates cleared and no approval needed: into its queue's order."""
+        if op.status == Status.PENDING:
+            self._enqueue(op, now)
+
+    def _enqueue(self, op: OpRecord, now: datetime | None = None) -> None:
+        op.status = Status.QUEUED
+        for f in self.followers:
+            f.queued(op, now)
+
+    def _entered(self, op: OpRecord) -> None:
+        for f in self.followers:
+            f.entered(op)
+
+    # ---- an attempt's life ----
+    def _lifecycle(self, op: OpRecord, e: Event) -> bool:
+        status = STATUS_OF.get(type(e))
+        if status is None or op.status.terminal:
+            return False
+        if e.attempt == op.attempt and status <= op.status:
+            return False
+        if op.status < Status.ADMITTED:
+            for f in self.followers:
+                f.left(op, status == Status.ADMITTED)
+        if isinstance(e, OperationAdmitted):
+            self._admitted(op, e)
+        if isinstance(e, OperationRunning):
+            op.running_since = op.running_since or e.at
+        op.status, op.attempt = status, e.attempt
+        node = getattr(e, "node", None)
+        located = bool(node) and node != op.node
+        for attr in ("pod_name", "namespace", "node"):
+            value = getattr(e, attr, None)
+            if value:
+                setattr(op, attr, value)
+        if located:
+            for f in self.followers:
+                f.located(op)  # its pods are where the node says, no longer where assumed
+        op.reason = getattr(e, "reason", "") or op.reason
+        self._set_active(op, status.active)
+        return True
+
+    def _admitted(self, op: OpRecord, e: OperationAdmitted) -> None:
+        op.flavors, op.borrowing = dict(e.flavors), e.borrowing
+        op.node_selector, op.tolerations = dict(e.node_selector), list(e.tolerations)
+        op.admitted_at, op.running_since, op.node, op.preempted_by = e.at, None, None, None
+        op.admitted_priority = e.effective_priority
+        self.drop_nomination(op.op_id)
+
+    def _set_active(self, op: OpRecord, active: bool) -> None:
+        if op.holds_quota != active:
+            op.holds_quota = active
+            for f in self.followers:
+                (f.activated if active else f.deactivated)(op)
+            op.assumed_nodes = None
+        if not active:
+            for victims in self.nominated.values():
+                victims.discard(op.op_id)
+
+    def _failed(self, op: OpRecord, e: OperationFailed) -> bool:
+        """A failed attempt: retried (not final) when the failure allows it, else the op failed."""
+        if op.status.terminal:
+            return False
+        if not op.status.active or not will_retry(e.reason, op.spec.termination.max_retries, op.retries_used,
+                                                  op.infra_failures):
+            return self._lifecycle(op, e)
+        if is_infrastructure(e.reason):
+            op.infra_failures += 1
+        else:
+            op.retries_used += 1
+        self._set_active(op, False)
+        op.status, op.reason, op.node = Status.RETRYING, e.reason, e.node or op.node
+        op.attempts.append((op.attempt, "failed", e.reason))
+        for f in self.followers:
+            f.retry_due(op)
+        return True
+
+    def _attempt_over(self, op: OpRecord, e: OperationPreempted | OperationEvicted | RetryScheduled) -> bool:
+        """The attempt is over (taken away, or failed with a retry left): queue the op for the next."""
+        expected = Status.RETRYING if isinstance(e, RetryScheduled) else None
+        if e.attempt != op.attempt or not (op.status == expected or (expected is None and op.status.active)):
+            return False
+        if not isinstance(e, RetryScheduled):
+            op.attempts.append((op.attempt, codec_type(e), e.reason))
+        if isinstance(e, OperationPreempted) and e.preemptor in self.nominated:
+            self._hold(e.preemptor, Ghost(op.queue, dict(op.flavors), dict(op.request), list(op.pods), op.node,
+                                          op.estimate))
+        self._set_active(op, False)
+        op.queued_at = e.at  # back of the line among equals, as Kueue requeues at eviction time
+        if isinstance(e, OperationPreempted):
+            op.preempted_at, op.preemptions = e.at, op.preemptions + 1
+        else:
+            op.not_before = e.at + timedelta(seconds=e.retry_after_s)  # eviction or retry back-off
+            for f in self.followers:
+                f.backing_off(op, op.not_before)
+        op.attempt += 1
+        op.reason = e.reason
+        op.reason_message = e.message if isinstance(e, OperationEvicted) else ""
+        self._next_attempt(op, e.at)
+        return True
+
+    def _resumed(self, op: OpRecord, e: OperationResumed) -> bool:
+        """A stopped, failed or timed-out op continues in place as a new attempt."""
+        if op.status not in (Status.STOPPED, Status.FAILED, Status.TIMED_OUT) or e.attempt <= op.attempt:
+            return False
+        op.attempts.append((op.attempt, op.status.name.lower(), op.reason))
+        if e.params:
+            op.spec = msgspec.structs.replace(op.spec, params={**op.spec.params, **e.params})
+        op.attempt, op.reason, op.not_before, op.queued_at = e.attempt, "resumed", None, e.at
+        self._next_attempt(op, e.at)
+        return True
+
+    def _next_attempt(self, op: OpRecord, at: datetime) -> None:
+        """Forget where the last attempt ran; the op waits in its queue again."""
+        op.pod_name = op.node = op.preempted_by = None
+        op.flavors, op.node_selector, op.tolerations, op.borrowing = {}, {}, [], False
+        self._entered(op)
+        self._enqueue(op, at)
+
+    # ---- preemptions in flight ----
+    def _preempt_requested(self, op: OpRecord, e: PreemptRequested) -> bool:
+        if not op.status.active or op.preempted_by is not None:
+            return False
+        op.preempted_by = e.preemptor
+        self.nominated.setdefault(e.preemptor, set()).add(op.op_id)
+        return True
+
+    def _hold(self, preemptor: str, ghost: Ghost) -> None:
+        self.ghosts.setdefault(preemptor, []).append(ghost)
+        for f in self.followers:
+            f.held(ghost, +1)
+
+    def drop_nomination(self, preemptor: str) -> None:
+        self.nominated.pop(preemptor, None)
+        self.release_ghosts(preemptor)
+
+    def release_ghosts(self, preemptor: str) -> None:
+        """Let go of the room held for a preemptor (to evaluate it, or because it gave up)."""
+        for ghost in self.ghosts.pop(preemptor, []):
+            for f in self.followers:
+                f.held(ghost, -1)
+
+    # ---- a decision whose publish failed ----
+    def unassume(self, op_id: str, now: datetime | None = None, kind: type | None = None) -> None:
+        """Forget a decision whose publish failed: a requested preemption is forgotten, an admitted
+        op is queued again, a cache hit waits to be finished again."""
+        op = self.ops[op_id]
+        if kind is PreemptRequested or (kind is None and op.status.active and op.preempted_by is not None):
+            if op.preempted_by is not None:
+                victims = self.nominated.get(op.preempted_by)
+                if victims is not None:
+                    victims.discard(op_id)
+                    if not victims and not self.ghosts.get(op.preempted_by):
+                        self.drop_nomination(op.preempted_by)
+                op.preempted_by = None
+        elif op.status == Status.ADMITTED:
+            self._set_active(op, False)
+            self._entered(op)
+            self._enqueue(op, now)
+        elif op.status == Status.REJECTED and op.cost_known and op.cache_known:
+            self._entered(op)
+            self._enqueue(op, now)
+        elif op.status == Status.SUCCEEDED and op.cache_hit_of is not None:
+            op.status = Status.PENDING
+            self._entered(op)
+            for f in self.followers:
+                f.cache_hit(op)
+
+
+def codec_type(event: Event) -> str:
+    return type(event).__struct_config__.tag  # type: ignore[return-value]

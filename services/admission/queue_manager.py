@@ -1,0 +1,149 @@
+"""The queue manager: each queue's pending order (aged heaps, lazily deleted) and waiting count, the
+parking of blocked queues with the generations they wait on (``parking``), and the cycle's work lists
+(gates just cleared, retries to schedule, cache hits to finish, timers). It follows the fold's
+transitions (``transitions``); nothing else changes it but the cycle, through its methods."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from proto.lifecycle import Status
+from services.admission.policies.aging import PendingQueue
+from services.admission.records import Ghost, OpRecord, Park
+from services.admission.transitions import Transitions
+
+EPOCH = datetime.fromtimestamp(0, timezone.utc)
+
+
+@dataclass
+class QueueState:
+    pending: PendingQueue = field(default_factory=PendingQueue)  # QUEUED ops, lazily deleted
+    waiting: int = 0  # submitted, not yet admitted nor ended (for maxQueued)
+
+
+class QueueManager(Transitions):
+    def __init__(self, ops: dict[str, OpRecord]) -> None:
+        self.ops = ops  # the fold's records (read only: to skip entries no longer queued)
+        self.queues: dict[str, QueueState] = {}
+        self.aging: dict[str, tuple[float, float | None]] = {}  # queue -> (per minute, cap), from the config
+        # parking (see services.admission.parking)
+        self.gens: dict[str, int] = {}  # what parked queues wait on -> how often it changed
+        self.parked: dict[str, Park] = {}  # queues a cycle may skip until a generation they wait on moves
+        self.scopes: dict[str, str] = {}  # queue -> its cohort (from the configuration in force)
+        self.starved: set[str] = set()  # queues whose ops wait for quota they lent out (cohort stops lending)
+        self.scoped_book: object | None = None  # the compiled configuration the scopes come from
+        # the cycle's work lists
+        self.cleared: list[str] = []  # gates just cleared: the cycle queues or holds them
+        self.retrying: list[str] = []  # a failed attempt to retry: the cycle schedules it
+        self.cache_hits: list[str] = []  # ops to finish from the cache
+        self.timers: list[datetime] = []  # back-offs ending: a cycle must run then, event or not
+
+    # ---- queues ----
+    def queue(self, name: str) -> QueueState:
+        q = self.queues.get(name)
+        if q is None:
+            q = self.queues[name] = QueueState()
+            per_minute, cap = self.aging.get(name, (0.0, 0.0))
+            q.pending.per_minute, q.pending.cap = per_minute, math.inf if cap is None else cap
+        return q
+
+    def waiting(self, name: str) -> int:
+        return self.queue(name).waiting
+
+    def configure_aging(self, aging: dict[str, tuple[float, float | None]], now: datetime) -> None:
+        self.aging = dict(aging)
+        for name, q in self.queues.items():
+            q.pending.reconfigure(*self.aging.get(name, (0.0, 0.0)), now)
+
+    def requeue(self, op: OpRecord, now: datetime | None = None) -> None:
+        """Put back an op popped by a cycle that could not admit it."""
+        self.queue(op.queue).pending.push(op.op_id, op.priority, op.since, now)
+
+    def pop_next(self, queue: str, now: datetime | None = None) -> OpRecord | None:
+        """The head of a queue's order (skipping entries that are no longer queued)."""
+        pending = self.queue(queue).pending
+        now = now or EPOCH
+        while (op_id := pending.pop(now)) is not None:
+            op = self.ops[op_id]
+            if op.status == Status.QUEUED:
+                return op
+        return None
+
+    # ---- parking generations ----
+    def due(self, now: datetime) -> bool:
+        """Has a back-off ended since the last cycle? (Then run one even if nothing happened.)"""
+        ended = [t for t in self.timers if t <= now]
+        self.timers = [t for t in self.timers if t > now]
+        if ended:
+            self.parked.clear()  # a back-off or a budget window ended: look at every queue again
+        return bool(ended)
+
+    def configure_scopes(self, book: object, cohorts: dict[str, str]) -> None:
+        """The queues' cohorts under a new configuration; every queue is looked at again."""
+        self.scoped_book, self.scopes = book, dict(cohorts)
+        self.parked.clear()
+
+    def scope_key(self, queue: str) -> str:
+        return f"scope:{self.scopes.get(queue) or queue}"
+
+    def bump(self, key: str) -> None:
+        self.gens[key] = self.gens.get(key, 0) + 1
+
+    def set_starved(self, queue: str, starved: bool) -> None:
+        if starved != (queue in self.starved):
+            (self.starved.add if starved else self.starved.discard)(queue)
+            self.bump(self.scope_key(queue))
+
+    # ---- the fold's transitions ----
+    def entered(self, op: OpRecord) -> None:
+        self.queue(op.queue).waiting += 1
+
+    def queued(self, op: OpRecord, now: datetime | None) -> None:
+        self.queue(op.queue).pending.push(op.op_id, op.priority, op.since, now)
+        self.parked.pop(op.queue, None)  # something new to look at
+
+    def left(self, op: OpRecord, admitted: bool) -> None:
+        self.queue(op.queue).waiting -= 1
+        if not admitted:
+            self.parked.pop(op.queue, None)  # left its queue (stopped, rejected...): others move up
+
+    def activated(self, op: OpRecord) -> None:
+        self._usage_moved(op)
+
+    def deactivated(self, op: OpRecord) -> None:
+        self._usage_moved(op)
+        self.bump("capacity")
+        self.bump("budget")  # what it was expected to spend no longer counts as committed
+
+    def _usage_moved(self, op: OpRecord) -> None:
+        self.bump(self.scope_key(op.queue))
+        if op.spec.batch:
+            self.bump(f"batch:{op.spec.batch}")
+
+    def located(self, op: OpRecord) -> None:
+        self.bump("capacity")
+
+    def held(self, ghost: Ghost, sign: int) -> None:
+        if sign < 0:  # room held for a preemptor let go: others of the scope, and any op, may fit
+            self.bump(self.scope_key(ghost.queue))
+            self.bump("capacity")
+
+    def nodes_changed(self) -> None:
+        self.bump("capacity")
+        self.parked.clear()  # a node can make any op fit, or never fit (rejected): look at every queue
+
+    def spent(self) -> None:
+        self.bump("budget")
+
+    def gates_cleared(self, op: OpRecord) -> None:
+        self.cleared.append(op.op_id)
+
+    def cache_hit(self, op: OpRecord) -> None:
+        self.cache_hits.append(op.op_id)
+
+    def retry_due(self, op: OpRecord) -> None:
+        self.retrying.append(op.op_id)
+
+    def backing_off(self, op: OpRecord, until: datetime) -> None:
+        self.timers.append(until)

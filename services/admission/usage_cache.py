@@ -1,0 +1,76 @@
+"""The usage cache: which ops hold quota now (per queue, and by the priority they were admitted at, for
+preemption), the decaying usage history for fair sharing, and the one snapshot a cycle decides on,
+kept up to date as ops start and end instead of rebuilt (``snapshot.Snapshot``). It follows the fold's
+transitions (``transitions``); only a node change, or an ended op freeing room some unplaced op may now
+use, makes the next cycle build the snapshot afresh."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from services.admission.records import Ghost, OpRecord
+from services.admission.snapshot import Snapshot
+from services.admission.transitions import Transitions
+from services.admission.usage_history import UsageHistory
+
+if TYPE_CHECKING:
+    from services.admission.fold import OpFold
+    from services.admission.queues import Book
+
+
+class UsageCache(Transitions):
+    def __init__(self, fold: OpFold) -> None:
+        self.fold = fold  # the facts: op records, nodes, ghosts, spend (read only)
+        self.active: dict[str, set[str]] = {}  # queue -> its ops holding quota
+        self.by_priority: dict[str, dict[float, set[str]]] = {}  # queue -> admitted priority -> ops
+        self.history = UsageHistory()  # for usage-history fair sharing (not replayed: it decays)
+        self.snap: Snapshot | None = None  # None until a cycle asks, and after a node change
+
+    def active_ops(self) -> Iterator[OpRecord]:
+        ops = self.fold.ops
+        for ids in self.active.values():
+            for op_id in ids:
+                yield ops[op_id]
+
+    def build(self, book: Book, now: datetime | None = None) -> Snapshot:
+        """A snapshot built afresh from the active ops (queries, and the check of the tracked one)."""
+        f = self.fold
+        return Snapshot.of(book, f.nodes, self.active_ops(), f.ghosts, f.spend, now)
+
+    def current(self, book: Book, now: datetime | None) -> Snapshot:
+        """The tracked snapshot, for a cycle at ``now`` under ``book``."""
+        if self.snap is None:
+            self.snap = self.build(book, now)
+        self.snap.book, self.snap.now, self.snap.starved = book, now, set()
+        return self.snap
+
+    # ---- the fold's transitions ----
+    def activated(self, op: OpRecord) -> None:
+        self.active.setdefault(op.queue, set()).add(op.op_id)
+        self.by_priority.setdefault(op.queue, {}).setdefault(op.admitted_priority, set()).add(op.op_id)
+        if self.snap is not None:
+            self.snap.assume(op, op.assumed_nodes)
+
+    def deactivated(self, op: OpRecord) -> None:
+        self.active.get(op.queue, set()).discard(op.op_id)
+        levels = self.by_priority.get(op.queue, {})
+        for priority in [p for p, ops in levels.items() if op.op_id in ops]:
+            levels[priority].discard(op.op_id)
+            if not levels[priority]:
+                del levels[priority]
+        if self.snap is not None:
+            self.snap.release(op)
+            if self.snap.unplaced:
+                self.snap = None  # ops the nodes had no room for may fit now: placed afresh (rare)
+
+    def located(self, op: OpRecord) -> None:
+        if self.snap is not None and op.op_id in self.active.get(op.queue, ()):
+            self.snap.locate(op)
+
+    def held(self, ghost: Ghost, sign: int) -> None:
+        if self.snap is not None:
+            self.snap.hold(ghost, sign)
+
+    def nodes_changed(self) -> None:
+        self.snap = None  # the next cycle builds afresh
