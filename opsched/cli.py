@@ -15,7 +15,6 @@ from proto.templating import TemplateError
 
 EXIT_INVALID = 2
 EXIT_UNREACHABLE = 3
-STATE_FILE = Path(".opsched") / "up.json"
 
 
 def nats_url(args: argparse.Namespace) -> str:

@@ -31,7 +31,7 @@ from tests.builders.events import (
     submitted,
     succeeded,
 )
-from tests.builders.nodes import node, node_removed, taint
+from tests.builders.nodes import first_fit, node, node_removed, taint
 from tests.builders.preemption import (
     configure_aging,
     evicted,
@@ -44,7 +44,7 @@ from tests.builders.specs import GPU, GPU_PRODUCT, OpBuilder, op
 __all__ = [
     "GPU", "GPU_PRODUCT", "NAMESPACE", "T0", "Case", "OpBuilder", "admitted", "book", "cache_hit", "cache_missed",
     "case", "case_name", "configure_aging", "cost_estimated", "dispatched", "evicted", "failed", "fold",
-    "gates_cleared", "gpu_flavor", "node", "node_removed", "op", "preempt_requested", "preempted", "queue",
+    "first_fit", "gates_cleared", "gpu_flavor", "node", "node_removed", "op", "preempt_requested", "preempted", "queue",
     "queued", "quota", "rejected", "resource_quota", "running", "stop", "stop_requested", "stopped", "submit",
     "submitted", "succeeded", "t", "taint",
 ]

@@ -25,3 +25,9 @@ def node_removed(name: str = "gpu-node-1", *, at: datetime = T0) -> NodeRemoved:
 
 def taint(key: str, value: str = "", effect: str = "NoSchedule") -> dict[str, Any]:
     return {"key": key, "value": value, "effect": effect}
+
+
+def first_fit(capacity, request: dict[str, float], selector: dict[str, str], tolerations: list) -> str | None:
+    """The node admission would place a one-pod ``request`` on now (first fit by name), or None."""
+    placed = capacity.place([request], selector, tolerations)
+    return placed[0] if placed else None

@@ -12,6 +12,7 @@ from tests.builders import (
     book,
     case,
     case_name,
+    first_fit,
     gpu_flavor,
     node,
     queue,
@@ -150,7 +151,7 @@ def test_a_node_quantity_that_does_not_parse_is_left_out():
          request={GPU: 2, "cpu": 8.0}, selector={}, node=None),
 ], ids=case_name)
 def test_find_picks_a_node_with_room(c):
-    assert capacity(*c.nodes).find(c.request, c.selector, []) == c.node
+    assert first_fit(capacity(*c.nodes), c.request, c.selector, []) == c.node
 
 
 @pytest.mark.parametrize("c", [
@@ -176,7 +177,7 @@ def test_take_reduces_the_free_capacity_of_that_node_only():
     assert cap.free["gpu-a"][GPU] == 1 and cap.free["gpu-a"]["cpu"] == 62
     assert "example.com/fpga" not in cap.free["gpu-a"]
     assert cap.free["gpu-b"][GPU] == 4
-    assert cap.find({GPU: 2}, {}, []) == "gpu-b"
+    assert first_fit(cap, {GPU: 2}, {}, []) == "gpu-b"
     assert cap.nodes["gpu-a"].allocatable[GPU] == 4  # allocatable is not touched
 
 
@@ -229,7 +230,7 @@ def test_taints_block_unless_tolerated(c):
     n = node("gpu-a", gpus=2, taints=c.taints)
     assert tolerates(NodeInfo.of(n), c.tolerations) is c.ok
     cap = capacity(n)
-    assert (cap.find({GPU: 1}, {}, c.tolerations) == "gpu-a") is c.ok
+    assert (first_fit(cap, {GPU: 1}, {}, c.tolerations) == "gpu-a") is c.ok
     assert cap.ever({GPU: 1}, {}, c.tolerations) is c.ok
 
 

@@ -27,7 +27,7 @@ from proto.resources import (
 from services.admission.policies.capacity import Capacity, NodeInfo
 from services.admission.policies.gpu_sharing import pack
 from services.admission.queues import compile_book
-from tests.builders import T0, admitted, case, case_name, fold, op, queued
+from tests.builders import T0, admitted, case, case_name, first_fit, fold, op, queued
 from tests.unit.admission_scenarios import decide
 from tests.unit.polyaxonfile_texts import component, parse
 
@@ -80,12 +80,12 @@ def test_shared_gpu_memory_is_packed_per_card(c):
 def test_capacity_fits_gpu_memory_per_card_not_by_the_node_total():
     cap = Capacity.of({"share": NodeInfo.of(shared_node())})
     for gib in (10, 10):
-        cap.take(cap.find(ask(gib), {}, []), ask(gib))
+        cap.take(first_fit(cap, ask(gib), {}, []), ask(gib))
     assert cap.free["share"][MEM] == 12  # 12 GiB free in all, 6 on each card
-    assert cap.find(ask(12), {}, []) is None
-    assert cap.find(ask(6), {}, []) == "share"
+    assert first_fit(cap, ask(12), {}, []) is None
+    assert first_fit(cap, ask(6), {}, []) == "share"
     cap.give_back("share", ask(10))
-    assert cap.find(ask(12), {}, []) == "share"
+    assert first_fit(cap, ask(12), {}, []) == "share"
     assert cap.ever(ask(16), {}, []) and not cap.ever(ask(17), {}, [])
 
 

@@ -108,12 +108,6 @@ class Capacity:
             return sorted(n for n in self.open if n in members)
         return names
 
-    def find(self, request: dict[str, float], selector: dict[str, str],
-             tolerations: list[dict[str, Any]], affinity: Terms | None = None) -> str | None:
-        """The first node (by name) with room for the whole request now."""
-        return next((n for n in self._ordered([request], selector, tolerations, affinity)
-                     if self._room(n, self.free[n], request)), None)
-
     def ever(self, request: dict[str, float], selector: dict[str, str], tolerations: list[dict[str, Any]],
              affinity: Terms | None = None) -> bool:
         """Could any node take it, were it empty and schedulable (a cordoned node may come back)?"""
