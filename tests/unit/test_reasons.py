@@ -11,8 +11,12 @@ import pytest
 
 from proto.queries import PendingReason
 from proto.reasons import PREEMPTION_LIFTS, REASONS, Reason, Rule, WaitsOn, message, pending
-from services.admission import parking
+from services.admission import cycle, parking, queries
 from services.admission.policies import preemption
+from services.admission.state import AdmissionState
+from tests.builders import GPU, book, fold, op, queue, queued, running, submitted, succeeded, t
+from tests.builders import node as node_observed
+from tests.unit import preemption_scenarios as preempting
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,3 +135,65 @@ def test_a_template_without_fields_takes_none():
     with pytest.raises(TypeError, match=r"unexpected fields \['op_id'\]"):
         message(Reason.UNKNOWN_OP, op_id="x")
 
+
+# ---- what the cycle and `why` say is the template filled in -----------------------------------
+
+def gpu_op(op_id: str, gpus: int, *, queue: str, at: float = 0, amount: float = 1.0) -> list:
+    return queued(op(op_id).gpus(gpus).build(), op_id=op_id, queue=queue, at=t(at), amount=amount)
+
+
+def blocked_after_a_cycle(b, *ops: list, nodes: tuple = ()) -> AdmissionState:
+    state = fold(*nodes, *ops)
+    cycle.decide(state, b, t(60), "opsched")
+    return state
+
+
+def test_the_cycle_keeps_the_templates_filled_in():
+    state = blocked_after_a_cycle(book(queue("gpu", gpus={"h100": 2})), gpu_op("a", 2, queue="gpu"),
+                                  gpu_op("b", 1, queue="gpu", at=1))
+    assert state.ops["b"].blocked == [pending(Reason.QUOTA_EXHAUSTED, resource=GPU, flavor="h100", used=2,
+                                              nominal=2, amount=1, borrowing="; no cohort to borrow from", cohort="")]
+    state = blocked_after_a_cycle(book(queue("q", cost_quota=10.0)), gpu_op("a", 0, queue="q", amount=6.0),
+                                  gpu_op("b", 0, queue="q", at=1, amount=6.0))
+    assert state.ops["b"].blocked == [pending(Reason.COST_QUOTA, queue="q", used=6.0, estimate=6.0, quota=10.0)]
+    state = blocked_after_a_cycle(book(queue("gpu", gpus={"h100": 8})), gpu_op("a", 1, queue="gpu"),
+                                  gpu_op("b", 1, queue="gpu", at=1), nodes=(node_observed("h-1", gpus=1, product="H100"),))
+    assert state.ops["b"].blocked == [pending(Reason.NO_CAPACITY, what="1 x nvidia.com/gpu of product H100")]
+
+
+def test_a_lender_and_its_borrower_are_told_with_the_templates():
+    b = book(queue("a", cohort="lab", gpus={"h100": 2}), queue("b", cohort="lab", gpus={"h100": 4}))
+    state = blocked_after_a_cycle(b, gpu_op("x", 4, queue="a"))  # x borrows 2 of b's idle quota
+    fold(gpu_op("y", 3, queue="b", at=1), gpu_op("z", 1, queue="a", at=2), state=state)
+    cycle.decide(state, b, t(61), "opsched")
+    assert state.ops["y"].blocked == [pending(Reason.QUOTA_LENT_OUT, resource=GPU, flavor="h100", amount=3,
+                                              nominal=4, free=2)]
+    assert state.ops["z"].blocked == [pending(Reason.COHORT_LENDER_WAITING, lender="b", cohort="lab")]
+
+
+def test_a_preemptor_waits_for_its_victims_with_the_template():
+    state = fold(preempting.gpu_op("lo", 1, priority=0), preempting.gpu_op("peer", 1, priority=10, at=1))
+    preempting.start(state, preempting.Q2, 2, "peer", "lo")
+    fold(preempting.gpu_op("hi", 1, priority=10, at=10), state=state)
+    said = [pending(Reason.WAITING_FOR_VICTIMS, count=1, victims="lo")]
+    preempting.decide(state, preempting.Q2, t(20))  # the cycle that plans the preemption
+    assert state.ops["hi"].blocked == said
+    preempting.decide(state, preempting.Q2, t(25))  # a later one, while the victim's pods still run
+    assert state.ops["hi"].blocked == said == queries.why(state, preempting.Q2, "hi", t(25)).reasons
+
+
+def test_why_answers_with_the_templates_filled_in():
+    b = book(queue("solo", concurrency=1))
+    state = blocked_after_a_cycle(b, *[gpu_op(i, 0, queue="solo", at=n) for n, i in enumerate("abc")])
+    assert queries.why(state, b, "c", t(60)).reasons == [
+        pending(Reason.QUEUE_CONCURRENCY, queue="solo", running=1, limit=1),
+        pending(Reason.QUEUE_POSITION, ahead=1, queue="solo")]
+    fold(running("a", at=t(61)), succeeded("a", at=t(62)), state=state)
+    assert queries.why(state, b, "c", t(63)).reasons == [  # c was not looked at: its queue was full
+        pending(Reason.NEXT_CYCLE, ready="fits now", step="admits"),
+        pending(Reason.QUEUE_POSITION, ahead=1, queue="solo")]
+    state = fold(gpu_op("g", 0, queue="solo"), submitted(op("p").build(), op_id="p", queue="solo"))
+    assert queries.why(state, b, "g").reasons == [
+        pending(Reason.NEXT_CYCLE, ready="its estimate and cache answer are in", step="queues")]
+    assert queries.why(state, b, "p").reasons == [pending(Reason.WAITING_COST_ESTIMATE), pending(Reason.WAITING_CACHE)]
+    assert queries.why(state, b, "ghost").reasons == [pending(Reason.UNKNOWN_OP)]
