@@ -1,13 +1,18 @@
-"""Why an operation waits: every reason code, defined once, with what it means, whether preemption can
-lift it, and what it waits on (the generation parking watches: ``services.admission.parking``).
+"""Why an operation waits: every reason code, defined once, with what it means, its message template,
+whether preemption can lift it, and what it waits on (the generation parking watches:
+``services.admission.parking``). A message is only ever built from its template: ``message(reason, **fields)``,
+or ``pending(reason, **fields)`` for the ``PendingReason`` that ``why`` answers.
 
 Codes are ``StrEnum`` members, so they equal their text on the wire (``PendingReason.code``) and in
 ``opsched why``; a producer in another language matches on the text.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum, StrEnum
+from string import Formatter
+
+from proto.queries import PendingReason
 
 
 class WaitsOn(Enum):
@@ -47,36 +52,118 @@ class Reason(StrEnum):
 @dataclass(frozen=True)
 class Rule:
     means: str  # what the reason says, for people and docs
+    template: str  # its message, str.format with named fields only: ``message(reason, **fields)`` fills it
     preemption_lifts: bool = False  # taking running ops away could make room
     waits_on: WaitsOn | None = None  # None: parking does not know what lifts it (look again every cycle)
+    fields: frozenset[str] = field(init=False, repr=False, compare=False)  # the template's field names
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fields", fields_of(self.template))
+
+
+def fields_of(template: str) -> frozenset[str]:
+    """The names of ``template``'s fields; a positional (``{}``, ``{0}``) or dotted one is a programming error."""
+    names = {name for _, name, _, _ in Formatter().parse(template) if name is not None}
+    bad = sorted(n for n in names if not n.isidentifier())
+    if bad:
+        raise ValueError(f"template {template!r}: fields must be named, not {bad}")
+    return frozenset(names)
 
 
 REASONS: dict[Reason, Rule] = {
-    Reason.QUEUE_CONCURRENCY: Rule("its queue runs as many ops as its concurrency allows", True, WaitsOn.SCOPE),
-    Reason.COST_QUOTA: Rule("the estimated cost of its queue's running ops is at the queue's costQuota", True,
-                            WaitsOn.SCOPE),
-    Reason.QUOTA_EXHAUSTED: Rule("its queue (and cohort) has no quota left for a resource it asks", True, WaitsOn.SCOPE),
-    Reason.QUOTA_LENT_OUT: Rule("its queue's own quota is lent to borrowers of the cohort", True, WaitsOn.SCOPE),
-    Reason.COHORT_LENDER_WAITING: Rule("a queue of its cohort waits for its own quota: no borrowing until it runs",
-                                       True, WaitsOn.SCOPE),
-    Reason.BORROW_LATER: Rule("it fits only by borrowing; ops within their quota go first", False, WaitsOn.SCOPE),
-    Reason.NO_CAPACITY: Rule("no node its pods may use has room now", True, WaitsOn.CAPACITY),
-    Reason.UNFITTABLE: Rule("no node its pods may use could ever hold it", False, WaitsOn.CAPACITY),
-    Reason.BUDGET_EXHAUSTED: Rule("its queue's or project's budget for the window is spent", False, WaitsOn.BUDGET),
-    Reason.BATCH_CONCURRENCY: Rule("its batch (sweep) runs as many ops as its concurrency allows", False,
-                                   WaitsOn.BATCH),
-    Reason.BACKOFF: Rule("it backs off after an eviction or a failure", False, WaitsOn.TIME_OR_CONFIG),
-    Reason.QUEUE_REMOVED: Rule("its queue is no longer in the configuration", False, WaitsOn.TIME_OR_CONFIG),
-    Reason.NO_MATCHING_FLAVOR: Rule("no flavor of its queue matches its node selector", False, WaitsOn.TIME_OR_CONFIG),
-    Reason.WAITING_FOR_VICTIMS: Rule("it preempted ops; it waits for their pods to go"),
-    Reason.NEXT_CYCLE: Rule("nothing holds it; the next cycle decides"),
-    Reason.QUEUE_POSITION: Rule("ops before it in its queue go first"),
-    Reason.WAITING_COST_ESTIMATE: Rule("the cost service has not estimated it yet"),
-    Reason.WAITING_CACHE: Rule("the cache service has not answered yet"),
-    Reason.ON_HOLD: Rule("it waits for `opsched approve`"),
-    Reason.RETRYING: Rule("an attempt failed; its retry is being scheduled"),
-    Reason.BEING_PREEMPTED: Rule("it is being preempted; its pods are terminating"),
-    Reason.UNKNOWN_OP: Rule("no such operation"),
-    Reason.BAD_REQUEST: Rule("the query could not be answered"),
+    Reason.QUEUE_CONCURRENCY: Rule(
+        "its queue runs as many ops as its concurrency allows",
+        "queue {queue} concurrency reached ({running}/{limit})", True, WaitsOn.SCOPE),
+    Reason.COST_QUOTA: Rule(
+        "the estimated cost of its queue's running ops is at the queue's costQuota",
+        "queue {queue} cost quota: {used:.2f} in use + {estimate:.2f} estimated > {quota:.2f}", True, WaitsOn.SCOPE),
+    Reason.QUOTA_EXHAUSTED: Rule(
+        "its queue (and cohort) has no quota left for a resource it asks",
+        # borrowing: "; no cohort to borrow from", "; borrowing limit N reached" or ""; cohort: "" or " and the
+        # cohort cannot lend enough"
+        "quota of {resource} flavor {flavor} exhausted ({used:g}/{nominal:g} used, needs {amount:g}{borrowing})"
+        "{cohort}",
+        True, WaitsOn.SCOPE),
+    Reason.QUOTA_LENT_OUT: Rule(
+        "its queue's own quota is lent to borrowers of the cohort",
+        "quota of {resource} flavor {flavor}: {amount:g} of its own nominal {nominal:g} is lent to its cohort "
+        "({free:g} free now); waiting for the borrowers to finish", True, WaitsOn.SCOPE),
+    Reason.COHORT_LENDER_WAITING: Rule(
+        "a queue of its cohort waits for its own quota: no borrowing until it runs",
+        "queue {lender} of cohort {cohort} waits for its own quota; no borrowing until its ops run",
+        True, WaitsOn.SCOPE),
+    Reason.BORROW_LATER: Rule(
+        "it fits only by borrowing; ops within their quota go first",
+        "fits only by borrowing; ops within quota go first", False, WaitsOn.SCOPE),
+    Reason.NO_CAPACITY: Rule(
+        "no node its pods may use has room now",
+        "no free capacity now for {what}", True, WaitsOn.CAPACITY),
+    Reason.UNFITTABLE: Rule(
+        "no node its pods may use could ever hold it",
+        "no node offers {what}", False, WaitsOn.CAPACITY),
+    Reason.BUDGET_EXHAUSTED: Rule(
+        "its queue's or project's budget for the window is spent",
+        # unit: "" (money) or " GPU-hours"; running: "" or " + N expected of running ops"
+        "{scope} {name} {period} budget exhausted: {spent:.2f}{unit} spent{running} + {estimate:.2f} estimated > "
+        "{limit:.2f} limit; the window resets at {resets_at}", False, WaitsOn.BUDGET),
+    Reason.BATCH_CONCURRENCY: Rule(
+        "its batch (sweep) runs as many ops as its concurrency allows",
+        "batch {batch} already runs {running} op(s) (its concurrency is {limit})", False, WaitsOn.BATCH),
+    Reason.BACKOFF: Rule(
+        "it backs off after an eviction or a failure",
+        "backing off after {after} until {until:%H:%M:%S}", False, WaitsOn.TIME_OR_CONFIG),
+    Reason.QUEUE_REMOVED: Rule(
+        "its queue is no longer in the configuration",
+        "queue {queue!r} is no longer configured", False, WaitsOn.TIME_OR_CONFIG),
+    Reason.NO_MATCHING_FLAVOR: Rule(
+        "no flavor of its queue matches its node selector",
+        "no flavor of queue {queue} matches the op's node selector {selector}; it cannot be admitted to this queue",
+        False, WaitsOn.TIME_OR_CONFIG),
+    Reason.WAITING_FOR_VICTIMS: Rule(
+        "it preempted ops; it waits for their pods to go",
+        "waiting for {count} preempted op(s) to terminate: {victims}"),
+    Reason.NEXT_CYCLE: Rule(
+        "nothing holds it; the next cycle decides",
+        "{ready}; the next cycle {step} it"),  # "fits now" / "admits", or its gates are open / "queues"
+    Reason.QUEUE_POSITION: Rule(
+        "ops before it in its queue go first",
+        "{ahead} op(s) ahead of it in queue {queue}"),
+    Reason.WAITING_COST_ESTIMATE: Rule(
+        "the cost service has not estimated it yet",
+        "waiting for the cost service's estimate"),
+    Reason.WAITING_CACHE: Rule(
+        "the cache service has not answered yet",
+        "waiting for the cache service's answer"),
+    Reason.ON_HOLD: Rule(
+        "it waits for `opsched approve`",
+        "{why}"),  # the hold's own message (or reason)
+    Reason.RETRYING: Rule(
+        "an attempt failed; its retry is being scheduled",
+        "attempt {attempt} failed ({failure}); its retry is being scheduled"),
+    Reason.BEING_PREEMPTED: Rule(
+        "it is being preempted; its pods are terminating",
+        "being preempted by {preemptor}; its pods are terminating"),
+    Reason.UNKNOWN_OP: Rule(
+        "no such operation",
+        "no such operation"),
+    Reason.BAD_REQUEST: Rule(
+        "the query could not be answered",
+        "{error}"),  # what decoding the query said
 }
 PREEMPTION_LIFTS = frozenset(r for r, rule in REASONS.items() if rule.preemption_lifts)
+
+
+def message(reason: Reason, /, **fields: object) -> str:
+    """``reason``'s message, its template filled with ``fields``. Missing or unexpected fields are a
+    programming error (TypeError), so every template can be proved filled right by a test."""
+    rule = REASONS[reason]
+    missing, extra = sorted(rule.fields - fields.keys()), sorted(fields.keys() - rule.fields)
+    if missing or extra:
+        raise TypeError(f"message for {reason.value!r} ({rule.template!r}): "
+                        f"missing fields {missing}, unexpected fields {extra}")
+    return rule.template.format(**fields)
+
+
+def pending(reason: Reason, /, **fields: object) -> PendingReason:
+    """``reason`` as ``why`` answers it and a cycle keeps it: its code and its message."""
+    return PendingReason(code=reason, message=message(reason, **fields))

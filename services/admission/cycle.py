@@ -27,7 +27,6 @@ from proto.events import (
 from proto.failures import is_infrastructure
 from proto.lifecycle import CACHE_HIT_REASON
 from proto.naming import pod_name, pod_names
-from proto.queries import PendingReason
 from proto.reasons import Reason
 from proto.templating import TemplateError
 from services.admission import parking
@@ -138,8 +137,7 @@ class Cycle:
             if op.status != Status.QUEUED:
                 self.fold.drop_nomination(op_id)
             elif victims:
-                op.blocked = [PendingReason(code=Reason.WAITING_FOR_VICTIMS, message=(
-                    f"waiting for {len(victims)} preempted op(s) to terminate: {', '.join(sorted(victims))}"))]
+                op.blocked = [preemption.waiting_for(victims)]
             else:
                 self.fold.release_ghosts(op_id)  # the room held for it is its to take now
                 if not self._decide(op, evaluate(op, self.snap, allow_borrow=True)):
@@ -192,8 +190,7 @@ class Cycle:
             event = _preempt(victim, op, priority, self.now)
             self.state.apply(event)
             self.decisions.append(event)
-        verdict.reasons = [PendingReason(code=Reason.WAITING_FOR_VICTIMS, message=(
-            f"preempting {len(victims)} op(s) to make room: {', '.join(v.op.op_id for v in victims)}"))]
+        verdict.reasons = [preemption.waiting_for(v.op.op_id for v in victims)]
         return True
 
     def _decide(self, op: OpRecord, verdict: Verdict) -> bool:

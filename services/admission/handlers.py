@@ -24,6 +24,7 @@ from proto.events import (
     StopRequested,
 )
 from proto.reasons import Reason
+from proto.reasons import message as reason_message
 from proto.spec import EnvVar, OpSpec
 from proto.templating import TemplateError
 from services.admission.policies.conditions import ConditionError
@@ -116,7 +117,7 @@ def on_reject(cmd: RejectOperation, ctx: Context, state: AdmissionState) -> Even
 def _known(op_id: str, state: AdmissionState):
     op = state.ops.get(op_id)
     if op is None:
-        raise InvalidInput(Reason.UNKNOWN_OP, f"no such operation {op_id!r}", op_id=op_id)
+        raise InvalidInput(Reason.UNKNOWN_OP, f"{reason_message(Reason.UNKNOWN_OP)} {op_id!r}", op_id=op_id)
     return op
 
 
@@ -124,7 +125,8 @@ def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | 
     op = state.ops.get(cmd.op_id)
     now = ctx.clock.now()
     if op is None:
-        raise InvalidInput(Reason.UNKNOWN_OP, f"cannot stop {cmd.op_id!r}: no such operation", op_id=cmd.op_id)
+        raise InvalidInput(Reason.UNKNOWN_OP, f"cannot stop {cmd.op_id!r}: {reason_message(Reason.UNKNOWN_OP)}",
+                           op_id=cmd.op_id)
     if op.status.terminal:
         return None
     if op.status.active and op.pod_name and op.namespace:

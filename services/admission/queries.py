@@ -10,9 +10,10 @@ from proto.queries import (
     QueueStatus,
     WhyAnswer,
 )
-from proto.reasons import Reason
+from proto.reasons import Reason, pending
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
 from services.admission.policies.aging import effective
+from services.admission.policies.preemption import waiting_for
 from services.admission.policies.quota import borrowed
 from services.admission.queues import Book
 from services.admission.snapshot import Snapshot
@@ -22,7 +23,7 @@ from services.admission.state import AdmissionState, OpRecord, Status
 def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = None) -> WhyAnswer:
     op = state.ops.get(op_id)
     if op is None:
-        return WhyAnswer(op_id=op_id, found=False, reasons=[PendingReason(code=Reason.UNKNOWN_OP, message="no such operation")])
+        return WhyAnswer(op_id=op_id, found=False, reasons=[pending(Reason.UNKNOWN_OP)])
     answer = WhyAnswer(op_id=op_id, found=True, status=op.status.name.lower(), queue=op.queue,
                        ignored=list(op.spec.ignored))
     if op.status == Status.PENDING:
@@ -31,25 +32,22 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         answer.position, answer.queued_total = _position(state, book, op, now)
         answer.reasons = _queued_reasons(state, book, op, answer.position, now)
     elif op.status == Status.ON_HOLD:
-        answer.reasons = [PendingReason(code=Reason.ON_HOLD, message=op.reason_message or op.reason)]
+        answer.reasons = [pending(Reason.ON_HOLD, why=op.reason_message or op.reason)]
     elif op.status == Status.RETRYING:
-        answer.reasons = [PendingReason(code=Reason.RETRYING, message=f"attempt {op.attempt} failed ({op.reason}); "
-                                                                  "its retry is being scheduled")]
+        answer.reasons = [pending(Reason.RETRYING, attempt=op.attempt, failure=op.reason)]
     elif op.status.active and op.preempted_by:
-        answer.reasons = [PendingReason(code=Reason.BEING_PREEMPTED, message=(
-            f"being preempted by {op.preempted_by}; its pods are terminating"))]
+        answer.reasons = [pending(Reason.BEING_PREEMPTED, preemptor=op.preempted_by)]
     return answer
 
 
 def _gate_reasons(op: OpRecord) -> list[PendingReason]:
     if op.cost_known and op.cache_known:
-        return [PendingReason(code=Reason.NEXT_CYCLE, message="its estimate and cache answer are in; the next cycle "
-                                                         "queues it")]
+        return [pending(Reason.NEXT_CYCLE, ready="its estimate and cache answer are in", step="queues")]
     out = []
     if not op.cost_known:
-        out.append(PendingReason(code=Reason.WAITING_COST_ESTIMATE, message="waiting for the cost service's estimate"))
+        out.append(pending(Reason.WAITING_COST_ESTIMATE))
     if not op.cache_known and op.cache_hit_of is None:
-        out.append(PendingReason(code=Reason.WAITING_CACHE, message="waiting for the cache service's answer"))
+        out.append(pending(Reason.WAITING_CACHE))
     return out
 
 
@@ -57,17 +55,15 @@ def _queued_reasons(state: AdmissionState, book: Book, op: OpRecord, position: i
                     now: datetime | None) -> list[PendingReason]:
     victims = state.nominated.get(op.op_id)
     if victims:
-        return [PendingReason(code=Reason.WAITING_FOR_VICTIMS, message=(
-            f"waiting for {len(victims)} preempted op(s) to terminate: {', '.join(sorted(victims))}"))]
+        return [waiting_for(victims)]
     verdict = evaluate(op, Snapshot.build(state, book, now), allow_borrow=True)
     reasons = list(verdict.reasons)
     if verdict.outcome in (ADMIT, BORROW) and op.blocked:
         reasons = list(op.blocked)  # the last cycle knew more (e.g. a cohort lender waiting)
     elif verdict.outcome in (ADMIT, BORROW):
-        reasons.append(PendingReason(code=Reason.NEXT_CYCLE, message="fits now; the next cycle admits it"))
+        reasons.append(pending(Reason.NEXT_CYCLE, ready="fits now", step="admits"))
     if position > 1:
-        reasons.append(PendingReason(code=Reason.QUEUE_POSITION,
-                                     message=f"{position - 1} op(s) ahead of it in queue {op.queue}"))
+        reasons.append(pending(Reason.QUEUE_POSITION, ahead=position - 1, queue=op.queue))
     return reasons
 
 

@@ -21,7 +21,7 @@ from proto.commands import (
 from proto.config import QueuesConfigured, SetQueues
 from proto.queries import QueuesRequest, WhyRequest
 from proto.queues import QueuesConfig
-from proto.reasons import Reason
+from proto.reasons import Reason, pending
 from proto.schedules import CreateSchedule, DeleteSchedule, ScheduleEvent
 from services.admission import cycle, handlers, queries
 from services.admission import schedules as sched
@@ -103,7 +103,7 @@ class Admission:
             request = codec.decode_query(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             return codec.encode(queries.WhyAnswer(op_id="-", found=False, reasons=[
-                queries.PendingReason(code=Reason.BAD_REQUEST, message=str(exc))]))
+                pending(Reason.BAD_REQUEST, error=str(exc))]))
         if isinstance(request, WhyRequest):
             return codec.encode(queries.why(self.state, self.book, request.op_id, self.service.clock.now()))
         if isinstance(request, QueuesRequest):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proto.queries import PendingReason
-from proto.reasons import Reason
+from proto.reasons import Reason, pending
 from services.admission.policies import budgets
 from services.admission.policies import flavors as flavor_policy
 from services.admission.policies.capacity import describe
@@ -34,21 +34,20 @@ def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict
     queue = snap.book.queues.get(op.queue)
     if op.not_before is not None and snap.now is not None and snap.now < op.not_before:
         why = f"{op.reason}: {op.reason_message}" if op.reason_message else (op.reason or "an eviction")
-        return _wait(Reason.BACKOFF, f"backing off after {why} until {op.not_before:%H:%M:%S}")
+        return _wait(pending(Reason.BACKOFF, after=why, until=op.not_before))
     if queue is None:
-        return _wait(Reason.QUEUE_REMOVED, f"queue {op.queue!r} is no longer configured", blocked=True)
+        return _wait(pending(Reason.QUEUE_REMOVED, queue=op.queue), blocked=True)
     running = snap.running[op.queue]
     if queue.concurrency is not None and running >= queue.concurrency:
-        return _wait(Reason.QUEUE_CONCURRENCY, f"queue {op.queue} concurrency reached ({running}/{queue.concurrency})",
+        return _wait(pending(Reason.QUEUE_CONCURRENCY, queue=op.queue, running=running, limit=queue.concurrency),
                      blocked=True)
     batch, limit = op.spec.batch, op.spec.batch_concurrency
     if batch and limit is not None and snap.batch_running[batch] >= limit:
-        return _wait(Reason.BATCH_CONCURRENCY, f"batch {batch} already runs {snap.batch_running[batch]} op(s) "
-                                          f"(its concurrency is {limit})")
+        return _wait(pending(Reason.BATCH_CONCURRENCY, batch=batch, running=snap.batch_running[batch], limit=limit))
     cost = snap.cost_used[op.queue]
     if queue.cost_quota is not None and cost + op.estimate > queue.cost_quota + 1e-9:
-        return _wait(Reason.COST_QUOTA, f"queue {op.queue} cost quota: {cost:.2f} in use + {op.estimate:.2f} "
-                                   f"estimated > {queue.cost_quota:.2f}")
+        return _wait(pending(Reason.COST_QUOTA, queue=op.queue, used=cost, estimate=op.estimate,
+                             quota=queue.cost_quota))
     over_budget = _budget(op, snap)
     if over_budget is not None:
         return Verdict(WAIT, [over_budget])
@@ -70,8 +69,7 @@ def _assign(op: OpRecord, snap: Snapshot, allow_borrow: bool) -> Verdict:
     selector = op.spec.environment.node_selector
     combos = flavor_policy.combos(snap.book, op.queue, op.request, selector)
     if not combos:
-        return _wait(Reason.NO_MATCHING_FLAVOR, f"no flavor of queue {op.queue} matches the op's node selector "
-                                           f"{selector}; it cannot be admitted to this queue")
+        return _wait(pending(Reason.NO_MATCHING_FLAVOR, queue=op.queue, selector=selector))
     for combo in combos:
         verdict = _try(op, snap, combo, reasons)
         ever = ever or verdict.outcome != UNFITTABLE
@@ -80,8 +78,7 @@ def _assign(op: OpRecord, snap: Snapshot, allow_borrow: bool) -> Verdict:
         if verdict.outcome == BORROW and borrow_option is None:
             borrow_option = verdict
     if borrow_option is not None:
-        return borrow_option if allow_borrow else Verdict(BORROW, [_reason(Reason.BORROW_LATER, "fits only by "
-                                                                          "borrowing; ops within quota go first")])
+        return borrow_option if allow_borrow else Verdict(BORROW, [pending(Reason.BORROW_LATER)])
     if not ever:
         return Verdict(UNFITTABLE, reasons)
     return Verdict(WAIT, [r for r in reasons if r.code != Reason.UNFITTABLE] or reasons)
@@ -96,33 +93,28 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
     capacity = snap.capacity
     if capacity.known and not capacity.ever_all(op.pods, full_selector, full_tolerations, affinity):
         biggest = max(op.pods, key=lambda p: sum(p.values())) if op.pods else op.request
-        reasons.append(_reason(Reason.UNFITTABLE, f"no node offers {describe(biggest, full_selector, affinity)}"))
+        reasons.append(pending(Reason.UNFITTABLE, what=describe(biggest, full_selector, affinity)))
         return Verdict(UNFITTABLE)
     borrowing = False
     for resource, flavor in combo.items():
         result = check(book, snap.usage, op.queue, (resource, flavor), op.request[resource])
         if result.fit == Fit.NO:
-            reasons.append(_reason(Reason.QUOTA_LENT_OUT if result.lent_out else Reason.QUOTA_EXHAUSTED, result.reason))
+            code = Reason.QUOTA_LENT_OUT if result.lent_out else Reason.QUOTA_EXHAUSTED
+            reasons.append(PendingReason(code=code, message=result.reason))  # the code's template, filled by check
             return Verdict(WAIT)
         borrowing = borrowing or result.fit == Fit.BORROWS
     lenders = [m for m in book.members(op.queue) if m != op.queue and m in snap.starved] if borrowing else []
     if lenders:
-        reasons.append(_reason(Reason.COHORT_LENDER_WAITING, f"queue {lenders[0]} of cohort "
-                                                        f"{book.queues[op.queue].cohort} waits for its own quota; "
-                                                        "no borrowing until its ops run"))
+        reasons.append(pending(Reason.COHORT_LENDER_WAITING, lender=lenders[0], cohort=book.queues[op.queue].cohort))
         return Verdict(WAIT)
     nodes = capacity.place(op.pods, full_selector, full_tolerations, affinity) if capacity.known else None
     if capacity.known and nodes is None:
         what = describe(op.pods[0], full_selector) if len(op.pods) == 1 else (
             f"a gang of {len(op.pods)} pods ({describe(op.request, full_selector)} in all)")
-        reasons.append(_reason(Reason.NO_CAPACITY, f"no free capacity now for {what}"))
+        reasons.append(pending(Reason.NO_CAPACITY, what=what))
         return Verdict(WAIT)
     return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, nodes)
 
 
-def _wait(code: str, message: str, blocked: bool = False) -> Verdict:
-    return Verdict(WAIT, [_reason(code, message)], queue_blocked=blocked)
-
-
-def _reason(code: str, message: str) -> PendingReason:
-    return PendingReason(code=code, message=message)
+def _wait(reason: PendingReason, blocked: bool = False) -> Verdict:
+    return Verdict(WAIT, [reason], queue_blocked=blocked)

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from proto.queries import PendingReason
 from proto.queues import Budget
-from proto.reasons import Reason
+from proto.reasons import Reason, pending
 from proto.windows import window_end
 
 CODE = Reason.BUDGET_EXHAUSTED
@@ -47,6 +47,5 @@ def next_reset(budgets: list[Budget], queue: str, project: str | None, now: date
 def _reason(b: Budget, unit: str, spent: float, held: float, estimate: float, limit: float,
             now: datetime) -> PendingReason:
     running = f" + {held:.2f} expected of running ops" if held else ""
-    return PendingReason(code=CODE, message=(
-        f"{b.scope} {b.name} {ADJECTIVE[b.window]} budget exhausted: {spent:.2f}{unit} spent{running} + {estimate:.2f} "
-        f"estimated > {limit:.2f} limit; the window resets at {window_end(now, b.window).isoformat()}"))
+    return pending(CODE, scope=b.scope, name=b.name, period=ADJECTIVE[b.window], spent=spent, unit=unit,
+                   running=running, estimate=estimate, limit=limit, resets_at=window_end(now, b.window).isoformat())

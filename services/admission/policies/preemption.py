@@ -11,10 +11,12 @@ now, a victim's priority when it was admitted.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from proto.reasons import PREEMPTION_LIFTS
+from proto.queries import PendingReason
+from proto.reasons import PREEMPTION_LIFTS, Reason, pending
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState, OpRecord
@@ -27,6 +29,12 @@ MAX_CANDIDATES = 64
 class Victim:
     op: OpRecord
     reason: str  # "within_queue" or "reclaim"
+
+
+def waiting_for(victims: Iterable[str]) -> PendingReason:
+    """What a preemptor waits for: its victims (op ids) whose pods are not gone yet."""
+    ids = sorted(victims)
+    return pending(Reason.WAITING_FOR_VICTIMS, count=len(ids), victims=", ".join(ids))
 
 
 def worth_trying(reason_codes: list[str]) -> bool:

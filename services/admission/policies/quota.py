@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from proto.reasons import Reason, message
 from services.admission.queues import Book
 
 Key = tuple[str, str]  # (resource, flavor)
@@ -46,9 +47,8 @@ def check(book: Book, usage: Usage, queue: str, key: Key, amount: float, allow_b
             return QuotaCheck(Fit.BORROWS, used, line.nominal, available)
         return QuotaCheck(Fit.NO, used, line.nominal, available, "fits only by borrowing")
     if after <= line.nominal + 1e-9:
-        return QuotaCheck(Fit.NO, used, line.nominal, available, lent_out=True, reason=(
-            f"quota of {key[0]} flavor {key[1]}: {_n(amount)} of its own nominal {_n(line.nominal)} is lent "
-            f"to its cohort ({_n(available)} free now); waiting for the borrowers to finish"))
+        return QuotaCheck(Fit.NO, used, line.nominal, available, lent_out=True, reason=message(
+            Reason.QUOTA_LENT_OUT, resource=key[0], flavor=key[1], amount=amount, nominal=line.nominal, free=available))
     return QuotaCheck(Fit.NO, used, line.nominal, available, _why_not(book, queue, key, used, line, limit, amount))
 
 
@@ -70,13 +70,15 @@ def _cohort_room(book: Book, usage: Usage, queue: str, key: Key) -> float:
 
 
 def _why_not(book: Book, queue: str, key: Key, used: float, line, limit: float, amount: float) -> str:
-    resource, flavor = key
-    what = f"quota of {resource} flavor {flavor}"
+    borrowing = cohort = ""
     if not book.queues[queue].cohort:
-        return f"{what} exhausted ({_n(used)}/{_n(line.nominal)} used, needs {_n(amount)}; no cohort to borrow from)"
-    if used + amount > limit:
-        return f"{what} exhausted ({_n(used)}/{_n(line.nominal)} used, needs {_n(amount)}; borrowing limit {_n(limit - line.nominal)} reached)"
-    return f"{what} exhausted ({_n(used)}/{_n(line.nominal)} used, needs {_n(amount)}) and the cohort cannot lend enough"
+        borrowing = "; no cohort to borrow from"
+    elif used + amount > limit:
+        borrowing = f"; borrowing limit {_n(limit - line.nominal)} reached"
+    else:
+        cohort = " and the cohort cannot lend enough"
+    return message(Reason.QUOTA_EXHAUSTED, resource=key[0], flavor=key[1], used=used, nominal=line.nominal,
+                   amount=amount, borrowing=borrowing, cohort=cohort)
 
 
 def borrowed(book: Book, usage: Usage, queue: str, key: Key) -> float:
