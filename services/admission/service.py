@@ -31,12 +31,11 @@ from proto.reasons import Reason
 from proto.schedules import CreateSchedule, DeleteSchedule, ScheduleCreated, ScheduleDeleted, ScheduleEvent
 from services.admission import cycle, handlers, queries
 from services.admission import schedules as sched
-from services.admission.config_source import ConfigSource
+from services.admission.config_source import ConfigSource, queues_configured
 from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
-from services.runtime.bus import Bus, config_digest
+from services.runtime.bus import Bus
 from services.runtime.clock import Clock
-from services.runtime.errors import InvalidInput
 from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
 
@@ -104,7 +103,7 @@ class Admission(Service):
 
     @commands.handles(SetQueues)
     async def on_set_queues(self, cmd: SetQueues, ctx: Context) -> QueuesConfigured:
-        return set_queues(cmd, ctx)
+        return queues_configured(cmd, ctx.clock.now())
 
     # ---- the streams, replayed on start and followed live ----
     async def on_config(self, data: bytes, seq: int) -> None:
@@ -186,15 +185,6 @@ class Admission(Service):
     def _run_status(self, op_id: str) -> str | None:
         op = self.state.ops.get(op_id)
         return sched.run_status(op.status if op else None)
-
-
-def set_queues(cmd: SetQueues, ctx: Context) -> QueuesConfigured:
-    try:
-        compile_book(cmd.config)
-    except QueuesConfigError as exc:
-        raise InvalidInput("invalid_queues", str(exc)) from None
-    source = f"command:{cmd.requested_by or '?'}#{config_digest(cmd.config)}"
-    return QueuesConfigured(config=cmd.config, at=ctx.clock.now(), source=source)
 
 
 def build(settings: Settings, clock: Clock | None = None) -> Admission:
