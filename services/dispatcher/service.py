@@ -1,7 +1,7 @@
 """The dispatcher service.
 
 Consumes ``admitted``, ``stop_requested`` and ``preempt_requested`` (durable
-``dispatcher-admitted``): creates the pods of each admitted attempt (one, or a gang)
+``dispatcher-admitted``): creates the pods of each admitted attempt (``dispatch``: one, or a gang)
 and emits ``dispatched`` (or ``rejected``, ``failed``); releases pods on preemption and stop
 (``preempt``) and emits ``preempted``, ``stopped``. Its background tasks watch the pods
 (``watcher``: ``running``, ``succeeded``, ``failed``, ``timed_out``, ``preempted``) and the nodes
@@ -11,25 +11,19 @@ and emits ``dispatched`` (or ``rejected``, ``failed``); releases pods on preempt
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from proto import codec, subjects
+from proto import subjects
 from proto.events import (
     Event,
     OperationAdmitted,
-    OperationDispatched,
-    OperationFailed,
     OperationPreempted,
-    OperationRejected,
     OperationStopped,
     PreemptRequested,
     StopRequested,
 )
-from proto.gpu_accounting import violations
-from proto.podspec import ANNOTATION_EVICTED, build_pods
+from services.dispatcher.dispatch import dispatch
 from services.dispatcher.expiry import check_expiry
-from services.dispatcher.gang import POD_REJECTED
-from services.dispatcher.k8s import Kube, PodRejected, load_api_client
+from services.dispatcher.k8s import Kube, load_api_client
 from services.dispatcher.nodewatch import NodeWatcher
 from services.dispatcher.preempt import Releaser, check_gangs
 from services.dispatcher.watcher import PodWatcher
@@ -61,15 +55,7 @@ class Dispatcher(Service):
 
     @ops.handles(OperationAdmitted)
     async def on_admitted(self, event: OperationAdmitted, ctx: Context) -> Event:
-        base: dict[str, Any] = dict(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt)
-        problems = violations(event.spec)
-        if problems:
-            return OperationRejected(**base, reason="forbidden_pod_spec", message="; ".join(problems))
-        if self.kube is not None and self.releaser is not None:
-            refusal = await _create_attempt(self.kube, self.releaser, event, ctx)
-            if refusal is not None:
-                return OperationFailed(**base, pod_name=event.pod_name, reason="PodRejected", message=refusal)
-        return OperationDispatched(**base, pod_name=event.pod_name, namespace=event.namespace)
+        return await dispatch(event, ctx, self.kube, self.releaser)
 
     @ops.handles(PreemptRequested)
     async def on_preempt(self, event: PreemptRequested, ctx: Context) -> Event | None:
@@ -91,7 +77,7 @@ class Dispatcher(Service):
     # ---- the background tasks (not in null mode) ----
     async def watch_pods(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.watcher is not None
-        await _seed_preemptions(bus, self.watcher, self)
+        await self.watcher.seed(bus)  # the preemptions asked for and not yet reported
         self.watcher.start()
         await stop.wait()
         self.watcher.stop()
@@ -119,45 +105,3 @@ class Dispatcher(Service):
 
 def build(settings: Settings, clock: Clock | None = None) -> Dispatcher:
     return Dispatcher(settings, clock)
-
-
-async def _create_attempt(kube: Kube, releaser: Releaser, event: OperationAdmitted, ctx: Context) -> str | None:
-    """Create every pod of the attempt (409: it exists). On a refusal, release the pods of the gang
-    already created and return the API's message."""
-    pods = build_pods(event)
-    results = await asyncio.gather(*(kube.create_pod(p) for p in pods), return_exceptions=True)
-    for result in results:
-        if isinstance(result, BaseException) and not isinstance(result, PodRejected):
-            raise result  # temporary: the redelivery creates what is missing
-    names = [p["metadata"]["name"] for p in pods]
-    refusals = [r for r in results if isinstance(r, PodRejected)]
-    if refusals:
-        created = [n for n, r in zip(names, results) if not isinstance(r, BaseException)]
-        await releaser.release(event.namespace, created, {ANNOTATION_EVICTED: POD_REJECTED},
-                               ctx.settings.stop_grace_s)
-        return refusals[0].message
-    for name, result in zip(names, results):
-        ctx.log.info("pod_created" if getattr(result, "created", False) else "pod_existed", pod=name)
-    return None
-
-
-async def _seed_preemptions(bus: Bus, watcher: PodWatcher, service: Service) -> None:
-    """Preemptions asked for and not yet reported (best effort: else only new ones are followed)."""
-    try:
-        requested = await _read_events(bus, "preempt_requested")
-        reported = await _read_events(bus, "preempted")
-    except Exception as exc:  # noqa: BLE001
-        service.log.warning("preemptions_not_seeded", error=repr(exc))
-        return
-    watcher.seed_preemptions([e for e in requested if isinstance(e, PreemptRequested)],
-                             [e for e in reported if isinstance(e, OperationPreempted)])
-
-
-async def _read_events(bus: Bus, kind: str) -> list[Event]:
-    events = []
-    for data in await bus.read_all(subjects.OPS_STREAM, subjects.events_of(kind)):
-        try:
-            events.append(codec.decode_event(data))
-        except codec.DecodeError:
-            continue  # garbage on the stream is not ours to judge here
-    return events
