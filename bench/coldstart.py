@@ -83,12 +83,10 @@ async def _cold_start(url: str, n_ops: int) -> dict[str, float]:
     from services.admission import cycle
     from services.admission.service import Admission
     from services.runtime.bus import Bus
-    from services.runtime.service import Service
     from services.runtime.settings import Settings
 
     settings = Settings(nats_url=url, log_format="json", log_level="warning")
-    service = Service("admission", settings)
-    admission = Admission(service, settings)
+    admission = Admission(settings)
     bus = await Bus.connect(url, "opsched-admission")
     try:
         t0 = time.perf_counter()
@@ -96,7 +94,7 @@ async def _cold_start(url: str, n_ops: int) -> dict[str, float]:
         start_s = time.perf_counter() - t0
         rebuilt = len(admission.state.ops)
         t0 = time.perf_counter()
-        decisions = cycle.decide(admission.state, admission.book, service.clock.now(), settings.namespace)
+        decisions = cycle.decide(admission.state, admission.book, admission.clock.now(), settings.namespace)
         first_cycle_s = time.perf_counter() - t0
     finally:
         await bus.close()

@@ -4,16 +4,20 @@ file-backed config mechanism (``services.runtime.config_file``); the ``set_queue
 there too, so a configuration set by command survives restarts until the file's content changes."""
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from proto import codec, subjects
-from proto.config import QueuesConfigured
+from proto.config import QueuesConfigured, SetQueues
 from proto.queues_file import QueuesConfigError, load_queues
+from services.admission.queues import compile_book
+from services.runtime.bus import config_digest
 from services.runtime.clock import Clock
 from services.runtime.config_file import ConfigKind, FileConfigSource
+from services.runtime.errors import InvalidInput
 
 QUEUES: ConfigKind[QueuesConfigured] = ConfigKind(
     name="queues", message_type=QueuesConfigured, load=load_queues, errors=(QueuesConfigError,),
@@ -32,3 +36,13 @@ class ConfigSource(FileConfigSource[QueuesConfigured]):
             self.apply(codec.decode_config(data))
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             self.log.error("bad_config_message", seq=seq, error=str(exc))
+
+
+def queues_configured(cmd: SetQueues, now: datetime) -> QueuesConfigured:
+    """The answer to ``set_queues``: the configuration, published to the config stream, once it compiles."""
+    try:
+        compile_book(cmd.config)
+    except QueuesConfigError as exc:
+        raise InvalidInput("invalid_queues", str(exc)) from None
+    source = f"command:{cmd.requested_by or '?'}#{config_digest(cmd.config)}"
+    return QueuesConfigured(config=cmd.config, at=now, source=source)

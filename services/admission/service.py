@@ -1,10 +1,15 @@
-"""The admission service: folds every op event and node fact into state (rebuilt from the streams on
-start), handles commands and queries, and runs the scheduling cycle whenever something changed."""
+"""The admission service.
+
+Consumes the commands (``cmd.>``: submit, stop, approve, reject, restart, copy, resume, schedules,
+set queues) and answers each with the events that follow (``ops.submitted``, ``ops.stop_requested``,
+``ops.schedule_created``, ``config.queues``, ...). On start it rebuilds its state by replaying the
+config, cluster and op streams, then follows them live; it answers the ``why`` and ``queues``
+queries; its scheduling cycle (``cycle``) runs whenever something changed and emits the decisions
+(``ops.admitted``, ``ops.preempt_requested``, ``ops.retry_scheduled``, ...); due schedules submit
+their runs."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
 
 import msgspec
 
@@ -19,28 +24,32 @@ from proto.commands import (
     SubmitOperation,
 )
 from proto.config import QueuesConfigured, SetQueues
+from proto.events import Event
 from proto.queries import QueuesRequest, WhyRequest
 from proto.queues import QueuesConfig
 from proto.reasons import Reason, pending
-from proto.schedules import CreateSchedule, DeleteSchedule, ScheduleEvent
+from proto.schedules import CreateSchedule, DeleteSchedule, ScheduleCreated, ScheduleDeleted, ScheduleEvent
 from services.admission import cycle, handlers, queries
 from services.admission import schedules as sched
-from services.admission.config_source import ConfigSource
+from services.admission.config_source import ConfigSource, queues_configured
 from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
-from services.runtime.bus import Bus, config_digest
-from services.runtime.errors import InvalidInput
-from services.runtime.service import Context, Service
+from services.runtime.bus import Bus
+from services.runtime.clock import Clock
+from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
 
 
-class Admission:
-    def __init__(self, service: Service, settings: Settings) -> None:
-        self.service = service
-        self.settings = settings
+class Admission(Service):
+    name = "admission"
+    commands = Consumer(subjects.ADMISSION_COMMANDS, subjects.CMD_STREAM, [subjects.CMD_ALL],
+                        decoder=codec.decode_command)
+
+    def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
+        super().__init__(settings, clock)
         self.state = AdmissionState()
         self.book: Book = compile_book(QueuesConfig())
-        self.config = ConfigSource(settings.queues_file, service.clock, service.log)
+        self.config = ConfigSource(settings.queues_file, self.clock, self.log)
         self.schedules = sched.Schedules(status_of=self._run_status)
         self.wake = asyncio.Event()
 
@@ -52,10 +61,51 @@ class Admission:
         await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, self.fold)
         await bus.serve(subjects.QUERY_WHY, self.answer, group="admission")
         await bus.serve(subjects.QUERY_QUEUES, self.answer, group="admission")
-        self.service.log.info("state_rebuilt", ops=len(self.state.ops), nodes=len(self.state.nodes),
-                              queues=self.book.names, config=self.book.source)
+        self.log.info("state_rebuilt", ops=len(self.state.ops), nodes=len(self.state.nodes),
+                      queues=self.book.names, config=self.book.source)
         self.wake.set()
 
+    def tasks(self) -> list[Task]:
+        return [self.run_cycles, self.config.watch_file, self.run_schedule_runs]
+
+    # ---- the commands: each handler returns the events that follow ----
+    @commands.handles(SubmitOperation)
+    async def on_submit(self, cmd: SubmitOperation, ctx: Context) -> Event | list[Event] | None:
+        return handlers.on_submit(cmd, ctx, self.state, self.book)
+
+    @commands.handles(StopOperation)
+    async def on_stop(self, cmd: StopOperation, ctx: Context) -> Event | None:
+        return handlers.on_stop(cmd, ctx, self.state)
+
+    @commands.handles(ApproveOperation)
+    async def on_approve(self, cmd: ApproveOperation, ctx: Context) -> Event | None:
+        return handlers.on_approve(cmd, ctx, self.state)
+
+    @commands.handles(RejectOperation)
+    async def on_reject(self, cmd: RejectOperation, ctx: Context) -> Event | None:
+        return handlers.on_reject(cmd, ctx, self.state)
+
+    @commands.handles(RestartOperation, CopyOperation)
+    async def on_rerun(self, cmd: RestartOperation | CopyOperation, ctx: Context) -> Event | list[Event] | None:
+        return handlers.on_rerun(cmd, ctx, self.state, self.book)
+
+    @commands.handles(ResumeOperation)
+    async def on_resume(self, cmd: ResumeOperation, ctx: Context) -> Event | None:
+        return handlers.on_resume(cmd, ctx, self.state, self.book)
+
+    @commands.handles(CreateSchedule)
+    async def on_create_schedule(self, cmd: CreateSchedule, ctx: Context) -> ScheduleCreated | None:
+        return sched.on_create(cmd, ctx.clock.now(), self.schedules)
+
+    @commands.handles(DeleteSchedule)
+    async def on_delete_schedule(self, cmd: DeleteSchedule, ctx: Context) -> ScheduleDeleted | None:
+        return sched.on_delete(cmd, ctx.clock.now(), self.schedules)
+
+    @commands.handles(SetQueues)
+    async def on_set_queues(self, cmd: SetQueues, ctx: Context) -> QueuesConfigured:
+        return queues_configured(cmd, ctx.clock.now())
+
+    # ---- the streams, replayed on start and followed live ----
     async def on_config(self, data: bytes, seq: int) -> None:
         await self.config.on_message(data, seq)
         latest = self.config.latest
@@ -64,11 +114,11 @@ class Admission:
         try:
             self.book = compile_book(latest.config, latest.source)
         except QueuesConfigError as exc:
-            self.service.log.error("config_not_applied", source=latest.source, error=str(exc))
+            self.log.error("config_not_applied", source=latest.source, error=str(exc))
             return
         self.state.queues.configure_aging({q.name: (q.aging.per_minute, q.aging.cap) for q in latest.config.queues},
-                                   self.service.clock.now())
-        self.service.log.info("queues_configured", source=latest.source, queues=self.book.names)
+                                          self.clock.now())
+        self.log.info("queues_configured", source=latest.source, queues=self.book.names)
         self.wake.set()
 
     async def on_cluster(self, data: bytes, seq: int) -> None:
@@ -90,14 +140,7 @@ class Admission:
         if self.state.apply(event):
             self.wake.set()
 
-    def _run_status(self, op_id: str) -> str | None:
-        op = self.state.ops.get(op_id)
-        return sched.run_status(op.status if op else None)
-
-    async def run_schedule_runs(self, bus: Bus, stop: asyncio.Event) -> None:
-        await sched.run_schedules(bus, self.service.clock, self.schedules, sched.submitter(bus, self.service.clock),
-                                  stop, self.service.log)
-
+    # ---- the queries ----
     async def answer(self, data: bytes) -> bytes:
         try:
             request = codec.decode_query(data)
@@ -105,75 +148,44 @@ class Admission:
             return codec.encode(queries.WhyAnswer(op_id="-", found=False, reasons=[
                 pending(Reason.BAD_REQUEST, error=str(exc))]))
         if isinstance(request, WhyRequest):
-            return codec.encode(queries.why(self.state, self.book, request.op_id, self.service.clock.now()))
+            return codec.encode(queries.why(self.state, self.book, request.op_id, self.clock.now()))
         if isinstance(request, QueuesRequest):
             return codec.encode(queries.queues(self.state, self.book))
         return codec.encode(queries.WhyAnswer(op_id="-", found=False))
 
+    # ---- the background tasks ----
     async def run_cycles(self, bus: Bus, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=0.5)
             except asyncio.TimeoutError:
-                if not self.state.queues.due(self.service.clock.now()):
+                if not self.state.queues.due(self.clock.now()):
                     continue
             self.wake.clear()
             await self.cycle_once(bus)
 
     async def cycle_once(self, bus: Bus) -> None:
-        now = self.service.clock.now()
+        now = self.clock.now()
         decisions = cycle.decide(self.state, self.book, now, self.settings.namespace)
         for index, decision in enumerate(decisions):
             try:
                 await bus.publish(decision)
             except Exception as exc:  # noqa: BLE001 - forget this and every later assumption
-                self.service.log.warning("publish_failed", op_id=decision.op_id, error=repr(exc))
+                self.log.warning("publish_failed", op_id=decision.op_id, error=repr(exc))
                 for unpublished in decisions[index:]:
                     self.state.fold.unassume(unpublished.op_id, now, type(unpublished))
                 self.wake.set()
                 await asyncio.sleep(0.2)
                 return
-            self.service.log.info(codec.type_of(decision), op_id=decision.op_id)
+            self.log.info(codec.type_of(decision), op_id=decision.op_id)
+
+    async def run_schedule_runs(self, bus: Bus, stop: asyncio.Event) -> None:
+        await sched.run_schedules(bus, self.clock, self.schedules, sched.submitter(bus, self.clock), stop, self.log)
+
+    def _run_status(self, op_id: str) -> str | None:
+        op = self.state.ops.get(op_id)
+        return sched.run_status(op.status if op else None)
 
 
-def set_queues(cmd: SetQueues, ctx: Context) -> QueuesConfigured:
-    try:
-        compile_book(cmd.config)
-    except QueuesConfigError as exc:
-        raise InvalidInput("invalid_queues", str(exc)) from None
-    source = f"command:{cmd.requested_by or '?'}#{config_digest(cmd.config)}"
-    return QueuesConfigured(config=cmd.config, at=ctx.clock.now(), source=source)
-
-
-# command type -> how admission answers it (a handler returns the events that follow)
-COMMANDS: dict[type, Callable[[Admission, Any, Context], Any]] = {
-    SubmitOperation: lambda a, cmd, ctx: handlers.on_submit(cmd, ctx, a.state, a.book),
-    StopOperation: lambda a, cmd, ctx: handlers.on_stop(cmd, ctx, a.state),
-    ApproveOperation: lambda a, cmd, ctx: handlers.on_approve(cmd, ctx, a.state),
-    RejectOperation: lambda a, cmd, ctx: handlers.on_reject(cmd, ctx, a.state),
-    RestartOperation: lambda a, cmd, ctx: handlers.on_rerun(cmd, ctx, a.state, a.book),
-    CopyOperation: lambda a, cmd, ctx: handlers.on_rerun(cmd, ctx, a.state, a.book),
-    ResumeOperation: lambda a, cmd, ctx: handlers.on_resume(cmd, ctx, a.state, a.book),
-    CreateSchedule: lambda a, cmd, ctx: sched.on_create(cmd, ctx.clock.now(), a.schedules),
-    DeleteSchedule: lambda a, cmd, ctx: sched.on_delete(cmd, ctx.clock.now(), a.schedules),
-    SetQueues: lambda a, cmd, ctx: set_queues(cmd, ctx),
-}
-
-
-def build(settings: Settings, clock=None) -> Service:
-    service = Service("admission", settings, clock)
-    admission = Admission(service, settings)
-    service.admission = admission  # type: ignore[attr-defined]  # for in-process inspection
-    service.on_start.append(admission.start)
-    service.extra_tasks += [admission.run_cycles, admission.config.watch_file, admission.run_schedule_runs]
-    sub = service.consume(subjects.ADMISSION_COMMANDS, subjects.CMD_STREAM, [subjects.CMD_ALL],
-                          decoder=codec.decode_command)
-    for kind, answer in COMMANDS.items():
-        service.on(sub, kind)(_handler(admission, answer))
-    return service
-
-
-def _handler(admission: Admission, answer: Callable[[Admission, Any, Context], Any]):
-    async def handle(cmd: Any, ctx: Context) -> Any:
-        return answer(admission, cmd, ctx)
-    return handle
+def build(settings: Settings, clock: Clock | None = None) -> Admission:
+    return Admission(settings, clock)

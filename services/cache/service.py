@@ -1,4 +1,5 @@
-"""Wire the cache to the bus (Polyaxon's cache semantics; see ``lookup`` and ``fingerprint``).
+"""The cache service (Polyaxon's cache semantics; the answers are ``decide``'s, see ``lookup`` and
+``fingerprint``). Consumes ``submitted`` and every way an op ends (durable ``cache-lookup``):
 
 - ``submitted``: answer with ``cache_hit`` (a succeeded original, fresh for the op's ``cache.ttl``:
   admission ends the op ``succeeded``, reason ``cache_hit``, with the original's outputs, using no
@@ -13,27 +14,14 @@ Every handler is idempotent: a redelivered event finds the op's record and gives
 """
 from __future__ import annotations
 
-from datetime import datetime
-
-import msgspec
-
 from proto import subjects
-from proto.events import (
-    CacheHit,
-    CacheMissed,
-    Event,
-    OperationFailed,
-    OperationSubmitted,
-    OperationSucceeded,
-    event_type,
-)
-from proto.lifecycle import CACHE_HIT_REASON, OP_ENDS
-from services.cache import lookup
-from services.cache.fingerprint import caching_enabled, fingerprint
-from services.cache.lookup import Candidate, Hit, Miss, Wait
-from services.cache.store import HIT, MISS, WAIT, CacheStore, Run, Waiter
+from proto.events import Event, OperationSubmitted, event_type
+from proto.lifecycle import OP_ENDS
+from services.cache.decide import Decider
+from services.cache.store import CacheStore
 from services.runtime.bus import Bus
-from services.runtime.service import Context, Service
+from services.runtime.clock import Clock
+from services.runtime.service import Consumer, Context, Service
 from services.runtime.settings import Settings
 
 ENDS = OP_ENDS
@@ -45,145 +33,22 @@ def consumed_subjects() -> list[str]:
     return [subjects.events_of(event_type(t)) for t in types]
 
 
-def build(settings: Settings, clock=None) -> Service:
-    service = Service("cache", settings, clock)
-    holder: dict[str, CacheStore] = {}
+class Cache(Service):
+    name = "cache"
+    ops = Consumer(subjects.CACHE_LOOKUP, subjects.OPS_STREAM, consumed_subjects())
+    store: CacheStore  # set in start: the runs, candidates and waiters are a key-value bucket
 
-    async def open_store(bus: Bus) -> None:
-        holder["store"] = CacheStore(await bus.ensure_cache_bucket(subjects.CACHE_BUCKET))
+    async def start(self, bus: Bus) -> None:
+        self.store = CacheStore(await bus.ensure_cache_bucket(subjects.CACHE_BUCKET))
 
-    service.on_start.append(open_store)
-    sub = service.consume(subjects.CACHE_LOOKUP, subjects.OPS_STREAM, consumed_subjects())
+    @ops.handles(OperationSubmitted)
+    async def on_submitted(self, event: OperationSubmitted, ctx: Context) -> list[Event]:
+        return await Decider(self.store, ctx).submitted(event)
 
-    @service.on(sub, OperationSubmitted)
-    async def on_submitted(event: OperationSubmitted, ctx: Context) -> list[Event]:
-        return await Cache(holder["store"], ctx).submitted(event)
-
-    @service.on(sub, *ENDS)
-    async def on_ended(event: Event, ctx: Context) -> list[Event]:
-        return await Cache(holder["store"], ctx).ended(event)
-
-    return service
+    @ops.handles(*ENDS)
+    async def on_ended(self, event: Event, ctx: Context) -> list[Event]:
+        return await Decider(self.store, ctx).ended(event)
 
 
-class Cache:
-    """The handlers' work, on a store and a clock."""
-
-    def __init__(self, store: CacheStore, ctx: Context) -> None:
-        self.store, self.ctx = store, ctx
-
-    @property
-    def now(self) -> datetime:
-        return self.ctx.clock.now()
-
-    # ---- a new op ----
-    async def submitted(self, event: OperationSubmitted) -> list[Event]:
-        known = await self.store.run(event.op_id)
-        if known is not None:  # redelivered: the same answer
-            return await self._carry_out(known)
-        spec = event.spec
-        run = Run(op_id=event.op_id, fingerprint=fingerprint(spec), kind=spec.run_kind, runtime=spec.run_kind,
-                  submitted_at=event.submitted_at, attempt=event.attempt, ttl=spec.cache.ttl,
-                  max_retries=spec.termination.max_retries)
-        if spec.cache.disable is True:  # never looked up, never reused: nothing to remember
-            return [self._missed(msgspec.structs.replace(run, reason=lookup.DISABLED))]
-        if not caching_enabled(spec, clone=event.relation is not None):
-            # off by default (an independent op, a clone): no lookup, but its result may serve others
-            run = msgspec.structs.replace(run, decision=MISS, reason=lookup.DISABLED, candidate=True)
-        else:
-            found = lookup.choose(await self.store.candidates(run.fingerprint), op_id=run.op_id, kind=run.kind,
-                                  runtime=run.runtime, now=self.now, ttl_s=run.ttl)
-            run = _decided(run, found)
-        await self.store.put_run(run)
-        return await self._carry_out(run)
-
-    async def _carry_out(self, run: Run) -> list[Event]:
-        """Make the store agree with the decision (idempotent) and say it."""
-        if run.decision == HIT:
-            self.ctx.log.info("cache_hit", original=run.original)
-            return [self._hit(run)]
-        if run.decision == MISS:
-            if run.candidate and run.ended is None:
-                await self.store.change_candidates(run.fingerprint,
-                                                   lambda cs: lookup.remember(cs, run.as_candidate()))
-            return [self._missed(run)]
-        assert run.original is not None
-        waiting = await self.store.add_waiter(run.original, Waiter(op_id=run.op_id, attempt=run.attempt))
-        if not waiting.closed:
-            self.ctx.log.info("cache_waits_for_original", original=run.original)
-            return []
-        return await self._settle(run.op_id, waiting.outcome)  # the original ended meanwhile
-
-    # ---- an op ended ----
-    async def ended(self, event: Event) -> list[Event]:
-        run = await self.store.run(event.op_id)
-        if run is None:
-            return []  # caching disabled explicitly, or an op from before the cache knew it
-        if isinstance(event, OperationFailed) and not self._final(run, event):
-            await self.store.update_run(run.op_id, lambda r: _with_failure(r, event))
-            return []  # another attempt follows: still in processing
-        how = event_type(type(event))
-        run = await self.store.update_run(run.op_id, lambda r: msgspec.structs.replace(r, ended=how)) or run
-        if run.decision == WAIT and run.original is not None:
-            await self.store.remove_waiter(run.original, run.op_id)  # it ended while it waited
-        if run.decision == HIT:
-            return []  # a copy of another op's result: never a candidate, nobody waits for it
-        outcome: Candidate | None = None
-        if isinstance(event, OperationSucceeded) and event.reason != CACHE_HIT_REASON:
-            outcome = msgspec.structs.replace(run.as_candidate(), state=lookup.SUCCEEDED, ended_at=event.at,
-                                              outputs=dict(event.outputs))
-            if run.candidate:
-                done = outcome
-                await self.store.change_candidates(run.fingerprint, lambda cs: lookup.succeed(cs, done))
-        elif run.candidate:
-            await self.store.change_candidates(run.fingerprint, lambda cs: lookup.forget(cs, run.op_id))
-        if not run.candidate:
-            return []  # nobody could have chosen to wait for it
-        events: list[Event] = []
-        for waiter in await self.store.close_waiters(run.op_id, outcome):
-            events += await self._settle(waiter.op_id, outcome)
-        return events
-
-    def _final(self, run: Run, event: OperationFailed) -> bool:
-        earlier = [reason for attempt, reason in run.failures if attempt < event.attempt]
-        return lookup.failure_is_final(event.reason, run.max_retries, earlier)
-
-    async def _settle(self, op_id: str, outcome: Candidate | None) -> list[Event]:
-        """The original of waiting op ``op_id`` ended (``outcome``: it, if it succeeded)."""
-        run = await self.store.run(op_id)
-        if run is None or run.ended is not None:
-            return []
-        if run.decision == WAIT:
-            found = lookup.settle(outcome, await self.store.candidates(run.fingerprint), op_id=op_id,
-                                  kind=run.kind, runtime=run.runtime, now=self.now, ttl_s=run.ttl)
-
-            def decide(r: Run) -> Run:
-                return _decided(r, found) if r.decision == WAIT else r
-            run = await self.store.update_run(op_id, decide) or run
-        if run.decision == MISS:
-            self.ctx.log.info("cache_original_ended_without_result", original=run.original, reason=run.reason)
-        return await self._carry_out(run)
-
-    # ---- events ----
-    def _hit(self, run: Run) -> CacheHit:
-        return CacheHit(op_id=run.op_id, at=self.now, attempt=run.attempt, fingerprint=run.fingerprint,
-                        original_op_id=run.original or "", outputs=dict(run.outputs))
-
-    def _missed(self, run: Run) -> CacheMissed:
-        return CacheMissed(op_id=run.op_id, at=self.now, attempt=run.attempt, fingerprint=run.fingerprint,
-                           reason=run.reason)
-
-
-def _decided(run: Run, found: Hit | Wait | Miss) -> Run:
-    if isinstance(found, Hit):
-        return msgspec.structs.replace(run, decision=HIT, original=found.original.op_id,
-                                       outputs=dict(found.original.outputs), candidate=False)
-    if isinstance(found, Wait):
-        return msgspec.structs.replace(run, decision=WAIT, original=found.original.op_id, candidate=False)
-    return msgspec.structs.replace(run, decision=MISS, reason=found.reason, candidate=True)
-
-
-def _with_failure(run: Run, event: OperationFailed) -> Run:
-    if any(attempt == event.attempt for attempt, _ in run.failures):
-        return run
-    return msgspec.structs.replace(run, failures=[*run.failures, [event.attempt, event.reason]])
+def build(settings: Settings, clock: Clock | None = None) -> Cache:
+    return Cache(settings, clock)

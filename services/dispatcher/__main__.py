@@ -1,5 +1,5 @@
-from services.dispatcher.service import build
+from services.dispatcher.service import Dispatcher
 from services.runtime.runner import main
 
 if __name__ == "__main__":
-    main(build, "dispatcher")
+    main(Dispatcher)

@@ -21,7 +21,7 @@ from typing import Any
 
 from kubernetes.client import CoreV1Api, V1Pod
 
-from proto import codec
+from proto import codec, subjects
 from proto.events import (
     Event,
     OperationFailed,
@@ -133,6 +133,17 @@ class PodWatcher(ListWatch):
             if (request.op_id, request.attempt) not in done:
                 self.expect_preemption(request)
 
+    async def seed(self, bus) -> None:
+        """Preemptions asked for and not yet reported (best effort: else only new ones are followed)."""
+        try:
+            requested = await _read_events(bus, "preempt_requested")
+            reported = await _read_events(bus, "preempted")
+        except Exception as exc:  # noqa: BLE001
+            self.log.warning("preemptions_not_seeded", error=repr(exc))
+            return
+        self.seed_preemptions([e for e in requested if isinstance(e, PreemptRequested)],
+                              [e for e in reported if isinstance(e, OperationPreempted)])
+
     def _report_orphan_preemptions(self, items: list[V1Pod]) -> None:
         keys = {view.key for view in map(view_of, items) if view is not None}
         with self.lock:
@@ -148,3 +159,13 @@ class PodWatcher(ListWatch):
         with self.lock:
             return [list(pods.values()) for pods in self.attempts.values()
                     if any(v.gang_size > 1 for v in pods.values())]
+
+
+async def _read_events(bus, kind: str) -> list[Event]:
+    events = []
+    for data in await bus.read_all(subjects.OPS_STREAM, subjects.events_of(kind)):
+        try:
+            events.append(codec.decode_event(data))
+        except codec.DecodeError:
+            continue  # garbage on the stream is not ours to judge here
+    return events

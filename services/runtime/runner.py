@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from services.runtime import logging as oplog
 from services.runtime.bus import Bus
@@ -48,8 +48,8 @@ def _report(services: Sequence[Service], buses: Sequence[Bus]) -> dict:
     }
 
 
-def main(build, name: str) -> None:
-    """Entry point of ``python -m services.<name>``: ``build(settings) -> Service``."""
+def main(service_class: Callable[[Settings], Service]) -> None:
+    """Entry point of ``python -m services.<name>``: ``main(Admission)`` serves one instance."""
     settings = Settings()
     oplog.configure(settings.log_format, settings.log_level)
-    asyncio.run(serve([build(settings)], settings))
+    asyncio.run(serve([service_class(settings)], settings))

@@ -1,4 +1,17 @@
-"""The handler loop: fetch → decode → handle → publish the returned events → ack.
+"""The base class of every service, and the handler loop: fetch → decode → handle → publish the
+returned events → ack.
+
+A service is a subclass of ``Service``, the same anatomy in all four::
+
+    class Cost(Service):
+        name = "cost"
+        estimates = Consumer(durable, stream, filters)          # a durable pull consumer
+
+        async def start(self, bus): ...                         # before any consumer: replay, buckets
+        def tasks(self): return [self.watch_file]              # long-running ``task(bus, stop)``
+
+        @estimates.handles(OperationSubmitted)                  # a handler is a method
+        async def estimate(self, event, ctx): return CostEstimated(...)
 
 A handler returns the events that happened; it never publishes. Nothing is acked before the
 events it produced are stored in JetStream. Malformed input is terminated, dead-lettered and
@@ -7,9 +20,10 @@ answered with an error event; the service keeps going.
 from __future__ import annotations
 
 import asyncio
+import types
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 from nats.errors import TimeoutError as NatsTimeout
@@ -23,6 +37,8 @@ from services.runtime.errors import InvalidInput
 from services.runtime.settings import Settings
 
 Handler = Callable[[Any, "Context"], Awaitable[Any]]
+Task = Callable[[Bus, asyncio.Event], Coroutine[Any, Any, None]]
+Method = TypeVar("Method", bound=Callable[..., Awaitable[Any]])
 NAK_BACKOFF_S = (0.5, 2.0, 5.0, 10.0)
 
 
@@ -53,44 +69,64 @@ class Stats:
     retried: int = 0
 
 
+class Consumer:
+    """A durable pull consumer, declared on a service class: ``ops = Consumer(durable, stream, filters)``.
+    Its handlers are methods, registered with ``@ops.handles(EventType, ...)``; every instance of the
+    class consumes through its own ``Subscription``, the methods bound to it."""
+
+    def __init__(self, durable: str, stream: str, filters: list[str],
+                 decoder: Callable[[bytes], Any] = codec.decode) -> None:
+        self.durable, self.stream, self.filters, self.decoder = durable, stream, list(filters), decoder
+        self.methods: dict[type, Callable[..., Awaitable[Any]]] = {}
+
+    def handles(self, *kinds: type) -> Callable[[Method], Method]:
+        def register(method: Method) -> Method:
+            for kind in kinds:
+                if kind in self.methods:
+                    raise TypeError(f"{self.durable}: {kind.__name__} is handled twice")
+                self.methods[kind] = method
+            return method
+        return register
+
+    def bind(self, service: "Service") -> Subscription:
+        handlers: dict[type, Handler] = {kind: types.MethodType(method, service)
+                                         for kind, method in self.methods.items()}
+        return Subscription(self.durable, self.stream, self.filters, self.decoder, handlers)
+
+
 class Service:
-    def __init__(self, name: str, settings: Settings, clock: Clock | None = None) -> None:
-        self.name = name
+    """The base class of every service: ``name``, its ``Consumer``s and their handler methods, ``start``
+    and ``tasks``. ``run`` serves them all until ``stop``."""
+
+    name: ClassVar[str]
+
+    def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
-        self.log = oplog.get(name)
-        self.subscriptions: list[Subscription] = []
+        self.log = oplog.get(self.name)
+        self.subscriptions: list[Subscription] = [c.bind(self) for c in consumers_of(type(self))]
         self.stats = Stats()
         self.bus: Bus | None = None
         self.ready = asyncio.Event()
-        self.extra_tasks: list[Callable[[Bus, asyncio.Event], Coroutine[Any, Any, None]]] = []
-        self.on_start: list[Callable[[Bus], Awaitable[None]]] = []
 
-    def consume(self, durable: str, stream: str, filters: list[str],
-                decoder: Callable[[bytes], Any] = codec.decode) -> Subscription:
-        sub = Subscription(durable, stream, filters, decoder)
-        self.subscriptions.append(sub)
-        return sub
+    async def start(self, bus: Bus) -> None:
+        """Before any consumer is created: rebuild state by replay, open buckets, serve queries."""
 
-    def on(self, sub: Subscription, *types: type) -> Callable[[Handler], Handler]:
-        def register(fn: Handler) -> Handler:
-            for t in types:
-                sub.handlers[t] = fn
-            return fn
-        return register
+    def tasks(self) -> list[Task]:
+        """The long-running tasks ``task(bus, stop)`` served beside the consumers, until ``stop``."""
+        return []
 
     async def run(self, bus: Bus, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; then finish the message in hand and return (drain)."""
         self.bus = bus
         await bus.ensure_streams()
-        for hook in self.on_start:
-            await hook(bus)
+        await self.start(bus)
         subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver))
                 for s in self.subscriptions]
         self.ready.set()
         self.log.info("service_started", consumers=[s.durable for s in self.subscriptions])
         tasks = [asyncio.create_task(self._loop(s, psub, stop)) for s, psub in subs]
-        tasks += [asyncio.create_task(t(bus, stop)) for t in self.extra_tasks]
+        tasks += [asyncio.create_task(t(bus, stop)) for t in self.tasks()]
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -170,6 +206,16 @@ class Service:
             return
         await msg.raw.term()
         self.stats.dead_lettered += 1
+
+
+def consumers_of(cls: type) -> list[Consumer]:
+    """The consumers declared on ``cls`` and its bases, in the order of declaration."""
+    found: list[Consumer] = []
+    for klass in reversed(cls.__mro__):
+        for value in vars(klass).values():
+            if isinstance(value, Consumer) and value not in found:
+                found.append(value)
+    return found
 
 
 def _received(raw: Any) -> Received:

@@ -50,7 +50,7 @@ async def test_editing_the_prices_file_changes_the_next_estimate(stack_factory, 
     path = tmp_path / "prices.yaml"
     path.write_text(PRICES)
     stack = await stack_factory(dispatcher_mode="null", prices_file=path)
-    cost, client = stack.service("cost").cost, Client(bus)
+    cost, client = stack.service("cost").state, Client(bus)
     first = await client.submit(op("first").gpus(1).timeout(3600).build())
     before = await events.expect(CostEstimated, first)
     assert before.estimate.amount == 2.0 and before.prices_source.startswith(f"file:{path}#")
@@ -70,10 +70,10 @@ async def test_a_restarted_cost_service_keeps_the_catalogue_in_force(stack_facto
     path = tmp_path / "prices.yaml"
     path.write_text(PRICES)
     first = await stack_factory(names=("cost",), prices_file=path)
-    source = first.service("cost").cost.catalogue.source
+    source = first.service("cost").state.catalogue.source
     await first.close()
     again = await stack_factory(names=("cost",))  # no file this time: the one in the stream stays
-    assert again.service("cost").cost.catalogue.source == source
+    assert again.service("cost").state.catalogue.source == source
     await submit(bus, "x", op("x").gpus(1).timeout(3600).build())
     estimated = await events.expect(CostEstimated, "x")
     assert (estimated.estimate.amount, estimated.prices_source) == (2.0, source)
@@ -100,7 +100,7 @@ async def test_an_attempt_on_a_spot_node_is_charged_the_spot_price(stack_factory
 
 
 async def test_the_expected_duration_becomes_the_median_of_three_past_runs(stack_factory, bus, events):
-    cost = (await stack_factory(names=("cost",))).service("cost").cost
+    cost = (await stack_factory(names=("cost",))).service("cost").state
     spec = op("tokenize").gpus(1).build()  # no timeout
     for i, seconds in enumerate([600.0, 60.0, 120.0]):
         await submit(bus, f"run-{i}", spec)

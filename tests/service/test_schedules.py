@@ -25,7 +25,7 @@ from services.admission.schedules import (
     run_schedules,
     submitter,
 )
-from services.runtime.service import Context, Service
+from services.runtime.service import Consumer, Context, Service
 from services.runtime.settings import Settings
 from tests.builders import T0, op
 from tests.builders.clock import FakeClock
@@ -109,36 +109,42 @@ class Folded:
             await asyncio.wait_for(self.changed.wait_for(lambda: condition(self.schedules)), TIMEOUT)
 
 
-def schedule_service(url: str, clock: FakeClock, folded: Folded, submitted: list[str]) -> Service:
+class ScheduleService(Service):
     """What admission wires: the replay fold, the two command handlers, the runner task."""
-    service = Service("admission", Settings(nats_url=url, log_format="console"), clock)
-    schedules, fold = folded.schedules, folded.fold
 
-    async def replay(bus) -> None:
-        await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, fold)
+    name = "admission"
+    commands = Consumer(subjects.ADMISSION_COMMANDS, subjects.CMD_STREAM, [subjects.CMD_SCHEDULE_ALL],
+                        decoder=codec.decode_command)
 
-    async def runner(bus, stop: asyncio.Event) -> None:
-        submit = submitter(bus, clock)
+    def __init__(self, url: str, clock: FakeClock, folded: Folded, submitted: list[str]) -> None:
+        super().__init__(Settings(nats_url=url, log_format="console"), clock)
+        self.folded, self.submitted = folded, submitted
+
+    async def start(self, bus) -> None:
+        await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, self.folded.fold)
+
+    def tasks(self):
+        return [self.runner]
+
+    async def runner(self, bus, stop: asyncio.Event) -> None:
+        submit = submitter(bus, self.clock)
 
         async def recording(op_id: str, spec) -> None:
-            submitted.append(op_id)
+            self.submitted.append(op_id)
             await submit(op_id, spec)
-        await run_schedules(bus, clock, schedules, recording, stop, service.log)
+        await run_schedules(bus, self.clock, self.folded.schedules, recording, stop, self.log)
 
-    service.on_start.append(replay)
-    service.extra_tasks.append(runner)
-    sub = service.consume(subjects.ADMISSION_COMMANDS, subjects.CMD_STREAM, [subjects.CMD_SCHEDULE_ALL],
-                          decoder=codec.decode_command)
+    @commands.handles(CreateSchedule)
+    async def create(self, cmd: CreateSchedule, ctx: Context):
+        return on_create(cmd, ctx.clock.now(), self.folded.schedules)
 
-    @service.on(sub, CreateSchedule)
-    async def create(cmd: CreateSchedule, ctx: Context):
-        return on_create(cmd, ctx.clock.now(), schedules)
+    @commands.handles(DeleteSchedule)
+    async def delete(self, cmd: DeleteSchedule, ctx: Context):
+        return on_delete(cmd, ctx.clock.now(), self.folded.schedules)
 
-    @service.on(sub, DeleteSchedule)
-    async def delete(cmd: DeleteSchedule, ctx: Context):
-        return on_delete(cmd, ctx.clock.now(), schedules)
 
-    return service
+def schedule_service(url: str, clock: FakeClock, folded: Folded, submitted: list[str]) -> Service:
+    return ScheduleService(url, clock, folded, submitted)
 
 
 async def start(service: Service, bus) -> tuple[asyncio.Task, asyncio.Event]:

@@ -138,14 +138,13 @@ def admission(clock, monkeypatch):
     import asyncio
 
     from services.admission.service import Admission
-    from services.runtime.service import Service
 
     async def no_wait(_seconds):  # the back-off after a failed publish
         return None
 
     monkeypatch.setattr(asyncio, "sleep", no_wait)
     settings = Settings(namespace=NS)
-    return Admission(Service("admission", settings, clock), settings)
+    return Admission(settings, clock)
 
 
 async def test_a_cycle_publishes_every_decision(admission):

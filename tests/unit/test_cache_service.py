@@ -15,7 +15,8 @@ from proto.events import (
     OperationSucceeded,
 )
 from proto.spec import OpSpec, Termination
-from services.cache.service import Cache, consumed_subjects
+from services.cache.decide import Decider
+from services.cache.service import consumed_subjects
 from services.cache.store import CacheStore, Run, Waiter, Waiters
 from services.runtime.service import Context
 from tests.builders import T0, failed, op, stopped, submitted, succeeded
@@ -35,8 +36,8 @@ class Harness:
         return Harness(self.kv, self.clock)
 
     @property
-    def cache(self) -> Cache:
-        return Cache(CacheStore(self.kv), self.ctx)
+    def cache(self) -> Decider:
+        return Decider(CacheStore(self.kv), self.ctx)
 
     async def submit(self, spec: OpSpec, op_id: str, **kw):
         return await self.cache.submitted(submitted(spec, op_id=op_id, at=self.clock.now(), **kw))

@@ -11,7 +11,7 @@ from proto import codec, subjects
 from proto.events import CostEstimated, ErrorRaised, OperationSubmitted
 from services.runtime.bus import Received
 from services.runtime.errors import InvalidInput
-from services.runtime.service import NAK_BACKOFF_S, Context, Service
+from services.runtime.service import NAK_BACKOFF_S, Context, Service, Subscription
 from services.runtime.settings import Settings
 from tests.builders import T0, cost_estimated, op, stop, submitted, t
 from tests.builders.clock import FakeClock
@@ -66,16 +66,32 @@ def clock() -> FakeClock:
     return FakeClock(T0)
 
 
+class Probe(Service):
+    name = SERVICE
+
+
 @pytest.fixture
 def service(journal, clock) -> Service:
-    svc = Service(SERVICE, Settings(max_deliver=MAX_DELIVER), clock)
+    svc = Probe(Settings(max_deliver=MAX_DELIVER), clock)
     svc.bus = FakeBus(journal)  # type: ignore[assignment]
     return svc
 
 
 @pytest.fixture
-def sub(service):
-    return service.consume("test-durable", subjects.OPS_STREAM, [subjects.OPS_ALL])
+def sub(service) -> Subscription:
+    """A subscription whose handlers each test sets with ``@on(sub, Type)`` (a service class declares
+    them with ``Consumer.handles``; see test_service_anatomy)."""
+    subscription = Subscription("test-durable", subjects.OPS_STREAM, [subjects.OPS_ALL], codec.decode)
+    service.subscriptions.append(subscription)
+    return subscription
+
+
+def on(sub: Subscription, *kinds: type):
+    def register(fn):
+        for kind in kinds:
+            sub.handlers[kind] = fn
+        return fn
+    return register
 
 
 def received(journal: Journal, data: bytes, *, delivered: int = 1, seq: int = 7,
@@ -92,7 +108,7 @@ SUBMITTED = submitted(op("train").build(), op_id="op-1")
 async def test_the_handler_result_is_published_and_then_the_message_is_acked(service, sub, journal):
     seen: list[tuple] = []
 
-    @service.on(sub, OperationSubmitted)
+    @on(sub, OperationSubmitted)
     async def handle(event, ctx: Context):
         seen.append((event, ctx.service, ctx.subject, ctx.num_delivered, ctx.clock.now()))
         return cost_estimated(event.op_id, at=ctx.clock.now())
@@ -105,7 +121,7 @@ async def test_the_handler_result_is_published_and_then_the_message_is_acked(ser
 
 
 async def test_every_returned_event_is_published_before_the_ack(service, sub, journal):
-    @service.on(sub, OperationSubmitted)
+    @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         return [cost_estimated("op-1"), cost_estimated("op-2")]
 
@@ -115,7 +131,7 @@ async def test_every_returned_event_is_published_before_the_ack(service, sub, jo
 
 
 async def test_a_handler_that_returns_nothing_is_acked(service, sub, journal):
-    @service.on(sub, OperationSubmitted)
+    @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         return None
 
@@ -126,7 +142,7 @@ async def test_a_handler_that_returns_nothing_is_acked(service, sub, journal):
 async def test_one_handler_may_serve_several_types(service, sub, journal):
     types: list[str] = []
 
-    @service.on(sub, OperationSubmitted, CostEstimated)
+    @on(sub, OperationSubmitted, CostEstimated)
     async def handle(message, ctx):
         types.append(type(message).__name__)
 
@@ -136,7 +152,7 @@ async def test_one_handler_may_serve_several_types(service, sub, journal):
 
 
 async def test_a_message_type_without_a_handler_is_acked_without_publishing(service, sub, journal):
-    @service.on(sub, OperationSubmitted)
+    @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         raise AssertionError("not for this type")
 
@@ -168,7 +184,7 @@ def assert_dead_lettered(journal: Journal, data: bytes, reason: str, *, op_id: s
 async def test_a_message_that_does_not_decode_is_dead_lettered_with_an_error_event(service, sub, journal, data):
     called: list = []
 
-    @service.on(sub, OperationSubmitted)
+    @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         called.append(event)
 
@@ -181,7 +197,7 @@ async def test_a_message_that_does_not_decode_is_dead_lettered_with_an_error_eve
 
 
 async def test_invalid_input_from_a_handler_is_dead_lettered_at_once(service, sub, journal):
-    @service.on(sub, OperationSubmitted)
+    @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         raise InvalidInput("forbidden_pod_spec", "privileged: true is refused")
 
@@ -192,7 +208,7 @@ async def test_invalid_input_from_a_handler_is_dead_lettered_at_once(service, su
 
 
 async def test_invalid_input_may_name_another_op(service, sub, journal):
-    @service.on(sub, OperationSubmitted)
+    @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         raise InvalidInput("unknown_op", "no such op", op_id="other")
 
@@ -204,7 +220,7 @@ async def test_invalid_input_may_name_another_op(service, sub, journal):
 
 @pytest.mark.parametrize("delivered", range(1, MAX_DELIVER))
 async def test_a_failing_handler_is_retried_with_backoff_before_the_last_delivery(service, sub, journal, delivered):
-    @service.on(sub, OperationSubmitted)
+    @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         raise RuntimeError("database is down")
 
@@ -218,7 +234,7 @@ def test_the_backoff_grows():
 
 
 async def test_a_failing_handler_is_dead_lettered_on_the_last_delivery(service, sub, journal):
-    @service.on(sub, OperationSubmitted)
+    @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         raise RuntimeError("database is down")
 
@@ -231,7 +247,7 @@ async def test_a_failing_handler_is_dead_lettered_on_the_last_delivery(service, 
 async def test_a_failed_publish_is_retried_and_never_acked(service, sub, journal):
     service.bus = FakeBus(journal, fail_publish=True)  # type: ignore[assignment]
 
-    @service.on(sub, OperationSubmitted)
+    @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         return cost_estimated()
 

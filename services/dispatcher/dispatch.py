@@ -1,0 +1,49 @@
+"""An admitted attempt becomes pods. A pod spec that would bypass GPU accounting is refused
+(``rejected``, ``forbidden_pod_spec``); else every pod of the attempt is created (one, or a gang;
+409: it exists already) and the attempt is ``dispatched``. When the API refuses a pod, the pods of
+the gang already created are released and the attempt has ``failed`` (``PodRejected``). Without a
+cluster (null mode) an attempt is dispatched at once."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from proto.events import Event, OperationAdmitted, OperationDispatched, OperationFailed, OperationRejected
+from proto.gpu_accounting import violations
+from proto.podspec import ANNOTATION_EVICTED, build_pods
+from services.dispatcher.gang import POD_REJECTED
+from services.dispatcher.k8s import Kube, PodRejected
+from services.dispatcher.preempt import Releaser
+from services.runtime.service import Context
+
+
+async def dispatch(event: OperationAdmitted, ctx: Context, kube: Kube | None, releaser: Releaser | None) -> Event:
+    base: dict[str, Any] = dict(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt)
+    problems = violations(event.spec)
+    if problems:
+        return OperationRejected(**base, reason="forbidden_pod_spec", message="; ".join(problems))
+    if kube is not None and releaser is not None:
+        refusal = await create_attempt(kube, releaser, event, ctx)
+        if refusal is not None:
+            return OperationFailed(**base, pod_name=event.pod_name, reason="PodRejected", message=refusal)
+    return OperationDispatched(**base, pod_name=event.pod_name, namespace=event.namespace)
+
+
+async def create_attempt(kube: Kube, releaser: Releaser, event: OperationAdmitted, ctx: Context) -> str | None:
+    """Create every pod of the attempt (409: it exists). On a refusal, release the pods of the gang
+    already created and return the API's message."""
+    pods = build_pods(event)
+    results = await asyncio.gather(*(kube.create_pod(p) for p in pods), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, PodRejected):
+            raise result  # temporary: the redelivery creates what is missing
+    names = [p["metadata"]["name"] for p in pods]
+    refusals = [r for r in results if isinstance(r, PodRejected)]
+    if refusals:
+        created = [n for n, r in zip(names, results) if not isinstance(r, BaseException)]
+        await releaser.release(event.namespace, created, {ANNOTATION_EVICTED: POD_REJECTED},
+                               ctx.settings.stop_grace_s)
+        return refusals[0].message
+    for name, result in zip(names, results):
+        ctx.log.info("pod_created" if getattr(result, "created", False) else "pod_existed", pod=name)
+    return None
