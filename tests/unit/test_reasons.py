@@ -101,6 +101,7 @@ def test_every_template_is_filled_by_exactly_its_fields():
     for reason, fields in SAMPLES.items():
         assert set(fields) == REASONS[reason].fields, reason
         text = message(reason, **fields)
+        assert text == REASONS[reason].template.format(**fields), reason  # the compiled template says the same
         assert text.strip(), reason
         assert pending(reason, **fields) == PendingReason(code=reason, message=text)
 
