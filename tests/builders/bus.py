@@ -28,7 +28,7 @@ import structlog
 from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import PubAck
-from nats.js.errors import NotFoundError
+from nats.js.errors import NoStreamResponseError, NotFoundError
 
 from proto import codec, subjects
 from services.runtime.bus import DUPLICATE_WINDOW_S, Bus, default_msg_id, subject_for
@@ -83,10 +83,10 @@ class MemoryBroker:
         return self.streams[name]
 
     def stream_for(self, subject: str) -> Stream:
-        """The stream that stores ``subject``; none: nats' NoRespondersError, as a JetStream publish raises."""
+        """The stream that stores ``subject``; none: what a JetStream publish raises then."""
         found = next((s for s in self.streams.values() if s.holds(subject)), None)
         if found is None:
-            raise NoRespondersError
+            raise NoStreamResponseError
         return found
 
     def stored(self, stream: str, subject: str = ">") -> list[Stored]:
