@@ -105,10 +105,12 @@ def build_services(settings, names: tuple[str, ...] = SERVICES):
 
 class ServicesInProcess:
     """Some or all of the four services serving in this process (as `opsched up`, the tests and the
-    benchmarks run them): ``start`` returns once each is ready, ``close`` drains them."""
+    benchmarks run them): ``start`` returns once each is ready, ``close`` drains them. ``connect(url, name)``
+    opens each service's bus connection (default: ``Bus.connect`` to ``settings.nats_url``)."""
 
-    def __init__(self, settings, names: tuple[str, ...] = SERVICES) -> None:
+    def __init__(self, settings, names: tuple[str, ...] = SERVICES, connect=None) -> None:
         self.settings = settings
+        self.connect = connect
         self.services = build_services(settings, names)
         self.stop = asyncio.Event()
         self.task: asyncio.Task | None = None
@@ -116,7 +118,7 @@ class ServicesInProcess:
     async def start(self, timeout: float = 30.0) -> "ServicesInProcess":
         from services.runtime.runner import serve
 
-        self.task = asyncio.create_task(serve(self.services, self.settings, self.stop))
+        self.task = asyncio.create_task(serve(self.services, self.settings, self.stop, self.connect))
         waits = [asyncio.create_task(s.ready.wait()) for s in self.services]
         done, _ = await asyncio.wait([self.task, *waits], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if self.task in done:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from services.runtime import logging as oplog
 from services.runtime.bus import Bus
@@ -11,12 +11,17 @@ from services.runtime.health import HealthServer
 from services.runtime.service import Service
 from services.runtime.settings import Settings
 
+Connect = Callable[[str, str], Awaitable[Bus]]  # (url, connection name) -> a connected bus
 
-async def serve(services: Sequence[Service], settings: Settings, stop: asyncio.Event | None = None) -> None:
-    """Serve until SIGTERM/SIGINT (or ``stop``), then drain: finish in-hand messages and close."""
+
+async def serve(services: Sequence[Service], settings: Settings, stop: asyncio.Event | None = None,
+                connect: Connect | None = None) -> None:
+    """Serve until SIGTERM/SIGINT (or ``stop``), then drain: finish in-hand messages and close.
+    ``connect`` opens each service's bus connection (default ``Bus.connect``; tests pass an in-memory one)."""
     stop = stop or asyncio.Event()
     _install_signals(stop)
-    buses = [await Bus.connect(settings.nats_url, f"opsched-{s.name}") for s in services]
+    connect = connect or Bus.connect
+    buses = [await connect(settings.nats_url, f"opsched-{s.name}") for s in services]
     health = None
     if settings.health_port is not None:
         health = HealthServer(lambda: _report(services, buses), settings.health_port, settings.health_host)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import msgspec
@@ -20,12 +21,17 @@ from tests.builders import op
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-async def dead_letters(bus, service: str) -> list:
-    sub = await bus.js.pull_subscribe(subjects.dead_letter(service), stream=subjects.DLQ_STREAM)
+async def stored(bus, stream: str, subject: str) -> list:
+    """The messages of ``subject`` in ``stream``, with their headers (read by a new durable consumer)."""
+    sub = await bus.durable(f"test-{uuid.uuid4().hex[:12]}", stream, [subject], max_deliver=1)
     try:
         return await sub.fetch(10, timeout=2)
     finally:
         await sub.unsubscribe()
+
+
+async def dead_letters(bus, service: str) -> list:
+    return await stored(bus, subjects.DLQ_STREAM, subjects.dead_letter(service))
 
 
 async def test_a_malformed_command_is_dead_lettered_and_the_next_op_is_still_admitted(
@@ -90,6 +96,7 @@ async def test_a_forbidden_pod_spec_is_rejected_by_the_dispatcher_with_the_reaso
 
 
 def test_an_invalid_spec_is_refused_by_the_cli_with_field_errors_and_nothing_is_published(nats_server):
+    # nats only: the CLI runs in its own process
     cli = [sys.executable, "-m", "opsched.cli", "--nats", nats_server.url, "submit"]
     result = subprocess.run([*cli, str(EXAMPLES / "invalid.yaml")], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
@@ -119,11 +126,7 @@ async def test_events_carry_cloudevents_binary_mode_headers(stack_factory, bus, 
     await stack_factory(dispatcher_mode="null")
     op_id = await Client(bus).submit(op("ce").build())
     await events.expect(OperationAdmitted, op_id)
-    sub = await bus.js.pull_subscribe(subjects.event("admitted", op_id), stream=subjects.OPS_STREAM)
-    try:
-        [msg] = await sub.fetch(1, timeout=2)
-    finally:
-        await sub.unsubscribe()
+    [msg] = await stored(bus, subjects.OPS_STREAM, subjects.event("admitted", op_id))
     assert msg.headers["ce-specversion"] == "1.0"
     assert msg.headers["ce-type"] == "io.opsched.admitted"
     assert msg.headers["ce-id"] == msg.headers["Nats-Msg-Id"] == f"{op_id}.admitted.0"

@@ -1,4 +1,4 @@
-"""The cache on a real nats-server with admission and cost (dispatcher in null mode: the test publishes
+"""The cache on the bus with admission and cost (dispatcher in null mode: the test publishes
 the originals' ends itself): hits, waiting for an original in processing, and restarts."""
 from __future__ import annotations
 

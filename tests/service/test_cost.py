@@ -1,4 +1,4 @@
-"""The cost ledger and budgets on a real nats-server (dispatcher in null mode: the test publishes the
+"""The cost ledger and budgets on the bus (dispatcher in null mode: the test publishes the
 running/succeeded events itself): an attempt's actual cost is recorded, a daily budget holds the
 next op with `budget_exhausted`, and `opsched cost` reports the spend and the budget left."""
 from __future__ import annotations

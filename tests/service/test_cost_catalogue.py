@@ -1,4 +1,4 @@
-"""The cost service's estimates and budget announcements on a real nats-server: the price catalogue
+"""The cost service's estimates and budget announcements on the bus: the price catalogue
 reloads from its file for the next estimate, node pools price the attempts that ran there, the
 expected duration becomes the median of past runs, and ``budget_exceeded`` is said once per window,
 even across a restart of the cost service. Event times are fixed (``tests.builders.t``); waits are

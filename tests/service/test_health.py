@@ -38,6 +38,7 @@ def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> dict
 
 @pytest.mark.parametrize("service", ["cost", "cache", "admission"])
 def test_a_service_started_alone_reports_ready_and_exits_0_on_sigterm(service, nats_server):
+    # nats only: the service runs in its own process, and /readyz reports its NATS connection
     port = free_port()
     env = {**os.environ, "NATS_URL": nats_server.url, "OPSCHED_HEALTH_PORT": str(port),
            "OPSCHED_LOG_FORMAT": "json"}

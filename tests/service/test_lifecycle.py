@@ -1,4 +1,4 @@
-"""An operation's life on a real nats-server: approval, conditions, retries, batches, stop."""
+"""An operation's life on the bus: approval, conditions, retries, batches, stop."""
 from __future__ import annotations
 
 from datetime import datetime, timezone

@@ -1,4 +1,4 @@
-"""Restart, copy and resume an operation on a real nats-server."""
+"""Restart, copy and resume an operation on the bus."""
 from __future__ import annotations
 
 from datetime import datetime, timezone

@@ -1,4 +1,4 @@
-"""Schedules on a real nats-server: the commands handled as admission will wire them, the runner on a
+"""Schedules on the bus: the commands handled as admission will wire them, the runner on a
 FakeClock, and a restart that rebuilds the schedules from the stream without firing a run twice."""
 from __future__ import annotations
 
@@ -159,11 +159,11 @@ async def submits_on_the_bus(bus) -> list[str]:
             if isinstance(codec.decode_command(d), SubmitOperation)]
 
 
-async def test_runs_fire_on_the_bus_and_a_restart_fires_the_missed_run_once(nats_server, bus):
+async def test_runs_fire_on_the_bus_and_a_restart_fires_the_missed_run_once(bus_url, bus):
     log = ScheduleLog()
     await bus.follow(subjects.OPS_STREAM, subjects.OPS_ALL, log.on)
     clock, submitted, first = CountingClock(), [], Folded()
-    task, stop = await start(schedule_service(nats_server.url, clock, first, submitted), bus)
+    task, stop = await start(schedule_service(bus_url, clock, first, submitted), bus)
 
     spec = ScheduleSpec(kind="interval", frequency_s=60, max_runs=4)
     await Client(bus).create_schedule(spec, TEMPLATE, schedule_id="nightly", requested_by="test")
@@ -179,7 +179,7 @@ async def test_runs_fire_on_the_bus_and_a_restart_fires_the_missed_run_once(nats
     await asyncio.wait_for(task, TIMEOUT)
     clock.advance(330)
     resubmitted: list[str] = []
-    task, stop = await start(schedule_service(nats_server.url, clock, Folded(), resubmitted), bus)
+    task, stop = await start(schedule_service(bus_url, clock, Folded(), resubmitted), bus)
     await log.until(lambda: len(log.fired("nightly")) == 3)  # at once: the first pass after the replay
     await clock.advance_one_pass(60)
     finished = await log.expect(ScheduleFinished, "nightly")
@@ -192,11 +192,11 @@ async def test_runs_fire_on_the_bus_and_a_restart_fires_the_missed_run_once(nats
     await asyncio.wait_for(task, TIMEOUT)
 
 
-async def test_a_deleted_schedule_stops_firing_and_a_bad_one_gets_an_error_event(nats_server, bus, events):
+async def test_a_deleted_schedule_stops_firing_and_a_bad_one_gets_an_error_event(bus_url, bus, events):
     log = ScheduleLog()
     await bus.follow(subjects.OPS_STREAM, subjects.OPS_ALL, log.on)
     clock, submitted, folded = CountingClock(), [], Folded()
-    task, stop = await start(schedule_service(nats_server.url, clock, folded, submitted), bus)
+    task, stop = await start(schedule_service(bus_url, clock, folded, submitted), bus)
     client = Client(bus)
 
     await client.create_schedule(ScheduleSpec(kind="cron", cron="*/5 * * * *"), TEMPLATE, schedule_id="often")

@@ -1,4 +1,4 @@
-"""Templates on a real bus: an op that arrives without the CLI and cannot render is rejected with the
+"""Templates on the bus: an op that arrives without the CLI and cannot render is rejected with the
 field, with an error event and a dead-letter copy, and admission keeps serving; the admitted event
 carries the rendered command. The CLI refuses such a file (exit 2) and prints dry-run pods."""
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from proto import codec
 from proto.events import (
     OperationAdmitted,
     OperationRejected,
@@ -34,6 +35,7 @@ from tests.builders import (
     succeeded,
     t,
 )
+from tests.builders.bus import MemoryBus, memory_bus
 from tests.builders.clock import FakeClock
 from tests.unit.admission_scenarios import NS, admitted_ids, decide, fold, queues, ready
 
@@ -118,19 +120,16 @@ def test_stop_of_an_unknown_op_raises_invalid_input(ctx):
 
 # ---- the cycle in the service: assume, publish, forget on failure -----------------------------
 
-class FlakyBus:
-    """Publishes into ``published`` and fails the ``fail_on``-th publish (1-based)."""
+def flaky(fail_on: int | None = None) -> MemoryBus:
+    """A bus whose ``fail_on``-th publish (1-based) fails."""
+    bus = memory_bus("opsched-admission")
+    if fail_on is not None:
+        bus.fail_publish(1, after=fail_on - 1)
+    return bus
 
-    def __init__(self, fail_on: int | None = None) -> None:
-        self.fail_on = fail_on
-        self.calls = 0
-        self.published: list = []
 
-    async def publish(self, message, **_):
-        self.calls += 1
-        if self.calls == self.fail_on:
-            raise ConnectionError("nats: no responders")
-        self.published.append(message)
+def published(bus: MemoryBus) -> list:
+    return [codec.decode(p.data) for p in bus.published]
 
 
 @pytest.fixture
@@ -149,34 +148,36 @@ def admission(clock, monkeypatch):
 
 async def test_a_cycle_publishes_every_decision(admission):
     fold(*[ready(i, at=t(n)) for n, i in enumerate("abc")], state=admission.state)
-    bus = FlakyBus()
+    bus = flaky()
     await admission.cycle_once(bus)
-    assert [e.op_id for e in bus.published] == ["a", "b", "c"]
+    assert [e.op_id for e in published(bus)] == ["a", "b", "c"]
 
 
 async def test_an_admission_whose_publish_failed_is_forgotten_and_retried(admission):
     fold(ready("a"), state=admission.state)
-    await admission.cycle_once(FlakyBus(fail_on=1))
+    await admission.cycle_once(flaky(fail_on=1))
     assert admission.state.ops["a"].status == Status.QUEUED
     assert admission.wake.is_set()
-    bus = FlakyBus()
+    bus = flaky()
     await admission.cycle_once(bus)
-    assert admitted_ids(bus.published) == ["a"]
+    assert admitted_ids(published(bus)) == ["a"]
 
 
 async def test_decisions_after_a_failed_publish_are_not_left_assumed(admission):
     fold(*[ready(i, at=t(n)) for n, i in enumerate("abc")], state=admission.state)
-    await admission.cycle_once(FlakyBus(fail_on=2))  # a published, b failed, c never tried
+    bus = flaky(fail_on=2)
+    await admission.cycle_once(bus)  # a published, b failed, c never tried
+    assert [e.op_id for e in published(bus)] == ["a"]
     statuses = {i: admission.state.ops[i].status for i in "abc"}
     assert statuses == {"a": Status.ADMITTED, "b": Status.QUEUED, "c": Status.QUEUED}
 
 
 async def test_a_cache_hit_whose_publish_failed_is_finished_by_a_later_cycle(admission):
     fold(submitted(op("a").build(), op_id="a"), cache_hit("a"), state=admission.state)
-    await admission.cycle_once(FlakyBus(fail_on=1))
-    bus = FlakyBus()
+    await admission.cycle_once(flaky(fail_on=1))
+    bus = flaky()
     await admission.cycle_once(bus)
-    assert [type(e).__name__ for e in bus.published] == ["OperationSucceeded"]
+    assert [type(e).__name__ for e in published(bus)] == ["OperationSucceeded"]
 
 
 def test_a_back_off_that_ends_makes_the_service_run_a_cycle_without_any_event():

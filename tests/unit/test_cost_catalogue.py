@@ -14,6 +14,7 @@ from services.cost.estimator import estimate
 from services.cost.prices import BUILTIN, PricesSource, load_prices
 from services.runtime.config_file import ConfigFileError
 from tests.builders import GPU, T0, case, case_name, op
+from tests.builders.bus import memory_bus
 from tests.builders.clock import FakeClock
 
 POOL = "cloud.google.com/gke-nodepool"
@@ -46,14 +47,6 @@ class Log:
 
     def events(self, level: str) -> list[str]:
         return [event for lvl, event, _ in self.lines if lvl == level]
-
-
-class Bus:
-    def __init__(self) -> None:
-        self.published: list[tuple[object, str, str]] = []
-
-    async def publish(self, message, *, subject: str, msg_id: str) -> None:
-        self.published.append((message, subject, msg_id))
 
 
 @pytest.mark.parametrize("c", [
@@ -105,12 +98,13 @@ def test_an_invalid_catalogue_is_refused(tmp_path, c):
 async def test_a_prices_file_is_published_once_per_content_and_put_in_force(tmp_path):
     path = tmp_path / "prices.yaml"
     path.write_text(YAML)
-    source, bus = PricesSource(path, FakeClock(), Log()), Bus()
+    source, bus = PricesSource(path, FakeClock(), Log()), memory_bus()
     assert (source.source, source.prices) == (BUILTIN, Prices())
     await source.publish_file(bus, at_start=True)
     await source.publish_file(bus, at_start=False)
-    [(message, subject, msg_id)] = bus.published
-    assert subject == subjects.CONFIG_PRICES and msg_id.startswith("prices.")
+    [published] = bus.published
+    message = codec.decode_config(published.data)
+    assert published.subject == subjects.CONFIG_PRICES and published.msg_id.startswith("prices.")
     assert source.prices == load_prices(path) and source.source == message.source
     assert message.source.startswith(f"file:{path}#")
     path.write_text(YAML.replace("cpuHour: 0.05", "cpuHour: 0.06"))
@@ -121,7 +115,7 @@ async def test_a_prices_file_is_published_once_per_content_and_put_in_force(tmp_
 async def test_a_file_already_in_the_stream_is_not_published_again_after_a_restart(tmp_path):
     path = tmp_path / "prices.yaml"
     path.write_text(YAML)
-    first, bus = PricesSource(path, FakeClock(), Log()), Bus()
+    first, bus = PricesSource(path, FakeClock(), Log()), memory_bus()
     published = await first.publish_file(bus, at_start=True)
     again = PricesSource(path, FakeClock(), Log())
     again.apply(published)  # replayed from the config stream
@@ -132,13 +126,13 @@ async def test_an_invalid_file_at_a_first_start_refuses_to_start(tmp_path):
     path = tmp_path / "prices.yaml"
     path.write_text("cpuHour: cheap\n")
     with pytest.raises(ConfigFileError, match="cpuHour"):
-        await PricesSource(path, FakeClock(), Log()).publish_file(Bus(), at_start=True)
+        await PricesSource(path, FakeClock(), Log()).publish_file(memory_bus(), at_start=True)
 
 
 async def test_an_invalid_edit_is_refused_with_an_error_and_the_catalogue_in_force_stays(tmp_path):
     path = tmp_path / "prices.yaml"
     path.write_text(YAML)
-    log, bus = Log(), Bus()
+    log, bus = Log(), memory_bus()
     source = PricesSource(path, FakeClock(), log)
     await source.publish_file(bus, at_start=True)
     in_force = source.source

@@ -14,51 +14,30 @@ from services.runtime.errors import InvalidInput
 from services.runtime.service import NAK_BACKOFF_S, Context, Service, Subscription
 from services.runtime.settings import Settings
 from tests.builders import T0, cost_estimated, op, stop, submitted, t
+from tests.builders.bus import MemoryBus, memory_bus
 from tests.builders.clock import FakeClock
 
 SERVICE = "cost"
 MAX_DELIVER = 3
 
 
-class Journal(list):
-    """Everything the fake bus and the fake message saw, in order."""
-
-
-class FakeMsg:
-    def __init__(self, journal: Journal) -> None:
-        self.journal = journal
-
-    async def ack(self) -> None:
-        self.journal.append(("ack",))
-
-    async def nak(self, delay: float | None = None) -> None:
-        self.journal.append(("nak", delay))
-
-    async def term(self) -> None:
-        self.journal.append(("term",))
-
-
-class FakeBus:
-    def __init__(self, journal: Journal, fail_publish: bool = False) -> None:
-        self.journal = journal
-        self.fail_publish = fail_publish
-
-    async def publish(self, message, *, msg_id=None, subject=None, headers=None):
-        if self.fail_publish:
-            raise ConnectionError("nats: timeout")
-        self.journal.append(("publish", message, msg_id))
-
-    async def publish_raw(self, subject, data, headers):
-        self.journal.append(("publish_raw", subject, data, headers))
-
-
-def kinds(journal: Journal) -> list[str]:
-    return [entry[0] for entry in journal]
+@pytest.fixture
+def bus() -> MemoryBus:
+    return memory_bus(SERVICE)
 
 
 @pytest.fixture
-def journal() -> Journal:
-    return Journal()
+def journal(bus) -> list[tuple]:
+    """What the service did on its bus connection, in order: publishes, then ack / nak / term."""
+    return bus.trace
+
+
+def kinds(journal: list[tuple]) -> list[str]:
+    return [entry[0] for entry in journal]
+
+
+def published(journal: list[tuple]) -> list:
+    return [codec.decode(entry[1].data) for entry in journal if entry[0] == "publish"]
 
 
 @pytest.fixture
@@ -71,9 +50,9 @@ class Probe(Service):
 
 
 @pytest.fixture
-def service(journal, clock) -> Service:
+def service(bus, clock) -> Service:
     svc = Probe(Settings(max_deliver=MAX_DELIVER), clock)
-    svc.bus = FakeBus(journal)  # type: ignore[assignment]
+    svc.bus = bus  # type: ignore[assignment]
     return svc
 
 
@@ -94,10 +73,19 @@ def on(sub: Subscription, *kinds: type):
     return register
 
 
-def received(journal: Journal, data: bytes, *, delivered: int = 1, seq: int = 7,
-             subject: str = "ops.submitted.op-1") -> Received:
-    return Received(subject=subject, data=data, headers={}, stream_seq=seq, num_delivered=delivered,
-                    raw=FakeMsg(journal))
+async def received(bus: MemoryBus, data: bytes, *, delivered: int = 1,
+                   subject: str = "ops.submitted.op-1") -> Received:
+    """``data`` published on ``subject`` and fetched by a durable consumer, on its ``delivered``-th
+    delivery (the earlier ones nak'd); the journal starts after it."""
+    await bus.publish_raw(subject, data, {"Nats-Msg-Id": f"input-{await bus.last_seq(subjects.OPS_STREAM)}"})
+    pull = await bus.durable("test-input", subjects.OPS_STREAM, [subject], max_deliver=MAX_DELIVER)
+    for _ in range(delivered - 1):
+        [early] = await pull.fetch(1, timeout=1)
+        await early.nak()
+    [raw] = await pull.fetch(1, timeout=1)
+    bus.trace.clear()
+    md = raw.metadata
+    return Received(raw.subject, raw.data, dict(raw.headers), md.sequence.stream, md.num_delivered, raw)
 
 
 SUBMITTED = submitted(op("train").build(), op_id="op-1")
@@ -105,7 +93,7 @@ SUBMITTED = submitted(op("train").build(), op_id="op-1")
 
 # ---- the happy path ---------------------------------------------------------------------------
 
-async def test_the_handler_result_is_published_and_then_the_message_is_acked(service, sub, journal):
+async def test_the_handler_result_is_published_and_then_the_message_is_acked(service, sub, bus, journal):
     seen: list[tuple] = []
 
     @on(sub, OperationSubmitted)
@@ -113,119 +101,124 @@ async def test_the_handler_result_is_published_and_then_the_message_is_acked(ser
         seen.append((event, ctx.service, ctx.subject, ctx.num_delivered, ctx.clock.now()))
         return cost_estimated(event.op_id, at=ctx.clock.now())
 
-    await service.process(sub, received(journal, codec.encode(SUBMITTED), delivered=2))
+    msg = await received(bus, codec.encode(SUBMITTED), delivered=2)
+    await service.process(sub, msg)
     assert seen == [(SUBMITTED, SERVICE, "ops.submitted.op-1", 2, T0)]
-    assert kinds(journal) == ["publish", "ack"]  # published before acked
-    assert journal[0][1] == cost_estimated("op-1", at=T0)
+    assert kinds(journal) == ["publish", "ack"] and journal[1] == ("ack", msg.stream_seq)  # published, then acked
+    assert published(journal) == [cost_estimated("op-1", at=T0)]
     assert (service.stats.handled, service.stats.published) == (1, 1)
 
 
-async def test_every_returned_event_is_published_before_the_ack(service, sub, journal):
+async def test_every_returned_event_is_published_before_the_ack(service, sub, bus, journal):
     @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         return [cost_estimated("op-1"), cost_estimated("op-2")]
 
-    await service.process(sub, received(journal, codec.encode(SUBMITTED)))
+    await service.process(sub, await received(bus, codec.encode(SUBMITTED)))
     assert kinds(journal) == ["publish", "publish", "ack"]
-    assert [e[1].op_id for e in journal[:2]] == ["op-1", "op-2"]
+    assert [e.op_id for e in published(journal)] == ["op-1", "op-2"]
 
 
-async def test_a_handler_that_returns_nothing_is_acked(service, sub, journal):
+async def test_a_handler_that_returns_nothing_is_acked(service, sub, bus, journal):
     @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         return None
 
-    await service.process(sub, received(journal, codec.encode(SUBMITTED)))
+    await service.process(sub, await received(bus, codec.encode(SUBMITTED)))
     assert kinds(journal) == ["ack"]
 
 
-async def test_one_handler_may_serve_several_types(service, sub, journal):
+async def test_one_handler_may_serve_several_types(service, sub, bus):
     types: list[str] = []
 
     @on(sub, OperationSubmitted, CostEstimated)
     async def handle(message, ctx):
         types.append(type(message).__name__)
 
-    await service.process(sub, received(journal, codec.encode(SUBMITTED)))
-    await service.process(sub, received(journal, codec.encode(cost_estimated())))
+    await service.process(sub, await received(bus, codec.encode(SUBMITTED)))
+    await service.process(sub, await received(bus, codec.encode(cost_estimated())))
     assert types == ["OperationSubmitted", "CostEstimated"]
 
 
-async def test_a_message_type_without_a_handler_is_acked_without_publishing(service, sub, journal):
+async def test_a_message_type_without_a_handler_is_acked_without_publishing(service, sub, bus, journal):
     @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         raise AssertionError("not for this type")
 
-    await service.process(sub, received(journal, codec.encode(stop("op-1"))))
+    await service.process(sub, await received(bus, codec.encode(stop("op-1"))))
     assert kinds(journal) == ["ack"]
     assert service.stats.handled == 0
 
 
 # ---- bad input --------------------------------------------------------------------------------
 
-def assert_dead_lettered(journal: Journal, data: bytes, reason: str, *, op_id: str, seq: int = 7) -> ErrorRaised:
-    assert kinds(journal) == ["publish_raw", "publish", "term"]  # never ack
-    _, subject, copied, headers = journal[0]
-    assert subject == subjects.dead_letter(SERVICE) == f"dlq.{SERVICE}"
-    assert copied == data
-    assert headers["Opsched-Original-Subject"] == "ops.submitted.op-1"
-    assert headers["Opsched-Error-Reason"] == reason
-    assert headers["Nats-Msg-Id"] == f"dlq.{SERVICE}.{seq}"
-    _, error, msg_id = journal[1]
+def assert_dead_lettered(journal: list[tuple], msg: Received, reason: str, *, op_id: str) -> ErrorRaised:
+    assert kinds(journal) == ["publish", "publish", "term"]  # the copy, the error event; never ack
+    copy, event = journal[0][1], journal[1][1]
+    assert copy.subject == subjects.dead_letter(SERVICE) == f"dlq.{SERVICE}"
+    assert copy.data == msg.data
+    assert copy.headers["Opsched-Original-Subject"] == "ops.submitted.op-1"
+    assert copy.headers["Opsched-Error-Reason"] == reason
+    assert copy.msg_id == f"dlq.{SERVICE}.{msg.stream_seq}"
+    error = codec.decode(event.data)
     assert isinstance(error, ErrorRaised)
     assert (error.op_id, error.service, error.subject, error.reason) == (op_id, SERVICE, "ops.submitted.op-1", reason)
-    assert msg_id == f"error.{SERVICE}.{seq}"
+    assert event.msg_id == f"error.{SERVICE}.{msg.stream_seq}"
+    assert journal[2] == ("term", msg.stream_seq)
     return error
 
 
 @pytest.mark.parametrize("data", [b"{not json", b"", json.dumps({"type": "submitted", "opId": "op-1"}).encode(),
                                   json.dumps({"type": "no-such-type", "opId": "op-1"}).encode()],
                          ids=["malformed json", "empty", "a submitted event without its fields", "an unknown type"])
-async def test_a_message_that_does_not_decode_is_dead_lettered_with_an_error_event(service, sub, journal, data):
+async def test_a_message_that_does_not_decode_is_dead_lettered_with_an_error_event(service, sub, bus, journal, data):
     called: list = []
 
     @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         called.append(event)
 
-    await service.process(sub, received(journal, data))
+    msg = await received(bus, data)
+    await service.process(sub, msg)
     op_id = "op-1" if data.startswith(b"{\"") else "-"
-    error = assert_dead_lettered(journal, data, "malformed_message", op_id=op_id)
+    error = assert_dead_lettered(journal, msg, "malformed_message", op_id=op_id)
     assert error.payload == data[:200].decode()
     assert error.at == T0
     assert called == [] and service.stats.dead_lettered == 1
 
 
-async def test_invalid_input_from_a_handler_is_dead_lettered_at_once(service, sub, journal):
+async def test_invalid_input_from_a_handler_is_dead_lettered_at_once(service, sub, bus, journal):
     @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         raise InvalidInput("forbidden_pod_spec", "privileged: true is refused")
 
-    data = codec.encode(SUBMITTED)
-    await service.process(sub, received(journal, data, delivered=1))
-    error = assert_dead_lettered(journal, data, "forbidden_pod_spec", op_id="op-1")
+    msg = await received(bus, codec.encode(SUBMITTED), delivered=1)
+    await service.process(sub, msg)
+    error = assert_dead_lettered(journal, msg, "forbidden_pod_spec", op_id="op-1")
     assert error.message == "privileged: true is refused"
 
 
-async def test_invalid_input_may_name_another_op(service, sub, journal):
+async def test_invalid_input_may_name_another_op(service, sub, bus, journal):
     @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         raise InvalidInput("unknown_op", "no such op", op_id="other")
 
-    await service.process(sub, received(journal, codec.encode(SUBMITTED)))
-    assert journal[1][1].op_id == "other"
+    await service.process(sub, await received(bus, codec.encode(SUBMITTED)))
+    assert published(journal)[1].op_id == "other"
 
 
 # ---- temporary failures -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("delivered", range(1, MAX_DELIVER))
-async def test_a_failing_handler_is_retried_with_backoff_before_the_last_delivery(service, sub, journal, delivered):
+async def test_a_failing_handler_is_retried_with_backoff_before_the_last_delivery(service, sub, bus, journal,
+                                                                                   delivered):
     @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         raise RuntimeError("database is down")
 
-    await service.process(sub, received(journal, codec.encode(SUBMITTED), delivered=delivered))
-    assert journal == [("nak", NAK_BACKOFF_S[delivered - 1])]
+    msg = await received(bus, codec.encode(SUBMITTED), delivered=delivered)
+    await service.process(sub, msg)
+    assert journal == [("nak", msg.stream_seq, NAK_BACKOFF_S[delivered - 1])]
     assert service.stats.retried == 1
 
 
@@ -233,32 +226,34 @@ def test_the_backoff_grows():
     assert list(NAK_BACKOFF_S) == sorted(NAK_BACKOFF_S) and NAK_BACKOFF_S[0] > 0
 
 
-async def test_a_failing_handler_is_dead_lettered_on_the_last_delivery(service, sub, journal):
+async def test_a_failing_handler_is_dead_lettered_on_the_last_delivery(service, sub, bus, journal):
     @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         raise RuntimeError("database is down")
 
-    data = codec.encode(SUBMITTED)
-    await service.process(sub, received(journal, data, delivered=MAX_DELIVER))
-    error = assert_dead_lettered(journal, data, "handler_failed", op_id="op-1")
+    msg = await received(bus, codec.encode(SUBMITTED), delivered=MAX_DELIVER)
+    await service.process(sub, msg)
+    error = assert_dead_lettered(journal, msg, "handler_failed", op_id="op-1")
     assert "database is down" in error.message and f"{MAX_DELIVER} deliveries" in error.message
 
 
-async def test_a_failed_publish_is_retried_and_never_acked(service, sub, journal):
-    service.bus = FakeBus(journal, fail_publish=True)  # type: ignore[assignment]
-
+async def test_a_failed_publish_is_retried_and_never_acked(service, sub, bus, journal):
     @on(sub, OperationSubmitted)
     async def handle(event, ctx):
         return cost_estimated()
 
-    await service.process(sub, received(journal, codec.encode(SUBMITTED)))
-    assert journal == [("nak", NAK_BACKOFF_S[0])]
+    msg = await received(bus, codec.encode(SUBMITTED))
+    bus.fail_publish()
+    await service.process(sub, msg)
+    assert journal == [("nak", msg.stream_seq, NAK_BACKOFF_S[0])]
 
 
-async def test_when_the_dead_letter_copy_cannot_be_stored_the_message_is_kept(service, sub, journal):
-    service.bus = FakeBus(journal, fail_publish=True)  # type: ignore[assignment]
-    await service.process(sub, received(journal, b"{not json"))
-    assert kinds(journal) == ["publish_raw", "nak"]  # not terminated: nothing is lost
+async def test_when_the_dead_letter_copy_cannot_be_stored_the_message_is_kept(service, sub, bus, journal):
+    msg = await received(bus, b"{not json")
+    bus.fail_publish(subject=subjects.OPS_ALL)  # the copy is stored but not the error event: no term
+    await service.process(sub, msg)
+    assert kinds(journal) == ["publish", "nak"]  # not terminated: nothing is lost
+    assert journal[0][1].subject == subjects.dead_letter(SERVICE)
 
 
 # ---- FakeClock --------------------------------------------------------------------------------

@@ -29,9 +29,9 @@ from services.admission.schedules import (
     run_status,
     submitter,
 )
-from services.runtime.bus import default_msg_id, subject_for
 from services.runtime.errors import InvalidInput
 from tests.builders import T0, case, case_name, op, t
+from tests.builders.bus import MemoryBus, memory_bus
 from tests.builders.clock import FakeClock
 
 TEMPLATE = op("train").gpus(1).build()
@@ -286,29 +286,21 @@ def test_deleting_a_schedule_once_and_an_unknown_one():
 
 # ---- the runner ----------------------------------------------------------------------------------------
 
-class FakeBus:
-    """Records what is published; ``fail[type]`` makes that many publishes of a type raise."""
-
-    def __init__(self, log: list) -> None:
-        self.log, self.fail = log, {}
-
-    async def publish(self, message, *, msg_id=None, subject=None, headers=None):
-        if self.fail.get(type(message)):
-            self.fail[type(message)] -= 1
-            raise ConnectionError("nats is away")
-        self.log.append(("publish", message, msg_id or default_msg_id(message), subject or subject_for(message)))
+def sent(bus: MemoryBus) -> list[tuple]:
+    """Every publish, in order: (message, Nats-Msg-Id, subject)."""
+    return [(codec.decode(p.data), p.msg_id, p.subject) for p in bus.published]
 
 
 async def test_a_run_is_submitted_before_it_is_recorded_as_fired():
-    log: list = []
-    bus, clock, schedules = FakeBus(log), FakeClock(T0), Schedules()
+    bus, clock, schedules = memory_bus(), FakeClock(T0), Schedules()
     schedules.apply(created("s", frequency_s=60, max_runs=1))
     await fire_due(bus, clock, schedules, submitter(bus, clock))
-    kinds = [(type(m).__name__, mid, subj) for _, m, mid, subj in log]
+    log = sent(bus)
+    kinds = [(type(m).__name__, mid, subj) for m, mid, subj in log]
     assert kinds == [("SubmitOperation", "s-1.submit.0", subjects.submit(TEMPLATE.queue)),
                      ("ScheduleFired", "s.fired.1", "ops.schedule_fired.s"),
                      ("ScheduleFinished", "s.schedule_finished.0", "ops.schedule_finished.s")]
-    assert log[0][1].spec == TEMPLATE and log[0][1].requested_by == "schedule"
+    assert log[0][0].spec == TEMPLATE and log[0][0].requested_by == "schedule"
 
 
 async def until(condition, turns: int = 2000) -> None:
@@ -321,22 +313,23 @@ async def until(condition, turns: int = 2000) -> None:
 
 
 async def test_the_runner_fires_as_the_clock_moves_and_retries_after_a_failed_publish():
-    log: list = []
-    bus, clock, schedules, stop = FakeBus(log), FakeClock(T0), Schedules(), asyncio.Event()
+    bus, clock, schedules, stop = memory_bus(), FakeClock(T0), Schedules(), asyncio.Event()
     schedules.apply(created("s", frequency_s=60))
     task = asyncio.create_task(run_schedules(bus, clock, schedules, submitter(bus, clock), stop))
-    fired = lambda: [m.run for _, m, _, _ in log if isinstance(m, ScheduleFired)]
+    fired = lambda: [m.run for m, _, _ in sent(bus) if isinstance(m, ScheduleFired)]
     await until(lambda: fired() == [1])
     clock.advance(30)
     await until(lambda: clock._sleepers)  # asleep again, nothing fired
     assert fired() == [1]
-    bus.fail[ScheduleFired] = 1  # run 2 is submitted, its fired event is not stored: retried a step later
+    # run 2 is submitted, its fired event is not stored: retried a step later
+    bus.fail_publish(1, subject=subjects.events_of("schedule_fired"))
     clock.advance(30)
-    await until(lambda: clock._sleepers and not bus.fail[ScheduleFired])
+    await until(lambda: clock._sleepers and not bus.failing)
     assert fired() == [1]
     clock.advance(1)
     await until(lambda: fired() == [1, 2])
-    submits = [m.op_id for _, m, _, _ in log if isinstance(m, SubmitOperation)]
+    submits = [m.op_id for m, _, _ in sent(bus) if isinstance(m, SubmitOperation)]
     assert submits == ["s-1", "s-2", "s-2"]  # submitted again under the same op id: still one op
+    assert [p.duplicate for p in bus.published if p.subject == subjects.submit(TEMPLATE.queue)] == [False, False, True]
     stop.set()
     await asyncio.wait_for(task, 1)

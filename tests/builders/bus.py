@@ -1,0 +1,307 @@
+"""The in-memory bus: ``MemoryBus`` has the methods of ``services.runtime.bus.Bus`` that the services, the
+client and the tests call, with their semantics, on a ``MemoryBroker`` that several connections share
+(each service gets its own, as with a real nats-server):
+
+    broker = MemoryBroker()
+    admission, test = broker.connect("opsched-admission"), broker.connect("test")
+
+Streams are those of ``proto.subjects`` (created by ``ensure_streams``); a publish gets a sequence number
+or, for a Nats-Msg-Id seen before, the duplicate's; durable pull consumers are shared by name
+(``tests.builders.streams``); ``follow``/``replay`` deliver a stream's messages in order, then live;
+``serve``/``request`` answer one server of each queue group; ``ensure_cache_bucket`` returns the one
+``MemoryKV`` of that bucket. Time is asyncio's: a nak's delay passes for real (keep it short).
+
+For unit tests: ``trace`` records what this connection published and how it settled the messages it
+fetched, in order; ``fail_publish`` makes publishes fail; ``memory_bus()`` is a connection to a fresh
+broker whose streams exist.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import structlog
+from nats.errors import ConnectionClosedError, NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import PubAck
+from nats.js.errors import NoStreamResponseError, NotFoundError
+
+from proto import codec, subjects
+from services.runtime.bus import DUPLICATE_WINDOW_S, Bus, default_msg_id, subject_for
+from services.runtime.bus import _cloudevent as cloudevent_headers  # the headers the real bus sends
+from tests.builders.kv import MemoryKV
+from tests.builders.streams import Consumer, PullSubscription, Stored, Stream, matches
+
+OnMessage = Callable[[bytes, int], Awaitable[None]]
+Answer = Callable[[bytes], Awaitable[bytes]]
+
+
+@dataclass(frozen=True)
+class Published:
+    """One publish call that the stream accepted (``duplicate``: dropped as a Nats-Msg-Id seen before)."""
+
+    subject: str
+    data: bytes
+    headers: dict[str, str]
+    seq: int
+    duplicate: bool
+
+    @property
+    def msg_id(self) -> str | None:
+        return self.headers.get("Nats-Msg-Id")
+
+
+class MemoryBroker:
+    """One in-memory nats-server with JetStream: streams, consumers, buckets and request/reply servers."""
+
+    def __init__(self, duplicate_window: float = DUPLICATE_WINDOW_S) -> None:
+        self.duplicate_window = duplicate_window
+        self.streams: dict[str, Stream] = {}
+        self.buckets: dict[str, MemoryKV] = {}
+        self.servers: list[Server] = []
+        self._turn = itertools.count()
+
+    def connect(self, name: str = "test") -> MemoryBus:
+        return MemoryBus(self, name)
+
+    def add_streams(self) -> None:
+        """The streams of ``proto.subjects`` (subjects and per-subject limits aligned if they drifted)."""
+        for name, (subj, per_subject) in subjects.STREAMS.items():
+            stream = self.streams.get(name)
+            if stream is None:
+                self.streams[name] = Stream(name, subj, per_subject, self.duplicate_window)
+            else:
+                stream.subjects, stream.per_subject = list(subj), per_subject
+
+    def stream(self, name: str) -> Stream:
+        if name not in self.streams:
+            raise NotFoundError(description=f"stream not found: {name}")
+        return self.streams[name]
+
+    def stream_for(self, subject: str) -> Stream:
+        """The stream that stores ``subject``; none: what a JetStream publish raises then."""
+        found = next((s for s in self.streams.values() if s.holds(subject)), None)
+        if found is None:
+            raise NoStreamResponseError
+        return found
+
+    def stored(self, stream: str, subject: str = ">") -> list[Stored]:
+        """What ``stream`` holds now on ``subject`` (with headers), in order."""
+        return self.stream(stream).matching(subject)
+
+    def servers_for(self, subject: str) -> list[Server]:
+        """One server per queue group among those serving ``subject`` (taking turns)."""
+        groups: dict[str, list[Server]] = {}
+        for server in self.servers:
+            if matches(server.subject, subject):
+                groups.setdefault(server.group, []).append(server)
+        turn = next(self._turn)
+        return [members[turn % len(members)] for members in groups.values()]
+
+
+class Follower:
+    """An ordered subscription: the matching messages already stored, then live ones; one at a time."""
+
+    def __init__(self, stream: Stream, subject: str, on_message: OnMessage, log: Any) -> None:
+        self.stream, self.subject, self.on_message, self.log = stream, subject, on_message, log
+        self.queue: asyncio.Queue[Stored] = asyncio.Queue()
+        for stored in stream.matching(subject):
+            self.queue.put_nowait(stored)
+        stream.watchers.append(self.offer)
+        self.task = asyncio.create_task(self._deliver())
+
+    def offer(self, stored: Stored) -> None:
+        if matches(self.subject, stored.subject):
+            self.queue.put_nowait(stored)
+
+    async def _deliver(self) -> None:
+        while True:
+            stored = await self.queue.get()
+            try:
+                await self.on_message(stored.data, stored.seq)
+            except Exception as exc:  # noqa: BLE001 - as nats: the error callback hears it, delivery goes on
+                self.log.warning("callback_failed", subject=stored.subject, error=repr(exc))
+
+    async def unsubscribe(self) -> None:
+        if self.offer in self.stream.watchers:
+            self.stream.watchers.remove(self.offer)
+        self.task.cancel()
+
+
+class Server:
+    """A request/reply server of one queue group: answers one request at a time, in order."""
+
+    def __init__(self, broker: MemoryBroker, subject: str, group: str, answer: Answer, log: Any) -> None:
+        self.broker, self.subject, self.group, self.answer, self.log = broker, subject, group, answer, log
+        self.queue: asyncio.Queue[tuple[bytes, asyncio.Future[bytes]]] = asyncio.Queue()
+        broker.servers.append(self)
+        self.task = asyncio.create_task(self._serve())
+
+    async def _serve(self) -> None:
+        while True:
+            data, reply = await self.queue.get()
+            try:
+                answer = await self.answer(data)
+            except Exception as exc:  # noqa: BLE001 - as nats: no reply; the requester times out
+                self.log.warning("callback_failed", subject=self.subject, error=repr(exc))
+                continue
+            if not reply.done():
+                reply.set_result(answer)
+
+    async def unsubscribe(self) -> None:
+        if self in self.broker.servers:
+            self.broker.servers.remove(self)
+        self.task.cancel()
+
+
+@dataclass
+class FailPlan:
+    """Publishes on ``subject`` fail after ``after`` more succeed: ``times`` of them (None: all)."""
+
+    subject: str
+    after: int
+    times: int | None
+
+    def strikes(self, subject: str) -> bool:
+        if not matches(self.subject, subject):
+            return False
+        if self.after > 0:
+            self.after -= 1
+            return False
+        if self.times is None:
+            return True
+        self.times -= 1
+        return self.times >= 0
+
+    @property
+    def left(self) -> bool:
+        return self.times is None or self.times > 0
+
+
+class MemoryBus:
+    """One connection to a ``MemoryBroker``, with the interface of ``services.runtime.bus.Bus``."""
+
+    def __init__(self, broker: MemoryBroker, name: str) -> None:
+        self.broker, self.name = broker, name
+        self.closed = False
+        self.trace: list[tuple] = []  # ("publish", Published) | ("ack" | "term", seq) | ("nak", seq, delay)
+        self.log = structlog.get_logger().bind(memory_bus=name)
+        self._subs: list[Follower | Server] = []
+        self._fail: FailPlan | None = None
+
+    @property
+    def connected(self) -> bool:
+        return not self.closed
+
+    @property
+    def published(self) -> list[Published]:
+        return [entry[1] for entry in self.trace if entry[0] == "publish"]
+
+    def fail_publish(self, times: int | None = None, *, subject: str = ">", after: int = 0) -> None:
+        """Make the publishes on ``subject`` fail (nats' TimeoutError, as when no ack comes back): after
+        ``after`` more have succeeded, the next ``times`` of them (None: every one from then on)."""
+        self._fail = FailPlan(subject, after, times)
+
+    @property
+    def failing(self) -> bool:
+        """Whether a publish failure is still to come."""
+        return self._fail is not None and self._fail.left
+
+    async def ensure_streams(self) -> None:
+        self._check_open()
+        self.broker.add_streams()
+
+    async def ensure_cache_bucket(self, bucket: str) -> MemoryKV:
+        self._check_open()
+        return self.broker.buckets.setdefault(bucket, MemoryKV())
+
+    async def publish(self, message: msgspec.Struct, *, msg_id: str | None = None,
+                      subject: str | None = None, headers: dict[str, str] | None = None) -> PubAck:
+        mid = msg_id or default_msg_id(message)
+        hdrs = {"Nats-Msg-Id": mid, **cloudevent_headers(message, mid, self.name), **(headers or {})}
+        return await self.publish_raw(subject or subject_for(message), codec.encode(message), hdrs)
+
+    async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> PubAck:
+        self._check_open()
+        if self._fail is not None and self._fail.strikes(subject):
+            raise NatsTimeout
+        ack = self.broker.stream_for(subject).store(subject, data, headers)
+        self.trace.append(("publish", Published(subject, data, dict(headers), ack.seq, bool(ack.duplicate))))
+        return ack
+
+    async def durable(self, durable: str, stream: str, filters: list[str], *,
+                      max_deliver: int, ack_wait: float = 30.0) -> PullSubscription:
+        """Create (or align) a durable pull consumer and bind to it. Connections share it by name."""
+        self._check_open()
+        s = self.broker.stream(stream)
+        consumer = s.consumers.get(durable)
+        if consumer is None:
+            consumer = s.consumers[durable] = Consumer(s, durable, filters, max_deliver, ack_wait)
+        else:
+            consumer.configure(filters, max_deliver, ack_wait)
+        return PullSubscription(consumer, self._settled, self._check_open)
+
+    def _settled(self, kind: str, seq: int, delay: float | None) -> None:
+        self._check_open()
+        self.trace.append((kind, seq, delay) if kind == "nak" else (kind, seq))
+
+    async def last_seq(self, stream: str) -> int:
+        self._check_open()
+        return self.broker.stream(stream).last_seq
+
+    async def follow(self, stream: str, subject: str, on_message: OnMessage) -> Follower:
+        """Deliver every message of ``subject`` from the start of ``stream``, then live, in order."""
+        self._check_open()
+        follower = Follower(self.broker.stream(stream), subject, on_message, self.log)
+        self._subs.append(follower)
+        return follower
+
+    replay = Bus.replay  # the runtime's own: ``follow`` until what was stored at the start is delivered
+
+    async def serve(self, subject: str, answer: Answer, group: str) -> Server:
+        self._check_open()
+        server = Server(self.broker, subject, group, answer, self.log)
+        self._subs.append(server)
+        return server
+
+    async def request(self, subject: str, message: msgspec.Struct, timeout: float = 5.0) -> bytes:
+        self._check_open()
+        servers = self.broker.servers_for(subject)
+        if not servers:
+            raise NoRespondersError
+        reply: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        for server in servers:
+            server.queue.put_nowait((codec.encode(message), reply))
+        try:
+            return await asyncio.wait_for(reply, timeout)
+        except asyncio.TimeoutError:
+            raise NatsTimeout from None
+
+    async def read_all(self, stream: str, subject: str, *, batch: int = 500) -> list[bytes]:
+        """Every message of ``subject`` now in ``stream``, in order."""
+        self._check_open()
+        return [m.data for m in self.broker.stored(stream, subject)]
+
+    async def close(self) -> None:
+        """Stop this connection's subscriptions and servers; its unacked messages return at ack_wait."""
+        if self.closed:
+            return
+        self.closed = True
+        for sub in self._subs:
+            await sub.unsubscribe()
+        self._subs.clear()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ConnectionClosedError
+
+
+def memory_bus(name: str = "test") -> MemoryBus:
+    """A connection to a fresh broker whose streams exist (as after ``ensure_streams``)."""
+    broker = MemoryBroker()
+    broker.add_streams()
+    return broker.connect(name)

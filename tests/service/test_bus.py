@@ -1,0 +1,124 @@
+"""The bus itself, on both buses: what the services rely on holds on the in-memory bus as on nats-server
+(dedupe, subject wildcards, per-subject limits, durable consumers shared by name with ack / nak / term /
+max_deliver, ordered follow, request/reply in a queue group, the key-value bucket's compare-and-set)."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.errors import NoStreamResponseError
+
+from proto import subjects
+from proto.queries import WhyRequest
+
+QUIET_S = 0.3  # how long "nothing more is delivered" is watched for
+
+
+def msg(msg_id: str) -> dict[str, str]:
+    return {"Nats-Msg-Id": msg_id}
+
+
+@pytest.fixture
+async def other(connect, bus_url, bus):
+    """A second connection to the same bus (as another service or replica has)."""
+    b = await connect(bus_url, "other")
+    yield b
+    await b.close()
+
+
+async def test_a_message_id_seen_before_is_stored_once(bus):
+    first = await bus.publish_raw(subjects.event("submitted", "a"), b"1", msg("a.submitted.0"))
+    again = await bus.publish_raw(subjects.event("submitted", "a"), b"2", msg("a.submitted.0"))
+    assert (again.seq, again.duplicate) == (first.seq, True) and not first.duplicate
+    assert await bus.read_all(subjects.OPS_STREAM, subjects.OPS_ALL) == [b"1"]
+    assert await bus.last_seq(subjects.OPS_STREAM) == first.seq
+
+
+async def test_a_publish_on_a_subject_no_stream_holds_has_no_stream_response(bus):
+    with pytest.raises(NoStreamResponseError):
+        await bus.publish_raw("nowhere.at.all", b"x", msg("x"))
+
+
+async def test_wildcards_select_subjects_and_the_cluster_stream_keeps_the_latest_per_node(bus):
+    for i, (kind, op_id) in enumerate([("submitted", "a"), ("submitted", "b"), ("admitted", "a")]):
+        await bus.publish_raw(subjects.event(kind, op_id), f"{i}".encode(), msg(f"m{i}"))
+    assert await bus.read_all(subjects.OPS_STREAM, subjects.events_for("a")) == [b"0", b"2"]
+    assert await bus.read_all(subjects.OPS_STREAM, subjects.events_of("submitted")) == [b"0", b"1"]
+    for i, node in enumerate(["n1", "n2", "n1"]):
+        await bus.publish_raw(subjects.node(node), f"{node}-{i}".encode(), msg(f"node{i}"))
+    assert await bus.read_all(subjects.CLUSTER_STREAM, subjects.CLUSTER_ALL) == [b"n2-1", b"n1-2"]
+
+
+async def test_follow_delivers_the_stored_messages_then_live_ones_in_order(bus):
+    seen: asyncio.Queue[tuple[bytes, int]] = asyncio.Queue()
+
+    async def on_message(data: bytes, seq: int) -> None:
+        await seen.put((data, seq))
+    await bus.publish_raw(subjects.event("submitted", "a"), b"old", msg("1"))
+    await bus.publish_raw(subjects.event("submitted", "b"), b"other", msg("2"))
+    sub = await bus.follow(subjects.OPS_STREAM, subjects.events_for("a"), on_message)
+    await bus.publish_raw(subjects.event("admitted", "a"), b"new", msg("3"))
+    got = [await asyncio.wait_for(seen.get(), 5) for _ in range(2)]
+    assert got == [(b"old", 1), (b"new", 3)]
+    await sub.unsubscribe()
+
+
+async def test_a_durable_consumer_shared_by_two_connections_gives_each_message_to_one(bus, other):
+    for i in range(4):
+        await bus.publish_raw(subjects.command("stop"), f"{i}".encode(), msg(f"stop{i}"))
+    mine = await bus.durable("shared", subjects.CMD_STREAM, [subjects.CMD_STOP], max_deliver=3)
+    theirs = await other.durable("shared", subjects.CMD_STREAM, [subjects.CMD_STOP], max_deliver=3)
+    a, b = await mine.fetch(2, timeout=5), await theirs.fetch(2, timeout=5)
+    assert sorted(m.data for m in a + b) == [b"0", b"1", b"2", b"3"]
+    for m in a + b:
+        await m.ack()
+    with pytest.raises(NatsTimeout):
+        await mine.fetch(1, timeout=QUIET_S)
+
+
+async def test_a_nak_redelivers_counting_deliveries_until_max_deliver_and_term_ends_it(bus):
+    await bus.publish_raw(subjects.command("stop"), b"retry-me", msg("r"))
+    await bus.publish_raw(subjects.command("stop"), b"bad", msg("t"))
+    sub = await bus.durable("retries", subjects.CMD_STREAM, [subjects.CMD_STOP], max_deliver=2)
+    first, bad = await sub.fetch(2, timeout=5)
+    assert (first.data, first.metadata.num_delivered, first.metadata.sequence.stream) == (b"retry-me", 1, 1)
+    await bad.term()
+    await first.nak(delay=0.05)
+    [again] = await sub.fetch(1, timeout=5)
+    assert (again.data, again.metadata.num_delivered, again.headers["Nats-Msg-Id"]) == (b"retry-me", 2, "r")
+    await again.nak()  # the second delivery was the last
+    with pytest.raises(NatsTimeout):
+        await sub.fetch(1, timeout=QUIET_S)
+
+
+async def test_a_request_is_answered_by_one_server_of_the_queue_group(bus, other):
+    answered: list[str] = []
+
+    def server(name: str):
+        async def answer(data: bytes) -> bytes:
+            answered.append(name)
+            return name.encode()
+        return answer
+    with pytest.raises(NoRespondersError):
+        await bus.request(subjects.QUERY_WHY, WhyRequest(op_id="a"), timeout=2)
+    await bus.serve(subjects.QUERY_WHY, server("one"), group="admission")
+    await other.serve(subjects.QUERY_WHY, server("two"), group="admission")
+    replies = [await bus.request(subjects.QUERY_WHY, WhyRequest(op_id="a"), timeout=5) for _ in range(6)]
+    assert len(answered) == 6 and sorted(set(replies)) == sorted({n.encode() for n in answered})
+
+
+async def test_the_cache_bucket_is_shared_and_changed_only_by_compare_and_set(bus, other):
+    mine = await bus.ensure_cache_bucket(subjects.CACHE_BUCKET)
+    theirs = await other.ensure_cache_bucket(subjects.CACHE_BUCKET)
+    revision = await mine.create("k", b"1")
+    assert (await theirs.get("k")).value == b"1"
+    with pytest.raises(Exception) as lost:
+        await theirs.create("k", b"2")
+    assert type(lost.value).__name__ == "KeyWrongLastSequenceError"
+    await theirs.update("k", b"2", last=revision)
+    with pytest.raises(Exception) as stale:
+        await mine.update("k", b"3", last=revision)
+    assert type(stale.value).__name__ == "KeyWrongLastSequenceError"
+    assert (await mine.get("k")).value == b"2"
