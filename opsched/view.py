@@ -15,6 +15,7 @@ from proto.events import (
     OperationOnHold,
     OperationPreempted,
     OperationRejected,
+    OperationResumed,
     OperationRunning,
     OperationSkipped,
     OperationStopped,
@@ -25,16 +26,9 @@ from proto.events import (
     RetryScheduled,
 )
 from proto.failures import is_infrastructure, will_retry
-from proto.lifecycle import ACTIVE_LABELS, TERMINAL_LABELS
+from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, RETRY_SHOWN, SHOWN, TERMINAL_LABELS
 from proto.resources import GPU_MEMORY, accelerators, gpu_memory_gib
 
-RANK = {"submitted": 0, "cost_estimated": 0, "cache_missed": 0, "cache_hit": 0, "on_hold": 1, "approved": 1,
-        "admitted": 2, "retrying": 6, "retry_scheduled": 6, "skipped": 10, "timed_out": 10,
-        "dispatched": 3, "running": 4, "preempt_requested": 5, "stop_requested": 5, "preempted": 6,
-        "evicted": 6, "succeeded": 10, "failed": 10, "rejected": 10, "stopped": 10}
-STATUS = {"submitted": "pending", "cost_estimated": "pending", "cache_missed": "pending",
-          "cache_hit": "pending", "stop_requested": "stopping", "preempt_requested": "preempting",
-          "approved": "pending", "retry_scheduled": "retrying"}
 TERMINAL_STATUSES = TERMINAL_LABELS
 
 
@@ -49,7 +43,7 @@ class OpRow:
     cost: str = "-"
     attempt: int = 0
     reason: str = ""
-    rank: int = -1
+    rank: float = -1  # of its status (proto.lifecycle.SHOWN)
     history: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     max_retries: int | None = None
@@ -77,19 +71,19 @@ class OpsView:
             if isinstance(event, ErrorRaised):
                 return None
             row = self.rows[event.op_id] = OpRow(event.op_id)
-        kind = codec.type_of(event)
-        row.history.append(kind)
-        if kind == "failed" and self._will_retry(row, event):
-            kind = "retrying"
+        row.history.append(codec.type_of(event))
+        shown = SHOWN.get(type(event))
+        if isinstance(event, OperationFailed) and self._will_retry(row, event):
+            shown = RETRY_SHOWN
         _details(row, event)
-        if kind == "resumed":  # a stopped/failed op continues: it is not over any more
-            row.status, row.rank, row.attempt, row.reason = "pending", 1, event.attempt, "resumed"
+        if isinstance(event, OperationResumed):  # a stopped/failed op continues: it is not over any more
+            row.status, row.rank = NEXT_ATTEMPT_SHOWN
+            row.attempt, row.reason = event.attempt, "resumed"
             return row
         if event.attempt > row.attempt and not row.terminal:
-            row.rank = 1  # a new attempt after a preemption or eviction: its statuses start again
-        if RANK.get(kind, -1) > row.rank and not row.terminal:
-            row.rank = RANK[kind]
-            row.status = STATUS.get(kind, kind)
+            row.rank = NEXT_ATTEMPT_SHOWN.rank  # a new attempt after a preemption or eviction
+        if shown is not None and shown.rank > row.rank and not row.terminal:
+            row.status, row.rank = shown
             row.attempt = event.attempt
         return row
 

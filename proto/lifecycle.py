@@ -11,20 +11,30 @@ view, the cache and the cost recorder all read it from here.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import NamedTuple
 
 from proto.events import (
+    CacheHit,
+    CacheMissed,
+    CostEstimated,
     Event,
     OperationAdmitted,
+    OperationApproved,
     OperationDispatched,
     OperationEvicted,
     OperationFailed,
+    OperationOnHold,
     OperationPreempted,
     OperationRejected,
     OperationRunning,
     OperationSkipped,
     OperationStopped,
+    OperationSubmitted,
     OperationSucceeded,
     OperationTimedOut,
+    PreemptRequested,
+    RetryScheduled,
+    StopRequested,
 )
 
 
@@ -80,3 +90,33 @@ ATTEMPT_ENDS: tuple[type[Event], ...] = (OperationSucceeded, OperationFailed, Op
 OP_ENDS: tuple[type[Event], ...] = (OperationSucceeded, OperationFailed, OperationStopped, OperationTimedOut,
                                     OperationSkipped, OperationRejected)
 CACHE_HIT_REASON = "cache_hit"  # an op that succeeded because an identical op's result was reused
+
+
+class Shown(NamedTuple):
+    """How an event shows to someone following the op stream (the client's ``opsched ops`` and ``watch``):
+    the word, and its rank (a status of the lifecycle above; a later event shows only if it ranks higher
+    within an attempt, and nothing changes once an op has ended)."""
+
+    label: str
+    rank: float
+
+
+# Each event as it shows: its lifecycle status; the gates and an approval as pending (which gate is
+# admission's to know); a stop or preemption asked of a running op as stopping/preempting until its pods
+# are gone; an attempt taken away as itself until the next one starts (as RETRYING ranks).
+SHOWN: dict[type[Event], Shown] = {
+    OperationSubmitted: Shown("pending", Status.PENDING),
+    CostEstimated: Shown("pending", Status.PENDING),
+    CacheMissed: Shown("pending", Status.PENDING),
+    CacheHit: Shown("pending", Status.PENDING),
+    OperationOnHold: Shown(Status.ON_HOLD.label, Status.ON_HOLD),
+    OperationApproved: Shown("pending", Status.ON_HOLD),
+    **{event: Shown(status.label, status) for event, status in STATUS_OF.items()},
+    StopRequested: Shown("stopping", Status.RUNNING + 0.5),
+    PreemptRequested: Shown("preempting", Status.RUNNING + 0.5),
+    OperationPreempted: Shown("preempted", Status.RETRYING),
+    OperationEvicted: Shown("evicted", Status.RETRYING),
+    RetryScheduled: Shown(Status.RETRYING.label, Status.RETRYING),
+}
+RETRY_SHOWN = Shown(Status.RETRYING.label, Status.RETRYING)  # a failure with a retry left
+NEXT_ATTEMPT_SHOWN = Shown("pending", Status.ON_HOLD)  # resumed, or a new attempt: its statuses start again

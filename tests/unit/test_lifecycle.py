@@ -1,0 +1,51 @@
+"""The lifecycle once (proto.lifecycle): what the fold folds and what the client's view shows agree, and
+no module outside proto/ spells the statuses out again."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from proto.events import Event
+from proto.lifecycle import ATTEMPT_ENDS, OP_ENDS, SHOWN, STATUS_OF, TERMINAL_LABELS, Status
+
+ROOT = Path(__file__).resolve().parents[2]
+LABELS = {s.label for s in Status} | {"stopping", "preempting", "preempted", "evicted"}
+
+
+def test_the_view_shows_each_lifecycle_event_as_the_status_the_fold_moves_an_op_to():
+    for event, status in STATUS_OF.items():
+        assert SHOWN[event] == (status.label, status), event.__name__
+
+
+def test_what_ends_an_op_shows_as_an_end_and_every_end_of_an_attempt_is_shown():
+    assert {SHOWN[e].label for e in OP_ENDS} <= set(TERMINAL_LABELS)
+    assert all(e in SHOWN for e in ATTEMPT_ENDS)
+
+
+def test_a_request_to_stop_or_preempt_ranks_between_running_and_the_end_of_the_attempt():
+    ranks = {label: rank for label, rank in SHOWN.values()}
+    assert ranks["running"] < ranks["stopping"] == ranks["preempting"] < ranks["preempted"] < ranks["succeeded"]
+
+
+def test_every_event_that_concerns_an_ops_status_is_shown():
+    assert set(SHOWN) >= set(STATUS_OF) and all(issubclass(e, Event) for e in SHOWN)
+
+
+def _literals_of_statuses(path: Path) -> list[str]:
+    hits, tree = [], ast.parse(path.read_text())
+    unpacked = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Tuple)}
+    for node in ast.walk(tree):  # a table of statuses; not ``A, B, C = "a", "b", "c"`` (names for words)
+        if isinstance(node, (ast.Dict, ast.Tuple, ast.List, ast.Set)) and id(node) not in unpacked:
+            items = node.keys if isinstance(node, ast.Dict) else node.elts
+            words = {k.value for k in items if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+            if len(words & LABELS) >= 3:
+                hits.append(f"{path.relative_to(ROOT)}:{node.lineno}: {sorted(words & LABELS)}")
+    return hits
+
+
+@pytest.mark.parametrize("package", ["opsched", "services"])
+def test_no_module_outside_proto_spells_the_statuses_out_again(package):
+    hits = [hit for path in sorted((ROOT / package).rglob("*.py")) for hit in _literals_of_statuses(path)]
+    assert not hits, "read them from proto.lifecycle:\n" + "\n".join(hits)
