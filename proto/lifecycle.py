@@ -68,6 +68,19 @@ class Status(IntEnum):
         return self.name.lower()
 
 
+RESUMABLE = frozenset({Status.STOPPED, Status.FAILED, Status.TIMED_OUT})  # `opsched resume` continues these
+NEXT_ATTEMPT_FROM = frozenset({s for s in Status if s.active} | {Status.RETRYING} | RESUMABLE)
+
+
+def allowed(before: Status, after: Status) -> bool:
+    """The status machine. Within an attempt a status only moves forward, and never out of an end; an
+    attempt taken away (preempted, evicted, failed with a retry left) or a resumed end queues the op for
+    its next attempt."""
+    if after == Status.QUEUED and before in NEXT_ATTEMPT_FROM:
+        return True
+    return not before.terminal and after > before
+
+
 ACTIVE_LABELS = tuple(s.label for s in Status if s.active)
 TERMINAL_LABELS = tuple(s.label for s in Status if s.terminal)
 

@@ -34,7 +34,7 @@ from proto.events import (
     RetryScheduled,
 )
 from proto.failures import is_infrastructure, will_retry
-from proto.lifecycle import STATUS_OF, Status
+from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from proto.resources import requested
 from services.admission.policies.capacity import NodeInfo
 from services.admission.records import Ghost, OpRecord
@@ -162,8 +162,8 @@ class OpFold:
         status = STATUS_OF.get(type(e))
         if status is None or op.status.terminal:
             return False
-        if e.attempt == op.attempt and status <= op.status:
-            return False
+        if e.attempt == op.attempt and not allowed(op.status, status):
+            return False  # within an attempt, only forward
         if op.status < Status.ADMITTED:
             for f in self.followers:
                 f.left(op, status == Status.ADMITTED)
@@ -246,7 +246,7 @@ class OpFold:
 
     def _resumed(self, op: OpRecord, e: OperationResumed) -> bool:
         """A stopped, failed or timed-out op continues in place as a new attempt."""
-        if op.status not in (Status.STOPPED, Status.FAILED, Status.TIMED_OUT) or e.attempt <= op.attempt:
+        if op.status not in RESUMABLE or e.attempt <= op.attempt:
             return False
         op.attempts.append((op.attempt, op.status.name.lower(), op.reason))
         if e.params:

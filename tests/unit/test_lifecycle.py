@@ -8,10 +8,27 @@ from pathlib import Path
 import pytest
 
 from proto.events import Event
-from proto.lifecycle import ATTEMPT_ENDS, OP_ENDS, SHOWN, STATUS_OF, TERMINAL_LABELS, Status
+from proto.lifecycle import ATTEMPT_ENDS, OP_ENDS, SHOWN, STATUS_OF, TERMINAL_LABELS, Status, allowed
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELS = {s.label for s in Status} | {"stopping", "preempting", "preempted", "evicted"}
+
+
+S = Status
+
+
+@pytest.mark.parametrize("before, after, ok", [
+    (S.PENDING, S.ON_HOLD, True), (S.ON_HOLD, S.QUEUED, True), (S.QUEUED, S.ADMITTED, True),
+    (S.RUNNING, S.SUCCEEDED, True), (S.RUNNING, S.RETRYING, True), (S.PENDING, S.REJECTED, True),
+    (S.RUNNING, S.QUEUED, True), (S.RETRYING, S.QUEUED, True), (S.STOPPED, S.QUEUED, True),
+    (S.TIMED_OUT, S.QUEUED, True), (S.RUNNING, S.ADMITTED, False), (S.SUCCEEDED, S.RUNNING, False),
+    (S.SUCCEEDED, S.QUEUED, False), (S.REJECTED, S.QUEUED, False), (S.FAILED, S.STOPPED, False),
+    (S.QUEUED, S.PENDING, False), (S.ADMITTED, S.ADMITTED, False),
+], ids=lambda v: v.label if isinstance(v, Status) else str(v))
+def test_the_status_machine(before, after, ok):
+    """Forward within an attempt, never out of an end; an attempt taken away, a retry or a resumed end
+    queues the next attempt."""
+    assert allowed(before, after) is ok
 
 
 def test_the_view_shows_each_lifecycle_event_as_the_status_the_fold_moves_an_op_to():

@@ -9,6 +9,7 @@ import pytest
 
 from proto.cluster import NodeObserved
 from proto.events import CostRecorded, OperationAdmitted, OperationStopped
+from proto.lifecycle import Status, allowed
 from proto.queues import Budget
 from proto.resources import GPU_MEMORY
 from services.admission import cycle, parking
@@ -129,6 +130,17 @@ def _step(rng: random.Random, states: list[AdmissionState], b, i: int, live: lis
         fold(*events, state=state)
 
 
+def statuses(state: AdmissionState) -> dict[str, Status]:
+    return {op_id: op.status for op_id, op in state.ops.items()}
+
+
+def assert_moves_allowed(before: dict[str, Status], state: AdmissionState) -> None:
+    """Every status an op moved to since ``before`` is a move of the lifecycle's status machine."""
+    for op_id, now in statuses(state).items():
+        was = before.get(op_id, Status.PENDING)
+        assert was == now or allowed(was, now), f"{op_id}: {was.label} -> {now.label}"
+
+
 @pytest.mark.parametrize("seed", range(400))
 def test_cycles_decide_the_same_with_and_without_parking(seed, monkeypatch):
     rng = random.Random(seed)
@@ -137,10 +149,13 @@ def test_cycles_decide_the_same_with_and_without_parking(seed, monkeypatch):
     live: list[str] = []
     real_skip = parking.skip
     for i in range(40):
+        before = statuses(parked)
         _step(rng, [parked, unparked], LAB, i, live)
-        now = t(100 + i)
+        assert_moves_allowed(before, parked)
+        now, before = t(100 + i), statuses(parked)
         monkeypatch.setattr(parking, "skip", real_skip)
         with_parking = [(type(d).__name__, d.op_id) for d in cycle.decide(parked, LAB, now, NS)]
+        assert_moves_allowed(before, parked)
         monkeypatch.setattr(parking, "skip", lambda *_: False)
         without = [(type(d).__name__, d.op_id) for d in cycle.decide(unparked, LAB, now, NS)]
         assert with_parking == without, f"cycle {i}"
