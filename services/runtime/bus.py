@@ -75,7 +75,7 @@ def config_digest(config: msgspec.Struct) -> str:
     return hashlib.sha256(codec.encode(config)).hexdigest()[:12]
 
 
-def _cloudevent(message: msgspec.Struct, mid: str, source: str) -> dict[str, str]:
+def cloudevent_headers(message: msgspec.Struct, mid: str, source: str) -> dict[str, str]:
     time = getattr(message, "at", None) or getattr(message, "requested_at", None)
     subject = getattr(message, "op_id", None) or getattr(message, "node", None)  # cluster events: the node
     return cloudevents.headers(codec.type_of(message), mid, source, subject, time)
@@ -149,7 +149,7 @@ class Bus:
     async def publish(self, message: msgspec.Struct, *, msg_id: str | None = None,
                       subject: str | None = None, headers: dict[str, str] | None = None) -> api.PubAck:
         mid = msg_id or default_msg_id(message)
-        hdrs = {"Nats-Msg-Id": mid, **_cloudevent(message, mid, self.name), **(headers or {})}
+        hdrs = {"Nats-Msg-Id": mid, **cloudevent_headers(message, mid, self.name), **(headers or {})}
         return await self.js.publish(subject or subject_for(message), codec.encode(message), headers=hdrs)
 
     async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> api.PubAck:

@@ -26,7 +26,7 @@ from services.dispatcher.nodewatch import (
     is_schedulable,
     observed,
 )
-from services.runtime.bus import _cloudevent
+from services.runtime.bus import cloudevent_headers
 from tests.builders import GPU, GPU_PRODUCT, T0, case, case_name, t
 from tests.builders.clock import FakeClock
 
@@ -86,7 +86,7 @@ def test_the_event_round_trips_on_the_wire():
 
 
 def test_the_cloudevent_subject_of_a_node_fact_is_the_node():
-    headers = _cloudevent(NodeRemoved(node="gpu-a", at=T0), "node.gpu-a.removed.9", "dispatcher")
+    headers = cloudevent_headers(NodeRemoved(node="gpu-a", at=T0), "node.gpu-a.removed.9", "dispatcher")
     assert headers["ce-subject"] == "gpu-a"
     assert headers["ce-type"] == "io.opsched.node_removed"
     assert headers["ce-id"] == "node.gpu-a.removed.9"
