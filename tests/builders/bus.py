@@ -31,8 +31,13 @@ from nats.js.api import PubAck
 from nats.js.errors import NoStreamResponseError, NotFoundError
 
 from proto import codec, subjects
-from services.runtime.bus import DUPLICATE_WINDOW_S, Bus, default_msg_id, subject_for
-from services.runtime.bus import cloudevent_headers  # the headers the real bus sends
+from services.runtime.bus import (
+    DUPLICATE_WINDOW_S,
+    Bus,
+    cloudevent_headers,  # the headers the real bus sends
+    default_msg_id,
+    subject_for,
+)
 from tests.builders.kv import MemoryKV
 from tests.builders.streams import Consumer, PullSubscription, Stored, Stream, matches
 
