@@ -31,6 +31,7 @@ from proto.reasons import Reason, pending
 from proto.schedules import CreateSchedule, DeleteSchedule, ScheduleCreated, ScheduleDeleted, ScheduleEvent
 from services.admission import cycle, handlers, queries
 from services.admission import schedules as sched
+from services.admission.catchup import FoldProgress
 from services.admission.config_source import ConfigSource, queues_configured
 from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
@@ -52,6 +53,7 @@ class Admission(Service):
         self.config = ConfigSource(settings.queues_file, self.clock, self.log)
         self.schedules = sched.Schedules(status_of=self._run_status)
         self.wake = asyncio.Event()
+        self.progress = FoldProgress()  # how far the op stream is folded (commands wait for their op)
 
     async def start(self, bus: Bus) -> None:
         """Config, then cluster facts, then the op stream: replayed into state, then followed live."""
@@ -75,22 +77,27 @@ class Admission(Service):
 
     @commands.handles(StopOperation)
     async def on_stop(self, cmd: StopOperation, ctx: Context) -> Event | None:
+        await self.known(cmd.op_id)
         return handlers.on_stop(cmd, ctx, self.state)
 
     @commands.handles(ApproveOperation)
     async def on_approve(self, cmd: ApproveOperation, ctx: Context) -> Event | None:
+        await self.known(cmd.op_id)
         return handlers.on_approve(cmd, ctx, self.state)
 
     @commands.handles(RejectOperation)
     async def on_reject(self, cmd: RejectOperation, ctx: Context) -> Event | None:
+        await self.known(cmd.op_id)
         return handlers.on_reject(cmd, ctx, self.state)
 
     @commands.handles(RestartOperation, CopyOperation)
     async def on_rerun(self, cmd: RestartOperation | CopyOperation, ctx: Context) -> Event | list[Event] | None:
+        await self.known(cmd.op_id)
         return handlers.on_rerun(cmd, ctx, self.state, self.book)
 
     @commands.handles(ResumeOperation)
     async def on_resume(self, cmd: ResumeOperation, ctx: Context) -> Event | None:
+        await self.known(cmd.op_id)
         return handlers.on_resume(cmd, ctx, self.state, self.book)
 
     @commands.handles(CreateSchedule)
@@ -130,6 +137,17 @@ class Admission(Service):
             self.wake.set()
 
     async def fold(self, data: bytes, seq: int) -> None:
+        try:
+            self._fold(data)
+        finally:
+            self.progress.advance(seq)
+
+    async def known(self, op_id: str) -> None:
+        """Before a command about ``op_id`` is judged: fold everything stored so far if the op is new."""
+        if op_id not in self.state.ops and self.bus is not None:
+            await self.progress.reach(await self.bus.last_seq(subjects.OPS_STREAM))
+
+    def _fold(self, data: bytes) -> None:
         try:
             event = codec.decode_ops_stream(data)
         except (msgspec.DecodeError, msgspec.ValidationError):

@@ -140,3 +140,15 @@ async def test_stopping_a_held_op_ends_it_stopped(stack_factory, tmp_path, bus, 
     await events.expect(OperationOnHold, op_id)
     await client.stop(op_id)
     assert (await events.expect(OperationStopped, op_id)).reason == "stopped"
+
+
+async def test_a_stop_sent_right_after_its_submit_stops_the_op_and_is_never_dropped(stack_factory, tmp_path, bus,
+                                                                                    events):
+    client = await start(stack_factory, tmp_path, bus)
+    op_ids = []
+    for i in range(20):  # back to back: admission may not have folded the op when the stop arrives
+        op_ids.append(await client.submit(spec(f"quick-{i}", is_approved=False)))
+        await client.stop(op_ids[-1])
+    for op_id in op_ids:
+        assert (await events.expect(OperationStopped, op_id)).reason == "stopped"
+    assert not [e for _, e in events.events if getattr(e, "reason", "") == "unknown_op"]
