@@ -139,6 +139,17 @@ class NatsCluster:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.http_ports[i]}/jsz", timeout=1.0) as answer:
             return json.loads(answer.read())
 
+    def stream_state(self, i: int, stream: str) -> dict:
+        """The ``state`` (messages, last_seq, ...) of ``stream`` as node ``i`` holds it ({} if it holds none)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_ports[i]}/jsz?streams=true",
+                                    timeout=1.0) as answer:
+            report = json.loads(answer.read())
+        for account in report.get("account_details") or []:
+            for detail in account.get("stream_detail") or []:
+                if detail.get("name") == stream:
+                    return detail.get("state") or {}
+        return {}
+
     def meta_leader(self) -> str | None:
         """The meta leader's name when every running node agrees on one that is running, else None."""
         running = self.running()

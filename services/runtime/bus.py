@@ -23,6 +23,11 @@ from proto.events import BudgetExceeded, Event
 
 DUPLICATE_WINDOW_S = 120.0
 FOLLOW_HEARTBEAT_S = 1.0  # an ordered consumer whose node died is recreated after two missed heartbeats
+PUBLISH_TIMEOUT_S = 2.0  # one attempt: a publish sent to a node that just died is not answered
+PUBLISH_PATIENCE_S = 20.0  # a stream without a leader (a node died: election ~5-9 s) is waited out this long
+# no leader answers (yet): the same publish again is safe, its Nats-Msg-Id makes a stored repeat a no-op
+_LEADERLESS = (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
+               nats.js.errors.ServiceUnavailableError)
 
 
 @dataclass(frozen=True)
@@ -166,10 +171,23 @@ class Bus:
                       subject: str | None = None, headers: dict[str, str] | None = None) -> api.PubAck:
         mid = msg_id or default_msg_id(message)
         hdrs = {"Nats-Msg-Id": mid, **cloudevent_headers(message, mid, self.name), **(headers or {})}
-        return await self.js.publish(subject or subject_for(message), codec.encode(message), headers=hdrs)
+        return await self.publish_raw(subject or subject_for(message), codec.encode(message), hdrs)
 
     async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> api.PubAck:
-        return await self.js.publish(subject, data, headers=headers)
+        """Publish and wait for the stream's ack. While the stream has no leader (a node of the cluster
+        died and its replicas elect another) publish again, for up to ``PUBLISH_PATIENCE_S``: a handler
+        keeps its message meanwhile, rather than nak it to a consumer leader that may be gone too."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PUBLISH_PATIENCE_S
+        pause = 0.1
+        while True:
+            try:
+                return await self.js.publish(subject, data, headers=headers, timeout=PUBLISH_TIMEOUT_S)
+            except _LEADERLESS:
+                if self.nc.is_closed or loop.time() + pause > deadline:
+                    raise
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     async def durable(self, durable: str, stream: str, filters: list[str], *,
                       max_deliver: int, ack_wait: float = 30.0):
