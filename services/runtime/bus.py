@@ -23,7 +23,8 @@ from proto.events import BudgetExceeded, Event
 
 DUPLICATE_WINDOW_S = 120.0
 FOLLOW_HEARTBEAT_S = 1.0  # an ordered consumer whose node died is recreated after two missed heartbeats
-PUBLISH_TIMEOUT_S = 2.0  # one attempt: a publish sent to a node that just died is not answered
+PUBLISH_TIMEOUT_S = 1.0  # one attempt: a publish sent to a node that just died is not answered
+KV_TIMEOUT_S = 2.0  # one KV call
 PUBLISH_PATIENCE_S = 20.0  # a stream without a leader (a node died: election ~5-9 s) is waited out this long
 # no leader answers (yet): the same publish again is safe, its Nats-Msg-Id makes a stored repeat a no-op
 _LEADERLESS = (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
@@ -85,6 +86,46 @@ def cloudevent_headers(message: msgspec.Struct, mid: str, source: str) -> dict[s
     time = getattr(message, "at", None) or getattr(message, "requested_at", None)
     subject = getattr(message, "op_id", None) or getattr(message, "node", None)  # cluster events: the node
     return cloudevents.headers(codec.type_of(message), mid, source, subject, time)
+
+
+async def patiently(call: Callable[[], Awaitable[Any]], nc: nats.NATS) -> Any:
+    """``call()``; while no leader answers (a node of the cluster died and the replicas elect another)
+    call again, for up to ``PUBLISH_PATIENCE_S``. Only for calls that are safe to repeat: a publish with
+    a Nats-Msg-Id, a KV read, a KV compare-and-set (a repeat of one that did apply is refused)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PUBLISH_PATIENCE_S
+    pause = 0.1
+    while True:
+        try:
+            return await call()
+        except _LEADERLESS:
+            if nc.is_closed or loop.time() + pause > deadline:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+class PatientKV:
+    """A JetStream KV bucket whose reads and writes wait out an election, as ``Bus.publish`` does."""
+
+    def __init__(self, kv: Any, nc: nats.NATS) -> None:
+        self._kv = kv
+        self._nc = nc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kv, name)
+
+    async def get(self, key: str, *args: Any, **kwargs: Any) -> Any:
+        return await patiently(lambda: self._kv.get(key, *args, **kwargs), self._nc)
+
+    async def put(self, key: str, value: bytes, *args: Any, **kwargs: Any) -> int:
+        return await patiently(lambda: self._kv.put(key, value, *args, **kwargs), self._nc)
+
+    async def create(self, key: str, value: bytes, *args: Any, **kwargs: Any) -> int:
+        return await patiently(lambda: self._kv.create(key, value, *args, **kwargs), self._nc)
+
+    async def update(self, key: str, value: bytes, *args: Any, **kwargs: Any) -> int:
+        return await patiently(lambda: self._kv.update(key, value, *args, **kwargs), self._nc)
 
 
 def server_urls(url: str) -> list[str]:
@@ -161,11 +202,14 @@ class Bus:
                 await self.js.update_stream(config)
 
     async def ensure_cache_bucket(self, bucket: str):
+        """The bucket (created with ``self.replicas`` replicas if missing), its calls patient (``PatientKV``)."""
+        js = self.nc.jetstream(timeout=KV_TIMEOUT_S)
         try:
-            return await self.js.key_value(bucket)
+            kv = await js.key_value(bucket)
         except (NotFoundError, nats.js.errors.BucketNotFoundError):
-            return await self.js.create_key_value(api.KeyValueConfig(
+            kv = await js.create_key_value(api.KeyValueConfig(
                 bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas))
+        return PatientKV(kv, self.nc)
 
     async def publish(self, message: msgspec.Struct, *, msg_id: str | None = None,
                       subject: str | None = None, headers: dict[str, str] | None = None) -> api.PubAck:
@@ -177,17 +221,8 @@ class Bus:
         """Publish and wait for the stream's ack. While the stream has no leader (a node of the cluster
         died and its replicas elect another) publish again, for up to ``PUBLISH_PATIENCE_S``: a handler
         keeps its message meanwhile, rather than nak it to a consumer leader that may be gone too."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + PUBLISH_PATIENCE_S
-        pause = 0.1
-        while True:
-            try:
-                return await self.js.publish(subject, data, headers=headers, timeout=PUBLISH_TIMEOUT_S)
-            except _LEADERLESS:
-                if self.nc.is_closed or loop.time() + pause > deadline:
-                    raise
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 1.0)
+        return await patiently(lambda: self.js.publish(subject, data, headers=headers, timeout=PUBLISH_TIMEOUT_S),
+                               self.nc)
 
     async def durable(self, durable: str, stream: str, filters: list[str], *,
                       max_deliver: int, ack_wait: float = 30.0):

@@ -21,7 +21,10 @@ from tests.eventlog import EventLog
 from tests.waiting import eventually
 
 BEFORE, AFTER = 20, 20  # ops submitted before the kill and while the cluster is one node short
-STALL_BOUND_S = 10.0
+# The replicas of a stream (and of each consumer, each KV bucket) notice their leader is gone and elect
+# another after nats-server's Raft election timeout, randomized in 4-9 s and not configurable; then each
+# hop of the pipeline moves again at once. Measured on 2 shared cores: 4.7-9.3 s over 9 runs.
+STALL_BOUND_S = 12.0
 
 
 @pytest.fixture
@@ -76,6 +79,7 @@ async def test_killing_the_op_stream_leader_loses_nothing_and_stalls_less_than_t
         stall = max((events.of(i, OperationDispatched)[0].at - started[i]).total_seconds() for i in ids)
         print(f"\nlongest submit-to-dispatched across the kill of node n{victim}: {stall:.2f}s")
         assert stall < STALL_BOUND_S
+        await asyncio.to_thread(nats_cluster.wait_meta_leader, 15.0)  # reading the stream needs one
         assert await submits_stored(cluster_bus) == Counter({op_id: 1 for op_id in ids})
 
         nats_cluster.restart(victim)
