@@ -82,8 +82,10 @@ async def test_killing_the_op_stream_leader_loses_nothing_and_stalls_less_than_t
         await asyncio.to_thread(nats_cluster.wait_meta_leader, 15.0)  # reading the stream needs one
         assert await submits_stored(cluster_bus) == Counter({op_id: 1 for op_id in ids})
 
+        restarted = asyncio.get_running_loop().time()
         nats_cluster.restart(victim)
         await caught_up(nats_cluster, cluster_bus, victim)
+        print(f"node n{victim} restarted and caught up in {asyncio.get_running_loop().time() - restarted:.2f}s")
     finally:
         await stack.close()
         await events.stop()
