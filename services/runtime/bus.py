@@ -22,6 +22,13 @@ from proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from proto.events import BudgetExceeded, Event
 
 DUPLICATE_WINDOW_S = 120.0
+FOLLOW_HEARTBEAT_S = 1.0  # an ordered consumer whose node died is recreated after two missed heartbeats
+PUBLISH_TIMEOUT_S = 1.0  # one attempt: a publish sent to a node that just died is not answered
+KV_TIMEOUT_S = 2.0  # one KV call
+PUBLISH_PATIENCE_S = 20.0  # a stream without a leader (a node died: election ~5-9 s) is waited out this long
+# no leader answers (yet): the same publish again is safe, its Nats-Msg-Id makes a stored repeat a no-op
+_LEADERLESS = (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
+               nats.js.errors.ServiceUnavailableError)
 
 
 @dataclass(frozen=True)
@@ -81,17 +88,67 @@ def cloudevent_headers(message: msgspec.Struct, mid: str, source: str) -> dict[s
     return cloudevents.headers(codec.type_of(message), mid, source, subject, time)
 
 
+async def patiently(call: Callable[[], Awaitable[Any]], nc: nats.NATS) -> Any:
+    """``call()``; while no leader answers (a node of the cluster died and the replicas elect another)
+    call again, for up to ``PUBLISH_PATIENCE_S``. Only for calls that are safe to repeat: a publish with
+    a Nats-Msg-Id, a KV read, a KV compare-and-set (a repeat of one that did apply is refused)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + PUBLISH_PATIENCE_S
+    pause = 0.1
+    while True:
+        try:
+            return await call()
+        except _LEADERLESS:
+            if nc.is_closed or loop.time() + pause > deadline:
+                raise
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+class PatientKV:
+    """A JetStream KV bucket whose reads and writes wait out an election, as ``Bus.publish`` does."""
+
+    def __init__(self, kv: Any, nc: nats.NATS) -> None:
+        self._kv = kv
+        self._nc = nc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kv, name)
+
+    async def get(self, key: str, *args: Any, **kwargs: Any) -> Any:
+        return await patiently(lambda: self._kv.get(key, *args, **kwargs), self._nc)
+
+    async def put(self, key: str, value: bytes, *args: Any, **kwargs: Any) -> int:
+        return await patiently(lambda: self._kv.put(key, value, *args, **kwargs), self._nc)
+
+    async def create(self, key: str, value: bytes, *args: Any, **kwargs: Any) -> int:
+        return await patiently(lambda: self._kv.create(key, value, *args, **kwargs), self._nc)
+
+    async def update(self, key: str, value: bytes, *args: Any, **kwargs: Any) -> int:
+        return await patiently(lambda: self._kv.update(key, value, *args, **kwargs), self._nc)
+
+
+def server_urls(url: str) -> list[str]:
+    """``NATS_URL`` names one server or several (a cluster's nodes), comma-separated."""
+    urls = [u.strip() for u in url.split(",") if u.strip()]
+    if not urls:
+        raise ValueError("no NATS server URL given")
+    return urls
+
+
 class Bus:
-    def __init__(self, nc: nats.NATS, name: str) -> None:
+    def __init__(self, nc: nats.NATS, name: str, replicas: int = 1) -> None:
         self.nc = nc
         self.js = nc.jetstream()
         self.name = name
+        self.replicas = replicas  # of the streams and buckets this bus creates
         self._closing = {"now": False}
 
     @classmethod
     async def connect(cls, url: str, name: str, *, connect_timeout: float = 5.0,
-                      max_reconnect_attempts: int = -1) -> "Bus":
-        """Connect; reconnect forever (services) or give up after a few attempts (clients)."""
+                      max_reconnect_attempts: int = -1, replicas: int = 1) -> "Bus":
+        """Connect to any of the servers in ``url`` (comma-separated); when the one in use dies, reconnect
+        to another, forever (services) or giving up after a few attempts (clients)."""
         log = structlog.get_logger().bind(nats=name)
         closing = {"now": False}
 
@@ -107,12 +164,12 @@ class Bus:
             log.info("nats_reconnected")
 
         nc = await nats.connect(
-            servers=[url], name=name, connect_timeout=connect_timeout,
+            servers=server_urls(url), name=name, connect_timeout=connect_timeout,
             max_reconnect_attempts=max_reconnect_attempts, reconnect_time_wait=0.5,
             allow_reconnect=True, error_cb=on_error, disconnected_cb=on_disconnected,
             reconnected_cb=on_reconnected,
         )
-        bus = cls(nc, name)
+        bus = cls(nc, name, replicas)
         bus._closing = closing
         return bus
 
@@ -121,12 +178,14 @@ class Bus:
         return self.nc.is_connected
 
     async def ensure_streams(self) -> None:
-        """Create the streams (file storage) if missing; align their subjects if they drifted."""
+        """Create the streams (file storage, ``self.replicas`` replicas) if missing; align their subjects
+        if they drifted; raise their replicas to ``self.replicas``, never lower them (a client that
+        does not know the cluster's setting must not shrink it)."""
         for name, (subj, per_subject) in subjects.STREAMS.items():
             config = api.StreamConfig(
                 name=name, subjects=subj, storage=api.StorageType.FILE,
                 duplicate_window=DUPLICATE_WINDOW_S, retention=api.RetentionPolicy.LIMITS,
-                max_msgs_per_subject=per_subject,
+                max_msgs_per_subject=per_subject, num_replicas=self.replicas,
             )
             try:
                 info = await self.js.stream_info(name)
@@ -136,24 +195,34 @@ class Bus:
                 except nats.js.errors.BadRequestError:
                     pass  # another replica created it first
                 continue
+            config.num_replicas = max(self.replicas, info.config.num_replicas or 1)
             if (sorted(info.config.subjects or []) != sorted(subj)
-                    or (info.config.max_msgs_per_subject or -1) != per_subject):
+                    or (info.config.max_msgs_per_subject or -1) != per_subject
+                    or config.num_replicas != (info.config.num_replicas or 1)):
                 await self.js.update_stream(config)
 
     async def ensure_cache_bucket(self, bucket: str):
+        """The bucket (created with ``self.replicas`` replicas if missing), its calls patient (``PatientKV``)."""
+        js = self.nc.jetstream(timeout=KV_TIMEOUT_S)
         try:
-            return await self.js.key_value(bucket)
+            kv = await js.key_value(bucket)
         except (NotFoundError, nats.js.errors.BucketNotFoundError):
-            return await self.js.create_key_value(api.KeyValueConfig(bucket=bucket, storage=api.StorageType.FILE))
+            kv = await js.create_key_value(api.KeyValueConfig(
+                bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas))
+        return PatientKV(kv, self.nc)
 
     async def publish(self, message: msgspec.Struct, *, msg_id: str | None = None,
                       subject: str | None = None, headers: dict[str, str] | None = None) -> api.PubAck:
         mid = msg_id or default_msg_id(message)
         hdrs = {"Nats-Msg-Id": mid, **cloudevent_headers(message, mid, self.name), **(headers or {})}
-        return await self.js.publish(subject or subject_for(message), codec.encode(message), headers=hdrs)
+        return await self.publish_raw(subject or subject_for(message), codec.encode(message), hdrs)
 
     async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> api.PubAck:
-        return await self.js.publish(subject, data, headers=headers)
+        """Publish and wait for the stream's ack. While the stream has no leader (a node of the cluster
+        died and its replicas elect another) publish again, for up to ``PUBLISH_PATIENCE_S``: a handler
+        keeps its message meanwhile, rather than nak it to a consumer leader that may be gone too."""
+        return await patiently(lambda: self.js.publish(subject, data, headers=headers, timeout=PUBLISH_TIMEOUT_S),
+                               self.nc)
 
     async def durable(self, durable: str, stream: str, filters: list[str], *,
                       max_deliver: int, ack_wait: float = 30.0):
@@ -178,7 +247,7 @@ class Bus:
         async def cb(msg) -> None:
             await on_message(msg.data, msg.metadata.sequence.stream)
         return await self.js.subscribe(subject, stream=stream, ordered_consumer=True, cb=cb,
-                                       deliver_policy=api.DeliverPolicy.ALL)
+                                       deliver_policy=api.DeliverPolicy.ALL, idle_heartbeat=FOLLOW_HEARTBEAT_S)
 
     async def replay(self, stream: str, subject: str,
                      on_message: Callable[[bytes, int], Awaitable[None]]):

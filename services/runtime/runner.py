@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -20,7 +21,7 @@ async def serve(services: Sequence[Service], settings: Settings, stop: asyncio.E
     ``connect`` opens each service's bus connection (default ``Bus.connect``; tests pass an in-memory one)."""
     stop = stop or asyncio.Event()
     _install_signals(stop)
-    connect = connect or Bus.connect
+    connect = connect or functools.partial(Bus.connect, replicas=settings.stream_replicas)
     buses = [await connect(settings.nats_url, f"opsched-{s.name}") for s in services]
     health = None
     if settings.health_port is not None:

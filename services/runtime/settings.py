@@ -11,7 +11,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OPSCHED_", extra="ignore", populate_by_name=True)
 
-    nats_url: str = Field("nats://127.0.0.1:4222", validation_alias=AliasChoices("NATS_URL", "OPSCHED_NATS_URL"))
+    nats_url: str = Field("nats://127.0.0.1:4222", validation_alias=AliasChoices("NATS_URL", "OPSCHED_NATS_URL"),
+                          description="one URL, or several comma-separated (the nodes of a NATS cluster)")
+    stream_replicas: int = Field(1, ge=1, le=5, description="replicas of the streams and KV buckets this "
+                                 "service creates: 1 on one nats-server, 3 on a 3-node cluster")
     health_port: int | None = Field(None, ge=0, le=65535, description="serve /healthz here; 0 = any free port")
     health_host: str = Field("127.0.0.1", description="address for /healthz; 0.0.0.0 inside a pod")
     log_format: Literal["auto", "json", "console"] = "auto"
