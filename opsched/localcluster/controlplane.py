@@ -178,7 +178,8 @@ class ControlPlane:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def kill(self, name: str = "kube-apiserver") -> None:
-        """kill -9 one process (a crash); ``revive`` starts it again with the same flags and data."""
+        """kill -9 one process (a crash); ``revive`` (on the main thread: a child dies with the thread that
+        started it) starts it again with the same flags and data."""
         self._procs[name].kill()
         self._procs[name].wait()
 
@@ -384,8 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
     try:
         print(f"control plane ready in {cp.startup_seconds:.1f}s at {cp.server}", file=sys.stderr)
-        print(f"logs: {cp.log_dir}", file=sys.stderr)
-        print(f"export KUBECONFIG={cp.kubeconfig}", file=sys.stderr)
+        print(f"logs: {cp.log_dir}\nexport KUBECONFIG={cp.kubeconfig}", file=sys.stderr)
         print(cp.kubeconfig, flush=True)
         while True:
             time.sleep(3600)
