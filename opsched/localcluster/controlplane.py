@@ -16,7 +16,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import urllib3
 import yaml
 
 from opsched.children import die_with_parent
+from opsched.natsserver import free_port  # a free TCP port on 127.0.0.1
 
 K8S_VERSION = "v1.20.2"
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-control-plane.sh"
@@ -85,13 +85,6 @@ def ensure_built(build: bool = True) -> Path:
     if missing:
         raise ControlPlaneError(f"still missing after the build: {', '.join(missing)}; {hint}")
     return binaries_dir()
-
-
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
@@ -184,6 +177,18 @@ class ControlPlane:
         if self._own_workdir and procs:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
+    def kill(self, name: str = "kube-apiserver") -> None:
+        """kill -9 one process (a crash); ``revive`` (on the main thread: a child dies with the thread that
+        started it) starts it again with the same flags and data."""
+        self._procs[name].kill()
+        self._procs[name].wait()
+
+    def revive(self, name: str = "kube-apiserver", timeout: float = 60.0) -> None:
+        self._logs.pop(name).close()
+        self._spawn(name, list(self._procs[name].args))  # type: ignore[arg-type]
+        if name == "kube-apiserver":
+            self._wait_until(self._apiserver_ready, time.monotonic() + timeout, name, "/readyz to answer ok")
+
     def __enter__(self) -> ControlPlane:
         return self.start()
 
@@ -272,7 +277,7 @@ class ControlPlane:
         self.kubeconfig.chmod(0o600)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed by stop()
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed by stop()
         self._logs[name] = log
         self._procs[name] = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
@@ -380,8 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with SIGINT ignored
     try:
         print(f"control plane ready in {cp.startup_seconds:.1f}s at {cp.server}", file=sys.stderr)
-        print(f"logs: {cp.log_dir}", file=sys.stderr)
-        print(f"export KUBECONFIG={cp.kubeconfig}", file=sys.stderr)
+        print(f"logs: {cp.log_dir}\nexport KUBECONFIG={cp.kubeconfig}", file=sys.stderr)
         print(cp.kubeconfig, flush=True)
         while True:
             time.sleep(3600)

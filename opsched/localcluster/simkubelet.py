@@ -8,7 +8,9 @@ args (``["sh", "-c", "sleep 2; exit 1"]``), else 1 s and 0. ``opsched.io/sim-exi
 (the last value repeats), and wins over ``sim-exit-code``: an op that fails twice, then succeeds
 (details in ``nodes.pod_behaviour``). ``activeDeadlineSeconds`` is honoured
 (reason DeadlineExceeded), and deletions are confirmed with grace period 0, as a kubelet would.
-restartPolicy is ignored (containers are never restarted).
+restartPolicy is ignored (containers are never restarted). Like a kubelet it rides out an API-server
+restart: its watch re-lists after 410 Gone, a dropped connection or a silent one (client read timeout),
+and a timed transition that fails because the API is unreachable is tried again, never dropped.
 
 CLI: ``python -m opsched.localcluster.simkubelet --kubeconfig K --node gpu-a:2:A100 --node gpu-b:1:T4``
 """
@@ -53,6 +55,9 @@ from opsched.localcluster.nodes import (
 
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 KILLED_EXIT_CODE = 143
+RETRY_S = 1.0  # a timed transition that failed (API server down) is tried again this much later
+WATCH_TIMEOUT_S = 60  # the API server ends each watch after this long ...
+REQUEST_TIMEOUT = (10.0, WATCH_TIMEOUT_S + 15.0)  # ... so a connection silent for longer is dead: re-list
 _TERMINAL = ("Succeeded", "Failed")
 from opsched.localcluster.launcher import spawn, terminate  # noqa: E402 - re-exported
 
@@ -144,7 +149,7 @@ class SimKubelet:
                     self._stopping.wait(1.0)
 
     def _relist(self) -> str:
-        pods = self.core.list_pod_for_all_namespaces()
+        pods = self.core.list_pod_for_all_namespaces(_request_timeout=REQUEST_TIMEOUT)
         current = self.api.sanitize_for_serialization(pods.items)
         known = {p["metadata"]["uid"] for p in current}
         for uid in list(self._stages):
@@ -157,8 +162,9 @@ class SimKubelet:
     def _stream(self, resource_version: str) -> None:
         while not self._stopping.is_set():
             self._watch = watch.Watch()
-            for event in self._watch.stream(self.core.list_pod_for_all_namespaces, timeout_seconds=120,
-                                            resource_version=resource_version, allow_watch_bookmarks=True):
+            for event in self._watch.stream(self.core.list_pod_for_all_namespaces, timeout_seconds=WATCH_TIMEOUT_S,
+                                            resource_version=resource_version, allow_watch_bookmarks=True,
+                                            _request_timeout=REQUEST_TIMEOUT):
                 if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
                     self._on_pod(event["type"], event["raw_object"])
             resource_version = self._watch.resource_version or resource_version
@@ -212,10 +218,16 @@ class SimKubelet:
             try:
                 self._run(due)
             except client.ApiException as e:
-                if e.status != 404:
-                    log.warning("pod %s/%s: %s failed: %s %s", due.namespace, due.name, due.action, e.status, e.reason)
-            except Exception:
-                log.exception("pod %s/%s: %s failed", due.namespace, due.name, due.action)
+                if e.status != 404:  # 404: the pod is gone, nothing left to do
+                    self._retry(due, f"{e.status} {e.reason}")
+            except Exception as e:  # the API server is unreachable (restarting): try again, never drop it
+                self._retry(due, repr(e))
+
+    def _retry(self, due: _Due, error: str) -> None:
+        log.warning("pod %s/%s: %s failed (%s); retrying in %gs", due.namespace, due.name, due.action, error, RETRY_S)
+        with self._cv:
+            heapq.heappush(self._heap, _Due(time.time() + RETRY_S, next(self._seq), due.action, due.namespace,
+                                            due.name, due.uid))
 
     def _run(self, due: _Due) -> None:
         pod = self.api.sanitize_for_serialization(self.core.read_namespaced_pod(due.name, due.namespace))

@@ -1,8 +1,10 @@
 """A list+watch loop on a thread (the official client blocks), handing results to the event loop.
 
 Subclasses say what to list and watch (``list_call``, ``watch_kwargs``) and what an object means
-(``observe``). The loop re-lists when a watch expires or the API answers 410, retries after 1 s on
-other errors, and stays quiet once stopped (e.g. while the API server shuts down)."""
+(``observe``). A watch that the server ends (``timeoutSeconds``) resumes from the last resource version
+it saw; the loop re-lists when the API answers 410 Gone, when the connection drops or stays silent past
+the client's read timeout (a dead API server), retrying after 1 s on errors, and stays quiet once stopped
+(e.g. while the API server shuts down)."""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +15,12 @@ from typing import Any
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-WATCH_TIMEOUT_S = 300
+WATCH_TIMEOUT_S = 60  # the API server ends every watch after this long; the loop resumes from where it was
+CONNECT_TIMEOUT_S = 10.0
+# the client gives up on a connection silent for longer than the server would ever keep it open
+# (a black-holed or restarted API server): the loop then re-lists
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT_S, WATCH_TIMEOUT_S + 15.0)
+LIST_TIMEOUT = (CONNECT_TIMEOUT_S, 60.0)
 
 
 class ListWatch:
@@ -61,20 +68,24 @@ class ListWatch:
                     self._stop.wait(1.0)
 
     def _list(self) -> str:
-        result = self.list_call()(**self.watch_kwargs())
+        result = self.list_call()(**self.watch_kwargs(), _request_timeout=LIST_TIMEOUT)
         for item in result.items:
             self.observe("MODIFIED", item)
         self.listed(result.items, result.metadata.resource_version)
         return result.metadata.resource_version
 
     def _watch(self, rv: str) -> None:
-        w = watch.Watch()
-        for item in w.stream(self.list_call(), resource_version=rv, timeout_seconds=WATCH_TIMEOUT_S,
-                             **self.watch_kwargs()):
-            if self._stop.is_set():
-                w.stop()
-                return
-            self.observe(item["type"], item["object"])
+        """Watch from ``rv`` until stopped; each watch the server ends resumes where it was.
+        Raises on 410 Gone and on connection errors and read timeouts (the caller re-lists)."""
+        while not self._stop.is_set():
+            w = watch.Watch()
+            for item in w.stream(self.list_call(), resource_version=rv, timeout_seconds=WATCH_TIMEOUT_S,
+                                 _request_timeout=REQUEST_TIMEOUT, **self.watch_kwargs()):
+                if self._stop.is_set():
+                    w.stop()
+                    return
+                self.observe(item["type"], item["object"])
+            rv = w.resource_version or rv
 
     def run_on_loop(self, coro: Awaitable[Any], what: str) -> bool:
         """Run a coroutine (a publish) on the event loop and wait for it; False if it failed."""

@@ -5,14 +5,18 @@ Consumes ``admitted``, ``stop_requested`` and ``preempt_requested`` (durable
 and emits ``dispatched`` (or ``rejected``, ``failed``); releases pods on preemption and stop
 (``preempt``) and emits ``preempted``, ``stopped``. Its background tasks watch the pods
 (``watcher``: ``running``, ``succeeded``, ``failed``, ``timed_out``, ``preempted``) and the nodes
-(``nodewatch``: node facts on the cluster stream), evict gangs not all Running in time
+(``nodewatch``: node facts on the cluster stream), repair what those paths missed by comparing the
+attempts folded from the op stream (``attempts``) with the pods on the API server (``reconciler``), evict gangs not all Running in time
 (``preempt.check_gangs``) and expire what outlived its ttl (``expiry``). In null mode
 (``OPSCHED_DISPATCHER_MODE=null``) there is no cluster: admitted attempts are dispatched at once."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from proto import subjects
+import msgspec
+
+from proto import codec, subjects
 from proto.events import (
     Event,
     OperationAdmitted,
@@ -21,16 +25,21 @@ from proto.events import (
     PreemptRequested,
     StopRequested,
 )
+from proto.podspec import SELECTOR
+from services.dispatcher.attempts import Attempt, Attempts
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.expiry import check_expiry
 from services.dispatcher.k8s import Kube, load_api_client
 from services.dispatcher.nodewatch import NodeWatcher
 from services.dispatcher.preempt import Releaser, check_gangs
+from services.dispatcher.reconciler import Reconciler
 from services.dispatcher.watcher import PodWatcher
 from services.runtime.bus import Bus
 from services.runtime.clock import Clock
 from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
+
+LIST_TIMEOUT_S = 30.0
 
 
 class Dispatcher(Service):
@@ -44,6 +53,7 @@ class Dispatcher(Service):
         self.kube = None if settings.dispatcher_mode == "null" else Kube(load_api_client(settings.kubeconfig))
         self.releaser: Releaser | None = None
         self.watcher: PodWatcher | None = None
+        self.attempts = Attempts()  # which attempts should have pods
         if self.kube is not None:
             self.releaser = Releaser(self.kube, settings, self.log)
             self.watcher = PodWatcher(self.kube.core, self._publish, self.clock, self.log, free=self.releaser.free)
@@ -51,10 +61,26 @@ class Dispatcher(Service):
     def tasks(self) -> list[Task]:
         if self.kube is None:
             return []  # null mode: no cluster to watch
-        return [self.watch_pods, self.watch_nodes, self.run_gang_checks, self.run_expiry_checks]
+        return [self.watch_pods, self.watch_nodes, self.run_gang_checks, self.run_expiry_checks, self.reconcile]
+
+    async def start(self, bus: Bus) -> None:
+        """The op stream, replayed into the table of attempts, then followed live (not in null mode)."""
+        if self.kube is not None:
+            await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, self.fold)
+            self.log.info("attempts_rebuilt", ops=len(self.attempts.latest))
+
+    async def fold(self, data: bytes, seq: int) -> None:
+        try:
+            event = codec.decode_ops_stream(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return  # bad messages are dead-lettered where they are consumed
+        self.attempts.apply(event)
 
     @ops.handles(OperationAdmitted)
-    async def on_admitted(self, event: OperationAdmitted, ctx: Context) -> Event:
+    async def on_admitted(self, event: OperationAdmitted, ctx: Context) -> Event | None:
+        if not self.attempts.wanted((event.op_id, event.attempt)):
+            ctx.log.info("admitted_not_dispatched", attempt=event.attempt, why="stopped, preempted or ended since")
+            return None  # a stop or preemption handled while this waited for redelivery wins
         return await dispatch(event, ctx, self.kube, self.releaser)
 
     @ops.handles(PreemptRequested)
@@ -97,6 +123,23 @@ class Dispatcher(Service):
     async def run_expiry_checks(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None and self.releaser is not None
         await check_expiry(self.kube, self.releaser, bus.publish, self.clock, stop, self.log)
+
+    async def reconcile(self, bus: Bus, stop: asyncio.Event) -> None:
+        assert self.kube is not None and self.releaser is not None
+        reconciler = Reconciler(self.attempts, self._list_pods, self._redispatch, self.releaser.free, bus.publish,
+                                self.clock, self.settings, self.log)
+        await reconciler.run(stop)
+
+    async def _list_pods(self) -> list[Any]:
+        assert self.kube is not None
+        listed = await asyncio.to_thread(self.kube.core.list_pod_for_all_namespaces, label_selector=SELECTOR,
+                                         _request_timeout=LIST_TIMEOUT_S)
+        return list(listed.items)
+
+    async def _redispatch(self, attempt: Attempt) -> Event | None:
+        assert attempt.admitted is not None
+        ctx = Context(self.name, self.clock, self.settings, self.log.bind(op_id=attempt.op_id))
+        return await dispatch(attempt.admitted, ctx, self.kube, self.releaser)
 
     async def _publish(self, event: Event) -> None:
         assert self.bus is not None

@@ -5,8 +5,9 @@ which publishes it with ``Nats-Msg-Id = <op>.<type>.<attempt>`` (a re-list after
 re-reports states; JetStream and the admission fold both drop the duplicates).
 
 Pods are grouped by attempt (labels op id + attempt); ``gang.assess`` says what an attempt means.
-A deleted pod is kept (``gone``) until its whole attempt is gone, so a preempted attempt is
-reported once its last pod is deleted. When an attempt fails, the rest of its gang is released
+A deleted pod is kept (``gone``) until its whole attempt is gone and the event that means is published
+(a failed publish is retried at the next re-list), so a preempted attempt is reported once its last pod
+is deleted. When an attempt fails, the rest of its gang is released
 (annotated, then deleted with the grace period) so that it frees its GPUs.
 
 Preemptions asked for but not yet reported are remembered (seeded from the stream at start): if a
@@ -80,16 +81,17 @@ class PodWatcher(ListWatch):
             pods[view.name] = view
             views = list(pods.values())
             reported = self.reported.get(view.key)
-            if all_gone(views):  # nothing more can happen to this attempt
+        event = assess(views, reported, self.clock.now())
+        published = event is None or codec.type_of(event) == reported or self._report(view.key, event, views)
+        if published and all_gone(views):  # nothing more can happen to this attempt: forget it
+            with self.lock:
                 self.attempts.pop(view.key, None)
                 self.reported.pop(view.key, None)
-        event = assess(views, reported, self.clock.now())
-        if event is not None and codec.type_of(event) != reported:
-            self._report(view.key, event, views)
 
-    def _report(self, key: AttemptKey, event: Event, views: list[PodView]) -> None:
+    def _report(self, key: AttemptKey, event: Event, views: list[PodView]) -> bool:
+        """Publish the attempt's event; False if that failed (the attempt is kept: a re-list retries)."""
         if not self.run_on_loop(self.publish(event), f"op {event.op_id}"):
-            return  # the next change or re-list retries
+            return False
         with self.lock:
             if key in self.attempts:
                 self.reported[key] = codec.type_of(event)
@@ -99,6 +101,7 @@ class PodWatcher(ListWatch):
             self._free_rest(views, GANG_FAILED)
         elif isinstance(event, OperationSucceeded):
             self._free_rest(views, GANG_FINISHED)  # admission frees the quota now: so must the workers
+        return True
 
     def _free_rest(self, views: list[PodView], why: str) -> None:
         """An ended gang frees its GPUs: its pods still starting or running are released."""
@@ -114,6 +117,10 @@ class PodWatcher(ListWatch):
                         if not v.gone and (v.namespace, v.name) not in listed]
         for view in vanished:
             self.apply(dataclasses.replace(view, gone=True))
+        with self.lock:  # attempts all gone whose last event could not be published: try again
+            unpublished = [next(iter(pods.values())) for pods in self.attempts.values() if all_gone(pods.values())]
+        for view in unpublished:
+            self.apply(view)
         self._report_orphan_preemptions(items)
 
     # ---- preemptions ----------------------------------------------------------------------------

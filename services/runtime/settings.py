@@ -35,3 +35,5 @@ class Settings(BaseSettings):
     gang_timeout_s: float = Field(120.0, gt=0, description="a gang not all Running this long after its main pod was created is evicted")
     gang_backoff_base_s: float = Field(10.0, ge=0, description="an evicted gang waits base * 2**attempt seconds ...")
     gang_backoff_max_s: float = Field(300.0, ge=0, description="... at most this long, before it may be admitted again")
+    reconcile_interval_s: float = Field(30.0, gt=0, description="the dispatcher compares attempts with pods this often")
+    reconcile_grace_s: float = Field(30.0, ge=0, description="an attempt admitted, or a pod created, this long ago is repaired")

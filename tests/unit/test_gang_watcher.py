@@ -146,3 +146,19 @@ async def test_a_preemption_whose_pods_are_still_listed_waits_for_their_deletion
                                                preemptor="urgent", reason="reclaim"))
     await asyncio.to_thread(watcher.listed, [v1pod()], "9")
     assert watcher.publish == []
+
+
+async def test_an_attempt_is_forgotten_only_once_its_last_event_is_published(watcher):
+    main, worker = v1pod(annotations=PREEMPTED_BY), v1pod("op-g-1-w-0", replica="w-0", annotations=PREEMPTED_BY)
+    published = await seen(watcher, ("ADDED", main), ("ADDED", worker), ("DELETED", main))
+
+    async def unavailable(event):
+        raise ConnectionError("NATS is down")
+
+    watcher.publish = unavailable
+    await seen(watcher, ("DELETED", worker))
+    assert ("g", 1) in watcher.attempts  # kept: the preemption is still to be reported
+    watcher.publish = published
+    await asyncio.to_thread(watcher.listed, [], "2")  # the next re-list retries it
+    assert [type(e) for e in published] == [OperationPreempted]
+    assert watcher.attempts == {}

@@ -172,7 +172,7 @@ class FakeCore:
     def __init__(self, *nodes: V1Node) -> None:
         self.nodes = list(nodes)
 
-    def list_node(self) -> V1NodeList:
+    def list_node(self, **_kwargs) -> V1NodeList:  # _request_timeout
         return V1NodeList(metadata=V1ListMeta(resource_version="10"), items=self.nodes)
 
 
