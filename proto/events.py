@@ -216,12 +216,31 @@ class ErrorRaised(Event, tag="error", kw_only=True):
     payload: str = ""  # the start of the offending payload, for humans
 
 
+class DispatchDelayed(Event, tag="dispatch_delayed", kw_only=True):
+    """The dispatcher cannot reach a dependency (``kubernetes``: the API server) to dispatch this attempt; it
+    keeps trying, for as long as the outage lasts. Once per attempt; ``dispatched`` (or an end) follows."""
+
+    dependency: str = "kubernetes"
+    message: str = ""  # how the last try failed
+
+
+class HandlerFailed(Event, tag="handler_failed", kw_only=True):
+    """A service's handler kept failing on a message about this op (a bug, not bad input, not an outage):
+    the message was dead-lettered after its last delivery. Admission ends the op, or retries the attempt,
+    so that no op waits forever or holds quota for a message nobody will handle."""
+
+    service: str = ""
+    subject: str = ""
+    failed_type: str = ""  # the type of the message that failed ("admitted", "submitted", ...)
+    error: str = ""
+
+
 EVENTS: tuple[type[Event], ...] = (
     OperationSubmitted, CostEstimated, CacheHit, CacheMissed, OperationAdmitted,
     OperationDispatched, OperationRunning, OperationSucceeded, OperationFailed,
     OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
     OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, OperationTimedOut,
-    OperationResumed, CostRecorded, BudgetExceeded, ErrorRaised,
+    OperationResumed, CostRecorded, BudgetExceeded, ErrorRaised, DispatchDelayed, HandlerFailed,
 )
 TERMINAL = (OperationSucceeded, OperationFailed, OperationRejected, OperationStopped, OperationSkipped,
             OperationTimedOut)

@@ -4,8 +4,9 @@ Shared by admission (which schedules retries) and every view of an op's state (s
 whether a ``failed`` attempt is final)."""
 from __future__ import annotations
 
+HANDLER_FAILED = "HandlerFailed"  # a service's handler gave up on a message the attempt waited on (a bug)
 INFRASTRUCTURE_REASONS = frozenset({
-    "PodDeleted", "NodeLost", "NodeShutdown", "Evicted", "Preempted", "Terminated", "Shutdown",
+    HANDLER_FAILED, "PodDeleted", "NodeLost", "NodeShutdown", "Evicted", "Preempted", "Terminated", "Shutdown",
     "UnexpectedAdmissionError", "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu",
 })
 FINAL_REASONS = frozenset({"PodRejected", "DeadlineExceeded"})  # retrying cannot help
@@ -27,3 +28,10 @@ def will_retry(reason: str, max_retries: int | None, retries_used: int, infra_fa
     if is_infrastructure(reason):
         return infra_failures < MAX_INFRASTRUCTURE_RETRIES
     return retries_used < (max_retries or 0)
+
+
+# The messages an op waits on a service to handle (its gates, its dispatch, its stop or preemption): a
+# handler that gives up on one of them (``handler_failed``) would leave the op stuck, so admission ends the
+# op, or retries the attempt. A handler giving up on bookkeeping (a cost ledger's ``running``, a cache's
+# ``succeeded``) or on a command does not hold the op: it is dead-lettered and shown, the op goes on.
+BLOCKING_MESSAGES = frozenset({"submitted", "admitted", "stop_requested", "preempt_requested"})

@@ -46,6 +46,8 @@ class Reason(StrEnum):
     ON_HOLD = "on_hold"
     RETRYING = "retrying"
     BEING_PREEMPTED = "being_preempted"
+    WAITING_FOR_DEPENDENCY = "waiting_for_dependency"
+    HANDLER_FAILED = "handler_failed"
     UNKNOWN_OP = "unknown_op"
     BAD_REQUEST = "bad_request"
 
@@ -155,6 +157,12 @@ REASONS: dict[Reason, Rule] = {
     Reason.BEING_PREEMPTED: Rule(
         "it is being preempted; its pods are terminating",
         "being preempted by {preemptor}; its pods are terminating"),
+    Reason.WAITING_FOR_DEPENDENCY: Rule(
+        "the dispatcher cannot reach what it needs to dispatch it (the Kubernetes API); it keeps trying",
+        "waiting for {dependency} since {since:%H:%M:%S} ({detail})"),  # dependency: ``dependency_name``
+    Reason.HANDLER_FAILED: Rule(
+        "a service's handler kept failing on a message the op waited on (a bug); the op was ended",
+        "{service} gave up on its {failed} message: {error}"),
     Reason.UNKNOWN_OP: Rule(
         "no such operation",
         "no such operation"),
@@ -162,6 +170,13 @@ REASONS: dict[Reason, Rule] = {
         "the query could not be answered",
         "{error}"),  # what decoding the query said
 }
+DEPENDENCY_NAMES = {"kubernetes": "the Kubernetes API", "nats": "NATS"}  # as ``why`` names what an op waits for
+
+
+def dependency_name(dependency: str) -> str:
+    return DEPENDENCY_NAMES.get(dependency, dependency)
+
+
 PREEMPTION_LIFTS = frozenset(r for r, rule in REASONS.items() if rule.preemption_lifts)
 
 

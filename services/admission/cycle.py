@@ -69,6 +69,7 @@ class Cycle:
         fair = self.book.config.fair_sharing
         if fair.enabled:
             self.usage.history.advance(self.now, self.snap.usage, fair.half_life_seconds)
+        self._end_handler_failures()
         self._finish_cache_hits()
         self._cleared()
         self._retries()
@@ -125,6 +126,19 @@ class Cycle:
             delay = retry_delay(self.book.config.retry_backoff, op.retries_used, infra)
             self._emit(RetryScheduled(op_id=op.op_id, at=self.now, attempt=op.attempt, retry_after_s=delay,
                                       reason=op.reason, retries_used=op.retries_used))
+
+    def _end_handler_failures(self) -> None:
+        """Ops a service gave up on (``handler_failed``) end rejected with the reason, before anything else
+        may admit them; one whose rejection could not be published is published again (already assumed)."""
+        while self.queues.ending:
+            op = self.fold.ops[self.queues.ending.pop(0)]
+            if not op.handler_failure or (op.status.terminal and op.status != Status.REJECTED):
+                continue
+            event = OperationRejected(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=Reason.HANDLER_FAILED,
+                                      message=op.handler_failure)
+            if not op.status.terminal:
+                self.state.apply(event)
+            self.decisions.append(event)
 
     def _emit(self, event: Event) -> None:
         self.state.apply(event)

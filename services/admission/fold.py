@@ -20,7 +20,9 @@ from proto.events import (
     CacheMissed,
     CostEstimated,
     CostRecorded,
+    DispatchDelayed,
     Event,
+    HandlerFailed,
     OperationAdmitted,
     OperationApproved,
     OperationEvicted,
@@ -33,7 +35,7 @@ from proto.events import (
     PreemptRequested,
     RetryScheduled,
 )
-from proto.failures import is_infrastructure, will_retry
+from proto.failures import BLOCKING_MESSAGES, HANDLER_FAILED, is_infrastructure, will_retry
 from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from proto.resources import requested
 from services.admission.policies.capacity import NodeInfo
@@ -90,6 +92,10 @@ class OpFold:
             return self._failed(op, event)
         if isinstance(event, OperationResumed):
             return self._resumed(op, event)
+        if isinstance(event, DispatchDelayed):
+            return self._delayed(op, event)
+        if isinstance(event, HandlerFailed):
+            return self._handler_failed(op, event)
         return self._lifecycle(op, event)
 
     # ---- before the queue ----
@@ -172,6 +178,7 @@ class OpFold:
         if isinstance(e, OperationRunning):
             op.running_since = op.running_since or e.at
         op.status, op.attempt = status, e.attempt
+        op.waiting_for = op.waiting_since = None  # dispatched (or ended): no longer waiting for a dependency
         node = getattr(e, "node", None)
         located = bool(node) and node != op.node
         for attr in ("pod_name", "namespace", "node"):
@@ -244,6 +251,37 @@ class OpFold:
         self._next_attempt(op, e.at)
         return True
 
+    # ---- failures that are not the op's: an outage, a handler that gave up ----
+    def _delayed(self, op: OpRecord, e: DispatchDelayed) -> bool:
+        """Its dispatch waits for a dependency (the Kubernetes API): ``why`` says so until it moves on."""
+        if e.attempt != op.attempt or op.status != Status.ADMITTED or op.waiting_for is not None:
+            return False
+        op.waiting_for, op.waiting_since, op.waiting_detail = e.dependency, e.at, e.message
+        return True
+
+    def _handler_failed(self, op: OpRecord, e: HandlerFailed) -> bool:
+        """A service gave up on a message the op waited on. An admitted attempt (its dispatch or preemption
+        failed) has failed for the infrastructure: retried as the retry policy allows, without using one of
+        the op's own retries; any other case (waiting for its gates, a stop, no retry left) ends the op: the
+        cycle rejects it. Either way it holds no quota and waits for nothing that will not come."""
+        if (e.failed_type not in BLOCKING_MESSAGES or e.attempt != op.attempt or op.status.terminal
+                or op.status == Status.RETRYING or op.handler_failure):
+            return False
+        retry = op.status.active and e.failed_type != "stop_requested" and will_retry(
+            HANDLER_FAILED, op.spec.termination.max_retries, op.retries_used, op.infra_failures)
+        if retry:
+            op.infra_failures += 1
+            self._set_active(op, False)
+            op.status, op.reason, op.waiting_for = Status.RETRYING, HANDLER_FAILED, None
+            op.attempts.append((op.attempt, codec_type(e), HANDLER_FAILED))
+            for f in self.followers:
+                f.retry_due(op)
+            return True
+        op.handler_failure = f"{e.service or 'a service'} gave up on its {e.failed_type} message: {e.error}"
+        for f in self.followers:
+            f.handler_failed(op)
+        return True
+
     def _resumed(self, op: OpRecord, e: OperationResumed) -> bool:
         """A stopped, failed or timed-out op continues in place as a new attempt."""
         if op.status not in RESUMABLE or e.attempt <= op.attempt:
@@ -302,6 +340,9 @@ class OpFold:
             self._set_active(op, False)
             self._entered(op)
             self._enqueue(op, now)
+        elif op.status == Status.REJECTED and op.handler_failure:
+            for f in self.followers:
+                f.handler_failed(op)  # its end is published again by the next cycle
         elif op.status == Status.REJECTED and op.cost_known and op.cache_known:
             self._entered(op)
             self._enqueue(op, now)

@@ -10,7 +10,7 @@ from proto.queries import (
     QueueStatus,
     WhyAnswer,
 )
-from proto.reasons import Reason, pending
+from proto.reasons import Reason, dependency_name, pending
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
 from services.admission.policies.aging import effective
 from services.admission.policies.preemption import waiting_for
@@ -37,6 +37,9 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         answer.reasons = [pending(Reason.RETRYING, attempt=op.attempt, failure=op.reason)]
     elif op.status.active and op.preempted_by:
         answer.reasons = [pending(Reason.BEING_PREEMPTED, preemptor=op.preempted_by)]
+    elif op.status.active and op.waiting_for is not None and op.waiting_since is not None:
+        answer.reasons = [pending(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(op.waiting_for),
+                                  since=op.waiting_since, detail=op.waiting_detail)]
     return answer
 
 

@@ -37,6 +37,7 @@ class QueueManager(Transitions):
         self.cleared: list[str] = []  # gates just cleared: the cycle queues or holds them
         self.retrying: list[str] = []  # a failed attempt to retry: the cycle schedules it
         self.cache_hits: list[str] = []  # ops to finish from the cache
+        self.ending: list[str] = []  # a service gave up on a message they waited on: the cycle ends them
         self.timers: list[datetime] = []  # back-offs ending: a cycle must run then, event or not
 
     # ---- queues ----
@@ -144,6 +145,9 @@ class QueueManager(Transitions):
 
     def retry_due(self, op: OpRecord) -> None:
         self.retrying.append(op.op_id)
+
+    def handler_failed(self, op: OpRecord) -> None:
+        self.ending.append(op.op_id)
 
     def backing_off(self, op: OpRecord, until: datetime) -> None:
         self.timers.append(until)

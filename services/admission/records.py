@@ -53,6 +53,10 @@ class OpRecord:
     holds_quota: bool = False  # admitted and not ended: counted in its queue's usage (the fold keeps it)
     assumed_nodes: list[str] | None = None  # where the cycle that admitted it placed its pods
     requested_by: str | None = None  # who submitted it ({{ globals.owner_name }})
+    waiting_for: str | None = None  # its dispatch waits for this dependency (``dispatch_delayed``) ...
+    waiting_since: datetime | None = None  # ... since then
+    waiting_detail: str = ""  # ... which failed this way
+    handler_failure: str = ""  # a service gave up on a message it waited on (``handler_failed``): it ends
 
     @property
     def since(self) -> datetime:

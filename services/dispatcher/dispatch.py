@@ -1,19 +1,29 @@
 """An admitted attempt becomes pods. A pod spec that would bypass GPU accounting is refused
 (``rejected``, ``forbidden_pod_spec``); else every pod of the attempt is created (one, or a gang;
 409: it exists already) and the attempt is ``dispatched``. When the API refuses a pod, the pods of
-the gang already created are released and the attempt has ``failed`` (``PodRejected``). Without a
-cluster (null mode) an attempt is dispatched at once."""
+the gang already created are released and the attempt has ``failed`` (``PodRejected``). When the API
+server is unavailable, the handler loop waits it out (``DependencyUnavailable``), and the op's
+``dispatch_delayed`` says so once per attempt (admission's ``why``: waiting for the Kubernetes API).
+Without a cluster (null mode) an attempt is dispatched at once."""
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from proto.events import Event, OperationAdmitted, OperationDispatched, OperationFailed, OperationRejected
+from proto.events import (
+    DispatchDelayed,
+    Event,
+    OperationAdmitted,
+    OperationDispatched,
+    OperationFailed,
+    OperationRejected,
+)
 from proto.gpu_accounting import violations
 from proto.podspec import ANNOTATION_EVICTED, build_pods
 from services.dispatcher.gang import POD_REJECTED
 from services.dispatcher.k8s import Kube, PodRejected
 from services.dispatcher.preempt import Releaser
+from services.runtime.errors import DependencyUnavailable
 from services.runtime.service import Context
 
 
@@ -23,7 +33,11 @@ async def dispatch(event: OperationAdmitted, ctx: Context, kube: Kube | None, re
     if problems:
         return OperationRejected(**base, reason="forbidden_pod_spec", message="; ".join(problems))
     if kube is not None and releaser is not None:
-        refusal = await create_attempt(kube, releaser, event, ctx)
+        try:
+            refusal = await create_attempt(kube, releaser, event, ctx)
+        except DependencyUnavailable as exc:
+            exc.events.append(DispatchDelayed(**base, dependency=exc.dependency, message=exc.detail))
+            raise
         if refusal is not None:
             return OperationFailed(**base, pod_name=event.pod_name, reason="PodRejected", message=refusal)
     return OperationDispatched(**base, pod_name=event.pod_name, namespace=event.namespace)

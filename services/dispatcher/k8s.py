@@ -1,15 +1,46 @@
-"""The Kubernetes API, through the official client. Blocking calls run in threads, never on the loop."""
+"""The Kubernetes API, through the official client. Blocking calls run in threads, never on the loop.
+
+Every call has a timeout (``_request_timeout``: a black-holed API server must not hang the dispatcher),
+and every failure that means the API server cannot take the call now (``unavailable``: no connection,
+a timeout, 5xx, 429) is raised as ``DependencyUnavailable("kubernetes", ...)``, which the handler loop
+waits out. 404 and 409 are answers; other 4xx refuse the pod for good (``PodRejected``)."""
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+
+from services.runtime.errors import DependencyUnavailable
+
+KUBERNETES = "kubernetes"
+DEFAULT_TIMEOUT_S = 15.0
+T = TypeVar("T")
+# The transport failing: nothing (or nothing in time) came back from the API server.
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    urllib3.exceptions.MaxRetryError, urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError,
+    urllib3.exceptions.NewConnectionError, ConnectionError, TimeoutError,
+)
+
+
+def unavailable(exc: BaseException) -> DependencyUnavailable | None:
+    """``exc`` as an outage of the API server, or None when it is an answer (404, 409, another 4xx) or a bug.
+    Unavailable: connection refused or reset, a timeout, urllib3's MaxRetryError and ProtocolError, a status
+    of 5xx, 429 (throttled) or 408, and the client's status 0 (no HTTP answer at all, e.g. a TLS failure)."""
+    if isinstance(exc, ApiException):
+        status = exc.status or 0
+        if status == 0 or status >= 500 or status in (408, 429):
+            return DependencyUnavailable(KUBERNETES, f"{status} {exc.reason}".strip())
+        return None
+    if isinstance(exc, TRANSPORT_ERRORS):
+        return DependencyUnavailable(KUBERNETES, f"{type(exc).__name__}: {exc}"[:300])
+    return None
 
 
 @dataclass(frozen=True)
@@ -42,21 +73,33 @@ def load_api_client(kubeconfig: Path | None) -> client.ApiClient:
 
 
 class Kube:
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: client.ApiClient, request_timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
+        self.request_timeout_s = request_timeout_s
+
+    async def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``method(*args, **kwargs)`` in a thread, with the request timeout; an outage of the API server
+        raised as ``DependencyUnavailable``."""
+        try:
+            return await asyncio.to_thread(method, *args, _request_timeout=self.request_timeout_s, **kwargs)
+        except Exception as exc:
+            outage = unavailable(exc)
+            if outage is None:
+                raise
+            raise outage from exc
 
     async def create_pod(self, body: dict[str, Any]) -> CreateResult:
         """Create the pod; a missing namespace is created first (queues may name their own)."""
         ns = body["metadata"]["namespace"]
         try:
             try:
-                await asyncio.to_thread(self.core.create_namespaced_pod, ns, body, _preload_content=False)
+                await self.call(self.core.create_namespaced_pod, ns, body, _preload_content=False)
             except ApiException as exc:
                 if not _namespace_missing(exc):
                     raise
                 await self.ensure_namespace(ns)
-                await asyncio.to_thread(self.core.create_namespaced_pod, ns, body, _preload_content=False)
+                await self.call(self.core.create_namespaced_pod, ns, body, _preload_content=False)
         except ApiException as exc:
             if exc.status == 409:
                 return CreateResult(created=False)
@@ -67,7 +110,7 @@ class Kube:
     async def ensure_namespace(self, name: str) -> None:
         body = {"metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "opsched"}}}
         try:
-            await asyncio.to_thread(self.core.create_namespace, body, _preload_content=False)
+            await self.call(self.core.create_namespace, body, _preload_content=False)
         except ApiException as exc:
             if exc.status != 409:  # 409: created meanwhile (another replica, another op)
                 raise
@@ -76,8 +119,8 @@ class Kube:
         """Merge ``annotations`` into the pod's; False if the pod does not exist."""
         body = {"metadata": {"annotations": annotations}}
         try:
-            await asyncio.to_thread(self.core.patch_namespaced_pod, name, namespace, body,
-                                    _content_type="application/merge-patch+json", _preload_content=False)
+            await self.call(self.core.patch_namespaced_pod, name, namespace, body,
+                            _content_type="application/merge-patch+json", _preload_content=False)
         except ApiException as exc:
             if exc.status == 404:
                 return False
@@ -86,18 +129,18 @@ class Kube:
 
     async def list_pods(self, selector: str) -> list[dict[str, Any]]:
         """Pods of every namespace with these labels, as plain dicts (no model deserialisation)."""
-        response = await asyncio.to_thread(self.core.list_pod_for_all_namespaces, label_selector=selector,
-                                           _preload_content=False)
+        response = await self.call(self.core.list_pod_for_all_namespaces, label_selector=selector,
+                                   _preload_content=False)
         return json.loads(response.data).get("items", [])
 
     async def pod_names(self, namespace: str, selector: str) -> list[str]:
-        result = await asyncio.to_thread(self.core.list_namespaced_pod, namespace, label_selector=selector)
+        result = await self.call(self.core.list_namespaced_pod, namespace, label_selector=selector)
         return [pod.metadata.name for pod in result.items]
 
     async def delete_pod(self, name: str, namespace: str, grace_s: int) -> bool:
         try:
-            await asyncio.to_thread(self.core.delete_namespaced_pod, name, namespace,
-                                    grace_period_seconds=grace_s, _preload_content=False)
+            await self.call(self.core.delete_namespaced_pod, name, namespace,
+                            grace_period_seconds=grace_s, _preload_content=False)
         except ApiException as exc:
             if exc.status == 404:
                 return False

@@ -50,7 +50,8 @@ class Dispatcher(Service):
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         super().__init__(settings, clock)
-        self.kube = None if settings.dispatcher_mode == "null" else Kube(load_api_client(settings.kubeconfig))
+        self.kube = None if settings.dispatcher_mode == "null" else Kube(load_api_client(settings.kubeconfig),
+                                                                            settings.kube_request_timeout_s)
         self.releaser: Releaser | None = None
         self.watcher: PodWatcher | None = None
         self.attempts = Attempts()  # which attempts should have pods

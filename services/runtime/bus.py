@@ -12,6 +12,8 @@ from typing import Any
 
 import msgspec
 import nats
+import nats.errors
+import nats.js.errors
 import structlog
 from nats.js import api
 from nats.js.errors import NotFoundError
@@ -20,6 +22,7 @@ from proto import cloudevents, codec, subjects
 from proto.commands import Command, SubmitOperation
 from proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from proto.events import BudgetExceeded, Event
+from services.runtime.errors import DependencyUnavailable
 
 DUPLICATE_WINDOW_S = 120.0
 FOLLOW_HEARTBEAT_S = 1.0  # an ordered consumer whose node died is recreated after two missed heartbeats
@@ -29,6 +32,24 @@ PUBLISH_PATIENCE_S = 20.0  # a stream without a leader (a node died: election ~5
 # no leader answers (yet): the same publish again is safe, its Nats-Msg-Id makes a stored repeat a no-op
 _LEADERLESS = (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
                nats.js.errors.ServiceUnavailableError)
+NATS = "nats"
+# NATS or JetStream cannot take the call now (disconnected, reconnecting, no ack in time, no leader):
+# an outage, retried for as long as it lasts; never the message's fault.
+NATS_UNAVAILABLE: tuple[type[Exception], ...] = (
+    nats.errors.TimeoutError, nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
+    nats.errors.NoServersError, nats.errors.OutboundBufferLimitError, nats.errors.StaleConnectionError,
+    nats.errors.FlushTimeoutError, nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError, asyncio.TimeoutError,
+)
+
+
+def as_unavailable(exc: BaseException) -> DependencyUnavailable | None:
+    """``exc`` as a dependency outage (its own, or NATS'), or None: any other error."""
+    if isinstance(exc, DependencyUnavailable):
+        return exc
+    if isinstance(exc, NATS_UNAVAILABLE):
+        return DependencyUnavailable(NATS, repr(exc))
+    return None
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,11 @@
-"""Errors a handler may raise. ``InvalidInput`` is permanent: the message is dead-lettered at once.
-Anything else is temporary: the message is redelivered with backoff, then dead-lettered."""
+"""Errors a handler may raise, one per kind of failure the handler loop treats differently:
+
+- ``InvalidInput`` is permanent (bad input): the message is dead-lettered at once.
+- ``DependencyUnavailable`` is an outage of something the service depends on (the Kubernetes API, NATS):
+  the message is kept and the handler retried, with capped backoff, for as long as the outage lasts;
+  never dead-lettered.
+- Anything else is a bug: the message is redelivered with backoff, then dead-lettered, and a
+  ``handler_failed`` event ends (or requeues) the op it was about."""
 from __future__ import annotations
 
 
@@ -11,4 +17,15 @@ class InvalidInput(Exception):
         self.reason = reason
         self.message = message
         self.op_id = op_id
+        self.events = list(events or [])
+
+
+class DependencyUnavailable(Exception):
+    """``dependency`` (e.g. ``kubernetes``, ``nats``) cannot be reached now; ``detail`` says how it failed.
+    ``events`` are published once when the wait starts (e.g. the op's ``dispatch_delayed``), best effort."""
+
+    def __init__(self, dependency: str, detail: str, events: list | None = None) -> None:
+        super().__init__(f"{dependency} unavailable: {detail}")
+        self.dependency = dependency
+        self.detail = detail
         self.events = list(events or [])

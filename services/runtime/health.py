@@ -1,4 +1,7 @@
-"""A tiny HTTP health endpoint: GET /healthz (alive and connected) and /readyz (consumers bound)."""
+"""A tiny HTTP health endpoint: GET /healthz (alive and connected to NATS) and /readyz (consumers bound and
+waiting for no dependency). A service that waits out an outage (the Kubernetes API down) is alive, so
+/healthz stays 200 and nothing restarts it; /readyz is 503 and says what it waits for, since when:
+``{"waiting_for": {"dispatcher": {"kubernetes": {"since": ..., "detail": ..., "failures": ...}}}}``."""
 from __future__ import annotations
 
 import asyncio
@@ -44,7 +47,7 @@ class HealthServer:
         if path.startswith("/healthz"):
             ok = report.get("connected", False)
         elif path.startswith("/readyz"):
-            ok = report.get("connected", False) and report.get("ready", False)
+            ok = report.get("connected", False) and report.get("ready", False) and not report.get("waiting_for")
         else:
             return "404 Not Found", {"error": "try /healthz or /readyz"}
         return ("200 OK" if ok else "503 Service Unavailable"), report

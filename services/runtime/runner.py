@@ -47,9 +47,16 @@ def _install_signals(stop: asyncio.Event) -> None:
 
 
 def _report(services: Sequence[Service], buses: Sequence[Bus]) -> dict:
+    return report(services, [b.connected for b in buses])
+
+
+def report(services: Sequence[Service], connected: Sequence[bool]) -> dict:
+    """What /healthz and /readyz answer: connected, ready (consumers bound), and ``waiting_for``: per
+    service, each dependency it cannot reach now (since when, the last error, failures so far)."""
     return {
-        "connected": all(b.connected for b in buses),
+        "connected": all(connected),
         "ready": all(s.ready.is_set() for s in services),
+        "waiting_for": {s.name: s.waits.report() for s in services if s.waits},
         "services": {s.name: vars(s.stats) for s in services},
     }
 

@@ -14,12 +14,22 @@ A service is a subclass of ``Service``, the same anatomy in all four::
         async def estimate(self, event, ctx): return CostEstimated(...)
 
 A handler returns the events that happened; it never publishes. Nothing is acked before the
-events it produced are stored in JetStream. Malformed input is terminated, dead-lettered and
-answered with an error event; the service keeps going.
+events it produced are stored in JetStream. Three kinds of failure, handled differently
+(``services.runtime.errors``):
+
+- malformed input (or ``InvalidInput``) is terminated, dead-lettered and answered with an error event
+  at once; the service keeps going;
+- a dependency unavailable (``DependencyUnavailable``, or NATS itself failing a publish) is retried in
+  place, with capped exponential backoff and jitter (``backoff``), for as long as it lasts: the message
+  is kept ours (``in_progress`` resets its ack wait, so it never counts against max_deliver) and is never
+  dead-lettered; readiness reports what the service waits for, since when (``waits``);
+- any other error (a bug) is redelivered with backoff, and after the last delivery dead-lettered with a
+  ``handler_failed`` event about its op, which admission folds to end or retry the op.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
@@ -28,18 +38,26 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 from nats.errors import TimeoutError as NatsTimeout
 
-from proto import codec
+from proto import codec, subjects
+from proto.events import HandlerFailed
 from services.runtime import logging as oplog
-from services.runtime.bus import Bus, Received
+from services.runtime.backoff import Backoff
+from services.runtime.bus import Bus, Received, as_unavailable
 from services.runtime.clock import Clock, SystemClock
 from services.runtime.deadletter import dead_letter
-from services.runtime.errors import InvalidInput
+from services.runtime.errors import DependencyUnavailable, InvalidInput
 from services.runtime.settings import Settings
+from services.runtime.waits import Wait, Waits
 
 Handler = Callable[[Any, "Context"], Awaitable[Any]]
 Task = Callable[[Bus, asyncio.Event], Coroutine[Any, Any, None]]
 Method = TypeVar("Method", bound=Callable[..., Awaitable[Any]])
 NAK_BACKOFF_S = (0.5, 2.0, 5.0, 10.0)
+T = TypeVar("T")
+
+
+class Draining(Exception):
+    """The service stops while a dependency is unavailable: the message is given back (nak) undone."""
 
 
 @dataclass
@@ -67,6 +85,7 @@ class Stats:
     published: int = 0
     dead_lettered: int = 0
     retried: int = 0
+    dependency_retries: int = 0  # tries again of a dependency found unavailable
 
 
 class Consumer:
@@ -108,6 +127,9 @@ class Service:
         self.stats = Stats()
         self.bus: Bus | None = None
         self.ready = asyncio.Event()
+        self.stopping = asyncio.Event()  # ``run``'s stop: a wait for a dependency ends when it is set
+        self.waits = Waits()  # the dependencies its handler loops wait for now (readiness reports them)
+        self.backoff = Backoff(settings.dependency_backoff_base_s, settings.dependency_backoff_cap_s)
 
     async def start(self, bus: Bus) -> None:
         """Before any consumer is created: rebuild state by replay, open buckets, serve queries."""
@@ -118,7 +140,7 @@ class Service:
 
     async def run(self, bus: Bus, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; then finish the message in hand and return (drain)."""
-        self.bus = bus
+        self.bus, self.stopping = bus, stop
         await bus.ensure_streams()
         await self.start(bus)
         subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver))
@@ -166,40 +188,120 @@ class Service:
         log = self.log.bind(op_id=op_id) if op_id else self.log
         ctx = Context(self.name, self.clock, self.settings, log, msg.subject, msg.num_delivered)
         try:
-            events = _as_list(await handler(message, ctx))
-            for event in events:
-                await self.bus.publish(event)  # type: ignore[union-attr]
-        except InvalidInput as exc:
-            try:
-                for event in exc.events:
-                    await self.bus.publish(event)  # type: ignore[union-attr]
-            except Exception as failure:  # noqa: BLE001 - not published: retry the message later
-                await self._retry(msg, failure, log)
-                return
-            await self._reject(msg, exc.reason, exc.message, op_id=exc.op_id or op_id)
+            events = _as_list(await self.until_available(lambda: handler(message, ctx), msg, log))
+            await self._publish_all(events, msg, log)
+        except Draining:
             return
-        except Exception as exc:  # noqa: BLE001 - temporary: retry with backoff, then dead-letter
-            await self._retry(msg, exc, log)
+        except InvalidInput as exc:
+            await self._invalid(exc, msg, log, op_id)
+            return
+        except Exception as exc:  # noqa: BLE001 - a bug: retry with backoff, then dead-letter
+            await self._retry(msg, exc, log, message)
             return
         await msg.raw.ack()
         self.stats.handled += 1
         self.stats.published += len(events)
 
-    async def _retry(self, msg: Received, exc: Exception, log: Any) -> None:
+    async def _publish_all(self, events: list, msg: Received, log: Any) -> None:
+        assert self.bus is not None
+        bus = self.bus
+        for event in events:
+            await self.until_available(functools.partial(bus.publish, event), msg, log)
+
+    async def _invalid(self, exc: InvalidInput, msg: Received, log: Any, op_id: str | None) -> None:
+        try:
+            await self._publish_all(exc.events, msg, log)
+        except Draining:
+            return
+        except Exception as failure:  # noqa: BLE001 - not published: retry the message later
+            await self._retry(msg, failure, log, None)
+            return
+        await self._reject(msg, exc.reason, exc.message, op_id=exc.op_id or op_id)
+
+    # ---- a dependency unavailable: wait it out, keeping the message ----------------------------------
+    async def until_available(self, call: Callable[[], Awaitable[T]], msg: Received | None, log: Any) -> T:
+        """``call()``, tried again with capped backoff for as long as it finds a dependency unavailable
+        (raises ``Draining`` when the service stops meanwhile; any other error at once)."""
+        wait: Wait | None = None
+        try:
+            while True:
+                try:
+                    return await call()
+                except Exception as exc:
+                    unavailable = as_unavailable(exc)
+                    if unavailable is None:
+                        raise
+                wait = await self._waiting(wait, unavailable, log)
+                delay = self.backoff.delay(wait.failures)
+                log.warning("dependency_unavailable", dependency=wait.dependency, error=wait.detail,
+                            failures=wait.failures, since=wait.since.isoformat(), retry_in_s=round(delay, 3))
+                if msg is not None:
+                    await _quietly(msg.raw.in_progress())  # keep it ours: no redelivery, no delivery counted
+                if not await self._pause(delay):
+                    if msg is not None:
+                        await _quietly(msg.raw.nak())  # another replica (or our restart) takes it
+                    raise Draining
+        finally:
+            if wait is not None:
+                self.waits.end(wait)
+                log.info("dependency_available", dependency=wait.dependency, failures=wait.failures)
+
+    async def _waiting(self, wait: Wait | None, unavailable: DependencyUnavailable, log: Any) -> Wait:
+        """Note one more failure; on the first, open the wait and publish its events (best effort)."""
+        if wait is None:
+            wait = self.waits.begin(unavailable.dependency, self.clock.now(), unavailable.detail)
+            for event in unavailable.events:
+                try:
+                    await self.bus.publish(event)  # type: ignore[union-attr]
+                except Exception as exc:  # noqa: BLE001 - told again on the next wait, if any
+                    log.warning("wait_event_not_published", error=repr(exc))
+        else:
+            self.stats.dependency_retries += 1
+        wait.failures += 1
+        wait.dependency, wait.detail = unavailable.dependency, unavailable.detail
+        return wait
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep on the service's clock; False when the service stops first."""
+        if self.stopping.is_set():
+            return False
+        waits = [asyncio.ensure_future(self.clock.sleep(seconds)), asyncio.ensure_future(self.stopping.wait())]
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        return not self.stopping.is_set()
+
+    # ---- a bug: redeliver with backoff, then dead-letter and say so about the op --------------------
+    async def _retry(self, msg: Received, exc: Exception, log: Any, message: Any) -> None:
         if msg.num_delivered >= self.settings.max_deliver:
-            await self._reject(msg, "handler_failed",
-                               f"gave up after {msg.num_delivered} deliveries: {exc!r}")
+            await self._give_up(msg, exc, log, message)
             return
         delay = NAK_BACKOFF_S[min(msg.num_delivered - 1, len(NAK_BACKOFF_S) - 1)]
         log.warning("handler_failed_will_retry", error=repr(exc), delivery=msg.num_delivered, delay_s=delay)
         self.stats.retried += 1
         await msg.raw.nak(delay=delay)
 
+    async def _give_up(self, msg: Received, exc: Exception, log: Any, message: Any) -> None:
+        """The last delivery failed: a ``handler_failed`` about the op (if the message names one), then
+        the dead-letter copy and the error event."""
+        text = f"gave up after {msg.num_delivered} deliveries: {exc!r}"
+        failed = _handler_failed(self.name, msg.subject, message, text, self.clock)
+        try:
+            if failed is not None:
+                await self._publish_all([failed], msg, log)
+        except Draining:
+            return
+        await self._reject(msg, "handler_failed", text, op_id=failed.op_id if failed else None)
+
     async def _reject(self, msg: Received, reason: str, message: str, op_id: str | None = None) -> None:
         assert self.bus is not None
+        bus = self.bus
         self.log.error("message_rejected", subject=msg.subject, reason=reason, error=message, op_id=op_id)
         try:
-            await dead_letter(self.bus, self.clock, self.name, msg, reason=reason, message=message, op_id=op_id)
+            await self.until_available(lambda: dead_letter(bus, self.clock, self.name, msg, reason=reason,
+                                                           message=message, op_id=op_id), msg, self.log)
+        except Draining:
+            return
         except Exception as exc:  # noqa: BLE001 - could not store the copy: keep the message
             self.log.warning("dead_letter_failed", error=repr(exc))
             await msg.raw.nak(delay=1.0)
@@ -221,6 +323,23 @@ def consumers_of(cls: type) -> list[Consumer]:
 def _received(raw: Any) -> Received:
     md = raw.metadata
     return Received(raw.subject, raw.data, dict(raw.headers or {}), md.sequence.stream, md.num_delivered, raw)
+
+
+def _handler_failed(service: str, subject: str, message: Any, error: str, clock: Clock) -> HandlerFailed | None:
+    op_id = getattr(message, "op_id", None)
+    if not isinstance(op_id, str) or not subjects.valid_token(op_id):
+        return None
+    attempt = getattr(message, "attempt", 0)
+    return HandlerFailed(op_id=op_id, at=clock.now(), attempt=attempt if isinstance(attempt, int) else 0,
+                         service=service, subject=subject, failed_type=codec.type_of(message), error=error[:1000])
+
+
+async def _quietly(settling: Awaitable[Any]) -> None:
+    """Ack-side calls (in progress, nak) while NATS may be away: lost at worst, then the ack wait decides."""
+    try:
+        await settling
+    except Exception:  # noqa: BLE001, S110 - best effort by design
+        pass
 
 
 def _as_list(result: Any) -> list:

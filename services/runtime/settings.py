@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     log_level: str = "info"
     fetch_batch: int = Field(64, ge=1, le=1000)
     max_deliver: int = Field(5, ge=1, description="deliveries before a failing message goes to the dead-letter subject")
+    dependency_backoff_base_s: float = Field(0.5, gt=0, description="first wait before a dependency is tried again")
+    dependency_backoff_cap_s: float = Field(
+        10.0, gt=0, le=20.0, description="longest wait between tries (below the 30 s ack wait: the message stays ours)")
     # admission
     queues_file: Path | None = None
     # cost
@@ -30,6 +33,8 @@ class Settings(BaseSettings):
     kubeconfig: Path | None = Field(None, validation_alias=AliasChoices("KUBECONFIG", "OPSCHED_KUBECONFIG"))
     namespace: str = "opsched"
     dispatcher_mode: Literal["kubernetes", "null"] = "kubernetes"
+    kube_request_timeout_s: float = Field(
+        15.0, gt=0, description="every Kubernetes API call gives up after this long (a black-holed API server)")
     stop_grace_s: int = Field(30, ge=0, description="grace period of pods deleted by a stop or a gang release")
     preempt_grace_s: int = Field(30, ge=0, description="grace period of preempted pods (SIGTERM, then time to checkpoint)")
     gang_timeout_s: float = Field(120.0, gt=0, description="a gang not all Running this long after its main pod was created is evicted")

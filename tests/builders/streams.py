@@ -107,6 +107,10 @@ class MemoryMsg:
     async def term(self) -> None:
         self._settle("term", self.metadata.sequence.stream, None)
 
+    async def in_progress(self) -> None:
+        """Still being worked on: the ack wait starts again (may be sent many times)."""
+        self._settle("in_progress", self.metadata.sequence.stream, None)
+
 
 class Consumer:
     """A durable pull consumer (deliver all, explicit ack). Every connection bound to it shares it."""
@@ -171,6 +175,9 @@ class Consumer:
         if handle is None:
             return  # settled already
         handle.cancel()
+        if kind == "in_progress":
+            count = self.delivered[seq]
+            self.pending[seq] = asyncio.get_running_loop().call_later(self.ack_wait, self._expired, seq, count)
         if kind == "nak":
             self._again(seq, delay)
 

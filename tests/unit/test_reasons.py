@@ -77,6 +77,10 @@ SAMPLES: dict[Reason, dict[str, object]] = {  # fields that fill each reason's t
     Reason.ON_HOLD: dict(why="waiting for approval"),
     Reason.RETRYING: dict(attempt=1, failure="OOMKilled"),
     Reason.BEING_PREEMPTED: dict(preemptor="hi"),
+    Reason.WAITING_FOR_DEPENDENCY: dict(dependency="the Kubernetes API", since=datetime(2026, 1, 1, 12, 0,
+                                                                                    tzinfo=timezone.utc),
+                                        detail="503 Service Unavailable"),
+    Reason.HANDLER_FAILED: dict(service="dispatcher", failed="admitted", error="gave up after 5 deliveries"),
     Reason.UNKNOWN_OP: {},
     Reason.BAD_REQUEST: dict(error="Expected `object`, got `int`"),
 }
