@@ -7,7 +7,6 @@ openssl come from Debian. There is no kube-controller-manager and no kubelet: us
 
 Run ``python -m opsched.localcluster.controlplane`` to start one by hand.
 """
-
 from __future__ import annotations
 
 import argparse
