@@ -57,6 +57,7 @@ class Dispatcher(Service):
                                                                             settings.kube_request_timeout_s)
         self.releaser: Releaser | None = None
         self.watcher: PodWatcher | None = None
+        self.node_watcher: NodeWatcher | None = None
         self.attempts = Attempts()  # which attempts should have pods
         self.fates: Fates | None = None  # what every replica decided per attempt (opened by ``start``)
         if self.kube is not None:
@@ -139,11 +140,16 @@ class Dispatcher(Service):
 
     async def watch_nodes(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None
-        watcher = NodeWatcher(self.kube.core, bus.publish, self.clock, self.log)
+        watcher = self.node_watcher = NodeWatcher(self.kube.core, bus.publish, self.clock, self.log)
         await watcher.seed(bus)  # node facts for admission's flavors
         watcher.start()
         await stop.wait()
         watcher.stop()
+
+    def liveness(self) -> dict[str, str]:
+        """The watch threads dead or stuck, by name (/healthz answers 503 then: Kubernetes restarts us)."""
+        watches = (self.watcher, self.node_watcher)
+        return {w.name: why for w in watches if w is not None and (why := w.liveness()) is not None}
 
     async def run_gang_checks(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.watcher is not None and self.releaser is not None

@@ -52,10 +52,9 @@ class PodWatcher(ListWatch):
     name = "pod_watch"
 
     def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log, free: Free | None = None) -> None:
-        super().__init__(log)
+        super().__init__(log, clock)
         self.core = core
         self.publish = publish
-        self.clock = clock
         self.free = free
         self.lock = threading.Lock()  # the thread and the loop (handlers, gang checks) share what follows
         self.attempts: dict[AttemptKey, dict[str, PodView]] = {}  # pods seen, per attempt
