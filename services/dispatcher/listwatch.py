@@ -56,6 +56,9 @@ class ListWatch:
     def listed(self, items: list[Any], resource_version: str) -> None:
         """After a list: every object was observed; subclasses may reconcile what vanished."""
 
+    def resumed(self) -> None:
+        """After each watch the server ended (every ``WATCH_TIMEOUT_S``): subclasses may retry what failed."""
+
     # -- the loop ---------------------------------------------------------------------------------
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -122,6 +125,7 @@ class ListWatch:
                 self.observe(item["type"], item["object"])
                 self._progress()
             rv = w.resource_version or rv
+            self.resumed()
             self._progress()
 
     def run_on_loop(self, coro: Awaitable[Any], what: str) -> bool:
