@@ -42,6 +42,7 @@ STREAMS: dict[str, tuple[list[str], int]] = {
 # Key-value buckets
 CACHE_BUCKET = "opsched_cache"
 COST_BUCKET = "opsched_cost"  # actual-cost ledger: per op, per queue, per project
+ATTEMPT_FATE_BUCKET = "opsched_attempts"  # the dispatcher's record per attempt: creating or released
 
 # Durable consumers (one per service role; replicas of a service share it)
 ADMISSION_COMMANDS = "admission-commands"
@@ -77,6 +78,11 @@ def events_of(kind: str) -> str:
 
 def events_for(op_id: str) -> str:
     return f"ops.*.{op_id}"
+
+
+def attempt_fate_key(op_id: str, attempt: int) -> str:
+    """The key of an attempt in ``ATTEMPT_FATE_BUCKET``: ``<op_id>.<attempt>``."""
+    return f"{op_id}.{attempt}"
 
 
 def node(name: str) -> str:

@@ -220,7 +220,7 @@ class MemoryBus:
         self._check_open()
         self.broker.add_streams()
 
-    async def ensure_cache_bucket(self, bucket: str) -> MemoryKV:
+    async def ensure_cache_bucket(self, bucket: str, *, max_age_s: float | None = None) -> MemoryKV:
         self._check_open()
         return self.broker.buckets.setdefault(bucket, MemoryKV())
 
