@@ -5,7 +5,6 @@ a publish behind a claim that another instance has claimed after is refused, and
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import timedelta
 
 import msgspec
@@ -21,7 +20,7 @@ from services.runtime.leadership import LEADER, STANDBY, Leadership
 from services.runtime.lease import KVLease
 from tests.builders import T0, op, submitted
 from tests.builders.clock import FakeClock
-from tests.waiting import eventually
+from tests.waiting import advance_until, eventually
 
 TTL, MARGIN, RENEW = 6.0, 1.0, 2.0  # Leadership's margin: ttl / 6
 STEP = 0.05  # fake seconds per step of ``advance_until``
@@ -151,18 +150,6 @@ async def instances(connect, bus_url, bus, clock):
 async def claims(bus) -> list[LeaderClaimed]:
     return [msgspec.json.decode(d, type=LeaderClaimed)
             for d in await bus.read_all(subjects.OPS_STREAM, subjects.lease_claim(KEY))]
-
-
-async def advance_until(clock: FakeClock, done: Callable[[], bool], what: str, limit_s: float = 30.0) -> float:
-    """Move the fake clock on in small steps until ``done()``; returns the fake seconds it took. (The
-    replicas' loops sleep on the fake clock: each step lets them run what falls due.)"""
-    start = clock.now()
-    while not done():
-        if clock.now() - start > timedelta(seconds=limit_s):
-            raise AssertionError(f"{what}: not within {limit_s} fake seconds")
-        clock.advance(STEP)
-        await asyncio.sleep(0.002)
-    return (clock.now() - start).total_seconds()
 
 
 async def test_one_leads_after_claiming_and_the_other_stands_by(instances, bus, clock):
