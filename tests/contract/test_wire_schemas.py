@@ -27,7 +27,9 @@ def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
         WhyRequest,
     )
 
-    events = EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured)
+    from proto.leases import LeaderClaimed
+
+    events = EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed)
     expected = {f"event.{tag_of(c)}.json" for c in events} | {f"command.{tag_of(c)}.json" for c in COMMANDS}
     expected |= {"command.set_queues.json"}
     expected |= {f"query.{tag_of(c)}.json" for c in (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer,
