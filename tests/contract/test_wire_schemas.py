@@ -18,6 +18,7 @@ REGENERATE = "the wire contract changed: run `python -m proto.schema_snapshots` 
 def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
     from proto.cluster import CLUSTER_EVENTS
     from proto.config import PricesConfigured, QueuesConfigured
+    from proto.leases import LeaderClaimed
     from proto.queries import (
         CostAnswer,
         CostRequest,
@@ -26,8 +27,6 @@ def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
         WhyAnswer,
         WhyRequest,
     )
-
-    from proto.leases import LeaderClaimed
 
     events = EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed)
     expected = {f"event.{tag_of(c)}.json" for c in events} | {f"command.{tag_of(c)}.json" for c in COMMANDS}
