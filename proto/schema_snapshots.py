@@ -11,6 +11,7 @@ from proto.cluster import CLUSTER_EVENTS
 from proto.commands import COMMANDS
 from proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from proto.events import EVENTS
+from proto.leases import LeaderClaimed
 from proto.queries import (
     CostAnswer,
     CostRequest,
@@ -29,7 +30,7 @@ SCHEDULE_SCHEMA_DIR = SCHEMA_DIR / "schedules"  # schedule messages (proto.sched
 def render() -> dict[str, str]:
     """File name -> JSON text, for every message of the contract."""
     out: dict[str, str] = {}
-    groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured),
+    groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed),
               "command": COMMANDS + (SetQueues,),
               "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer)}
     for kind, types in groups.items():

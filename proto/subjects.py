@@ -43,6 +43,8 @@ STREAMS: dict[str, tuple[list[str], int]] = {
 CACHE_BUCKET = "opsched_cache"
 COST_BUCKET = "opsched_cost"  # actual-cost ledger: per op, per queue, per project
 ATTEMPT_FATE_BUCKET = "opsched_attempts"  # the dispatcher's record per attempt: creating or released
+LEASE_BUCKET = "opsched_leases"  # one key per role that exactly one instance plays (proto.leases.Lease)
+ADMISSION_ROLE = "admission"  # the lease key, and the role in its claims
 
 # Durable consumers (one per service role; replicas of a service share it)
 ADMISSION_COMMANDS = "admission-commands"
@@ -88,6 +90,31 @@ def attempt_fate_key(op_id: str, attempt: int) -> str:
 def node(name: str) -> str:
     """Node names may hold dots (DNS subdomains); a subject token may not."""
     return "cluster.node." + name.replace(".", "_")
+
+
+def lease_claim(role: str) -> str:
+    """``ops.lease.<role>.claimed``: the claims of a role's leaders (``proto.leases.LeaderClaimed``), in the op
+    stream so that they fence decisions; four tokens, so no op's ``events_for`` filter matches them."""
+    return f"ops.lease.{role}.claimed"
+
+
+def lease_claim_msg_id(role: str, revision: int) -> str:
+    """One claim per lease revision acquired."""
+    return f"lease.{role}.{revision}"
+
+
+def stream_of(subject: str) -> str | None:
+    """The stream that stores ``subject`` (None: no stream does)."""
+    tokens = subject.split(".")
+    for name, (patterns, _) in STREAMS.items():
+        for pattern in patterns:
+            head = pattern.split(".")
+            if head[-1] == ">" and len(tokens) >= len(head) and all(
+                    want in ("*", ">", have) for want, have in zip(head, tokens)):
+                return name
+            if len(head) == len(tokens) and all(want in ("*", have) for want, have in zip(head, tokens)):
+                return name
+    return None
 
 
 def dead_letter(service: str) -> str:

@@ -6,7 +6,9 @@ set queues) and answers each with the events that follow (``ops.submitted``, ``o
 config, cluster and op streams, then follows them live; it answers the ``why`` and ``queues``
 queries; its scheduling cycle (``cycle``) runs whenever something changed and emits the decisions
 (``ops.admitted``, ``ops.preempt_requested``, ``ops.retry_scheduled``, ...); due schedules submit
-their runs."""
+their runs. Replicas all fold the streams and answer queries; one leads (``services.runtime.leadership``):
+only the leader consumes the commands, runs cycles and fires schedules, and what it decides is published
+behind the fence of its claim (``ops.lease.admission.claimed``), so a stale leader's decision is refused."""
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +37,10 @@ from services.admission.catchup import FoldProgress
 from services.admission.config_source import ConfigSource, queues_configured
 from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
-from services.runtime.bus import Bus
+from services.runtime.bus import Bus, Fence
 from services.runtime.clock import Clock
+from services.runtime.errors import Fenced
+from services.runtime.leadership import Leadership
 from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
 
@@ -45,6 +49,7 @@ class Admission(Service):
     name = "admission"
     commands = Consumer(subjects.ADMISSION_COMMANDS, subjects.CMD_STREAM, [subjects.CMD_ALL],
                         decoder=codec.decode_command)
+    leadership: Leadership  # one replica decides (set in __init__)
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         super().__init__(settings, clock)
@@ -54,6 +59,8 @@ class Admission(Service):
         self.schedules = sched.Schedules(status_of=self._run_status)
         self.wake = asyncio.Event()
         self.progress = FoldProgress()  # how far the op stream is folded (commands wait for their op)
+        self.leadership = Leadership(subjects.ADMISSION_ROLE, self.clock, settings.lease_ttl_s, settings.lease_renew_s,
+                                     self.progress.reach, self.log)
 
     async def start(self, bus: Bus) -> None:
         """Config, then cluster facts, then the op stream: replayed into state, then followed live."""
@@ -68,7 +75,9 @@ class Admission(Service):
         self.wake.set()
 
     def tasks(self) -> list[Task]:
-        return [self.run_cycles, self.config.watch_file, self.run_schedule_runs]
+        lead = self.leadership
+        return [lead.run, self.config.watch_file, lead.while_leading(self.run_cycles),
+                lead.while_leading(self.run_schedule_runs)]
 
     # ---- the commands: each handler returns the events that follow ----
     @commands.handles(SubmitOperation)
@@ -173,6 +182,8 @@ class Admission(Service):
 
     # ---- the background tasks ----
     async def run_cycles(self, bus: Bus, stop: asyncio.Event) -> None:
+        """While leading: a cycle whenever something changed (at once when the turn begins)."""
+        self.wake.set()
         while not stop.is_set():
             try:
                 await asyncio.wait_for(self.wake.wait(), timeout=0.5)
@@ -180,18 +191,23 @@ class Admission(Service):
                 if not self.state.queues.due(self.clock.now()):
                     continue
             self.wake.clear()
-            await self.cycle_once(bus)
+            if not stop.is_set():
+                await self.cycle_once(bus, self.leadership.fence)
 
-    async def cycle_once(self, bus: Bus) -> None:
+    async def cycle_once(self, bus: Bus, fence: Fence | None = None) -> None:
+        """Decide on the state now and publish each decision (behind ``fence``, the leader's claim)."""
         now = self.clock.now()
         decisions = cycle.decide(self.state, self.book, now, self.settings.namespace)
         for index, decision in enumerate(decisions):
             try:
-                await bus.publish(decision)
+                await bus.publish(decision, fence=fence)
             except Exception as exc:  # noqa: BLE001 - forget this and every later assumption
                 self.log.warning("publish_failed", op_id=decision.op_id, error=repr(exc))
                 for unpublished in decisions[index:]:
                     self.state.fold.unassume(unpublished.op_id, now, type(unpublished))
+                if isinstance(exc, Fenced):  # another replica leads now: it decides again, not us
+                    self.leadership.refused()
+                    return
                 self.wake.set()
                 await asyncio.sleep(0.2)
                 return

@@ -22,7 +22,8 @@ from proto import cloudevents, codec, subjects
 from proto.commands import Command, SubmitOperation
 from proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from proto.events import BudgetExceeded, Event
-from services.runtime.errors import DependencyUnavailable
+from proto.leases import LeaderClaimed
+from services.runtime.errors import DependencyUnavailable, Fenced
 
 DUPLICATE_WINDOW_S = 120.0
 FOLLOW_HEARTBEAT_S = 1.0  # an ordered consumer whose node died is recreated after two missed heartbeats
@@ -33,6 +34,7 @@ PUBLISH_PATIENCE_S = 20.0  # a stream without a leader (a node died: election ~5
 _LEADERLESS = (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
                nats.js.errors.ServiceUnavailableError)
 NATS = "nats"
+WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a publish whose expected last sequence moved on
 # NATS or JetStream cannot take the call now (disconnected, reconnecting, no ack in time, no leader):
 # an outage, retried for as long as it lasts; never the message's fault.
 NATS_UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -64,6 +66,26 @@ class Received:
     raw: Any  # the nats Msg, for ack/nak/term
 
 
+@dataclass(frozen=True)
+class Fence:
+    """Publish only while ``subject``'s last message is still the one at stream sequence ``seq`` (a leader's
+    claim, ``proto.leases.LeaderClaimed``): once another instance has claimed since, JetStream refuses the
+    publish and ``Bus.publish`` raises ``Fenced``. Applies to the messages bound for the claim's stream."""
+
+    subject: str
+    seq: int
+
+    def headers_for(self, subject: str) -> dict[str, str]:
+        if subjects.stream_of(subject) != subjects.stream_of(self.subject):
+            return {}
+        return {"Nats-Expected-Last-Subject-Sequence": str(self.seq),
+                "Nats-Expected-Last-Subject-Sequence-Subject": self.subject}
+
+
+def refused_by_fence(exc: BaseException) -> bool:
+    return isinstance(exc, nats.js.errors.BadRequestError) and exc.err_code == WRONG_LAST_SEQUENCE
+
+
 def subject_for(message: msgspec.Struct) -> str:
     if isinstance(message, Event):
         return subjects.event(codec.type_of(message), message.op_id)
@@ -77,6 +99,8 @@ def subject_for(message: msgspec.Struct) -> str:
         return subjects.CONFIG_QUEUES
     if isinstance(message, PricesConfigured):
         return subjects.CONFIG_PRICES
+    if isinstance(message, LeaderClaimed):
+        return subjects.lease_claim(message.role)
     raise TypeError(f"no subject for {type(message).__name__}")
 
 
@@ -96,6 +120,8 @@ def default_msg_id(message: msgspec.Struct) -> str:
         return f"{kind}.{config_digest(message.config)}"
     if isinstance(message, PricesConfigured):
         return subjects.prices_msg_id(config_digest(message.prices))
+    if isinstance(message, LeaderClaimed):
+        return subjects.lease_claim_msg_id(message.role, message.lease_revision)
     raise TypeError(f"no message id for {type(message).__name__}")
 
 
@@ -233,11 +259,20 @@ class Bus:
                 bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas, ttl=max_age_s))
         return PatientKV(kv, self.nc)
 
-    async def publish(self, message: msgspec.Struct, *, msg_id: str | None = None,
-                      subject: str | None = None, headers: dict[str, str] | None = None) -> api.PubAck:
+    async def publish(self, message: msgspec.Struct, *, msg_id: str | None = None, subject: str | None = None,
+                      headers: dict[str, str] | None = None, fence: Fence | None = None) -> api.PubAck:
+        """Publish with its Nats-Msg-Id (a repeat is stored once); with ``fence``, only while the fence holds
+        (else ``Fenced``, and nothing is stored)."""
         mid = msg_id or default_msg_id(message)
-        hdrs = {"Nats-Msg-Id": mid, **cloudevent_headers(message, mid, self.name), **(headers or {})}
-        return await self.publish_raw(subject or subject_for(message), codec.encode(message), hdrs)
+        subj = subject or subject_for(message)
+        hdrs = {"Nats-Msg-Id": mid, **cloudevent_headers(message, mid, self.name), **(headers or {}),
+                **(fence.headers_for(subj) if fence else {})}
+        try:
+            return await self.publish_raw(subj, codec.encode(message), hdrs)
+        except Exception as exc:
+            if fence is not None and refused_by_fence(exc):
+                raise Fenced(f"{subj}: another instance claimed {fence.subject} after sequence {fence.seq}") from exc
+            raise
 
     async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> api.PubAck:
         """Publish and wait for the stream's ack. While the stream has no leader (a node of the cluster

@@ -29,3 +29,8 @@ class DependencyUnavailable(Exception):
         self.dependency = dependency
         self.detail = detail
         self.events = list(events or [])
+
+
+class Fenced(Exception):
+    """A publish was refused because another instance claimed the role since this one did
+    (``services.runtime.bus.Fence``): this instance no longer decides; its message is given back undone."""

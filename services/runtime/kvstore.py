@@ -13,6 +13,11 @@ _MISSING = ("KeyNotFoundError", "KeyDeletedError", "NotFoundError")
 _CONFLICT = ("KeyWrongLastSequenceError",)
 
 
+def is_conflict(exc: BaseException) -> bool:
+    """A compare-and-set lost: the key was created or written by someone else since it was read."""
+    return type(exc).__name__ in _CONFLICT
+
+
 class KVStore:
     def __init__(self, kv, name: str) -> None:
         self.kv = kv
@@ -49,6 +54,6 @@ class KVStore:
                     await self.kv.create(key, data)
                 return new
             except Exception as exc:
-                if type(exc).__name__ not in _CONFLICT:
+                if not is_conflict(exc):
                     raise
         raise RuntimeError(f"{self.name} key {key}: too many concurrent changes")

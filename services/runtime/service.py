@@ -42,10 +42,11 @@ from proto import codec, subjects
 from proto.events import HandlerFailed
 from services.runtime import logging as oplog
 from services.runtime.backoff import Backoff
-from services.runtime.bus import Bus, Received, as_unavailable
+from services.runtime.bus import Bus, Fence, Received, as_unavailable
 from services.runtime.clock import Clock, SystemClock
 from services.runtime.deadletter import dead_letter
-from services.runtime.errors import DependencyUnavailable, InvalidInput
+from services.runtime.errors import DependencyUnavailable, Fenced, InvalidInput
+from services.runtime.leadership import Leadership
 from services.runtime.settings import Settings
 from services.runtime.waits import Wait, Waits
 
@@ -118,6 +119,9 @@ class Service:
     and ``tasks``. ``run`` serves them all until ``stop``."""
 
     name: ClassVar[str]
+    # set by a service of which exactly one instance may act (admission): its consumers are fetched from only
+    # while it leads, and what its handlers return is published behind its fence (``leadership``)
+    leadership: Leadership | None = None
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         self.settings = settings
@@ -163,6 +167,8 @@ class Service:
 
     async def _loop(self, sub: Subscription, psub: Any, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            if not await self._my_turn():
+                continue
             try:
                 msgs = await psub.fetch(self.settings.fetch_batch, timeout=0.5)
             except (NatsTimeout, asyncio.TimeoutError):
@@ -186,19 +192,26 @@ class Service:
         if handler is None:
             await msg.raw.ack()  # a type this consumer does not act on
             return
+        if self.leadership is not None and not self.leadership.deciding():
+            await _quietly(msg.raw.nak())  # fetched as the leader, no longer one: the leader takes it
+            return
         await self._handle(handler, message, msg)
 
     async def _handle(self, handler: Handler, message: Any, msg: Received) -> None:
         op_id = getattr(message, "op_id", None)
         log = self.log.bind(op_id=op_id) if op_id else self.log
         ctx = Context(self.name, self.clock, self.settings, log, msg.subject, msg.num_delivered)
+        fence = self.leadership.fence if self.leadership is not None else None  # the state it is judged on
         try:
             events = _as_list(await self.until_available(lambda: handler(message, ctx), msg, log))
-            await self._publish_all(events, msg, log)
+            await self._publish_all(events, msg, log, fence)
         except Draining:
             return
+        except Fenced as exc:
+            await self._fenced(exc, msg, log)
+            return
         except InvalidInput as exc:
-            await self._invalid(exc, msg, log, op_id)
+            await self._invalid(exc, msg, log, op_id, fence)
             return
         except Exception as exc:  # noqa: BLE001 - a bug: retry with backoff, then dead-letter
             await self._retry(msg, exc, log, message)
@@ -207,21 +220,43 @@ class Service:
         self.stats.handled += 1
         self.stats.published += len(events)
 
-    async def _publish_all(self, events: list, msg: Received, log: Any) -> None:
+    async def _publish_all(self, events: list, msg: Received, log: Any, fence: Fence | None = None) -> None:
         assert self.bus is not None
         bus = self.bus
         for event in events:
-            await self.until_available(functools.partial(bus.publish, event), msg, log)
+            await self.until_available(functools.partial(bus.publish, event, fence=fence), msg, log)
 
-    async def _invalid(self, exc: InvalidInput, msg: Received, log: Any, op_id: str | None) -> None:
+    async def _invalid(self, exc: InvalidInput, msg: Received, log: Any, op_id: str | None,
+                       fence: Fence | None) -> None:
         try:
-            await self._publish_all(exc.events, msg, log)
+            await self._publish_all(exc.events, msg, log, fence)
         except Draining:
+            return
+        except Fenced as refused:
+            await self._fenced(refused, msg, log)
             return
         except Exception as failure:  # noqa: BLE001 - not published: retry the message later
             await self._retry(msg, failure, log, None)
             return
         await self._reject(msg, exc.reason, exc.message, op_id=exc.op_id or op_id)
+
+    # ---- leadership: only the leader consumes; a publish refused by its fence ends its turn -----------
+    async def _my_turn(self) -> bool:
+        """Whether this instance may fetch now; a standby waits (up to half a second) for its turn."""
+        if self.leadership is None or self.leadership.deciding():
+            return True
+        try:
+            await asyncio.wait_for(self.leadership.leading.wait(), timeout=0.5)
+        except asyncio.TimeoutError:
+            return False
+        return self.leadership.deciding()
+
+    async def _fenced(self, exc: Fenced, msg: Received, log: Any) -> None:
+        """Another instance claimed the role since this message was judged: give it back undone."""
+        log.warning("publish_fenced", subject=msg.subject, error=str(exc))
+        if self.leadership is not None:
+            self.leadership.refused()
+        await _quietly(msg.raw.nak())
 
     # ---- a dependency unavailable: wait it out, keeping the message ----------------------------------
     async def until_available(self, call: Callable[[], Awaitable[T]], msg: Received | None, log: Any) -> T:

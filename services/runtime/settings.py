@@ -26,6 +26,9 @@ class Settings(BaseSettings):
         10.0, gt=0, le=20.0, description="longest wait between tries (below the 30 s ack wait: the message stays ours)")
     # admission
     queues_file: Path | None = None
+    lease_ttl_s: float = Field(6.0, gt=0, description="admission's leader lease runs out this long after its last "
+                               "renewal: a standby takes over then (the leader stops deciding ttl/6 before)")
+    lease_renew_s: float = Field(2.0, gt=0, description="the leader renews its lease this often (below ttl * 5/6)")
     # cost
     prices_file: Path | None = None
     default_duration_s: float = Field(3600.0, gt=0)

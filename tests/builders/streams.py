@@ -1,5 +1,5 @@
 """In-memory JetStream for ``tests.builders.bus``: streams (subject filters with ``*`` and ``>``, sequence
-numbers, Nats-Msg-Id dedupe within the duplicate window, messages kept per subject) and durable pull
+numbers, Nats-Msg-Id dedupe within the duplicate window, Nats-Expected-Last-Subject-Sequence, messages kept per subject) and durable pull
 consumers shared by name (each message goes to one fetcher; ack, nak with a delay, term; a nak'd or
 unacked message is delivered again with ``num_delivered`` counted, until ``max_deliver``)."""
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import PubAck
+from nats.js.errors import BadRequestError
 
 
 def matches(pattern: str, subject: str) -> bool:
@@ -46,6 +47,7 @@ class Stream:
         return any(matches(s, subject) for s in self.subjects)
 
     def store(self, subject: str, data: bytes, headers: dict[str, str]) -> PubAck:
+        self._check_expected(subject, headers)
         msg_id, now = headers.get("Nats-Msg-Id"), time.monotonic()
         if msg_id:
             known = self._msg_ids.get(msg_id)
@@ -61,6 +63,17 @@ class Stream:
         for watcher in list(self.watchers):
             watcher(stored)
         return PubAck(stream=self.name, seq=stored.seq)
+
+    def _check_expected(self, subject: str, headers: dict[str, str]) -> None:
+        """Nats-Expected-Last-Subject-Sequence (of the -Subject header's subject, else this one): refused,
+        as JetStream refuses it (before any Nats-Msg-Id dedupe), when that subject's last message moved on."""
+        expected = headers.get("Nats-Expected-Last-Subject-Sequence")
+        if expected is None:
+            return
+        of = headers.get("Nats-Expected-Last-Subject-Sequence-Subject", subject)
+        last = max((m.seq for m in self.messages.values() if matches(of, m.subject)), default=0)
+        if last != int(expected):
+            raise BadRequestError(code=400, err_code=10071, description=f"wrong last sequence: {last}")
 
     def _keep_per_subject(self, subject: str) -> None:
         if self.per_subject < 0:

@@ -13,9 +13,12 @@ def deployment(name: str) -> dict:
     return next(d for d in docs if d.get("kind") == "Deployment" and d["metadata"]["name"] == name)
 
 
-def test_only_one_admission_decides_even_during_a_rollout():
+def test_admission_runs_a_standby_and_rolls_without_downtime():
+    """One admission decides by its lease and fenced claim (services/runtime/leadership.py), whatever runs:
+    so two replicas (one a hot standby), and a rollout that starts a new pod before it stops an old one."""
     spec = deployment("opsched-admission")["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}
+    assert spec["replicas"] >= 2
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
 
 
 def test_only_the_dispatcher_may_talk_to_the_kubernetes_api():

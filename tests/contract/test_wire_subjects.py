@@ -45,8 +45,18 @@ def test_msg_id_defaults_to_attempt_zero():
 def test_every_subject_is_covered_by_exactly_one_stream():
     samples = [subjects.event("running", "x"), subjects.submit("q"), subjects.command("stop"),
                subjects.dead_letter("cost"), subjects.node("gpu.a"), subjects.CONFIG_QUEUES, subjects.CONFIG_PRICES,
-               subjects.CMD_SET_QUEUES]
+               subjects.CMD_SET_QUEUES, subjects.lease_claim(subjects.ADMISSION_ROLE)]
     for subject in samples:
         owners = [s for s, (patterns, _) in subjects.STREAMS.items()
                   if any(subject.startswith(p.rstrip(">")) for p in patterns)]
         assert len(owners) == 1, (subject, owners)
+
+
+def test_a_leaders_claim_is_in_the_op_stream_and_no_ops_events_for_filter_matches_it():
+    from tests.builders.streams import matches
+
+    claim = subjects.lease_claim(subjects.ADMISSION_ROLE)
+    assert subjects.stream_of(claim) == subjects.OPS_STREAM  # it fences the decisions stored there
+    assert not matches(subjects.events_for("admission"), claim)  # an op may be named "admission"
+    assert [subjects.stream_of(s) for s in (subjects.CONFIG_QUEUES, subjects.command("stop"), "nowhere")] == [
+        subjects.CONFIG_STREAM, subjects.CMD_STREAM, None]

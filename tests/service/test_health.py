@@ -47,6 +47,7 @@ def test_a_service_started_alone_reports_ready_and_exits_0_on_sigterm(service, n
     try:
         body = wait_ready(port, proc)
         assert body["connected"] is True and service in body["services"]
+        assert body["role"] == ({"admission": "leader"} if service == "admission" else {})  # alone: it leads
         assert get(port, "/healthz")[0] == 200
         assert get(port, "/nope")[0] == 404
         proc.send_signal(signal.SIGTERM)
