@@ -27,7 +27,7 @@ from proto.events import (
 )
 from proto.failures import is_infrastructure, will_retry
 from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, RETRY_SHOWN, SHOWN, TERMINAL_LABELS
-from proto.resources import GPU_MEMORY, accelerators, gpu_memory_gib
+from proto.resources import gpus_label
 
 TERMINAL_STATUSES = TERMINAL_LABELS
 
@@ -108,17 +108,8 @@ def _reason(row: OpRow) -> str:
 
 
 def _gpus(event: OperationSubmitted) -> str:
-    """Whole devices of all its pods (``2``, ``1xamd.com``), and shared GPU memory (``8GiB-mem``)."""
     containers = [(event.spec.container, 1)] + [(g.container, g.count) for g in event.spec.replicas]
-    gpus: dict[str, int] = {}
-    memory = 0
-    for container, count in containers:
-        for resource, n in accelerators(container.resources.limits).items():
-            gpus[resource] = gpus.get(resource, 0) + n * count
-        if GPU_MEMORY in container.resources.limits:
-            memory += gpu_memory_gib(container.resources.limits[GPU_MEMORY]) * count
-    parts = [f"{n}x{r.split('/')[0]}" if r != "nvidia.com/gpu" else str(n) for r, n in gpus.items()]
-    return ",".join(parts + ([f"{memory}GiB-mem"] if memory else [])) or "-"
+    return gpus_label([(c.resources.limits, count) for c, count in containers])
 
 
 def _details(row: OpRow, event: Event) -> None:

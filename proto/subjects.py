@@ -42,6 +42,10 @@ STREAMS: dict[str, tuple[list[str], int]] = {
 # Key-value buckets
 CACHE_BUCKET = "opsched_cache"
 COST_BUCKET = "opsched_cost"  # actual-cost ledger: per op, per queue, per project
+OPS_BUCKET = "opsched_ops"  # summaries of finished ops that left admission's memory (history 1, one key per op)
+
+# What outlives an op's purge from the op stream: spend, for the budget windows (purged once they passed)
+KEPT_PAST_PURGE = ("cost_recorded", "budget_exceeded")
 
 # Durable consumers (one per service role; replicas of a service share it)
 ADMISSION_COMMANDS = "admission-commands"
@@ -77,6 +81,15 @@ def events_of(kind: str) -> str:
 
 def events_for(op_id: str) -> str:
     return f"ops.*.{op_id}"
+
+
+def kv_stream(bucket: str) -> str:
+    """The stream that holds a key-value bucket (read whole by a view: one message per key)."""
+    return f"KV_{bucket}"
+
+
+def kv_entries(bucket: str) -> str:
+    return f"$KV.{bucket}.>"
 
 
 def node(name: str) -> str:

@@ -33,6 +33,7 @@ from services.admission import cycle, handlers, queries
 from services.admission import schedules as sched
 from services.admission.catchup import FoldProgress
 from services.admission.config_source import ConfigSource, queues_configured
+from services.admission.purge import Retention
 from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
 from services.runtime.bus import Bus
@@ -48,12 +49,13 @@ class Admission(Service):
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         super().__init__(settings, clock)
-        self.state = AdmissionState()
+        self.state = AdmissionState(settings.retention_tombstones)
         self.book: Book = compile_book(QueuesConfig())
         self.config = ConfigSource(settings.queues_file, self.clock, self.log)
         self.schedules = sched.Schedules(status_of=self._run_status)
         self.wake = asyncio.Event()
         self.progress = FoldProgress()  # how far the op stream is folded (commands wait for their op)
+        self.retention = Retention(self.state.fold, settings, self.clock, self.log)  # finished ops leave
 
     async def start(self, bus: Bus) -> None:
         """Config, then cluster facts, then the op stream: replayed into state, then followed live."""
@@ -68,7 +70,7 @@ class Admission(Service):
         self.wake.set()
 
     def tasks(self) -> list[Task]:
-        return [self.run_cycles, self.config.watch_file, self.run_schedule_runs]
+        return [self.run_cycles, self.config.watch_file, self.run_schedule_runs, self.retention.run]
 
     # ---- the commands: each handler returns the events that follow ----
     @commands.handles(SubmitOperation)
@@ -138,16 +140,16 @@ class Admission(Service):
 
     async def fold(self, data: bytes, seq: int) -> None:
         try:
-            self._fold(data)
+            self._fold(data, seq)
         finally:
             self.progress.advance(seq)
 
     async def known(self, op_id: str) -> None:
         """Before a command about ``op_id`` is judged: fold everything stored so far if the op is new."""
-        if op_id not in self.state.ops and self.bus is not None:
+        if op_id not in self.state.ops and op_id not in self.state.fold.gone and self.bus is not None:
             await self.progress.reach(await self.bus.last_seq(subjects.OPS_STREAM))
 
-    def _fold(self, data: bytes) -> None:
+    def _fold(self, data: bytes, seq: int = 0) -> None:
         try:
             event = codec.decode_ops_stream(data)
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -155,7 +157,7 @@ class Admission(Service):
         if isinstance(event, ScheduleEvent):
             self.schedules.apply(event)
             return
-        if self.state.apply(event):
+        if self.state.apply(event, seq):
             self.wake.set()
 
     # ---- the queries ----
@@ -201,8 +203,7 @@ class Admission(Service):
         await sched.run_schedules(bus, self.clock, self.schedules, sched.submitter(bus, self.clock), stop, self.log)
 
     def _run_status(self, op_id: str) -> str | None:
-        op = self.state.ops.get(op_id)
-        return sched.run_status(op.status if op else None)
+        return sched.run_status(self.state.fold.status_of(op_id))
 
 
 def build(settings: Settings, clock: Clock | None = None) -> Admission:
