@@ -28,6 +28,7 @@ from proto.events import (
 from proto.failures import is_infrastructure, will_retry
 from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, RETRY_SHOWN, SHOWN, TERMINAL_LABELS
 from proto.resources import gpus_label
+from proto.summaries import OpSummary
 
 TERMINAL_STATUSES = TERMINAL_LABELS
 
@@ -62,11 +63,14 @@ class OpsView:
     def __init__(self) -> None:
         self.rows: dict[str, OpRow] = {}
         self.errors: list[ErrorRaised] = []
+        self.summarized: set[str] = set()  # ops shown from their summary: final, events add nothing
 
     def fold(self, event: Event) -> OpRow | None:
         if isinstance(event, ErrorRaised):
             self.errors.append(event)
         row = self.rows.get(event.op_id)
+        if event.op_id in self.summarized:
+            return row
         if row is None:
             if isinstance(event, ErrorRaised):
                 return None
@@ -93,6 +97,19 @@ class OpsView:
         infra = len(row.failures) - own
         row.failures.append(event.reason)
         return row.active and will_retry(event.reason, row.max_retries, own, infra)
+
+    def add_summary(self, summary: OpSummary) -> OpRow:
+        """An op that ended and left admission's memory, as its summary (the ops bucket) tells it."""
+        reason = summary.message if summary.message and not summary.reason else summary.reason
+        if summary.original_op_id and not reason:
+            reason = f"{summary.relation} of {summary.original_op_id}"
+        row = self.rows[summary.op_id] = OpRow(
+            summary.op_id, name=summary.name or "?", queue=summary.queue or "?", status=summary.status,
+            gpus=summary.gpus, node=summary.node or "-", attempt=summary.attempt, reason=reason,
+            cost=f"{summary.estimate:.2f} {summary.currency}" if summary.estimate else "-",
+            rank=max(s.rank for s in SHOWN.values()) + 1)
+        self.summarized.add(summary.op_id)
+        return row
 
     def fold_bytes(self, data: bytes) -> OpRow | None:
         try:

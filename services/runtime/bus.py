@@ -347,6 +347,24 @@ class Bus:
             await sub.unsubscribe()
         return out
 
+    async def read_bucket(self, bucket: str) -> list[bytes]:
+        """The value of every key of a key-value bucket (history 1: one message per key; none if the
+        bucket does not exist yet), for clients that build a view."""
+        try:
+            data = await self.read_all(subjects.kv_stream(bucket), subjects.kv_entries(bucket))
+        except NotFoundError:
+            return []
+        return [d for d in data if d]  # a deleted or purged key leaves an empty marker
+
+    async def read_key(self, bucket: str, key: str) -> bytes | None:
+        """One key's value, or None (no such key, or no such bucket)."""
+        try:
+            kv = await self.js.key_value(bucket)
+            entry = await kv.get(key)
+        except (NotFoundError, nats.js.errors.BucketNotFoundError, nats.js.errors.KeyNotFoundError):
+            return None
+        return entry.value or None
+
     async def close(self) -> None:
         """Flush what was published, then close. Handler loops finish their message in hand first."""
         if self.nc.is_closed:
