@@ -147,7 +147,7 @@ class Admission(Service):
     async def known(self, op_id: str) -> None:
         """Before a command about ``op_id`` is judged: fold everything stored so far if the op is new."""
         if op_id not in self.state.ops and op_id not in self.state.fold.gone and self.bus is not None:
-            await self.progress.reach(await self.bus.last_seq(subjects.OPS_STREAM))
+            await self.progress.reach(await self.bus.last_stored(subjects.OPS_STREAM, subjects.OPS_ALL))
 
     def _fold(self, data: bytes, seq: int = 0) -> None:
         try:

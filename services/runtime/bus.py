@@ -299,24 +299,29 @@ class Bus:
         return await self.js.subscribe(subject, stream=stream, ordered_consumer=True, cb=cb,
                                        deliver_policy=api.DeliverPolicy.ALL, idle_heartbeat=FOLLOW_HEARTBEAT_S)
 
+    async def last_stored(self, stream: str, subject: str) -> int:
+        """The sequence of the last message of ``subject`` still in ``stream`` (0: none). Not ``last_seq``
+        when the last ones were purged."""
+        try:
+            return (await self.js.get_last_msg(stream, subject)).seq or 0
+        except NotFoundError:
+            return 0
+
     async def replay(self, stream: str, subject: str,
                      on_message: Callable[[bytes, int], Awaitable[None]]):
-        """``follow`` a subject that covers the whole stream; return once everything stored at the
-        start has been delivered (the subscription then stays live). Caught up at the last sequence
-        stored at the start, or at a message after which nothing is pending (the last ones were purged)."""
-        info = await self.js.stream_info(stream)
-        target = info.state.last_seq
+        """``follow`` a subject; return once every message of it stored at the start has been delivered
+        (the subscription then stays live)."""
+        target = await self.last_stored(stream, subject)
         caught_up = asyncio.Event()
 
-        async def cb(msg) -> None:
-            await on_message(msg.data, msg.metadata.sequence.stream)
-            if msg.metadata.sequence.stream >= target or not msg.metadata.num_pending:
+        async def deliver(data: bytes, seq: int) -> None:
+            await on_message(data, seq)
+            if seq >= target:
                 caught_up.set()
 
-        if not info.state.messages:
+        if target == 0:
             caught_up.set()
-        sub = await self.js.subscribe(subject, stream=stream, ordered_consumer=True, cb=cb,
-                                      deliver_policy=api.DeliverPolicy.ALL, idle_heartbeat=FOLLOW_HEARTBEAT_S)
+        sub = await self.follow(stream, subject, deliver)
         await caught_up.wait()
         return sub
 
