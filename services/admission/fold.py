@@ -73,16 +73,15 @@ class OpFold:
     def apply(self, event: Event, seq: int = 0) -> bool:
         """Fold one event (``seq``: its stream sequence; 0 for a decision assumed before its publish).
         Returns True when the state changed."""
-        op = self.ops.get(event.op_id)
-        if op is None and not isinstance(event, OperationSubmitted):
+        if event.op_id not in self.ops and not isinstance(event, OperationSubmitted):
             self.strays.add(event, seq)
-        elif op is not None and seq:
-            op.kinds.add(codec_type(event))
-            op.last_seq = max(op.last_seq, seq)
         changed = self._apply(event, seq)
         op = self.ops.get(event.op_id)
-        if op is not None and seq and op.status.terminal != (op.ended_at is not None):
-            op.ended_at = event.at if op.status.terminal else None  # its ttl runs from its end on the stream
+        if op is not None and seq:
+            op.kinds.add(codec_type(event))
+            op.last_seq = max(op.last_seq, seq)
+            if op.status.terminal != (op.ended_at is not None):
+                op.ended_at = event.at if op.status.terminal else None  # its ttl runs from its end on the stream
         return changed
 
     def _apply(self, event: Event, seq: int) -> bool:
