@@ -142,11 +142,15 @@ class Consumer:
         self._signal.set()
 
     def ack_floor(self) -> int:
-        """The last stream sequence before the first message of its filters not acked yet."""
+        """As JetStream's: the last message it acked before the first of its filters not acked yet (the
+        stream's last sequence when nothing is pending)."""
         waiting = [*self.pending, *self.due]
         waiting += [m.seq for m in self.stream.messages.values()
                     if m.seq >= self.next_seq and any(matches(f, m.subject) for f in self.filters)]
-        return min(waiting) - 1 if waiting else self.stream.last_seq
+        if not waiting:
+            return self.stream.last_seq
+        acked = [seq for seq in self.delivered if seq < min(waiting)]
+        return max(acked, default=0)
 
     async def fetch(self, batch: int, timeout: float, settle: Settle) -> list[MemoryMsg]:
         """Up to ``batch`` messages, waiting up to ``timeout`` for the first; nats' TimeoutError if none."""
