@@ -7,9 +7,11 @@ from proto import codec
 from proto.events import (
     CacheHit,
     CostEstimated,
+    DispatchDelayed,
     ErrorRaised,
     Event,
     OperationAdmitted,
+    OperationDispatched,
     OperationEvicted,
     OperationFailed,
     OperationOnHold,
@@ -26,7 +28,8 @@ from proto.events import (
     RetryScheduled,
 )
 from proto.failures import is_infrastructure, will_retry
-from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, RETRY_SHOWN, SHOWN, TERMINAL_LABELS
+from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, RETRY_SHOWN, SHOWN, TERMINAL_LABELS, Status
+from proto.reasons import Reason, dependency_name, message
 from proto.resources import gpus_label
 from proto.summaries import OpSummary
 
@@ -157,8 +160,11 @@ def _details(row: OpRow, event: Event) -> None:
         row.reason = f"{codec.type_of(event)} ({event.reason}); back in queue"
     elif isinstance(event, CacheHit):
         row.reason = f"cache hit of {event.original_op_id}"
-    elif isinstance(event, OperationAdmitted):
+    elif isinstance(event, (OperationAdmitted, OperationDispatched)):  # (no longer waiting for the API)
         row.reason = f"pod {event.namespace}/{event.pod_name}"
+    elif isinstance(event, DispatchDelayed) and row.rank <= Status.ADMITTED:
+        row.reason = message(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(event.dependency),
+                             since=event.at, detail=event.message)
 
 
 def table(rows: list[OpRow]) -> str:

@@ -17,6 +17,7 @@ from proto.events import (
     CacheHit,
     CacheMissed,
     CostEstimated,
+    DispatchDelayed,
     Event,
     OperationAdmitted,
     OperationApproved,
@@ -116,7 +117,8 @@ class Shown(NamedTuple):
 
 # Each event as it shows: its lifecycle status; the gates and an approval as pending (which gate is
 # admission's to know); a stop or preemption asked of a running op as stopping/preempting until its pods
-# are gone; an attempt taken away as itself until the next one starts (as RETRYING ranks).
+# are gone; an attempt taken away as itself until the next one starts (as RETRYING ranks); a dispatch waiting
+# for the Kubernetes API as still admitted (its reason says what it waits for).
 SHOWN: dict[type[Event], Shown] = {
     OperationSubmitted: Shown("pending", Status.PENDING),
     CostEstimated: Shown("pending", Status.PENDING),
@@ -125,6 +127,7 @@ SHOWN: dict[type[Event], Shown] = {
     OperationOnHold: Shown(Status.ON_HOLD.label, Status.ON_HOLD),
     OperationApproved: Shown("pending", Status.ON_HOLD),
     **{event: Shown(status.label, status) for event, status in STATUS_OF.items()},
+    DispatchDelayed: Shown(Status.ADMITTED.label, Status.ADMITTED),
     StopRequested: Shown("stopping", Status.RUNNING + 0.5),
     PreemptRequested: Shown("preempting", Status.RUNNING + 0.5),
     OperationPreempted: Shown("preempted", Status.RETRYING),

@@ -46,6 +46,7 @@ OPS_BUCKET = "opsched_ops"  # summaries of finished ops that left admission's me
 
 # What outlives an op's purge from the op stream: spend, for the budget windows (purged once they passed)
 KEPT_PAST_PURGE = ("cost_recorded", "budget_exceeded")
+ATTEMPT_FATE_BUCKET = "opsched_attempts"  # the dispatcher's record per attempt: creating or released
 
 # Durable consumers (one per service role; replicas of a service share it)
 ADMISSION_COMMANDS = "admission-commands"
@@ -90,6 +91,9 @@ def kv_stream(bucket: str) -> str:
 
 def kv_entries(bucket: str) -> str:
     return f"$KV.{bucket}.>"
+def attempt_fate_key(op_id: str, attempt: int) -> str:
+    """The key of an attempt in ``ATTEMPT_FATE_BUCKET``: ``<op_id>.<attempt>``."""
+    return f"{op_id}.{attempt}"
 
 
 def node(name: str) -> str:

@@ -4,12 +4,18 @@ Subclasses say what to list and watch (``list_call``, ``watch_kwargs``) and what
 (``observe``). A watch that the server ends (``timeoutSeconds``) resumes from the last resource version
 it saw; the loop re-lists when the API answers 410 Gone, when the connection drops or stays silent past
 the client's read timeout (a dead API server), retrying after 1 s on errors, and stays quiet once stopped
-(e.g. while the API server shuts down)."""
+(e.g. while the API server shuts down).
+
+Every call has a timeout, so a live loop always makes progress: a list answered or failed, a watch event,
+a watch ended, a retry. ``liveness`` says when the thread died (an exception escaped) or made no progress
+for ``STUCK_AFTER_S`` (a call hung despite its timeouts): the service's /healthz then answers 503 and
+Kubernetes restarts it."""
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 from kubernetes import watch
@@ -21,16 +27,21 @@ CONNECT_TIMEOUT_S = 10.0
 # (a black-holed or restarted API server): the loop then re-lists
 REQUEST_TIMEOUT = (CONNECT_TIMEOUT_S, WATCH_TIMEOUT_S + 15.0)
 LIST_TIMEOUT = (CONNECT_TIMEOUT_S, 60.0)
+# the longest a live loop goes without progress (a watch silent until the client's read timeout), and a margin
+STUCK_AFTER_S = CONNECT_TIMEOUT_S + REQUEST_TIMEOUT[1] + 30.0
 
 
 class ListWatch:
     name = "list-watch"
 
-    def __init__(self, log) -> None:
+    def __init__(self, log, clock) -> None:
         self.log = log
+        self.clock = clock
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._beat: datetime | None = None  # the loop's last sign of progress
+        self._died: str | None = None  # what escaped the loop and ended the thread
 
     # -- for subclasses ---------------------------------------------------------------------------
     def list_call(self) -> Callable[..., Any]:
@@ -45,16 +56,41 @@ class ListWatch:
     def listed(self, items: list[Any], resource_version: str) -> None:
         """After a list: every object was observed; subclasses may reconcile what vanished."""
 
+    def resumed(self) -> None:
+        """After each watch the server ended (every ``WATCH_TIMEOUT_S``): subclasses may retry what failed."""
+
     # -- the loop ---------------------------------------------------------------------------------
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._beat = self.clock.now()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
 
+    def liveness(self) -> str | None:
+        """None while the loop is alive (or was never started, or was stopped); else what is wrong with it."""
+        if self._thread is None or self._beat is None or self._stop.is_set():
+            return None
+        if self._died is not None or not self._thread.is_alive():
+            return f"the {self.name} thread died: {self._died or 'it exited'}"
+        silent = (self.clock.now() - self._beat).total_seconds()
+        if silent > STUCK_AFTER_S:
+            return f"the {self.name} thread made no progress for {silent:.0f}s (no list, no event, no retry)"
+        return None
+
+    def _progress(self) -> None:
+        self._beat = self.clock.now()
+
     def _run(self) -> None:
+        try:
+            self._list_and_watch()
+        except BaseException as exc:  # noqa: BLE001 - the thread ends: ``liveness`` reports it
+            self._died = repr(exc)[:300]
+            self.log.error(f"{self.name}_died", error=self._died)
+
+    def _list_and_watch(self) -> None:
         while not self._stop.is_set():
             try:
                 self._watch(self._list())
@@ -66,9 +102,11 @@ class ListWatch:
                 if not self._stop.is_set():
                     self.log.warning(f"{self.name}_failed", error=repr(exc))
                     self._stop.wait(1.0)
+            self._progress()
 
     def _list(self) -> str:
         result = self.list_call()(**self.watch_kwargs(), _request_timeout=LIST_TIMEOUT)
+        self._progress()
         for item in result.items:
             self.observe("MODIFIED", item)
         self.listed(result.items, result.metadata.resource_version)
@@ -85,7 +123,10 @@ class ListWatch:
                     w.stop()
                     return
                 self.observe(item["type"], item["object"])
+                self._progress()
             rv = w.resource_version or rv
+            self.resumed()
+            self._progress()
 
     def run_on_loop(self, coro: Awaitable[Any], what: str) -> bool:
         """Run a coroutine (a publish) on the event loop and wait for it; False if it failed."""

@@ -99,10 +99,9 @@ class NodeWatcher(ListWatch):
     name = "node_watch"
 
     def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log) -> None:
-        super().__init__(log)
+        super().__init__(log, clock)
         self.core = core
         self.publish = publish
-        self.clock = clock
         self.facts = NodeFacts()  # touched by the thread only, once started
 
     async def seed(self, bus) -> None:

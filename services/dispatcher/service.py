@@ -7,7 +7,8 @@ and emits ``dispatched`` (or ``rejected``, ``failed``); releases pods on preempt
 (``watcher``: ``running``, ``succeeded``, ``failed``, ``timed_out``, ``preempted``) and the nodes
 (``nodewatch``: node facts on the cluster stream), repair what those paths missed by comparing the
 attempts folded from the op stream (``attempts``) with the pods on the API server (``reconciler``), evict gangs not all Running in time
-(``preempt.check_gangs``) and expire what outlived its ttl (``expiry``). In null mode
+(``preempt.check_gangs``) and expire what outlived its ttl (``expiry``). A stop or preemption wins over an
+``admitted`` handled later or elsewhere: each attempt's fate is kept in KV (``fates``). In null mode
 (``OPSCHED_DISPATCHER_MODE=null``) there is no cluster: admitted attempts are dispatched at once."""
 from __future__ import annotations
 
@@ -25,10 +26,11 @@ from proto.events import (
     PreemptRequested,
     StopRequested,
 )
-from proto.podspec import SELECTOR
+from proto.podspec import ANNOTATION_EVICTED, SELECTOR
 from services.dispatcher.attempts import Attempt, Attempts
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.expiry import check_expiry
+from services.dispatcher.fates import Fates
 from services.dispatcher.k8s import Kube, load_api_client
 from services.dispatcher.nodewatch import NodeWatcher
 from services.dispatcher.preempt import Releaser, check_gangs
@@ -40,6 +42,7 @@ from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
 
 LIST_TIMEOUT_S = 30.0
+UNWANTED = "unwanted"  # evicted: created for an attempt that a stop or preemption released meanwhile
 
 
 class Dispatcher(Service):
@@ -54,7 +57,9 @@ class Dispatcher(Service):
                                                                             settings.kube_request_timeout_s)
         self.releaser: Releaser | None = None
         self.watcher: PodWatcher | None = None
+        self.node_watcher: NodeWatcher | None = None
         self.attempts = Attempts()  # which attempts should have pods
+        self.fates: Fates | None = None  # what every replica decided per attempt (opened by ``start``)
         if self.kube is not None:
             self.releaser = Releaser(self.kube, settings, self.log)
             self.watcher = PodWatcher(self.kube.core, self._publish, self.clock, self.log, free=self.releaser.free)
@@ -65,7 +70,10 @@ class Dispatcher(Service):
         return [self.watch_pods, self.watch_nodes, self.run_gang_checks, self.run_expiry_checks, self.reconcile]
 
     async def start(self, bus: Bus) -> None:
-        """The op stream, replayed into the table of attempts, then followed live (not in null mode)."""
+        """The bucket of fates; the op stream, replayed into the table of attempts, then followed live
+        (not in null mode)."""
+        self.fates = Fates(await bus.ensure_cache_bucket(subjects.ATTEMPT_FATE_BUCKET,
+                                                         max_age_s=self.settings.attempt_fate_max_age_s))
         if self.kube is not None:
             await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, self.fold)
             self.log.info("attempts_rebuilt", ops=len(self.attempts.latest))
@@ -82,10 +90,26 @@ class Dispatcher(Service):
         if not self.attempts.wanted((event.op_id, event.attempt)):
             ctx.log.info("admitted_not_dispatched", attempt=event.attempt, why="stopped, preempted or ended since")
             return None  # a stop or preemption handled while this waited for redelivery wins
-        return await dispatch(event, ctx, self.kube, self.releaser)
+        return await self._dispatch(event, ctx)
+
+    async def _dispatch(self, event: OperationAdmitted, ctx: Context) -> Event | None:
+        """Create the attempt's pods unless a stop or preemption released it, here or on another replica;
+        released while they were being created, release them again and report nothing."""
+        assert self.fates is not None
+        if await self.fates.claim(event.op_id, event.attempt, ctx.clock.now()):
+            result = await dispatch(event, ctx, self.kube, self.releaser)
+            if not await self.fates.released(event.op_id, event.attempt):
+                return result
+        ctx.log.info("admitted_not_dispatched", attempt=event.attempt, why="released by a stop or preemption")
+        if self.releaser is not None:  # pods a try before this one created (the API failing half-way)
+            names = await self.releaser.attempt_pods(event.namespace, event.op_id, event.attempt, event.pod_name)
+            await self.releaser.release(event.namespace, names, {ANNOTATION_EVICTED: UNWANTED},
+                                        self.settings.stop_grace_s)
+        return None
 
     @ops.handles(PreemptRequested)
     async def on_preempt(self, event: PreemptRequested, ctx: Context) -> Event | None:
+        await self._release_fate(event, ctx)  # first: an admitted handled from now on creates nothing
         if self.releaser is None or self.watcher is None:  # null mode: no pods, nothing to wait for
             return OperationPreempted(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt,
                                       preemptor=event.preemptor, reason=event.reason, message=event.message)
@@ -97,9 +121,14 @@ class Dispatcher(Service):
 
     @ops.handles(StopRequested)
     async def on_stop(self, event: StopRequested, ctx: Context) -> Event:
+        await self._release_fate(event, ctx)  # first: an admitted handled from now on creates nothing
         if self.releaser is not None:
             return await self.releaser.stop(event, ctx.clock.now())
         return OperationStopped(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt, reason=event.reason)
+
+    async def _release_fate(self, event: StopRequested | PreemptRequested, ctx: Context) -> None:
+        assert self.fates is not None
+        await self.fates.release(event.op_id, event.attempt, ctx.clock.now(), codec.type_of(event))
 
     # ---- the background tasks (not in null mode) ----
     async def watch_pods(self, bus: Bus, stop: asyncio.Event) -> None:
@@ -111,11 +140,16 @@ class Dispatcher(Service):
 
     async def watch_nodes(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None
-        watcher = NodeWatcher(self.kube.core, bus.publish, self.clock, self.log)
+        watcher = self.node_watcher = NodeWatcher(self.kube.core, bus.publish, self.clock, self.log)
         await watcher.seed(bus)  # node facts for admission's flavors
         watcher.start()
         await stop.wait()
         watcher.stop()
+
+    def liveness(self) -> dict[str, str]:
+        """The watch threads dead or stuck, by name (/healthz answers 503 then: Kubernetes restarts us)."""
+        watches = (self.watcher, self.node_watcher)
+        return {w.name: why for w in watches if w is not None and (why := w.liveness()) is not None}
 
     async def run_gang_checks(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.watcher is not None and self.releaser is not None
@@ -140,7 +174,7 @@ class Dispatcher(Service):
     async def _redispatch(self, attempt: Attempt) -> Event | None:
         assert attempt.admitted is not None
         ctx = Context(self.name, self.clock, self.settings, self.log.bind(op_id=attempt.op_id))
-        return await dispatch(attempt.admitted, ctx, self.kube, self.releaser)
+        return await self._dispatch(attempt.admitted, ctx)
 
     async def _publish(self, event: Event) -> None:
         assert self.bus is not None

@@ -6,8 +6,8 @@ re-reports states; JetStream and the admission fold both drop the duplicates).
 
 Pods are grouped by attempt (labels op id + attempt); ``gang.assess`` says what an attempt means.
 A deleted pod is kept (``gone``) until its whole attempt is gone and the event that means is published
-(a failed publish is retried at the next re-list), so a preempted attempt is reported once its last pod
-is deleted. When an attempt fails, the rest of its gang is released
+(a failed publish is retried at the next re-list, and each time the server ends a watch, at least every
+minute), so a preempted attempt is reported once its last pod is deleted. When an attempt fails, the rest of its gang is released
 (annotated, then deleted with the grace period) so that it frees its GPUs.
 
 Preemptions asked for but not yet reported are remembered (seeded from the stream at start): if a
@@ -52,10 +52,9 @@ class PodWatcher(ListWatch):
     name = "pod_watch"
 
     def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log, free: Free | None = None) -> None:
-        super().__init__(log)
+        super().__init__(log, clock)
         self.core = core
         self.publish = publish
-        self.clock = clock
         self.free = free
         self.lock = threading.Lock()  # the thread and the loop (handlers, gang checks) share what follows
         self.attempts: dict[AttemptKey, dict[str, PodView]] = {}  # pods seen, per attempt
@@ -117,11 +116,15 @@ class PodWatcher(ListWatch):
                         if not v.gone and (v.namespace, v.name) not in listed]
         for view in vanished:
             self.apply(dataclasses.replace(view, gone=True))
-        with self.lock:  # attempts all gone whose last event could not be published: try again
+        self.resumed()
+        self._report_orphan_preemptions(items)
+
+    def resumed(self) -> None:
+        """Attempts all gone whose last event could not be published: try again."""
+        with self.lock:
             unpublished = [next(iter(pods.values())) for pods in self.attempts.values() if all_gone(pods.values())]
         for view in unpublished:
             self.apply(view)
-        self._report_orphan_preemptions(items)
 
     # ---- preemptions ----------------------------------------------------------------------------
     def expect_preemption(self, request: PreemptRequested) -> None:

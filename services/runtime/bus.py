@@ -234,15 +234,14 @@ class Bus:
                 await self.js.update_stream(config)
 
     async def ensure_cache_bucket(self, bucket: str, *, max_age_s: float | None = None):
-        """The bucket (created with ``self.replicas`` replicas if missing, its keys kept ``max_age_s`` if
-        given), its calls patient (``PatientKV``)."""
+        """The bucket (created with ``self.replicas`` replicas if missing; its keys kept ``max_age_s`` if
+        given, else forever), its calls patient (``PatientKV``)."""
         js = self.nc.jetstream(timeout=KV_TIMEOUT_S)
         try:
             kv = await js.key_value(bucket)
         except (NotFoundError, nats.js.errors.BucketNotFoundError):
             kv = await js.create_key_value(api.KeyValueConfig(
-                bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas, history=1,
-                ttl=max_age_s or None))
+                bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas, ttl=max_age_s))
         return PatientKV(kv, self.nc)
 
     async def purge(self, stream: str, subject: str, *, before_seq: int | None = None) -> None:

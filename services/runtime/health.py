@@ -1,5 +1,5 @@
-"""A tiny HTTP health endpoint: GET /healthz (alive and connected to NATS) and /readyz (consumers bound and
-waiting for no dependency). A service that waits out an outage (the Kubernetes API down) is alive, so
+"""A tiny HTTP health endpoint: GET /healthz (alive: connected to NATS, nothing dead or stuck, such as the
+dispatcher's watch threads: ``not_alive``) and /readyz (consumers bound and waiting for no dependency). A service that waits out an outage (the Kubernetes API down) is alive, so
 /healthz stays 200 and nothing restarts it; /readyz is 503 and says what it waits for, since when:
 ``{"waiting_for": {"dispatcher": {"kubernetes": {"since": ..., "detail": ..., "failures": ...}}}}``."""
 from __future__ import annotations
@@ -45,7 +45,7 @@ class HealthServer:
     def _answer(self, path: str) -> tuple[str, dict]:
         report = self.report()
         if path.startswith("/healthz"):
-            ok = report.get("connected", False)
+            ok = report.get("connected", False) and not report.get("not_alive")
         elif path.startswith("/readyz"):
             ok = report.get("connected", False) and report.get("ready", False) and not report.get("waiting_for")
         else:

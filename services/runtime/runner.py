@@ -51,10 +51,12 @@ def _report(services: Sequence[Service], buses: Sequence[Bus]) -> dict:
 
 
 def report(services: Sequence[Service], connected: Sequence[bool]) -> dict:
-    """What /healthz and /readyz answer: connected, ready (consumers bound), and ``waiting_for``: per
-    service, each dependency it cannot reach now (since when, the last error, failures so far)."""
+    """What /healthz and /readyz answer: connected, ready (consumers bound), ``waiting_for``: per
+    service, each dependency it cannot reach now (since when, the last error, failures so far), and
+    ``not_alive``: per service, what of it is dead or stuck (``Service.liveness``)."""
     return {
         "connected": all(connected),
+        "not_alive": {s.name: problems for s in services if (problems := s.liveness())},
         "ready": all(s.ready.is_set() for s in services),
         "waiting_for": {s.name: s.waits.report() for s in services if s.waits},
         "services": {s.name: vars(s.stats) for s in services},

@@ -138,6 +138,11 @@ class Service:
         """The long-running tasks ``task(bus, stop)`` served beside the consumers, until ``stop``."""
         return []
 
+    def liveness(self) -> dict[str, str]:
+        """What of this service is not alive and will not recover by itself (e.g. a dead thread), by name;
+        empty while alive. /healthz answers 503 when any is named, so Kubernetes restarts the process."""
+        return {}
+
     async def run(self, bus: Bus, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; then finish the message in hand and return (drain)."""
         self.bus, self.stopping = bus, stop

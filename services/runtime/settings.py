@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     gang_backoff_max_s: float = Field(300.0, ge=0, description="... at most this long, before it may be admitted again")
     reconcile_interval_s: float = Field(30.0, gt=0, description="the dispatcher compares attempts with pods this often")
     reconcile_grace_s: float = Field(30.0, ge=0, description="an attempt admitted, or a pod created, this long ago is repaired")
+    attempt_fate_max_age_s: float = Field(
+        86400.0, gt=0, description="the dispatcher's record of each attempt (creating, released) is kept this long")
 
     def stream_limits(self) -> dict[str, tuple[float, int]]:
         """What each stream keeps at most: (max age in seconds, max bytes; 0 and -1: no limit). The op stream

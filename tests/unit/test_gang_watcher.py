@@ -162,3 +162,19 @@ async def test_an_attempt_is_forgotten_only_once_its_last_event_is_published(wat
     await asyncio.to_thread(watcher.listed, [], "2")  # the next re-list retries it
     assert [type(e) for e in published] == [OperationPreempted]
     assert watcher.attempts == {}
+
+
+async def test_a_final_event_not_published_is_tried_again_when_the_server_ends_a_watch(watcher):
+    """A healthy watch may never re-list: each watch the server ends (every minute) retries too."""
+    published = await seen(watcher, ("ADDED", v1pod(size="1")))
+
+    async def unavailable(event):
+        raise ConnectionError("NATS is down")
+
+    watcher.publish = unavailable
+    await seen(watcher, ("DELETED", v1pod(size="1")))
+    assert ("g", 1) in watcher.attempts
+    watcher.publish = published
+    await asyncio.to_thread(watcher.resumed)
+    assert [type(e) for e in published] == [OperationRunning, OperationFailed]
+    assert published[1].reason == DELETED_REASON and watcher.attempts == {}

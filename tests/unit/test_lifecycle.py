@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proto.events import Event
+from proto.events import DispatchDelayed, Event, OperationAdmitted
 from proto.lifecycle import ATTEMPT_ENDS, OP_ENDS, SHOWN, STATUS_OF, TERMINAL_LABELS, Status, allowed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +44,10 @@ def test_what_ends_an_op_shows_as_an_end_and_every_end_of_an_attempt_is_shown():
 def test_a_request_to_stop_or_preempt_ranks_between_running_and_the_end_of_the_attempt():
     ranks = {label: rank for label, rank in SHOWN.values()}
     assert ranks["running"] < ranks["stopping"] == ranks["preempting"] < ranks["preempted"] < ranks["succeeded"]
+
+
+def test_a_dispatch_waiting_for_the_kubernetes_api_shows_as_still_admitted():
+    assert SHOWN[DispatchDelayed] == SHOWN[OperationAdmitted] == ("admitted", Status.ADMITTED)
 
 
 def test_every_event_that_concerns_an_ops_status_is_shown():

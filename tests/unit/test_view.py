@@ -5,7 +5,7 @@ import pytest
 
 from opsched.view import OpsView, table
 from proto import codec
-from proto.events import ErrorRaised
+from proto.events import DispatchDelayed, ErrorRaised
 from tests.builders import (
     T0,
     admitted,
@@ -72,6 +72,14 @@ def test_status(c):
 
 def test_a_running_op_asked_to_stop_shows_stopping():
     assert row_of(SUBMITTED, ADMITTED, running(), stop_requested()).status == "stopping"
+
+
+def test_an_admitted_op_whose_dispatch_waits_for_the_kubernetes_api_says_so_until_it_is_dispatched():
+    delayed = DispatchDelayed(op_id="op-1", at=T0, dependency="kubernetes", message="connection refused")
+    row = row_of(SUBMITTED, ADMITTED, delayed)
+    assert row.status == "admitted" and not row.terminal
+    assert row.reason == "waiting for the Kubernetes API since 12:00:00 (connection refused)"
+    assert row_of(SUBMITTED, ADMITTED, delayed, dispatched(namespace="ml")).reason == "pod ml/op-op-1-0"
 
 
 def test_the_row_shows_name_queue_gpus_and_cost():
