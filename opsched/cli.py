@@ -207,6 +207,12 @@ async def _watch(client, op_id: str, quiet: bool, timeout: float | None = None) 
                       f"{'  ' + row.reason if row.reason else ''}", flush=True)
     except asyncio.TimeoutError:
         return _fail(f"no news of {op_id} within {timeout}s", 1)
+    if row is None and (summary := await client.summary(op_id)) is not None:  # it ended long ago
+        if not quiet:
+            ended = f" at {summary.ended_at:%Y-%m-%d %H:%M:%S}" if summary.ended_at else ""
+            print(f"{op_id} {summary.status}{ended}{'  ' + summary.reason if summary.reason else ''}"
+                  " (its events have expired)", flush=True)
+        return 0 if summary.status == "succeeded" else 1
     return 0 if row is not None and row.status == "succeeded" else 1
 
 

@@ -38,6 +38,7 @@ from proto.schedules import (
     ScheduleSpec,
 )
 from proto.spec import OpSpec
+from proto.summaries import OpSummary
 from services.runtime.bus import Bus
 
 
@@ -140,16 +141,27 @@ class Client:
         await self.bus.publish(SetQueues(config=config, requested_by=requested_by))
 
     async def view(self) -> OpsView:
+        """Every op: those that left admission's memory from their summaries, the others from the stream."""
         view = OpsView()
+        for data in await self.bus.read_bucket(subjects.OPS_BUCKET):
+            view.add_summary(msgspec.json.decode(data, type=OpSummary))
         for data in await self.bus.read_all(subjects.OPS_STREAM, subjects.OPS_ALL):
             view.fold_bytes(data)
         return view
+
+    async def summary(self, op_id: str) -> OpSummary | None:
+        """The summary of an op that ended and left admission's memory (None: it did not, or is unknown)."""
+        data = await self.bus.read_key(subjects.OPS_BUCKET, op_id)
+        return msgspec.json.decode(data, type=OpSummary) if data else None
 
     async def ops(self) -> list[OpRow]:
         return list((await self.view()).rows.values())
 
     async def watch(self, op_id: str, timeout: float | None = None) -> AsyncIterator[tuple[Event, OpRow]]:
-        """Every event of one op (past, then live) with the op's row after it, until it is terminal."""
+        """Every event of one op (past, then live) with the op's row after it, until it is terminal.
+        Nothing for an op that ended and left admission's memory: its events are gone (``summary``)."""
+        if await self.summary(op_id) is not None:
+            return
         queue: asyncio.Queue[bytes] = asyncio.Queue()
 
         async def on_message(data: bytes, seq: int) -> None:

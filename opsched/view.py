@@ -30,7 +30,8 @@ from proto.events import (
 from proto.failures import is_infrastructure, will_retry
 from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, RETRY_SHOWN, SHOWN, TERMINAL_LABELS, Status
 from proto.reasons import Reason, dependency_name, message
-from proto.resources import GPU_MEMORY, accelerators, gpu_memory_gib
+from proto.resources import gpus_label
+from proto.summaries import OpSummary
 
 TERMINAL_STATUSES = TERMINAL_LABELS
 
@@ -65,11 +66,14 @@ class OpsView:
     def __init__(self) -> None:
         self.rows: dict[str, OpRow] = {}
         self.errors: list[ErrorRaised] = []
+        self.summarized: set[str] = set()  # ops shown from their summary: final, events add nothing
 
     def fold(self, event: Event) -> OpRow | None:
         if isinstance(event, ErrorRaised):
             self.errors.append(event)
         row = self.rows.get(event.op_id)
+        if event.op_id in self.summarized:
+            return row
         if row is None:
             if isinstance(event, ErrorRaised):
                 return None
@@ -97,6 +101,19 @@ class OpsView:
         row.failures.append(event.reason)
         return row.active and will_retry(event.reason, row.max_retries, own, infra)
 
+    def add_summary(self, summary: OpSummary) -> OpRow:
+        """An op that ended and left admission's memory, as its summary (the ops bucket) tells it."""
+        reason = summary.message if summary.message and not summary.reason else summary.reason
+        if summary.original_op_id and not reason:
+            reason = f"{summary.relation} of {summary.original_op_id}"
+        row = self.rows[summary.op_id] = OpRow(
+            summary.op_id, name=summary.name or "?", queue=summary.queue or "?", status=summary.status,
+            gpus=summary.gpus, node=summary.node or "-", attempt=summary.attempt, reason=reason,
+            cost=f"{summary.estimate:.2f} {summary.currency}" if summary.estimate else "-",
+            rank=max(s.rank for s in SHOWN.values()) + 1)
+        self.summarized.add(summary.op_id)
+        return row
+
     def fold_bytes(self, data: bytes) -> OpRow | None:
         try:
             return self.fold(codec.decode_event(data))
@@ -111,17 +128,8 @@ def _reason(row: OpRow) -> str:
 
 
 def _gpus(event: OperationSubmitted) -> str:
-    """Whole devices of all its pods (``2``, ``1xamd.com``), and shared GPU memory (``8GiB-mem``)."""
     containers = [(event.spec.container, 1)] + [(g.container, g.count) for g in event.spec.replicas]
-    gpus: dict[str, int] = {}
-    memory = 0
-    for container, count in containers:
-        for resource, n in accelerators(container.resources.limits).items():
-            gpus[resource] = gpus.get(resource, 0) + n * count
-        if GPU_MEMORY in container.resources.limits:
-            memory += gpu_memory_gib(container.resources.limits[GPU_MEMORY]) * count
-    parts = [f"{n}x{r.split('/')[0]}" if r != "nvidia.com/gpu" else str(n) for r, n in gpus.items()]
-    return ",".join(parts + ([f"{memory}GiB-mem"] if memory else [])) or "-"
+    return gpus_label([(c.resources.limits, count) for c, count in containers])
 
 
 def _details(row: OpRow, event: Event) -> None:

@@ -97,3 +97,17 @@ def requested(limits: dict[str, str], requests: dict[str, str]) -> dict[str, flo
     out = {name: amount(name, qty) for name, qty in limits.items()}
     out.update({name: amount(name, qty) for name, qty in requests.items()})
     return out
+
+
+def gpus_label(containers: list[tuple[dict[str, str], int]]) -> str:
+    """Whole devices of all an op's pods (``2``, ``1xamd.com``) and shared GPU memory (``8GiB-mem``), as
+    ``opsched ops`` shows them; ``containers`` are (resource limits, how many pods have them)."""
+    gpus: dict[str, int] = {}
+    memory = 0
+    for limits, count in containers:
+        for resource, n in accelerators(limits).items():
+            gpus[resource] = gpus.get(resource, 0) + n * count
+        if GPU_MEMORY in limits:
+            memory += gpu_memory_gib(limits[GPU_MEMORY]) * count
+    parts = [f"{n}x{r.split('/')[0]}" if r != "nvidia.com/gpu" else str(n) for r, n in gpus.items()]
+    return ",".join(parts + ([f"{memory}GiB-mem"] if memory else [])) or "-"

@@ -22,6 +22,7 @@ from proto.queries import (
 )
 from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleSpec
 from proto.spec import OpSpec
+from proto.summaries import OpSummary
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
 SCHEDULE_SCHEMA_DIR = SCHEMA_DIR / "schedules"  # schedule messages (proto.schedules), kept apart
@@ -32,7 +33,8 @@ def render() -> dict[str, str]:
     out: dict[str, str] = {}
     groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed),
               "command": COMMANDS + (SetQueues,),
-              "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer)}
+              "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer),
+              "record": (OpSummary,)}
     for kind, types in groups.items():
         for cls in types:
             tag = cls.__struct_config__.tag

@@ -42,6 +42,10 @@ STREAMS: dict[str, tuple[list[str], int]] = {
 # Key-value buckets
 CACHE_BUCKET = "opsched_cache"
 COST_BUCKET = "opsched_cost"  # actual-cost ledger: per op, per queue, per project
+OPS_BUCKET = "opsched_ops"  # summaries of finished ops that left admission's memory (history 1, one key per op)
+
+# What outlives an op's purge from the op stream: spend, for the budget windows (purged once they passed)
+KEPT_PAST_PURGE = ("cost_recorded", "budget_exceeded")
 ATTEMPT_FATE_BUCKET = "opsched_attempts"  # the dispatcher's record per attempt: creating or released
 LEASE_BUCKET = "opsched_leases"  # one key per role that exactly one instance plays (proto.leases.Lease)
 ADMISSION_ROLE = "admission"  # the lease key, and the role in its claims
@@ -82,6 +86,13 @@ def events_for(op_id: str) -> str:
     return f"ops.*.{op_id}"
 
 
+def kv_stream(bucket: str) -> str:
+    """The stream that holds a key-value bucket (read whole by a view: one message per key)."""
+    return f"KV_{bucket}"
+
+
+def kv_entries(bucket: str) -> str:
+    return f"$KV.{bucket}.>"
 def attempt_fate_key(op_id: str, attempt: int) -> str:
     """The key of an attempt in ``ATTEMPT_FATE_BUCKET``: ``<op_id>.<attempt>``."""
     return f"{op_id}.{attempt}"

@@ -40,13 +40,16 @@ from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from proto.resources import requested
 from services.admission.policies.capacity import NodeInfo
 from services.admission.records import Ghost, OpRecord
+from services.admission.retention import Strays, Tombstones
 from services.admission.spend import Spend
 from services.admission.transitions import Transitions
 
 
 class OpFold:
-    def __init__(self, followers: Sequence[Transitions] = ()) -> None:
+    def __init__(self, followers: Sequence[Transitions] = (), tombstones: int = 100_000) -> None:
         self.ops: dict[str, OpRecord] = {}
+        self.gone = Tombstones(tombstones)  # the final status of ops that left memory (``retention``)
+        self.strays = Strays()  # events about ops not held, to remove from the stream in time
         self.nodes: dict[str, NodeInfo] = {}  # the cluster as the dispatcher reports it
         self.spend = Spend()  # actual cost per budget window (from cost_recorded)
         self.nominated: dict[str, set[str]] = {}  # preemptor -> victims whose pods are not gone yet
@@ -67,13 +70,28 @@ class OpFold:
             f.nodes_changed()
         return True
 
-    def apply(self, event: Event) -> bool:
-        """Fold one event. Returns True when the state changed."""
+    def apply(self, event: Event, seq: int = 0) -> bool:
+        """Fold one event (``seq``: its stream sequence; 0 for a decision assumed before its publish).
+        Returns True when the state changed."""
+        if event.op_id not in self.ops and not isinstance(event, OperationSubmitted):
+            self.strays.add(event, seq)
+        changed = self._apply(event, seq)
+        op = self.ops.get(event.op_id)
+        if op is not None and seq:
+            op.kinds.add(codec_type(event))
+            op.last_seq = max(op.last_seq, seq)
+            if op.status.terminal != (op.ended_at is not None):
+                op.ended_at = event.at if op.status.terminal else None  # its ttl runs from its end on the stream
+        return changed
+
+    def _apply(self, event: Event, seq: int) -> bool:
         if isinstance(event, OperationSubmitted):
             return self._submitted(event)
         if isinstance(event, CostRecorded):
-            recorded = self.spend.record(event)  # counts whatever its op and attempt
+            recorded = self.spend.record(event, seq)  # counts whatever its op and attempt
             if recorded:
+                if event.op_id in self.ops:
+                    self.ops[event.op_id].cost += event.amount
                 for f in self.followers:
                     f.spent()
             return recorded
@@ -98,6 +116,24 @@ class OpFold:
             return self._handler_failed(op, event)
         return self._lifecycle(op, event)
 
+    # ---- leaving memory (``retention``) ----
+    def forget(self, op_id: str) -> OpRecord | None:
+        """A finished op leaves memory: its final status stays among the tombstones."""
+        op = self.ops.get(op_id)
+        if op is None or not op.status.terminal:
+            return None
+        del self.ops[op_id]
+        self.drop_nomination(op_id)
+        self.gone.add(op_id, op.status)
+        for f in self.followers:
+            f.forgotten(op)
+        return op
+
+    def status_of(self, op_id: str) -> Status | None:
+        """An op's status, whether it is held or has left memory (None: unknown, or forgotten long ago)."""
+        op = self.ops.get(op_id)
+        return op.status if op is not None else self.gone.get(op_id)
+
     # ---- before the queue ----
     def _submitted(self, e: OperationSubmitted) -> bool:
         if e.op_id in self.ops:
@@ -109,7 +145,8 @@ class OpFold:
             for resource, amount in pod.items():
                 total[resource] = total.get(resource, 0.0) + amount
         op = self.ops[e.op_id] = OpRecord(e.op_id, e.queue, e.priority, e.submitted_at, e.spec, request=total,
-                                          pods=pod_requests, requested_by=e.requested_by)
+                                          pods=pod_requests, requested_by=e.requested_by,
+                                          original_op_id=e.original_op_id or "", relation=e.relation or "")
         self._entered(op)
         return True
 
@@ -120,6 +157,7 @@ class OpFold:
             if op.cost_known:
                 return False
             op.cost_known, op.estimate, op.duration_s = True, e.estimate.amount, e.duration_s
+            op.currency = e.estimate.currency
         elif isinstance(e, CacheMissed):
             if op.cache_known:
                 return False

@@ -40,7 +40,7 @@ from services.runtime.service import Context
 def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: Book) -> Event | list[Event] | None:
     if not subjects.valid_token(cmd.op_id):
         raise InvalidInput("invalid_op_id", f"op id {cmd.op_id!r} must be lowercase letters, digits and dashes")
-    if cmd.op_id in state.ops:
+    if cmd.op_id in state.ops or cmd.op_id in state.fold.gone:
         ctx.log.info("duplicate_submit_ignored")
         return None
     now = ctx.clock.now()
@@ -95,6 +95,8 @@ def _invalid_template(op_id: str, now, exc: TemplateError) -> InvalidInput:
 
 
 def on_approve(cmd: ApproveOperation, ctx: Context, state: AdmissionState) -> Event | None:
+    if _finished_and_gone(cmd.op_id, state):
+        return None
     op = _known(cmd.op_id, state)
     if op.status.terminal or op.approved:
         return None
@@ -103,6 +105,8 @@ def on_approve(cmd: ApproveOperation, ctx: Context, state: AdmissionState) -> Ev
 
 
 def on_reject(cmd: RejectOperation, ctx: Context, state: AdmissionState) -> Event | None:
+    if _finished_and_gone(cmd.op_id, state):
+        return None
     op = _known(cmd.op_id, state)
     if op.status.terminal:
         return None
@@ -117,13 +121,22 @@ def on_reject(cmd: RejectOperation, ctx: Context, state: AdmissionState) -> Even
 def _known(op_id: str, state: AdmissionState):
     op = state.ops.get(op_id)
     if op is None:
-        raise InvalidInput(Reason.UNKNOWN_OP, f"{reason_message(Reason.UNKNOWN_OP)} {op_id!r}", op_id=op_id)
+        gone = state.fold.gone.get(op_id)
+        left = f" (it {gone.label} and left memory after its retention ttl)" if gone is not None else ""
+        raise InvalidInput(Reason.UNKNOWN_OP, f"{reason_message(Reason.UNKNOWN_OP)} {op_id!r}{left}", op_id=op_id)
     return op
+
+
+def _finished_and_gone(op_id: str, state: AdmissionState) -> bool:
+    """An op that ended and left memory: an approve, reject or stop of it has nothing left to do."""
+    return op_id not in state.ops and op_id in state.fold.gone
 
 
 def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | None:
     op = state.ops.get(cmd.op_id)
     now = ctx.clock.now()
+    if _finished_and_gone(cmd.op_id, state):
+        return None
     if op is None:
         raise InvalidInput(Reason.UNKNOWN_OP, f"cannot stop {cmd.op_id!r}: {reason_message(Reason.UNKNOWN_OP)}",
                            op_id=cmd.op_id)

@@ -23,6 +23,9 @@ from services.admission.state import AdmissionState, OpRecord, Status
 def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = None) -> WhyAnswer:
     op = state.ops.get(op_id)
     if op is None:
+        gone = state.fold.gone.get(op_id)  # it ended and left memory: its summary is in the ops bucket
+        if gone is not None:
+            return WhyAnswer(op_id=op_id, found=True, status=gone.label)
         return WhyAnswer(op_id=op_id, found=False, reasons=[pending(Reason.UNKNOWN_OP)])
     answer = WhyAnswer(op_id=op_id, found=True, status=op.status.name.lower(), queue=op.queue,
                        ignored=list(op.spec.ignored))

@@ -66,8 +66,8 @@ class QueueManager(Transitions):
         pending = self.queue(queue).pending
         now = now or EPOCH
         while (op_id := pending.pop(now)) is not None:
-            op = self.ops[op_id]
-            if op.status == Status.QUEUED:
+            op = self.ops.get(op_id)
+            if op is not None and op.status == Status.QUEUED:
                 return op
         return None
 
@@ -151,3 +151,9 @@ class QueueManager(Transitions):
 
     def backing_off(self, op: OpRecord, until: datetime) -> None:
         self.timers.append(until)
+
+    def forgotten(self, op: OpRecord) -> None:
+        self.queue(op.queue).pending.discard(op.op_id)
+        for work in (self.cleared, self.retrying, self.cache_hits, self.ending):
+            while op.op_id in work:
+                work.remove(op.op_id)

@@ -57,6 +57,14 @@ class OpRecord:
     waiting_since: datetime | None = None  # ... since then
     waiting_detail: str = ""  # ... which failed this way
     handler_failure: str = ""  # a service gave up on a message it waited on (``handler_failed``): it ends
+    currency: str = "USD"  # of its estimate
+    cost: float = 0.0  # actual, its attempts' cost_recorded summed
+    original_op_id: str = ""  # it is a restart or copy of this op ...
+    relation: str = ""  # ... "restart" or "copy"
+    # retention (``retention``): when it ended, the kinds of its events on the stream and the last one's sequence
+    ended_at: datetime | None = None
+    kinds: set[str] = field(default_factory=set)
+    last_seq: int = 0
 
     @property
     def since(self) -> datetime:

@@ -35,6 +35,7 @@ from services.admission import cycle, handlers, queries
 from services.admission import schedules as sched
 from services.admission.catchup import FoldProgress
 from services.admission.config_source import ConfigSource, queues_configured
+from services.admission.purge import Retention
 from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
 from services.runtime.bus import Bus, Fence
@@ -53,7 +54,7 @@ class Admission(Service):
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         super().__init__(settings, clock)
-        self.state = AdmissionState()
+        self.state = AdmissionState(settings.retention_tombstones)
         self.book: Book = compile_book(QueuesConfig())
         self.config = ConfigSource(settings.queues_file, self.clock, self.log)
         self.schedules = sched.Schedules(status_of=self._run_status)
@@ -61,6 +62,8 @@ class Admission(Service):
         self.progress = FoldProgress()  # how far the op stream is folded (commands wait for their op)
         self.leadership = Leadership(subjects.ADMISSION_ROLE, self.clock, settings.lease_ttl_s, settings.lease_renew_s,
                                      self.progress.reach, self.log)
+        self.retention = Retention(self.state.fold, settings, self.clock, self.log,  # finished ops leave memory;
+                                   is_leader=self.leadership.deciding)  # only the leader purges
 
     async def start(self, bus: Bus) -> None:
         """Config, then cluster facts, then the op stream: replayed into state, then followed live."""
@@ -77,7 +80,7 @@ class Admission(Service):
     def tasks(self) -> list[Task]:
         lead = self.leadership
         return [lead.run, self.config.watch_file, lead.while_leading(self.run_cycles),
-                lead.while_leading(self.run_schedule_runs)]
+                lead.while_leading(self.run_schedule_runs), self.retention.run]
 
     # ---- the commands: each handler returns the events that follow ----
     @commands.handles(SubmitOperation)
@@ -147,16 +150,16 @@ class Admission(Service):
 
     async def fold(self, data: bytes, seq: int) -> None:
         try:
-            self._fold(data)
+            self._fold(data, seq)
         finally:
             self.progress.advance(seq)
 
     async def known(self, op_id: str) -> None:
         """Before a command about ``op_id`` is judged: fold everything stored so far if the op is new."""
-        if op_id not in self.state.ops and self.bus is not None:
-            await self.progress.reach(await self.bus.last_seq(subjects.OPS_STREAM))
+        if op_id not in self.state.ops and op_id not in self.state.fold.gone and self.bus is not None:
+            await self.progress.reach(await self.bus.last_stored(subjects.OPS_STREAM, subjects.OPS_ALL))
 
-    def _fold(self, data: bytes) -> None:
+    def _fold(self, data: bytes, seq: int = 0) -> None:
         try:
             event = codec.decode_ops_stream(data)
         except (msgspec.DecodeError, msgspec.ValidationError):
@@ -164,7 +167,7 @@ class Admission(Service):
         if isinstance(event, ScheduleEvent):
             self.schedules.apply(event)
             return
-        if self.state.apply(event):
+        if self.state.apply(event, seq):
             self.wake.set()
 
     # ---- the queries ----
@@ -217,8 +220,7 @@ class Admission(Service):
         await sched.run_schedules(bus, self.clock, self.schedules, sched.submitter(bus, self.clock), stop, self.log)
 
     def _run_status(self, op_id: str) -> str | None:
-        op = self.state.ops.get(op_id)
-        return sched.run_status(op.status if op else None)
+        return sched.run_status(self.state.fold.status_of(op_id))
 
 
 def build(settings: Settings, clock: Clock | None = None) -> Admission:

@@ -1,5 +1,8 @@
 """Actual spend per budget window, folded from ``cost_recorded`` (each finished attempt once), keyed
-by (scope, name, window, window start) for scope "queue" and "project" and every calendar window."""
+by (scope, name, window, window start) for scope "queue" and "project" and every calendar window.
+
+Spend no window holds any more is forgotten (``forget_before``), and the ``cost_recorded`` events
+that carried it may leave the op stream: they outlive their op's purge until then."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,12 +18,15 @@ SpendKey = tuple[str, str, str, datetime]  # scope, name, window, start
 class Spend:
     money: dict[SpendKey, float] = field(default_factory=dict)
     gpu_hours: dict[SpendKey, float] = field(default_factory=dict)
-    seen: set[tuple[str, int]] = field(default_factory=set)
+    seen: dict[tuple[str, int], datetime] = field(default_factory=dict)  # (op, attempt) -> charged at
+    marks: list[tuple[int, datetime]] = field(default_factory=list)  # (stream sequence, at), in stream order
 
-    def record(self, e: CostRecorded) -> bool:
+    def record(self, e: CostRecorded, seq: int = 0) -> bool:
         if (e.op_id, e.attempt) in self.seen:
             return False
-        self.seen.add((e.op_id, e.attempt))
+        self.seen[(e.op_id, e.attempt)] = e.at
+        if seq:
+            self.marks.append((seq, e.at))
         scopes = [("queue", e.queue)] + ([("project", e.project)] if e.project else [])
         for scope, name in scopes:
             for window in WINDOWS:
@@ -33,3 +39,22 @@ class Spend:
         """Money and GPU-hours spent in the window of ``window`` that holds ``at``."""
         key = (scope, name, window, window_start(at, window))
         return self.money.get(key, 0.0), self.gpu_hours.get(key, 0.0)
+
+    def forget_before(self, now: datetime, consumed_seq: int) -> int | None:
+        """Forget what was charged before the oldest window holding ``now`` began. Returns the stream
+        sequence before which every ``cost_recorded`` is of such spend (and consumed by every service,
+        ``consumed_seq``), so may be removed; None when there is nothing to remove."""
+        boundary = min(window_start(now, w) for w in WINDOWS)
+        for table in (self.money, self.gpu_hours):
+            for key in [k for k in table if k[3] < boundary]:
+                del table[key]
+        for charged in [k for k, at in self.seen.items() if at < boundary]:
+            del self.seen[charged]
+        cut = 0
+        while cut < len(self.marks) and self.marks[cut][1] < boundary and self.marks[cut][0] <= consumed_seq:
+            cut += 1
+        if cut == 0:
+            return None
+        keep_from = self.marks[cut - 1][0] + 1
+        del self.marks[:cut]
+        return keep_from

@@ -17,8 +17,8 @@ __all__ = ["AdmissionState", "OpRecord", "Status"]
 
 
 class AdmissionState:
-    def __init__(self) -> None:
-        self.fold = OpFold()
+    def __init__(self, tombstones: int = 100_000) -> None:
+        self.fold = OpFold(tombstones=tombstones)
         self.queues = QueueManager(self.fold.ops)
         self.usage = UsageCache(self.fold)
         self.fold.followers = (self.queues, self.usage)
@@ -36,9 +36,10 @@ class AdmissionState:
         """Preemptor -> victims whose pods are not gone yet."""
         return self.fold.nominated
 
-    def apply(self, event: Event) -> bool:
-        """Fold one op event (or recorded spend). Returns True when the state changed."""
-        return self.fold.apply(event)
+    def apply(self, event: Event, seq: int = 0) -> bool:
+        """Fold one op event (or recorded spend) stored at ``seq`` (0: assumed before its publish).
+        Returns True when the state changed."""
+        return self.fold.apply(event, seq)
 
     def observe(self, event: ClusterEvent) -> bool:
         """Fold one node fact. Returns True when the nodes changed."""

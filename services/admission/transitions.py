@@ -55,5 +55,8 @@ class Transitions:
     def backing_off(self, op: OpRecord, until: datetime) -> None:
         """The op may not run before ``until`` (an eviction or retry back-off): a cycle must run then."""
 
+    def forgotten(self, op: OpRecord) -> None:
+        """The finished op left memory (its retention ttl passed): drop every reference to it."""
+
     def handler_failed(self, op: OpRecord) -> None:
         """A service gave up on a message the op waited on, and no retry follows: the cycle ends it (rejected)."""

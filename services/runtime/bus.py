@@ -183,6 +183,10 @@ def server_urls(url: str) -> list[str]:
     return urls
 
 
+def _limits_of(config: api.StreamConfig) -> tuple[float, int]:
+    return round(config.max_age or 0.0, 3), config.max_bytes if config.max_bytes is not None else -1
+
+
 class Bus:
     def __init__(self, nc: nats.NATS, name: str, replicas: int = 1) -> None:
         self.nc = nc
@@ -224,16 +228,20 @@ class Bus:
     def connected(self) -> bool:
         return self.nc.is_connected
 
-    async def ensure_streams(self) -> None:
+    async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None) -> None:
         """Create the streams (file storage, ``self.replicas`` replicas) if missing; align their subjects
         if they drifted; raise their replicas to ``self.replicas``, never lower them (a client that
-        does not know the cluster's setting must not shrink it)."""
+        does not know the cluster's setting must not shrink it). ``limits`` (stream -> max age in seconds,
+        max bytes; services pass their settings', clients none) are applied to new and existing streams."""
         for name, (subj, per_subject) in subjects.STREAMS.items():
             config = api.StreamConfig(
                 name=name, subjects=subj, storage=api.StorageType.FILE,
                 duplicate_window=DUPLICATE_WINDOW_S, retention=api.RetentionPolicy.LIMITS,
                 max_msgs_per_subject=per_subject, num_replicas=self.replicas,
             )
+            wanted = (limits or {}).get(name)
+            if wanted is not None:
+                config.max_age, config.max_bytes = wanted
             try:
                 info = await self.js.stream_info(name)
             except NotFoundError:
@@ -243,9 +251,12 @@ class Bus:
                     pass  # another replica created it first
                 continue
             config.num_replicas = max(self.replicas, info.config.num_replicas or 1)
+            if wanted is None:
+                config.max_age, config.max_bytes = info.config.max_age, info.config.max_bytes
             if (sorted(info.config.subjects or []) != sorted(subj)
                     or (info.config.max_msgs_per_subject or -1) != per_subject
-                    or config.num_replicas != (info.config.num_replicas or 1)):
+                    or config.num_replicas != (info.config.num_replicas or 1)
+                    or _limits_of(info.config) != _limits_of(config)):
                 await self.js.update_stream(config)
 
     async def ensure_cache_bucket(self, bucket: str, *, max_age_s: float | None = None):
@@ -258,6 +269,22 @@ class Bus:
             kv = await js.create_key_value(api.KeyValueConfig(
                 bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas, ttl=max_age_s))
         return PatientKV(kv, self.nc)
+
+    async def purge(self, stream: str, subject: str, *, before_seq: int | None = None) -> None:
+        """Remove the messages of ``subject`` from ``stream`` (only those before ``before_seq`` if given)."""
+        await self.js.purge_stream(stream, subject=subject, seq=before_seq)
+
+    async def consumed_up_to(self, stream: str) -> int:
+        """The stream sequence up to which every durable consumer of ``stream`` has acked what it was
+        given (the stream's last sequence when all are caught up): what may be removed without a
+        service missing it."""
+        info = await self.js.stream_info(stream)
+        done = info.state.last_seq
+        for consumer in await self.js.consumers_info(stream):
+            if not consumer.config.durable_name or not (consumer.num_pending or consumer.num_ack_pending):
+                continue  # an ordered follower (it reads, it consumes nothing), or one caught up
+            done = min(done, consumer.ack_floor.stream_seq if consumer.ack_floor else 0)
+        return done
 
     async def publish(self, message: msgspec.Struct, *, msg_id: str | None = None, subject: str | None = None,
                       headers: dict[str, str] | None = None, fence: Fence | None = None) -> api.PubAck:
@@ -306,11 +333,19 @@ class Bus:
         return await self.js.subscribe(subject, stream=stream, ordered_consumer=True, cb=cb,
                                        deliver_policy=api.DeliverPolicy.ALL, idle_heartbeat=FOLLOW_HEARTBEAT_S)
 
+    async def last_stored(self, stream: str, subject: str) -> int:
+        """The sequence of the last message of ``subject`` still in ``stream`` (0: none). Not ``last_seq``
+        when the last ones were purged."""
+        try:
+            return (await self.js.get_last_msg(stream, subject)).seq or 0
+        except NotFoundError:
+            return 0
+
     async def replay(self, stream: str, subject: str,
                      on_message: Callable[[bytes, int], Awaitable[None]]):
-        """``follow`` a subject that covers the whole stream; return once everything stored at the
-        start has been delivered (the subscription then stays live)."""
-        target = await self.last_seq(stream)
+        """``follow`` a subject; return once every message of it stored at the start has been delivered
+        (the subscription then stays live)."""
+        target = await self.last_stored(stream, subject)
         caught_up = asyncio.Event()
 
         async def deliver(data: bytes, seq: int) -> None:
@@ -350,6 +385,24 @@ class Bus:
         finally:
             await sub.unsubscribe()
         return out
+
+    async def read_bucket(self, bucket: str) -> list[bytes]:
+        """The value of every key of a key-value bucket (history 1: one message per key; none if the
+        bucket does not exist yet), for clients that build a view."""
+        try:
+            data = await self.read_all(subjects.kv_stream(bucket), subjects.kv_entries(bucket))
+        except NotFoundError:
+            return []
+        return [d for d in data if d]  # a deleted or purged key leaves an empty marker
+
+    async def read_key(self, bucket: str, key: str) -> bytes | None:
+        """One key's value, or None (no such key, or no such bucket)."""
+        try:
+            kv = await self.js.key_value(bucket)
+            entry = await kv.get(key)
+        except (NotFoundError, nats.js.errors.BucketNotFoundError, nats.js.errors.KeyNotFoundError):
+            return None
+        return entry.value or None
 
     async def close(self) -> None:
         """Flush what was published, then close. Handler loops finish their message in hand first."""

@@ -150,7 +150,7 @@ class Service:
     async def run(self, bus: Bus, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; then finish the message in hand and return (drain)."""
         self.bus, self.stopping = bus, stop
-        await bus.ensure_streams()
+        await bus.ensure_streams(self.settings.stream_limits())
         await self.start(bus)
         subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver))
                 for s in self.subscriptions]

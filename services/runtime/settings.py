@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from proto import subjects
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OPSCHED_", extra="ignore", populate_by_name=True)
@@ -29,6 +31,19 @@ class Settings(BaseSettings):
     lease_ttl_s: float = Field(6.0, gt=0, description="admission's leader lease runs out this long after its last "
                                "renewal: a standby takes over then (the leader stops deciding ttl/6 before)")
     lease_renew_s: float = Field(2.0, gt=0, description="the leader renews its lease this often (below ttl * 5/6)")
+    # retention (see README "Retention")
+    retention_ttl_s: float = Field(86400.0, ge=0, description="a finished op leaves admission's memory and its "
+                                   "events the op stream this long after its end (its termination.ttl, if set)")
+    retention_interval_s: float = Field(60.0, gt=0, description="admission looks for finished ops past their ttl "
+                                        "this often")
+    retention_batch: int = Field(500, ge=1, description="ops evicted and purged per round at most")
+    retention_tombstones: int = Field(100_000, ge=0, description="finished ops whose final status admission "
+                                      "still remembers after they left memory (dependants, schedules, duplicates)")
+    summaries_max_age_s: float = Field(90 * 86400.0, ge=0, description="summaries of finished ops kept this "
+                                       "long (0 = forever)")
+    cmd_max_age_s: float = Field(7 * 86400.0, gt=0, description="commands kept this long (consumed long before)")
+    dlq_max_age_s: float = Field(30 * 86400.0, gt=0, description="dead letters kept this long ...")
+    dlq_max_bytes: int = Field(1 << 30, gt=0, description="... and at most this many bytes (oldest dropped first)")
     # cost
     prices_file: Path | None = None
     default_duration_s: float = Field(3600.0, gt=0)
@@ -47,3 +62,10 @@ class Settings(BaseSettings):
     reconcile_grace_s: float = Field(30.0, ge=0, description="an attempt admitted, or a pod created, this long ago is repaired")
     attempt_fate_max_age_s: float = Field(
         86400.0, gt=0, description="the dispatcher's record of each attempt (creating, released) is kept this long")
+
+    def stream_limits(self) -> dict[str, tuple[float, int]]:
+        """What each stream keeps at most: (max age in seconds, max bytes; 0 and -1: no limit). The op stream
+        has no limit: replay depends on it; admission purges finished ops from it (``retention``)."""
+        return {subjects.CMD_STREAM: (self.cmd_max_age_s, -1),
+                subjects.OPS_STREAM: (0.0, -1),
+                subjects.DLQ_STREAM: (self.dlq_max_age_s, self.dlq_max_bytes)}

@@ -210,13 +210,37 @@ class MemoryBus:
         """Whether a publish failure is still to come."""
         return self._fail is not None and self._fail.left
 
-    async def ensure_streams(self) -> None:
+    async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None) -> None:
         self._check_open()
-        self.broker.add_streams()
+        self.broker.add_streams()  # limits by age and size: not simulated (tests keep little)
 
     async def ensure_cache_bucket(self, bucket: str, *, max_age_s: float | None = None) -> MemoryKV:
         self._check_open()
         return self.broker.buckets.setdefault(bucket, MemoryKV())
+
+    async def purge(self, stream: str, subject: str, *, before_seq: int | None = None) -> None:
+        self._check_open()
+        self.broker.stream(stream).purge(subject, before_seq)
+
+    async def consumed_up_to(self, stream: str) -> int:
+        self._check_open()
+        return self.broker.stream(stream).consumed_up_to()
+
+    async def last_stored(self, stream: str, subject: str) -> int:
+        self._check_open()
+        found = self.broker.stored(stream, subject)
+        return found[-1].seq if found else 0
+
+    async def read_bucket(self, bucket: str) -> list[bytes]:
+        self._check_open()
+        kv = self.broker.buckets.get(bucket)
+        return [e.value for e in kv.data.values() if e.value] if kv else []
+
+    async def read_key(self, bucket: str, key: str) -> bytes | None:
+        self._check_open()
+        kv = self.broker.buckets.get(bucket)
+        entry = kv.data.get(key) if kv else None
+        return entry.value if entry else None
 
     publish = Bus.publish  # the runtime's own: Nats-Msg-Id, CloudEvents headers, an optional fence
 

@@ -85,6 +85,16 @@ class Stream:
     def matching(self, subject: str) -> list[Stored]:
         return [m for m in self.messages.values() if matches(subject, m.subject)]
 
+    def purge(self, subject: str, before_seq: int | None = None) -> None:
+        """Remove the messages of ``subject`` (those before ``before_seq`` if given), as JetStream's purge."""
+        for m in self.matching(subject):
+            if before_seq is None or m.seq < before_seq:
+                del self.messages[m.seq]
+
+    def consumed_up_to(self) -> int:
+        """Up to which sequence every durable consumer has acked what it was given (as ``Bus.consumed_up_to``)."""
+        return min([self.last_seq] + [c.ack_floor() for c in self.consumers.values()])
+
 
 @dataclass(frozen=True)
 class SequencePair:
@@ -143,6 +153,17 @@ class Consumer:
 
     def wake(self) -> None:
         self._signal.set()
+
+    def ack_floor(self) -> int:
+        """As JetStream's: the last message it acked before the first of its filters not acked yet (the
+        stream's last sequence when nothing is pending)."""
+        waiting = [*self.pending, *self.due]
+        waiting += [m.seq for m in self.stream.messages.values()
+                    if m.seq >= self.next_seq and any(matches(f, m.subject) for f in self.filters)]
+        if not waiting:
+            return self.stream.last_seq
+        acked = [seq for seq in self.delivered if seq < min(waiting)]
+        return max(acked, default=0)
 
     async def fetch(self, batch: int, timeout: float, settle: Settle) -> list[MemoryMsg]:
         """Up to ``batch`` messages, waiting up to ``timeout`` for the first; nats' TimeoutError if none."""

@@ -1,6 +1,7 @@
 """The bus itself, on both buses: what the services rely on holds on the in-memory bus as on nats-server
 (dedupe, subject wildcards, per-subject limits, durable consumers shared by name with ack / nak / term /
-max_deliver, ordered follow, request/reply in a queue group, the key-value bucket's compare-and-set)."""
+max_deliver, ordered follow, request/reply in a queue group, the key-value bucket's compare-and-set, purges
+and what the durable consumers have consumed)."""
 from __future__ import annotations
 
 import asyncio
@@ -65,6 +66,43 @@ async def test_follow_delivers_the_stored_messages_then_live_ones_in_order(bus):
     await sub.unsubscribe()
 
 
+async def test_a_purge_removes_a_subject_or_what_came_before_a_sequence(bus):
+    for i, (kind, op_id) in enumerate([("submitted", "a"), ("admitted", "a"), ("cost_recorded", "a"),
+                                       ("submitted", "b"), ("cost_recorded", "b")]):
+        await bus.publish_raw(subjects.event(kind, op_id), f"{kind}.{op_id}".encode(), msg(f"m{i}"))
+    await bus.purge(subjects.OPS_STREAM, subjects.event("admitted", "a"))
+    await bus.purge(subjects.OPS_STREAM, subjects.event("submitted", "a"))
+    await bus.purge(subjects.OPS_STREAM, subjects.events_of("cost_recorded"), before_seq=5)
+    assert await bus.read_all(subjects.OPS_STREAM, subjects.OPS_ALL) == [b"submitted.b", b"cost_recorded.b"]
+    assert await bus.last_stored(subjects.OPS_STREAM, subjects.events_for("a")) == 0
+
+
+async def test_replay_returns_when_the_last_messages_were_purged(bus):
+    for i, op_id in enumerate(["a", "b", "c"]):
+        await bus.publish_raw(subjects.event("submitted", op_id), op_id.encode(), msg(f"m{i}"))
+    await bus.purge(subjects.OPS_STREAM, subjects.events_for("c"))
+    seen: list[bytes] = []
+
+    async def on_message(data: bytes, seq: int) -> None:
+        seen.append(data)
+    sub = await asyncio.wait_for(bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, on_message), 5)
+    assert seen == [b"a", b"b"]
+    await sub.unsubscribe()
+
+
+async def test_what_a_durable_consumer_has_not_acked_is_not_consumed(bus):
+    pull = await bus.durable("lagging", subjects.OPS_STREAM, [subjects.events_of("submitted")], max_deliver=5)
+    for i, kind in enumerate(["submitted", "admitted", "submitted"]):
+        await bus.publish_raw(subjects.event(kind, f"o{i}"), b"x", msg(f"c{i}"))
+    assert await bus.consumed_up_to(subjects.OPS_STREAM) == 0
+    first = (await pull.fetch(1, timeout=2))[0]
+    await first.ack()
+    assert await bus.consumed_up_to(subjects.OPS_STREAM) == 1
+    for m in await pull.fetch(5, timeout=2):
+        await m.ack()
+    assert await bus.consumed_up_to(subjects.OPS_STREAM) == 3
+
+
 async def test_a_durable_consumer_shared_by_two_connections_gives_each_message_to_one(bus, other):
     for i in range(4):
         await bus.publish_raw(subjects.command("stop"), f"{i}".encode(), msg(f"stop{i}"))
@@ -122,3 +160,24 @@ async def test_the_cache_bucket_is_shared_and_changed_only_by_compare_and_set(bu
         await mine.update("k", b"3", last=revision)
     assert type(stale.value).__name__ == "KeyWrongLastSequenceError"
     assert (await mine.get("k")).value == b"2"
+
+
+async def test_stream_limits_are_applied_to_an_existing_store_and_a_client_does_not_undo_them(nats_server):
+    from services.runtime.bus import Bus
+    from services.runtime.settings import Settings
+
+    old = await Bus.connect(nats_server.url, "before-limits")
+    await old.ensure_streams()  # a store made before streams had limits
+    await old.publish_raw(subjects.command("stop"), b"kept", msg("s1"))
+    limits = Settings(cmd_max_age_s=3600, dlq_max_age_s=7200, dlq_max_bytes=1 << 20).stream_limits()
+    service = await Bus.connect(nats_server.url, "service")
+    await service.ensure_streams(limits)
+    await old.ensure_streams()  # a client: no limits of its own
+    cmd = (await service.js.stream_info(subjects.CMD_STREAM)).config
+    dlq = (await service.js.stream_info(subjects.DLQ_STREAM)).config
+    ops = (await service.js.stream_info(subjects.OPS_STREAM)).config
+    assert (cmd.max_age, dlq.max_age, dlq.max_bytes) == (3600, 7200, 1 << 20)
+    assert not ops.max_age and (ops.max_bytes or -1) == -1  # replay depends on it: admission purges it
+    assert await service.read_all(subjects.CMD_STREAM, subjects.CMD_ALL) == [b"kept"]
+    await old.close()
+    await service.close()

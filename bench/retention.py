@@ -1,0 +1,149 @@
+"""Retention: what admission holds and replays with N finished ops in the stream, before and after they
+left (not part of ``python -m bench``; a measurement for the README).
+
+    python -m bench.retention --ops 20000
+
+N finished ops (submitted, cost_estimated, cache_missed, admitted, dispatched, running, succeeded,
+cost_recorded: 8 messages each, as the services publish them) and 100 pending ones are published into a
+fresh nats-server. A child process starts a real ``Admission`` on it and reports the replay (messages,
+seconds) and its RSS growth; then the retention round runs (its clock past the ttl) and the child
+measures a start again.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+LIVE = 100
+TTL_S = 3600.0
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _finished(oid: str, sub, when) -> list:
+    from bench.workload import admitted_event, pending_events
+    from proto.events import CostRecorded, OperationDispatched, OperationRunning, OperationSucceeded
+
+    pod = f"op-{oid}-0"
+    return [*pending_events(oid, sub, when), admitted_event(oid, sub, when, "a100", "A100"),
+            OperationDispatched(op_id=oid, at=when, pod_name=pod, namespace="opsched"),
+            OperationRunning(op_id=oid, at=when, pod_name=pod, node="n1"),
+            OperationSucceeded(op_id=oid, at=when + timedelta(seconds=60), pod_name=pod, node="n1"),
+            CostRecorded(op_id=oid, at=when + timedelta(seconds=60), amount=0.03, seconds=60.0, queue=sub.queue)]
+
+
+async def _generate(url: str, n_ops: int) -> int:
+    from bench.coldstart import _headers
+    from bench.generator import build_file
+    from bench.workload import at, op_id, pending_events
+    from proto import codec, subjects
+    from services.runtime.bus import Bus
+
+    workload = build_file(None, pending=n_ops + LIVE)
+    bus = await Bus.connect(url, "bench-generator")
+    await bus.ensure_streams()
+    for i, sub in enumerate(workload.submissions):
+        when = at(sub.offset_s)
+        events = _finished(op_id("f", i), sub, when) if i < n_ops else pending_events(op_id("p", i), sub, when)
+        for event in events:
+            await bus.js.publish_async(subjects.event(codec.type_of(event), event.op_id), codec.encode(event),
+                                       headers=_headers(event))
+    await bus.js.publish_async_completed()
+    stored = await bus.last_seq(subjects.OPS_STREAM)
+    await bus.close()
+    return stored
+
+
+async def _start_admission(url: str) -> dict:
+    """In a child process: a real admission's start on the store, timed, with its RSS growth."""
+    from proto import subjects
+    from services.admission.service import build
+    from services.runtime.bus import Bus
+    from services.runtime.settings import Settings
+
+    bus = await Bus.connect(url, "bench-admission")
+    await bus.ensure_streams()
+    admission = build(Settings(nats_url=url, log_level="warning"))
+    counted = {"n": 0}
+    fold = admission.fold
+
+    async def counting(data: bytes, seq: int) -> None:
+        counted["n"] += 1
+        await fold(data, seq)
+    admission.fold = counting  # type: ignore[method-assign]
+    rss, began = _rss_kib(), time.perf_counter()
+    await admission.start(bus)
+    out = {"replay_s": round(time.perf_counter() - began, 2), "replayed": counted["n"],
+           "records": len(admission.state.ops), "rss_growth_mib": round((_rss_kib() - rss) / 1024, 1),
+           "stream_messages": (await bus.js.stream_info(subjects.OPS_STREAM)).state.messages,
+           "stream_mib": round((await bus.js.stream_info(subjects.OPS_STREAM)).state.bytes / 2**20, 1)}
+    await bus.close()
+    return out
+
+
+async def _retain(url: str, n_ops: int) -> dict:
+    from datetime import datetime, timezone
+
+    from services.admission.service import build
+    from services.runtime.bus import Bus
+    from services.runtime.clock import SystemClock
+    from services.runtime.settings import Settings
+
+    class Later(SystemClock):
+        def now(self) -> datetime:
+            return datetime.now(timezone.utc) + timedelta(days=3650)  # past every ttl (bench ops are of 2026)
+
+    bus = await Bus.connect(url, "bench-retention")
+    admission = build(Settings(nats_url=url, log_level="warning", retention_batch=n_ops + LIVE))
+    await admission.start(bus)
+    admission.retention.clock = Later()
+    began = time.perf_counter()
+    left = await admission.retention.round(bus)
+    seconds = time.perf_counter() - began
+    await bus.close()
+    return {"left_memory": left, "round_s": round(seconds, 2), "per_op_ms": round(1000 * seconds / max(left, 1), 3)}
+
+
+def _child(url: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "bench.retention", "--start", url], check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    from opsched.natsserver import NatsServer
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ops", type=int, default=20_000)
+    parser.add_argument("--start", help=argparse.SUPPRESS)  # the child: measure one admission start
+    args = parser.parse_args()
+    if args.start:
+        print(json.dumps(asyncio.run(_start_admission(args.start))))
+        return
+    with tempfile.TemporaryDirectory() as root:
+        server = NatsServer(Path(root) / "nats").start()
+        try:
+            stored = asyncio.run(_generate(server.url, args.ops))
+            before = _child(server.url)
+            purge = asyncio.run(_retain(server.url, args.ops))
+            after = _child(server.url)
+        finally:
+            server.stop()
+    print(json.dumps({"finished_ops": args.ops, "live_ops": LIVE, "stored": stored, "before": before,
+                      "retention_round": purge, "after": after}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

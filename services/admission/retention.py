@@ -1,0 +1,104 @@
+"""Retention, the rule: when a finished op leaves admission's memory, and what remains of it.
+
+A finished (terminal) op leaves memory ``ttl`` after its end: its own ``termination.ttl`` if the spec
+sets one, else the retention setting (``OPSCHED_RETENTION_TTL_S``, 24 h). What views need of it goes to
+the op summaries bucket first (``summary_of``); its final status stays in a bounded set of
+``Tombstones`` (for schedules' ``dependsOnPast``, duplicate submits, commands about it); its events
+then leave the op stream (``purge``). Events about ops admission does not hold (a submit rejected
+before it was an op, an error naming no op, news arriving after the op left) are ``Strays``: removed
+from the stream the same ttl after they happened. Pure: time and sequences come from the caller."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from proto import subjects
+from proto.events import Event, event_type
+from proto.lifecycle import STATUS_OF, Status
+from proto.resources import gpus_label
+from proto.summaries import AttemptEnd, OpSummary
+from services.admission.records import OpRecord
+
+
+def ttl_of(op: OpRecord, default_s: float) -> float:
+    """Seconds a finished op is kept: its ``termination.ttl``, else the retention setting."""
+    own = op.spec.termination.ttl
+    return float(own) if own is not None and own >= 0 else default_s
+
+
+def expired(op: OpRecord, now: datetime, default_s: float, consumed_seq: int) -> bool:
+    """A finished op whose ttl has passed, every event of which the services have consumed."""
+    return (op.status.terminal and op.ended_at is not None and op.last_seq <= consumed_seq
+            and now >= op.ended_at + timedelta(seconds=ttl_of(op, default_s)))
+
+
+def summary_of(op: OpRecord) -> OpSummary:
+    """What ``opsched ops``, ``why`` and ``status`` show of the op once it has left memory."""
+    containers = [(op.spec.container, 1)] + [(g.container, g.count) for g in op.spec.replicas]
+    return OpSummary(
+        op_id=op.op_id, status=op.status.label, name=op.spec.name or "", queue=op.queue,
+        project=op.spec.project or "", attempt=op.attempt, reason=op.reason,
+        message=op.handler_failure or op.reason_message, node=op.node or "",
+        gpus=gpus_label([(c.resources.limits, n) for c, n in containers]),
+        submitted_at=op.submitted_at, admitted_at=op.admitted_at, running_since=op.running_since,
+        ended_at=op.ended_at, estimate=op.estimate, currency=op.currency, cost=round(op.cost, 6),
+        attempts=[AttemptEnd(attempt=a, ended=how, reason=why) for a, how, why in op.attempts],
+        requested_by=op.requested_by or "", original_op_id=op.original_op_id, relation=op.relation)
+
+
+class Tombstones:
+    """The final status of the ``bound`` ops that left memory last (the oldest forgotten first)."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self.status: OrderedDict[str, Status] = OrderedDict()
+
+    def add(self, op_id: str, status: Status) -> None:
+        self.status[op_id] = status
+        self.status.move_to_end(op_id)
+        while len(self.status) > self.bound:
+            self.status.popitem(last=False)
+
+    def get(self, op_id: str) -> Status | None:
+        return self.status.get(op_id)
+
+    def __contains__(self, op_id: str) -> bool:
+        return op_id in self.status
+
+
+@dataclass(frozen=True)
+class Stray:
+    """An event about an op admission does not hold: removed from the stream ``ttl`` after ``at``."""
+
+    subject: str
+    seq: int
+    at: datetime
+    op_id: str
+    status: Status | None  # the op's end, when the event is one (a submit rejected before it was an op)
+
+
+class Strays:
+    def __init__(self) -> None:
+        self.found: list[Stray] = []  # in stream order
+
+    def add(self, event: Event, seq: int) -> None:
+        """Note an event about an op not held (spend excepted: it is kept for its budget windows)."""
+        kind = event_type(type(event))
+        if seq and kind not in subjects.KEPT_PAST_PURGE:
+            status = STATUS_OF.get(type(event))
+            self.found.append(Stray(subjects.event(kind, event.op_id), seq, event.at, event.op_id,
+                                    status if status is not None and status.terminal else None))
+
+    def due(self, now: datetime, ttl_s: float, consumed_seq: int, limit: int) -> list[Stray]:
+        """The strays whose ttl has passed and which every service has consumed, oldest first; forgotten."""
+        out: list[Stray] = []
+        keep: list[Stray] = []
+        for stray in self.found:
+            ready = stray.seq <= consumed_seq and now >= stray.at + timedelta(seconds=ttl_s)
+            (out if ready and len(out) < limit else keep).append(stray)
+        self.found = keep
+        return out
+
+    def __len__(self) -> int:
+        return len(self.found)
