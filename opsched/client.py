@@ -145,7 +145,7 @@ class Client:
         view = OpsView()
         for data in await self.bus.read_bucket(subjects.OPS_BUCKET):
             view.add_summary(msgspec.json.decode(data, type=OpSummary))
-        for data in await self.bus.read_all(subjects.OPS_STREAM, subjects.OPS_ALL):
+        for data in await self.bus.read_all(subjects.OPS_STREAM, subjects.OP_EVENTS):
             view.fold_bytes(data)
         return view
 

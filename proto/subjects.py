@@ -16,6 +16,7 @@ CMD_ALL = "cmd.>"
 CMD_SUBMIT_ALL = "cmd.submit.>"
 CMD_STOP = "cmd.stop"
 OPS_ALL = "ops.>"
+OP_EVENTS = "ops.*.*"  # the events of every op (and schedule), not the leader claims (ops.lease.<role>.claimed)
 DLQ_ALL = "dlq.>"
 CLUSTER_ALL = "cluster.>"
 CONFIG_ALL = "config.>"

@@ -83,7 +83,7 @@ async def test_finished_ops_leave_memory_and_the_stream_but_not_the_views_nor_th
     await eventually(purged, "the finished ops left admission's memory", timeout=60, interval=0.5)
     before_restart = decisions_of(admission)
 
-    stored = [codec.decode_event(d) for d in await bus.read_all(subjects.OPS_STREAM, subjects.OPS_ALL)]
+    stored = [codec.decode_event(d) for d in await bus.read_all(subjects.OPS_STREAM, subjects.OP_EVENTS)]
     assert {codec.type_of(e) for e in stored if e.op_id in done} == {"cost_recorded"}  # kept for the windows
     assert {e.op_id for e in stored} == set(done) | set(live)
     assert len(stored) < stored_before / 4
