@@ -51,12 +51,15 @@ def _report(services: Sequence[Service], buses: Sequence[Bus]) -> dict:
 
 
 def report(services: Sequence[Service], connected: Sequence[bool]) -> dict:
-    """What /healthz and /readyz answer: connected, ready (consumers bound), and ``waiting_for``: per
-    service, each dependency it cannot reach now (since when, the last error, failures so far)."""
+    """What /healthz and /readyz answer: connected, ready (consumers bound), ``waiting_for``: per
+    service, each dependency it cannot reach now (since when, the last error, failures so far), and
+    ``not_alive``: per service, what makes it not alive (``Service.liveness``: a stuck handler loop, ...)."""
+    liveness = {s.name: s.liveness() for s in services}
     return {
         "connected": all(connected),
         "ready": all(s.ready.is_set() for s in services),
         "waiting_for": {s.name: s.waits.report() for s in services if s.waits},
+        "not_alive": {name: problems for name, problems in liveness.items() if problems},
         "services": {s.name: vars(s.stats) for s in services},
     }
 

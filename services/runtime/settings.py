@@ -24,6 +24,8 @@ class Settings(BaseSettings):
     dependency_backoff_base_s: float = Field(0.5, gt=0, description="first wait before a dependency is tried again")
     dependency_backoff_cap_s: float = Field(
         10.0, gt=0, le=20.0, description="longest wait between tries (below the 30 s ack wait: the message stays ours)")
+    handler_stuck_s: float = Field(300.0, gt=0, description="a handler loop without a sign of life this long is "
+                                   "stuck: /healthz 503 (a wait for a dependency is not: readiness reports it)")
     # admission
     queues_file: Path | None = None
     # cost
