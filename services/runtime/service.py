@@ -157,8 +157,8 @@ class Service:
         self.bus, self.stopping = bus, stop
         await bus.ensure_streams()
         await self.start(bus)
-        subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver))
-                for s in self.subscriptions]
+        subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver,
+                                      ack_wait=self.settings.ack_wait_s)) for s in self.subscriptions]
         advised = await listen_for_lost(bus, [(s.durable, s.stream) for s in self.subscriptions], self._lost,
                                         lambda call: self.until_available(call, None, self.log), self.log)
         self.ready.set()
