@@ -138,6 +138,7 @@ class Consumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
+            await asyncio.sleep(0)  # a round trip, as to a server: another connection's fetch may go first
             taken = [self._deliver(seq, settle) for seq in self._take(batch)]
             if taken:
                 return taken
