@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from proto import codec, subjects
+from proto.advisories import decode_max_deliveries
 from proto.events import ErrorRaised, HandlerFailed
 from services.runtime.bus import Received
 from services.runtime.maxdeliveries import listen
@@ -102,3 +103,15 @@ async def _lost(service: Service, n: int) -> bool:
 def _received(raw) -> Received:
     md = raw.metadata
     return Received(raw.subject, raw.data, dict(raw.headers), md.sequence.stream, md.num_delivered, raw)
+
+
+def test_the_advisory_is_read_as_nats_server_sends_it():
+    # as nats-server 2.x publishes it when a consumer stops delivering a message unsettled
+    sent = (b'{"type":"io.nats.jetstream.advisory.v1.max_deliver","id":"xR5CAEsTBOLSbsosJClGfd",'
+            b'"timestamp":"2026-11-24T21:07:29.029863021Z","stream":"OPSCHED_OPS","consumer":"cost-ledger",'
+            b'"stream_seq":7,"deliveries":5}')
+    advisory = decode_max_deliveries(sent)
+    assert (advisory.stream, advisory.consumer, advisory.stream_seq, advisory.deliveries) == (
+        "OPSCHED_OPS", "cost-ledger", 7, 5)
+    assert subjects.max_deliveries_advisory("OPSCHED_OPS", "cost-ledger") == (
+        "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.OPSCHED_OPS.cost-ledger")
