@@ -141,6 +141,16 @@ def error_msg_id(service: str, stream_seq: int) -> str:
     return f"error.{service}.{stream_seq}"
 
 
+def max_deliveries_advisory(stream: str, durable: str) -> str:
+    """Where JetStream announces a message of ``durable`` it stopped delivering unsettled (max_deliver)."""
+    return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.{durable}"
+
+
+def max_deliveries_group(durable: str) -> str:
+    """The queue group of the replicas sharing ``durable``: one of them acts on each advisory."""
+    return f"{durable}-max-deliveries"
+
+
 def msg_id(op_id: str, kind: str, attempt: int | str = 0) -> str:
     """Nats-Msg-Id: ``<op_id>.<type>.<attempt>``; JetStream drops a duplicate within its window."""
     return f"{op_id}.{kind}.{attempt}"

@@ -2,10 +2,13 @@
 price (or the price of the node pool the attempt ran in), kept per op, per queue and per project in a
 key-value bucket.
 
-Keys: ``op.<op_id>`` (the op's price, its attempts' starts and what each finished attempt cost),
-``queue.<name>`` and ``project.<name>`` (totals). Every change is a compare-and-set on the key's
-revision. A finished attempt is recorded on its op first and added to the totals after (``applied``),
-so a redelivered end event finds it recorded and gives the same ``cost_recorded`` again."""
+Keys: ``op.<op_id>`` (the op's price, its attempts' starts and ends and what each finished attempt
+cost), ``queue.<name>`` and ``project.<name>`` (totals). Every change is a compare-and-set on the key's
+revision, so replicas sharing the ledger's consumer never lose each other's changes. A finished attempt
+is recorded on its op first and added to the totals after (``applied``), so a redelivered event finds it
+recorded and gives the same ``cost_recorded`` again. Adding to the totals is idempotent too: they keep the
+keys of the attempts they added last (``RECENT``), so two replicas (or a replica and a redelivery) that
+both find an attempt not yet applied add it once."""
 from __future__ import annotations
 
 import re
@@ -19,6 +22,7 @@ import msgspec
 from services.runtime.kvstore import KVStore
 
 T = TypeVar("T")
+RECENT = 512  # attempts a total remembers having added: far more than are added while one is redelivered
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class PoolPrice(msgspec.Struct, kw_only=True):
 
 
 class OpCost(msgspec.Struct, kw_only=True):
-    queue: str
+    queue: str = ""
     project: str = ""
     hourly: float = 0.0
     gpus: int = 0
@@ -64,6 +68,8 @@ class OpCost(msgspec.Struct, kw_only=True):
     pool: str = ""  # the pool its nodeSelector chose at submit (priced ``hourly``)
     pools: list[PoolPrice] = []  # the catalogue's pools at submit, in order (none for an explicit cost)
     ran_in: dict[str, str] = {}  # attempt -> the pool of the node it ran on
+    ends: dict[str, datetime] = {}  # attempt -> when it ended, for an end handled before its start
+    priced: bool = True  # False: made by a start or an end handled before the op's submitted
 
     def hourly_of(self, attempt: str) -> tuple[float, str]:
         """The hourly price of an attempt and the pool that set it."""
@@ -81,10 +87,15 @@ class Totals(msgspec.Struct, kw_only=True):
     seconds: float = 0.0
     gpu_hours: float = 0.0
     attempts: int = 0
+    recent: list[str] = []  # the keys of the last ``RECENT`` attempts added
 
-    def plus(self, r: Recorded) -> "Totals":
+    def plus(self, r: Recorded, key: str) -> "Totals":
+        """With attempt ``key`` added (unchanged if it was added already)."""
+        if key in self.recent:
+            return self
         return Totals(amount=round(self.amount + r.amount, 6), seconds=self.seconds + r.seconds,
-                      gpu_hours=round(self.gpu_hours + r.gpu_hours, 6), attempts=self.attempts + 1)
+                      gpu_hours=round(self.gpu_hours + r.gpu_hours, 6), attempts=self.attempts + 1,
+                      recent=[*self.recent, key][-RECENT:])
 
 
 def key_part(name: str) -> str:
@@ -105,5 +116,6 @@ class LedgerStore(KVStore):
     async def change_op(self, op_id: str, change: Callable[[OpCost | None], OpCost | None]) -> OpCost | None:
         return await self._mutate(f"op.{key_part(op_id)}", OpCost, change)
 
-    async def add(self, scope: str, name: str, recorded: Recorded) -> None:
-        await self._mutate(f"{scope}.{key_part(name)}", Totals, lambda t: (t or Totals()).plus(recorded))
+    async def add(self, scope: str, name: str, recorded: Recorded, key: str) -> None:
+        """Add attempt ``key``'s cost to the totals of ``scope``/``name`` (once)."""
+        await self._mutate(f"{scope}.{key_part(name)}", Totals, lambda t: (t or Totals()).plus(recorded, key))

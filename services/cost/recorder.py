@@ -1,7 +1,12 @@
 """The ledger's handlers: remember each op's price at ``submitted`` (from the catalogue in force then:
 its own price and its price in every node pool), each attempt's start and node pool at ``running``,
 and at an attempt's end record what it cost (``cost_recorded``): run time x the price of the pool of
-the node it ran on, else the op's own price."""
+the node it ran on, else the op's own price.
+
+Replicas of the cost service share the ledger's consumer, so the events of one op may be handled in any
+order, at once: an attempt is recorded by whichever handler finds its price, start and end all known
+(an end handled before its start is kept in ``ends``; a start or end before the op's submitted makes an
+unpriced entry that the submitted prices)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -46,46 +51,81 @@ class Recorder:
                       hourly=hourly_price(spec, prices, self.default_duration_s, self.runs_of(spec)),
                       gpus=gpu_count(spec), pool=own.name if own and spec.cost is None else "", pools=pools)
 
-    async def submitted(self, e: OperationSubmitted) -> None:
+    async def submitted(self, e: OperationSubmitted) -> list[CostRecorded]:
+        """Price the op; normally nothing else (an attempt seen to start and end before: its cost)."""
         fresh = self.price(e)
-        await self.store.change_op(e.op_id, lambda current: current or fresh)
+        op = await self.store.change_op(e.op_id, lambda current: _settle(_priced(current, fresh)))
+        reports = [await self._report(e.op_id, op, attempt) for attempt in sorted(op.recorded)] if op else []
+        return [r for r in reports if r is not None]
 
-    async def running(self, e: OperationRunning) -> None:
+    async def running(self, e: OperationRunning) -> CostRecorded | None:
+        """Note the attempt's start (and its pool); its cost if its end was handled first."""
         attempt = str(e.attempt)
         labels = self.labels_of(e.node) if e.node else None
 
         def start(op: OpCost | None) -> OpCost | None:
-            if op is None or attempt in op.starts:
+            op = op or OpCost(priced=False)
+            if attempt in op.starts:
                 return op
             changes: dict = {"starts": {**op.starts, attempt: e.at}}
             pool = next((p for p in op.pools if labels is not None and matches(p.match, labels)), None)
             if pool is not None:
                 changes["ran_in"] = {**op.ran_in, attempt: pool.name}
-            return OpCost(**{**_fields(op), **changes})
-        await self.store.change_op(e.op_id, start)
+            return _settle(OpCost(**{**_fields(op), **changes}))
+        op = await self.store.change_op(e.op_id, start)
+        return await self._report(e.op_id, op, attempt)
 
     async def ended(self, e: Event) -> CostRecorded | None:
+        """Record what the attempt cost (its end noted if its start was not handled yet)."""
         attempt = str(e.attempt)
 
-        def record(op: OpCost | None) -> OpCost | None:
-            if op is None or attempt in op.recorded or attempt not in op.starts:
+        def end(op: OpCost | None) -> OpCost | None:
+            op = op or OpCost(priced=False)
+            if attempt in op.recorded or attempt in op.ends:
                 return op
-            hourly, pool = op.hourly_of(attempt)
-            c = charge(op.starts[attempt], e.at, hourly, op.gpus)
-            done = Recorded(amount=c.amount, seconds=c.seconds, gpu_hours=c.gpu_hours,
-                            started_at=op.starts[attempt], ended_at=e.at, pool=pool)
-            return OpCost(**{**_fields(op), "recorded": {**op.recorded, attempt: done}})
-        op = await self.store.change_op(e.op_id, record)
+            return _settle(OpCost(**{**_fields(op), "ends": {**op.ends, attempt: e.at}}))
+        op = await self.store.change_op(e.op_id, end)
+        return await self._report(e.op_id, op, attempt)
+
+    async def _report(self, op_id: str, op: OpCost | None, attempt: str) -> CostRecorded | None:
+        """The attempt's ``cost_recorded`` once it is recorded (added to the totals first, once)."""
         if op is None or attempt not in op.recorded:
-            return None  # unknown op, or an attempt that never ran: it cost nothing
+            return None  # an attempt that never ran (or not known to have ended yet): nothing to say
         done = op.recorded[attempt]
         if not done.applied:
-            await self.store.add("queue", op.queue, done)
-            await self.store.add("project", op.project, done)
-            await self.store.change_op(e.op_id, lambda o: _applied(o, attempt))
-        return CostRecorded(op_id=e.op_id, at=done.ended_at, attempt=e.attempt, amount=done.amount,
+            key = f"{op_id}.{attempt}"
+            await self.store.add("queue", op.queue, done, key)
+            await self.store.add("project", op.project, done, key)
+            await self.store.change_op(op_id, lambda o: _applied(o, attempt))
+        return CostRecorded(op_id=op_id, at=done.ended_at, attempt=int(attempt), amount=done.amount,
                             currency=op.currency, seconds=done.seconds, queue=op.queue, project=op.project,
                             gpu_hours=done.gpu_hours, started_at=done.started_at, pool=done.pool)
+
+
+def _priced(current: OpCost | None, fresh: OpCost) -> OpCost:
+    """The op's price from its submit, keeping the starts and ends handled before it."""
+    if current is None:
+        return fresh
+    if current.priced:
+        return current
+    return OpCost(**{**_fields(fresh), "starts": current.starts, "ran_in": current.ran_in, "ends": current.ends})
+
+
+def _settle(op: OpCost) -> OpCost:
+    """Every attempt of a priced op whose start and end are known, recorded (what it cost)."""
+    if not op.priced:
+        return op
+    due = [a for a in op.ends if a in op.starts and a not in op.recorded]
+    if not due:
+        return op
+    recorded = dict(op.recorded)
+    for attempt in due:
+        hourly, pool = op.hourly_of(attempt)
+        c = charge(op.starts[attempt], op.ends[attempt], hourly, op.gpus)
+        recorded[attempt] = Recorded(amount=c.amount, seconds=c.seconds, gpu_hours=c.gpu_hours,
+                                     started_at=op.starts[attempt], ended_at=op.ends[attempt], pool=pool)
+    ends = {a: at for a, at in op.ends.items() if a not in recorded}
+    return OpCost(**{**_fields(op), "recorded": recorded, "ends": ends})
 
 
 def _fields(op: OpCost | Recorded) -> dict:

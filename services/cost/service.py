@@ -8,8 +8,10 @@ a budget window to its limit, ``budget_exceeded``. ``opsched cost`` is answered 
 folded from the op stream (``state``), rebuilt by replay on start."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from proto import subjects
-from proto.events import CostEstimated, Event, OperationRunning, OperationSubmitted
+from proto.events import CostEstimated, CostRecorded, Event, OperationRunning, OperationSubmitted
 from services.cost.ledger import LedgerStore
 from services.cost.recorder import ENDS, Recorder, consumed_subjects
 from services.cost.state import CostState
@@ -48,24 +50,31 @@ class Cost(Service):
                              runs=est.runs)
 
     @ledger.handles(OperationSubmitted)
-    async def remember_price(self, event: OperationSubmitted, ctx: Context) -> None:
-        await self.recorder.submitted(event)
+    async def remember_price(self, event: OperationSubmitted, ctx: Context) -> list[Event]:
+        return self._recorded(await self.recorder.submitted(event), ctx)
 
     @ledger.handles(OperationRunning)
-    async def on_running(self, event: OperationRunning, ctx: Context) -> None:
-        await self.recorder.running(event)
+    async def on_running(self, event: OperationRunning, ctx: Context) -> list[Event]:
+        return self._recorded([await self.recorder.running(event)], ctx)
 
     @ledger.handles(*ENDS)
     async def on_ended(self, event: Event, ctx: Context) -> list[Event]:
-        recorded = await self.recorder.ended(event)
-        if recorded is None:
-            return []
-        ctx.log.info("cost_recorded", amount=recorded.amount, seconds=recorded.seconds, pool=recorded.pool or None)
-        exceeded = self.state.exceeded(recorded)
-        for e in exceeded:
-            ctx.log.warning("budget_exceeded", scope=e.scope, name=e.name, window=e.window, limit=e.limit,
-                            spent=e.spent, unit=e.unit)
-        return [recorded, *exceeded]
+        return self._recorded([await self.recorder.ended(event)], ctx)
+
+    def _recorded(self, records: Sequence[CostRecorded | None], ctx: Context) -> list[Event]:
+        """Each attempt's ``cost_recorded``, and the budget limits it brings to or past."""
+        out: list[Event] = []
+        for recorded in records:
+            if recorded is None:
+                continue
+            ctx.log.info("cost_recorded", amount=recorded.amount, seconds=recorded.seconds,
+                         pool=recorded.pool or None)
+            exceeded = self.state.exceeded(recorded)
+            for e in exceeded:
+                ctx.log.warning("budget_exceeded", scope=e.scope, name=e.name, window=e.window, limit=e.limit,
+                                spent=e.spent, unit=e.unit)
+            out += [recorded, *exceeded]
+        return out
 
 
 def build(settings: Settings, clock: Clock | None = None) -> Cost:

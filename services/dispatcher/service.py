@@ -147,9 +147,10 @@ class Dispatcher(Service):
         watcher.stop()
 
     def liveness(self) -> dict[str, str]:
-        """The watch threads dead or stuck, by name (/healthz answers 503 then: Kubernetes restarts us)."""
+        """Stuck handler loops and the watch threads dead or stuck, by name (/healthz answers 503 then:
+        Kubernetes restarts us)."""
         watches = (self.watcher, self.node_watcher)
-        return {w.name: why for w in watches if w is not None and (why := w.liveness()) is not None}
+        return super().liveness() | {w.name: why for w in watches if w is not None and (why := w.liveness()) is not None}
 
     async def run_gang_checks(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.watcher is not None and self.releaser is not None

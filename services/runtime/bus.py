@@ -366,6 +366,23 @@ class Bus:
                 await msg.respond(await answer(msg.data))
         return await self.nc.subscribe(subject, queue=group, cb=cb)
 
+    async def listen(self, subject: str, on_message: Callable[[bytes], Awaitable[None]], group: str):
+        """Core NATS messages on ``subject`` (not stored: e.g. JetStream's advisories), each to one member of
+        ``group``; subscribed at the server when this returns."""
+        async def cb(msg) -> None:
+            await on_message(msg.data)
+        sub = await self.nc.subscribe(subject, queue=group, cb=cb)
+        await self.nc.flush(timeout=int(KV_TIMEOUT_S))
+        return sub
+
+    async def stored(self, stream: str, seq: int) -> Received | None:
+        """The message stored at ``seq`` in ``stream`` (None: no longer stored), unsettled: nobody holds it."""
+        try:
+            raw = await patiently(lambda: self.js.get_msg(stream, seq), self.nc)
+        except NotFoundError:
+            return None
+        return Received(raw.subject or "", raw.data or b"", dict(raw.headers or {}), seq, 0, None)
+
     async def request(self, subject: str, message: msgspec.Struct, timeout: float = 5.0) -> bytes:
         reply = await self.nc.request(subject, codec.encode(message), timeout=timeout)
         return reply.data

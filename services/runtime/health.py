@@ -1,7 +1,10 @@
-"""A tiny HTTP health endpoint: GET /healthz (alive: connected to NATS, nothing dead or stuck, such as the
-dispatcher's watch threads: ``not_alive``) and /readyz (consumers bound and waiting for no dependency). A service that waits out an outage (the Kubernetes API down) is alive, so
-/healthz stays 200 and nothing restarts it; /readyz is 503 and says what it waits for, since when:
-``{"waiting_for": {"dispatcher": {"kubernetes": {"since": ..., "detail": ..., "failures": ...}}}}``."""
+"""A tiny HTTP health endpoint: GET /healthz (alive: connected to NATS, nothing dead or stuck, such as a handler loop or the
+dispatcher's watch threads) and /readyz (alive, consumers
+bound and waiting for no dependency). A service that waits out an outage (the Kubernetes API down) is
+alive, so /healthz stays 200 and nothing restarts it; /readyz is 503 and says what it waits for, since when:
+``{"waiting_for": {"dispatcher": {"kubernetes": {"since": ..., "detail": ..., "failures": ...}}}}``.
+A service that is not alive (a handler loop stuck, see ``liveness``) makes both 503 and says why:
+``{"not_alive": {"dispatcher": {"dispatcher-admitted": "handling ops.admitted.op-1 since ..., ..."}}}``."""
 from __future__ import annotations
 
 import asyncio
@@ -44,10 +47,11 @@ class HealthServer:
 
     def _answer(self, path: str) -> tuple[str, dict]:
         report = self.report()
+        alive = report.get("connected", False) and not report.get("not_alive")
         if path.startswith("/healthz"):
-            ok = report.get("connected", False) and not report.get("not_alive")
+            ok = alive
         elif path.startswith("/readyz"):
-            ok = report.get("connected", False) and report.get("ready", False) and not report.get("waiting_for")
+            ok = alive and report.get("ready", False) and not report.get("waiting_for")
         else:
             return "404 Not Found", {"error": "try /healthz or /readyz"}
         return ("200 OK" if ok else "503 Service Unavailable"), report

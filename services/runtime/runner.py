@@ -53,13 +53,15 @@ def _report(services: Sequence[Service], buses: Sequence[Bus]) -> dict:
 def report(services: Sequence[Service], connected: Sequence[bool]) -> dict:
     """What /healthz and /readyz answer: connected, ready (consumers bound), ``waiting_for``: per
     service, each dependency it cannot reach now (since when, the last error, failures so far),
-    ``not_alive``: per service, what of it is dead or stuck (``Service.liveness``), and the ``role`` of a
-    service that one instance leads (``leader`` or ``standby``: a standby is ready too)."""
+    ``not_alive``: per service, what of it is dead or stuck (``Service.liveness``: a stuck handler loop, a
+    dead watch thread, ...), and the ``role`` of a service that one instance leads (``leader`` or
+    ``standby``: a standby is ready too)."""
+    liveness = {s.name: s.liveness() for s in services}
     return {
         "connected": all(connected),
-        "not_alive": {s.name: problems for s in services if (problems := s.liveness())},
         "ready": all(s.ready.is_set() for s in services),
         "waiting_for": {s.name: s.waits.report() for s in services if s.waits},
+        "not_alive": {name: problems for name, problems in liveness.items() if problems},
         "services": {s.name: vars(s.stats) for s in services},
         "role": {s.name: s.leadership.state for s in services if s.leadership is not None},
     }

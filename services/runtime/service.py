@@ -25,14 +25,17 @@ events it produced are stored in JetStream. Three kinds of failure, handled diff
   dead-lettered; readiness reports what the service waits for, since when (``waits``);
 - any other error (a bug) is redelivered with backoff, and after the last delivery dead-lettered with a
   ``handler_failed`` event about its op, which admission folds to end or retry the op.
+
+A message whose last delivery nobody settled (the process died with it in hand) is dead-lettered the same
+way, by whichever replica hears JetStream's max-deliveries advisory (``maxdeliveries``). Each handler loop
+leaves signs of life (``liveness``): one stuck past ``OPSCHED_HANDLER_STUCK_S`` makes ``/healthz`` 503.
 """
 from __future__ import annotations
 
 import asyncio
 import functools
-import types
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
@@ -44,40 +47,23 @@ from services.runtime import logging as oplog
 from services.runtime.backoff import Backoff
 from services.runtime.bus import Bus, Fence, Received, as_unavailable
 from services.runtime.clock import Clock, SystemClock
+from services.runtime.consumer import Context, Handler, Subscription, consumers_of
 from services.runtime.deadletter import dead_letter
 from services.runtime.errors import DependencyUnavailable, Fenced, InvalidInput
 from services.runtime.leadership import Leadership
+from services.runtime.liveness import HandlerLoops
+from services.runtime.maxdeliveries import listen as listen_for_lost
 from services.runtime.settings import Settings
 from services.runtime.waits import Wait, Waits
 
-Handler = Callable[[Any, "Context"], Awaitable[Any]]
 Task = Callable[[Bus, asyncio.Event], Coroutine[Any, Any, None]]
-Method = TypeVar("Method", bound=Callable[..., Awaitable[Any]])
 NAK_BACKOFF_S = (0.5, 2.0, 5.0, 10.0)
+HANDLER_FAILED, MAX_DELIVERIES = "handler_failed", "max_deliveries"  # reasons of a dead letter
 T = TypeVar("T")
 
 
 class Draining(Exception):
     """The service stops while a dependency is unavailable: the message is given back (nak) undone."""
-
-
-@dataclass
-class Context:
-    service: str
-    clock: Clock
-    settings: Settings
-    log: Any
-    subject: str = ""
-    num_delivered: int = 1
-
-
-@dataclass
-class Subscription:
-    durable: str
-    stream: str
-    filters: list[str]
-    decoder: Callable[[bytes], Any]
-    handlers: dict[type, Handler] = field(default_factory=dict)
 
 
 @dataclass
@@ -87,31 +73,7 @@ class Stats:
     dead_lettered: int = 0
     retried: int = 0
     dependency_retries: int = 0  # tries again of a dependency found unavailable
-
-
-class Consumer:
-    """A durable pull consumer, declared on a service class: ``ops = Consumer(durable, stream, filters)``.
-    Its handlers are methods, registered with ``@ops.handles(EventType, ...)``; every instance of the
-    class consumes through its own ``Subscription``, the methods bound to it."""
-
-    def __init__(self, durable: str, stream: str, filters: list[str],
-                 decoder: Callable[[bytes], Any] = codec.decode) -> None:
-        self.durable, self.stream, self.filters, self.decoder = durable, stream, list(filters), decoder
-        self.methods: dict[type, Callable[..., Awaitable[Any]]] = {}
-
-    def handles(self, *kinds: type) -> Callable[[Method], Method]:
-        def register(method: Method) -> Method:
-            for kind in kinds:
-                if kind in self.methods:
-                    raise TypeError(f"{self.durable}: {kind.__name__} is handled twice")
-                self.methods[kind] = method
-            return method
-        return register
-
-    def bind(self, service: "Service") -> Subscription:
-        handlers: dict[type, Handler] = {kind: types.MethodType(method, service)
-                                         for kind, method in self.methods.items()}
-        return Subscription(self.durable, self.stream, self.filters, self.decoder, handlers)
+    lost: int = 0  # messages whose last delivery nobody settled (max-deliveries advisories acted on)
 
 
 class Service:
@@ -134,6 +96,7 @@ class Service:
         self.stopping = asyncio.Event()  # ``run``'s stop: a wait for a dependency ends when it is set
         self.waits = Waits()  # the dependencies its handler loops wait for now (readiness reports them)
         self.backoff = Backoff(settings.dependency_backoff_base_s, settings.dependency_backoff_cap_s)
+        self.handler_loops = HandlerLoops(self.clock.now)  # signs of life of its handler loops (liveness)
 
     async def start(self, bus: Bus) -> None:
         """Before any consumer is created: rebuild state by replay, open buckets, serve queries."""
@@ -143,17 +106,19 @@ class Service:
         return []
 
     def liveness(self) -> dict[str, str]:
-        """What of this service is not alive and will not recover by itself (e.g. a dead thread), by name;
-        empty while alive. /healthz answers 503 when any is named, so Kubernetes restarts the process."""
-        return {}
+        """What makes this process not alive (``/healthz`` 503 names it): what -> why; empty: alive. Here,
+        its stuck handler loops; a service adds its own facts (``super().liveness() | {...}``)."""
+        return self.handler_loops.stuck(self.settings.handler_stuck_s)
 
     async def run(self, bus: Bus, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; then finish the message in hand and return (drain)."""
         self.bus, self.stopping = bus, stop
         await bus.ensure_streams(self.settings.stream_limits())
         await self.start(bus)
-        subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver))
-                for s in self.subscriptions]
+        subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver,
+                                      ack_wait=self.settings.ack_wait_s)) for s in self.subscriptions]
+        advised = await listen_for_lost(bus, [(s.durable, s.stream) for s in self.subscriptions], self._lost,
+                                        lambda call: self.until_available(call, None, self.log), self.log)
         self.ready.set()
         self.log.info("service_started", consumers=[s.durable for s in self.subscriptions])
         tasks = [asyncio.create_task(self._loop(s, psub, stop)) for s, psub in subs]
@@ -163,10 +128,13 @@ class Service:
         finally:
             for t in tasks:
                 t.cancel()
+            for sub in advised:
+                await _quietly(sub.unsubscribe())
             self.log.info("service_stopped", **vars(self.stats))
 
     async def _loop(self, sub: Subscription, psub: Any, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            self.handler_loops.beat(sub.durable)
             if not await self._my_turn():
                 continue
             try:
@@ -182,6 +150,10 @@ class Service:
 
     async def process(self, sub: Subscription, msg: Received) -> None:
         """Handle one message completely: publish its events, then ack (or nak / dead-letter)."""
+        with self.handler_loops.handling(sub.durable, msg.subject):
+            await self._process(sub, msg)
+
+    async def _process(self, sub: Subscription, msg: Received) -> None:
         assert self.bus is not None
         try:
             message = sub.decoder(msg.data)
@@ -265,6 +237,7 @@ class Service:
         wait: Wait | None = None
         try:
             while True:
+                self.handler_loops.trying()
                 try:
                     return await call()
                 except Exception as exc:
@@ -277,7 +250,9 @@ class Service:
                             failures=wait.failures, since=wait.since.isoformat(), retry_in_s=round(delay, 3))
                 if msg is not None:
                     await _quietly(msg.raw.in_progress())  # keep it ours: no redelivery, no delivery counted
-                if not await self._pause(delay):
+                with self.handler_loops.waiting():
+                    paused = await self._pause(delay)
+                if not paused:
                     if msg is not None:
                         await _quietly(msg.raw.nak())  # another replica (or our restart) takes it
                     raise Draining
@@ -314,24 +289,35 @@ class Service:
     # ---- a bug: redeliver with backoff, then dead-letter and say so about the op --------------------
     async def _retry(self, msg: Received, exc: Exception, log: Any, message: Any) -> None:
         if msg.num_delivered >= self.settings.max_deliver:
-            await self._give_up(msg, exc, log, message)
+            await self._give_up(msg, f"gave up after {msg.num_delivered} deliveries: {exc!r}", log, message)
             return
         delay = NAK_BACKOFF_S[min(msg.num_delivered - 1, len(NAK_BACKOFF_S) - 1)]
         log.warning("handler_failed_will_retry", error=repr(exc), delivery=msg.num_delivered, delay_s=delay)
         self.stats.retried += 1
         await msg.raw.nak(delay=delay)
 
-    async def _give_up(self, msg: Received, exc: Exception, log: Any, message: Any) -> None:
+    async def _give_up(self, msg: Received, text: str, log: Any, message: Any, reason: str = HANDLER_FAILED) -> None:
         """The last delivery failed: a ``handler_failed`` about the op (if the message names one), then
         the dead-letter copy and the error event."""
-        text = f"gave up after {msg.num_delivered} deliveries: {exc!r}"
         failed = _handler_failed(self.name, msg.subject, message, text, self.clock)
         try:
             if failed is not None:
                 await self._publish_all([failed], msg, log)
         except Draining:
             return
-        await self._reject(msg, "handler_failed", text, op_id=failed.op_id if failed else None)
+        await self._reject(msg, reason, text, op_id=failed.op_id if failed else None)
+
+    async def _lost(self, durable: str, msg: Received) -> None:
+        """JetStream stopped delivering ``msg`` unsettled (``maxdeliveries``): dead-letter it as ``_give_up``."""
+        sub = next(s for s in self.subscriptions if s.durable == durable)
+        try:
+            message = sub.decoder(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            message = None
+        self.stats.lost += 1
+        text = (f"no delivery of {msg.num_delivered} was settled (the process holding it died, or gave it "
+                "back on its last delivery)")
+        await self._give_up(msg, text, self.log, message, reason=MAX_DELIVERIES)
 
     async def _reject(self, msg: Received, reason: str, message: str, op_id: str | None = None) -> None:
         assert self.bus is not None
@@ -348,16 +334,6 @@ class Service:
             return
         await msg.raw.term()
         self.stats.dead_lettered += 1
-
-
-def consumers_of(cls: type) -> list[Consumer]:
-    """The consumers declared on ``cls`` and its bases, in the order of declaration."""
-    found: list[Consumer] = []
-    for klass in reversed(cls.__mro__):
-        for value in vars(klass).values():
-            if isinstance(value, Consumer) and value not in found:
-                found.append(value)
-    return found
 
 
 def _received(raw: Any) -> Received:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proto import subjects
@@ -23,9 +23,14 @@ class Settings(BaseSettings):
     log_level: str = "info"
     fetch_batch: int = Field(64, ge=1, le=1000)
     max_deliver: int = Field(5, ge=1, description="deliveries before a failing message goes to the dead-letter subject")
+    ack_wait_s: float = Field(30.0, gt=0, description="a delivery not settled this long (its process died) is "
+                              "delivered again, to any replica; above the dependency backoff cap")
     dependency_backoff_base_s: float = Field(0.5, gt=0, description="first wait before a dependency is tried again")
     dependency_backoff_cap_s: float = Field(
         10.0, gt=0, le=20.0, description="longest wait between tries (below the 30 s ack wait: the message stays ours)")
+    handler_stuck_s: float = Field(300.0, gt=0, description="a handler loop without a sign of life this long is "
+                                   "stuck: /healthz 503 (a wait for a dependency is not: readiness reports it)")
+
     # admission
     queues_file: Path | None = None
     lease_ttl_s: float = Field(6.0, gt=0, description="admission's leader lease runs out this long after its last "
@@ -69,3 +74,9 @@ class Settings(BaseSettings):
         return {subjects.CMD_STREAM: (self.cmd_max_age_s, -1),
                 subjects.OPS_STREAM: (0.0, -1),
                 subjects.DLQ_STREAM: (self.dlq_max_age_s, self.dlq_max_bytes)}
+
+    @model_validator(mode="after")
+    def _backoff_below_ack_wait(self) -> "Settings":
+        if self.dependency_backoff_cap_s >= self.ack_wait_s:
+            raise ValueError("dependency_backoff_cap_s must be below ack_wait_s (a waiting message stays ours)")
+        return self

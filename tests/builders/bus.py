@@ -8,8 +8,9 @@ client and the tests call, with their semantics, on a ``MemoryBroker`` that seve
 Streams are those of ``proto.subjects`` (created by ``ensure_streams``); a publish gets a sequence number
 or, for a Nats-Msg-Id seen before, the duplicate's; durable pull consumers are shared by name
 (``tests.builders.streams``); ``follow``/``replay`` deliver a stream's messages in order, then live;
-``serve``/``request`` answer one server of each queue group; ``ensure_cache_bucket`` returns the one
-``MemoryKV`` of that bucket. Time is asyncio's: a nak's delay passes for real (keep it short).
+``serve``/``request`` answer one server of each queue group; ``listen`` hears core messages (one member
+of each queue group), among them the max-deliveries advisories of the consumers; ``stored`` reads a
+message back by sequence; ``ensure_cache_bucket`` returns the one ``MemoryKV`` of that bucket. Time is asyncio's: a nak's delay passes for real (keep it short).
 
 For unit tests: ``trace`` records what this connection published and how it settled the messages it
 fetched, in order; ``fail_publish`` makes publishes fail; ``memory_bus()`` is a connection to a fresh
@@ -18,7 +19,9 @@ broker whose streams exist.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +34,14 @@ from nats.js.api import PubAck
 from nats.js.errors import NoStreamResponseError, NotFoundError
 
 from proto import codec, subjects
-from services.runtime.bus import DUPLICATE_WINDOW_S, Bus
+from services.runtime.bus import (
+    DUPLICATE_WINDOW_S,
+    Bus,
+    Received,
+    cloudevent_headers,  # the headers the real bus sends
+    default_msg_id,
+    subject_for,
+)
 from tests.builders.kv import MemoryKV
 from tests.builders.streams import Consumer, PullSubscription, Stored, Stream, matches
 
@@ -62,6 +72,7 @@ class MemoryBroker:
         self.streams: dict[str, Stream] = {}
         self.buckets: dict[str, MemoryKV] = {}
         self.servers: list[Server] = []
+        self.listeners: list[Listener] = []
         self._turn = itertools.count()
 
     def connect(self, name: str = "test") -> MemoryBus:
@@ -91,6 +102,22 @@ class MemoryBroker:
     def stored(self, stream: str, subject: str = ">") -> list[Stored]:
         """What ``stream`` holds now on ``subject`` (with headers), in order."""
         return self.stream(stream).matching(subject)
+
+    def announce(self, subject: str, data: bytes) -> None:
+        """A core message (not stored): to one listener of each queue group listening on ``subject``."""
+        groups: dict[str, list[Listener]] = {}
+        for listener in self.listeners:
+            if matches(listener.subject, subject):
+                groups.setdefault(listener.group, []).append(listener)
+        turn = next(self._turn)
+        for members in groups.values():
+            members[turn % len(members)].queue.put_nowait(data)
+
+    def max_deliveries(self, stream: str, durable: str, seq: int, deliveries: int) -> None:
+        """JetStream's advisory: ``durable`` stopped delivering ``seq`` unsettled."""
+        advisory = {"type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": stream, "consumer": durable,
+                    "stream_seq": seq, "deliveries": deliveries}
+        self.announce(subjects.max_deliveries_advisory(stream, durable), json.dumps(advisory).encode())
 
     def servers_for(self, subject: str) -> list[Server]:
         """One server per queue group among those serving ``subject`` (taking turns)."""
@@ -157,6 +184,30 @@ class Server:
         self.task.cancel()
 
 
+class Listener:
+    """A core subscription of one queue group: hears one message at a time, in order."""
+
+    def __init__(self, broker: MemoryBroker, subject: str, group: str, on_message: Callable[[bytes], Awaitable[None]],
+                 log: Any) -> None:
+        self.broker, self.subject, self.group, self.on_message, self.log = broker, subject, group, on_message, log
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+        broker.listeners.append(self)
+        self.task = asyncio.create_task(self._hear())
+
+    async def _hear(self) -> None:
+        while True:
+            data = await self.queue.get()
+            try:
+                await self.on_message(data)
+            except Exception as exc:  # noqa: BLE001 - as nats: the error callback hears it
+                self.log.warning("callback_failed", subject=self.subject, error=repr(exc))
+
+    async def unsubscribe(self) -> None:
+        if self in self.broker.listeners:
+            self.broker.listeners.remove(self)
+        self.task.cancel()
+
+
 @dataclass
 class FailPlan:
     """Publishes on ``subject`` fail after ``after`` more succeed: ``times`` of them (None: all)."""
@@ -189,7 +240,7 @@ class MemoryBus:
         self.closed = False
         self.trace: list[tuple] = []  # ("publish", Published) | ("ack" | "term", seq) | ("nak", seq, delay)
         self.log = structlog.get_logger().bind(memory_bus=name)
-        self._subs: list[Follower | Server] = []
+        self._subs: list[Follower | Server | Listener] = []
         self._fail: FailPlan | None = None
 
     @property
@@ -260,6 +311,7 @@ class MemoryBus:
         consumer = s.consumers.get(durable)
         if consumer is None:
             consumer = s.consumers[durable] = Consumer(s, durable, filters, max_deliver, ack_wait)
+            consumer.on_max_deliveries = functools.partial(self.broker.max_deliveries, stream, durable)
         else:
             consumer.configure(filters, max_deliver, ack_wait)
         return PullSubscription(consumer, self._settled, self._check_open)
@@ -286,6 +338,19 @@ class MemoryBus:
         server = Server(self.broker, subject, group, answer, self.log)
         self._subs.append(server)
         return server
+
+    async def listen(self, subject: str, on_message: Callable[[bytes], Awaitable[None]], group: str) -> Listener:
+        self._check_open()
+        listener = Listener(self.broker, subject, group, on_message, self.log)
+        self._subs.append(listener)
+        return listener
+
+    async def stored(self, stream: str, seq: int) -> Received | None:
+        self._check_open()
+        found = self.broker.stream(stream).messages.get(seq)
+        if found is None:
+            return None
+        return Received(found.subject, found.data, dict(found.headers), seq, 0, None)
 
     async def request(self, subject: str, message: msgspec.Struct, timeout: float = 5.0) -> bytes:
         self._check_open()

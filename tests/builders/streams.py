@@ -1,7 +1,8 @@
 """In-memory JetStream for ``tests.builders.bus``: streams (subject filters with ``*`` and ``>``, sequence
 numbers, Nats-Msg-Id dedupe within the duplicate window, Nats-Expected-Last-Subject-Sequence, messages kept per subject) and durable pull
 consumers shared by name (each message goes to one fetcher; ack, nak with a delay, term; a nak'd or
-unacked message is delivered again with ``num_delivered`` counted, until ``max_deliver``)."""
+unacked message is delivered again with ``num_delivered`` counted, until ``max_deliver``: then the
+consumer's ``on_max_deliveries(seq, deliveries)`` is told, as JetStream publishes its advisory)."""
 from __future__ import annotations
 
 import asyncio
@@ -147,6 +148,7 @@ class Consumer:
         self.due: list[int] = []  # nak'd or expired: delivered again before anything new
         self.consumer_seq = 0
         self._signal = asyncio.Event()
+        self.on_max_deliveries: Callable[[int, int], None] = lambda seq, deliveries: None
 
     def configure(self, filters: list[str], max_deliver: int, ack_wait: float) -> None:
         self.filters, self.max_deliver, self.ack_wait = list(filters), max_deliver, ack_wait
@@ -170,6 +172,7 @@ class Consumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
+            await asyncio.sleep(0)  # a round trip, as to a server: another connection's fetch may go first
             taken = [self._deliver(seq, settle) for seq in self._take(batch)]
             if taken:
                 return taken
@@ -221,7 +224,8 @@ class Consumer:
 
     def _again(self, seq: int, delay: float | None) -> None:
         if 0 < self.max_deliver <= self.delivered[seq]:
-            return  # JetStream stops delivering it
+            self.on_max_deliveries(seq, self.delivered[seq])  # JetStream stops delivering it, and says so
+            return
         if delay:
             asyncio.get_running_loop().call_later(delay, self._due, seq)
         else:

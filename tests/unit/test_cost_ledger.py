@@ -2,6 +2,7 @@
 ran in, else the op's own), calendar UTC windows, spend per window and burn rate."""
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timezone
 
 import msgspec
@@ -12,7 +13,7 @@ from proto.prices import PricePool
 from proto.queues import Budget
 from proto.windows import window_end, window_start
 from services.cost.estimator import Prices, gpu_count, hourly_price
-from services.cost.ledger import LedgerStore, charge
+from services.cost.ledger import LedgerStore, Recorded, charge
 from services.cost.recorder import Recorder
 from services.cost.spend import SpendView
 from tests.builders import GPU, case, case_name, op, running, submitted, succeeded, t
@@ -168,3 +169,46 @@ async def test_a_ledger_entry_written_before_pools_existed_still_reads():
     rec = Recorder(store, lambda: POOLED, 3600.0, labels_of=NODES.get)
     await rec.running(running("x", at=t(0), node="spot-1"))
     assert (await rec.ended(succeeded("x", at=t(1800)))).amount == 1.0
+
+
+# ---- replicas share the ledger's consumer: an op's events are handled in any order, or at once ----------
+
+async def test_an_end_handled_before_its_start_is_recorded_when_the_start_comes():
+    rec = recorder({"now": POOLED})
+    await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id="x"))
+    assert await rec.ended(succeeded("x", at=t(3600))) is None  # no start known yet
+    done = await rec.running(running("x", at=t(0), node="spot-1"))
+    assert (done.amount, done.seconds, done.pool) == (1.0, 3600.0, "spot")
+    assert (await rec.ended(succeeded("x", at=t(3600)))) == done  # a redelivery says the same again
+
+
+async def test_a_start_and_an_end_handled_before_the_submit_are_recorded_when_it_comes():
+    rec = recorder({"now": POOLED})
+    assert await rec.running(running("x", at=t(0), node="std-1")) is None
+    assert await rec.ended(succeeded("x", at=t(1800))) is None
+    [done] = await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id="x"))
+    assert (done.amount, done.queue) == (1.5, "default")
+    assert await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id="x")) == [done]
+
+
+@pytest.mark.parametrize("order", ["start, end", "end, start"])
+async def test_a_start_and_an_end_handled_at_once_add_the_attempt_to_the_totals_once(order):
+    rec = recorder({"now": POOLED})
+    await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id="x"))
+    calls = [rec.running(running("x", at=t(0), node="std-1")), rec.ended(succeeded("x", at=t(3600)))]
+    results = await asyncio.gather(*(calls if order == "start, end" else calls[::-1]))
+    assert [r.amount for r in results if r is not None] in ([3.0], [3.0, 3.0])
+    await rec.ended(succeeded("x", at=t(3600)))  # and redelivered
+    totals = await rec.store.totals("queue", "default")
+    assert (totals.amount, totals.attempts) == (3.0, 1)
+
+
+async def test_the_totals_add_an_attempt_once_however_often_they_are_told():
+    store = LedgerStore(MemoryKV())
+    cost = charge(t(0), t(3600), 2.0, 1)
+    done = Recorded(amount=cost.amount, seconds=cost.seconds, gpu_hours=cost.gpu_hours, started_at=t(0),
+                    ended_at=t(3600))
+    for key in ("x.0", "x.0", "x.1", "x.0"):
+        await store.add("queue", "a", done, key)
+    totals = await store.totals("queue", "a")
+    assert (totals.amount, totals.attempts, totals.recent) == (4.0, 2, ["x.0", "x.1"])

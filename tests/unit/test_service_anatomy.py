@@ -71,9 +71,18 @@ class FakeBus:
     async def ensure_streams(self, limits=None) -> None:
         self.journal.append("streams")
 
-    async def durable(self, durable: str, stream: str, filters: list[str], max_deliver: int):
+    async def durable(self, durable: str, stream: str, filters: list[str], max_deliver: int, ack_wait: float):
         self.journal.append(("durable", durable, max_deliver))
         return IdlePull()
+
+    async def listen(self, subject: str, on_message, group: str):
+        self.journal.append(("listen", subject, group))
+        return IdleListener()
+
+
+class IdleListener:
+    async def unsubscribe(self) -> None:
+        pass
 
 
 class IdlePull:
@@ -130,7 +139,11 @@ def test_a_type_handled_twice_by_one_consumer_is_refused():
 async def test_run_starts_the_service_then_creates_its_consumers_then_serves_the_tasks():
     service, journal = probe(), Journal()
     await asyncio.wait_for(service.run(FakeBus(journal), asyncio.Event()), timeout=5)  # the task sets stop
-    assert journal == ["streams", ("durable", "probe-events", 3), ("durable", "probe-commands", 3)]
+    assert journal == ["streams", ("durable", "probe-events", 3), ("durable", "probe-commands", 3),
+                       ("listen", subjects.max_deliveries_advisory(subjects.OPS_STREAM, "probe-events"),
+                        subjects.max_deliveries_group("probe-events")),
+                       ("listen", subjects.max_deliveries_advisory(subjects.CMD_STREAM, "probe-commands"),
+                        subjects.max_deliveries_group("probe-commands"))]  # a lost message is heard of
     assert service.journal == ["start", ("task", True)]  # ready before the tasks run
 
 

@@ -1,0 +1,56 @@
+"""A message whose last delivery nobody settles (the process holding it killed: OOM, kill -9, a liveness
+restart) is not lost: JetStream's max-deliveries advisory makes one replica of the service dead-letter it
+and say so about the op (``handler_failed``), which admission ends. On the in-memory bus and a real
+nats-server (there the advisory comes when a replica next pulls from the consumer)."""
+from __future__ import annotations
+
+import asyncio
+
+from opsched.client import Client
+from proto import subjects
+from proto.events import ErrorRaised, HandlerFailed, OperationRejected, OperationSubmitted
+from proto.reasons import Reason
+from tests.builders import op
+from tests.service.test_bad_input import dead_letters
+
+QUEUES = """
+defaultQueue: default
+queues:
+  - name: default
+"""
+# two deliveries, the second one second after the first goes unsettled
+DYING = dict(max_deliver=2, ack_wait_s=1.0, dependency_backoff_base_s=0.01, dependency_backoff_cap_s=0.05)
+
+
+async def test_a_message_held_by_a_killed_process_on_its_last_delivery_is_dead_lettered_once(
+        stack_factory, tmp_path, bus, events):
+    path = tmp_path / "queues.yaml"
+    path.write_text(QUEUES)
+    await stack_factory(("admission",), queues_file=path)
+    costs = [(await stack_factory(("cost",), **DYING)).service("cost") for _ in range(3)]
+    held: list[tuple[int, int]] = []  # (which replica, delivery) of each delivery taken
+    release = asyncio.Event()
+
+    def dies_holding_it(replica: int):
+        async def handle(event, ctx):
+            held.append((replica, ctx.num_delivered))
+            await release.wait()  # never settles, as a process killed with the message in hand
+        return handle
+    for i, cost in enumerate(costs):
+        [estimates] = [s for s in cost.subscriptions if s.durable == subjects.COST_ESTIMATOR]
+        estimates.handlers[OperationSubmitted] = dies_holding_it(i)
+    try:
+        op_id = await Client(bus).submit(op("doomed").build())
+        failed = await events.expect(HandlerFailed, op_id, timeout=30)
+        rejected = await events.expect(OperationRejected, op_id, timeout=30)
+    finally:
+        release.set()
+    assert [delivery for _, delivery in held] == [1, 2] and held[0][0] != held[1][0]  # two replicas died with it
+    assert failed.service == "cost" and failed.failed_type == "submitted" and "2 was settled" in failed.error
+    assert rejected.reason == Reason.HANDLER_FAILED  # admission ended the op: no quota held, nothing waits
+    [copy] = await dead_letters(bus, "cost")
+    assert copy.headers["Opsched-Error-Reason"] == "max_deliveries"
+    assert copy.subject == subjects.dead_letter("cost") and copy.headers["Opsched-Original-Subject"] == (
+        subjects.event("submitted", op_id))
+    assert sum(c.stats.lost for c in costs) == 1  # three replicas listen, one acted
+    assert len([e for e in events.of(op_id, ErrorRaised) if e.reason == "max_deliveries"]) == 1

@@ -1,0 +1,117 @@
+"""Cost, cache and dispatcher with two replicas each, sharing their durable consumers, beside one
+admission (the dispatcher in null mode): the work is shared, every op gets exactly one answer of each
+(one ``cost_estimated``, one cache decision, one ``dispatched``), the cost ledger counts each attempt
+once and each cost replica knows all the spend (both fold the stream); and when one replica of each is
+killed mid-run, the others finish every op, still exactly once."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+
+from opsched.client import Client
+from proto import subjects
+from proto.events import (
+    CacheHit,
+    CacheMissed,
+    CostEstimated,
+    CostRecorded,
+    OperationAdmitted,
+    OperationDispatched,
+    OperationSucceeded,
+)
+from services.cost.ledger import LedgerStore
+from tests.builders import op, running, succeeded
+from tests.builders.clock import T0
+
+QUEUES = """
+defaultQueue: default
+queues:
+  - name: default
+"""
+REPLICATED = ("cost", "cache", "dispatcher")
+# small batches, so both replicas get work; a killed replica's messages come back after 2 s
+SHARING = dict(dispatcher_mode="null", fetch_batch=2, ack_wait_s=2.0, dependency_backoff_base_s=0.01,
+               dependency_backoff_cap_s=0.05)
+
+
+async def start(stack_factory, tmp_path):
+    path = tmp_path / "queues.yaml"
+    path.write_text(QUEUES)
+    await stack_factory(("admission",), queues_file=path)
+    return [await stack_factory(REPLICATED, **SHARING) for _ in range(2)]
+
+
+async def submit(bus, n: int, prefix: str) -> list[str]:
+    client = Client(bus)
+    return [await client.submit(op(f"{prefix}-{i}").runs(f"echo {i}").cost(3.6).build(),  # distinct: no cache waits
+                                op_id=f"{prefix}-{i}") for i in range(n)]
+
+
+def assert_exactly_once(events, op_ids: list[str]) -> None:
+    for op_id in op_ids:
+        counts = {kind.__name__: len(events.of(op_id, kind)) for kind in (CostEstimated, OperationAdmitted,
+                                                                           OperationDispatched)}
+        counts["cache decision"] = len(events.of(op_id, CacheHit)) + len(events.of(op_id, CacheMissed))
+        assert set(counts.values()) == {1}, (op_id, counts)
+
+
+async def kill(stack) -> None:
+    """As kill -9: no drain, the messages in hand are redelivered (to the other replica) after the ack wait."""
+    stack.task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await stack.task
+    stack.task = None
+
+
+def handled(stack, name: str) -> int:
+    return stack.service(name).stats.handled
+
+
+async def test_two_replicas_of_each_share_the_work_and_answer_every_op_once(stack_factory, tmp_path, bus, events):
+    replicas = await start(stack_factory, tmp_path)
+    op_ids = await submit(bus, 60, "shared")
+    for op_id in op_ids:
+        await events.expect(OperationDispatched, op_id, timeout=60)
+    assert_exactly_once(events, op_ids)
+    for name in REPLICATED:
+        assert all(handled(r, name) > 0 for r in replicas), f"{name}: {[handled(r, name) for r in replicas]}"
+
+    for op_id in op_ids:  # each ran a minute: the ledger records it, once
+        await bus.publish(running(op_id, at=T0, node=None))
+        await bus.publish(succeeded(op_id, at=T0 + timedelta(minutes=1)))
+    for op_id in op_ids:
+        await events.expect(CostRecorded, op_id, timeout=60)
+        await events.expect(OperationSucceeded, op_id)
+    recorded = [e for op_id in op_ids for e in events.of(op_id, CostRecorded)]
+    assert len(recorded) == len(op_ids) and {r.amount for r in recorded} == {0.06}  # 3.6 an hour, a minute
+    totals = await LedgerStore(await bus.ensure_cache_bucket(subjects.COST_BUCKET)).totals("queue", "default")
+    assert totals.attempts == len(op_ids) and abs(totals.amount - 0.06 * len(op_ids)) < 1e-6
+    views = [r.service("cost").state.view for r in replicas]
+    for view in views:  # each replica folded every record, whichever replica recorded it
+        await _folded(view, len(op_ids))
+    assert views[0].spent("queue", "default", T0) == views[1].spent("queue", "default", T0) == (
+        round(0.06 * len(op_ids), 6), 0.0)
+
+
+async def _folded(view, n: int, timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while len(view.records) < n:
+        assert loop.time() < deadline, f"folded {len(view.records)} of {n} cost records"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_replica_of_each_killed_mid_run_the_others_finish_every_op_once(stack_factory, tmp_path, bus,
+                                                                              events):
+    survivor, doomed = await start(stack_factory, tmp_path)
+    op_ids = await submit(bus, 100, "killed")
+    await events.expect(OperationDispatched, op_ids[10], timeout=60)  # mid-run
+    await kill(doomed)
+    before = {name: handled(survivor, name) for name in REPLICATED}
+    for op_id in op_ids:
+        await events.expect(OperationDispatched, op_id, timeout=90)
+    assert_exactly_once(events, op_ids)
+    for name in REPLICATED:
+        assert handled(doomed, name) > 0, f"{name}: the killed replica had done nothing"
+        assert handled(survivor, name) > before[name], f"{name}: the survivor did nothing after the kill"
