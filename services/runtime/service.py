@@ -47,7 +47,7 @@ from services.runtime import logging as oplog
 from services.runtime.backoff import Backoff
 from services.runtime.bus import Bus, Fence, Received, as_unavailable
 from services.runtime.clock import Clock, SystemClock
-from services.runtime.consumer import Context, Handler, Subscription, consumers_of
+from services.runtime.consumer import Consumer, Context, Handler, Subscription, consumers_of
 from services.runtime.deadletter import dead_letter
 from services.runtime.errors import DependencyUnavailable, Fenced, InvalidInput
 from services.runtime.leadership import Leadership
@@ -60,6 +60,7 @@ Task = Callable[[Bus, asyncio.Event], Coroutine[Any, Any, None]]
 NAK_BACKOFF_S = (0.5, 2.0, 5.0, 10.0)
 HANDLER_FAILED, MAX_DELIVERIES = "handler_failed", "max_deliveries"  # reasons of a dead letter
 T = TypeVar("T")
+__all__ = ["Consumer", "Context", "Draining", "Service", "Stats", "Task"]  # a service needs only this module
 
 
 class Draining(Exception):

@@ -38,9 +38,6 @@ from services.runtime.bus import (
     DUPLICATE_WINDOW_S,
     Bus,
     Received,
-    cloudevent_headers,  # the headers the real bus sends
-    default_msg_id,
-    subject_for,
 )
 from tests.builders.kv import MemoryKV
 from tests.builders.streams import Consumer, PullSubscription, Stored, Stream, matches
