@@ -143,7 +143,8 @@ class Service:
         self.bus, self.stopping = bus, stop
         await bus.ensure_streams()
         await self.start(bus)
-        subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver))
+        subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver,
+                                      ack_wait=self.settings.ack_wait_s))
                 for s in self.subscriptions]
         self.ready.set()
         self.log.info("service_started", consumers=[s.durable for s in self.subscriptions])

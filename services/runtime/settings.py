@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -21,9 +21,11 @@ class Settings(BaseSettings):
     log_level: str = "info"
     fetch_batch: int = Field(64, ge=1, le=1000)
     max_deliver: int = Field(5, ge=1, description="deliveries before a failing message goes to the dead-letter subject")
+    ack_wait_s: float = Field(30.0, gt=0, description="a message fetched and not acked this long is delivered again "
+                              "(what a replica killed with messages in hand delays them by)")
     dependency_backoff_base_s: float = Field(0.5, gt=0, description="first wait before a dependency is tried again")
     dependency_backoff_cap_s: float = Field(
-        10.0, gt=0, le=20.0, description="longest wait between tries (below the 30 s ack wait: the message stays ours)")
+        10.0, gt=0, le=20.0, description="longest wait between tries (below the ack wait: the message stays ours)")
     # admission
     queues_file: Path | None = None
     # cost
@@ -42,3 +44,10 @@ class Settings(BaseSettings):
     gang_backoff_max_s: float = Field(300.0, ge=0, description="... at most this long, before it may be admitted again")
     reconcile_interval_s: float = Field(30.0, gt=0, description="the dispatcher compares attempts with pods this often")
     reconcile_grace_s: float = Field(30.0, ge=0, description="an attempt admitted, or a pod created, this long ago is repaired")
+
+    @model_validator(mode="after")
+    def _backoff_below_ack_wait(self) -> "Settings":
+        if self.dependency_backoff_cap_s >= self.ack_wait_s:
+            raise ValueError(f"dependency_backoff_cap_s ({self.dependency_backoff_cap_s:g}) must be below ack_wait_s "
+                             f"({self.ack_wait_s:g}): a message waiting out an outage must stay this service's")
+        return self
