@@ -23,7 +23,7 @@ EMITS = {"admission": ("submitted", "admitted"), "cost": ("cost_estimated",), "c
 FROM_KUBERNETES = ("dispatched", "running", "succeeded", "failed")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Fault:
     kind: str = "none"
     lasts_s: float = 0.0  # from strike to heal
@@ -44,12 +44,12 @@ class Fault:
         """Undo it: start again what was killed."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KillService(Fault):
     """kill -9 of one replica of ``service``; started again after ``lasts_s``, unless ``restart`` is False
     (the other replicas carry on alone)."""
 
-    service: str = "admission"
+    service: str
     replica: int = 0
     restart: bool = True
 
@@ -72,7 +72,7 @@ class KillService(Fault):
             await stage.services.until_ready([(self.service, self.replica)])
 
 
-@dataclass
+@dataclass(kw_only=True)
 class KillNatsNode(Fault):
     """kill -9 of the node leading the op stream (of a cluster); restarted on its store after ``lasts_s``."""
 
@@ -92,7 +92,7 @@ class KillNatsNode(Fault):
         stage.nats.restart(self.node)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ApiServerOutage(Fault):
     """kill -9 of kube-apiserver; started again with the same flags and etcd after ``lasts_s``."""
 
@@ -107,7 +107,7 @@ class ApiServerOutage(Fault):
         stage.control_plane.revive()  # blocks until /readyz; on this thread (see the module's docstring)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class NatsDown(Fault):
     """kill -9 of every nats-server (the only one, or each node of a cluster); while they are down
     ``opsched submit`` is tried (``refusals``: its exit code and stderr), then they are started again on

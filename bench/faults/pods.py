@@ -46,9 +46,9 @@ class PodLedger:
         return self
 
     def stop(self) -> None:
+        """Stop watching: the thread ends when its watch next returns (at most ``WATCH_S``; it is a daemon)."""
         self._stop.set()
-        self._thread.join(WATCH_S + 15)
-        self.api.close()
+        self._thread.join(0.5)
 
     def snapshot(self) -> tuple[dict[str, PodRecord], list[str]]:
         with self.lock:
@@ -64,6 +64,12 @@ class PodLedger:
 
     # -- the watch ---------------------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._follow()
+        finally:
+            self.api.close()
+
+    def _follow(self) -> None:
         version: str | None = None
         while not self._stop.is_set():
             try:

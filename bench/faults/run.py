@@ -108,7 +108,7 @@ async def count(stage: Stage, submitter: Submitter, quota_timeout: float = 30.0)
     queues = await settled_queues(stage, quota_timeout)
     stream = await stage.bus.read_all(subjects.OPS_STREAM, subjects.OPS_ALL)
     pods, overlaps = stage.pods.snapshot()
-    return tally(submitter.accepted, submitter.refused, stream, pods, overlaps, queues)
+    return tally(submitter.accepted, submitter.refused, stream, pods, overlaps, queues, stage.layout.gpus)
 
 
 async def settled_queues(stage: Stage, timeout: float) -> QueuesAnswer:

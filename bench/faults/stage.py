@@ -46,6 +46,7 @@ class Layout:
     reconcile_interval_s: float = 2.0
     reconcile_grace_s: float = 4.0
     ack_wait_s: float = 30.0  # what messages held by a killed replica wait before another gets them
+    fetch_batch: int = 64  # messages a replica takes at once (and holds when it is killed)
     backoff_cap_s: float = 10.0  # the longest wait between tries of a dependency (below the ack wait)
 
     @property
@@ -111,6 +112,7 @@ class Stage:
                 "OPSCHED_RECONCILE_INTERVAL_S": str(self.layout.reconcile_interval_s),
                 "OPSCHED_RECONCILE_GRACE_S": str(self.layout.reconcile_grace_s),
                 "OPSCHED_ACK_WAIT_S": str(self.layout.ack_wait_s),
+                "OPSCHED_FETCH_BATCH": str(self.layout.fetch_batch),
                 "OPSCHED_DEPENDENCY_BACKOFF_CAP_S": str(self.layout.backoff_cap_s)}
 
     async def close(self) -> dict[str, Any]:

@@ -5,7 +5,8 @@ API server had (the pod ledger) and admission's own answer about its queues:
 - duplicate admissions: more than one ``admitted`` for one op and attempt;
 - duplicate pods: a pod name created twice, an attempt with two pods, an op with pods of two attempts
   alive at once, a pod for an attempt never admitted, or an attempt dispatched without a pod;
-- quota in use: what admission still counts (running ops, GPUs used) once every op is terminal."""
+- quota in use: what admission still counts (running ops, GPUs used) once every op is terminal;
+- over quota: more 1-GPU ops admitted and not ended at once than the queue's quota (two deciders)."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -30,26 +31,31 @@ class Tally:
     duplicate_pods: list[str] = field(default_factory=list)
     pods: int = 0
     quota_in_use: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not (self.lost or self.duplicate_admissions or self.duplicate_pods or self.quota_in_use)
+    peak_active: int = 0  # the most ops admitted and not ended at once, in stream order
+    over_quota: list[str] = field(default_factory=list)
 
     def problems(self) -> list[str]:
         return [f"{what}: {items[:10]}{' ...' if len(items) > 10 else ''} ({len(items)})"
                 for what, items in (("lost", self.lost), ("duplicate admissions", self.duplicate_admissions),
-                                    ("duplicate pods", self.duplicate_pods), ("quota in use", self.quota_in_use))
+                                    ("duplicate pods", self.duplicate_pods), ("quota in use", self.quota_in_use),
+                                    ("over quota", self.over_quota))
                 if items]
 
 
 def tally(accepted: list[str], refused: int, stream: list[bytes], pods: dict[str, PodRecord],
-          overlaps: list[str], queues: QueuesAnswer) -> Tally:
+          overlaps: list[str], queues: QueuesAnswer, quota: int) -> Tally:
+    """``quota``: the GPUs of the queue (every op asks for one)."""
     view = OpsView()
     admitted: Counter = Counter()
     dispatched: set[tuple[str, int]] = set()
     submitted: set[str] = set()
+    active: set[str] = set()
+    peak = 0
     for data in stream:
-        view.fold_bytes(data)
+        row = view.fold_bytes(data)
+        if row is not None:
+            (active.add if row.active else active.discard)(row.op_id)
+            peak = max(peak, len(active))
         try:
             event = codec.decode_event(data)
         except Exception:  # noqa: BLE001 - not an op event
@@ -71,6 +77,8 @@ def tally(accepted: list[str], refused: int, stream: list[bytes], pods: dict[str
     out.duplicate_admissions = [f"{op}#{attempt} x{n}" for (op, attempt), n in admitted.items() if n > 1]
     out.duplicate_pods = duplicate_pods(pods, overlaps, set(admitted), dispatched)
     out.quota_in_use = quota_in_use(queues)
+    out.peak_active = peak
+    out.over_quota = [f"{peak} ops admitted at once, quota {quota} GPUs"] if peak > quota else []
     return out
 
 
