@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client
+
 from bench.faults.opwatch import OpWatch
 from bench.faults.pods import PodLedger
 from bench.faults.processes import SERVICES, ServiceProcesses
-from kubernetes import client
-
 from opsched.client import Client
 from opsched.localcluster.controlplane import ControlPlane
 from opsched.localcluster.nodes import delete_nodes
