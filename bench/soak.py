@@ -102,7 +102,7 @@ def recoveries(stage: Stage, log: Log) -> dict[str, list[float]]:
     return out
 
 
-def summary(tally: Tally, log: Log, by_kind: dict[str, list[float]], minutes: float) -> str:
+def summary(tally: Tally, log: Log, by_kind: dict[str, list[float]], durations: list[float], minutes: float) -> str:
     times = [t for v in by_kind.values() for t in v if t == t]  # NaN: no work of its kind followed
     lines = [f"soak of {minutes:g} min: {tally.accepted + tally.refused} ops submitted, {tally.accepted} accepted, "
              f"{tally.refused} refused (NATS down), {tally.terminal} finished {dict(tally.statuses)}",
@@ -112,7 +112,9 @@ def summary(tally: Tally, log: Log, by_kind: dict[str, list[float]], minutes: fl
              f"{len(tally.quota_in_use)}   most ops admitted at once: {tally.peak_active}",
              f"recovery (heal -> work of its kind again): median {statistics.median(times) if times else 0:.1f}s, "
              f"max {max(times, default=0):.1f}s",
-             *[f"  {k}: {', '.join(f'{t:.1f}s' for t in v)}" for k, v in sorted(by_kind.items())]]
+             *[f"  {k}: {', '.join(f'{t:.1f}s' for t in v)}" for k, v in sorted(by_kind.items())],
+             f"submit to end per op: median {statistics.median(durations) if durations else 0:.1f}s, "
+             f"slowest {max(durations, default=0):.1f}s"]
     if log.refusals:
         clear = sum(1 for _, ok in log.refusals if ok)
         lines.append(f"CLI submits while NATS was down: {len(log.refusals)}, refused with a clear message: {clear}")
@@ -137,10 +139,11 @@ async def main_async(args: argparse.Namespace) -> int:
         op_file.write_text(OP_FILE)
         tally, log = await soak(stage, args.minutes, random.Random(args.seed), args.rate, op_file)
         by_kind = recoveries(stage, log)
+        durations = stage.ops.durations() if stage.ops else []
     finally:
         await stage.close()
         control_plane.stop()
-    print(summary(tally, log, by_kind, args.minutes), flush=True)
+    print(summary(tally, log, by_kind, durations, args.minutes), flush=True)
     return 0 if not tally.problems() and all(ok for _, ok in log.refusals) else 1
 
 

@@ -18,7 +18,8 @@ class OpWatch:
         self.view = OpsView()
         self.times: list[tuple[str, datetime]] = []  # (type, ``at``) of every op event, in stream order
         self.terminal: set[str] = set()
-        self.submitted: set[str] = set()
+        self.submitted: dict[str, datetime] = {}  # op -> ``at`` of its submitted
+        self.ended: dict[str, datetime] = {}  # op -> ``at`` of the event that made it terminal
         self._changed = asyncio.Condition()
         self._sub = None
 
@@ -34,9 +35,10 @@ class OpWatch:
         row = self.view.fold(event)
         self.times.append((codec.type_of(event), event.at))
         if isinstance(event, OperationSubmitted):
-            self.submitted.add(event.op_id)
+            self.submitted.setdefault(event.op_id, event.at)
         if row is not None and row.terminal:
             self.terminal.add(event.op_id)
+            self.ended.setdefault(event.op_id, event.at)
         else:
             self.terminal.discard(event.op_id)
         async with self._changed:
@@ -63,6 +65,10 @@ class OpWatch:
             except asyncio.TimeoutError:
                 return False
         return True
+
+    def durations(self) -> list[float]:
+        """Seconds from submitted to the end, of every op that ended."""
+        return [(self.ended[op] - at).total_seconds() for op, at in self.submitted.items() if op in self.ended]
 
     def first_after(self, moment: datetime, kinds: tuple[str, ...] = ()) -> datetime | None:
         """The earliest ``at`` after ``moment`` of an event of ``kinds`` (any kind when empty)."""

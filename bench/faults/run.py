@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import statistics
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -25,6 +26,8 @@ class Recovery:
     resumed_s: float = float("nan")  # from the heal to the first event of the kind the fault stopped
     stall_s: float = 0.0  # the longest time without any op event, from the strike to the last op's end
     finished_s: float = 0.0  # from the heal to every op terminal
+    slowest_op_s: float = 0.0  # the longest from an op's submitted to its end (what the ops the fault held waited)
+    median_op_s: float = 0.0
 
 
 @dataclass
@@ -98,8 +101,10 @@ def measure(stage: Stage, fault: Fault, struck: datetime, healed: datetime, fini
     times = sorted(at for _, at in stage.ops.times if at >= struck)
     gaps = [(b - a).total_seconds() for a, b in zip([struck, *times], times)]
     resumed = stage.ops.first_after(healed, fault.emits)
+    durations = stage.ops.durations()
     return Recovery(resumed_s=(resumed - healed).total_seconds() if resumed else float("nan"),
-                    stall_s=max(gaps, default=0.0), finished_s=finished_s)
+                    stall_s=max(gaps, default=0.0), finished_s=finished_s, slowest_op_s=max(durations, default=0.0),
+                    median_op_s=statistics.median(durations) if durations else 0.0)
 
 
 async def count(stage: Stage, submitter: Submitter, quota_timeout: float = 30.0) -> Tally:

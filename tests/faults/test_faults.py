@@ -57,7 +57,8 @@ def report(outcome: Outcome) -> str:
     return (f"\n[faults] {outcome.fault}: ops {t.accepted} accepted, {t.refused} refused, {t.terminal} terminal "
             f"{dict(t.statuses)}; lost {len(t.lost)}, duplicate admissions {len(t.duplicate_admissions)}, "
             f"duplicate pods {len(t.duplicate_pods)}, at most {t.peak_active} ops admitted at once; resumed {r.resumed_s:.1f}s after the heal, longest stall "
-            f"{r.stall_s:.1f}s, all ended {r.finished_s:.1f}s after the heal")
+            f"{r.stall_s:.1f}s, all ended {r.finished_s:.1f}s after the heal; submit to end: median {r.median_op_s:.1f}s, "
+            f"slowest {r.slowest_op_s:.1f}s")
 
 
 def assert_survived(outcome: Outcome) -> None:
