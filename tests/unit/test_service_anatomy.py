@@ -71,8 +71,8 @@ class FakeBus:
     async def ensure_streams(self) -> None:
         self.journal.append("streams")
 
-    async def durable(self, durable: str, stream: str, filters: list[str], max_deliver: int):
-        self.journal.append(("durable", durable, max_deliver))
+    async def durable(self, durable: str, stream: str, filters: list[str], max_deliver: int, ack_wait: float):
+        self.journal.append(("durable", durable, max_deliver, ack_wait))
         return IdlePull()
 
 
@@ -83,7 +83,7 @@ class IdlePull:
 
 
 def probe() -> Probe:
-    return Probe(Settings(max_deliver=3), FakeClock(T0))
+    return Probe(Settings(max_deliver=3, ack_wait_s=12.0), FakeClock(T0))
 
 
 def received(journal: Journal, data: bytes) -> Received:
@@ -130,8 +130,14 @@ def test_a_type_handled_twice_by_one_consumer_is_refused():
 async def test_run_starts_the_service_then_creates_its_consumers_then_serves_the_tasks():
     service, journal = probe(), Journal()
     await asyncio.wait_for(service.run(FakeBus(journal), asyncio.Event()), timeout=5)  # the task sets stop
-    assert journal == ["streams", ("durable", "probe-events", 3), ("durable", "probe-commands", 3)]
+    assert journal == ["streams", ("durable", "probe-events", 3, 12.0), ("durable", "probe-commands", 3, 12.0)]
     assert service.journal == ["start", ("task", True)]  # ready before the tasks run
+
+
+def test_a_dependency_backoff_that_could_outlast_the_ack_wait_is_refused():
+    with pytest.raises(ValueError, match="must be below ack_wait_s"):
+        Settings(ack_wait_s=5.0, dependency_backoff_cap_s=5.0)
+    assert Settings(ack_wait_s=6.0, dependency_backoff_cap_s=2.5).ack_wait_s == 6.0
 
 
 def test_a_service_without_tasks_or_start_serves_only_its_consumers():
