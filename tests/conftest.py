@@ -7,6 +7,7 @@ Every admission cycle in the tests checks its tracked snapshot against one built
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("OPSCHED_VERIFY_SNAPSHOT", "1")  # before services are imported
@@ -14,6 +15,7 @@ os.environ.setdefault("OPSCHED_VERIFY_SNAPSHOT", "1")  # before services are imp
 import pytest
 
 from opsched.embedded import ServicesInProcess
+from opsched.localcluster.controlplane import ControlPlane, ControlPlaneError, ensure_built
 from opsched.natsserver import NatsCluster, NatsServer
 from tests.eventlog import EventLog
 
@@ -37,6 +39,22 @@ def nats_cluster(tmp_path: Path):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A running control plane (etcd, kube-apiserver, kube-scheduler) for the whole session, shared by the
+    integration tests and the fault suite (skips if the binaries are unavailable)."""
+    try:
+        ensure_built()
+    except ControlPlaneError as e:
+        pytest.skip(f"local Kubernetes control plane unavailable: {e}")
+    cp = ControlPlane(tmp_path_factory.mktemp("control-plane"))
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
 
 
 @pytest.fixture

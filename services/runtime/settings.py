@@ -24,7 +24,7 @@ class Settings(BaseSettings):
     fetch_batch: int = Field(64, ge=1, le=1000)
     max_deliver: int = Field(5, ge=1, description="deliveries before a failing message goes to the dead-letter subject")
     ack_wait_s: float = Field(30.0, gt=0, description="a delivery not settled this long (its process died) is "
-                              "delivered again, to any replica; above the dependency backoff cap")
+                              "delivered again, to any replica (what a replica killed with messages in hand delays them by)")
     dependency_backoff_base_s: float = Field(0.5, gt=0, description="first wait before a dependency is tried again")
     dependency_backoff_cap_s: float = Field(
         10.0, gt=0, le=20.0, description="longest wait between tries (below the 30 s ack wait: the message stays ours)")
@@ -78,5 +78,6 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _backoff_below_ack_wait(self) -> "Settings":
         if self.dependency_backoff_cap_s >= self.ack_wait_s:
-            raise ValueError("dependency_backoff_cap_s must be below ack_wait_s (a waiting message stays ours)")
+            raise ValueError(f"dependency_backoff_cap_s ({self.dependency_backoff_cap_s:g}) must be below ack_wait_s "
+                             f"({self.ack_wait_s:g}): a message waiting out an outage must stay this service's")
         return self

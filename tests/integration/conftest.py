@@ -1,7 +1,7 @@
 """Fixtures for integration tests against a real local Kubernetes control plane.
 
-``control_plane`` (session) starts etcd + kube-apiserver + kube-scheduler v1.20.2 on loopback;
-``k8s_namespace`` gives each test a fresh namespace; ``sim_nodes(...)`` starts a simulated
+``control_plane`` (session, in tests/conftest.py: the fault suite shares it) starts etcd + kube-apiserver +
+kube-scheduler v1.20.2 on loopback; ``k8s_namespace`` gives each test a fresh namespace; ``sim_nodes(...)`` starts a simulated
 kubelet for GPU nodes. Wait on conditions with the ``wait_for`` fixture, never with bare sleeps.
 """
 
@@ -16,11 +16,7 @@ from typing import Any, TypeVar
 import pytest
 from kubernetes import client
 
-from opsched.localcluster.controlplane import (
-    ControlPlane,
-    ControlPlaneError,
-    ensure_built,
-)
+from opsched.localcluster.controlplane import ControlPlane
 from opsched.localcluster.nodes import as_node_spec, delete_nodes
 from opsched.localcluster.simkubelet import spawn, terminate
 
@@ -56,21 +52,6 @@ def _wait_for(predicate: Callable[[], T], timeout: float = 10.0, interval: float
 def wait_for() -> Callable[..., Any]:
     """``wait_for(predicate, timeout=10, interval=0.05, message=...)``: poll until truthy."""
     return _wait_for
-
-
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """A running control plane for the whole session (skips if the binaries are unavailable)."""
-    try:
-        ensure_built()
-    except ControlPlaneError as e:
-        pytest.skip(f"local Kubernetes control plane unavailable: {e}")
-    cp = ControlPlane(tmp_path_factory.mktemp("control-plane"))
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
 
 
 @pytest.fixture(scope="session")

@@ -72,7 +72,7 @@ class FakeBus:
         self.journal.append("streams")
 
     async def durable(self, durable: str, stream: str, filters: list[str], max_deliver: int, ack_wait: float):
-        self.journal.append(("durable", durable, max_deliver))
+        self.journal.append(("durable", durable, max_deliver, ack_wait))
         return IdlePull()
 
     async def listen(self, subject: str, on_message, group: str):
@@ -92,7 +92,7 @@ class IdlePull:
 
 
 def probe() -> Probe:
-    return Probe(Settings(max_deliver=3), FakeClock(T0))
+    return Probe(Settings(max_deliver=3, ack_wait_s=12.0), FakeClock(T0))
 
 
 def received(journal: Journal, data: bytes) -> Received:
@@ -139,12 +139,18 @@ def test_a_type_handled_twice_by_one_consumer_is_refused():
 async def test_run_starts_the_service_then_creates_its_consumers_then_serves_the_tasks():
     service, journal = probe(), Journal()
     await asyncio.wait_for(service.run(FakeBus(journal), asyncio.Event()), timeout=5)  # the task sets stop
-    assert journal == ["streams", ("durable", "probe-events", 3), ("durable", "probe-commands", 3),
+    assert journal == ["streams", ("durable", "probe-events", 3, 12.0), ("durable", "probe-commands", 3, 12.0),
                        ("listen", subjects.max_deliveries_advisory(subjects.OPS_STREAM, "probe-events"),
                         subjects.max_deliveries_group("probe-events")),
                        ("listen", subjects.max_deliveries_advisory(subjects.CMD_STREAM, "probe-commands"),
                         subjects.max_deliveries_group("probe-commands"))]  # a lost message is heard of
     assert service.journal == ["start", ("task", True)]  # ready before the tasks run
+
+
+def test_a_dependency_backoff_that_could_outlast_the_ack_wait_is_refused():
+    with pytest.raises(ValueError, match="must be below ack_wait_s"):
+        Settings(ack_wait_s=5.0, dependency_backoff_cap_s=5.0)
+    assert Settings(ack_wait_s=6.0, dependency_backoff_cap_s=2.5).ack_wait_s == 6.0
 
 
 def test_a_service_without_tasks_or_start_serves_only_its_consumers():
