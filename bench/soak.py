@@ -5,7 +5,7 @@ printed (ops submitted and finished, faults by kind, lost, duplicate pods and ad
     python -m bench.soak --minutes 5 [--seed 7] [--rate 10]
 
 It starts everything itself: a local control plane (etcd, kube-apiserver, kube-scheduler), a 3-node NATS
-cluster, simulated GPU nodes, admission (1 replica) and cost, cache and dispatcher (2 replicas each) as
+cluster, simulated GPU nodes, admission, cost, cache and dispatcher (2 replicas each) as
 processes, with the services' default ack wait (30 s). Exit code 0 when nothing was lost or duplicated."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from bench.faults.run import Submitter, count, measure
 from bench.faults.stage import Layout, Stage
 from bench.faults.tally import Tally
 
-REPLICAS = {"admission": 1, "cost": 2, "cache": 2, "dispatcher": 2}
+REPLICAS = {"admission": 2, "cost": 2, "cache": 2, "dispatcher": 2}
 OP_FILE = """\
 version: 1.1
 kind: component
@@ -54,6 +54,8 @@ def random_fault(rng: random.Random, op_file: Path) -> Fault:
     pick = rng.choice(["service", "service", "nats node", "api server", "nats down"])
     if pick == "service":
         service = rng.choice(list(REPLICAS))
+        if service == "admission":  # the leader, whichever replica it is: its standby takes over
+            return KillService(service=service, leader=True, lasts_s=rng.uniform(1, 5))
         return KillService(service=service, replica=rng.randrange(REPLICAS[service]), lasts_s=rng.uniform(1, 5))
     if pick == "nats node":
         return KillNatsNode(lasts_s=rng.uniform(3, 10))
