@@ -21,23 +21,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench.faults.kinds import ApiServerOutage, Fault, KillNatsNode, KillService, NatsDown
+from bench.faults.kinds import CLI_OP_FILE, ApiServerOutage, Fault, KillNatsNode, KillService, NatsDown
 from bench.faults.run import Submitter, count, measure
 from bench.faults.stage import Layout, Stage
 from bench.faults.tally import Tally
 
 REPLICAS = {"admission": 2, "cost": 2, "cache": 2, "dispatcher": 2}
-OP_FILE = """\
-version: 1.1
-kind: component
-name: soak-while-nats-is-down
-run:
-  kind: job
-  container:
-    image: python:3.11-slim
-    command: sh -c "sleep 0.2"
-    resources: {limits: {nvidia.com/gpu: 1}}
-"""
 
 
 @dataclass
@@ -138,7 +127,7 @@ async def main_async(args: argparse.Namespace) -> int:
     try:
         await stage.start()
         op_file = root / "op.yaml"
-        op_file.write_text(OP_FILE)
+        op_file.write_text(CLI_OP_FILE)
         tally, log = await soak(stage, args.minutes, random.Random(args.seed), args.rate, op_file)
         by_kind = recoveries(stage, log)
         durations = stage.ops.durations() if stage.ops else []

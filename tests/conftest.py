@@ -94,6 +94,25 @@ async def stack_factory(nats_server):
         await stack.close()
 
 
+_TESTS = Path(__file__).resolve().parent
+# What runs against real parts (nats-server, the control plane): a skip there fails CI (below).
+MARKS = {_TESTS / "integration": ("integration",), _TESTS / "faults": ("integration", "faults")}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The local API server has a self-signed certificate on 127.0.0.1 (insecure-skip-tls-verify).
+    config.addinivalue_line("filterwarnings", "ignore::urllib3.exceptions.InsecureRequestWarning")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parents = Path(str(item.path)).resolve().parents
+        for folder, marks in MARKS.items():
+            if folder in parents:
+                for mark in marks:
+                    item.add_marker(getattr(pytest.mark, mark))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if (report.skipped and not hasattr(report, "wasxfail") and "integration" in report.keywords
             and "docker" not in report.keywords):

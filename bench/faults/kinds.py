@@ -20,6 +20,18 @@ from proto import subjects
 EMITS = {"admission": ("submitted", "admitted"), "cost": ("cost_estimated",), "cache": ("cache_missed", "cache_hit"),
          "dispatcher": ("dispatched", "running", "succeeded", "failed")}
 FROM_KUBERNETES = ("dispatched", "running", "succeeded", "failed")
+# The op a CLI submit tries while NATS is down (NatsDown): one GPU, 0.2 s.
+CLI_OP_FILE = """\
+version: 1.1
+kind: component
+name: while-nats-is-down
+run:
+  kind: job
+  container:
+    image: python:3.11-slim
+    command: sh -c "sleep 0.2"
+    resources: {limits: {nvidia.com/gpu: 1}}
+"""
 
 
 @dataclass(kw_only=True)

@@ -1,27 +1,11 @@
 """The fault suite: every test here runs against real parts (nats-server, the control plane, the services as
 processes) and is marked ``integration`` (so it may not skip in CI) and ``faults`` (``-m "not faults"`` leaves
-it out of a quick run)."""
+it out of a quick run; both marks are given in tests/conftest.py)."""
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from bench.faults.stage import Layout, Stage
-
-_HERE = Path(__file__).resolve().parent
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # The local API server has a self-signed certificate on 127.0.0.1 (insecure-skip-tls-verify).
-    config.addinivalue_line("filterwarnings", "ignore::urllib3.exceptions.InsecureRequestWarning")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if _HERE in Path(str(item.path)).resolve().parents:
-            item.add_marker(pytest.mark.integration)
-            item.add_marker(pytest.mark.faults)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench.faults.kinds import ApiServerOutage, Fault, KillNatsNode, KillService, NatsDown
+from bench.faults.kinds import CLI_OP_FILE, ApiServerOutage, Fault, KillNatsNode, KillService, NatsDown
 from bench.faults.run import Outcome, play
 from bench.faults.stage import Layout
 
@@ -80,23 +80,10 @@ async def test_every_accepted_op_ends_once_with_one_pod_per_attempt_and_quota_fr
     assert outcome.tally.accepted == OPS
 
 
-OP_FILE = """\
-version: 1.1
-kind: component
-name: while-nats-is-down
-run:
-  kind: job
-  container:
-    image: python:3.11-slim
-    command: sh -c "sleep 0.2"
-    resources: {limits: {nvidia.com/gpu: 1}}
-"""
-
-
 async def test_nats_down_refuses_a_cli_submit_clearly_and_loses_nothing_once_it_is_back(stage_for, tmp_path):
     stage = await stage_for(Layout(**FAST))
     op_file = tmp_path / "op.yaml"
-    op_file.write_text(OP_FILE)
+    op_file.write_text(CLI_OP_FILE)
     fault = NatsDown(lasts_s=5.0, op_file=op_file)
     outcome = await play(stage, fault, ops=OPS, rate=RATE, timeout=TIMEOUT_S)
     assert_survived(outcome)

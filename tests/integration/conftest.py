@@ -21,18 +21,6 @@ from opsched.localcluster.nodes import as_node_spec, delete_nodes
 from opsched.localcluster.simkubelet import spawn, terminate
 
 T = TypeVar("T")
-_HERE = Path(__file__).resolve().parent
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # The local API server has a self-signed certificate on 127.0.0.1 (insecure-skip-tls-verify).
-    config.addinivalue_line("filterwarnings", "ignore::urllib3.exceptions.InsecureRequestWarning")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if _HERE in Path(str(item.path)).resolve().parents:
-            item.add_marker(pytest.mark.integration)
 
 
 def _wait_for(predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.05,
