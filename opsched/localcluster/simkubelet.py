@@ -240,6 +240,9 @@ class SimKubelet:
             return  # a "delete" is queued
         elif due.action == "start" and phase == "Pending":
             self._start_pod(pod)
+        elif due.action == "start" and phase == "Running":  # an earlier try was stored, its answer lost
+            self._stages[due.uid] = "running"
+            self._schedule_end(pod, _parse_time(pod["status"].get("startTime") or now_rfc3339()))
         elif due.action == "finish" and phase == "Running":
             self._finish(pod, terminal_status(pod, pod_behaviour(pod).exit_codes))
         elif due.action == "deadline" and phase == "Running":

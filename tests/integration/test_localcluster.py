@@ -115,3 +115,14 @@ def test_graceful_delete_of_a_running_pod_completes(sim_nodes, core_v1, k8s_name
     wait_for(phase_is(core_v1, k8s_namespace, "victim", "Running"), message="pod Running")
     core_v1.delete_namespaced_pod("victim", k8s_namespace)  # default grace period: 30 s
     wait_for(lambda: get_pod(core_v1, k8s_namespace, "victim") is None, timeout=10, message="pod gone")
+
+
+def test_a_start_stored_whose_answer_was_lost_still_runs_to_its_end(sim_nodes, core_v1, k8s_namespace, wait_for):
+    """The API server stored the kubelet's Running and died before it answered: the retried start finds
+    the pod Running already, and the pod still finishes (it used to stay Running forever)."""
+    sim_nodes(("gpu-a", 1, "A100"), start_delay=1.5)
+    core_v1.create_namespaced_pod(k8s_namespace, make_pod("lost-answer", ["sh", "-c", "sleep 0.2"],
+                                                         nodeName="gpu-a"))
+    status = {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}  # as if the kubelet's patch was stored
+    core_v1.patch_namespaced_pod_status("lost-answer", k8s_namespace, {"status": status})
+    wait_for(phase_is(core_v1, k8s_namespace, "lost-answer", "Succeeded"), timeout=15, message="pod Succeeded")
