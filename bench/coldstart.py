@@ -27,7 +27,7 @@ SOURCE = "opsched-admission"
 
 def _headers(event) -> dict[str, str]:
     from proto import cloudevents, codec
-    from services.runtime.bus import default_msg_id
+    from services.runtime.addressing import default_msg_id
 
     mid = default_msg_id(event)
     return {"Nats-Msg-Id": mid, **cloudevents.headers(codec.type_of(event), mid, SOURCE, event.op_id, event.at)}

@@ -135,7 +135,7 @@ class ListWatch:
         try:
             future.result(timeout=30)
         except Exception as exc:  # noqa: BLE001 - not published: the next change or re-list retries
-            self.log.warning("publish_failed", what=what, error=repr(exc))
+            self.log.warning("publish_failed", what=what, error=f"{type(exc).__name__}: {exc}")  # APIError: repr is bare
             return False
         return True
 

@@ -5,7 +5,6 @@ The only module that imports ``nats``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,11 +17,8 @@ import structlog
 from nats.js import api
 from nats.js.errors import NotFoundError
 
-from proto import cloudevents, codec, subjects
-from proto.commands import Command, SubmitOperation
-from proto.config import PricesConfigured, QueuesConfigured, SetQueues
-from proto.events import BudgetExceeded, Event
-from proto.leases import LeaderClaimed
+from proto import codec, subjects
+from services.runtime.addressing import cloudevent_headers, default_msg_id, subject_for
 from services.runtime.errors import DependencyUnavailable, Fenced
 
 DUPLICATE_WINDOW_S = 120.0
@@ -35,6 +31,10 @@ _LEADERLESS = (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
                nats.js.errors.ServiceUnavailableError)
 NATS = "nats"
 WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a publish whose expected last sequence moved on
+# a clustered stream refuses a message whose Nats-Msg-Id another publish has in process (two replicas report
+# the same fact at once): the same publish again a moment later is acked as a duplicate, or stored if that
+# other publish failed
+DUPLICATE_IN_PROCESS = 10158
 # NATS or JetStream cannot take the call now (disconnected, reconnecting, no ack in time, no leader):
 # an outage, retried for as long as it lasts; never the message's fault.
 NATS_UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -86,66 +86,25 @@ def refused_by_fence(exc: BaseException) -> bool:
     return isinstance(exc, nats.js.errors.BadRequestError) and exc.err_code == WRONG_LAST_SEQUENCE
 
 
-def subject_for(message: msgspec.Struct) -> str:
-    if isinstance(message, Event):
-        return subjects.event(codec.type_of(message), message.op_id)
-    if isinstance(message, SubmitOperation):
-        return subjects.submit(message.spec.queue)
-    if isinstance(message, Command) and not isinstance(message, SubmitOperation):
-        return subjects.command(codec.type_of(message))
-    if isinstance(message, SetQueues):
-        return subjects.CMD_SET_QUEUES
-    if isinstance(message, QueuesConfigured):
-        return subjects.CONFIG_QUEUES
-    if isinstance(message, PricesConfigured):
-        return subjects.CONFIG_PRICES
-    if isinstance(message, LeaderClaimed):
-        return subjects.lease_claim(message.role)
-    raise TypeError(f"no subject for {type(message).__name__}")
-
-
-def default_msg_id(message: msgspec.Struct) -> str:
-    kind = codec.type_of(message)
-    if isinstance(message, BudgetExceeded):  # one per budget, limit and window, whichever op crossed it
-        return subjects.budget_exceeded_msg_id(message.scope, message.name, message.window, message.unit,
-                                               message.window_start)
-    if isinstance(message, Event):
-        return subjects.msg_id(message.op_id, kind, message.attempt)
-    if isinstance(message, Command):
-        # a rerun is one per new op id; a resume one per request; the others one per op
-        distinct = getattr(message, "new_op_id", None) or (
-            int(message.requested_at.timestamp() * 1000) if kind == "resume" and message.requested_at else 0)
-        return subjects.msg_id(message.op_id, kind, distinct)
-    if isinstance(message, (SetQueues, QueuesConfigured)):
-        return f"{kind}.{config_digest(message.config)}"
-    if isinstance(message, PricesConfigured):
-        return subjects.prices_msg_id(config_digest(message.prices))
-    if isinstance(message, LeaderClaimed):
-        return subjects.lease_claim_msg_id(message.role, message.lease_revision)
-    raise TypeError(f"no message id for {type(message).__name__}")
-
-
-def config_digest(config: msgspec.Struct) -> str:
-    return hashlib.sha256(codec.encode(config)).hexdigest()[:12]
-
-
-def cloudevent_headers(message: msgspec.Struct, mid: str, source: str) -> dict[str, str]:
-    time = getattr(message, "at", None) or getattr(message, "requested_at", None)
-    subject = getattr(message, "op_id", None) or getattr(message, "node", None)  # cluster events: the node
-    return cloudevents.headers(codec.type_of(message), mid, source, subject, time)
+def in_process_elsewhere(exc: BaseException) -> bool:
+    """The stream has a publish with the same Nats-Msg-Id in process (a clustered stream's 409)."""
+    return isinstance(exc, nats.js.errors.APIError) and exc.err_code == DUPLICATE_IN_PROCESS
 
 
 async def patiently(call: Callable[[], Awaitable[Any]], nc: nats.NATS) -> Any:
-    """``call()``; while no leader answers (a node of the cluster died and the replicas elect another)
-    call again, for up to ``PUBLISH_PATIENCE_S``. Only for calls that are safe to repeat: a publish with
-    a Nats-Msg-Id, a KV read, a KV compare-and-set (a repeat of one that did apply is refused)."""
+    """``call()``; while no leader answers (a node of the cluster died and the replicas elect another), or
+    the same message is in process from another publisher, call again, for up to ``PUBLISH_PATIENCE_S``.
+    Only for calls that are safe to repeat: a publish with a Nats-Msg-Id, a KV read, a KV compare-and-set
+    (a repeat of one that did apply is refused)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + PUBLISH_PATIENCE_S
     pause = 0.1
     while True:
         try:
             return await call()
-        except _LEADERLESS:
+        except Exception as exc:
+            if not isinstance(exc, _LEADERLESS) and not in_process_elsewhere(exc):
+                raise
             if nc.is_closed or loop.time() + pause > deadline:
                 raise
         await asyncio.sleep(pause)

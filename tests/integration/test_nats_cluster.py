@@ -111,3 +111,15 @@ async def caught_up(cluster: NatsCluster, bus: Bus, node: int) -> None:
             return cluster.stream_state(node, stream).get("last_seq", 0) >= last
 
         await eventually(holds_all, f"node n{node} to hold {stream} up to {last}", timeout=15)
+
+
+async def test_replicas_reporting_the_same_fact_at_once_store_it_once_and_all_succeed(cluster_bus):
+    """A clustered stream refuses a Nats-Msg-Id another publish has in process (409, "duplicate message id is
+    in process"): two dispatcher replicas' watchers report the same pod change at once. Each publish is
+    tried again a moment later and acked (as a duplicate, or stored if the other one failed)."""
+    events = [OperationDispatched(op_id=f"dup-{i}", at=datetime.now(timezone.utc), attempt=0, pod_name=f"op-dup-{i}-0",
+                                  namespace="ns") for i in range(20)]
+    acks = await asyncio.gather(*(cluster_bus.publish(e) for e in events for _ in range(3)))
+    assert len(acks) == 60
+    stored = await cluster_bus.read_all(subjects.OPS_STREAM, subjects.events_of("dispatched"))
+    assert Counter(codec.decode_event(d).op_id for d in stored) == {f"dup-{i}": 1 for i in range(20)}

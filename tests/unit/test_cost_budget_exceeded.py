@@ -10,7 +10,7 @@ from proto.events import BudgetExceeded, CostRecorded
 from proto.queues import Budget
 from services.admission.state import AdmissionState
 from services.cost.budgets import Announcements
-from services.runtime.bus import default_msg_id, subject_for
+from services.runtime.addressing import default_msg_id, subject_for
 from tests.builders import case, case_name, op, submitted
 
 DAY = datetime(2026, 1, 1, tzinfo=timezone.utc)

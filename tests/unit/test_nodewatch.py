@@ -26,7 +26,7 @@ from services.dispatcher.nodewatch import (
     is_schedulable,
     observed,
 )
-from services.runtime.bus import cloudevent_headers
+from services.runtime.addressing import cloudevent_headers
 from tests.builders import GPU, GPU_PRODUCT, T0, case, case_name, t
 from tests.builders.clock import FakeClock
 

@@ -21,7 +21,7 @@ from proto.schedules import (
     run_op_id,
 )
 from proto.schema_snapshots import SCHEDULE_SCHEMA_DIR, render_schedules
-from services.runtime.bus import subject_for
+from services.runtime.addressing import subject_for
 from tests.builders import T0, case, case_name, op, t
 
 TEMPLATE = op("train").gpus(1).build()

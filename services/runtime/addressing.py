@@ -1,0 +1,62 @@
+"""How a message goes on the bus: its subject, its Nats-Msg-Id (a repeat is stored once) and its
+CloudEvents headers, each decided once from the message itself."""
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from proto import cloudevents, codec, subjects
+from proto.commands import Command, SubmitOperation
+from proto.config import PricesConfigured, QueuesConfigured, SetQueues
+from proto.events import BudgetExceeded, Event
+from proto.leases import LeaderClaimed
+
+
+def subject_for(message: msgspec.Struct) -> str:
+    if isinstance(message, Event):
+        return subjects.event(codec.type_of(message), message.op_id)
+    if isinstance(message, SubmitOperation):
+        return subjects.submit(message.spec.queue)
+    if isinstance(message, Command) and not isinstance(message, SubmitOperation):
+        return subjects.command(codec.type_of(message))
+    if isinstance(message, SetQueues):
+        return subjects.CMD_SET_QUEUES
+    if isinstance(message, QueuesConfigured):
+        return subjects.CONFIG_QUEUES
+    if isinstance(message, PricesConfigured):
+        return subjects.CONFIG_PRICES
+    if isinstance(message, LeaderClaimed):
+        return subjects.lease_claim(message.role)
+    raise TypeError(f"no subject for {type(message).__name__}")
+
+
+def default_msg_id(message: msgspec.Struct) -> str:
+    kind = codec.type_of(message)
+    if isinstance(message, BudgetExceeded):  # one per budget, limit and window, whichever op crossed it
+        return subjects.budget_exceeded_msg_id(message.scope, message.name, message.window, message.unit,
+                                               message.window_start)
+    if isinstance(message, Event):
+        return subjects.msg_id(message.op_id, kind, message.attempt)
+    if isinstance(message, Command):
+        # a rerun is one per new op id; a resume one per request; the others one per op
+        distinct = getattr(message, "new_op_id", None) or (
+            int(message.requested_at.timestamp() * 1000) if kind == "resume" and message.requested_at else 0)
+        return subjects.msg_id(message.op_id, kind, distinct)
+    if isinstance(message, (SetQueues, QueuesConfigured)):
+        return f"{kind}.{config_digest(message.config)}"
+    if isinstance(message, PricesConfigured):
+        return subjects.prices_msg_id(config_digest(message.prices))
+    if isinstance(message, LeaderClaimed):
+        return subjects.lease_claim_msg_id(message.role, message.lease_revision)
+    raise TypeError(f"no message id for {type(message).__name__}")
+
+
+def config_digest(config: msgspec.Struct) -> str:
+    return hashlib.sha256(codec.encode(config)).hexdigest()[:12]
+
+
+def cloudevent_headers(message: msgspec.Struct, mid: str, source: str) -> dict[str, str]:
+    time = getattr(message, "at", None) or getattr(message, "requested_at", None)
+    subject = getattr(message, "op_id", None) or getattr(message, "node", None)  # cluster events: the node
+    return cloudevents.headers(codec.type_of(message), mid, source, subject, time)
