@@ -88,7 +88,7 @@ def refused_by_fence(exc: BaseException) -> bool:
 
 def in_process_elsewhere(exc: BaseException) -> bool:
     """The stream has a publish with the same Nats-Msg-Id in process (a clustered stream's 409)."""
-    return isinstance(exc, nats.js.errors.APIError) and exc.err_code == DUPLICATE_IN_PROCESS
+    return isinstance(exc, nats.js.errors.APIError) and getattr(exc, "err_code", None) == DUPLICATE_IN_PROCESS
 
 
 async def patiently(call: Callable[[], Awaitable[Any]], nc: nats.NATS) -> Any:
