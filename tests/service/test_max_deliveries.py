@@ -12,6 +12,7 @@ from proto.events import ErrorRaised, HandlerFailed, OperationRejected, Operatio
 from proto.reasons import Reason
 from tests.builders import op
 from tests.service.test_bad_input import dead_letters
+from tests.waiting import eventually
 
 QUEUES = """
 defaultQueue: default
@@ -53,4 +54,6 @@ async def test_a_message_held_by_a_killed_process_on_its_last_delivery_is_dead_l
     assert copy.subject == subjects.dead_letter("cost") and copy.headers["Opsched-Original-Subject"] == (
         subjects.event("submitted", op_id))
     assert sum(c.stats.lost for c in costs) == 1  # three replicas listen, one acted
-    assert len([e for e in events.of(op_id, ErrorRaised) if e.reason == "max_deliveries"]) == 1
+    async def error_events() -> list[ErrorRaised]:  # published after the copy: it may still be on its way
+        return [e for e in events.of(op_id, ErrorRaised) if e.reason == "max_deliveries"]
+    assert len(await eventually(error_events, "the max_deliveries error event", timeout=10)) == 1
