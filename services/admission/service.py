@@ -205,7 +205,7 @@ class Admission(Service):
             try:
                 await bus.publish(decision, fence=fence)
             except Exception as exc:  # noqa: BLE001 - forget this and every later assumption
-                self.log.warning("publish_failed", op_id=decision.op_id, error=repr(exc))
+                self.log.warning("publish_failed", op_id=decision.op_id, error=f"{exc!r} {exc}")
                 for unpublished in decisions[index:]:
                     self.state.fold.unassume(unpublished.op_id, now, type(unpublished))
                 if isinstance(exc, Fenced):  # another replica leads now: it decides again, not us

@@ -3,6 +3,7 @@ CloudEvents headers, each decided once from the message itself."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 import msgspec
 
@@ -60,3 +61,19 @@ def cloudevent_headers(message: msgspec.Struct, mid: str, source: str) -> dict[s
     time = getattr(message, "at", None) or getattr(message, "requested_at", None)
     subject = getattr(message, "op_id", None) or getattr(message, "node", None)  # cluster events: the node
     return cloudevents.headers(codec.type_of(message), mid, source, subject, time)
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Publish only while ``subject``'s last message is still the one at stream sequence ``seq`` (a leader's
+    claim, ``proto.leases.LeaderClaimed``): once another instance has claimed since, JetStream refuses the
+    publish and ``Bus.publish`` raises ``Fenced``. Applies to the messages bound for the claim's stream."""
+
+    subject: str
+    seq: int
+
+    def headers_for(self, subject: str) -> dict[str, str]:
+        if subjects.stream_of(subject) != subjects.stream_of(self.subject):
+            return {}
+        return {"Nats-Expected-Last-Subject-Sequence": str(self.seq),
+                "Nats-Expected-Last-Subject-Sequence-Subject": self.subject}

@@ -18,7 +18,7 @@ from nats.js import api
 from nats.js.errors import NotFoundError
 
 from proto import codec, subjects
-from services.runtime.addressing import cloudevent_headers, default_msg_id, subject_for
+from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
 from services.runtime.errors import DependencyUnavailable, Fenced
 
 DUPLICATE_WINDOW_S = 120.0
@@ -31,6 +31,9 @@ _LEADERLESS = (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
                nats.js.errors.ServiceUnavailableError)
 NATS = "nats"
 WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a publish whose expected last sequence moved on
+# ... and a clustered stream's while another publish expecting a last sequence of the same subject is in
+# process: the fence may still hold (``Bus.publish`` looks before it calls it refused)
+WRONG_LAST_SEQUENCE_IN_FLIGHT = 10164
 # a clustered stream refuses a message whose Nats-Msg-Id another publish has in process (two replicas report
 # the same fact at once): the same publish again a moment later is acked as a duplicate, or stored if that
 # other publish failed
@@ -66,24 +69,9 @@ class Received:
     raw: Any  # the nats Msg, for ack/nak/term
 
 
-@dataclass(frozen=True)
-class Fence:
-    """Publish only while ``subject``'s last message is still the one at stream sequence ``seq`` (a leader's
-    claim, ``proto.leases.LeaderClaimed``): once another instance has claimed since, JetStream refuses the
-    publish and ``Bus.publish`` raises ``Fenced``. Applies to the messages bound for the claim's stream."""
-
-    subject: str
-    seq: int
-
-    def headers_for(self, subject: str) -> dict[str, str]:
-        if subjects.stream_of(subject) != subjects.stream_of(self.subject):
-            return {}
-        return {"Nats-Expected-Last-Subject-Sequence": str(self.seq),
-                "Nats-Expected-Last-Subject-Sequence-Subject": self.subject}
-
-
 def refused_by_fence(exc: BaseException) -> bool:
-    return isinstance(exc, nats.js.errors.BadRequestError) and exc.err_code == WRONG_LAST_SEQUENCE
+    return isinstance(exc, nats.js.errors.BadRequestError) and exc.err_code in (WRONG_LAST_SEQUENCE,
+                                                                                WRONG_LAST_SEQUENCE_IN_FLIGHT)
 
 
 def in_process_elsewhere(exc: BaseException) -> bool:
@@ -253,12 +241,18 @@ class Bus:
         subj = subject or subject_for(message)
         hdrs = {"Nats-Msg-Id": mid, **cloudevent_headers(message, mid, self.name), **(headers or {}),
                 **(fence.headers_for(subj) if fence else {})}
-        try:
-            return await self.publish_raw(subj, codec.encode(message), hdrs)
-        except Exception as exc:
-            if fence is not None and refused_by_fence(exc):
-                raise Fenced(f"{subj}: another instance claimed {fence.subject} after sequence {fence.seq}") from exc
-            raise
+        deadline = asyncio.get_running_loop().time() + PUBLISH_PATIENCE_S
+        while True:
+            try:
+                return await self.publish_raw(subj, codec.encode(message), hdrs)
+            except Exception as exc:
+                if fence is None or not refused_by_fence(exc):
+                    raise
+                if (getattr(exc, "err_code", None) != WRONG_LAST_SEQUENCE_IN_FLIGHT
+                        or asyncio.get_running_loop().time() > deadline or not await self.fence_holds(fence)):
+                    raise Fenced(f"{subj}: another instance claimed {fence.subject} after sequence {fence.seq}") \
+                        from exc
+            await asyncio.sleep(0.05)  # the fence holds: another fenced publish was in process, try again
 
     async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> api.PubAck:
         """Publish and wait for the stream's ack. While the stream has no leader (a node of the cluster
@@ -291,6 +285,11 @@ class Bus:
             await on_message(msg.data, msg.metadata.sequence.stream)
         return await self.js.subscribe(subject, stream=stream, ordered_consumer=True, cb=cb,
                                        deliver_policy=api.DeliverPolicy.ALL, idle_heartbeat=FOLLOW_HEARTBEAT_S)
+
+    async def fence_holds(self, fence: Fence) -> bool:
+        """The fence's claim is still the last message of its subject."""
+        stream = subjects.stream_of(fence.subject)
+        return stream is not None and await self.last_stored(stream, fence.subject) == fence.seq
 
     async def last_stored(self, stream: str, subject: str) -> int:
         """The sequence of the last message of ``subject`` still in ``stream`` (0: none). Not ``last_seq``

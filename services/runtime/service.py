@@ -143,7 +143,7 @@ class Service:
             except (NatsTimeout, asyncio.TimeoutError):
                 continue
             except Exception as exc:  # noqa: BLE001 - connection trouble: back off, reconnect is automatic
-                self.log.warning("fetch_failed", error=repr(exc))
+                self.log.warning("fetch_failed", error=f"{exc!r} {exc}")
                 await asyncio.sleep(0.5)
                 continue
             for raw in msgs:
@@ -270,7 +270,7 @@ class Service:
                 try:
                     await self.bus.publish(event)  # type: ignore[union-attr]
                 except Exception as exc:  # noqa: BLE001 - told again on the next wait, if any
-                    log.warning("wait_event_not_published", error=repr(exc))
+                    log.warning("wait_event_not_published", error=f"{exc!r} {exc}")
         else:
             self.stats.dependency_retries += 1
         wait.failures += 1
@@ -293,7 +293,7 @@ class Service:
             await self._give_up(msg, f"gave up after {msg.num_delivered} deliveries: {exc!r}", log, message)
             return
         delay = NAK_BACKOFF_S[min(msg.num_delivered - 1, len(NAK_BACKOFF_S) - 1)]
-        log.warning("handler_failed_will_retry", error=repr(exc), delivery=msg.num_delivered, delay_s=delay)
+        log.warning("handler_failed_will_retry", error=f"{exc!r} {exc}", delivery=msg.num_delivered, delay_s=delay)
         self.stats.retried += 1
         await msg.raw.nak(delay=delay)
 
@@ -330,7 +330,7 @@ class Service:
         except Draining:
             return
         except Exception as exc:  # noqa: BLE001 - could not store the copy: keep the message
-            self.log.warning("dead_letter_failed", error=repr(exc))
+            self.log.warning("dead_letter_failed", error=f"{exc!r} {exc}")
             await msg.raw.nak(delay=1.0)
             return
         await msg.raw.term()

@@ -291,6 +291,7 @@ class MemoryBus:
         return entry.value if entry else None
 
     publish = Bus.publish  # the runtime's own: Nats-Msg-Id, CloudEvents headers, an optional fence
+    fence_holds = Bus.fence_holds
 
     async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> PubAck:
         self._check_open()
