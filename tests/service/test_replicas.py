@@ -23,6 +23,7 @@ from proto.events import (
 from services.cost.ledger import LedgerStore
 from tests.builders import op, running, succeeded
 from tests.builders.clock import T0
+from tests.waiting import eventually
 
 QUEUES = """
 defaultQueue: default
@@ -95,11 +96,9 @@ async def test_two_replicas_of_each_share_the_work_and_answer_every_op_once(stac
 
 
 async def _folded(view, n: int, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while len(view.records) < n:
-        assert loop.time() < deadline, f"folded {len(view.records)} of {n} cost records"
-        await asyncio.sleep(0.05)
+    async def folded() -> bool:
+        return len(view.records) >= n
+    await eventually(folded, f"{n} cost records folded", timeout=timeout, interval=0.05)
 
 
 async def test_a_replica_of_each_killed_mid_run_the_others_finish_every_op_once(stack_factory, tmp_path, bus,
