@@ -1,0 +1,33 @@
+"""The bounds of what an operation may ask for, defined once (the contract's, the edge's and the services').
+
+Every bound is checked where the value enters (``proto.spec`` on decode and construction, the polyaxonfile
+edge with the field's path); exceeding one is refused with a message naming the field and the bound. The
+README's "Failure modes" section lists them and what exceeding each gets.
+"""
+from __future__ import annotations
+
+# ---- the size of an op ---------------------------------------------------------------------------
+MAX_SPEC_BYTES = 256 * 1024  # an op spec, encoded: what every event carrying it must still fit under NATS's 1 MiB
+MAX_REPLICA_GROUPS = 8  # replica groups of one op (Kueue's limit of pod sets per workload)
+MAX_PODS_PER_OP = 1000  # the main pod plus every replica of every group
+MAX_ENV_PER_CONTAINER = 1000  # env entries of one container
+MAX_LIST_ITEMS = 1000  # any other list of a container or environment (command, args, volumes, tolerations, ...)
+MAX_TAGS = 100
+MAX_NAME_CHARS = 63  # an op's name, project, queue, container and replica-group names (a DNS label)
+
+# ---- labels and annotations: Kubernetes' own rules ---------------------------------------------------
+MAX_LABELS = 64  # labels on one op's pods (opsched adds its own few)
+MAX_LABEL_NAME_CHARS = 63  # the name part of a label or annotation key
+MAX_LABEL_PREFIX_CHARS = 253  # the optional DNS-subdomain prefix of a key
+MAX_LABEL_VALUE_CHARS = 63
+MAX_ANNOTATIONS_BYTES = 256 * 1024  # keys plus values of all an op's annotations (the API server's limit)
+
+# ---- quantities -----------------------------------------------------------------------------------
+MAX_DEVICES_PER_POD = 1024  # whole accelerators (GPUs, TPU chips) one pod may ask for
+MAX_QUANTITY = 2**63  # any resource quantity, in base units (bytes, cores)
+
+# ---- scheduling numbers -----------------------------------------------------------------------------
+MAX_PRIORITY = 1_000_000_000  # |raw priority| (Kubernetes' limit for user priority classes); a queue may bound lower
+MAX_RETRIES = 100
+MAX_DURATION_S = 366 * 24 * 3600  # termination.timeout, termination.ttl, cache.ttl
+MAX_COST = 1e12  # any amount of money on the wire (non-negative, finite)
