@@ -9,7 +9,8 @@ INFRASTRUCTURE_REASONS = frozenset({
     HANDLER_FAILED, "PodDeleted", "NodeLost", "NodeShutdown", "Evicted", "Preempted", "Terminated", "Shutdown",
     "UnexpectedAdmissionError", "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu",
 })
-FINAL_REASONS = frozenset({"PodRejected", "DeadlineExceeded"})  # retrying cannot help
+# retrying cannot help (PodConflict: a pod of the attempt's name belongs to another op or attempt)
+FINAL_REASONS = frozenset({"PodRejected", "PodConflict", "DeadlineExceeded"})
 
 
 def is_infrastructure(reason: str) -> bool:

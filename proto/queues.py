@@ -41,7 +41,8 @@ class ResourceQuota(Wire, kw_only=True, forbid_unknown_fields=True):
 
 
 class PriorityClass(Wire, kw_only=True, forbid_unknown_fields=True):
-    """A named op priority (queueing and preemption), separate from the pod's priorityClassName."""
+    """A named op priority (queueing and preemption), separate from the pod's priorityClassName.
+    ``value`` is within +-``proto.limits.MAX_PRIORITY`` (checked when the configuration is loaded)."""
 
     name: str
     value: int
@@ -92,6 +93,13 @@ class Budget(Wire, kw_only=True, forbid_unknown_fields=True):
 
 
 class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
+    """One queue. ``default_priority_class``: the priority of its ops that name neither a class nor a number.
+    ``max_priority_class``: the highest priority an op of this queue may have, by its own number
+    (``priority``) or by the class it names (``priorityClass``): that class's value; unset, the highest
+    class of the configuration, else ``proto.limits.MAX_PRIORITY``. An op above it is rejected at submit
+    (``priority_too_high``, naming the field, its value and the bound). Both must name a class of
+    ``priorityClasses`` (checked when the configuration is loaded), the default no higher than the maximum."""
+
     name: str
     concurrency: PositiveInt | None = None  # None: unlimited
     priority: int = 0
@@ -106,6 +114,7 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     cost_quota: Annotated[float, msgspec.Meta(ge=0)] | None = None
     resources: list[ResourceQuota] = []
     default_priority_class: str | None = None
+    max_priority_class: str | None = None  # the highest priority of its ops; None: the highest class, else MAX_PRIORITY
     preemption: Preemption = msgspec.field(default_factory=Preemption)
     aging: Aging = msgspec.field(default_factory=Aging)
     weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # fair-sharing weight within its cohort

@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 import yaml
 
+from proto.limits import MAX_PRIORITY
 from proto.queues import Queue, QueuesConfig
 from proto.resources import QuantityError, amount
 from proto.subjects import valid_token
@@ -41,19 +42,37 @@ def problems(config: QueuesConfig) -> list[str]:
     flavors = [f.name for f in config.flavors]
     for dup in sorted({n for n in flavors if flavors.count(n) > 1}):
         problems.append(f"flavors: the name {dup!r} is used twice")
-    classes = [c.name for c in config.priority_classes]
-    for dup in sorted({n for n in classes if classes.count(n) > 1}):
-        problems.append(f"priorityClasses: the name {dup!r} is used twice")
-    for i, q in enumerate(config.queues):
-        if q.default_priority_class is not None and q.default_priority_class not in classes:
-            problems.append(f"queues[{i}].defaultPriorityClass: unknown priority class "
-                            f"{q.default_priority_class!r} (known: {', '.join(classes) or 'none'})")
+    problems += _priority_problems(config)
     for project, queue in config.project_queues.items():
         if queue not in names:
             problems.append(f"projectQueues.{project}: {queue!r} is not one of the queues {names}")
     for i, q in enumerate(config.queues):
         problems += _queue_problems(f"queues[{i}]", q, flavor_names)
     return problems
+
+
+def _priority_problems(config: QueuesConfig) -> list[str]:
+    """Priority classes: unique names, values within MAX_PRIORITY; a queue's default and maximum classes
+    defined, the default no higher than the maximum."""
+    out: list[str] = []
+    classes = [c.name for c in config.priority_classes]
+    values = {c.name: c.value for c in config.priority_classes}
+    for dup in sorted({n for n in classes if classes.count(n) > 1}):
+        out.append(f"priorityClasses: the name {dup!r} is used twice")
+    for i, c in enumerate(config.priority_classes):
+        if abs(c.value) > MAX_PRIORITY:
+            out.append(f"priorityClasses[{i}].value: {c.value} is beyond +-{MAX_PRIORITY} (class {c.name!r})")
+    for i, q in enumerate(config.queues):
+        for field, name in (("defaultPriorityClass", q.default_priority_class),
+                            ("maxPriorityClass", q.max_priority_class)):
+            if name is not None and name not in values:
+                out.append(f"queues[{i}].{field}: unknown priority class {name!r} "
+                           f"(known: {', '.join(classes) or 'none'})")
+        low, high = q.default_priority_class or "", q.max_priority_class or ""
+        if low in values and high in values and values[low] > values[high]:
+            out.append(f"queues[{i}].defaultPriorityClass: {low!r} ({values[low]}) is above the queue's "
+                       f"maxPriorityClass {high!r} ({values[high]})")
+    return out
 
 
 def _queue_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:

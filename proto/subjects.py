@@ -133,12 +133,16 @@ def dead_letter(service: str) -> str:
     return f"dlq.{service}"
 
 
-def dead_letter_msg_id(service: str, stream_seq: int) -> str:
-    return f"dlq.{service}.{stream_seq}"
+def dead_letter_msg_id(service: str, durable: str, stream_seq: int) -> str:
+    """The dead-letter copy of stream message ``stream_seq`` given up by consumer ``durable``: one per
+    consumer (two consumers of one service giving up the same message keep both copies), the same for
+    the handler loop's give-up and the max-deliveries advisory of that consumer (stored once)."""
+    return f"dlq.{service}.{durable}.{stream_seq}"
 
 
-def error_msg_id(service: str, stream_seq: int) -> str:
-    return f"error.{service}.{stream_seq}"
+def error_msg_id(service: str, durable: str, stream_seq: int) -> str:
+    """The ``error`` event about that dead letter: the same rule as ``dead_letter_msg_id``."""
+    return f"error.{service}.{durable}.{stream_seq}"
 
 
 def max_deliveries_advisory(stream: str, durable: str) -> str:

@@ -28,7 +28,7 @@ from proto.reasons import message as reason_message
 from proto.spec import EnvVar, OpSpec
 from proto.templating import TemplateError
 from services.admission.policies.conditions import ConditionError
-from services.admission.policies.priority import UnknownPriorityClass, priority_of
+from services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
 from services.admission.queues import Book
 from services.admission.rendering import INVALID_TEMPLATE, rendered, routing_fields
@@ -75,6 +75,8 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
         priority = priority_of(spec, queue, book)
     except UnknownPriorityClass as exc:
         return [OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_priority_class", message=str(exc))]
+    except PriorityTooHigh as exc:
+        return [OperationRejected(op_id=cmd.op_id, at=now, reason=TOO_HIGH, message=str(exc))]
     return [OperationSubmitted(op_id=cmd.op_id, at=now, spec=spec, queue=queue, submitted_at=now, priority=priority,
                                requested_by=cmd.requested_by or None)]
 

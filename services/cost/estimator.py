@@ -1,8 +1,13 @@
 """Estimate an operation's cost from a price catalogue: resources of all its pods x price x expected
 duration. The price table is the catalogue's defaults, or the first node pool whose match labels are
 all in the op's nodeSelector (``pools``). The expected duration is ``termination.timeout``, else the
-median of the past runs of the same component (``durations``), else a default. An explicit ``cost``
-wins over the catalogue."""
+median of the past runs of the same component (``durations``), else a default.
+
+The catalogue prices what runs: an op's own ``cost`` may only raise its estimate (the estimate is the
+larger of the catalogue's and the op's own; when the op's is larger the basis is ``explicit`` and the
+breakdown's ``explicit`` entry is what it adds above the catalogue). What an op is charged, and its
+price per hour, always come from the catalogue (``hourly_price``, ``pool_hourly``), never from its
+``cost``. Every amount is finite and non-negative (``amounts``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,12 +24,15 @@ from proto.resources import (
     parse_quantity,
 )
 from proto.spec import Container, OpSpec
+from services.cost.amounts import bounded, own_cost
 from services.cost.durations import LAST_RUNS, typical
 from services.cost.pools import in_pool, matching
 
 GIB = 2**30
 
-__all__ = ["Estimate", "Prices", "estimate", "expected_duration", "gpu_count", "hourly_price", "pool_hourly"]
+EXPLICIT = "explicit"  # the basis, and the breakdown entry, of an estimate an op's own cost raised
+
+__all__ = ["EXPLICIT", "Estimate", "Prices", "estimate", "expected_duration", "gpu_count", "hourly_price", "pool_hourly"]
 
 
 class Estimate(msgspec.Struct):
@@ -47,15 +55,20 @@ def expected_duration(spec: OpSpec, default_s: float, runs: Sequence[float] = ()
 
 
 def estimate(spec: OpSpec, prices: Prices, default_duration_s: float, runs: Sequence[float] = ()) -> Estimate:
+    """The catalogue's estimate, raised to the op's own ``cost`` if that is larger (never lowered by it)."""
     duration_s, basis = expected_duration(spec, default_duration_s, runs)
     used = min(len(runs), LAST_RUNS) if basis == "history" else 0
     pool = matching(prices, spec.environment.node_selector)
-    if spec.cost is not None:
-        return Estimate(Money(amount=spec.cost, currency=prices.currency), "explicit", duration_s, {}, runs=used)
     hours = duration_s / 3600.0
-    breakdown = {k: round(v * hours, 6) for k, v in _hourly(spec, in_pool(prices, pool)).items()}
-    return Estimate(Money(amount=round(sum(breakdown.values()), 6), currency=prices.currency),
-                    basis, duration_s, breakdown, pool=pool.name if pool else "", runs=used)
+    breakdown = {k: bounded(round(v * hours, 6), f"estimate.{k}")
+                 for k, v in _hourly(spec, in_pool(prices, pool)).items()}
+    amount = bounded(round(sum(breakdown.values()), 6), "estimate")
+    own = own_cost(spec.cost)
+    if own is not None and own > amount:
+        breakdown[EXPLICIT] = round(own - amount, 6)
+        amount, basis = own, EXPLICIT
+    return Estimate(Money(amount=amount, currency=prices.currency), basis, duration_s, breakdown,
+                    pool=pool.name if pool else "", runs=used)
 
 
 def pods(spec: OpSpec) -> list[Container]:
@@ -97,18 +110,15 @@ def _product(spec: OpSpec) -> str | None:
     return None
 
 
-def hourly_price(spec: OpSpec, prices: Prices, default_duration_s: float, runs: Sequence[float] = ()) -> float:
-    """What an hour of this op costs, from the same table as its estimate (an explicit ``cost`` is
-    spread over the expected duration)."""
-    if spec.cost is not None:
-        duration_s, _ = expected_duration(spec, default_duration_s, runs)
-        return spec.cost / (duration_s / 3600.0) if duration_s > 0 else 0.0
-    return sum(_hourly(spec, in_pool(prices, matching(prices, spec.environment.node_selector))).values())
+def hourly_price(spec: OpSpec, prices: Prices) -> float:
+    """What an hour of this op costs by the catalogue (its nodeSelector's pool, else the defaults):
+    what it is charged per hour of run time, whatever its own ``cost`` says."""
+    return pool_hourly(spec, prices, matching(prices, spec.environment.node_selector))
 
 
-def pool_hourly(spec: OpSpec, prices: Prices, pool: PricePool) -> float:
-    """What an hour of this op costs on the nodes of ``pool`` (not for an op with an explicit cost)."""
-    return sum(_hourly(spec, in_pool(prices, pool)).values())
+def pool_hourly(spec: OpSpec, prices: Prices, pool: PricePool | None) -> float:
+    """What an hour of this op costs on the nodes of ``pool`` (None: at the default prices)."""
+    return bounded(sum(_hourly(spec, in_pool(prices, pool)).values()), "hourly price")
 
 
 def gpu_count(spec: OpSpec) -> int:

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 import msgspec
 
+from services.cost.amounts import bounded
 from services.runtime.kvstore import KVStore
 
 T = TypeVar("T")
@@ -33,10 +34,12 @@ class Charge:
 
 
 def charge(started: datetime, ended: datetime, hourly: float, gpus: int) -> Charge:
-    """Run time x hourly price (never negative: a clock skew between events costs nothing)."""
+    """Run time x hourly price (never negative: a clock skew between events costs nothing, and a
+    negative or non-finite price or amount is clamped, never credited)."""
     seconds = max(0.0, (ended - started).total_seconds())
     hours = seconds / 3600.0
-    return Charge(seconds, round(hourly * hours, 6), round(gpus * hours, 6))
+    amount = bounded(round(bounded(hourly, "hourly price") * hours, 6), "charge")
+    return Charge(seconds, amount, round(max(0, gpus) * hours, 6))
 
 
 class Recorded(msgspec.Struct, kw_only=True):
@@ -66,7 +69,7 @@ class OpCost(msgspec.Struct, kw_only=True):
     starts: dict[str, datetime] = {}  # attempt -> when it started running
     recorded: dict[str, Recorded] = {}  # attempt -> what it cost
     pool: str = ""  # the pool its nodeSelector chose at submit (priced ``hourly``)
-    pools: list[PoolPrice] = []  # the catalogue's pools at submit, in order (none for an explicit cost)
+    pools: list[PoolPrice] = []  # the catalogue's pools at submit, in order
     ran_in: dict[str, str] = {}  # attempt -> the pool of the node it ran on
     ends: dict[str, datetime] = {}  # attempt -> when it ended, for an end handled before its start
     priced: bool = True  # False: made by a start or an end handled before the op's submitted
@@ -93,7 +96,7 @@ class Totals(msgspec.Struct, kw_only=True):
         """With attempt ``key`` added (unchanged if it was added already)."""
         if key in self.recent:
             return self
-        return Totals(amount=round(self.amount + r.amount, 6), seconds=self.seconds + r.seconds,
+        return Totals(amount=round(self.amount + bounded(r.amount, f"recorded {key}"), 6), seconds=self.seconds + r.seconds,
                       gpu_hours=round(self.gpu_hours + r.gpu_hours, 6), attempts=self.attempts + 1,
                       recent=[*self.recent, key][-RECENT:])
 

@@ -1,7 +1,9 @@
 """The ledger's handlers: remember each op's price at ``submitted`` (from the catalogue in force then:
 its own price and its price in every node pool), each attempt's start and node pool at ``running``,
-and at an attempt's end record what it cost (``cost_recorded``): run time x the price of the pool of
-the node it ran on, else the op's own price.
+and at an attempt's end record what it cost (``cost_recorded``): run time x the catalogue's price of the
+pool of the node it ran on, else of the pool its nodeSelector chose, else the default prices. The
+catalogue prices what runs: an op's own ``cost`` (which may raise its estimate) is never what it is
+charged, so cost quotas and budgets cannot be bypassed by a spec; every charge is non-negative.
 
 Replicas of the cost service share the ledger's consumer, so the events of one op may be handled in any
 order, at once: an attempt is recorded by whichever handler finds its price, start and end all known
@@ -21,7 +23,6 @@ from proto.events import (
 )
 from proto.lifecycle import ATTEMPT_ENDS
 from proto.prices import Prices
-from proto.spec import OpSpec
 from services.cost.estimator import gpu_count, hourly_price, pool_hourly
 from services.cost.ledger import LedgerStore, OpCost, PoolPrice, Recorded, charge
 from services.cost.pools import matches, matching
@@ -35,21 +36,19 @@ def consumed_subjects() -> list[str]:
 
 
 class Recorder:
-    def __init__(self, store: LedgerStore, catalogue: Callable[[], Prices], default_duration_s: float,
-                 runs_of: Callable[[OpSpec], list[float]] = lambda spec: [],
+    def __init__(self, store: LedgerStore, catalogue: Callable[[], Prices],
                  labels_of: Callable[[str], dict[str, str] | None] = lambda node: None) -> None:
-        self.store, self.catalogue, self.default_duration_s = store, catalogue, default_duration_s
-        self.runs_of, self.labels_of = runs_of, labels_of
+        self.store, self.catalogue, self.labels_of = store, catalogue, labels_of
 
     def price(self, e: OperationSubmitted) -> OpCost:
-        """The op's ledger entry as the catalogue in force prices it now."""
+        """The op's ledger entry as the catalogue in force prices it now (its own ``cost`` plays no part)."""
         prices, spec = self.catalogue(), e.spec
         own = matching(prices, spec.environment.node_selector)
-        pools = [] if spec.cost is not None else [
-            PoolPrice(name=p.name, match=dict(p.match), hourly=pool_hourly(spec, prices, p)) for p in prices.pools]
+        pools = [PoolPrice(name=p.name, match=dict(p.match), hourly=pool_hourly(spec, prices, p))
+                 for p in prices.pools]
         return OpCost(queue=e.queue, project=spec.project or "", currency=prices.currency,
-                      hourly=hourly_price(spec, prices, self.default_duration_s, self.runs_of(spec)),
-                      gpus=gpu_count(spec), pool=own.name if own and spec.cost is None else "", pools=pools)
+                      hourly=hourly_price(spec, prices), gpus=gpu_count(spec), pool=own.name if own else "",
+                      pools=pools)
 
     async def submitted(self, e: OperationSubmitted) -> list[CostRecorded]:
         """Price the op; normally nothing else (an attempt seen to start and end before: its cost)."""

@@ -33,8 +33,7 @@ class Cost(Service):
 
     async def start(self, bus: Bus) -> None:
         store = LedgerStore(await bus.ensure_cache_bucket(subjects.COST_BUCKET))
-        self.recorder = Recorder(store, lambda: self.state.catalogue.prices, self.settings.default_duration_s,
-                                 runs_of=self.state.runs_of, labels_of=self.state.labels_of)
+        self.recorder = Recorder(store, lambda: self.state.catalogue.prices, labels_of=self.state.labels_of)
         await self.state.start(bus)
 
     def tasks(self) -> list[Task]:

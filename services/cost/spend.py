@@ -40,7 +40,7 @@ class SpendView:
         money = gpu = 0.0
         for r in self.records.values():
             if (r.queue if scope == "queue" else r.project) == name and r.at >= start:
-                money, gpu = money + r.amount, gpu + r.gpu_hours
+                money, gpu = money + max(0.0, r.amount), gpu + max(0.0, r.gpu_hours)  # nothing is credited
         return round(money, 6), round(gpu, 6)
 
     def burn_rate(self, now: datetime) -> float:

@@ -87,7 +87,7 @@ class CostState:
         return self.nodes.get(node)
 
     def hourly_of(self, spec: OpSpec) -> float:
-        return hourly_price(spec, self.catalogue.prices, self.default_duration_s, self.runs_of(spec))
+        return hourly_price(spec, self.catalogue.prices)
 
     def estimate(self, spec: OpSpec) -> Estimate:
         return estimate(spec, self.catalogue.prices, self.default_duration_s, self.runs_of(spec))

@@ -1,7 +1,9 @@
 """An admitted attempt becomes pods. A pod spec that would bypass GPU accounting is refused
 (``rejected``, ``forbidden_pod_spec``); else every pod of the attempt is created (one, or a gang;
-409: it exists already) and the attempt is ``dispatched``. When the API refuses a pod, the pods of
-the gang already created are released and the attempt has ``failed`` (``PodRejected``). When the API
+409: it exists already, as a pod of the same op and attempt) and the attempt is ``dispatched``. When
+the API refuses a pod, or a pod of that name belongs to another op or attempt, the pods of the gang
+already created are released and the attempt has ``failed`` (``PodRejected``, ``PodConflict``: the
+other's pod is left alone, never adopted). When the API
 server is unavailable, the handler loop waits it out (``DependencyUnavailable``), and the op's
 ``dispatch_delayed`` says so once per attempt (admission's ``why``: waiting for the Kubernetes API).
 Without a cluster (null mode) an attempt is dispatched at once."""
@@ -39,13 +41,14 @@ async def dispatch(event: OperationAdmitted, ctx: Context, kube: Kube | None, re
             exc.events.append(DispatchDelayed(**base, dependency=exc.dependency, message=exc.detail))
             raise
         if refusal is not None:
-            return OperationFailed(**base, pod_name=event.pod_name, reason="PodRejected", message=refusal)
+            return OperationFailed(**base, pod_name=event.pod_name, reason=refusal.reason, message=refusal.message)
     return OperationDispatched(**base, pod_name=event.pod_name, namespace=event.namespace)
 
 
-async def create_attempt(kube: Kube, releaser: Releaser, event: OperationAdmitted, ctx: Context) -> str | None:
-    """Create every pod of the attempt (409: it exists). On a refusal, release the pods of the gang
-    already created and return the API's message."""
+async def create_attempt(kube: Kube, releaser: Releaser, event: OperationAdmitted,
+                         ctx: Context) -> PodRejected | None:
+    """Create every pod of the attempt (409: it exists, as this attempt's). On a refusal or a conflict,
+    release the pods of the gang already created (never another's) and return the first refusal."""
     pods = build_pods(event)
     results = await asyncio.gather(*(kube.create_pod(p) for p in pods), return_exceptions=True)
     for result in results:
@@ -57,7 +60,7 @@ async def create_attempt(kube: Kube, releaser: Releaser, event: OperationAdmitte
         created = [n for n, r in zip(names, results) if not isinstance(r, BaseException)]
         await releaser.release(event.namespace, created, {ANNOTATION_EVICTED: POD_REJECTED},
                                ctx.settings.stop_grace_s)
-        return refusals[0].message
+        return refusals[0]
     for name, result in zip(names, results):
         ctx.log.info("pod_created" if getattr(result, "created", False) else "pod_existed", pod=name)
     return None

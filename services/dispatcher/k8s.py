@@ -3,7 +3,9 @@
 Every call has a timeout (``_request_timeout``: a black-holed API server must not hang the dispatcher),
 and every failure that means the API server cannot take the call now (``unavailable``: no connection,
 a timeout, 5xx, 429) is raised as ``DependencyUnavailable("kubernetes", ...)``, which the handler loop
-waits out. 404 and 409 are answers; other 4xx refuse the pod for good (``PodRejected``)."""
+waits out. 404 and 409 are answers; other 4xx refuse the pod for good (``PodRejected``). A 409 on a pod's
+create is success only when the pod already there is of the same op and attempt (its opsched labels):
+another's is never adopted (``PodConflict``)."""
 from __future__ import annotations
 
 import asyncio
@@ -17,6 +19,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from proto.podspec import LABEL_ATTEMPT, LABEL_OP
 from services.runtime.errors import DependencyUnavailable
 
 KUBERNETES = "kubernetes"
@@ -51,10 +54,22 @@ class CreateResult:
 class PodRejected(Exception):
     """The API refused the pod for good (4xx other than 409/429)."""
 
+    reason = "PodRejected"  # of the attempt's ``failed``
+
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
+
+
+class PodConflict(PodRejected):
+    """A pod of that name exists (409) and is not of the same op and attempt: it is not adopted."""
+
+    reason = "PodConflict"
+
+    def __init__(self, name: str, namespace: str, owner: str) -> None:
+        super().__init__(409, f"pod {name} already exists in namespace {namespace} and belongs to {owner}, "
+                              "not to this attempt; it is not adopted")
 
 
 def load_api_client(kubeconfig: Path | None) -> client.ApiClient:
@@ -90,22 +105,43 @@ class Kube:
             raise outage from exc
 
     async def create_pod(self, body: dict[str, Any]) -> CreateResult:
-        """Create the pod; a missing namespace is created first (queues may name their own)."""
+        """Create the pod; a missing namespace is created first (queues may name their own). A pod already
+        there (409) is this one (``created=False``) if it carries the same op and attempt labels; else
+        ``PodConflict``. One created and deleted between the 409 and the read is created again, once."""
+        name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
+        for _ in range(2):
+            try:
+                await self._create(body)
+                return CreateResult(created=True)
+            except ApiException as exc:
+                if exc.status != 409:
+                    _raise_permanent(exc)
+                    raise
+            labels = await self.pod_labels(name, ns)
+            if labels is not None:
+                _check_owner(body, labels)
+                return CreateResult(created=False)
+        raise DependencyUnavailable(KUBERNETES, f"pod {name} in {ns} exists (409) then does not (404) again")
+
+    async def _create(self, body: dict[str, Any]) -> None:
         ns = body["metadata"]["namespace"]
         try:
-            try:
-                await self.call(self.core.create_namespaced_pod, ns, body, _preload_content=False)
-            except ApiException as exc:
-                if not _namespace_missing(exc):
-                    raise
-                await self.ensure_namespace(ns)
-                await self.call(self.core.create_namespaced_pod, ns, body, _preload_content=False)
+            await self.call(self.core.create_namespaced_pod, ns, body, _preload_content=False)
         except ApiException as exc:
-            if exc.status == 409:
-                return CreateResult(created=False)
-            _raise_permanent(exc)
+            if not _namespace_missing(exc):
+                raise
+            await self.ensure_namespace(ns)
+            await self.call(self.core.create_namespaced_pod, ns, body, _preload_content=False)
+
+    async def pod_labels(self, name: str, namespace: str) -> dict[str, str] | None:
+        """The labels of a pod; None if it does not exist."""
+        try:
+            response = await self.call(self.core.read_namespaced_pod, name, namespace, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
             raise
-        return CreateResult(created=True)
+        return (json.loads(response.data).get("metadata") or {}).get("labels") or {}
 
     async def ensure_namespace(self, name: str) -> None:
         body = {"metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "opsched"}}}
@@ -156,6 +192,17 @@ def _namespace_missing(exc: ApiException) -> bool:
     except (TypeError, ValueError, AttributeError):
         return True  # no readable body: a 404 on a pod create can only be its namespace
     return details.get("kind", "namespaces") == "namespaces"
+
+
+def _check_owner(body: dict[str, Any], existing: dict[str, str]) -> None:
+    """Raise ``PodConflict`` unless the existing pod's op and attempt labels are the body's."""
+    wanted = body["metadata"].get("labels") or {}
+    if all(existing.get(key) == wanted.get(key) for key in (LABEL_OP, LABEL_ATTEMPT)):
+        return
+    op, attempt = existing.get(LABEL_OP), existing.get(LABEL_ATTEMPT)
+    owner = (f"op {op} attempt {attempt}" if op is not None else
+             f"no opsched op (no {LABEL_OP} label)")
+    raise PodConflict(body["metadata"]["name"], body["metadata"]["namespace"], owner)
 
 
 def _raise_permanent(exc: ApiException) -> None:

@@ -67,6 +67,7 @@ class Received:
     stream_seq: int
     num_delivered: int
     raw: Any  # the nats Msg, for ack/nak/term
+    durable: str = ""  # the consumer it was delivered to (set by the handler loop): dead-letter ids name it
 
 
 def refused_by_fence(exc: BaseException) -> bool:

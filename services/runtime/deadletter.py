@@ -23,10 +23,10 @@ def guess_op_id(data: bytes) -> str:
 
 async def dead_letter(bus: Bus, clock: Clock, service: str, msg: Received, *,
                       reason: str, message: str, op_id: str | None = None) -> ErrorRaised:
-    """Publish the dead-letter copy and the error event (both idempotent by stream sequence)."""
+    """Publish the dead-letter copy and the error event (both idempotent by consumer and stream sequence)."""
     op = op_id or guess_op_id(msg.data)
     headers = {
-        "Nats-Msg-Id": subjects.dead_letter_msg_id(service, msg.stream_seq),
+        "Nats-Msg-Id": subjects.dead_letter_msg_id(service, msg.durable, msg.stream_seq),
         "Opsched-Original-Subject": msg.subject,
         "Opsched-Error-Reason": reason,
         "Opsched-Error": message[:1000],
@@ -36,5 +36,5 @@ async def dead_letter(bus: Bus, clock: Clock, service: str, msg: Received, *,
         op_id=op, at=clock.now(), service=service, subject=msg.subject, reason=reason,
         message=message, payload=msg.data[:200].decode("utf-8", errors="replace"),
     )
-    await bus.publish(error, msg_id=subjects.error_msg_id(service, msg.stream_seq))
+    await bus.publish(error, msg_id=subjects.error_msg_id(service, msg.durable, msg.stream_seq))
     return error

@@ -10,8 +10,9 @@ the consumer). Every replica of a service listens for its own consumers' advisor
 so one of them acts on each: it reads the message back from the stream by its sequence and hands it to
 ``on_lost``, which dead-letters it the way the handler loop gives up (a ``handler_failed`` about its op,
 then the copy on ``dlq.<service>`` and the ``error`` event). The copy's Nats-Msg-Id is derived from the
-stream sequence (``subjects.dead_letter_msg_id``), so an advisory racing the loop's own give-up, or a
-second advisory, stores nothing twice."""
+consumer and the stream sequence (``subjects.dead_letter_msg_id``), the same rule as the loop's own
+give-up, so an advisory racing that give-up, or a second advisory, stores nothing twice, while another
+consumer of the same service giving up the same message keeps its own copy."""
 from __future__ import annotations
 
 import functools
@@ -73,7 +74,7 @@ async def _advised(durable: str, data: bytes, read: Callable[[int], Awaitable[Re
         if stored is None:
             log.warning("lost_message_gone", consumer=durable, stream_seq=advisory.stream_seq)
             return
-        await on_lost(durable, replace(stored, num_delivered=advisory.deliveries, raw=Unsettled()))
+        await on_lost(durable, replace(stored, num_delivered=advisory.deliveries, raw=Unsettled(), durable=durable))
     except Exception as exc:  # noqa: BLE001 - a callback must not raise; the advisory is not sent again
         log.error("lost_message_not_dead_lettered", consumer=durable, stream_seq=advisory.stream_seq,
                   error=repr(exc))

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
@@ -152,7 +152,7 @@ class Service:
     async def process(self, sub: Subscription, msg: Received) -> None:
         """Handle one message completely: publish its events, then ack (or nak / dead-letter)."""
         with self.handler_loops.handling(sub.durable, msg.subject):
-            await self._process(sub, msg)
+            await self._process(sub, replace(msg, durable=sub.durable))
 
     async def _process(self, sub: Subscription, msg: Received) -> None:
         assert self.bus is not None

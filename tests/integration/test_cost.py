@@ -2,8 +2,9 @@
 four services. A queue's cost quota holds the second op until the first ends; a daily budget holds an
 op once the day's actual spend leaves no room for it, and `opsched cost` (the real CLI) reports it.
 
-Every estimate here is an op's explicit ``cost`` (it wins over prices and expected durations), so
-nothing depends on the price table or on how the estimator guesses a run's length."""
+Every estimate here is an op's own ``cost``, above what the catalogue estimates (an op's cost may only
+raise its estimate), so no hold depends on how the estimator guesses a run's length; what an attempt is
+charged always comes from the catalogue (the built-in prices), never from the op's ``cost``."""
 from __future__ import annotations
 
 import asyncio
@@ -137,12 +138,12 @@ def opsched_cost(nats_url: str) -> subprocess.CompletedProcess:
 async def test_a_daily_budget_holds_an_op_once_the_days_spend_leaves_no_room_and_opsched_cost_reports_it(
         start, events, core_v1, k8s_namespace, nats_server):
     client = await start(METERED, ("gpu-a", 2, "A100"))
-    # 60 spread over its 60 s timeout: about 1 per second of run time
+    # estimated at its own 60 (the catalogue's 1 GPU x 2.0/h x 60 s is less); charged by the catalogue
     first = await submitted_with_cost(client, events, op("first").gpus(1).cost(60).timeout(60)
                                       .runs("sleep 1").build())
     await events.expect(OperationSucceeded, first, timeout=30)
     spent = await events.expect(CostRecorded, first, timeout=20)
-    assert spent.queue == "metered" and 0.005 < spent.amount < 60  # charged for ~1 s of 60 s, not all of it
+    assert spent.queue == "metered" and 0 < spent.amount < 0.05  # ~1 s at 2.0/h: the catalogue's, not its own 60
 
     # exactly the whole budget: it would fit an untouched day, not one with any spend
     before = datetime.now(timezone.utc)

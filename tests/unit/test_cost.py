@@ -5,6 +5,7 @@ import msgspec
 import pytest
 
 from proto.events import Money
+from proto.limits import MAX_COST
 from services.cost.estimator import Prices, estimate, expected_duration
 from services.cost.prices import load_prices
 from tests.builders import GPU, case, case_name, op
@@ -66,16 +67,27 @@ def test_duration_from_termination_timeout_else_default(c):
     assert est.money.amount == pytest.approx(3.0 * c.duration / 3600)
 
 
-def test_an_explicit_cost_wins():
-    spec = op().gpus(8, product="A100").timeout(7200).cost(1.25).build()
+@pytest.mark.parametrize("c", [
+    case("an op's own cost above the catalogue's raises the estimate, and the breakdown says by how much",
+         cost=30.0, amount=30.0, basis="explicit", breakdown={GPU: 24.0, "explicit": 6.0}),
+    case("an op's own cost below the catalogue's does not lower the estimate", cost=1.25, amount=24.0,
+         basis="timeout", breakdown={GPU: 24.0}),
+    case("a cost of zero in a spec does not make the op free", cost=0.0, amount=24.0, basis="timeout",
+         breakdown={GPU: 24.0}),
+    case("a negative cost (the contract refuses it) is ignored, never credited", cost=-10_000.0, amount=24.0,
+         basis="timeout", breakdown={GPU: 24.0}),
+    case("an infinite cost (the contract refuses it) is ignored", cost=float("inf"), amount=24.0,
+         basis="timeout", breakdown={GPU: 24.0}),
+    case("a cost that is not a number is ignored", cost=float("nan"), amount=24.0, basis="timeout",
+         breakdown={GPU: 24.0}),
+], ids=case_name)
+def test_an_ops_own_cost_may_only_raise_the_catalogue_estimate(c):
+    spec = op().gpus(8, product="A100").timeout(3600).build()  # 8 x 3.0 an hour, one hour
+    spec.cost = c.cost  # set after building: a value the contract refuses still arrives here intact
     est = estimate(spec, PRICES, DEFAULT_S)
-    assert (est.money, est.basis, est.breakdown) == (Money(amount=1.25, currency="USD"), "explicit", {})
-    assert est.duration_s == 7200.0
-
-
-def test_an_explicit_cost_of_zero_is_still_explicit():
-    est = estimate(op().gpus(1).cost(0.0).build(), PRICES, DEFAULT_S)
-    assert (est.money.amount, est.basis) == (0.0, "explicit")
+    assert (est.money, est.basis, est.breakdown) == (Money(amount=c.amount, currency="USD"), c.basis, c.breakdown)
+    assert est.money.amount == pytest.approx(sum(est.breakdown.values()))
+    assert est.duration_s == 3600.0
 
 
 def test_the_built_in_prices_know_the_common_gpus():
@@ -164,6 +176,14 @@ def test_the_expected_duration_order_is_timeout_then_median_of_past_runs_then_de
     assert est.runs == (min(len(c.runs), 20) if c.basis == "history" else 0)
 
 
-def test_an_explicit_cost_wins_but_its_duration_still_comes_from_past_runs():
+def test_an_ops_own_cost_that_raises_the_estimate_keeps_the_duration_of_past_runs():
     est = estimate(op().gpus(1).cost(4.0).build(), PRICES, DEFAULT_S, [300.0, 300.0, 300.0])
     assert (est.money.amount, est.basis, est.duration_s, est.runs) == (4.0, "explicit", 300.0, 3)
+    assert est.breakdown == pytest.approx({GPU: 2.0 * 300 / 3600, "explicit": 4.0 - 2.0 * 300 / 3600}, abs=1e-6)
+
+
+def test_a_negative_or_infinite_price_never_makes_a_negative_or_infinite_estimate():
+    prices = msgspec.structs.replace(PRICES, cpu_hour=-1.0, accelerators={GPU: {"*": float("inf")}})
+    est = estimate(op().gpus(1).cpu("4").build(), prices, DEFAULT_S)
+    assert est.breakdown == {"cpu": 0.0, GPU: MAX_COST}
+    assert est.money.amount == MAX_COST

@@ -1,5 +1,5 @@
 """The actual-cost ledger and the spend report: run time x hourly price (of the node pool an attempt
-ran in, else the op's own), calendar UTC windows, spend per window and burn rate."""
+ran in, else the op's own pool or the defaults: always the catalogue's), calendar UTC windows, spend per window and burn rate."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from proto.events import CostRecorded, OperationRunning
+from proto.limits import MAX_COST
 from proto.prices import PricePool
 from proto.queues import Budget
 from proto.windows import window_end, window_start
@@ -35,6 +36,12 @@ def utc(*parts: int) -> datetime:
          seconds=0.0, amount=0.0, gpu_hours=0.0),
     case("an op without accelerators uses no GPU-hours", start=t(0), end=t(7200), hourly=0.04, gpus=0,
          seconds=7200.0, amount=0.08, gpu_hours=0.0),
+    case("a negative price is never credited", start=t(0), end=t(36_000), hourly=-1000.0, gpus=8,
+         seconds=36_000.0, amount=0.0, gpu_hours=80.0),
+    case("a price that is not a number costs nothing rather than poisoning the totals", start=t(0), end=t(3600),
+         hourly=float("nan"), gpus=1, seconds=3600.0, amount=0.0, gpu_hours=1.0),
+    case("an infinite price is capped at the largest amount", start=t(0), end=t(3600), hourly=float("inf"),
+         gpus=1, seconds=3600.0, amount=MAX_COST, gpu_hours=1.0),
 ], ids=case_name)
 def test_charge(c):
     got = charge(c.start, c.end, c.hourly, c.gpus)
@@ -44,12 +51,13 @@ def test_charge(c):
 @pytest.mark.parametrize("c", [
     case("two A100s cost six an hour", builder=op().gpus(2, product="A100"), hourly=6.0, gpus=2),
     case("a GPU of no priced product costs the any-product price", builder=op().gpus(1), hourly=2.0, gpus=1),
-    case("an explicit cost is spread over the expected duration", builder=op().gpus(1).cost(10.0).timeout(7200),
-         hourly=5.0, gpus=1),
+    case("an op's own cost is not its price: the catalogue's is", builder=op().gpus(1).cost(10.0).timeout(7200),
+         hourly=2.0, gpus=1),
+    case("an op's cost of zero does not make it free", builder=op().gpus(8).cost(0.0), hourly=16.0, gpus=8),
 ], ids=case_name)
 def test_hourly_price_and_gpus(c):
     spec = c.builder.build()
-    assert hourly_price(spec, PRICES, 3600.0) == pytest.approx(c.hourly)
+    assert hourly_price(spec, PRICES) == pytest.approx(c.hourly)
     assert gpu_count(spec) == c.gpus
 
 
@@ -116,7 +124,7 @@ NODES = {"spot-1": {POOL: "spot", "nvidia.com/gpu.product": "A100"}, "std-1": {P
 
 
 def recorder(prices: dict[str, Prices]) -> Recorder:
-    return Recorder(LedgerStore(MemoryKV()), lambda: prices["now"], 3600.0, labels_of=NODES.get)
+    return Recorder(LedgerStore(MemoryKV()), lambda: prices["now"], labels_of=NODES.get)
 
 
 async def one_hour(rec: Recorder, op_id: str, spec, node: str | None) -> CostRecorded:
@@ -157,16 +165,28 @@ async def test_a_catalogue_change_prices_only_ops_submitted_after_it():
     assert amounts == {"before": 3.0, "after": 5.0, "before-spot": 2.0}
 
 
-async def test_an_op_with_an_explicit_cost_is_charged_its_own_price_in_any_pool():
-    done = await one_hour(recorder({"now": POOLED}), "x", op().gpus(1).cost(4.0).timeout(7200).build(), "spot-1")
-    assert (done.amount, done.pool) == (2.0, "")
+@pytest.mark.parametrize("cost", [0.0, 40.0, -10_000.0], ids=["zero", "above", "negative"])
+async def test_an_op_with_its_own_cost_is_charged_by_the_catalogue_of_the_pool_it_ran_in(cost):
+    spot, standard = op().gpus(1).timeout(7200).build(), op().gpus(8).build()
+    spot.cost = standard.cost = cost  # set after building: a value the contract refuses still arrives intact
+    done = await one_hour(recorder({"now": POOLED}), "x", spot, "spot-1")
+    assert (done.amount, done.pool) == (0.5, "spot")
+    done = await one_hour(recorder({"now": POOLED}), "y", standard, "std-1")
+    assert (done.amount, done.pool) == (16.0, "")
+
+
+async def test_a_negative_amount_in_a_ledger_entry_is_never_added_to_the_totals():
+    store = LedgerStore(MemoryKV())
+    bad = Recorded(amount=-10_000.0, seconds=36_000.0, gpu_hours=80.0, started_at=t(0), ended_at=t(36_000))
+    await store.add("queue", "a", bad, "x.0")
+    assert (await store.totals("queue", "a")).amount == 0.0
 
 
 async def test_a_ledger_entry_written_before_pools_existed_still_reads():
     store = LedgerStore(MemoryKV())
     old = b'{"queue":"a","project":"p","hourly":2.0,"gpus":1,"currency":"USD","starts":{},"recorded":{}}'
     await store.kv.create("op.x", old)
-    rec = Recorder(store, lambda: POOLED, 3600.0, labels_of=NODES.get)
+    rec = Recorder(store, lambda: POOLED, labels_of=NODES.get)
     await rec.running(running("x", at=t(0), node="spot-1"))
     assert (await rec.ended(succeeded("x", at=t(1800)))).amount == 1.0
 

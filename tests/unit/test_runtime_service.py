@@ -159,11 +159,11 @@ def assert_dead_lettered(journal: list[tuple], msg: Received, reason: str, *, op
     assert copy.data == msg.data
     assert copy.headers["Opsched-Original-Subject"] == "ops.submitted.op-1"
     assert copy.headers["Opsched-Error-Reason"] == reason
-    assert copy.msg_id == f"dlq.{SERVICE}.{msg.stream_seq}"
+    assert copy.msg_id == f"dlq.{SERVICE}.test-durable.{msg.stream_seq}"
     error = codec.decode(event.data)
     assert isinstance(error, ErrorRaised)
     assert (error.op_id, error.service, error.subject, error.reason) == (op_id, SERVICE, "ops.submitted.op-1", reason)
-    assert event.msg_id == f"error.{SERVICE}.{msg.stream_seq}"
+    assert event.msg_id == f"error.{SERVICE}.test-durable.{msg.stream_seq}"
     assert journal[2] == ("term", msg.stream_seq)
     return error
 
@@ -196,6 +196,22 @@ async def test_invalid_input_from_a_handler_is_dead_lettered_at_once(service, su
     await service.process(sub, msg)
     error = assert_dead_lettered(journal, msg, "forbidden_pod_spec", op_id="op-1")
     assert error.message == "privileged: true is refused"
+
+
+async def test_two_consumers_of_one_service_giving_up_the_same_message_keep_a_dead_letter_each(service, bus):
+    """As cost's estimates and ledger both consume ``submitted``: neither copy is deduplicated away."""
+    subs = [Subscription(durable, subjects.OPS_STREAM, [subjects.OPS_ALL], codec.decode)
+            for durable in (subjects.COST_ESTIMATOR, subjects.COST_LEDGER)]
+    msg = await received(bus, b"{not json")
+    for sub in subs:
+        service.subscriptions.append(sub)
+        await service.process(sub, msg)
+    copies = bus.broker.stored(subjects.DLQ_STREAM)
+    assert sorted(c.headers["Nats-Msg-Id"] for c in copies) == sorted(
+        f"dlq.{SERVICE}.{durable}.{msg.stream_seq}" for durable in (subjects.COST_ESTIMATOR, subjects.COST_LEDGER))
+    errors = [m for m in bus.broker.stored(subjects.OPS_STREAM)
+              if m.data != msg.data and isinstance(codec.decode(m.data), ErrorRaised)]
+    assert len(errors) == 2 and service.stats.dead_lettered == 2
 
 
 async def test_invalid_input_may_name_another_op(service, sub, bus, journal):
