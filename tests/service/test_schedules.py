@@ -18,13 +18,8 @@ from proto.schedules import (
     ScheduleFired,
     ScheduleSpec,
 )
-from services.admission.schedules import (
-    Schedules,
-    on_create,
-    on_delete,
-    run_schedules,
-    submitter,
-)
+from services.admission.schedule_runner import run_schedules, submitter
+from services.admission.schedules import Schedules, on_create, on_delete
 from services.runtime.service import Consumer, Context, Service
 from services.runtime.settings import Settings
 from tests.builders import T0, op
