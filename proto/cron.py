@@ -118,6 +118,9 @@ def parse(expr: str) -> Cron:
             raise CronError(f"unknown cron macro {text!r}; known: {', '.join(sorted(_MACROS))}")
         text = _MACROS[text.lower()]
     parts = text.split()
+    if len(parts) == 6:
+        raise CronError(f"cron expression {expr!r} has 6 fields: a seconds field is not supported (a schedule "
+                        "fires at most once a minute); expected 5: minute hour day-of-month month day-of-week")
     if len(parts) != 5:
         raise CronError(f"cron expression {expr!r} has {len(parts)} fields; expected 5: "
                         "minute hour day-of-month month day-of-week")

@@ -4,24 +4,44 @@
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import Int, Model
 from proto.cron import CronError
 from proto.cron import parse as parse_cron
-from proto.schedules import ScheduleSpec
+from proto.schedules import (
+    ScheduleSpec,
+    cron_length_problem,
+    frequency_problem,
+    max_runs_problem,
+    time_problem,
+)
+
+
+def _checked(problem_of: Callable[[Any], str | None]) -> AfterValidator:
+    """A validator raising the contract's problem with a value (``proto.schedules``), if any."""
+    def check(value: Any) -> Any:
+        problem = problem_of(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+    return AfterValidator(check)
+
+
+When = Annotated[datetime, _checked(time_problem)]  # within the contract's bounds
 
 
 class _ScheduleModel(Model):
     """Polyaxon's V1CronSchedule / V1IntervalSchedule / V1DateTimeSchedule (times without a zone are UTC)."""
 
-    start_at: datetime | None = None
-    end_at: datetime | None = None
-    max_runs: Annotated[Int, Field(ge=1)] | None = None
+    start_at: When | None = None
+    end_at: When | None = None
+    max_runs: Annotated[Int, _checked(max_runs_problem)] | None = None
     depends_on_past: bool | None = None
 
     def check(self, loc: Loc) -> list[Problem]:
@@ -41,33 +61,27 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
-def _cron(value: str) -> str:
+def _cron_problem(value: str) -> str | None:
     try:
         parse_cron(value)
     except CronError as exc:
-        raise ValueError(str(exc)) from None
-    return value
+        return str(exc)
+    return None
 
 
 class CronScheduleModel(_ScheduleModel):
     kind: Literal["cron"]
-    cron: Annotated[str, AfterValidator(_cron)]
-
-
-def _frequency(value: int) -> int:
-    if value <= 0:
-        raise ValueError(f"frequency must be a number of seconds above 0, got {value}")
-    return value
+    cron: Annotated[str, _checked(cron_length_problem), _checked(_cron_problem)]
 
 
 class IntervalScheduleModel(_ScheduleModel):
     kind: Literal["interval"]
-    frequency: Annotated[Int, AfterValidator(_frequency)]  # seconds
+    frequency: Annotated[Int, _checked(frequency_problem)]  # seconds
 
 
 class DateTimeScheduleModel(_ScheduleModel):
     kind: Literal["datetime"]
-    start_at: datetime  # type: ignore[assignment]  # required: the time to run at
+    start_at: When  # type: ignore[assignment]  # required: the time to run at
 
 
 SCHEDULE_MODELS: dict[str, type[_ScheduleModel]] = {

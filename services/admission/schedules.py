@@ -19,23 +19,26 @@ Rules (each decision is a pure function of the folded events, ``now`` and ``stat
   * Run n is the op ``<schedule_id>-<n>``. The runner submits it BEFORE it publishes
     ``ScheduleFired``: if it dies between the two, the replayed state fires run n again, which is
     the same op id (admission ignores the duplicate submit), so no run is lost and none doubles.
+  * One schedule never stops the others. If computing its runs raises (a bug: the contract's bounds
+    keep every time it computes representable), it is disabled: ``ScheduleFinished`` with reason
+    ``failed`` and the error. A stored ``schedule_created`` that the contract refuses now (it predates
+    a bound) is disabled as ``invalid_spec`` with the refusal (``refuse_stored``); so is one whose spec
+    admission would refuse. Disabled schedules fire nothing; the others go on.
 
 ``Schedules.apply`` is idempotent and monotonic (replay rebuilds the same state); ``due``,
 ``finished``, ``next_fire`` and ``waiting`` only read. ``on_create``/``on_delete`` are the command
-handlers; ``run_schedules`` is the loop that fires runs on the bus.
+handlers; ``services.admission.schedule_runner`` fires the runs on the bus.
 """
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 
-from proto import codec, cron, subjects
-from proto.commands import SubmitOperation
+from proto import cron, subjects
 from proto.events import Event
 from proto.schedules import (
     MAX_SCHEDULE_ID,
@@ -55,8 +58,9 @@ from services.admission.records import Status
 from services.runtime.errors import InvalidInput
 
 StatusOf = Callable[[str], "str | None"]  # op id -> "succeeded" | "failed" | "running" | None
-Submit = Callable[[str, OpSpec], Awaitable[Any]]
-MAX_STEP_S = 1.0
+FAILED = "failed"  # ScheduleFinished.reason of a schedule disabled because computing its runs raised
+INVALID_SPEC = "invalid_spec"  # ... of one whose stored spec is refused (the contract's bounds, admission's rules)
+T = TypeVar("T")
 
 
 @dataclass
@@ -71,11 +75,12 @@ class Record:
     last_op_id: str | None = None
     deleted: bool = False
     finished: str | None = None  # the reason, once finished
+    disabled: tuple[str, str] | None = None  # (reason, message): fires nothing more, to be published finished
     _next: tuple[int, datetime | None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def active(self) -> bool:
-        return not self.deleted and self.finished is None
+        return not self.deleted and self.finished is None and self.disabled is None
 
     @property
     def start(self) -> datetime:
@@ -115,9 +120,11 @@ class Schedules:
     def __init__(self, status_of: StatusOf = lambda op_id: None) -> None:
         self.status_of = status_of
         self.records: dict[str, Record] = {}
+        self.refused: dict[str, str | None] = {}  # stored creations the contract refuses: id -> why (None: published)
 
     def __contains__(self, schedule_id: str) -> bool:
-        return schedule_id in self.records
+        """Whether the id is taken (a refused stored creation takes it too)."""
+        return schedule_id in self.records or schedule_id in self.refused
 
     def get(self, schedule_id: str) -> Record | None:
         return self.records.get(schedule_id)
@@ -126,6 +133,9 @@ class Schedules:
         """Fold one event (any event: those that are not about schedules are ignored)."""
         if isinstance(event, ScheduleCreated):
             return self._created(event)
+        if isinstance(event, ScheduleFinished) and self.refused.get(event.op_id) is not None:
+            self.refused[event.op_id] = None
+            return True
         record = self.records.get(event.op_id) if isinstance(event, ScheduleEvent) else None
         if record is None:
             return False
@@ -143,15 +153,40 @@ class Schedules:
             return changed
         return False
 
+    def refuse_stored(self, schedule_id: str, why: str) -> bool:
+        """Fold a stored ``schedule_created`` that no longer decodes (``proto.schedules.refused_creation``):
+        the schedule is disabled (``invalid_spec``, ``why``) unless the id already has a schedule."""
+        if schedule_id in self:
+            return False
+        self.refused[schedule_id] = f"the stored schedule is refused by the contract: {why}"
+        return True
+
     def _created(self, event: ScheduleCreated) -> bool:
-        if event.op_id in self.records:
+        if event.op_id in self:
             return False  # the first creation wins; ids are single-use
-        spec, problems = event.spec, spec_problems(event.spec)
-        parsed = cron.parse(spec.cron) if spec.kind == "cron" and spec.cron and not problems else None
+        try:
+            spec = normalized(event.spec)
+            problems = spec_problems(spec)
+            parsed = cron.parse(spec.cron) if spec.kind == "cron" and spec.cron and not problems else None
+        except Exception as exc:  # noqa: BLE001 - a fold never raises: the schedule is disabled instead
+            spec, problems, parsed = event.spec, [f"{type(exc).__name__}: {exc}"], None
         record = Record(event.op_id, spec, event.op, cron.utc(event.at), parsed)
-        record.finished = "invalid_spec" if problems else None  # not from on_create: never fires
+        if problems:  # not from on_create, which refuses them: never fires
+            record.disabled = (INVALID_SPEC, "; ".join(problems))
         self.records[event.op_id] = record
         return True
+
+    def _guarded(self, record: Record, decide: Callable[[Record, datetime], T], now: datetime) -> T | None:
+        """``decide(record, now)``; if it raises, the record is disabled (reason ``failed``) and this is
+        None: one schedule's failure never stops the others. Deterministic: a replay fails the same way."""
+        if not record.active:
+            return None
+        try:
+            return decide(record, now)
+        except Exception as exc:  # noqa: BLE001 - a bug, or a stored spec whose times cannot be computed
+            record.disabled = (FAILED, f"its next run could not be computed ({type(exc).__name__}: {exc}); "
+                                       "it is disabled")
+            return None
 
     # --- decisions ------------------------------------------------------------------------------
 
@@ -160,7 +195,7 @@ class Schedules:
         now = cron.utc(now)
         fired = []
         for record in self.records.values():
-            slot = self._slot_due(record, now)
+            slot = self._guarded(record, self._slot_due, now)
             if slot is not None:
                 run = record.runs + 1
                 fired.append(ScheduleFired(op_id=record.schedule_id, at=now, run=run,
@@ -187,12 +222,17 @@ class Schedules:
         return None if status == "succeeded" else (status or "unknown")
 
     def finished(self, now: datetime) -> list[ScheduleFinished]:
-        """Schedules that will never fire again and are not yet marked finished."""
+        """Schedules that will never fire again and are not yet marked finished (disabled ones too)."""
         now = cron.utc(now)
-        out = []
+        out = [ScheduleFinished(op_id=sid, at=now, reason=INVALID_SPEC, message=why)
+               for sid, why in self.refused.items() if why is not None]
         for record in self.records.values():
-            reason = _finish_reason(record, now) if record.active else None
-            if reason is not None:
+            reason = self._guarded(record, _finish_reason, now)
+            if record.disabled is not None and not record.deleted and record.finished is None:
+                reason, message = record.disabled
+                out.append(ScheduleFinished(op_id=record.schedule_id, at=now, reason=reason, message=message,
+                                            runs=record.runs))
+            elif reason is not None:
                 out.append(ScheduleFinished(op_id=record.schedule_id, at=now, reason=reason,
                                             message=_finish_message(record, reason), runs=record.runs))
         return sorted(out, key=lambda e: e.op_id)
@@ -201,20 +241,26 @@ class Schedules:
         """When ``due`` next returns something, as far as the clock alone decides (schedules held by
         ``dependsOnPast`` wait for an op, not for a time, and are left out). May be <= ``now``."""
         now = cron.utc(now)
-        times = [c for r in self.records.values()
-                 if (c := self._open_candidate(r, now)) is not None and self._held(r) is None]
+        times = [c for r in self.records.values() if (c := self._guarded(r, self._unheld_candidate, now)) is not None]
         return min(times, default=None)
+
+    def _unheld_candidate(self, record: Record, now: datetime) -> datetime | None:
+        candidate = self._open_candidate(record, now)
+        return candidate if candidate is not None and self._held(record) is None else None
 
     def waiting(self, now: datetime) -> dict[str, tuple[str, str]]:
         """Schedules with a slot due that ``dependsOnPast`` holds: id -> (previous op id, its status)."""
         now = cron.utc(now)
         out = {}
         for record in self.records.values():
-            candidate = self._open_candidate(record, now)
-            held = self._held(record) if candidate is not None and candidate <= now else None
+            held = self._guarded(record, self._held_now, now)
             if held is not None:
                 out[record.schedule_id] = (record.last_op_id or "", held)
         return out
+
+    def _held_now(self, record: Record, now: datetime) -> str | None:
+        candidate = self._open_candidate(record, now)
+        return self._held(record) if candidate is not None and candidate <= now else None
 
 
 def _finish_reason(record: Record, now: datetime) -> str | None:
@@ -268,9 +314,9 @@ def on_create(cmd: CreateSchedule, now: datetime, schedules: Schedules | None = 
     if not cmd.op.name:
         raise InvalidInput("invalid_schedule", f"schedule {sid}: the operation template has no name", op_id=sid)
     spec = normalized(cmd.spec)
-    known = schedules.get(sid) if schedules is not None else None
-    if known is not None:
-        if known.spec == spec and known.op == cmd.op and known.active:
+    if schedules is not None and sid in schedules:
+        known = schedules.get(sid)
+        if known is not None and known.spec == spec and known.op == cmd.op and known.active:
             return None
         raise InvalidInput("schedule_exists", f"schedule id {sid!r} is taken (a schedule id is used once, "
                                               "even after it is deleted); choose another id", op_id=sid)
@@ -294,7 +340,8 @@ def _check_id(sid: str) -> None:
 
 
 def spec_problems(spec: ScheduleSpec) -> list[str]:
-    """Everything wrong with a schedule spec, in Polyaxon's field names (empty: valid)."""
+    """Everything wrong with a schedule spec beyond the contract's bounds (which every ``ScheduleSpec``
+    meets: ``proto.schedules.bound_problems``), in its wire field names (empty: valid)."""
     if spec.kind not in SCHEDULE_KINDS:
         return [f"kind {spec.kind!r} is not one of {', '.join(SCHEDULE_KINDS)}"]
     problems = []
@@ -303,14 +350,16 @@ def spec_problems(spec: ScheduleSpec) -> list[str]:
             cron.parse(spec.cron or "")
         except cron.CronError as exc:
             problems.append(f"cron: {exc}")
-    if spec.kind == "interval" and (spec.frequency_s is None or spec.frequency_s <= 0):
-        problems.append(f"frequency: must be a number of seconds above 0, got {spec.frequency_s}")
+    elif spec.cron is not None:
+        problems.append(f"cron: only a cron schedule takes a cron expression, not kind {spec.kind}")
+    if spec.kind == "interval" and spec.frequency_s is None:
+        problems.append("frequencyS: an interval schedule needs the seconds between runs")
+    elif spec.kind != "interval" and spec.frequency_s is not None:
+        problems.append(f"frequencyS: only an interval schedule takes a frequency, not kind {spec.kind}")
     if spec.kind == "datetime" and spec.start_at is None:
         problems.append("startAt: a datetime schedule needs the time to run at")
     if spec.start_at and spec.end_at and cron.utc(spec.end_at) < cron.utc(spec.start_at):
         problems.append(f"endAt: {spec.end_at} is before startAt {spec.start_at}")
-    if spec.max_runs is not None and spec.max_runs < 1:
-        problems.append(f"maxRuns: must be at least 1, got {spec.max_runs}")
     return problems
 
 
@@ -318,80 +367,3 @@ def normalized(spec: ScheduleSpec) -> ScheduleSpec:
     """Times in UTC (naive ones are taken as UTC)."""
     return msgspec.structs.replace(spec, start_at=spec.start_at and cron.utc(spec.start_at),
                                    end_at=spec.end_at and cron.utc(spec.end_at))
-
-
-# --- the runner ---------------------------------------------------------------------------------
-
-def submitter(bus: Any, clock: Any, requested_by: str = "schedule") -> Submit:
-    """A ``submit`` for ``run_schedules``: publish ``SubmitOperation`` (msg id ``<op_id>.submit.0``)."""
-    async def submit(op_id: str, spec: OpSpec) -> None:
-        await bus.publish(SubmitOperation(op_id=op_id, spec=spec, requested_at=clock.now(),
-                                          requested_by=requested_by))
-    return submit
-
-
-async def fire_due(bus: Any, clock: Any, schedules: Schedules, submit: Submit) -> list[ScheduleEvent]:
-    """One pass: submit and record every due run, then record finished schedules. Returns the events."""
-    now = clock.now()
-    published: list[ScheduleEvent] = []
-    for fired in schedules.due(now):
-        record = schedules.records[fired.op_id]
-        await submit(fired.run_op_id, record.op)  # first: a run recorded as fired has been submitted
-        await bus.publish(fired, msg_id=subjects.schedule_fired_msg_id(fired.op_id, fired.run))
-        schedules.apply(fired)
-        published.append(fired)
-    for done in schedules.finished(now):
-        await bus.publish(done)
-        schedules.apply(done)
-        published.append(done)
-    return published
-
-
-async def run_schedules(bus: Any, clock: Any, schedules: Schedules, submit: Submit, stop: asyncio.Event,
-                        log: Any = None) -> None:
-    """Fire runs until ``stop`` is set. Sleeps on ``clock`` until the next slot, at most ``MAX_STEP_S``
-    at a time, so schedules created (folded into ``schedules`` by the caller) are noticed."""
-    held: dict[str, tuple[str, str]] = {}
-    while not stop.is_set():
-        delay = MAX_STEP_S
-        try:
-            for event in await fire_due(bus, clock, schedules, submit):
-                _log(log, codec.type_of(event), event)
-            now = clock.now()
-            held = _log_held(log, held, schedules.waiting(now))
-            nxt = schedules.next_fire(now)
-            if nxt is not None:
-                delay = min(MAX_STEP_S, (nxt - now).total_seconds())
-        except Exception as exc:
-            if log is not None:
-                log.warning("schedules_publish_failed", error=repr(exc))
-        if delay > 0:
-            await _sleep(clock, delay, stop)
-        else:
-            await asyncio.sleep(0)
-
-
-async def _sleep(clock: Any, seconds: float, stop: asyncio.Event) -> None:
-    sleeper = asyncio.ensure_future(clock.sleep(seconds))
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (sleeper, stopper):
-            task.cancel()
-
-
-def _log(log: Any, kind: str, event: ScheduleEvent) -> None:
-    if log is None:
-        return
-    extra = ({"run": event.run, "op_id": event.run_op_id, "scheduled_for": event.scheduled_for.isoformat()}
-             if isinstance(event, ScheduleFired) else {"reason": getattr(event, "reason", "")})
-    log.info(kind, schedule_id=event.op_id, **extra)
-
-
-def _log_held(log: Any, before: dict[str, tuple[str, str]], now: dict[str, tuple[str, str]]):
-    if log is not None:
-        for sid, (op_id, status) in now.items():
-            if before.get(sid) != (op_id, status):
-                log.info("schedule_waiting_on_previous_run", schedule_id=sid, op_id=op_id, status=status)
-    return now

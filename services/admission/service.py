@@ -30,8 +30,15 @@ from proto.events import Event
 from proto.queries import QueuesRequest, WhyRequest
 from proto.queues import QueuesConfig
 from proto.reasons import Reason, pending
-from proto.schedules import CreateSchedule, DeleteSchedule, ScheduleCreated, ScheduleDeleted, ScheduleEvent
-from services.admission import cycle, handlers, queries
+from proto.schedules import (
+    CreateSchedule,
+    DeleteSchedule,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleEvent,
+    refused_creation,
+)
+from services.admission import cycle, handlers, queries, schedule_runner
 from services.admission import schedules as sched
 from services.admission.catchup import FoldProgress
 from services.admission.config_source import ConfigSource, queues_configured
@@ -162,7 +169,10 @@ class Admission(Service):
     def _fold(self, data: bytes, seq: int = 0) -> None:
         try:
             event = codec.decode_ops_stream(data)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            refused = refused_creation(data)  # a stored schedule that predates a bound: disabled, with why
+            if refused is not None and self.schedules.refuse_stored(refused, str(exc)):
+                self.log.warning("schedule_refused", schedule_id=refused, error=str(exc))
             return  # producers' bad messages are dead-lettered where they are consumed
         if isinstance(event, ScheduleEvent):
             self.schedules.apply(event)
@@ -217,7 +227,8 @@ class Admission(Service):
             self.log.info(codec.type_of(decision), op_id=decision.op_id)
 
     async def run_schedule_runs(self, bus: Bus, stop: asyncio.Event) -> None:
-        await sched.run_schedules(bus, self.clock, self.schedules, sched.submitter(bus, self.clock), stop, self.log)
+        await schedule_runner.run_schedules(bus, self.clock, self.schedules,
+                                            schedule_runner.submitter(bus, self.clock), stop, self.log)
 
     def _run_status(self, op_id: str) -> str | None:
         return sched.run_status(self.state.fold.status_of(op_id))

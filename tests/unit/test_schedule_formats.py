@@ -184,15 +184,15 @@ def test_the_schedule_section_of_a_polyaxonfile_is_read(c):
     case("a bad cron expression", section="schedule: {kind: cron, cron: '0 2 * *'}", loc="schedule.cron",
          msg="has 4 fields"),
     case("an interval of zero", section="schedule: {kind: interval, frequency: 0}", loc="schedule.frequency",
-         msg="above 0, got 0"),
-    case("endAt before startAt", section="schedule: {kind: interval, frequency: 5, startAt: 2026-01-02T00:00:00Z, "
+         msg="0 s is out of bounds: from 60 s"),
+    case("endAt before startAt", section="schedule: {kind: interval, frequency: 60, startAt: 2026-01-02T00:00:00Z, "
          "endAt: 2026-01-01T00:00:00Z}", loc="schedule.endAt", msg="is before startAt"),
     case("a datetime without startAt", section="schedule: {kind: datetime}", loc="schedule.startAt",
          msg="field required"),
     case("an unknown kind", section="schedule: {kind: hourly}", loc="schedule.kind", msg="kind 'hourly' is unknown"),
-    case("maxRuns below one", section="schedule: {kind: interval, frequency: 5, maxRuns: 0}",
-         loc="schedule.maxRuns", msg="greater than or equal to 1"),
-    case("an unknown field", section="schedule: {kind: interval, frequency: 5, every: 3}", loc="schedule.every",
+    case("maxRuns below one", section="schedule: {kind: interval, frequency: 60, maxRuns: 0}",
+         loc="schedule.maxRuns", msg="0 is out of bounds: from 1 to 1000000"),
+    case("an unknown field", section="schedule: {kind: interval, frequency: 60, every: 3}", loc="schedule.every",
          msg="unknown field 'every'"),
 ], ids=case_name)
 def test_a_bad_schedule_section_is_a_field_error(c):

@@ -20,14 +20,12 @@ from proto.schedules import (
     ScheduleSpec,
 )
 from services.admission.records import Status
+from services.admission.schedule_runner import fire_due, run_schedules, submitter
 from services.admission.schedules import (
     Schedules,
-    fire_due,
     on_create,
     on_delete,
-    run_schedules,
     run_status,
-    submitter,
 )
 from services.runtime.errors import InvalidInput
 from tests.builders import T0, case, case_name, op, t
@@ -76,11 +74,12 @@ def fired_offsets(events: list) -> list[float]:
          steps=[(0, []), (50, [50]), (1000, [])]),
     case("a datetime schedule whose time has passed fires once at once", spec=dict(kind="datetime", start_at=t(-10)),
          steps=[(0, [-10]), (10, [])]),
-    case("maxRuns stops the schedule after that many runs", spec=dict(frequency_s=10, max_runs=2),
-         steps=[(0, [0]), (10, [10]), (10, []), (100, [])]),
-    case("endAt is inclusive", spec=dict(frequency_s=10, end_at=t(20)), steps=[(0, [0]), (10, [10]), (10, [20]), (10, [])]),
+    case("maxRuns stops the schedule after that many runs", spec=dict(frequency_s=60, max_runs=2),
+         steps=[(0, [0]), (60, [60]), (60, []), (600, [])]),
+    case("endAt is inclusive", spec=dict(frequency_s=60, end_at=t(120)),
+         steps=[(0, [0]), (60, [60]), (60, [120]), (60, [])]),
     case("nothing fires once endAt has passed, not even a slot missed before it",
-         spec=dict(frequency_s=10, end_at=t(25)), steps=[(0, [0]), (100, [])]),
+         spec=dict(frequency_s=60, end_at=t(150)), steps=[(0, [0]), (600, [])]),
     case("a cron schedule fires on its matching minutes", spec=dict(kind="cron", cron="*/15 * * * *"),
          steps=[(0, [0]), (600, []), (300, [900]), (900, [1800])]),
     case("a cron schedule starts at the first match at or after startAt",
@@ -110,7 +109,7 @@ def test_runs_are_numbered_from_one_and_name_their_ops_after_the_schedule():
 
 
 @pytest.mark.parametrize("c", [
-    case("maxRuns reached finishes the schedule", spec=dict(frequency_s=10, max_runs=1), after=0, reason="max_runs"),
+    case("maxRuns reached finishes the schedule", spec=dict(frequency_s=60, max_runs=1), after=0, reason="max_runs"),
     case("a datetime schedule that fired is completed", spec=dict(kind="datetime", start_at=T0), after=0,
          reason="completed"),
     case("a next slot beyond endAt finishes it before endAt passes", spec=dict(frequency_s=100, end_at=t(50)),
@@ -250,13 +249,16 @@ def test_creating_a_schedule_records_it_with_times_in_utc():
          message="cron: minute field '61'"),
     case("a cron schedule without an expression", cmd=create_cmd(kind="cron"), reason="invalid_schedule",
          message="empty cron expression"),
-    case("an interval of zero seconds", cmd=create_cmd(frequency_s=0), reason="invalid_schedule",
-         message="frequency: must be a number of seconds above 0"),
+    case("an interval schedule without a frequency", cmd=create_cmd(frequency_s=None), reason="invalid_schedule",
+         message="frequencyS: an interval schedule needs the seconds between runs"),
+    case("a frequency on a cron schedule", cmd=create_cmd(kind="cron", cron="@daily", frequency_s=60),
+         reason="invalid_schedule", message="frequencyS: only an interval schedule takes a frequency, not kind cron"),
+    case("a cron expression on an interval schedule", cmd=create_cmd(cron="@daily"), reason="invalid_schedule",
+         message="cron: only a cron schedule takes a cron expression, not kind interval"),
     case("a datetime schedule without startAt", cmd=create_cmd(kind="datetime"), reason="invalid_schedule",
          message="startAt: a datetime schedule needs"),
     case("endAt before startAt", cmd=create_cmd(start_at=t(10), end_at=t(5)), reason="invalid_schedule",
          message="endAt: "),
-    case("maxRuns of zero", cmd=create_cmd(max_runs=0), reason="invalid_schedule", message="maxRuns: must be"),
 ], ids=case_name)
 def test_an_invalid_schedule_is_refused_with_a_clear_reason(c):
     with pytest.raises(InvalidInput) as err:
