@@ -9,7 +9,8 @@ INFRASTRUCTURE_REASONS = frozenset({
     HANDLER_FAILED, "PodDeleted", "NodeLost", "NodeShutdown", "Evicted", "Preempted", "Terminated", "Shutdown",
     "UnexpectedAdmissionError", "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu",
 })
-FINAL_REASONS = frozenset({"PodRejected", "DeadlineExceeded"})  # retrying cannot help
+# retrying cannot help: the pod is refused, its deadline passed, its events cannot be published or folded
+FINAL_REASONS = frozenset({"PodRejected", "DeadlineExceeded", "message_too_large", "fold_failed"})
 
 
 def is_infrastructure(reason: str) -> bool:
