@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from proto.codec import type_of
-from proto.events import Event, OperationSubmitted
+from proto.events import Event, OperationFailed, OperationRejected, OperationSubmitted
+from proto.lifecycle import Status
 from services.admission.records import OpRecord
 from services.runtime import logging as oplog
 
@@ -36,6 +37,9 @@ class FoldFailures:
             op = fold.ops.get(event.op_id)
             if op is None and isinstance(event, OperationSubmitted):
                 op = _bare(fold, event)
+            if op is not None and _its_end(op, event):
+                _force_end(fold, op, event)  # its end could not be folded either: it ends all the same
+                return True
             if op is None or op.status.terminal or op.handler_failure:
                 return False
             op.handler_failure = f"admission could not fold its {kind} event: {exc!r}"[:1000]
@@ -55,3 +59,19 @@ def _bare(fold: OpFold, e: OperationSubmitted) -> OpRecord:
     for f in fold.followers:
         f.entered(op)
     return op
+
+
+def _its_end(op: OpRecord, event: Event) -> bool:
+    """``event`` is the end of an op that ends for a fold failure (the cycle's, or its copy on the stream)."""
+    return (bool(op.end_reason) and not op.status.terminal and isinstance(event, (OperationRejected, OperationFailed))
+            and event.reason == op.end_reason)
+
+
+def _force_end(fold: OpFold, op: OpRecord, event: OperationRejected | OperationFailed) -> None:
+    """End ``op`` without the fold's lifecycle (which just failed on it): out of its queue, holding nothing."""
+    if op.status < Status.ADMITTED:
+        for f in fold.followers:
+            f.left(op, False)
+    fold._set_active(op, False)  # noqa: SLF001 - the fold's one rule for letting go of quota
+    op.status = Status.FAILED if isinstance(event, OperationFailed) else Status.REJECTED
+    op.reason, op.reason_message = event.reason, event.message
