@@ -76,8 +76,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         pods = [dryrun.rendered(spec, op_id) for spec, op_id in zip(specs, ids)]
     except TemplateError as exc:
         return _fail(f"{args.file}: {exc}")
-    problems = list(dict.fromkeys(p for spec in pods for p in violations(spec)))
-    problems += list(dict.fromkeys(p for spec in specs if (p := too_large(spec)) is not None))
+    problems = list(dict.fromkeys([p for spec in pods for p in violations(spec)] + [p for s in specs if (p := too_large(s))]))
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     if args.dry_run:
@@ -164,8 +163,8 @@ def _scheduled_op(args: argparse.Namespace):
     """(OpSpec, ScheduleSpec) of the file, or an exit code after saying what is wrong."""
     from opsched.polyaxonfile import load_polyaxonfile_with_schedule
     from proto.gpu_accounting import violations
-    from proto.spec_size import too_large
     from proto.schedules import MAX_SCHEDULE_ID
+    from proto.spec_size import too_large
     from proto.subjects import valid_token
 
     if args.id and (not valid_token(args.id) or len(args.id) > MAX_SCHEDULE_ID):
@@ -185,6 +184,7 @@ def _scheduled_op(args: argparse.Namespace):
         return _fail(f"{args.file} has no schedule section (kind: cron, interval or datetime); "
                      "use `opsched submit` to run it once")
     problems = violations(dryrun.rendered(spec, "preview"))  # what a run would get, toEnv included
+    problems += [p for p in [too_large(spec)] if p is not None]  # each run would be rejected at submit
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     return spec, schedule

@@ -37,7 +37,7 @@ class FoldFailures:
             op = fold.ops.get(event.op_id)
             if op is None and isinstance(event, OperationSubmitted):
                 op = _bare(fold, event)
-            if op is not None and _its_end(op, event):
+            if op is not None and isinstance(event, (OperationRejected, OperationFailed)) and _its_end(op, event):
                 _force_end(fold, op, event)  # its end could not be folded either: it ends all the same
                 return True
             if op is None or op.status.terminal or op.handler_failure:
@@ -61,10 +61,9 @@ def _bare(fold: OpFold, e: OperationSubmitted) -> OpRecord:
     return op
 
 
-def _its_end(op: OpRecord, event: Event) -> bool:
+def _its_end(op: OpRecord, event: OperationRejected | OperationFailed) -> bool:
     """``event`` is the end of an op that ends for a fold failure (the cycle's, or its copy on the stream)."""
-    return (bool(op.end_reason) and not op.status.terminal and isinstance(event, (OperationRejected, OperationFailed))
-            and event.reason == op.end_reason)
+    return bool(op.end_reason) and not op.status.terminal and event.reason == op.end_reason
 
 
 def _force_end(fold: OpFold, op: OpRecord, event: OperationRejected | OperationFailed) -> None:
