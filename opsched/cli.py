@@ -53,6 +53,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     With ``--id X`` a sweep's ops are ``X-0``, ``X-1``, ... and its batch id is derived from X, so
     submitting the same sweep again with the same id is the same batch (ops are idempotent)."""
     from proto.gpu_accounting import violations
+    from proto.spec_size import too_large
 
     overrides: dict[str, object] = {}
     if args.param:
@@ -75,7 +76,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         pods = [dryrun.rendered(spec, op_id) for spec, op_id in zip(specs, ids)]
     except TemplateError as exc:
         return _fail(f"{args.file}: {exc}")
-    problems = list(dict.fromkeys(p for spec in pods for p in violations(spec)))
+    problems = list(dict.fromkeys([p for spec in pods for p in violations(spec)] + [p for s in specs if (p := too_large(s))]))
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     if args.dry_run:
@@ -95,13 +96,19 @@ def _op_ids(args: argparse.Namespace, specs: list) -> list[str]:
 
 
 async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
+    from proto.spec_size import SpecTooLarge
+    from services.runtime.errors import MessageTooLarge
+
     client = await _connect(args)
     if client is None:
         return EXIT_UNREACHABLE
     batch = specs[0].batch
     try:
         for spec, op_id in zip(specs, ids):
-            await client.submit(spec, op_id=op_id, requested_by="cli")
+            try:
+                await client.submit(spec, op_id=op_id, requested_by="cli")
+            except (SpecTooLarge, MessageTooLarge) as exc:  # refused before it was sent
+                return _fail(f"{args.file}: refused: {exc}")
             print(op_id, flush=True)
         if batch:  # the ids on stdout, then the batch id; a summary on stderr
             limit = specs[0].batch_concurrency
@@ -157,6 +164,7 @@ def _scheduled_op(args: argparse.Namespace):
     from opsched.polyaxonfile import load_polyaxonfile_with_schedule
     from proto.gpu_accounting import violations
     from proto.schedules import MAX_SCHEDULE_ID
+    from proto.spec_size import too_large
     from proto.subjects import valid_token
 
     if args.id and (not valid_token(args.id) or len(args.id) > MAX_SCHEDULE_ID):
@@ -176,6 +184,7 @@ def _scheduled_op(args: argparse.Namespace):
         return _fail(f"{args.file} has no schedule section (kind: cron, interval or datetime); "
                      "use `opsched submit` to run it once")
     problems = violations(dryrun.rendered(spec, "preview"))  # what a run would get, toEnv included
+    problems += [p for p in [too_large(spec)] if p is not None]  # each run would be rejected at submit
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     return spec, schedule

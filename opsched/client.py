@@ -38,6 +38,7 @@ from proto.schedules import (
     ScheduleSpec,
 )
 from proto.spec import OpSpec
+from proto.spec_size import SpecTooLarge, too_large
 from proto.summaries import OpSummary
 from services.runtime.bus import Bus
 
@@ -68,7 +69,11 @@ class Client:
         await self.bus.close()
 
     async def submit(self, spec: OpSpec, op_id: str | None = None, requested_by: str = "sdk") -> str:
-        """Publish a submit command; the same op_id submitted twice is one operation."""
+        """Publish a submit command; the same op_id submitted twice is one operation. A spec over
+        ``MAX_SPEC_BYTES`` is refused before anything is published (``SpecTooLarge``)."""
+        oversized = too_large(spec)
+        if oversized is not None:
+            raise SpecTooLarge(oversized)
         op_id = op_id or new_op_id()
         cmd = SubmitOperation(op_id=op_id, spec=spec, requested_at=datetime.now(timezone.utc),
                               requested_by=requested_by)

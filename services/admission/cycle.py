@@ -18,6 +18,7 @@ from datetime import datetime
 from proto.events import (
     Event,
     OperationAdmitted,
+    OperationFailed,
     OperationOnHold,
     OperationRejected,
     OperationSucceeded,
@@ -128,14 +129,17 @@ class Cycle:
                                       reason=op.reason, retries_used=op.retries_used))
 
     def _end_handler_failures(self) -> None:
-        """Ops a service gave up on (``handler_failed``) end rejected with the reason, before anything else
-        may admit them; one whose rejection could not be published is published again (already assumed)."""
+        """Ops a service gave up on (``handler_failed``), or an event of which admission could not fold
+        (``fold_failed``: failed if it had started), end with the reason, before anything else may admit
+        them; one whose end could not be published is published again (already assumed), once stored never."""
         while self.queues.ending:
-            op = self.fold.ops[self.queues.ending.pop(0)]
-            if not op.handler_failure or (op.status.terminal and op.status != Status.REJECTED):
+            op = self.fold.ops.get(self.queues.ending.pop(0))
+            if op is None or not op.handler_failure or (op.status.terminal and not _end_unpublished(op)):
                 continue
-            event = OperationRejected(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=Reason.HANDLER_FAILED,
-                                      message=op.handler_failure)
+            failed = op.status == Status.FAILED or (not op.status.terminal and op.end_reason and op.status.active)
+            kind = OperationFailed if failed else OperationRejected
+            event = kind(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=op.end_reason or Reason.HANDLER_FAILED,
+                         message=op.handler_failure)
             if not op.status.terminal:
                 self.state.apply(event)
             self.decisions.append(event)
@@ -254,6 +258,11 @@ class Cycle:
                                            outputs=outputs)
                 self.state.apply(event)
                 self.decisions.append(event)
+
+
+def _end_unpublished(op: OpRecord) -> bool:
+    """The op's end (rejected or failed) is assumed, and not yet seen on the stream."""
+    return op.status in (Status.REJECTED, Status.FAILED) and op.status.name.lower() not in op.kinds
 
 
 def _preempt(victim: preemption.Victim, op: OpRecord, priority: float, now: datetime) -> PreemptRequested:

@@ -5,8 +5,7 @@ Folding is idempotent, and within an attempt a status never moves backwards (``p
 preemption or eviction ends an attempt and queues the op again for the next one. Replaying the stream
 rebuilds the records exactly. The fold owns the facts: op records, nodes, spend, and the preemptions in
 flight (``nominated``: preemptor -> victims whose pods are not gone yet; ``ghosts``: what gone victims
-held, kept for their preemptor). What is derived from them (queue order, usage) belongs to the followers.
-"""
+held, kept for their preemptor). What is derived from them (queue order, usage) belongs to the followers."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from datetime import datetime, timedelta
 import msgspec
 
 from proto.cluster import ClusterEvent, NodeObserved
+from proto.codec import type_of
 from proto.events import (
     CacheHit,
     CacheMissed,
@@ -38,6 +38,7 @@ from proto.events import (
 from proto.failures import BLOCKING_MESSAGES, HANDLER_FAILED, is_infrastructure, will_retry
 from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from proto.resources import requested
+from services.admission.fold_failures import FoldFailures
 from services.admission.policies.capacity import NodeInfo
 from services.admission.records import Ghost, OpRecord
 from services.admission.retention import Strays, Tombstones
@@ -55,6 +56,7 @@ class OpFold:
         self.nominated: dict[str, set[str]] = {}  # preemptor -> victims whose pods are not gone yet
         self.ghosts: dict[str, list[Ghost]] = {}  # preemptor -> what its gone victims held (held for it)
         self.followers: tuple[Transitions, ...] = tuple(followers)
+        self.failures = FoldFailures()  # events it could not take
 
     # ---- facts that are not an op's ----
     def observe(self, event: ClusterEvent) -> bool:
@@ -72,13 +74,19 @@ class OpFold:
 
     def apply(self, event: Event, seq: int = 0) -> bool:
         """Fold one event (``seq``: its stream sequence; 0 for a decision assumed before its publish).
-        Returns True when the state changed."""
+        Returns True when the state changed. Never raises: an event it cannot take ends its op."""
+        try:
+            return self._fold(event, seq)
+        except Exception as exc:  # noqa: BLE001 - logged, counted, its op ended (``fold_failures``)
+            return self.failures.failed(self, event, seq, exc)
+
+    def _fold(self, event: Event, seq: int) -> bool:
         if event.op_id not in self.ops and not isinstance(event, OperationSubmitted):
             self.strays.add(event, seq)
         changed = self._apply(event, seq)
         op = self.ops.get(event.op_id)
         if op is not None and seq:
-            op.kinds.add(codec_type(event))
+            op.kinds.add(type_of(event))
             op.last_seq = max(op.last_seq, seq)
             if op.status.terminal != (op.ended_at is not None):
                 op.ended_at = event.at if op.status.terminal else None  # its ttl runs from its end on the stream
@@ -271,7 +279,7 @@ class OpFold:
         if e.attempt != op.attempt or not (op.status == expected or (expected is None and op.status.active)):
             return False
         if not isinstance(e, RetryScheduled):
-            op.attempts.append((op.attempt, codec_type(e), e.reason))
+            op.attempts.append((op.attempt, type_of(e), e.reason))
         if isinstance(e, OperationPreempted) and e.preemptor in self.nominated:
             self._hold(e.preemptor, Ghost(op.queue, dict(op.flavors), dict(op.request), list(op.pods), op.node,
                                           op.estimate))
@@ -311,7 +319,7 @@ class OpFold:
             op.infra_failures += 1
             self._set_active(op, False)
             op.status, op.reason, op.waiting_for = Status.RETRYING, HANDLER_FAILED, None
-            op.attempts.append((op.attempt, codec_type(e), HANDLER_FAILED))
+            op.attempts.append((op.attempt, type_of(e), HANDLER_FAILED))
             for f in self.followers:
                 f.retry_due(op)
             return True
@@ -378,7 +386,7 @@ class OpFold:
             self._set_active(op, False)
             self._entered(op)
             self._enqueue(op, now)
-        elif op.status == Status.REJECTED and op.handler_failure:
+        elif op.status in (Status.REJECTED, Status.FAILED) and op.handler_failure:
             for f in self.followers:
                 f.handler_failed(op)  # its end is published again by the next cycle
         elif op.status == Status.REJECTED and op.cost_known and op.cache_known:
@@ -389,7 +397,3 @@ class OpFold:
             self._entered(op)
             for f in self.followers:
                 f.cache_hit(op)
-
-
-def codec_type(event: Event) -> str:
-    return type(event).__struct_config__.tag  # type: ignore[return-value]

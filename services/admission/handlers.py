@@ -26,6 +26,7 @@ from proto.events import (
 from proto.reasons import Reason
 from proto.reasons import message as reason_message
 from proto.spec import EnvVar, OpSpec
+from proto.spec_size import SPEC_TOO_LARGE, too_large
 from proto.templating import TemplateError
 from services.admission.policies.conditions import ConditionError
 from services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
@@ -44,6 +45,9 @@ def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: B
         ctx.log.info("duplicate_submit_ignored")
         return None
     now = ctx.clock.now()
+    oversized = too_large(cmd.spec)
+    if oversized is not None:
+        return OperationRejected(op_id=cmd.op_id, at=now, reason=SPEC_TOO_LARGE, message=oversized)
     try:
         spec, condition = routing_fields(cmd.spec, cmd.op_id, now)
     except ConditionError as exc:
@@ -179,6 +183,9 @@ def on_resume(cmd: ResumeOperation, ctx: Context, state: AdmissionState, book: B
         raise InvalidInput("not_resumable", f"cannot resume {op.op_id}: it is {op.status.name.lower()}; only "
                                             f"stopped, failed or timed-out ops resume", op_id=op.op_id)
     spec = msgspec.structs.replace(op.spec, params={**op.spec.params, **cmd.params})
+    oversized = too_large(spec)
+    if oversized is not None:
+        raise InvalidInput(SPEC_TOO_LARGE, f"cannot resume {op.op_id} with these params: {oversized}", op_id=op.op_id)
     try:
         rendered(op.op_id, spec, op.queue, book.config, namespace=ctx.settings.namespace, created_at=op.submitted_at,
                  requested_by=op.requested_by)

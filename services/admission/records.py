@@ -57,6 +57,7 @@ class OpRecord:
     waiting_since: datetime | None = None  # ... since then
     waiting_detail: str = ""  # ... which failed this way
     handler_failure: str = ""  # a service gave up on a message it waited on (``handler_failed``): it ends
+    end_reason: str = ""  # ... with this reason ("": ``handler_failed``; ``fold_failed``: an event of it was not folded)
     currency: str = "USD"  # of its estimate
     cost: float = 0.0  # actual, its attempts' cost_recorded summed
     original_op_id: str = ""  # it is a restart or copy of this op ...

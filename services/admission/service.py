@@ -38,16 +38,16 @@ from proto.schedules import (
     ScheduleEvent,
     refused_creation,
 )
-from services.admission import cycle, handlers, queries, schedule_runner
+from services.admission import cycle, handlers, oversize, queries, schedule_runner
 from services.admission import schedules as sched
 from services.admission.catchup import FoldProgress
 from services.admission.config_source import ConfigSource, queues_configured
 from services.admission.purge import Retention
 from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
-from services.runtime.bus import Bus, Fence
+from services.runtime.bus import Bus, Fence, Received
 from services.runtime.clock import Clock
-from services.runtime.errors import Fenced
+from services.runtime.errors import Fenced, MessageTooLarge
 from services.runtime.leadership import Leadership
 from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
@@ -66,6 +66,7 @@ class Admission(Service):
         self.config = ConfigSource(settings.queues_file, self.clock, self.log)
         self.schedules = sched.Schedules(status_of=self._run_status)
         self.wake = asyncio.Event()
+        self.undecodable = 0  # messages of the op stream skipped: they do not decode
         self.progress = FoldProgress()  # how far the op stream is folded (commands wait for their op)
         self.leadership = Leadership(subjects.ADMISSION_ROLE, self.clock, settings.lease_ttl_s, settings.lease_renew_s,
                                      self.progress.reach, self.log)
@@ -167,15 +168,24 @@ class Admission(Service):
             await self.progress.reach(await self.bus.last_stored(subjects.OPS_STREAM, subjects.OPS_ALL))
 
     def _fold(self, data: bytes, seq: int = 0) -> None:
+        """Never raises: a message that does not decode is skipped (counted, logged; producers' bad messages
+        are dead-lettered where they are consumed), an event the fold cannot take ends its op (``fold``)."""
         try:
             event = codec.decode_ops_stream(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever the decoder (or a struct's own check) raised
+            self.undecodable += 1
             refused = refused_creation(data)  # a stored schedule that predates a bound: disabled, with why
             if refused is not None and self.schedules.refuse_stored(refused, str(exc)):
                 self.log.warning("schedule_refused", schedule_id=refused, error=str(exc))
-            return  # producers' bad messages are dead-lettered where they are consumed
+            else:
+                self.log.warning("undecodable_event_skipped", seq=seq, error=f"{exc!r}"[:500],
+                                 skipped=self.undecodable)
+            return
         if isinstance(event, ScheduleEvent):
-            self.schedules.apply(event)
+            try:
+                self.schedules.apply(event)
+            except Exception as exc:  # noqa: BLE001 - a fold never raises
+                self.log.error("fold_failed", op_id=event.op_id, event_type=codec.type_of(event), error=f"{exc!r}")
             return
         if self.state.apply(event, seq):
             self.wake.set()
@@ -213,7 +223,11 @@ class Admission(Service):
         decisions = cycle.decide(self.state, self.book, now, self.settings.namespace)
         for index, decision in enumerate(decisions):
             try:
-                await bus.publish(decision, fence=fence)
+                try:
+                    await bus.publish(decision, fence=fence)
+                except MessageTooLarge as exc:  # never retried: its op ends with the reason instead
+                    decision = decisions[index] = self._too_large_decision(decision, exc, now)
+                    await bus.publish(decision, fence=fence)
             except Exception as exc:  # noqa: BLE001 - forget this and every later assumption
                 self.log.warning("publish_failed", op_id=decision.op_id, error=f"{exc!r} {exc}")
                 for unpublished in decisions[index:]:
@@ -225,6 +239,18 @@ class Admission(Service):
                 await asyncio.sleep(0.2)
                 return
             self.log.info(codec.type_of(decision), op_id=decision.op_id)
+
+    def _too_large_decision(self, decision: Event, exc: MessageTooLarge, now) -> Event:
+        """Forget ``decision`` and assume the end of its op instead (``oversize``)."""
+        self.log.error("decision_too_large", op_id=decision.op_id, event_type=codec.type_of(decision), error=str(exc))
+        self.state.fold.unassume(decision.op_id, now, type(decision))
+        end = oversize.ending(self.state.ops[decision.op_id], decision, exc, now)
+        self.state.apply(end)
+        return end
+
+    def too_large(self, message: object, msg: Received, exc: MessageTooLarge) -> list:
+        """A submit, restart or copy whose ``submitted`` is too large: the op is rejected with the reason."""
+        return oversize.refused_command(message, exc, self.clock.now()) or super().too_large(message, msg, exc)
 
     async def run_schedule_runs(self, bus: Bus, stop: asyncio.Event) -> None:
         await schedule_runner.run_schedules(bus, self.clock, self.schedules,

@@ -11,7 +11,7 @@ import msgspec
 from proto import codec, subjects
 from proto.cluster import NodeObserved
 from proto.config import PricesConfigured, QueuesConfigured
-from proto.events import BudgetExceeded, CostRecorded
+from proto.events import BudgetExceeded, CostRecorded, Event
 from proto.queries import CostRequest
 from proto.queues import Budget
 from proto.spec import OpSpec
@@ -36,6 +36,7 @@ class CostState:
         self.durations = Durations()
         self.nodes: dict[str, dict[str, str]] = {}  # node -> its labels (kept after it is removed)
         self.announced = Announcements()
+        self.fold_failures = 0  # events of the op stream a fold could not take
 
     async def start(self, bus: Bus) -> None:
         await bus.replay(subjects.CONFIG_STREAM, subjects.CONFIG_ALL, self.on_config)
@@ -69,10 +70,20 @@ class CostState:
             self.nodes[event.node] = dict(event.labels)
 
     async def fold(self, data: bytes, seq: int) -> None:
+        """Never raises: a message that does not decode is skipped, an event a fold cannot take is logged
+        (``fold_failed``) and counted; the op's state is admission's, its spend the ledger's."""
         try:
             event = codec.decode_event(data)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except Exception:  # noqa: BLE001 - bad messages are dead-lettered where they are consumed
             return
+        try:
+            self._fold(event)
+        except Exception as exc:  # noqa: BLE001 - one bad event must not stop the replay or the view
+            self.fold_failures += 1
+            self.service.log.error("fold_failed", op_id=event.op_id, event_type=codec.type_of(event), seq=seq,
+                                   error=f"{exc!r}", failures=self.fold_failures)
+
+    def _fold(self, event: Event) -> None:
         self.durations.fold(event)
         if isinstance(event, BudgetExceeded):
             self.announced.fold(event)

@@ -20,6 +20,7 @@ from nats.js.errors import NotFoundError
 from proto import codec, subjects
 from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
 from services.runtime.errors import DependencyUnavailable, Fenced
+from services.runtime.sizes import check_size
 
 DUPLICATE_WINDOW_S = 120.0
 FOLLOW_HEARTBEAT_S = 1.0  # an ordered consumer whose node died is recreated after two missed heartbeats
@@ -258,7 +259,9 @@ class Bus:
     async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> api.PubAck:
         """Publish and wait for the stream's ack. While the stream has no leader (a node of the cluster
         died and its replicas elect another) publish again, for up to ``PUBLISH_PATIENCE_S``: a handler
-        keeps its message meanwhile, rather than nak it to a consumer leader that may be gone too."""
+        keeps its message meanwhile, rather than nak it to a consumer leader that may be gone too. A message
+        over the server's max payload (headers counted) is refused first: ``MessageTooLarge``, nothing sent."""
+        check_size(subject, data, headers, self.nc.max_payload)
         return await patiently(lambda: self.js.publish(subject, data, headers=headers, timeout=PUBLISH_TIMEOUT_S),
                                self.nc)
 
@@ -303,12 +306,15 @@ class Bus:
     async def replay(self, stream: str, subject: str,
                      on_message: Callable[[bytes, int], Awaitable[None]]):
         """``follow`` a subject; return once every message of it stored at the start has been delivered
-        (the subscription then stays live)."""
+        (the subscription then stays live). A message ``on_message`` fails on counts as consumed all the same."""
         target = await self.last_stored(stream, subject)
         caught_up = asyncio.Event()
 
         async def deliver(data: bytes, seq: int) -> None:
-            await on_message(data, seq)
+            try:
+                await on_message(data, seq)
+            except Exception as exc:  # noqa: BLE001 - one bad message must not stop the replay
+                structlog.get_logger().error("replay_message_failed", stream=stream, seq=seq, error=f"{exc!r}")
             if seq >= target:
                 caught_up.set()
 
@@ -343,7 +349,8 @@ class Bus:
         return Received(raw.subject or "", raw.data or b"", dict(raw.headers or {}), seq, 0, None)
 
     async def request(self, subject: str, message: msgspec.Struct, timeout: float = 5.0) -> bytes:
-        reply = await self.nc.request(subject, codec.encode(message), timeout=timeout)
+        check_size(subject, data := codec.encode(message), None, self.nc.max_payload)
+        reply = await self.nc.request(subject, data, timeout=timeout)
         return reply.data
 
     async def read_all(self, stream: str, subject: str, *, batch: int = 500) -> list[bytes]:

@@ -7,6 +7,8 @@ from proto import subjects
 from proto.events import ErrorRaised
 from services.runtime.bus import Bus, Received
 from services.runtime.clock import Clock
+from services.runtime.errors import MessageTooLarge
+from services.runtime.sizes import wire_size
 
 UNKNOWN_OP = "-"  # never a valid op id, so it cannot collide with one
 
@@ -31,10 +33,23 @@ async def dead_letter(bus: Bus, clock: Clock, service: str, msg: Received, *,
         "Opsched-Error-Reason": reason,
         "Opsched-Error": message[:1000],
     }
-    await bus.publish_raw(subjects.dead_letter(service), msg.data, headers)
+    try:
+        await bus.publish_raw(subjects.dead_letter(service), msg.data, headers)
+    except MessageTooLarge as exc:  # the original was near the limit: its copy's headers tip it over
+        await bus.publish_raw(subjects.dead_letter(service), *fitted(msg.data, headers, exc.limit))
     error = ErrorRaised(
         op_id=op, at=clock.now(), service=service, subject=msg.subject, reason=reason,
         message=message, payload=msg.data[:200].decode("utf-8", errors="replace"),
     )
     await bus.publish(error, msg_id=subjects.error_msg_id(service, msg.durable, msg.stream_seq))
     return error
+
+
+def fitted(data: bytes, headers: dict[str, str], limit: int) -> tuple[bytes, dict[str, str]]:
+    """A dead-letter copy that fits ``limit`` (the server's max payload): the error text shortened, then,
+    if still too large, the payload cut (``Opsched-Truncated-From`` says its full size)."""
+    room = limit - wire_size(data, {k: v for k, v in headers.items() if k != "Opsched-Error"} | {"Opsched-Error": ""})
+    if room >= 0:
+        return data, headers | {"Opsched-Error": headers["Opsched-Error"].encode()[:room].decode(errors="ignore")}
+    cut = {**headers, "Opsched-Error": "", "Opsched-Truncated-From": str(len(data))}
+    return data[: max(0, limit - wire_size(b"", cut))], cut

@@ -34,3 +34,13 @@ class DependencyUnavailable(Exception):
 class Fenced(Exception):
     """A publish was refused because another instance claimed the role since this one did
     (``services.runtime.bus.Fence``): this instance no longer decides; its message is given back undone."""
+
+
+class MessageTooLarge(InvalidInput):
+    """A message (payload plus headers, as the NATS server counts them) over the server's max payload: refused
+    before it is sent (the server would close the connection). Bad input, never an outage: not retried."""
+
+    def __init__(self, subject: str, size: int, limit: int, op_id: str | None = None) -> None:
+        super().__init__("message_too_large", f"a message on {subject} is {size} bytes with its headers, over "
+                                              f"the NATS server's max payload of {limit} bytes", op_id=op_id)
+        self.subject, self.size, self.limit = subject, size, limit

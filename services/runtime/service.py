@@ -49,7 +49,7 @@ from services.runtime.bus import Bus, Fence, Received, as_unavailable
 from services.runtime.clock import Clock, SystemClock
 from services.runtime.consumer import Consumer, Context, Handler, Subscription, consumers_of
 from services.runtime.deadletter import dead_letter
-from services.runtime.errors import DependencyUnavailable, Fenced, InvalidInput
+from services.runtime.errors import DependencyUnavailable, Fenced, InvalidInput, MessageTooLarge
 from services.runtime.leadership import Leadership
 from services.runtime.liveness import HandlerLoops
 from services.runtime.maxdeliveries import listen as listen_for_lost
@@ -105,6 +105,13 @@ class Service:
     def tasks(self) -> list[Task]:
         """The long-running tasks ``task(bus, stop)`` served beside the consumers, until ``stop``."""
         return []
+
+    def too_large(self, message: Any, msg: Received, exc: MessageTooLarge) -> list:
+        """The events that end the op ``message`` concerns when an event its handler returned is over the
+        server's max payload: here a ``handler_failed`` about it (admission ends or retries the op, as for a
+        handler that gave up); a service that knows better overrides it (admission rejects a submit)."""
+        failed = _handler_failed(self.name, msg.subject, message, str(exc), self.clock)
+        return [failed] if failed is not None else []
 
     def liveness(self) -> dict[str, str]:
         """What makes this process not alive (``/healthz`` 503 names it): what -> why; empty: alive. Here,
@@ -182,6 +189,10 @@ class Service:
             return
         except Fenced as exc:
             await self._fenced(exc, msg, log)
+            return
+        except MessageTooLarge as exc:  # an event it returned: the op ends, the message is dead-lettered
+            refused = InvalidInput(exc.reason, exc.message, op_id=op_id, events=self.too_large(message, msg, exc))
+            await self._invalid(refused, msg, log, op_id, fence)
             return
         except InvalidInput as exc:
             await self._invalid(exc, msg, log, op_id, fence)

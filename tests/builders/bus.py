@@ -39,6 +39,7 @@ from services.runtime.bus import (
     Bus,
     Received,
 )
+from services.runtime.sizes import check_size
 from tests.builders.kv import MemoryKV
 from tests.builders.streams import Consumer, PullSubscription, Stored, Stream, matches
 
@@ -232,6 +233,8 @@ class FailPlan:
 class MemoryBus:
     """One connection to a ``MemoryBroker``, with the interface of ``services.runtime.bus.Bus``."""
 
+    max_payload = 1024 * 1024  # nats-server's default max payload
+
     def __init__(self, broker: MemoryBroker, name: str) -> None:
         self.broker, self.name = broker, name
         self.closed = False
@@ -295,6 +298,7 @@ class MemoryBus:
 
     async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> PubAck:
         self._check_open()
+        check_size(subject, data, headers, self.max_payload)  # as the runtime's: the server's limit, headers counted
         if self._fail is not None and self._fail.strikes(subject):
             raise NatsTimeout
         ack = self.broker.stream_for(subject).store(subject, data, headers)
