@@ -45,7 +45,7 @@ class Deadline:
 
     def check(self) -> None:
         if time.monotonic() > self.at:
-            raise OutOfTime(f"took longer than its time budget of {self.seconds:g} s")
+            raise OutOfTime(f"took longer than the time budget of {self.seconds:g} s")
 
 
 def size(value: Any, limit: int = MAX_SIZE) -> int:
