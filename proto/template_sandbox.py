@@ -74,12 +74,13 @@ _DEADLINE: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar("tem
 
 
 @contextmanager
-def time_budget(seconds: float = MAX_SECONDS) -> Iterator[None]:
-    """One time budget for everything rendered inside (an op's templates); nested budgets share the outer one."""
+def time_budget(seconds: float | None = None) -> Iterator[None]:
+    """One time budget (``MAX_SECONDS`` unless given) for everything rendered inside (an op's templates);
+    a budget inside another shares the outer one."""
     if _DEADLINE.get() is not None:
         yield
         return
-    token = _DEADLINE.set(Deadline(seconds))
+    token = _DEADLINE.set(Deadline(MAX_SECONDS if seconds is None else seconds))
     try:
         yield
     finally:

@@ -27,6 +27,7 @@ from proto.templating import (
 from services.admission.policies.conditions import evaluate
 
 INVALID_TEMPLATE = "invalid_template"
+INVALID_CONDITION = "invalid_condition"
 
 
 def rendered(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, namespace: str,
