@@ -16,38 +16,30 @@ Names a template may use (``template_values``): every input, output and param by
 ``OpSpec.to_env`` (Polyaxon's ``toEnv``) sets an env var on every container of the op to a param's
 value: strings as written, booleans ``true``/``false``, None empty, anything else as JSON.
 
-Every failure is a ``TemplateError`` naming the field (``container.args[0]``): an undefined name, a
-syntax error, access to Python internals (the sandbox), a value too large, or any error raised while
-rendering. Templates may not grow past ``MAX_OUTPUT`` characters per field.
+Templates render in a bounded sandbox (``proto.template_sandbox``: source, depth, the size of every value,
+output and time, all of one op's templates sharing one time budget). Every failure of any kind is a
+``TemplateError`` naming the field (``container.args[0]``): an undefined name, a syntax error, access to
+Python internals (the sandbox), a value too large, too slow, or any error raised while rendering.
 """
 from __future__ import annotations
 
-import functools
 import json
-import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import msgspec
-from jinja2 import StrictUndefined, UndefinedError, nodes
 from jinja2 import TemplateError as JinjaError
+from jinja2 import UndefinedError
 from jinja2.exceptions import SecurityError, TemplateSyntaxError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from proto.queues import QueuesConfig
 from proto.spec import Container, EnvVar, OpSpec
+from proto.template_sandbox import render, time_budget
+from proto.value_bounds import OutOfTime, ValueTooLarge
 
 MARKERS = ("{{", "{%", "{#")
-MAX_OUTPUT = 65536  # characters one rendered field may have
-MAX_POWER = 64  # largest exponent of ``**``
-MAX_REPEAT = 65536  # largest string or list ``*`` or ``+`` may build
-MAX_SOURCE = 8192  # characters of one template
-MAX_RANGE = 10000  # largest ``range()``
-MAX_LOOP_DEPTH = 1  # no loop inside a loop
-# Statements a template may use: output, if and for. No set, macros, calls, filters blocks or includes.
-ALLOWED_STATEMENTS = (nodes.Output, nodes.If, nodes.For)
 Path = tuple[str | int, ...]
 
 
@@ -113,104 +105,38 @@ def has_template(text: str | None) -> bool:
     return bool(text) and any(m in text for m in MARKERS)  # type: ignore[operator]
 
 
-class _Environment(ImmutableSandboxedEnvironment):
-    """The sandbox, with ``**`` and ``*`` bounded so a template cannot burn CPU or memory."""
-
-    intercepted_binops = frozenset({"**", "*", "+"})
-
-    def call_binop(self, context: Any, operator_name: str, left: Any, right: Any) -> Any:
-        if operator_name == "**":
-            if isinstance(right, (int, float)) and abs(right) > MAX_POWER:
-                raise SecurityError(f"exponent {right!r} is too large (at most {MAX_POWER})")
-            return operator.pow(left, right)
-        if operator_name == "*":
-            _check_size(left, right)
-            _check_size(right, left)
-            return operator.mul(left, right)
-        if operator_name == "+":
-            if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
-                _check_size(left, 1, len(right))
-            return operator.add(left, right)
-        return super().call_binop(context, operator_name, left, right)
-
-
-def _check_size(seq: Any, times: Any, plus: int = 0) -> None:
-    if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times + plus > MAX_REPEAT:
-        raise SecurityError(f"builds {len(seq) * times + plus} items (at most {MAX_REPEAT})")
-
-
-def _bounded_range(*args: int) -> range:
-    rng = range(*args)
-    if len(rng) > MAX_RANGE:
-        raise SecurityError(f"range of {len(rng)} items (at most {MAX_RANGE})")
-    return rng
-
-
-def _finalize(value: Any) -> Any:
-    """Measure a value before it is turned into text: ``str()`` of a huge list is itself a bomb."""
-    budget = [MAX_OUTPUT]
-
-    def spend(v: Any, depth: int) -> None:
-        budget[0] -= len(v) if isinstance(v, str) else 8
-        if budget[0] < 0 or depth > 32:
-            raise SecurityError(f"renders to more than {MAX_OUTPUT} characters")
-        if isinstance(v, dict):
-            v = [*v.keys(), *v.values()]
-        if isinstance(v, (list, tuple)):
-            for item in v:
-                spend(item, depth + 1)
-    spend(value, 0)
-    return value
-
-
-_ENV = _Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True, finalize=_finalize)
-_ENV.globals = {"range": _bounded_range}
-
-
-@functools.lru_cache(maxsize=4096)
-def _compiled(text: str) -> Any:
-    if len(text) > MAX_SOURCE:
-        raise SecurityError(f"the template has {len(text)} characters (at most {MAX_SOURCE})")
-    _check_statements(_ENV.parse(text), 0)
-    return _ENV.from_string(text)
-
-
-def _check_statements(node: nodes.Node, loops: int) -> None:
-    for child in node.iter_child_nodes():
-        if isinstance(child, nodes.Stmt) and not isinstance(child, ALLOWED_STATEMENTS):
-            raise SecurityError(f"{{% {type(child).__name__.lower()} %}} is not allowed (only if and for)")
-        depth = loops + isinstance(child, nodes.For)
-        if depth > MAX_LOOP_DEPTH:
-            raise SecurityError(f"loops nested deeper than {MAX_LOOP_DEPTH}")
-        _check_statements(child, depth)
-
-
-def _render(text: str, values: dict[str, Any]) -> str:
-    """Stream the output so a template cannot build an unbounded string before it is measured."""
-    parts, size = [], 0
-    for chunk in _compiled(text).generate(values):
-        size += len(chunk)
-        if size > MAX_OUTPUT:
-            raise SecurityError(f"renders to more than {MAX_OUTPUT} characters")
-        parts.append(chunk)
-    return "".join(parts)
-
-
 def render_text(text: str, values: dict[str, Any], path: Path = ()) -> str:
     """``text`` with its templates rendered over ``values``; TemplateError naming ``path`` if it can't be."""
     if not has_template(text):
         return text
     try:
-        return _render(text, values)
+        return render(text, values)
     except UndefinedError as exc:
         known = ", ".join(sorted(k for k in values if k not in ("params", "inputs", "outputs", "globals")))
         raise TemplateError(path, f"{exc.message}; known names: {known}") from None
     except TemplateSyntaxError as exc:
-        raise TemplateError(path, f"template syntax error: {exc.message} in {text!r}") from None
+        raise TemplateError(path, f"template syntax error: {exc.message} in {_quote(text)}") from None
     except SecurityError as exc:
         raise TemplateError(path, f"not allowed in a template: {exc}") from None
-    except (JinjaError, ArithmeticError, TypeError, ValueError, LookupError, RecursionError, MemoryError) as exc:
-        raise TemplateError(path, f"cannot render {text!r}: {exc}") from None
+    except ValueTooLarge as exc:
+        raise TemplateError(path, f"{exc} in {_quote(text)}") from None
+    except OutOfTime as exc:
+        raise TemplateError(path, f"the templates {exc}") from None
+    except RecursionError:
+        raise TemplateError(path, f"nested too deeply: {_quote(text)}") from None
+    except MemoryError:
+        raise TemplateError(path, f"out of memory rendering {_quote(text)}") from None
+    except Exception as exc:  # any other failure is the template's, never a handler bug to retry
+        raise TemplateError(path, f"cannot render {_quote(text)}: {_reason(exc)}") from None
+
+
+def _quote(text: str) -> str:
+    return repr(text) if len(text) <= 80 else repr(text[:80] + "…")
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, (JinjaError, ArithmeticError, TypeError, ValueError, LookupError)) \
+        else f"{type(exc).__name__}: {exc}"
 
 
 def needs_rendering(spec: OpSpec) -> bool:
@@ -237,6 +163,11 @@ def render_spec(spec: OpSpec, globs: Globals, errors: list[TemplateError] | None
     as written."""
     if not spec.to_env and not needs_rendering(spec):
         return spec  # the common case: nothing to render, nothing to build
+    with time_budget():  # one budget for all the op's templates
+        return _render_spec(spec, globs, errors)
+
+
+def _render_spec(spec: OpSpec, globs: Globals, errors: list[TemplateError] | None) -> OpSpec:
     values = template_values(spec, globs)
 
     def render(text: str, path: Path) -> str:

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from proto.spec import OpSpec
+from proto.template_sandbox import time_budget
 from proto.templating import (
     Globals,
     TemplateError,
@@ -30,6 +31,11 @@ def preview_globals(spec: OpSpec, op_id: str = PREVIEW_UUID, namespace: str = "d
 
 def template_problems(spec: OpSpec, base: Loc) -> list[Problem]:
     """Every field of ``spec`` that would not render, located in the polyaxonfile (``base``: the component)."""
+    with time_budget():  # the budget admission gives an op's templates
+        return _problems(spec, base)
+
+
+def _problems(spec: OpSpec, base: Loc) -> list[Problem]:
     globs = preview_globals(spec)
     errors: list[TemplateError] = []
     try:

@@ -32,7 +32,7 @@ from services.admission.policies.conditions import ConditionError
 from services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
 from services.admission.queues import Book
-from services.admission.rendering import INVALID_TEMPLATE, rendered, routing_fields
+from services.admission.rendering import INVALID_CONDITION, INVALID_TEMPLATE, rendered, routing_fields
 from services.admission.state import AdmissionState, Status
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
@@ -50,8 +50,8 @@ def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: B
         return OperationRejected(op_id=cmd.op_id, at=now, reason=SPEC_TOO_LARGE, message=oversized)
     try:
         spec, condition = routing_fields(cmd.spec, cmd.op_id, now)
-    except ConditionError as exc:
-        return OperationRejected(op_id=cmd.op_id, at=now, reason="invalid_condition", message=str(exc))
+    except ConditionError as exc:  # bad input: rejected, with an error event and a dead-letter copy
+        raise _invalid(cmd.op_id, now, INVALID_CONDITION, f"cannot evaluate the op's conditions: {exc}") from None
     except TemplateError as exc:
         raise _invalid_template(cmd.op_id, now, exc) from None
     events = _submitted(cmd, spec, ctx, state, book)
@@ -95,9 +95,12 @@ def _check_templates(e: OperationSubmitted, ctx: Context, book: Book) -> None:
 
 
 def _invalid_template(op_id: str, now, exc: TemplateError) -> InvalidInput:
-    message = f"cannot render the op's templates: {exc}"
-    rejected = OperationRejected(op_id=op_id, at=now, reason=INVALID_TEMPLATE, message=message)
-    return InvalidInput(INVALID_TEMPLATE, message, op_id=op_id, events=[rejected])
+    return _invalid(op_id, now, INVALID_TEMPLATE, f"cannot render the op's templates: {exc}")
+
+
+def _invalid(op_id: str, now, reason: str, message: str) -> InvalidInput:
+    rejected = OperationRejected(op_id=op_id, at=now, reason=reason, message=message)
+    return InvalidInput(reason, message, op_id=op_id, events=[rejected])
 
 
 def on_approve(cmd: ApproveOperation, ctx: Context, state: AdmissionState) -> Event | None:

@@ -14,6 +14,7 @@ import msgspec
 
 from proto.queues import QueuesConfig
 from proto.spec import OpSpec
+from proto.template_sandbox import time_budget
 from proto.templating import (
     Globals,
     globals_for,
@@ -26,6 +27,7 @@ from proto.templating import (
 from services.admission.policies.conditions import evaluate
 
 INVALID_TEMPLATE = "invalid_template"
+INVALID_CONDITION = "invalid_condition"
 
 
 def rendered(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, namespace: str,
@@ -47,8 +49,9 @@ def routing_fields(spec: OpSpec, op_id: str, now: datetime) -> tuple[OpSpec, boo
         return spec, condition
     context = template_values(spec, Globals(uuid=op_id, name=spec.name, project_name=spec.project,
                                             created_at=now, iteration=spec.iteration))
-    queue = render_text(spec.queue, context, ("queue",)).strip().rpartition("/")[2] if spec.queue else spec.queue
-    selector = {k: render_text(v, context, ("environment", "nodeSelector", k)).strip()
-                for k, v in spec.environment.node_selector.items()}
+    with time_budget():  # one budget for the queue and every selector value
+        queue = render_text(spec.queue, context, ("queue",)).strip().rpartition("/")[2] if spec.queue else spec.queue
+        selector = {k: render_text(v, context, ("environment", "nodeSelector", k)).strip()
+                    for k, v in spec.environment.node_selector.items()}
     environment = msgspec.structs.replace(spec.environment, node_selector=selector)
     return msgspec.structs.replace(spec, queue=queue, environment=environment), condition

@@ -7,6 +7,7 @@ import msgspec
 
 from opsched.client import Client
 from proto.events import (
+    ErrorRaised,
     OperationAdmitted,
     OperationApproved,
     OperationFailed,
@@ -18,6 +19,7 @@ from proto.events import (
     RetryScheduled,
 )
 from tests.builders import op
+from tests.service.test_bad_input import dead_letters
 
 QUEUES = """
 defaultQueue: default
@@ -85,6 +87,22 @@ async def test_a_false_condition_skips_the_op_and_a_bad_one_is_refused(stack_fac
     rejected = await events.expect(OperationRejected, bad)
     assert rejected.reason == "invalid_condition" and "not allowed" in rejected.message
     assert not events.of(skipped, OperationAdmitted)
+
+
+async def test_a_condition_bomb_is_rejected_and_dead_lettered_and_the_next_op_is_admitted(
+        stack_factory, tmp_path, bus, events):
+    client = await start(stack_factory, tmp_path, bus)
+    power = await client.submit(spec("power", conditions="{{ (((10**64)**64)**64)**64 }}"))  # was 13 s of CPU
+    deep = await client.submit(spec("deep", conditions="{{ " + "-" * 3000 + "1 }}"))  # was a RecursionError, retried
+    after = await client.submit(spec("after", params={"lr": 0.1}, conditions="{{ lr > 0.01 }}"))
+    await events.expect(OperationAdmitted, after)
+    for op_id, message in ((power, "value too large: <an integer of 213 bits> ** 64 would have 13569 bits"),
+                           (deep, "expression nested deeper than 32 levels")):
+        rejected = await events.expect(OperationRejected, op_id)
+        assert rejected.reason == "invalid_condition" and message in rejected.message
+        error = await events.expect(ErrorRaised, op_id)
+        assert error.service == "admission" and error.reason == "invalid_condition"
+    assert len(await dead_letters(bus, "admission")) == 2
 
 
 async def test_a_templated_queue_is_chosen_from_params(stack_factory, tmp_path, bus, events):
