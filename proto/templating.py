@@ -38,8 +38,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from proto.queues import QueuesConfig
 from proto.spec import Container, EnvVar, OpSpec
+from proto.template_markers import MARKERS, has_template  # noqa: F401 - re-exported
 
-MARKERS = ("{{", "{%", "{#")
 MAX_OUTPUT = 65536  # characters one rendered field may have
 MAX_POWER = 64  # largest exponent of ``**``
 MAX_REPEAT = 65536  # largest string or list ``*`` or ``+`` may build
@@ -107,10 +107,6 @@ def template_values(spec: OpSpec, globs: Globals) -> dict[str, Any]:
     g = globs.as_dict()
     return {**g, **params, "params": params, "inputs": dict(spec.inputs), "outputs": dict(spec.outputs),
             "globals": g}
-
-
-def has_template(text: str | None) -> bool:
-    return bool(text) and any(m in text for m in MARKERS)  # type: ignore[operator]
 
 
 class _Environment(ImmutableSandboxedEnvironment):
