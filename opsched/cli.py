@@ -11,6 +11,7 @@ from pathlib import Path
 
 from opsched import dryrun
 from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
+from proto import codec
 from proto.templating import TemplateError
 
 EXIT_INVALID = 2
@@ -76,6 +77,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     except TemplateError as exc:
         return _fail(f"{args.file}: {exc}")
     problems = list(dict.fromkeys(p for spec in pods for p in violations(spec)))
+    problems += list(dict.fromkeys(r for spec in specs if (r := codec.refusal(spec))))  # as the services decode
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     if args.dry_run:
@@ -176,6 +178,7 @@ def _scheduled_op(args: argparse.Namespace):
         return _fail(f"{args.file} has no schedule section (kind: cron, interval or datetime); "
                      "use `opsched submit` to run it once")
     problems = violations(dryrun.rendered(spec, "preview"))  # what a run would get, toEnv included
+    problems += [r for r in (codec.refusal(spec),) if r]
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     return spec, schedule

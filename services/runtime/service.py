@@ -159,7 +159,7 @@ class Service:
         try:
             message = sub.decoder(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            await self._reject(msg, "malformed_message", f"cannot decode message on {msg.subject}: {exc}")
+            await self._malformed(msg, f"cannot decode message on {msg.subject}: {exc}")
             return
         handler = sub.handlers.get(type(message))
         if handler is None:
@@ -212,6 +212,31 @@ class Service:
             await self._retry(msg, failure, log, None)
             return
         await self._reject(msg, exc.reason, exc.message, op_id=exc.op_id or op_id)
+
+    async def events_for_malformed(self, msg: Received, error: str) -> list[Any]:
+        """The events that follow a message this service cannot decode, besides the error event and the dead
+        letter (e.g. admission rejects the op a refused submit names). Published with a message id from the
+        stream sequence (``subjects.malformed_msg_id``), so a redelivery publishes nothing twice. None here."""
+        return []
+
+    async def _malformed(self, msg: Received, error: str) -> None:
+        assert self.bus is not None
+        bus, fence = self.bus, self.leadership.fence if self.leadership is not None else None
+        try:
+            for event in await self.events_for_malformed(msg, error):
+                msg_id = subjects.malformed_msg_id(self.name, msg.stream_seq, codec.type_of(event))
+                await self.until_available(functools.partial(bus.publish, event, msg_id=msg_id, fence=fence),
+                                           msg, self.log)
+        except Draining:
+            return
+        except Fenced as exc:
+            await self._fenced(exc, msg, self.log)
+            return
+        except Exception as exc:  # noqa: BLE001 - not published: keep the message, try again later
+            self.log.warning("malformed_events_not_published", error=f"{exc!r} {exc}")
+            await _quietly(msg.raw.nak(delay=1.0))
+            return
+        await self._reject(msg, "malformed_message", error)
 
     # ---- leadership: only the leader consumes; a publish refused by its fence ends its turn -----------
     async def _my_turn(self) -> bool:
