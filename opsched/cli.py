@@ -11,6 +11,8 @@ from pathlib import Path
 
 from opsched import dryrun
 from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
+from proto import codec
+from proto.spec_size import too_large
 from proto.templating import TemplateError
 
 EXIT_INVALID = 2
@@ -53,7 +55,6 @@ def cmd_submit(args: argparse.Namespace) -> int:
     With ``--id X`` a sweep's ops are ``X-0``, ``X-1``, ... and its batch id is derived from X, so
     submitting the same sweep again with the same id is the same batch (ops are idempotent)."""
     from proto.gpu_accounting import violations
-    from proto.spec_size import too_large
 
     overrides: dict[str, object] = {}
     if args.param:
@@ -76,7 +77,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         pods = [dryrun.rendered(spec, op_id) for spec, op_id in zip(specs, ids)]
     except TemplateError as exc:
         return _fail(f"{args.file}: {exc}")
-    problems = list(dict.fromkeys([p for spec in pods for p in violations(spec)] + [p for s in specs if (p := too_large(s))]))
+    problems = list(dict.fromkeys(p for spec in pods for p in violations(spec)))
+    problems += list(dict.fromkeys(r for spec in specs for r in (codec.refusal(spec), too_large(spec)) if r))
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     if args.dry_run:
@@ -164,7 +166,6 @@ def _scheduled_op(args: argparse.Namespace):
     from opsched.polyaxonfile import load_polyaxonfile_with_schedule
     from proto.gpu_accounting import violations
     from proto.schedules import MAX_SCHEDULE_ID
-    from proto.spec_size import too_large
     from proto.subjects import valid_token
 
     if args.id and (not valid_token(args.id) or len(args.id) > MAX_SCHEDULE_ID):
@@ -184,7 +185,7 @@ def _scheduled_op(args: argparse.Namespace):
         return _fail(f"{args.file} has no schedule section (kind: cron, interval or datetime); "
                      "use `opsched submit` to run it once")
     problems = violations(dryrun.rendered(spec, "preview"))  # what a run would get, toEnv included
-    problems += [p for p in [too_large(spec)] if p is not None]  # each run would be rejected at submit
+    problems += [r for r in (codec.refusal(spec), too_large(spec)) if r]  # each run would be refused at submit
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     return spec, schedule
@@ -205,8 +206,6 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 async def _watch(client, op_id: str, quiet: bool, timeout: float | None = None) -> int:
-    from proto import codec
-
     row = None
     try:
         async for event, row in client.watch(op_id, timeout=timeout):

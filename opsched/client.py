@@ -75,8 +75,8 @@ class Client:
         if oversized is not None:
             raise SpecTooLarge(oversized)
         op_id = op_id or new_op_id()
-        cmd = SubmitOperation(op_id=op_id, spec=spec, requested_at=datetime.now(timezone.utc),
-                              requested_by=requested_by)
+        cmd = codec.checked(SubmitOperation(op_id=op_id, spec=spec, requested_at=datetime.now(timezone.utc),
+                                            requested_by=requested_by))  # raises codec.Refused, naming the field
         await self.bus.publish(cmd)
         return op_id
 
@@ -115,7 +115,7 @@ class Client:
         schedule_id = schedule_id or new_schedule_id(op.name)
         cmd = CreateSchedule(schedule_id=schedule_id, spec=spec, op=op, requested_by=requested_by)
         digest = hashlib.sha256(codec.encode(cmd)).hexdigest()[:12]
-        cmd = msgspec.structs.replace(cmd, requested_at=datetime.now(timezone.utc))
+        cmd = codec.checked(msgspec.structs.replace(cmd, requested_at=datetime.now(timezone.utc)))
         await self.bus.publish(cmd, subject=subjects.CMD_SCHEDULE_CREATE,
                                msg_id=subjects.schedule_command_msg_id(schedule_id, "create_schedule", digest))
         return schedule_id

@@ -1,7 +1,8 @@
 """Encoding and decoding of every wire message (msgspec JSON)."""
 from __future__ import annotations
 
-from typing import Union
+import functools
+from typing import TypeVar, Union
 
 import msgspec
 
@@ -41,6 +42,34 @@ _ops_stream_decoder = msgspec.json.Decoder(AnyOpsStream)
 _schedule_decoder = msgspec.json.Decoder(AnySchedule)
 
 DecodeError = msgspec.DecodeError  # raised for malformed JSON and for schema violations
+M = TypeVar("M", bound=msgspec.Struct)
+
+
+class Refused(ValueError):
+    """A message the contract refuses (the services would dead-letter it): said before it is published."""
+
+
+def checked(message: M) -> M:
+    """``message`` as a service will decode it (every bound of ``proto.spec`` included); raises ``Refused``
+    naming the field, so a producer refuses what the services would, before publishing it."""
+    try:
+        return _decoder_of(type(message)).decode(encode(message))
+    except (msgspec.ValidationError, ValueError) as exc:
+        raise Refused(f"{type_of(message) or type(message).__name__} refused: {exc}") from None
+
+
+def refusal(message: msgspec.Struct) -> str | None:
+    """Why the contract refuses ``message`` (``checked``), or None."""
+    try:
+        checked(message)
+    except Refused as exc:
+        return str(exc)
+    return None
+
+
+@functools.cache
+def _decoder_of(kind: type) -> msgspec.json.Decoder:
+    return msgspec.json.Decoder(kind)
 
 
 def encode(message: msgspec.Struct) -> bytes:

@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 
 from proto.spec import OpSpec, Wire
+from proto.spec_checks import money
 
 
 class Event(Wire, tag_field="type", kw_only=True):
@@ -21,6 +22,9 @@ class Event(Wire, tag_field="type", kw_only=True):
 class Money(Wire, kw_only=True):
     amount: float
     currency: str = "USD"
+
+    def __post_init__(self) -> None:
+        money("amount", self.amount)
 
 
 class OperationSubmitted(Event, tag="submitted", kw_only=True):
@@ -41,6 +45,11 @@ class CostEstimated(Event, tag="cost_estimated", kw_only=True):
     prices_source: str = ""  # the catalogue that priced it: "file:<path>#<sha>" or "builtin"
     pool: str = ""  # the catalogue's node pool that priced it (matched by the op's nodeSelector)
     runs: int = 0  # basis "history": how many past runs of the same component the median is of
+
+    def __post_init__(self) -> None:
+        money("durationS", self.duration_s)
+        for resource, amount in self.breakdown.items():
+            money(f"breakdown[{resource!r}]", amount)
 
 
 class CacheHit(Event, tag="cache_hit", kw_only=True):
@@ -191,6 +200,11 @@ class CostRecorded(Event, tag="cost_recorded", kw_only=True):
     started_at: datetime | None = None
     pool: str = ""  # the catalogue's node pool whose price was charged ("" = the default prices)
 
+    def __post_init__(self) -> None:
+        money("amount", self.amount)
+        money("seconds", self.seconds)
+        money("gpuHours", self.gpu_hours)
+
 
 class BudgetExceeded(Event, tag="budget_exceeded", kw_only=True):
     """A recorded cost brought a budget window's spend to or past one of its limits (money or
@@ -204,6 +218,10 @@ class BudgetExceeded(Event, tag="budget_exceeded", kw_only=True):
     unit: str  # the currency of a money limit, or "gpu_hours"
     window_start: datetime
     resets_at: datetime
+
+    def __post_init__(self) -> None:
+        money("limit", self.limit)
+        money("spent", self.spent)
 
 
 class ErrorRaised(Event, tag="error", kw_only=True):

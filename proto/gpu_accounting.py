@@ -3,13 +3,7 @@
 Every container of the attempt is checked: the main one and each replica group's (a gang)."""
 from __future__ import annotations
 
-from proto.resources import (
-    GPU_MEMORY,
-    QuantityError,
-    gpu_memory_gib,
-    is_accelerator,
-    parse_quantity,
-)
+from proto.resources import QuantityError, is_accelerator, parse_quantity
 from proto.spec import Container, OpSpec
 
 DRIVER_PATH_HINTS = ("nvidia", "/dev/dri", "libcuda", "/usr/lib/x86_64-linux-gnu", "/usr/local/cuda")
@@ -45,13 +39,10 @@ def _container_problems(c: Container) -> list[str]:
 
 
 def _resource_problems(c: Container) -> list[str]:
+    """Accelerators set only as limits (a request, if any, equal to it). That every quantity is valid (whole
+    devices, whole GiB of shared GPU memory) is the contract's rule (``proto.spec_checks``), checked on decode."""
     problems: list[str] = []
     limits, requests = c.resources.limits, c.resources.requests
-    for name, value in {**requests, **limits}.items():
-        try:
-            parse_quantity(value)
-        except QuantityError as exc:
-            problems.append(f"resources {name}: {exc}")
     for name, value in requests.items():
         if not is_accelerator(name):
             continue
@@ -60,14 +51,6 @@ def _resource_problems(c: Container) -> list[str]:
                             f"resources.limits (requests, if given, must equal limits)")
         elif _q(value) != _q(limits[name]):
             problems.append(f"{name}: request {value} differs from limit {limits[name]}; they must be equal")
-    for name, value in limits.items():
-        if name == GPU_MEMORY:
-            try:
-                gpu_memory_gib(value)
-            except QuantityError as exc:
-                problems.append(str(exc))
-        elif is_accelerator(name) and _q(value) is not None and _q(value) != int(_q(value)):
-            problems.append(f"{name}: {value} is not a whole number of devices")
     return problems
 
 

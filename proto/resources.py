@@ -1,7 +1,10 @@
 """Kubernetes quantity parsing and the names of accelerator resources (shared contract semantics)."""
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation
+
+from proto.limits import MAX_QUANTITY
 
 ACCELERATOR_RESOURCES = (
     "nvidia.com/gpu",
@@ -20,6 +23,8 @@ GPU_PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerato
 GPU_MEMORY = "aliyun.com/gpu-mem"
 GPU_MEMORY_CARDS = "aliyun.com/gpu-count"
 _GIB = Decimal(2**30)
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")  # Kubernetes' number (no '_', 'inf', 'nan')
+_MAX = Decimal(MAX_QUANTITY)
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -38,19 +43,31 @@ def parse_quantity(value: str | int | float) -> Decimal:
         raise QuantityError("empty quantity")
     for suffix, factor in _BINARY.items():
         if text.endswith(suffix):
-            return _number(text[: -len(suffix)], value) * factor
+            return _bounded(_number(text[: -len(suffix)], value) * factor, value)
     suffix = text[-1] if text[-1] in _DECIMAL and not text[-1].isdigit() else ""
     number = text[: -1] if suffix else text
-    return _number(number, value) * _DECIMAL[suffix]
+    return _bounded(_number(number, value) * _DECIMAL[suffix], value)
+
+
+def _bounded(quantity: Decimal, original: object) -> Decimal:
+    if quantity > _MAX:
+        raise QuantityError(f"{original!r} is above the limit of {MAX_QUANTITY} for any quantity")
+    return quantity
 
 
 def _number(text: str, original: object) -> Decimal:
+    """The number before the unit: finite, non-negative and at most ``MAX_QUANTITY`` (checked before any
+    arithmetic, so ``1e999999999`` is refused instead of overflowing the decimal context)."""
+    if not _NUMBER.match(text):
+        raise QuantityError(f"{original!r} is not a Kubernetes quantity")
     try:
         number = Decimal(text)
     except InvalidOperation:
-        raise QuantityError(f"not a Kubernetes quantity: {original!r}") from None
-    if number < 0 or not number.is_finite():
-        raise QuantityError(f"quantity must be a finite non-negative number: {original!r}")
+        raise QuantityError(f"{original!r} is not a Kubernetes quantity") from None
+    if number < 0:
+        raise QuantityError(f"{original!r} is negative; a quantity must be a non-negative number")
+    if number.adjusted() > 19 or number > _MAX:  # 19: no unit's factor (at most 2**60) reaches past it
+        raise QuantityError(f"{original!r} is above the limit of {MAX_QUANTITY} for any quantity")
     return number
 
 

@@ -5,9 +5,25 @@ Fields evolve only by adding defaulted fields. Names are camelCase on the wire.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+
+from proto import spec_checks
+from proto.limits import (
+    MAX_DURATION_S,
+    MAX_ENV_PER_CONTAINER,
+    MAX_LIST_ITEMS,
+    MAX_PRIORITY,
+    MAX_REPLICA_GROUPS,
+    MAX_RETRIES,
+    MAX_TAGS,
+)
+
+# Plain numbers and lengths, bounded on decode by msgspec; names, quantities and rules across fields are
+# checked on decode and construction by ``OpSpec.__post_init__`` (``proto.spec_checks``).
+Seconds = Annotated[int, msgspec.Meta(ge=0, le=MAX_DURATION_S)]
+Items = msgspec.Meta(max_length=MAX_LIST_ITEMS)
 
 
 class Wire(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, forbid_unknown_fields=False):
@@ -29,16 +45,16 @@ class Resources(Wire, kw_only=True):
 class Container(Wire, kw_only=True):
     image: str
     name: str = "main"
-    command: list[str] = []
-    args: list[str] = []
-    env: list[EnvVar] = []
+    command: Annotated[list[str], Items] = []
+    args: Annotated[list[str], Items] = []
+    env: Annotated[list[EnvVar], msgspec.Meta(max_length=MAX_ENV_PER_CONTAINER)] = []
     resources: Resources = msgspec.field(default_factory=Resources)
     working_dir: str | None = None
     security_context: dict[str, Any] | None = None
-    volume_mounts: list[dict[str, Any]] = []
+    volume_mounts: Annotated[list[dict[str, Any]], Items] = []
     image_pull_policy: str | None = None
     lifecycle: dict[str, Any] | None = None  # postStart / preStop handlers
-    ports: list[dict[str, Any]] = []
+    ports: Annotated[list[dict[str, Any]], Items] = []
     liveness_probe: dict[str, Any] | None = None
     readiness_probe: dict[str, Any] | None = None
     startup_probe: dict[str, Any] | None = None
@@ -52,34 +68,34 @@ class Container(Wire, kw_only=True):
 class Environment(Wire, kw_only=True):
     """Polyaxon's ``run.environment``: where and how the pod is placed."""
 
-    node_selector: dict[str, str] = {}
-    tolerations: list[dict[str, Any]] = []
+    node_selector: Annotated[dict[str, str], Items] = {}
+    tolerations: Annotated[list[dict[str, Any]], Items] = []
     affinity: dict[str, Any] | None = None
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     priority_class_name: str | None = None
     service_account_name: str | None = None
     automount_service_account_token: bool | None = None  # None: false, unless a service account is named
-    volumes: list[dict[str, Any]] = []
-    image_pull_secrets: list[str] = []
+    volumes: Annotated[list[dict[str, Any]], Items] = []
+    image_pull_secrets: Annotated[list[str], Items] = []
     security_context: dict[str, Any] | None = None  # the pod's (runAsUser, fsGroup, ...)
     dns_policy: str | None = None
     dns_config: dict[str, Any] | None = None
-    host_aliases: list[dict[str, Any]] = []
+    host_aliases: Annotated[list[dict[str, Any]], Items] = []
     restart_policy: str | None = None  # Never (default) or OnFailure
 
 
 class Termination(Wire, kw_only=True):
-    max_retries: int | None = None
-    timeout: int | None = None  # seconds of running before the op is killed
-    ttl: int | None = None  # seconds after the end before the pod is deleted
+    max_retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] | None = None
+    timeout: Annotated[int, msgspec.Meta(ge=1, le=MAX_DURATION_S)] | None = None  # seconds of running, then killed
+    ttl: Seconds | None = None  # seconds after the end before the pod is deleted
 
 
 class Cache(Wire, kw_only=True):
     disable: bool | None = None
-    ttl: int | None = None
-    io: list[str] | None = None
-    sections: list[str] | None = None
+    ttl: Seconds | None = None
+    io: Annotated[list[str], Items] | None = None
+    sections: Annotated[list[str], Items] | None = None
 
 
 class ReplicaGroup(Wire, kw_only=True):
@@ -98,7 +114,7 @@ class OpSpec(Wire, kw_only=True):
     container: Container
     project: str = "default"
     queue: str | None = None
-    priority: int = 0
+    priority: Annotated[int, msgspec.Meta(ge=-MAX_PRIORITY, le=MAX_PRIORITY)] = 0
     params: dict[str, Any] = {}
     inputs: dict[str, Any] = {}
     outputs: dict[str, Any] = {}
@@ -108,16 +124,19 @@ class OpSpec(Wire, kw_only=True):
     is_approved: bool | None = None
     conditions: str | None = None
     cost: float | None = None
-    tags: list[str] = []
+    tags: Annotated[list[str], msgspec.Meta(max_length=MAX_TAGS)] = []
     run_kind: str = "job"
     component_hash: str | None = None
     priority_class: str | None = None  # a named class from the queue config; not the pod's priorityClassName
     preemptible: bool = True
-    replicas: list[ReplicaGroup] = []  # gang: admitted and started all-or-nothing with `container`
+    replicas: Annotated[list[ReplicaGroup], msgspec.Meta(max_length=MAX_REPLICA_GROUPS)] = []  # gang: admitted and started all-or-nothing with `container`
     batch: str | None = None  # a group submitted together (e.g. a sweep)
-    batch_concurrency: int | None = None  # at most this many ops of the batch run at once
+    batch_concurrency: Annotated[int, msgspec.Meta(ge=1)] | None = None  # at most this many ops of the batch run at once
     to_env: dict[str, str] = {}  # Polyaxon's toEnv: env var name -> the param/input/output whose value it takes
-    iteration: int | None = None  # a sweep trial's index in its batch ({{ globals.iteration }})
+    iteration: Annotated[int, msgspec.Meta(ge=0)] | None = None  # a sweep trial's index in its batch ({{ globals.iteration }})
     description: str | None = None  # put on its pods as the annotation opsched.io/description
     clean_pod_policy: str | None = None  # a gang's finished pods: "All" deleted at its end, "Running" (default) kept
-    ignored: list[str] = []  # fields of its file with no effect in opsched (warned by the CLI; shown by ops/why)
+    ignored: Annotated[list[str], Items] = []  # fields of its file with no effect in opsched (warned by the CLI; shown by ops/why)
+
+    def __post_init__(self) -> None:
+        spec_checks.check_spec(self)

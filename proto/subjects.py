@@ -145,6 +145,11 @@ def error_msg_id(service: str, durable: str, stream_seq: int) -> str:
     return f"error.{service}.{durable}.{stream_seq}"
 
 
+def malformed_msg_id(service: str, stream_seq: int, kind: str) -> str:
+    """Nats-Msg-Id of an event a service publishes about a message it could not decode (one per message)."""
+    return f"malformed.{service}.{stream_seq}.{kind}"
+
+
 def max_deliveries_advisory(stream: str, durable: str) -> str:
     """Where JetStream announces a message of ``durable`` it stopped delivering unsettled (max_deliver)."""
     return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.{durable}"

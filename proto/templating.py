@@ -36,10 +36,10 @@ from jinja2.exceptions import SecurityError, TemplateSyntaxError
 
 from proto.queues import QueuesConfig
 from proto.spec import Container, EnvVar, OpSpec
+from proto.template_markers import MARKERS, has_template  # noqa: F401 - re-exported
 from proto.template_sandbox import render, time_budget
 from proto.value_bounds import OutOfTime, ValueTooLarge
 
-MARKERS = ("{{", "{%", "{#")
 Path = tuple[str | int, ...]
 
 
@@ -101,8 +101,6 @@ def template_values(spec: OpSpec, globs: Globals) -> dict[str, Any]:
             "globals": g}
 
 
-def has_template(text: str | None) -> bool:
-    return bool(text) and any(m in text for m in MARKERS)  # type: ignore[operator]
 
 
 def render_text(text: str, values: dict[str, Any], path: Path = ()) -> str:

@@ -77,7 +77,10 @@ def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fa
     params, inputs, outputs, to_env = io_and_params(op, comp, extra, base, problems, swept)
     if problems:
         raise Problems(problems)
-    spec = _spec(op, comp, extra, fallback, (params, inputs, outputs, to_env), iteration)
+    try:
+        spec = _spec(op, comp, extra, fallback, (params, inputs, outputs, to_env), iteration)
+    except ValueError as exc:  # the contract's refusal of what no check above caught: said, never a crash
+        raise Problems([((), f"refused by the op contract: {exc}")]) from None
     spec.ignored = warned_fields(op, comp, base)
     problems = template_problems(spec, base)
     if problems:

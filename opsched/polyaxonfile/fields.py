@@ -26,11 +26,12 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from opsched.polyaxonfile.keys import SUPPORTED_VERSIONS
+from proto.limits import MAX_LIST_ITEMS, MAX_NAME_CHARS
 from proto.resources import QuantityError, parse_quantity
 from proto.subjects import valid_token
 from proto.templating import has_template
 
-_NAME = re.compile(r"^[-a-zA-Z0-9_]{1,128}$")
+_NAME = re.compile(r"^[-a-zA-Z0-9_]{1,%d}$" % MAX_NAME_CHARS)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _RESERVED_IO = frozenset({"globals", "params", "inputs", "outputs", "connections"})
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
@@ -66,7 +67,7 @@ def valid_name(value: str) -> bool:
 
 def _name(value: str) -> str:
     if not valid_name(value):
-        raise ValueError(f"invalid name {value!r}: use letters, digits, '-' and '_' (at most 128)")
+        raise ValueError(f"invalid name {value!r}: use letters, digits, '-' and '_' (at most {MAX_NAME_CHARS})")
     return value
 
 
@@ -142,8 +143,8 @@ NonEmpty = Annotated[str, Field(min_length=1)]
 Quantity = Annotated[str, BeforeValidator(_scalar_to_str), AfterValidator(_quantity)]
 Name = Annotated[str, AfterValidator(_name)]
 Queue = Annotated[str, AfterValidator(normalize_queue)]
-Command = Annotated[list[str], BeforeValidator(_command)]
-Args = Annotated[list[str], BeforeValidator(_args)]
+Command = Annotated[list[str], BeforeValidator(_command), Field(max_length=MAX_LIST_ITEMS)]
+Args = Annotated[list[str], BeforeValidator(_args), Field(max_length=MAX_LIST_ITEMS)]
 Tags = Annotated[list[str], BeforeValidator(_tags)]
 Version = Annotated[float, BeforeValidator(_version)]
 PriorityClass = Annotated[str, AfterValidator(_priority_class)]

@@ -41,13 +41,13 @@ from opsched.polyaxonfile.models_k8s import (
     Probe,
     SecretName,
 )
-from proto.resources import (
-    GPU_MEMORY,
-    QuantityError,
-    gpu_memory_gib,
-    is_accelerator,
-    parse_quantity,
-)
+from proto import k8s_names
+from proto.limits import MAX_ANNOTATIONS_BYTES, MAX_ENV_PER_CONTAINER, MAX_LABELS, MAX_LIST_ITEMS
+from proto.resources import is_accelerator, parse_quantity
+from proto.spec_checks import resource_problem
+from proto.template_markers import has_template
+
+Items = Field(max_length=MAX_LIST_ITEMS)
 
 
 class EnvVarModel(Model):
@@ -65,14 +65,14 @@ class ContainerModel(Model):
     name: Annotated[str, AfterValidator(dns_label)] = "main"
     command: Command = []
     args: Args = []
-    env: list[EnvVarModel] = []
+    env: Annotated[list[EnvVarModel], Field(max_length=MAX_ENV_PER_CONTAINER)] = []
     resources: ResourcesModel = ResourcesModel()
     working_dir: str | None = None
     security_context: dict[str, Any] | None = None
-    volume_mounts: list[dict[str, Any]] = []
+    volume_mounts: Annotated[list[dict[str, Any]], Items] = []
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
     lifecycle: Lifecycle | None = None
-    ports: list[ContainerPort] = []
+    ports: Annotated[list[ContainerPort], Items] = []
     liveness_probe: Probe | None = None
     readiness_probe: Probe | None = None
     startup_probe: Probe | None = None
@@ -110,19 +110,19 @@ HostNamespace = Annotated[bool, BeforeValidator(_host_namespace)]
 
 class EnvironmentModel(Model):
     node_selector: dict[str, Str] = {}
-    tolerations: list[TolerationModel] = []
+    tolerations: Annotated[list[TolerationModel], Items] = []
     affinity: Affinity | None = None
     labels: dict[str, Str] = {}
     annotations: dict[str, Str] = {}
     priority_class_name: str | None = None
     service_account_name: str | None = None
     automount_service_account_token: bool | None = None
-    volumes: list[dict[str, Any]] = []
-    image_pull_secrets: list[SecretName] = []
+    volumes: Annotated[list[dict[str, Any]], Items] = []
+    image_pull_secrets: Annotated[list[SecretName], Items] = []
     security_context: PodSecurityContext | None = None
     dns_policy: Literal["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"] | None = None
     dns_config: PodDNSConfig | None = None
-    host_aliases: list[HostAlias] = []
+    host_aliases: Annotated[list[HostAlias], Items] = []
     restart_policy: Annotated[Literal["Never", "OnFailure"], BeforeValidator(_restart_policy)] | None = None
     host_network: HostNamespace | None = None
     host_pid: HostNamespace | None = Field(None, alias="hostPID")
@@ -132,18 +132,16 @@ class EnvironmentModel(Model):
 # --- checks that need more than one field (they report exact paths, which validators can't) ----
 
 def check_resources(res: ResourcesModel, loc: Loc) -> list[Problem]:
-    """Kubernetes rules the scheduler relies on: whole accelerators, requests within limits."""
-    problems = []
+    """Kubernetes rules the scheduler relies on: valid quantities (the contract's rule: whole accelerators
+    and GiB of shared GPU memory, within the bounds), requests within limits."""
+    problems: list[Problem] = []
     for section in ("limits", "requests"):
         for name, qty in getattr(res, section).items():
-            if name == GPU_MEMORY:
-                try:
-                    gpu_memory_gib(qty)
-                except QuantityError as exc:
-                    problems.append((loc + (section, name), str(exc)))
-            elif is_accelerator(name) and parse_quantity(qty) % 1:
-                problems.append((loc + (section, name),
-                                 f"{name} must be a whole number, got {qty!r}"))
+            problem = resource_problem(name, qty)
+            if problem:
+                problems.append((loc + (section, name), f"{name}: {problem}"))
+    if problems:
+        return problems
     for name, req in res.requests.items():
         lim = res.limits.get(name)
         where = loc + ("requests", name)
@@ -155,4 +153,21 @@ def check_resources(res: ResourcesModel, loc: Loc) -> list[Problem]:
             problems.append((where, f"{name} request {req!r} must equal its limit {lim!r}"))
         elif parse_quantity(req) > parse_quantity(lim):
             problems.append((where, f"request {req!r} exceeds the limit {lim!r}"))
+    return problems
+
+
+def check_metadata(env: EnvironmentModel, loc: Loc) -> list[Problem]:
+    """Labels, annotations and node selectors as Kubernetes takes them (``proto.k8s_names``, the contract's)."""
+    problems: list[Problem] = []
+    if len(env.labels) > MAX_LABELS:
+        problems.append((loc + ("labels",), f"{len(env.labels)} labels is above the limit of {MAX_LABELS}"))
+    for section, values in (("labels", env.labels), ("nodeSelector", env.node_selector)):
+        for key, value in values.items():
+            value_problem = None if has_template(value) and section == "nodeSelector" else k8s_names.label_value(value)
+            problems += [(loc + (section, key), p) for p in (k8s_names.qualified_key(key), value_problem) if p]
+    problems += [(loc + ("annotations", key), p) for key in env.annotations if (p := k8s_names.qualified_key(key))]
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in env.annotations.items())
+    if size > MAX_ANNOTATIONS_BYTES:
+        problems.append((loc + ("annotations",), f"{size} bytes of keys and values is above the limit of "
+                                                  f"{MAX_ANNOTATIONS_BYTES}"))
     return problems

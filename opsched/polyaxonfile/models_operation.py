@@ -35,18 +35,21 @@ from opsched.polyaxonfile.fields import (
     not_reserved,
 )
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel
+from proto.limits import MAX_COST, MAX_DURATION_S, MAX_LIST_ITEMS, MAX_PRIORITY, MAX_RETRIES, MAX_TAGS
+
+Priority = Annotated[Int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)]
 
 
 class TerminationModel(Model):
-    max_retries: Annotated[Int, Field(ge=0)] | None = None
-    timeout: Annotated[Int, Field(gt=0)] | None = None
-    ttl: Annotated[Int, Field(ge=0)] | None = None
+    max_retries: Annotated[Int, Field(ge=0, le=MAX_RETRIES)] | None = None
+    timeout: Annotated[Int, Field(gt=0, le=MAX_DURATION_S)] | None = None
+    ttl: Annotated[Int, Field(ge=0, le=MAX_DURATION_S)] | None = None
 
 
 class CacheModel(Model):
     disable: bool | None = None
-    ttl: Annotated[Int, Field(ge=0)] | None = None
-    io: list[str] | None = None
+    ttl: Annotated[Int, Field(ge=0, le=MAX_DURATION_S)] | None = None
+    io: Annotated[list[str], Field(max_length=MAX_LIST_ITEMS)] | None = None
     sections: list[Literal["init", "connections", "containers"]] | None = None
 
 
@@ -108,13 +111,13 @@ class _Common(Model):
     description: str | None = None
     plugins: PluginsModel | None = None
     project: Name | None = None
-    tags: Tags | None = None
+    tags: Annotated[Tags, Field(max_length=MAX_TAGS)] | None = None
     queue: Queue | None = None
-    priority: Int | None = None
+    priority: Priority | None = None
     termination: TerminationModel | None = None
     cache: CacheModel | None = None
     is_approved: bool | None = None
-    cost: Annotated[Float, Field(ge=0)] | None = None
+    cost: Annotated[Float, Field(ge=0, le=MAX_COST)] | None = None
     priority_class: PriorityClass | None = None  # opsched's own: a class of the queue config
     preemptible: bool | None = None  # opsched's own
 
@@ -154,7 +157,7 @@ class OverridesModel(Model):
     model_config = ConfigDict(alias_generator=None)
     params: dict[str, Any] = {}
     queue: Queue | None = None
-    priority: Int | None = None
+    priority: Priority | None = None
     project: Name | None = None
     priority_class: PriorityClass | None = None
     preemptible: bool | None = None

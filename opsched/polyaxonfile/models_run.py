@@ -25,8 +25,10 @@ from opsched.polyaxonfile.fields import Int, Model
 from opsched.polyaxonfile.models_container import (
     ContainerModel,
     EnvironmentModel,
+    check_metadata,
     check_resources,
 )
+from proto.limits import MAX_PODS_PER_OP
 
 
 class JobRunModel(Model):
@@ -78,7 +80,8 @@ _REPLICA_UNSUPPORTED = {
 def check_run(run: JobRunModel | PytorchJobRunModel, loc: Loc) -> list[Problem]:
     """Resources of every container of the run, and the pytorchjob's replica rules."""
     if isinstance(run, JobRunModel):
-        return check_resources(run.container.resources, loc + ("container", "resources"))
+        return (check_resources(run.container.resources, loc + ("container", "resources"))
+                + check_metadata(run.environment, loc + ("environment",)))
     problems: list[Problem] = []
     for key, unsupported in _REPLICA_UNSUPPORTED.items():
         if key in run.model_fields_set:
@@ -92,6 +95,10 @@ def check_run(run: JobRunModel | PytorchJobRunModel, loc: Loc) -> list[Problem]:
     if run.worker is not None and run.worker.replicas is not None and run.worker.replicas < 1:
         msg = (f"worker.replicas must be at least 1, got {run.worker.replicas} "
                "(leave the worker section out for a master-only job)")
+        problems.append((loc + ("worker", "replicas"), msg))
+    elif run.worker is not None and run.worker.replicas is not None and run.worker.replicas >= MAX_PODS_PER_OP:
+        msg = (f"worker.replicas {run.worker.replicas} is above the limit of {MAX_PODS_PER_OP} pods per op "
+               f"(the master and {MAX_PODS_PER_OP - 1} workers at most)")
         problems.append((loc + ("worker", "replicas"), msg))
     for section, replica in (("master", run.master), ("worker", run.worker)):
         if replica is None:

@@ -26,6 +26,9 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         gone = state.fold.gone.get(op_id)  # it ended and left memory: its summary is in the ops bucket
         if gone is not None:
             return WhyAnswer(op_id=op_id, found=True, status=gone.label)
+        ended = state.fold.strays.ended(op_id)  # rejected before it was an op (e.g. its spec refused on decode)
+        if ended is not None:
+            return WhyAnswer(op_id=op_id, found=True, status=ended.label)
         return WhyAnswer(op_id=op_id, found=False, reasons=[pending(Reason.UNKNOWN_OP)])
     answer = WhyAnswer(op_id=op_id, found=True, status=op.status.name.lower(), queue=op.queue,
                        ignored=list(op.spec.ignored))

@@ -100,5 +100,9 @@ class Strays:
         self.found = keep
         return out
 
+    def ended(self, op_id: str) -> Status | None:
+        """How an op admission never held ended, if a stray says so (a submit rejected before it was an op)."""
+        return next((s.status for s in reversed(self.found) if s.op_id == op_id and s.status is not None), None)
+
     def __len__(self) -> int:
         return len(self.found)

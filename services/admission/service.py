@@ -26,7 +26,7 @@ from proto.commands import (
     SubmitOperation,
 )
 from proto.config import QueuesConfigured, SetQueues
-from proto.events import Event
+from proto.events import Event, OperationRejected
 from proto.queries import QueuesRequest, WhyRequest
 from proto.queues import QueuesConfig
 from proto.reasons import Reason, pending
@@ -47,10 +47,13 @@ from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
 from services.runtime.bus import Bus, Fence, Received
 from services.runtime.clock import Clock
+from services.runtime.deadletter import UNKNOWN_OP, guess_op_id
 from services.runtime.errors import Fenced, MessageTooLarge
 from services.runtime.leadership import Leadership
 from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
+
+INVALID_SPEC = "invalid_spec"
 
 
 class Admission(Service):
@@ -131,6 +134,18 @@ class Admission(Service):
     @commands.handles(SetQueues)
     async def on_set_queues(self, cmd: SetQueues, ctx: Context) -> QueuesConfigured:
         return queues_configured(cmd, ctx.clock.now())
+
+    # ---- a command that cannot be decoded: a submit refused by the contract ends its op rejected ----
+    async def events_for_malformed(self, msg: Received, error: str) -> list[OperationRejected]:
+        """A submit naming a valid op id admission does not know, refused on decode (an out-of-bounds spec):
+        the op ends ``rejected`` (``invalid_spec``) with the reason, as well as the error event and dead letter."""
+        op_id = guess_op_id(msg.data)
+        if op_id == UNKNOWN_OP or not msg.subject.startswith(subjects.CMD_SUBMIT_ALL[:-1]):
+            return []
+        await self.known(op_id)
+        if op_id in self.state.ops or op_id in self.state.fold.gone:
+            return []  # its submit was judged already: a malformed repeat changes nothing
+        return [OperationRejected(op_id=op_id, at=self.clock.now(), reason=INVALID_SPEC, message=error[:2000])]
 
     # ---- the streams, replayed on start and followed live ----
     async def on_config(self, data: bytes, seq: int) -> None:

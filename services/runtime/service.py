@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypeVar
 
@@ -42,7 +42,6 @@ import msgspec
 from nats.errors import TimeoutError as NatsTimeout
 
 from proto import codec, subjects
-from proto.events import HandlerFailed
 from services.runtime import logging as oplog
 from services.runtime.backoff import Backoff
 from services.runtime.bus import Bus, Fence, Received, as_unavailable
@@ -50,6 +49,10 @@ from services.runtime.clock import Clock, SystemClock
 from services.runtime.consumer import Consumer, Context, Handler, Subscription, consumers_of
 from services.runtime.deadletter import dead_letter
 from services.runtime.errors import DependencyUnavailable, Fenced, InvalidInput, MessageTooLarge
+from services.runtime.handling import as_list as _as_list
+from services.runtime.handling import handler_failed as _handler_failed
+from services.runtime.handling import quietly as _quietly
+from services.runtime.handling import received as _received
 from services.runtime.leadership import Leadership
 from services.runtime.liveness import HandlerLoops
 from services.runtime.maxdeliveries import listen as listen_for_lost
@@ -166,7 +169,7 @@ class Service:
         try:
             message = sub.decoder(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            await self._reject(msg, "malformed_message", f"cannot decode message on {msg.subject}: {exc}")
+            await self._malformed(msg, f"cannot decode message on {msg.subject}: {exc}")
             return
         handler = sub.handlers.get(type(message))
         if handler is None:
@@ -223,6 +226,31 @@ class Service:
             await self._retry(msg, failure, log, None)
             return
         await self._reject(msg, exc.reason, exc.message, op_id=exc.op_id or op_id)
+
+    async def events_for_malformed(self, msg: Received, error: str) -> list[Any]:
+        """The events that follow a message this service cannot decode, besides the error event and the dead
+        letter (e.g. admission rejects the op a refused submit names). Published with a message id from the
+        stream sequence (``subjects.malformed_msg_id``), so a redelivery publishes nothing twice. None here."""
+        return []
+
+    async def _malformed(self, msg: Received, error: str) -> None:
+        assert self.bus is not None
+        bus, fence = self.bus, self.leadership.fence if self.leadership is not None else None
+        try:
+            for event in await self.events_for_malformed(msg, error):
+                msg_id = subjects.malformed_msg_id(self.name, msg.stream_seq, codec.type_of(event))
+                await self.until_available(functools.partial(bus.publish, event, msg_id=msg_id, fence=fence),
+                                           msg, self.log)
+        except Draining:
+            return
+        except Fenced as exc:
+            await self._fenced(exc, msg, self.log)
+            return
+        except Exception as exc:  # noqa: BLE001 - not published: keep the message, try again later
+            self.log.warning("malformed_events_not_published", error=f"{exc!r} {exc}")
+            await _quietly(msg.raw.nak(delay=1.0))
+            return
+        await self._reject(msg, "malformed_message", error)
 
     # ---- leadership: only the leader consumes; a publish refused by its fence ends its turn -----------
     async def _my_turn(self) -> bool:
@@ -346,33 +374,3 @@ class Service:
             return
         await msg.raw.term()
         self.stats.dead_lettered += 1
-
-
-def _received(raw: Any) -> Received:
-    md = raw.metadata
-    return Received(raw.subject, raw.data, dict(raw.headers or {}), md.sequence.stream, md.num_delivered, raw)
-
-
-def _handler_failed(service: str, subject: str, message: Any, error: str, clock: Clock) -> HandlerFailed | None:
-    op_id = getattr(message, "op_id", None)
-    if not isinstance(op_id, str) or not subjects.valid_token(op_id):
-        return None
-    attempt = getattr(message, "attempt", 0)
-    return HandlerFailed(op_id=op_id, at=clock.now(), attempt=attempt if isinstance(attempt, int) else 0,
-                         service=service, subject=subject, failed_type=codec.type_of(message), error=error[:1000])
-
-
-async def _quietly(settling: Awaitable[Any]) -> None:
-    """Ack-side calls (in progress, nak) while NATS may be away: lost at worst, then the ack wait decides."""
-    try:
-        await settling
-    except Exception:  # noqa: BLE001, S110 - best effort by design
-        pass
-
-
-def _as_list(result: Any) -> list:
-    if result is None:
-        return []
-    if isinstance(result, Iterable) and not isinstance(result, msgspec.Struct):
-        return list(result)
-    return [result]

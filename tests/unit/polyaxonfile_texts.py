@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from opsched.polyaxonfile import FieldError, SpecError, parse_polyaxonfile
+from proto import codec
 from proto.spec import OpSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -87,7 +88,15 @@ run:
 
 
 def parse(text: str, **kwargs) -> OpSpec:
-    return parse_polyaxonfile(textwrap.dedent(text), **kwargs)
+    """The spec of ``text``; whatever the edge accepts, the contract accepts (the services' own decode)."""
+    spec = parse_polyaxonfile(textwrap.dedent(text), **kwargs)
+    assert within_contract(spec) == spec
+    return spec
+
+
+def within_contract(spec: OpSpec) -> OpSpec:
+    """``spec`` as a service decodes it off the wire (raises the contract's refusal)."""
+    return codec.decode_spec(codec.encode(spec))
 
 
 def errors_of(text: str, **kwargs) -> dict[str, FieldError]:

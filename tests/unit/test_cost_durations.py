@@ -2,7 +2,6 @@
 component, by project and op name (or, unnamed, by image, command and args)."""
 from __future__ import annotations
 
-import msgspec
 import pytest
 
 from proto.events import OperationTimedOut
@@ -61,9 +60,13 @@ def test_only_the_last_twenty_runs_are_kept():
 
 
 def test_an_unnamed_op_is_known_by_its_image_command_and_args():
-    unnamed = msgspec.structs.replace(op("x").image("trainer:1").command("python").args("train.py").build(), name="")
-    same = msgspec.structs.replace(unnamed, params={"lr": 0.1})
-    other = msgspec.structs.replace(unnamed, container=msgspec.structs.replace(unnamed.container, args=["eval.py"]))
+    def unnamed_op(args: str, **fields):  # the contract refuses an empty name; one stored before it may have it
+        spec = op("x").image("trainer:1").command("python").args(args).build()
+        spec.name = ""
+        for key, value in fields.items():
+            setattr(spec, key, value)
+        return spec
+    unnamed, same, other = unnamed_op("train.py"), unnamed_op("train.py", params={"lr": 0.1}), unnamed_op("eval.py")
     assert component_key(unnamed) == component_key(same) != component_key(other)
     assert component_key(unnamed).startswith("default/#")
     assert component_key(op("train").project("vision").build()) == "vision/train"

@@ -2,12 +2,13 @@
 and pods without an NVIDIA GPU get NVIDIA_VISIBLE_DEVICES=void."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from opsched.polyaxonfile import SpecError
 from proto.cluster import NodeObserved
 from proto.events import OperationAdmitted, OperationOnHold
-from proto.gpu_accounting import violations
 from proto.podspec import build_pod
 from proto.queues import (
     ApprovalPolicy,
@@ -55,11 +56,12 @@ def test_gpu_memory_is_counted_in_gib(c):
 
 
 @pytest.mark.parametrize("value", ["0.5", "512Mi", "8G", "-1", "two"])
-def test_gpu_memory_that_is_not_whole_gib_is_refused_at_the_edge_and_by_the_dispatcher(value):
+def test_gpu_memory_that_is_not_whole_gib_is_refused_at_the_edge_and_by_the_contract(value):
     with pytest.raises(SpecError) as raised:
         parse(component(**{"limits: {nvidia.com/gpu: 1}": f"limits: {{{MEM}: '{value}'}}"}))
     assert any(e.loc.endswith(MEM) for e in raised.value.errors)
-    assert violations(op("a").limits(**{MEM: value}).build())
+    with pytest.raises(ValueError, match=re.escape(f"container.resources.limits['{MEM}']")):
+        op("a").limits(**{MEM: value}).build()
 
 
 def test_gpu_memory_is_not_a_gpu():

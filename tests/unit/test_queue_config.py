@@ -28,13 +28,13 @@ def config(flavors: str = "[{name: h100}, {name: a100}]", *, quota: str = "{name
          says=["queues[0].resources[0].flavors[0].guaranteed: 3 is more than nominal 2"]),
     case("a nominal that is not a quantity",
          text=config(quota="{name: h100, nominal: two}"),
-         says=["queues[0].resources[0].flavors[0].nominal: not a Kubernetes quantity: 'two'"]),
+         says=["queues[0].resources[0].flavors[0].nominal: 'two' is not a Kubernetes quantity"]),
     case("a negative borrowing limit",
          text=config(quota="{name: h100, nominal: 2, borrowingLimit: -1}"),
          says=["queues[0].resources[0].flavors[0].borrowingLimit:", "non-negative", "-1"]),
     case("a lending limit that is not a quantity",
          text=config(quota="{name: h100, nominal: 2, lendingLimit: lots}"),
-         says=["queues[0].resources[0].flavors[0].lendingLimit: not a Kubernetes quantity: 'lots'"]),
+         says=["queues[0].resources[0].flavors[0].lendingLimit: 'lots' is not a Kubernetes quantity"]),
     case("a nominal that is neither a number nor a string",
          text=config(quota="{name: h100, nominal: true}"),
          says=["queues[0].resources[0].flavors[0].nominal", "bool"]),
@@ -89,7 +89,7 @@ def test_every_problem_is_listed_at_once():
     message = str(pytest.raises(QueuesConfigError, parse_queues, text).value)
     assert "defaultQueue: 'nope'" in message
     assert "queues[0].resources[0].flavors[0].name: unknown flavor 'h100'" in message
-    assert "queues[0].resources[0].flavors[0].nominal: not a Kubernetes quantity" in message
+    assert "queues[0].resources[0].flavors[0].nominal: 'two' is not a Kubernetes quantity" in message
     assert "queues[0].resources[0].flavors[1].guaranteed: 2 is more than nominal 1" in message
 
 
