@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import msgspec
+
 from proto.spec import Wire
 
 
@@ -24,3 +26,15 @@ class LeaderClaimed(Wire, tag="leader_claimed", tag_field="type", kw_only=True):
     holder: str
     lease_revision: int  # the lease key's revision this holder acquired
     at: datetime
+
+
+_claim_decoder = msgspec.json.Decoder(LeaderClaimed)
+
+
+def is_claim(data: bytes) -> bool:
+    """Whether an op-stream message is a leader's claim (which op folds skip without a word)."""
+    try:
+        _claim_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    return True

@@ -27,6 +27,7 @@ from proto.commands import (
 )
 from proto.config import QueuesConfigured, SetQueues
 from proto.events import Event, OperationRejected
+from proto.leases import is_claim
 from proto.queries import QueuesRequest, WhyRequest
 from proto.queues import QueuesConfig
 from proto.reasons import Reason, pending
@@ -188,6 +189,8 @@ class Admission(Service):
         try:
             event = codec.decode_ops_stream(data)
         except Exception as exc:  # noqa: BLE001 - whatever the decoder (or a struct's own check) raised
+            if is_claim(data):
+                return  # a leader's claim: the fence, not an op's event
             self.undecodable += 1
             refused = refused_creation(data)  # a stored schedule that predates a bound: disabled, with why
             if refused is not None and self.schedules.refuse_stored(refused, str(exc)):
