@@ -85,7 +85,7 @@ async def test_two_replicas_of_each_share_the_work_and_answer_every_op_once(stac
         await events.expect(CostRecorded, op_id, timeout=60)
         await events.expect(OperationSucceeded, op_id)
     recorded = [e for op_id in op_ids for e in events.of(op_id, CostRecorded)]
-    assert len(recorded) == len(op_ids) and {r.amount for r in recorded} == {0.06}  # 90 CPUs at 0.04 an hour (the catalogue), a minute
+    assert len(recorded) == len(op_ids) and {r.amount for r in recorded} == {0.06}  # 90 CPUs x 0.04/h, a minute
     totals = await LedgerStore(await bus.ensure_cache_bucket(subjects.COST_BUCKET)).totals("queue", "default")
     assert totals.attempts == len(op_ids) and abs(totals.amount - 0.06 * len(op_ids)) < 1e-6
     views = [r.service("cost").state.view for r in replicas]
