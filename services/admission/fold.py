@@ -37,7 +37,6 @@ from proto.events import (
 )
 from proto.failures import BLOCKING_MESSAGES, HANDLER_FAILED, is_infrastructure, will_retry
 from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
-from proto.resources import requested
 from services.admission.fold_failures import FoldFailures
 from services.admission.policies.capacity import NodeInfo
 from services.admission.records import Ghost, OpRecord
@@ -131,6 +130,7 @@ class OpFold:
         if op is None or not op.status.terminal:
             return None
         del self.ops[op_id]
+        self.spend.settle(op_id)
         self.drop_nomination(op_id)
         self.gone.add(op_id, op.status)
         for f in self.followers:
@@ -146,15 +146,7 @@ class OpFold:
     def _submitted(self, e: OperationSubmitted) -> bool:
         if e.op_id in self.ops:
             return False
-        pods = [e.spec.container] + [g.container for g in e.spec.replicas for _ in range(g.count)]
-        pod_requests = [requested(c.resources.limits, c.resources.requests) for c in pods]
-        total: dict[str, float] = {}
-        for pod in pod_requests:
-            for resource, amount in pod.items():
-                total[resource] = total.get(resource, 0.0) + amount
-        op = self.ops[e.op_id] = OpRecord(e.op_id, e.queue, e.priority, e.submitted_at, e.spec, request=total,
-                                          pods=pod_requests, requested_by=e.requested_by,
-                                          original_op_id=e.original_op_id or "", relation=e.relation or "")
+        op = self.ops[e.op_id] = OpRecord.submitted(e)
         self._entered(op)
         return True
 
@@ -248,6 +240,8 @@ class OpFold:
     def _set_active(self, op: OpRecord, active: bool) -> None:
         if op.holds_quota != active:
             op.holds_quota = active
+            if not active and op.running_since is not None:  # it ran: its charge is on its way (``spend``)
+                self.spend.expect(op.op_id, op.attempt, op.scopes, op.estimate, op.gpu_hours)
             for f in self.followers:
                 (f.activated if active else f.deactivated)(op)
             op.assumed_nodes = None

@@ -4,9 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from proto.events import OperationSubmitted
 from proto.lifecycle import Status
 from proto.queries import PendingReason
-from proto.resources import is_device
+from proto.resources import is_device, requested
 from proto.spec import OpSpec
 from services.admission.policies.ordering import sort_key
 
@@ -67,6 +68,18 @@ class OpRecord:
     kinds: set[str] = field(default_factory=set)
     last_seq: int = 0
 
+    @classmethod
+    def submitted(cls, e: OperationSubmitted) -> "OpRecord":
+        """A new op's record, with what each of its pods and all of them together request."""
+        containers = [e.spec.container] + [g.container for g in e.spec.replicas for _ in range(g.count)]
+        pods = [requested(c.resources.limits, c.resources.requests) for c in containers]
+        total: dict[str, float] = {}
+        for pod in pods:
+            for resource, amount in pod.items():
+                total[resource] = total.get(resource, 0.0) + amount
+        return cls(e.op_id, e.queue, e.priority, e.submitted_at, e.spec, request=total, pods=pods,
+                   requested_by=e.requested_by, original_op_id=e.original_op_id or "", relation=e.relation or "")
+
     @property
     def since(self) -> datetime:
         return self.queued_at or self.submitted_at
@@ -75,6 +88,16 @@ class OpRecord:
     def gpus(self) -> float:
         """Accelerators of all its pods."""
         return sum(amount for resource, amount in self.request.items() if is_device(resource))
+
+    @property
+    def gpu_hours(self) -> float:
+        """What its attempt is expected to use of GPU-hour budgets."""
+        return self.gpus * self.duration_s / 3600.0
+
+    @property
+    def scopes(self) -> list[tuple[str, str]]:
+        """The budget scopes it counts against: its queue, and its project if it names one."""
+        return [("queue", self.queue)] + ([("project", self.spec.project)] if self.spec.project else [])
 
     @property
     def key(self) -> tuple:

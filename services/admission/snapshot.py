@@ -84,10 +84,9 @@ class Snapshot:
 
     def _commit(self, op: OpRecord, sign: int) -> None:
         """What an active op is expected to spend, counted against its queue's and project's budgets."""
-        gpu_hours = op.gpus * op.duration_s / 3600.0
-        for key in [("queue", op.queue)] + ([("project", op.spec.project)] if op.spec.project else []):
+        for key in op.scopes:
             money, gpu = self.committed.get(key, (0.0, 0.0))
-            self.committed[key] = (money + sign * op.estimate, gpu + sign * gpu_hours)
+            self.committed[key] = (money + sign * op.estimate, gpu + sign * op.gpu_hours)
 
     def assume(self, op: OpRecord, nodes: list[str] | None = None, counted: bool = False) -> None:
         """Count an op that became active (its flavors set on the record), where its pods are: its

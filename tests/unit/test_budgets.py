@@ -23,7 +23,9 @@ from tests.builders import (
     fold,
     op,
     queue,
+    running,
     submitted,
+    succeeded,
     t,
 )
 
@@ -94,6 +96,33 @@ def test_running_ops_count_their_estimate_until_their_cost_is_recorded():
     state = fold(waiting("first", amount=3.0), admitted(spec, op_id="first"), waiting("second", amount=3.0))
     b = with_budgets(Budget(scope="queue", name="a", window="day", money=5.0))
     assert evaluate(state.ops["second"], Snapshot.build(state, b, t(60))).outcome == WAIT
+
+
+def test_an_ended_op_holds_its_estimate_until_its_charge_is_folded_then_what_it_cost():
+    """Between an attempt's end and its cost_recorded no cycle may admit past the budget."""
+    spec = op("first").gpus(1).queue("a").project("vision").build()
+    ran = [waiting("first", amount=3.0), admitted(spec, op_id="first"), running("first", at=t(10)),
+           succeeded("first", at=t(20))]
+    b = with_budgets(Budget(scope="queue", name="a", window="day", money=5.0))
+    state = fold(*ran, waiting("second", amount=3.0))
+    verdict = evaluate(state.ops["second"], Snapshot.build(state, b, t(60)))
+    assert verdict.outcome == WAIT and "3.00 expected of running ops (and of ended ones" in verdict.reasons[0].message
+    state = fold(*ran, recorded("first", 1.0, at=t(21)), waiting("second", amount=3.0))
+    assert evaluate(state.ops["second"], Snapshot.build(state, b, t(60))).outcome == ADMIT  # 1 spent + 3 <= 5
+    state = fold(*ran, recorded("first", 2.5, at=t(21)), waiting("second", amount=3.0))
+    assert evaluate(state.ops["second"], Snapshot.build(state, b, t(60))).outcome == WAIT  # 2.5 spent + 3 > 5
+
+
+def test_an_op_that_never_ran_holds_nothing_after_its_end_and_a_forgotten_one_lets_its_charge_go():
+    spec = op("first").gpus(1).queue("a").project("vision").build()
+    b = with_budgets(Budget(scope="queue", name="a", window="day", money=5.0))
+    never_ran = fold(waiting("first", amount=3.0), admitted(spec, op_id="first"),
+                     succeeded("first", at=t(20)), waiting("second", amount=3.0))
+    assert evaluate(never_ran.ops["second"], Snapshot.build(never_ran, b, t(60))).outcome == ADMIT
+    state = fold(waiting("first", amount=3.0), admitted(spec, op_id="first"), running("first", at=t(10)),
+                 succeeded("first", at=t(20)), waiting("second", amount=3.0))
+    assert state.fold.forget("first") is not None
+    assert evaluate(state.ops["second"], Snapshot.build(state, b, t(60))).outcome == ADMIT
 
 
 def test_a_cycle_admits_the_first_op_and_holds_the_second_then_wakes_at_the_reset():

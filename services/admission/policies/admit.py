@@ -58,8 +58,8 @@ def _budget(op: OpRecord, snap: Snapshot) -> PendingReason | None:
     budget_list = snap.book.config.budgets
     if not budget_list or snap.now is None:
         return None
-    return budgets.check(budget_list, op.queue, op.spec.project, op.estimate, op.gpus * op.duration_s / 3600.0,
-                         snap.spend.of, snap.committed, snap.now)
+    return budgets.check(budget_list, op.queue, op.spec.project, op.estimate, op.gpu_hours,
+                         snap.spend.of, snap.spend.held(snap.committed), snap.now)
 
 
 def _assign(op: OpRecord, snap: Snapshot, allow_borrow: bool) -> Verdict:

@@ -46,6 +46,6 @@ def next_reset(budgets: list[Budget], queue: str, project: str | None, now: date
 
 def _reason(b: Budget, unit: str, spent: float, held: float, estimate: float, limit: float,
             now: datetime) -> PendingReason:
-    running = f" + {held:.2f} expected of running ops" if held else ""
+    running = f" + {held:.2f} expected of running ops (and of ended ones not charged yet)" if held else ""
     return pending(CODE, scope=b.scope, name=b.name, period=ADJECTIVE[b.window], spent=spent, unit=unit,
                    running=running, estimate=estimate, limit=limit, resets_at=window_end(now, b.window).isoformat())
