@@ -78,7 +78,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     except TemplateError as exc:
         return _fail(f"{args.file}: {exc}")
     problems = list(dict.fromkeys(p for spec in pods for p in violations(spec)))
-    problems += list(dict.fromkeys(r for spec in specs for r in (codec.refusal(spec), too_large(spec)) if r))
+    problems += list(dict.fromkeys(r for spec in specs for r in (codec.refusal(spec), too_large(spec),
+                                                                 dryrun.condition_problem(spec)) if r))
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     if args.dry_run:
@@ -185,7 +186,7 @@ def _scheduled_op(args: argparse.Namespace):
         return _fail(f"{args.file} has no schedule section (kind: cron, interval or datetime); "
                      "use `opsched submit` to run it once")
     problems = violations(dryrun.rendered(spec, "preview"))  # what a run would get, toEnv included
-    problems += [r for r in (codec.refusal(spec), too_large(spec)) if r]  # each run would be refused at submit
+    problems += [r for r in (codec.refusal(spec), too_large(spec), dryrun.condition_problem(spec)) if r]
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     return spec, schedule

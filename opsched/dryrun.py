@@ -51,3 +51,16 @@ def dump(pods: list[dict[str, Any]], output: str) -> str:
     if output == "json":
         return json.dumps(pods if len(pods) != 1 else pods[0], indent=2, sort_keys=False)
     return yaml.safe_dump_all(pods, sort_keys=False, explicit_start=True)
+
+
+def condition_problem(spec: OpSpec) -> str | None:
+    """Why the op's ``conditions`` cannot be evaluated, as admission evaluates it (None: it can)."""
+    from proto.conditions import ConditionError, evaluate
+
+    if not spec.conditions:
+        return None
+    try:
+        evaluate(spec.conditions, {**spec.inputs, **spec.params})
+    except ConditionError as exc:
+        return f"conditions: {exc}"
+    return None

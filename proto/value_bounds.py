@@ -1,6 +1,6 @@
 """How large a value a condition or a template may build, and for how long it may run: one rule for both.
 
-Admission evaluates ``conditions`` (``services.admission.policies.conditions``) and renders templates
+Admission evaluates ``conditions`` (``proto.conditions``) and renders templates
 (``proto.templating``) on its only event loop, so neither may burn CPU or memory. Every operation is
 checked twice: before it runs, where its result's size is predictable (``*`` repetition, ``**``, ``<<``,
 ``+`` of strings and lists, ``%`` formatting), and on its result. A step that would pass a bound raises

@@ -13,6 +13,7 @@ from proto.commands import (
     StopOperation,
     SubmitOperation,
 )
+from proto.conditions import ConditionError
 from proto.events import (
     Event,
     OperationApproved,
@@ -28,7 +29,6 @@ from proto.reasons import message as reason_message
 from proto.spec import EnvVar, OpSpec
 from proto.spec_size import SPEC_TOO_LARGE, too_large
 from proto.templating import TemplateError
-from services.admission.policies.conditions import ConditionError
 from services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
 from services.admission.queues import Book

@@ -1,6 +1,6 @@
 """What an op runs: its templates rendered with its own values and globals (``proto.templating``).
 
-At submit, ``conditions`` is evaluated (``policies.conditions``) and a templated ``queue`` and node
+At submit, ``conditions`` is evaluated (``proto.conditions``) and a templated ``queue`` and node
 selector values are rendered before the op is routed; then every container is rendered once with the
 op's real globals, so an op that cannot render is rejected (``invalid_template``) instead of running
 braces. Each admission renders again (``rendered``) from the spec as written, so a restart, a copy, a
@@ -12,6 +12,7 @@ from datetime import datetime
 
 import msgspec
 
+from proto.conditions import evaluate
 from proto.queues import QueuesConfig
 from proto.spec import OpSpec
 from proto.template_sandbox import time_budget
@@ -24,7 +25,6 @@ from proto.templating import (
     render_text,
     template_values,
 )
-from services.admission.policies.conditions import evaluate
 
 INVALID_TEMPLATE = "invalid_template"
 INVALID_CONDITION = "invalid_condition"

@@ -1,4 +1,4 @@
-"""The condition evaluator (policies.conditions): what a condition may say, and that no condition can burn
+"""The condition evaluator (proto.conditions): what a condition may say, and that no condition can burn
 CPU or memory on admission's event loop: every bomb, and every failure of any kind, is a ConditionError
 with a readable message."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from services.admission.policies import conditions
-from services.admission.policies.conditions import ConditionError, evaluate
+from proto import conditions
+from proto.conditions import ConditionError, evaluate
 from tests.builders import case, case_name
 
 VALUES = {"lr": 0.01, "epochs": 20, "model": "resnet", "layers": [1, 2, 3], "big": "x" * 60000}
@@ -93,3 +93,24 @@ def test_any_failure_while_evaluating_is_a_condition_error_never_a_handler_bug(m
     monkeypatch.setattr(conditions, "binop", fail)
     with pytest.raises(ConditionError):
         evaluate("lr + 1 > 0", VALUES)
+
+
+@pytest.mark.parametrize("condition, says", [
+    ("{{ (((10**64)**64)**64)**64 }}", "value too large"),
+    ("{{ 'a' * 10**8 }}", "value too large"),
+    ("{{ " + "-" * 3000 + "1 }}", "nested deeper than"),
+], ids=["power", "repeat", "depth"])
+def test_the_cli_refuses_a_condition_bomb_with_exit_2_before_publishing(tmp_path, capsys, monkeypatch, condition,
+                                                                          says):
+    from opsched.cli import main
+    from services.runtime import logging as oplog
+
+    monkeypatch.setattr(oplog, "configure", lambda *a, **k: None)  # logging stays the tests' (not this capture's)
+    path = tmp_path / "bomb.yaml"
+    path.write_text("version: 1.1\nkind: operation\nname: bomb\n"
+                    f"conditions: \"{condition}\"\n"
+                    "component:\n  run:\n    kind: job\n    container:\n      image: busybox\n")
+    # no NATS: a refused file never reaches the bus
+    assert main(["--nats", "nats://127.0.0.1:1", "submit", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "conditions:" in err and says in err, err
