@@ -1,7 +1,7 @@
 """Encoding and decoding of every wire message (msgspec JSON)."""
 from __future__ import annotations
 
-from typing import Union
+from typing import TypeVar, Union
 
 import msgspec
 
@@ -41,6 +41,17 @@ _ops_stream_decoder = msgspec.json.Decoder(AnyOpsStream)
 _schedule_decoder = msgspec.json.Decoder(AnySchedule)
 
 DecodeError = msgspec.DecodeError  # raised for malformed JSON and for schema violations
+T = TypeVar("T")
+
+
+def _decoded(decoder: msgspec.json.Decoder[T], data: bytes) -> T:
+    """``decoder``'s message, or ``DecodeError``: a document nested deeper than msgspec's recursion limit (in
+    an unknown field or a free-form one such as ``params``) raises RecursionError, which no reader expects
+    from bad input, so it is refused like any other malformed message."""
+    try:
+        return decoder.decode(data)
+    except RecursionError:
+        raise DecodeError("JSON nested too deeply") from None
 
 
 def encode(message: msgspec.Struct) -> bytes:
@@ -48,19 +59,19 @@ def encode(message: msgspec.Struct) -> bytes:
 
 
 def decode_event(data: bytes) -> Event:
-    return _event_decoder.decode(data)
+    return _decoded(_event_decoder, data)
 
 
 def decode_command(data: bytes) -> Command:
-    return _command_decoder.decode(data)
+    return _decoded(_command_decoder, data)
 
 
 def decode(data: bytes) -> Event | Command:
-    return _message_decoder.decode(data)
+    return _decoded(_message_decoder, data)
 
 
 def decode_spec(data: bytes) -> OpSpec:
-    return _spec_decoder.decode(data)
+    return _decoded(_spec_decoder, data)
 
 
 def type_of(message: msgspec.Struct) -> str:
@@ -68,19 +79,19 @@ def type_of(message: msgspec.Struct) -> str:
 
 
 def decode_cluster(data: bytes) -> ClusterEvent:
-    return _cluster_decoder.decode(data)
+    return _decoded(_cluster_decoder, data)
 
 
 def decode_config(data: bytes) -> QueuesConfigured | PricesConfigured:
     """Anything on the config stream: the queue configuration or the price catalogue in force
     (each reader keeps the kind it applies and ignores the other)."""
-    return _config_decoder.decode(data)
+    return _decoded(_config_decoder, data)
 
 
 def decode_query(data: bytes) -> WhyRequest | WhyAnswer | QueuesRequest | QueuesAnswer | CostRequest | CostAnswer:
-    return _query_decoder.decode(data)
+    return _decoded(_query_decoder, data)
 
 
 def decode_ops_stream(data: bytes) -> Event:
     """Anything on the op stream: an op event or a schedule event (``proto.schedules``)."""
-    return _ops_stream_decoder.decode(data)
+    return _decoded(_ops_stream_decoder, data)
