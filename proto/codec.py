@@ -45,13 +45,16 @@ T = TypeVar("T")
 
 
 def _decoded(decoder: msgspec.json.Decoder[T], data: bytes) -> T:
-    """``decoder``'s message, or ``DecodeError``: a document nested deeper than msgspec's recursion limit (in
-    an unknown field or a free-form one such as ``params``) raises RecursionError, which no reader expects
-    from bad input, so it is refused like any other malformed message."""
+    """``decoder``'s message, or ``DecodeError``. msgspec raises two other errors for bad input, which no reader
+    expects: RecursionError for a document nested deeper than its recursion limit (in an unknown field or a
+    free-form one such as ``params``) and UnicodeDecodeError for a string that is not UTF-8; both are refused
+    like any other malformed message."""
     try:
         return decoder.decode(data)
     except RecursionError:
         raise DecodeError("JSON nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"invalid UTF-8 in a string: {exc}") from None
 
 
 def encode(message: msgspec.Struct) -> bytes:

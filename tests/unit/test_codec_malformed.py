@@ -1,5 +1,6 @@
-"""A message nested deeper than the decoder's recursion limit is malformed input, refused as a
-``DecodeError`` like any other, never a RecursionError that escapes the readers (found by the fuzz suite)."""
+"""A message nested deeper than the decoder's recursion limit, or with a string that is not UTF-8, is
+malformed input, refused as a ``DecodeError`` like any other, never a RecursionError or UnicodeDecodeError
+that escapes the readers (both found by the fuzz suite)."""
 from __future__ import annotations
 
 import msgspec
@@ -28,3 +29,14 @@ def test_a_document_nested_too_deeply_is_a_decode_error(decoder, where):
 def test_a_shallow_free_form_value_still_decodes():
     spec = codec.decode_spec(b'{"name":"x","container":{"image":"i"},"params":{"p":[[[1]]]}}')
     assert spec.params == {"p": [[[1]]]}
+
+
+@pytest.mark.parametrize("data", [
+    b'{"type":"stop","opId":"\x80a"}',
+    b'{"type":"submitted","opId":"a","unknownField":"\xff\xfe"}',
+    b'{"name":"\xc3","container":{"image":"i"}}',
+], ids=["in a known field", "in an unknown field", "a truncated sequence"])
+@pytest.mark.parametrize("decoder", DECODERS, ids=lambda d: d.__name__)
+def test_a_string_that_is_not_utf8_is_a_decode_error(decoder, data):
+    with pytest.raises(msgspec.DecodeError):
+        decoder(data)
