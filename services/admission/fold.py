@@ -226,7 +226,8 @@ class OpFold:
         if located:
             for f in self.followers:
                 f.located(op)  # its pods are where the node says, no longer where assumed
-        op.reason = getattr(e, "reason", "") or op.reason
+        # an end always says why: its event's reason, else the last one known, else the end itself
+        op.reason = getattr(e, "reason", "") or op.reason or (codec_type(e) if status.terminal else "")
         self._set_active(op, status.active)
         return True
 
