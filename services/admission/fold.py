@@ -344,7 +344,8 @@ class OpFold:
         if not op.status.active or op.preempted_by is not None:
             return False
         op.preempted_by = e.preemptor
-        self.nominated.setdefault(e.preemptor, set()).add(op.op_id)
+        if e.preemptor in self.ops:  # a preemptor not held (unknown on the wire, or gone) waits for nothing
+            self.nominated.setdefault(e.preemptor, set()).add(op.op_id)
         return True
 
     def _hold(self, preemptor: str, ghost: Ghost) -> None:
