@@ -6,6 +6,7 @@ cost service's estimator and ledger (on an in-memory key-value bucket); the cach
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -103,6 +104,13 @@ class AdmissionHarness:
         decisions = cycle.decide(self.state, self.service.book, self.clock.now(), NAMESPACE)
         self.publish(decisions)
         return decisions
+
+    def tick(self) -> None:
+        """The schedules asked what is due, now and later (as the schedule runner asks)."""
+        for later in (0, 3600, 400 * 86400):
+            at = self.clock.now() + timedelta(seconds=later)
+            self.service.schedules.due(at)
+            self.service.schedules.next_fire(at)
 
     def why(self, op_id: str) -> Any:
         return codec.decode_query(run(self.service.answer(codec.encode(WhyRequest(op_id=op_id)))))

@@ -87,6 +87,7 @@ def test_a_command_is_handled_or_refused_as_invalid_input(cls, data):
     command = data.draw(message(cls))
     h.command(encode_raw(data.draw(mutated(command))) if data.draw(st.booleans()) else encode(command))
     h.cycle()
+    h.tick()
     check_memory(h)
     h.check_every_op_has_a_state_with_a_reason()
 
