@@ -15,13 +15,15 @@ from proto.commands import COMMANDS
 from proto.config import SetQueues
 from proto.events import EVENTS, OperationSubmitted
 from proto.limits import MAX_PODS_PER_OP, MAX_SPEC_BYTES
+from proto.queries import QueuesRequest, WhyRequest
 from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
-from tests.fuzz.harness import AdmissionHarness
+from tests.fuzz.harness import AdmissionHarness, run
 from tests.fuzz.mutations import encode_raw, mangled, mutated
 from tests.fuzz.wire import OP_IDS, encode, message
 
 COMMAND_TYPES = COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS
 STREAM_TYPES = EVENTS + SCHEDULE_EVENTS
+QUERY_TYPES = (WhyRequest, QueuesRequest)  # what admission serves
 
 
 def submitted_ops() -> st.SearchStrategy[list[bytes]]:
@@ -57,13 +59,13 @@ def feed(h: AdmissionHarness, data: st.DataObject, sometimes_mutated: bool) -> N
     h.check_every_op_has_a_state_with_a_reason()
 
 
-@settings(max_examples=50)
+@settings(max_examples=100)
 @given(data=st.data())
 def test_a_generated_op_stream_folds_and_cycles_without_raising(data):
     feed(AdmissionHarness(), data, sometimes_mutated=False)
 
 
-@settings(max_examples=50)
+@settings(max_examples=100)
 @given(data=st.data())
 def test_a_mutated_op_stream_folds_and_cycles_without_raising(data):
     feed(AdmissionHarness(), data, sometimes_mutated=True)
@@ -79,7 +81,7 @@ def test_mutated_cluster_facts_are_folded_or_ignored(data):
 
 
 @pytest.mark.parametrize("cls", COMMAND_TYPES, ids=lambda c: c.__name__)
-@settings(max_examples=10)
+@settings(max_examples=20)
 @given(data=st.data())
 def test_a_command_is_handled_or_refused_as_invalid_input(cls, data):
     h = AdmissionHarness()
@@ -99,3 +101,13 @@ def test_every_op_id_asked_about_gets_an_answer(data):
     feed(h, data, sometimes_mutated=False)
     for op_id in OP_IDS + ("never-seen",):
         assert h.why(op_id).op_id == op_id
+
+
+@settings(max_examples=30)
+@given(data=st.data())
+def test_every_query_even_a_broken_one_gets_an_answer(data):
+    h = AdmissionHarness()
+    feed(h, data, sometimes_mutated=False)
+    request = data.draw(st.sampled_from(QUERY_TYPES).flatmap(message))
+    raw = data.draw(st.one_of(st.just(encode(request)), mutated(request).map(encode_raw), mangled(encode(request))))
+    assert codec.decode_query(run(h.service.answer(raw)))
