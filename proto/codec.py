@@ -72,24 +72,40 @@ def _decoder_of(kind: type) -> msgspec.json.Decoder:
     return msgspec.json.Decoder(kind)
 
 
+T = TypeVar("T")
+
+
+def _decoded(decoder: msgspec.json.Decoder[T], data: bytes) -> T:
+    """``decoder``'s message, or ``DecodeError``. msgspec raises two other errors for bad input, which no reader
+    expects: RecursionError for a document nested deeper than its recursion limit (in an unknown field or a
+    free-form one such as ``params``) and UnicodeDecodeError for a string that is not UTF-8; both are refused
+    like any other malformed message."""
+    try:
+        return decoder.decode(data)
+    except RecursionError:
+        raise DecodeError("JSON nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"invalid UTF-8 in a string: {exc}") from None
+
+
 def encode(message: msgspec.Struct) -> bytes:
     return _encoder.encode(message)
 
 
 def decode_event(data: bytes) -> Event:
-    return _event_decoder.decode(data)
+    return _decoded(_event_decoder, data)
 
 
 def decode_command(data: bytes) -> Command:
-    return _command_decoder.decode(data)
+    return _decoded(_command_decoder, data)
 
 
 def decode(data: bytes) -> Event | Command:
-    return _message_decoder.decode(data)
+    return _decoded(_message_decoder, data)
 
 
 def decode_spec(data: bytes) -> OpSpec:
-    return _spec_decoder.decode(data)
+    return _decoded(_spec_decoder, data)
 
 
 def type_of(message: msgspec.Struct) -> str:
@@ -97,19 +113,19 @@ def type_of(message: msgspec.Struct) -> str:
 
 
 def decode_cluster(data: bytes) -> ClusterEvent:
-    return _cluster_decoder.decode(data)
+    return _decoded(_cluster_decoder, data)
 
 
 def decode_config(data: bytes) -> QueuesConfigured | PricesConfigured:
     """Anything on the config stream: the queue configuration or the price catalogue in force
     (each reader keeps the kind it applies and ignores the other)."""
-    return _config_decoder.decode(data)
+    return _decoded(_config_decoder, data)
 
 
 def decode_query(data: bytes) -> WhyRequest | WhyAnswer | QueuesRequest | QueuesAnswer | CostRequest | CostAnswer:
-    return _query_decoder.decode(data)
+    return _decoded(_query_decoder, data)
 
 
 def decode_ops_stream(data: bytes) -> Event:
     """Anything on the op stream: an op event or a schedule event (``proto.schedules``)."""
-    return _ops_stream_decoder.decode(data)
+    return _decoded(_ops_stream_decoder, data)

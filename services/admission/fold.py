@@ -226,7 +226,8 @@ class OpFold:
         if located:
             for f in self.followers:
                 f.located(op)  # its pods are where the node says, no longer where assumed
-        op.reason = getattr(e, "reason", "") or op.reason
+        # an end always says why: its event's reason, else the last one known, else the end itself
+        op.reason = getattr(e, "reason", "") or op.reason or (type_of(e) if status.terminal else "")
         self._set_active(op, status.active)
         return True
 
@@ -345,7 +346,8 @@ class OpFold:
         if not op.status.active or op.preempted_by is not None:
             return False
         op.preempted_by = e.preemptor
-        self.nominated.setdefault(e.preemptor, set()).add(op.op_id)
+        if e.preemptor in self.ops:  # a preemptor not held (unknown on the wire, or gone) waits for nothing
+            self.nominated.setdefault(e.preemptor, set()).add(op.op_id)
         return True
 
     def _hold(self, preemptor: str, ghost: Ghost) -> None:

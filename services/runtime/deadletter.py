@@ -17,7 +17,7 @@ def guess_op_id(data: bytes) -> str:
     """The op id named by a payload, if it names a valid one; else ``unknown``."""
     try:
         doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return UNKNOWN_OP
     op_id = doc.get("opId") if isinstance(doc, dict) else None
     return op_id if isinstance(op_id, str) and subjects.valid_token(op_id) else UNKNOWN_OP

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from proto.events import CacheHit, CacheMissed, CostEstimated
+from proto.events import CacheHit, CacheMissed, CostEstimated, OperationTimedOut
 from services.admission.state import Status
 from tests.builders import (
     admitted,
@@ -80,6 +80,16 @@ def test_a_duplicate_gate_event_is_reported_as_no_change():
 def test_statuses_never_move_backwards(c):
     state = fold(ready("a"), *c.events)
     assert state.ops["a"].status == c.status
+
+
+@pytest.mark.parametrize("c", [
+    case("a failure without a reason", end=failed("a", reason=""), reason="failed"),
+    case("a rejection without a reason", end=rejected("a", reason="", message=""), reason="rejected"),
+    case("a time-out, whose event carries none", end=OperationTimedOut(op_id="a", at=t(1)), reason="timed_out"),
+], ids=case_name)
+def test_an_op_that_ends_without_a_reason_on_its_event_is_given_its_end_as_reason(c):
+    state = fold(ready("a"), admitted(submitted(op("a").build(), op_id="a")), c.end)
+    assert (state.ops["a"].status.terminal, state.ops["a"].reason) == (True, c.reason)
 
 
 def test_a_finished_op_frees_its_slot_and_records_node_and_reason():

@@ -32,6 +32,16 @@ def preempting() -> AdmissionState:
     return state
 
 
+def test_a_preempt_request_naming_a_preemptor_not_held_nominates_nobody_and_the_cycle_goes_on():
+    """Found by the fuzz suite: a nomination of an unknown preemptor made every cycle raise KeyError."""
+    state = fold(gpu_op("lo", 1))
+    start(state, Q1, 0, "lo")
+    assert state.apply(preempt_requested("lo", preemptor="ghost", at=t(10))) is True
+    assert (state.ops["lo"].preempted_by, state.nominated) == ("ghost", {})
+    fold(gpu_op("next", 1, at=11), state=state)
+    assert decide(state, Q1, t(12)) == []  # one GPU, still held by lo: nothing to decide, nothing raised
+
+
 def test_folding_the_same_preempt_request_twice_changes_nothing():
     state = fold(gpu_op("lo", 1))
     start(state, Q1, 0, "lo")

@@ -1,0 +1,162 @@
+"""Strategies for every wire message, built generically from the msgspec Structs in ``proto/`` (their
+``msgspec.inspect`` type info), as the JSON a producer would send (camelCase names, the tag field).
+
+``message(cls)`` draws a valid document of ``cls``; a few field names get values from small pools
+(``HINTS``), so that generated events and commands talk about the same few ops, queues and nodes and
+reach the handlers' and folds' interesting paths instead of stopping at an unknown op id.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import msgspec
+import msgspec.inspect as mi
+from hypothesis import strategies as st
+
+from proto import codec
+from proto.cluster import CLUSTER_EVENTS
+from proto.commands import COMMANDS
+from proto.config import CONFIG_MESSAGES, SetQueues
+from proto.events import EVENTS
+from proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
+from proto.spec import OpSpec
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+OP_IDS = ("a", "b", "c")
+QUEUES = ("default", "gpu", "nowhere")
+NODES = ("node-1", "node-2")
+RESOURCES = ("cpu", "memory", "nvidia.com/gpu", "amd.com/gpu")
+QUANTITIES = ("1", "2", "500m", "4Gi", "0")  # well-formed: the contract's bounds are another class
+CRONS = ("0 * * * *", "*/5 * * * *", "@daily", "30 2 * * 1-5")
+
+# ---- every decoder of the contract, with the message types it reads ---------------------------------
+QUERIES = (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer)
+DECODERS: dict[str, tuple[Any, tuple[type, ...]]] = {
+    "event": (codec.decode_event, EVENTS),
+    "command": (codec.decode_command, COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS),
+    "message": (codec.decode, EVENTS + COMMANDS + (SetQueues,) + SCHEDULE_EVENTS + SCHEDULE_COMMANDS),
+    "spec": (codec.decode_spec, (OpSpec,)),
+    "cluster": (codec.decode_cluster, CLUSTER_EVENTS),
+    "config": (codec.decode_config, CONFIG_MESSAGES),
+    "query": (codec.decode_query, QUERIES),
+    "ops_stream": (codec.decode_ops_stream, EVENTS + SCHEDULE_EVENTS),
+}
+ALL_TYPES: tuple[type, ...] = tuple(dict.fromkeys(t for _, types in DECODERS.values() for t in types))
+
+
+def when(offset_s: int = 0) -> str:
+    return (T0 + timedelta(seconds=offset_s)).isoformat().replace("+00:00", "Z")
+
+
+_times = st.integers(0, 3600).map(when)
+_quantity = st.sampled_from(RESOURCES).flatmap(  # accelerators are whole devices (the contract's rule)
+    lambda r: st.tuples(st.just(r), st.sampled_from([q for q in QUANTITIES if "/" not in r or q.isdigit()])))
+_quantities = st.lists(_quantity, max_size=3).map(dict)
+HINTS: dict[str, st.SearchStrategy[Any]] = {  # python field name -> its values
+    "op_id": st.sampled_from(OP_IDS), "new_op_id": st.sampled_from(OP_IDS + ("d", "e")),
+    "original_op_id": st.sampled_from(OP_IDS), "preemptor": st.sampled_from(OP_IDS),
+    "schedule_id": st.sampled_from(("nightly", "hourly")), "queue": st.sampled_from(QUEUES),
+    "node": st.sampled_from(NODES), "attempt": st.integers(0, 2), "count": st.integers(1, 3),
+    "limits": _quantities, "requests": _quantities, "allocatable": _quantities,
+    "at": _times, "submitted_at": _times, "requested_at": _times, "started_at": _times,
+    "scheduled_for": _times, "start_at": _times, "end_at": st.integers(3600, 7200).map(when),
+    "cron": st.sampled_from(CRONS), "frequency_s": st.integers(60, 86400), "max_runs": st.integers(1, 5),
+    "image": st.just("python:3.11-slim"), "failed_type": st.sampled_from(("admitted", "submitted", "x")),
+    "dependency": st.just("kubernetes"), "currency": st.just("USD"),
+}
+# labels, annotations and node selectors follow Kubernetes' key and value syntax (the contract's)
+_key = st.from_regex(re.compile(r"([a-z]{1,8}\.[a-z]{2,4}/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,10}[A-Za-z0-9])?"), fullmatch=True)
+_value = st.from_regex(re.compile(r"([A-Za-z0-9]([A-Za-z0-9_.-]{0,10}[A-Za-z0-9])?)?"), fullmatch=True)
+HINTS.update({
+    "labels": st.dictionaries(_key, _value, max_size=3), "node_selector": st.dictionaries(_key, _value, max_size=3),
+    "annotations": st.dictionaries(_key, st.text(max_size=12), max_size=3),
+})
+# the names of a spec's containers, groups, pods and ops are DNS labels
+DNS_FIELDS = {"name", "pod_name", "namespace", "project", "run_op_id", "priority_class", "priority_class_name",
+              "service_account_name"}
+_label = st.from_regex(re.compile(r"[a-z][a-z0-9-]{0,10}[a-z0-9]"), fullmatch=True)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_json = st.recursive(st.none() | st.booleans() | st.integers(-1000, 1000) | _text,
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+                     max_leaves=8)
+
+
+def message(cls: type[msgspec.Struct]) -> st.SearchStrategy[dict[str, Any]]:
+    """A valid JSON document of ``cls``."""
+    return _of_struct(cls)
+
+
+def any_message(types: tuple[type, ...] = ALL_TYPES) -> st.SearchStrategy[dict[str, Any]]:
+    return st.sampled_from(types).flatmap(message)
+
+
+@functools.cache
+def _of_struct(cls: type) -> st.SearchStrategy[dict[str, Any]]:
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType), cls
+    required: dict[str, st.SearchStrategy[Any]] = {}
+    optional: dict[str, st.SearchStrategy[Any]] = {}
+    for f in info.fields:
+        (required if f.required else optional)[f.encode_name] = _of_field(f.name, f.type)
+    if info.tag_field is not None:
+        required[info.tag_field] = st.just(info.tag)
+    return st.fixed_dictionaries(required, optional=optional)
+
+
+def _of_field(name: str, t: mi.Type) -> st.SearchStrategy[Any]:
+    if name == "replicas" and isinstance(t, mi.ListType):  # a spec's replica groups have unique names
+        return st.lists(_of_type(t.item_type), max_size=2, unique_by=lambda group: group["name"])
+    if name in HINTS:
+        hinted = HINTS[name]
+        return st.none() | hinted if _nullable(t) else hinted
+    if name in DNS_FIELDS and isinstance(t, mi.StrType):
+        return _label
+    return _of_type(t, name)
+
+
+def _nullable(t: mi.Type) -> bool:
+    return isinstance(t, mi.UnionType) and any(isinstance(x, mi.NoneType) for x in t.types)
+
+
+def _of_type(t: mi.Type, name: str = "") -> st.SearchStrategy[Any]:  # noqa: C901 - one case per kind
+    if isinstance(t, mi.StructType):
+        return _of_struct(t.cls)
+    if isinstance(t, mi.UnionType):
+        return st.one_of(*[_of_field(name, x) for x in t.types])
+    if isinstance(t, mi.NoneType):
+        return st.none()
+    if isinstance(t, mi.BoolType):
+        return st.booleans()
+    if isinstance(t, mi.IntType):
+        low = t.ge if t.ge is not None else (t.gt + 1 if t.gt is not None else 0)
+        return st.integers(low, t.le if t.le is not None else max(low, 0) + 100)
+    if isinstance(t, mi.FloatType):
+        low = t.ge if t.ge is not None else (t.gt if t.gt is not None else 0.0)
+        return st.floats(low, t.le if t.le is not None else low + 1000.0, allow_nan=False,
+                         exclude_min=t.gt is not None and t.ge is None)
+    if isinstance(t, mi.StrType):
+        if t.pattern is not None:
+            return st.from_regex(t.pattern, fullmatch=True)
+        return st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=t.min_length or 0,
+                       max_size=min(t.max_length or 12, 12))
+    if isinstance(t, mi.DateTimeType):
+        return _times
+    if isinstance(t, mi.LiteralType):
+        return st.sampled_from(t.values)
+    if isinstance(t, mi.EnumType):
+        return st.sampled_from([m.value for m in t.cls])
+    if isinstance(t, mi.ListType):
+        return st.lists(_of_type(t.item_type), max_size=min(t.max_length or 2, 2))
+    if isinstance(t, mi.DictType):
+        return st.dictionaries(_of_type(t.key_type), _of_type(t.value_type), max_size=2)
+    if isinstance(t, mi.AnyType):
+        return _json
+    raise NotImplementedError(f"no strategy for {t!r} (field {name!r}): add one")
+
+
+def encode(doc: Any) -> bytes:
+    return msgspec.json.encode(doc)
