@@ -21,7 +21,6 @@ from services.runtime.settings import Settings
 from services.runtime.sizes import wire_size
 from tests.builders import op
 from tests.builders.commands import submit
-from tests.eventlog import EventLog
 from tests.waiting import eventually
 
 MAX_PAYLOAD = 64 * 1024
@@ -45,13 +44,6 @@ async def bus(small_server):
     assert b.nc.max_payload == MAX_PAYLOAD
     yield b
     await b.close()
-
-
-@pytest.fixture
-async def events(bus):
-    log = await EventLog(bus).start()
-    yield log
-    await log.stop()
 
 
 @pytest.fixture
