@@ -89,7 +89,7 @@ def _queue_config(args: argparse.Namespace):
     from proto.queues_file import QueuesConfigError
 
     try:
-        return dryrun.queue_config(args.queues, Path(args.data_dir))
+        return dryrun.queue_config(getattr(args, "queues", None), Path(getattr(args, "data_dir", ".opsched")))
     except QueuesConfigError as exc:
         raise SystemExit(_fail(str(exc))) from None
 
