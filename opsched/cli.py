@@ -12,11 +12,12 @@ from pathlib import Path
 from opsched import dryrun
 from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
 from proto import codec
-from proto.spec_size import too_large
 from proto.templating import TemplateError
 
 EXIT_INVALID = 2
 EXIT_UNREACHABLE = 3
+QUEUES_HELP = ("queue configuration YAML whose pod security the op is checked against (default: the running "
+               "`opsched up`'s, else the default level)")
 
 
 def nats_url(args: argparse.Namespace) -> str:
@@ -54,15 +55,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     With ``--id X`` a sweep's ops are ``X-0``, ``X-1``, ... and its batch id is derived from X, so
     submitting the same sweep again with the same id is the same batch (ops are idempotent)."""
-    from proto.gpu_accounting import violations
-
-    overrides: dict[str, object] = {}
-    if args.param:
-        overrides["params"] = parse_params(args.param)
-    if args.queue:
-        overrides["queue"] = args.queue
-    if args.priority is not None:
-        overrides["priority"] = args.priority
+    overrides = {k: v for k, v in (("params", parse_params(args.param) if args.param else None),
+                                   ("queue", args.queue or None), ("priority", args.priority)) if v is not None}
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", SpecWarning)
@@ -72,30 +66,32 @@ def cmd_submit(args: argparse.Namespace) -> int:
         return EXIT_INVALID
     for warning in caught:
         print(f"opsched: warning: {warning.message}", file=sys.stderr)
-    ids = _op_ids(args, specs)
+    from opsched.client import new_op_ids
+
+    ids = new_op_ids(args.id, specs)
+    config = _queue_config(args)
     try:
-        pods = [dryrun.rendered(spec, op_id) for spec, op_id in zip(specs, ids)]
+        pods = [dryrun.rendered(spec, op_id, config) for spec, op_id in zip(specs, ids)]
     except TemplateError as exc:
         return _fail(f"{args.file}: {exc}")
-    problems = list(dict.fromkeys(p for spec in pods for p in violations(spec)))
-    problems += list(dict.fromkeys(r for spec in specs for r in (codec.refusal(spec), too_large(spec),
-                                                                 dryrun.condition_problem(spec)) if r))
+    problems = dryrun.refusals(specs, pods, ids, config)
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     if args.dry_run:
-        print(dryrun.dump([p for spec, op_id in zip(pods, ids) for p in dryrun.pods_of(spec, op_id)], args.output),
-              end="")
+        built = [p for spec, op_id in zip(pods, ids) for p in dryrun.pods_of(spec, op_id, config)]
+        print(dryrun.dump(built, args.output), end="")
         return 0
     return asyncio.run(_submit(args, specs, ids))
 
 
-def _op_ids(args: argparse.Namespace, specs: list) -> list[str]:
-    """``--id``; a sweep's ops are ``<id>-0``, ``<id>-1``, ...; random ids otherwise."""
-    from opsched.client import new_op_id
+def _queue_config(args: argparse.Namespace):
+    """The queue config whose pod security the ops are checked against (exit 2 when it is invalid)."""
+    from proto.queues_file import QueuesConfigError
 
-    if args.id:
-        return [f"{args.id}-{i}" for i in range(len(specs))] if specs[0].batch else [args.id]
-    return [new_op_id() for _ in specs]
+    try:
+        return dryrun.queue_config(getattr(args, "queues", None), Path(getattr(args, "data_dir", ".opsched")))
+    except QueuesConfigError as exc:
+        raise SystemExit(_fail(str(exc))) from None
 
 
 async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
@@ -165,7 +161,6 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 def _scheduled_op(args: argparse.Namespace):
     """(OpSpec, ScheduleSpec) of the file, or an exit code after saying what is wrong."""
     from opsched.polyaxonfile import load_polyaxonfile_with_schedule
-    from proto.gpu_accounting import violations
     from proto.schedules import MAX_SCHEDULE_ID
     from proto.subjects import valid_token
 
@@ -185,8 +180,8 @@ def _scheduled_op(args: argparse.Namespace):
     if schedule is None:
         return _fail(f"{args.file} has no schedule section (kind: cron, interval or datetime); "
                      "use `opsched submit` to run it once")
-    problems = violations(dryrun.rendered(spec, "preview"))  # what a run would get, toEnv included
-    problems += [r for r in (codec.refusal(spec), too_large(spec), dryrun.condition_problem(spec)) if r]
+    config = _queue_config(args)
+    problems = dryrun.refusals([spec], [dryrun.rendered(spec, "preview", config)], ["preview"], config)
     if problems:
         return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
     return spec, schedule
@@ -340,6 +335,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--wait", "-w", action="store_true", help="watch until the op (every op of a sweep) ends")
     s.add_argument("--dry-run", action="store_true", help="print the pods each op would get; publish nothing")
     s.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml", help="--dry-run's format")
+    s.add_argument("--queues", type=Path, metavar="FILE", help=QUEUES_HELP)
     s.set_defaults(func=cmd_submit)
     o = sub.add_parser("ops", help="list operations")
     o.set_defaults(func=cmd_ops)
@@ -383,6 +379,7 @@ def _add_schedule_parser(sub) -> None:
     sc.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")
     sc.add_argument("--queue", "-q")
     sc.add_argument("--priority", type=int)
+    sc.add_argument("--queues", type=Path, metavar="FILE", help=QUEUES_HELP)
     sc.set_defaults(func=cmd_schedule)
 
 

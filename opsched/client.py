@@ -47,6 +47,13 @@ def new_op_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
+def new_op_ids(given: str | None, specs: list) -> list[str]:
+    """The ids of a file's ops: ``given``, a sweep's ``<given>-0``, ``<given>-1``, ...; random ids otherwise."""
+    if given:
+        return [f"{given}-{i}" for i in range(len(specs))] if specs[0].batch else [given]
+    return [new_op_id() for _ in specs]
+
+
 def new_schedule_id(name: str = "") -> str:
     """``<name as a token, cut>-<6 hex>``: short, so run op ids ``<id>-<run>`` stay valid tokens."""
     slug = "".join(c if c.isalnum() and c.isascii() else "-" for c in name.lower()).strip("-")

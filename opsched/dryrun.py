@@ -4,25 +4,42 @@ builds them, without publishing anything (what ``kubectl --dry-run=client -o yam
 Each op is rendered with its own values (``proto.templating``, as admission renders it: its op id,
 created now, owner ``cli``, the dispatcher's default namespace and Polyaxon's artifacts root, or its
 queue's when a queue config is given) and turned into pods by the
-dispatcher's own ``build_pods``, then checked by the dispatcher's GPU-accounting rules. What admission
-adds when it admits (its flavor's node labels and tolerations, the borrowing label) is not known offline
-and is left out.
+dispatcher's own ``build_pods``, then checked by the dispatcher's GPU-accounting rules and its queue's pod
+security level (the queue config's, given or the running ``opsched up``'s; else the default level). What
+admission adds when it admits (its flavor's node labels and tolerations, the borrowing label) is not known
+offline and is left out.
 """
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from proto import codec
 from proto.events import OperationAdmitted
+from proto.gpu_accounting import violations
 from proto.naming import pod_name
 from proto.queues import QueuesConfig
 from proto.spec import OpSpec
+from proto.spec_size import too_large
 from proto.templating import globals_for, render_spec
 
 DEFAULT_NAMESPACE = "opsched"  # the dispatcher's default (services.runtime.settings)
+
+
+def queue_config(path: Path | None, data_dir: Path) -> QueuesConfig:
+    """The queue configuration the CLI checks against: ``path``, else the running ``opsched up``'s, else the
+    default one (raises ``QueuesConfigError``)."""
+    from proto.queues_file import load_queues
+
+    if path is None:
+        state = Path(data_dir) / "up.json"
+        written = json.loads(state.read_text()).get("queues_file") if state.exists() else None
+        path = Path(written) if written else None
+    return load_queues(path)
 
 
 def rendered(spec: OpSpec, op_id: str, config: QueuesConfig | None = None) -> OpSpec:
@@ -45,6 +62,21 @@ def pods_of(spec: OpSpec, op_id: str, config: QueuesConfig | None = None) -> lis
                                  namespace=own.namespace if own and own.namespace else DEFAULT_NAMESPACE,
                                  pod_name=pod_name(op_id, 0))
     return build_pods(admitted)
+
+
+def refusals(specs: list[OpSpec], rendered_specs: list[OpSpec], ids: list[str],
+             config: QueuesConfig | None = None) -> list[str]:
+    """Every reason the services would refuse these ops, once each: the GPU-accounting rules and the queue's
+    pod security on what would run (``rendered_specs``: toEnv and templates applied), then the contract, the
+    size and the conditions of what is sent (``specs``)."""
+    from proto.pod_security import check_pods, policy_for
+
+    config = config or QueuesConfig()
+    problems = [p for spec in rendered_specs for p in violations(spec)]
+    for spec, op_id in zip(rendered_specs, ids):
+        problems += check_pods(pods_of(spec, op_id, config), policy_for(config, spec.queue or config.default_queue))
+    problems += [r for spec in specs for r in (codec.refusal(spec), too_large(spec), condition_problem(spec)) if r]
+    return list(dict.fromkeys(problems))
 
 
 def dump(pods: list[dict[str, Any]], output: str) -> str:

@@ -66,7 +66,8 @@ class Embedded:
         else:
             _say(f"using the cluster in {self.kubeconfig}")
         (self.data_dir / "up.json").write_text(json.dumps(
-            {"nats_url": self.nats_url, "kubeconfig": str(self.kubeconfig), "pid": os.getpid()}))
+            {"nats_url": self.nats_url, "kubeconfig": str(self.kubeconfig), "pid": os.getpid(),
+             "queues_file": str(Path(self.args.queues).resolve()) if self.args.queues else None}))
 
     def _start_nats_cluster(self, n: int) -> None:
         from opsched.natsserver import NatsCluster
@@ -81,6 +82,7 @@ class Embedded:
     def _start_local_cluster(self) -> None:
         from opsched.localcluster.controlplane import ControlPlane, ensure_built
         from opsched.localcluster.simkubelet import spawn
+        from proto.pod_security import ENFORCE_LABEL
 
         ensure_built()
         workdir = self.data_dir / "k8s"
@@ -89,10 +91,23 @@ class Embedded:
         self.kubeconfig = self.control_plane.kubeconfig
         _say(f"kube-apiserver + kube-scheduler v1.20.2 at {self.control_plane.server} "
              f"(kubeconfig {self.kubeconfig})")
-        self.control_plane.ensure_namespace(self.args.namespace)
+        for namespace, level in self._namespace_levels().items():
+            self.control_plane.ensure_namespace(namespace, {ENFORCE_LABEL: level})
         nodes = self.args.node or DEFAULT_NODES
         self.kubelet = spawn(self.kubeconfig, nodes, log_file=self.data_dir / "simkubelet.log")
         _say(f"simulated kubelet registered GPU nodes: {', '.join(nodes)}")
+
+    def _namespace_levels(self) -> dict[str, str]:
+        """The namespaces of the queues (and the default one), each labelled with its Pod Security level; an
+        invalid queue file: the default namespace only (the services say what is wrong with the file)."""
+        from proto.pod_security import namespace_levels
+        from proto.queues_file import QueuesConfigError, load_queues
+
+        try:
+            config = load_queues(self.args.queues)
+        except QueuesConfigError:
+            config = load_queues(None)
+        return dict(namespace_levels(config, self.args.namespace))
 
     def settings(self):
         from services.runtime.settings import Settings

@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 
+from proto.pod_security import DEFAULT_LEVEL, Level
 from proto.spec import OpSpec, Wire
 from proto.spec_checks import money
 
@@ -74,6 +75,8 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     borrowing: bool = False  # admitted on quota borrowed from its cohort
     effective_priority: float = 0.0  # its (aged) priority when admitted: what preemption compares
     pending_timeout_s: float | None = None  # its queue's pendingTimeout: Unschedulable longer is requeued
+    pod_security: Level = DEFAULT_LEVEL  # its queue's podSecurity: what the dispatcher checks its pods against
+    allow_secret_volumes: bool = False  # its queue's allowSecretVolumes
 
 
 class OperationDispatched(Event, tag="dispatched", kw_only=True):

@@ -33,7 +33,7 @@ def _container_problems(c: Container) -> list[str]:
         if env.name == "NVIDIA_VISIBLE_DEVICES":
             problems.append("env NVIDIA_VISIBLE_DEVICES bypasses GPU accounting; request GPUs "
                             "with resources.limits (e.g. nvidia.com/gpu: 1) instead")
-    if (c.security_context or {}).get("privileged") is True:
+    if (c.security_context or {}).get("privileged") not in (None, False):  # "true", 1: as true to a runtime
         problems.append("securityContext.privileged: true exposes every GPU on the node; it is refused")
     return problems + _resource_problems(c)
 

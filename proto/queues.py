@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from proto.pod_security import DEFAULT_LEVEL, Level
 from proto.spec import Wire
 
 Quantity = str | int | float
@@ -119,6 +120,8 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     aging: Aging = msgspec.field(default_factory=Aging)
     weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # fair-sharing weight within its cohort
     approval: ApprovalPolicy = msgspec.field(default_factory=ApprovalPolicy)
+    pod_security: Level = DEFAULT_LEVEL  # its pods' Pod Security Standards level (``proto.pod_security``)
+    allow_secret_volumes: bool = False  # `secret` volumes (and projected secrets) in its pods; refused unless set
 
 
 class FairSharing(Wire, kw_only=True, forbid_unknown_fields=True):

@@ -11,6 +11,7 @@ import msgspec
 import yaml
 
 from proto.limits import MAX_PRIORITY
+from proto.pod_security import SYSTEM_NAMESPACES
 from proto.queues import Queue, QueuesConfig
 from proto.resources import QuantityError, amount
 from proto.subjects import valid_token
@@ -81,6 +82,9 @@ def _queue_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:
         out.append(f"{where}.name: {q.name!r} must be lowercase letters, digits and dashes (a DNS label)")
     if q.cohort is not None and not valid_token(q.cohort):
         out.append(f"{where}.cohort: {q.cohort!r} must be a DNS label")
+    if q.namespace in SYSTEM_NAMESPACES:
+        out.append(f"{where}.namespace: {q.namespace!r} is a system namespace; opsched never schedules into "
+                   f"{', '.join(SYSTEM_NAMESPACES)} (at any podSecurity level)")
     seen_resources: set[str] = set()
     for j, rq in enumerate(q.resources):
         if rq.resource in seen_resources:

@@ -201,16 +201,16 @@ class ControlPlane:
 
         return config.new_client_from_config(config_file=str(self.kubeconfig))
 
-    def ensure_namespace(self, name: str) -> None:
-        """Create namespace ``name`` unless it exists."""
+    def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        """Create namespace ``name`` with ``labels``; if it exists, set them on it."""
         from kubernetes import client
-
         with self.api_client() as api:
             try:
-                client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+                client.CoreV1Api(api).create_namespace({"metadata": {"name": name, "labels": labels or {}}})
             except client.ApiException as e:
                 if e.status != 409:
                     raise
+                client.CoreV1Api(api).patch_namespace(name, {"metadata": {"labels": labels or {}}})
 
     # -- startup steps ----------------------------------------------------------------------
     def _prepare_files(self) -> None:

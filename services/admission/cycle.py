@@ -239,7 +239,8 @@ class Cycle:
             namespace=queue.namespace or self.namespace, pod_name=pod_name(op.op_id, op.attempt),
             flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
             borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op),
-            pending_timeout_s=queue.pending_timeout_seconds)
+            pending_timeout_s=queue.pending_timeout_seconds, pod_security=queue.pod_security,
+            allow_secret_volumes=queue.allow_secret_volumes)
 
     def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
         op.blocked = verdict.reasons

@@ -1,5 +1,6 @@
-"""An admitted attempt becomes pods. A pod spec that would bypass GPU accounting is refused
-(``rejected``, ``forbidden_pod_spec``); else every pod of the attempt is created (one, or a gang;
+"""An admitted attempt becomes pods. A pod spec that would bypass GPU accounting, or whose pods break its
+queue's pod security level (``proto.pod_security``), is refused (``rejected``, ``forbidden_pod_spec``, no pod
+created); else every pod of the attempt is created (one, or a gang;
 409: it exists already, as a pod of the same op and attempt) and the attempt is ``dispatched``. When
 the API refuses a pod, or a pod of that name belongs to another op or attempt, the pods of the gang
 already created are released and the attempt has ``failed`` (``PodRejected``, ``PodConflict``: the
@@ -21,6 +22,7 @@ from proto.events import (
     OperationRejected,
 )
 from proto.gpu_accounting import violations
+from proto.pod_security import ENFORCE_LABEL, Policy, check_pods
 from proto.podspec import ANNOTATION_EVICTED, build_pods
 from services.dispatcher.gang import POD_REJECTED
 from services.dispatcher.k8s import Kube, PodRejected
@@ -31,7 +33,8 @@ from services.runtime.service import Context
 
 async def dispatch(event: OperationAdmitted, ctx: Context, kube: Kube | None, releaser: Releaser | None) -> Event:
     base: dict[str, Any] = dict(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt)
-    problems = violations(event.spec)
+    policy = Policy(event.queue, event.pod_security, event.allow_secret_volumes)
+    problems = violations(event.spec) + check_pods(build_pods(event), policy)
     if problems:
         return OperationRejected(**base, reason="forbidden_pod_spec", message="; ".join(problems))
     if kube is not None and releaser is not None:
@@ -50,7 +53,8 @@ async def create_attempt(kube: Kube, releaser: Releaser, event: OperationAdmitte
     """Create every pod of the attempt (409: it exists, as this attempt's). On a refusal or a conflict,
     release the pods of the gang already created (never another's) and return the first refusal."""
     pods = build_pods(event)
-    results = await asyncio.gather(*(kube.create_pod(p) for p in pods), return_exceptions=True)
+    labels: dict[str, str] = {ENFORCE_LABEL: event.pod_security}  # a namespace created for the pods: its queue's level
+    results = await asyncio.gather(*(kube.create_pod(p, labels) for p in pods), return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, PodRejected):
             raise result  # temporary: the redelivery creates what is missing

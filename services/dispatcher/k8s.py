@@ -104,14 +104,15 @@ class Kube:
                 raise
             raise outage from exc
 
-    async def create_pod(self, body: dict[str, Any]) -> CreateResult:
-        """Create the pod; a missing namespace is created first (queues may name their own). A pod already
+    async def create_pod(self, body: dict[str, Any], namespace_labels: dict[str, str] | None = None) -> CreateResult:
+        """Create the pod; a missing namespace is created first (queues may name their own), with
+        ``namespace_labels`` (its queue's Pod Security admission level). A pod already
         there (409) is this one (``created=False``) if it carries the same op and attempt labels; else
         ``PodConflict``. One created and deleted between the 409 and the read is created again, once."""
         name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
         for _ in range(2):
             try:
-                await self._create(body)
+                await self._create(body, namespace_labels or {})
                 return CreateResult(created=True)
             except ApiException as exc:
                 if exc.status != 409:
@@ -123,14 +124,14 @@ class Kube:
                 return CreateResult(created=False)
         raise DependencyUnavailable(KUBERNETES, f"pod {name} in {ns} exists (409) then does not (404) again")
 
-    async def _create(self, body: dict[str, Any]) -> None:
+    async def _create(self, body: dict[str, Any], namespace_labels: dict[str, str]) -> None:
         ns = body["metadata"]["namespace"]
         try:
             await self.call(self.core.create_namespaced_pod, ns, body, _preload_content=False)
         except ApiException as exc:
             if not _namespace_missing(exc):
                 raise
-            await self.ensure_namespace(ns)
+            await self.ensure_namespace(ns, namespace_labels)
             await self.call(self.core.create_namespaced_pod, ns, body, _preload_content=False)
 
     async def pod_labels(self, name: str, namespace: str) -> dict[str, str] | None:
@@ -143,8 +144,8 @@ class Kube:
             raise
         return (json.loads(response.data).get("metadata") or {}).get("labels") or {}
 
-    async def ensure_namespace(self, name: str) -> None:
-        body = {"metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "opsched"}}}
+    async def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        body = {"metadata": {"name": name, "labels": {**(labels or {}), "app.kubernetes.io/managed-by": "opsched"}}}
         try:
             await self.call(self.core.create_namespace, body, _preload_content=False)
         except ApiException as exc:

@@ -113,6 +113,11 @@ class OpBuilder:
         self._environment["affinity"] = affinity
         return self
 
+    def environment(self, **fields: Any) -> OpBuilder:
+        """Any other field of ``run.environment`` by its Python name: ``environment(service_account_name="x")``."""
+        self._environment.update(fields)
+        return self
+
     def label(self, key: str, value: str) -> OpBuilder:
         self._environment.setdefault("labels", {})[key] = value
         return self

@@ -161,6 +161,16 @@ def test_a_flavor_toleration_lets_an_op_onto_a_tainted_node():
     assert decision.tolerations == [{"key": "gpu", "operator": "Exists"}]
 
 
+
+def test_an_admitted_op_carries_its_queues_pod_security_for_the_dispatcher():
+    b = book(queue("gpu", gpus={"h100": 8}, pod_security="restricted", allow_secret_volumes=True),
+             queue("plain", gpus={"h100": 8}))
+    state = fold(node("h-1", gpus=8, product="H100"), gpu_op("x", 1, queue="gpu"), gpu_op("y", 1, queue="plain"))
+    decisions = by_id(decide(state, b))
+    assert (decisions["x"].pod_security, decisions["x"].allow_secret_volumes) == ("restricted", True)
+    assert (decisions["y"].pod_security, decisions["y"].allow_secret_volumes) == ("baseline", False)
+
+
 # ---- unfittable -------------------------------------------------------------------------------
 
 BIG_H100 = book(queue("gpu", gpus={"h100": 16}))

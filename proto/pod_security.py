@@ -1,0 +1,279 @@
+"""A queue's pod security level, checked on the pods the dispatcher would create (every container: init,
+main, ephemeral, of every pod of the attempt, replicas included).
+
+The levels are Kubernetes' Pod Security Standards: ``privileged`` (no restriction), ``baseline`` (the
+default: no known privilege escalation) and ``restricted`` (hardened). On top of them, at ``baseline`` and
+``restricted``, opsched refuses what would undo its own isolation: a projected service-account token
+volume (it undoes ``automountServiceAccountToken``), ``gitRepo`` volumes, ``secret`` volumes (and projected
+secrets) unless the queue sets ``allowSecretVolumes``, a toleration of every taint, and the system priority
+classes. At every level, opsched never puts a pod into a system namespace. The GPU-accounting refusals
+(``proto.gpu_accounting``) apply at every level too; they are a separate policy.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+if TYPE_CHECKING:
+    from proto.queues import QueuesConfig
+
+Level = Literal["privileged", "baseline", "restricted"]
+LEVELS: tuple[Level, ...] = ("privileged", "baseline", "restricted")  # least to most restrictive
+DEFAULT_LEVEL: Level = "baseline"
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"  # Pod Security admission's namespace label
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+SYSTEM_PRIORITY_CLASSES = frozenset({"system-node-critical", "system-cluster-critical"})
+BASELINE_CAPABILITIES = frozenset({"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                                   "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
+RESTRICTED_CAPABILITIES = frozenset({"NET_BIND_SERVICE"})
+SAFE_SYSCTLS = frozenset({"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range",
+                          "net.ipv4.ip_unprivileged_port_start",
+                          "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+                          "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+                          "net.ipv4.tcp_keepalive_probes"})
+SELINUX_TYPES = frozenset({"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"})
+RESTRICTED_VOLUMES = frozenset({"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                                "projected", "secret"})
+CONFINED_PROFILES = ("RuntimeDefault", "Localhost")  # seccomp and AppArmor profile types restricted allows
+CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+SECCOMP_ANNOTATIONS = ("seccomp.security.alpha.kubernetes.io/pod", "container.seccomp.security.alpha.kubernetes.io/")
+UNSET_OR_FALSE = (None, False)  # the only allowed values of a flag: "true", 1, "yes" are all refused
+
+
+class Policy(NamedTuple):
+    """What one queue allows its pods."""
+
+    queue: str
+    level: Level = DEFAULT_LEVEL
+    secret_volumes: bool = False  # the queue's allowSecretVolumes
+
+
+def policy_for(config: QueuesConfig, queue: str) -> Policy:
+    """The policy of ``queue`` in ``config``; an unknown queue gets the default level."""
+    own = next((q for q in config.queues if q.name == queue), None)
+    if own is None:
+        return Policy(queue)
+    return Policy(queue, own.pod_security, own.allow_secret_volumes)
+
+
+def namespace_levels(config: QueuesConfig, default_namespace: str) -> dict[str, Level]:
+    """The Pod Security admission level of each namespace opsched puts pods into: the least restrictive level
+    of the queues sharing it (a namespace no queue uses, the default one, gets the default level)."""
+    levels: dict[str, Level] = {}
+    for q in config.queues:
+        ns = q.namespace or default_namespace
+        levels[ns] = min(levels.get(ns, q.pod_security), q.pod_security, key=LEVELS.index)
+    levels.setdefault(default_namespace, DEFAULT_LEVEL)
+    return levels
+
+
+def check_pods(pods: Iterable[dict[str, Any]], policy: Policy) -> list[str]:
+    """Every problem of an attempt's pods, once each (the pods of one replica group are alike)."""
+    out: list[str] = []
+    for pod in pods:
+        replica = str(pod.get("metadata", {}).get("labels", {}).get("opsched.io/replica", "main"))
+        prefix = "" if replica == "main" else f"replica {replica.rsplit('-', 1)[0]!r}: "
+        out += [prefix + p for p in check_pod(pod, policy)]
+    return list(dict.fromkeys(out))
+
+
+def check_pod(pod: dict[str, Any], policy: Policy) -> list[str]:
+    """Every way ``pod`` breaks ``policy``, each naming the field, its value, the queue and the level."""
+    found = _Found(policy)
+    namespace = pod.get("metadata", {}).get("namespace")
+    if namespace in SYSTEM_NAMESPACES:
+        found.refuse("metadata.namespace", namespace, "opsched never schedules into " + ", ".join(SYSTEM_NAMESPACES),
+                     every_level=True)
+    if policy.level == "privileged":
+        return found.items
+    spec = found.obj("spec", pod.get("spec"))
+    _baseline_pod(spec, pod.get("metadata", {}).get("annotations") or {}, found)
+    for path, sc in _security_contexts(spec, found):
+        _baseline_context(path, sc, found)
+    _opsched_rules(spec, policy, found)
+    if policy.level == "restricted":
+        _restricted(spec, found)
+    return list(dict.fromkeys(found.items))
+
+
+class _Found:
+    """The problems found so far, worded with the policy's queue and level."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy, self.items = policy, list[str]()
+
+    def refuse(self, path: str, value: Any, why: str = "", every_level: bool = False) -> None:
+        p = self.policy
+        where = (f"any pod security level (queue {p.queue})" if every_level
+                 else f"queue {p.queue}'s pod security level {p.level}")
+        self.items.append(f"{path}: {_show(value)} is not allowed by {where}" + (f" ({why})" if why else ""))
+
+    def obj(self, path: str, value: Any) -> dict[str, Any]:
+        """``value`` if it is an object; unset: {}; anything else is refused (never read as unset)."""
+        if value is None or isinstance(value, dict):
+            return value or {}
+        self.refuse(path, value, "it must be an object")
+        return {}
+
+    def items_of(self, path: str, value: Any) -> list[Any]:
+        if value is None or isinstance(value, list):
+            return value or []
+        self.refuse(path, value, "it must be a list")
+        return []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` if an object, else {} (a malformed value is refused by the baseline pass, once)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "unset"
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _containers(spec: dict[str, Any], found: _Found) -> Iterator[tuple[str, dict[str, Any]]]:
+    for kind in CONTAINER_LISTS:
+        for i, c in enumerate(found.items_of(f"spec.{kind}", spec.get(kind))):
+            yield f"spec.{kind}[{i}]", found.obj(f"spec.{kind}[{i}]", c)
+
+
+def _security_contexts(spec: dict[str, Any], found: _Found) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The pod's security context, then each container's (path, context)."""
+    yield "spec.securityContext", found.obj("spec.securityContext", spec.get("securityContext"))
+    for path, c in _containers(spec, found):
+        yield f"{path}.securityContext", found.obj(f"{path}.securityContext", c.get("securityContext"))
+
+
+def _baseline_pod(spec: dict[str, Any], annotations: dict[str, Any], found: _Found) -> None:
+    for field in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(field) not in UNSET_OR_FALSE:
+            found.refuse(f"spec.{field}", spec[field], "it shares the node's namespaces")
+    for i, vol in enumerate(found.items_of("spec.volumes", spec.get("volumes"))):
+        if isinstance(vol, dict) and "hostPath" in vol:
+            found.refuse(f"spec.volumes[{i}].hostPath", vol["hostPath"], "hostPath volumes reach the node's files")
+    for path, c in _containers(spec, found):
+        for j, port in enumerate(found.items_of(f"{path}.ports", c.get("ports"))):
+            if isinstance(port, dict) and port.get("hostPort") not in (None, 0):
+                found.refuse(f"{path}.ports[{j}].hostPort", port["hostPort"], "host ports are refused")
+    sc = _dict(spec.get("securityContext"))
+    for j, sysctl in enumerate(found.items_of("spec.securityContext.sysctls", sc.get("sysctls"))):
+        name = sysctl.get("name") if isinstance(sysctl, dict) else sysctl
+        if name not in SAFE_SYSCTLS:
+            found.refuse(f"spec.securityContext.sysctls[{j}].name", name, "only the safe sysctls are allowed")
+    for key, value in annotations.items():
+        confined = value == "runtime/default" or str(value).startswith("localhost/")
+        if key.startswith(APPARMOR_ANNOTATION) and not confined:
+            found.refuse(f"metadata.annotations[{key}]", value, "AppArmor must stay confined")
+        if key.startswith(SECCOMP_ANNOTATIONS) and str(value).lower() == "unconfined":
+            found.refuse(f"metadata.annotations[{key}]", value, "seccomp must stay confined")
+
+
+def _baseline_context(path: str, sc: dict[str, Any], found: _Found) -> None:
+    """The baseline rules of one security context (the pod's or a container's)."""
+    if sc.get("privileged") not in UNSET_OR_FALSE:
+        found.refuse(f"{path}.privileged", sc["privileged"], "privileged containers bypass isolation")
+    windows = found.obj(f"{path}.windowsOptions", sc.get("windowsOptions"))
+    if windows.get("hostProcess") not in UNSET_OR_FALSE:
+        found.refuse(f"{path}.windowsOptions.hostProcess", windows["hostProcess"])
+    caps = found.obj(f"{path}.capabilities", sc.get("capabilities"))
+    for j, cap in enumerate(found.items_of(f"{path}.capabilities.add", caps.get("add"))):
+        if _capability(cap) not in BASELINE_CAPABILITIES:
+            found.refuse(f"{path}.capabilities.add[{j}]", cap, "only the baseline capabilities may be added")
+    for kind in ("seccompProfile", "appArmorProfile"):
+        profile = found.obj(f"{path}.{kind}", sc.get(kind))
+        if "type" in profile and profile["type"] not in CONFINED_PROFILES:
+            found.refuse(f"{path}.{kind}.type", profile["type"], "it must be RuntimeDefault or Localhost")
+    selinux = found.obj(f"{path}.seLinuxOptions", sc.get("seLinuxOptions"))
+    if selinux.get("type", "") not in SELINUX_TYPES:
+        found.refuse(f"{path}.seLinuxOptions.type", selinux["type"], "only the container SELinux types are allowed")
+    for field in ("user", "role"):
+        if selinux.get(field) not in (None, ""):
+            found.refuse(f"{path}.seLinuxOptions.{field}", selinux[field], "it must be unset")
+    if sc.get("procMount") not in (None, "Default"):
+        found.refuse(f"{path}.procMount", sc["procMount"], "it must be Default")
+
+
+def _root(uid: Any) -> bool:
+    """User 0, however written (0, 0.0, "0")."""
+    try:
+        return not isinstance(uid, bool) and uid is not None and float(uid) == 0
+    except (TypeError, ValueError):
+        return False
+
+
+def _capability(cap: Any) -> str:
+    """A capability as PSS names it: ``cap_sys_admin`` and ``CAP_SYS_ADMIN`` are SYS_ADMIN (runtimes accept both)."""
+    name = str(cap).upper()
+    return name[4:] if name.startswith("CAP_") else name
+
+
+def _opsched_rules(spec: dict[str, Any], policy: Policy, found: _Found) -> None:
+    """What would undo opsched's own isolation of an op's pod (baseline and restricted)."""
+    for i, vol in enumerate(found.items_of("spec.volumes", spec.get("volumes"))):
+        vol = vol if isinstance(vol, dict) else {}
+        if "gitRepo" in vol:
+            found.refuse(f"spec.volumes[{i}].gitRepo", vol["gitRepo"], "gitRepo volumes run git on the node")
+        if "secret" in vol and not policy.secret_volumes:
+            found.refuse(f"spec.volumes[{i}].secret", vol["secret"], "the queue does not set allowSecretVolumes")
+        projected = found.obj(f"spec.volumes[{i}].projected", vol.get("projected"))
+        for j, source in enumerate(found.items_of(f"spec.volumes[{i}].projected.sources", projected.get("sources"))):
+            at = f"spec.volumes[{i}].projected.sources[{j}]"
+            source = source if isinstance(source, dict) else {}
+            if "serviceAccountToken" in source:
+                found.refuse(f"{at}.serviceAccountToken", source["serviceAccountToken"],
+                             "a projected token undoes automountServiceAccountToken")
+            if "secret" in source and not policy.secret_volumes:
+                found.refuse(f"{at}.secret", source["secret"], "the queue does not set allowSecretVolumes")
+    for i, tol in enumerate(found.items_of("spec.tolerations", spec.get("tolerations"))):
+        if isinstance(tol, dict) and not tol.get("key") and tol.get("operator") == "Exists":
+            found.refuse(f"spec.tolerations[{i}]", tol, "it tolerates every taint of every node")
+    if spec.get("priorityClassName") in SYSTEM_PRIORITY_CLASSES:
+        found.refuse("spec.priorityClassName", spec["priorityClassName"], "system priority classes are for the "
+                     "cluster's own components")
+
+
+def _restricted(spec: dict[str, Any], found: _Found) -> None:
+    for i, vol in enumerate(found.items_of("spec.volumes", spec.get("volumes"))):
+        kinds = sorted(k for k in (vol if isinstance(vol, dict) else {}) if k != "name")
+        for kind in kinds:
+            if kind not in RESTRICTED_VOLUMES and kind not in ("hostPath", "gitRepo"):  # refused already
+                found.refuse(f"spec.volumes[{i}].{kind}", vol[kind], "restricted allows only "
+                             + ", ".join(sorted(RESTRICTED_VOLUMES)) + " volumes")
+    pod_sc = _dict(spec.get("securityContext"))
+    if _root(pod_sc.get("runAsUser")):
+        found.refuse("spec.securityContext.runAsUser", pod_sc["runAsUser"], "it must not run as root")
+    for path, c in _containers(spec, found):
+        sc = _dict(c.get("securityContext"))
+        _restricted_container(f"{path}.securityContext", sc, pod_sc, found)
+
+
+def _restricted_container(path: str, sc: dict[str, Any], pod_sc: dict[str, Any], found: _Found) -> None:
+    if sc.get("allowPrivilegeEscalation") is not False:
+        found.refuse(f"{path}.allowPrivilegeEscalation", sc.get("allowPrivilegeEscalation"), "it must be false")
+    caps = _dict(sc.get("capabilities"))
+    drop = _list(caps.get("drop"))
+    if "ALL" not in {_capability(c) for c in drop}:
+        found.refuse(f"{path}.capabilities.drop", caps.get("drop"), "it must include ALL")
+    add = _list(caps.get("add"))
+    for j, cap in enumerate(add):
+        if _capability(cap) not in RESTRICTED_CAPABILITIES:
+            found.refuse(f"{path}.capabilities.add[{j}]", cap, "restricted allows only NET_BIND_SERVICE")
+    if _root(sc.get("runAsUser")):
+        found.refuse(f"{path}.runAsUser", sc["runAsUser"], "it must not run as root")
+    non_root = sc["runAsNonRoot"] if "runAsNonRoot" in sc else pod_sc.get("runAsNonRoot")
+    if non_root is not True:
+        found.refuse(f"{path}.runAsNonRoot", non_root, "runAsNonRoot: true is required, here or in the pod's securityContext")
+    seccomp = sc.get("seccompProfile") or pod_sc.get("seccompProfile")
+    kind = seccomp.get("type") if isinstance(seccomp, dict) else seccomp
+    if kind not in CONFINED_PROFILES:
+        found.refuse(f"{path}.seccompProfile.type", kind, "RuntimeDefault or Localhost is required, here or in "
+                     "the pod's securityContext")

@@ -1,0 +1,75 @@
+"""The dispatcher refuses an attempt whose pods break its queue's pod security level (``forbidden_pod_spec``,
+naming the field and the level) before it creates any pod; a pod its queue allows is created, and a namespace
+the dispatcher creates for it carries the queue's Pod Security admission level."""
+from __future__ import annotations
+
+import msgspec
+from kubernetes.client.rest import ApiException
+
+from proto.events import OperationDispatched, OperationRejected
+from proto.pod_security import ENFORCE_LABEL
+from services.dispatcher.dispatch import dispatch
+from services.dispatcher.k8s import Kube
+from services.dispatcher.preempt import Releaser
+from services.runtime import logging as oplog
+from services.runtime.service import Context
+from services.runtime.settings import Settings
+from tests.builders import T0, admitted, op
+from tests.builders.clock import FakeClock
+
+
+class Core:
+    """CoreV1Api whose namespace does not exist until created; records every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+        self.namespaces: set[str] = set()
+
+    def create_namespaced_pod(self, namespace, body, **kwargs):
+        if namespace not in self.namespaces:
+            raise ApiException(status=404, reason="Not Found")  # body says the namespace is missing
+        self.calls.append(("create_pod", body["metadata"]["name"]))
+
+    def create_namespace(self, body, **kwargs):
+        self.namespaces.add(body["metadata"]["name"])
+        self.calls.append(("create_namespace", body["metadata"]))
+
+
+async def run(spec, **fields):
+    core = Core()
+    k = Kube.__new__(Kube)
+    k.core, k.request_timeout_s = core, 5.0  # type: ignore[assignment]
+    event = msgspec.structs.replace(admitted(spec.build(), op_id="a", queue="gpu"), **fields)
+    ctx = Context("dispatcher", FakeClock(T0), Settings(), oplog.get("dispatcher"))
+    return await dispatch(event, ctx, k, Releaser(k, Settings(), oplog.get("test"))), core.calls
+
+
+async def test_a_pod_its_queue_forbids_is_refused_naming_field_and_level_and_no_pod_is_created():
+    result, calls = await run(op().volume("root", host_path="/"))
+    assert isinstance(result, OperationRejected) and result.reason == "forbidden_pod_spec"
+    assert "spec.volumes[0].hostPath" in result.message and "queue gpu's pod security level baseline" in result.message
+    assert calls == []
+
+
+async def test_the_admitted_level_is_the_one_enforced():
+    result, _ = await run(op().gpus(1), pod_security="restricted")
+    assert isinstance(result, OperationRejected) and "pod security level restricted" in result.message
+    result, calls = await run(op().volume("root", host_path="/"), pod_security="privileged")
+    assert isinstance(result, OperationDispatched) and ("create_pod", "op-a-0") in calls
+
+
+async def test_a_secret_volume_runs_only_where_the_queue_allows_it():
+    secret = op().volume("creds", secret={"secretName": "c"})
+    refused, _ = await run(secret)
+    assert isinstance(refused, OperationRejected) and "allowSecretVolumes" in refused.message
+    allowed, _ = await run(secret, allow_secret_volumes=True)
+    assert isinstance(allowed, OperationDispatched)
+
+
+async def test_a_namespace_the_dispatcher_creates_carries_the_queues_level():
+    hardened = op().security_context(runAsNonRoot=True, allowPrivilegeEscalation=False,
+                                     capabilities={"drop": ["ALL"]}, seccompProfile={"type": "RuntimeDefault"})
+    result, calls = await run(hardened, pod_security="restricted")
+    assert isinstance(result, OperationDispatched)
+    (metadata,) = [m for kind, m in calls if kind == "create_namespace"]
+    assert metadata["labels"][ENFORCE_LABEL] == "restricted"  # type: ignore[index]
