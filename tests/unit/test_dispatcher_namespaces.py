@@ -1,0 +1,94 @@
+"""Least privilege: the dispatcher uses pods in its queue namespaces only (OPSCHED_POD_NAMESPACES, one RBAC
+Role each) and creates no namespace. A pod whose namespace is not one of them, does not exist or is forbidden
+fails its attempt with a reason naming the namespace and the fix, never crashing nor creating a namespace."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from proto.events import OperationFailed
+from services.dispatcher.dispatch import dispatch
+from services.dispatcher.k8s import Kube
+from services.dispatcher.preempt import Releaser
+from services.dispatcher.watcher import PodWatcher
+from services.runtime import logging as oplog
+from services.runtime.service import Context
+from services.runtime.settings import Settings
+from tests.builders import T0, admitted, op
+from tests.builders.clock import FakeClock
+from tests.builders.preemption import preempt_requested
+
+
+class Core:
+    """Records every call by name; ``create_namespaced_pod`` raises ``error`` when given one."""
+
+    def __init__(self, error: ApiException | None = None) -> None:
+        self.error, self.calls = error, []
+
+    def __getattr__(self, name: str):
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            if name == "create_namespaced_pod" and self.error is not None:
+                raise self.error
+            return type("Answer", (), {"data": b'{"items": []}', "items": []})()
+        return call
+
+
+def api_error(status: int, body: dict) -> ApiException:
+    error = ApiException(status=status, reason="Forbidden" if status == 403 else "Not Found")
+    error.body = json.dumps(body)
+    return error
+
+
+async def failed_dispatch(core: Core, namespace: str, namespaces: tuple[str, ...] = ()) -> OperationFailed:
+    kube = Kube.__new__(Kube)
+    kube.core, kube.request_timeout_s, kube.namespaces = core, 5.0, namespaces  # type: ignore[assignment]
+    ctx = Context("dispatcher", FakeClock(T0), Settings(), oplog.get("dispatcher"))
+    event = await dispatch(admitted(op("train").build(), namespace=namespace), ctx, kube,
+                           Releaser(kube, Settings(), oplog.get("test")))
+    assert isinstance(event, OperationFailed), event
+    assert event.reason == "NamespaceRefused" and f"namespace {namespace} " in event.message
+    assert "OPSCHED_POD_NAMESPACES" in event.message and "22-queue-namespace" in event.message  # the fix
+    assert "create_namespace" not in core.calls
+    return event
+
+
+async def test_a_pod_outside_the_dispatchers_queue_namespaces_is_refused_without_asking_the_api():
+    core = Core()
+    event = await failed_dispatch(core, "kube-system", namespaces=("opsched", "team-a"))
+    assert "is not one of the dispatcher's (opsched, team-a)" in event.message
+    assert "create_namespaced_pod" not in core.calls
+
+
+async def test_a_namespace_that_does_not_exist_fails_the_attempt_and_is_not_created():
+    core = Core(api_error(404, {"message": 'namespaces "team-x" not found', "details": {"kind": "namespaces"}}))
+    event = await failed_dispatch(core, "team-x")
+    assert "does not exist (the dispatcher creates no namespace)" in event.message
+    assert core.calls == ["create_namespaced_pod"]
+
+
+async def test_a_namespace_whose_rbac_forbids_the_dispatcher_fails_the_attempt_with_the_api_reason():
+    message = ('pods is forbidden: User "system:serviceaccount:opsched-system:opsched-dispatcher" cannot create '
+               'resource "pods" in API group "" in the namespace "team-b"')
+    event = await failed_dispatch(Core(api_error(403, {"message": message})), "team-b", namespaces=("team-b",))
+    assert message in event.message
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("", ()), ("opsched", ("opsched",)), (" team-a, opsched,,team-a ", ("team-a", "opsched")),
+])
+def test_the_queue_namespaces_setting_is_a_comma_separated_list(monkeypatch, value, expected):
+    monkeypatch.setenv("OPSCHED_POD_NAMESPACES", value)
+    assert Settings().queue_namespaces() == expected
+
+
+def test_a_namespaces_watcher_remembers_only_the_preemptions_of_its_namespace():
+    """Else it would report another namespace's preemption as done: none of its pods are in its own list."""
+    watcher = PodWatcher(core=None, publish=None, clock=FakeClock(T0), log=oplog.get("test"),  # type: ignore[arg-type]
+                         namespace="team-a")
+    watcher.seed_preemptions([preempt_requested("a", namespace="team-a"), preempt_requested("b", namespace="b")], [])
+    assert set(watcher.preempting) == {("a", 0)}
+    assert watcher.follows("team-a") and not watcher.follows("team-b")
