@@ -15,10 +15,10 @@ def kubectl_path(build: bool = True) -> Path:
     return binaries_dir() / "kubectl"
 
 
-def run(kubeconfig: Path, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """``kubectl --kubeconfig K ARGS...``; raises ControlPlaneError with its stderr when it fails."""
+def run(kubeconfig: Path, *args: str, check: bool = True, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """``kubectl --kubeconfig K ARGS...``; with ``check``, raises ControlPlaneError with its stderr when it fails."""
     argv = [str(kubectl_path(build=False)), f"--kubeconfig={kubeconfig}", *args]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    if result.returncode != 0:
+    if check and result.returncode != 0:
         raise ControlPlaneError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
     return result
