@@ -1,16 +1,22 @@
 """The dispatcher's RBAC in deploy/kubernetes/, applied with kubectl to the real API server (authorization
 mode RBAC; the test's kubeconfig is system:masters): its ServiceAccount may do exactly what its code does
 with pods in its queue namespaces, read nodes, and nothing else; a queue namespace added the way the
-manifests say gets the same pod verbs."""
+manifests say gets the same pod verbs. And the real dispatcher, run as that ServiceAccount, runs an op in
+its queue namespace end to end (its pod watch works under RBAC) and refuses one elsewhere."""
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
 from pathlib import Path
 
 import pytest
+import yaml
+from kubernetes import client
 
 from opsched.localcluster import kubectl
+from proto.events import OperationDispatched, OperationFailed, OperationRunning, OperationSucceeded
+from tests.builders import admitted, op
 
 pytestmark = pytest.mark.integration
 
@@ -83,3 +89,32 @@ def test_elsewhere_the_dispatcher_may_only_read_nodes(applied, namespace):
 def test_the_dispatcher_is_refused_what_it_does_not_do(applied, verb, resource, namespace):
     kubeconfig, _ = applied
     assert can_i(kubeconfig, verb, resource, namespace) == "no"
+
+
+def service_account_kubeconfig(control_plane, core_v1: client.CoreV1Api, path: Path) -> Path:
+    """The admin kubeconfig with the dispatcher's ServiceAccount token (TokenRequest API) instead."""
+    request = {"spec": {"expirationSeconds": 3600}}
+    token = core_v1.create_namespaced_service_account_token("opsched-dispatcher", "opsched-system", request)
+    config = yaml.safe_load(control_plane.kubeconfig.read_text())
+    config["users"] = [{"name": "admin", "user": {"token": token.status.token}}]
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+async def test_the_dispatcher_as_its_service_account_runs_ops_in_its_queue_namespace_only(
+        applied, control_plane, core_v1, sim_nodes, stack_factory, bus, events, tmp_path):
+    _, queue_namespace = applied
+    kubeconfig = await asyncio.to_thread(service_account_kubeconfig, control_plane, core_v1, tmp_path / "sa.yaml")
+    await asyncio.to_thread(sim_nodes, ("gpu-rbac-0", 1, "A100"))
+    await stack_factory(names=("dispatcher",), kubeconfig=kubeconfig, namespace=queue_namespace,
+                        pod_namespaces=queue_namespace)
+    ours, theirs = f"rbac-{secrets.token_hex(3)}", f"rbac-{secrets.token_hex(3)}"
+    await bus.publish(admitted(op("ok").gpus(1).runs("sleep 0.5").build(), op_id=ours, namespace=queue_namespace))
+    await bus.publish(admitted(op("no").gpus(1).runs("sleep 0.5").build(), op_id=theirs, namespace="elsewhere"))
+
+    await events.expect(OperationDispatched, ours)
+    await events.expect(OperationRunning, ours, timeout=30)  # its pod watch, a namespaced one, works
+    await events.expect(OperationSucceeded, ours, timeout=30)
+    refused = await events.expect(OperationFailed, theirs)
+    assert refused.reason == "NamespaceRefused" and "namespace elsewhere is not one of the dispatcher's" in refused.message
+    assert not await asyncio.to_thread(lambda: core_v1.list_namespaced_pod("elsewhere").items)
