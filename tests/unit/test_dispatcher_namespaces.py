@@ -3,6 +3,7 @@ Role each) and creates no namespace. A pod whose namespace is not one of them, d
 fails its attempt with a reason naming the namespace and the fix, never crashing nor creating a namespace."""
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -20,6 +21,7 @@ from services.runtime.settings import Settings
 from tests.builders import T0, admitted, op
 from tests.builders.clock import FakeClock
 from tests.builders.preemption import preempt_requested
+from tests.waiting import eventually
 
 
 class Core:
@@ -92,3 +94,36 @@ def test_a_namespaces_watcher_remembers_only_the_preemptions_of_its_namespace():
     watcher.seed_preemptions([preempt_requested("a", namespace="team-a"), preempt_requested("b", namespace="b")], [])
     assert set(watcher.preempting) == {("a", 0)}
     assert watcher.follows("team-a") and not watcher.follows("team-b")
+
+
+class Warnings:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict]] = []
+
+    def warning(self, what: str, **fields: Any) -> None:
+        self.seen.append((what, fields))
+
+    error = info = warning
+
+
+async def test_a_pod_watch_refused_by_rbac_says_which_grant_it_lacks():
+    class Forbidding:
+        def list_namespaced_pod(self, namespace: str, **kwargs: Any) -> Any:
+            raise ApiException(status=403, reason="Forbidden")
+
+    log = Warnings()
+    watcher = PodWatcher(core=Forbidding(), publish=None, clock=FakeClock(T0), log=log,  # type: ignore[arg-type]
+                         namespace="team-a")
+    watcher.start()
+    try:
+        await eventually(lambda: _true(bool(log.seen)), "the refused list to be logged")
+    finally:
+        watcher.stop()
+        await asyncio.to_thread(watcher._thread.join, 10)  # type: ignore[union-attr]
+    what, fields = log.seen[0]
+    assert what == "pod_watch_team-a_failed" and fields["status"] == 403
+    assert "OPSCHED_POD_NAMESPACES" in fields["fix"] and "Role" in fields["fix"]
+
+
+async def _true(value: bool) -> bool:
+    return value
