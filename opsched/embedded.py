@@ -89,7 +89,8 @@ class Embedded:
         self.kubeconfig = self.control_plane.kubeconfig
         _say(f"kube-apiserver + kube-scheduler v1.20.2 at {self.control_plane.server} "
              f"(kubeconfig {self.kubeconfig})")
-        self.control_plane.ensure_namespace(self.args.namespace)
+        for namespace in queue_namespaces(self.args.namespace, self.args.queues):  # the dispatcher creates none
+            self.control_plane.ensure_namespace(namespace)
         nodes = self.args.node or DEFAULT_NODES
         self.kubelet = spawn(self.kubeconfig, nodes, log_file=self.data_dir / "simkubelet.log")
         _say(f"simulated kubelet registered GPU nodes: {', '.join(nodes)}")
@@ -111,6 +112,17 @@ class Embedded:
         if self.nats is not None:
             self.nats.stop()
         (self.data_dir / "up.json").unlink(missing_ok=True)
+
+
+def queue_namespaces(default: str, queues: Path | None) -> list[str]:
+    """Where ops may run: the default namespace and each queue's own (a file admission will refuse: the default)."""
+    from proto.queues_file import QueuesConfigError, load_queues
+
+    try:
+        config = load_queues(queues)
+    except (QueuesConfigError, OSError):
+        return [default]
+    return list(dict.fromkeys([default, *(q.namespace for q in config.queues if q.namespace)]))
 
 
 SERVICES = ("admission", "cost", "cache", "dispatcher")

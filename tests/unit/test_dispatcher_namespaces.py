@@ -127,3 +127,16 @@ async def test_a_pod_watch_refused_by_rbac_says_which_grant_it_lacks():
 
 async def _true(value: bool) -> bool:
     return value
+
+
+def test_opsched_up_creates_the_default_and_every_queues_namespace_as_the_admin(tmp_path):
+    """The dispatcher creates none: `opsched up`'s local cluster (admin credentials) creates them first."""
+    from opsched.embedded import queue_namespaces
+
+    queues = tmp_path / "queues.yaml"
+    queues.write_text("queues:\n  - {name: a, concurrency: 1, namespace: team-a}\n  - {name: b, concurrency: 1}\n"
+                      "  - {name: c, concurrency: 1, namespace: opsched}\ndefaultQueue: a\n")
+    assert queue_namespaces("opsched", queues) == ["opsched", "team-a"]
+    assert queue_namespaces("opsched", None) == ["opsched"]
+    (tmp_path / "bad.yaml").write_text("queues: 7\n")
+    assert queue_namespaces("opsched", tmp_path / "bad.yaml") == ["opsched"]  # admission refuses the file
