@@ -11,6 +11,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from proto.events import OperationFailed
+from proto.failures import will_retry
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.k8s import Kube
 from services.dispatcher.preempt import Releaser
@@ -55,6 +56,7 @@ async def failed_dispatch(core: Core, namespace: str, namespaces: tuple[str, ...
     assert event.reason == "NamespaceRefused" and f"namespace {namespace} " in event.message
     assert "OPSCHED_POD_NAMESPACES" in event.message and "22-queue-namespace" in event.message  # the fix
     assert "create_namespace" not in core.calls
+    assert not will_retry(event.reason, max_retries=3, retries_used=0)  # until an admin acts, retrying cannot help
     return event
 
 
