@@ -91,23 +91,11 @@ class Embedded:
         self.kubeconfig = self.control_plane.kubeconfig
         _say(f"kube-apiserver + kube-scheduler v1.20.2 at {self.control_plane.server} "
              f"(kubeconfig {self.kubeconfig})")
-        for namespace, level in self._namespace_levels().items():
+        for namespace, level in namespace_levels_of(self.args.namespace, self.args.queues).items():
             self.control_plane.ensure_namespace(namespace, {ENFORCE_LABEL: level})
         nodes = self.args.node or DEFAULT_NODES
         self.kubelet = spawn(self.kubeconfig, nodes, log_file=self.data_dir / "simkubelet.log")
         _say(f"simulated kubelet registered GPU nodes: {', '.join(nodes)}")
-
-    def _namespace_levels(self) -> dict[str, str]:
-        """The namespaces of the queues (and the default one), each labelled with its Pod Security level; an
-        invalid queue file: the default namespace only (the services say what is wrong with the file)."""
-        from proto.pod_security import namespace_levels
-        from proto.queues_file import QueuesConfigError, load_queues
-
-        try:
-            config = load_queues(self.args.queues)
-        except QueuesConfigError:
-            config = load_queues(None)
-        return dict(namespace_levels(config, self.args.namespace))
 
     def settings(self):
         from services.runtime.settings import Settings
@@ -126,6 +114,20 @@ class Embedded:
         if self.nats is not None:
             self.nats.stop()
         (self.data_dir / "up.json").unlink(missing_ok=True)
+
+
+def namespace_levels_of(default: str, queues: Path | None) -> dict[str, str]:
+    """Where ops may run — the default namespace and each queue's own — each with its Pod Security level; a file
+    admission will refuse: the default namespace only (the services say what is wrong with the file). `opsched up`
+    creates them as the admin: the dispatcher creates none."""
+    from proto.pod_security import namespace_levels
+    from proto.queues_file import QueuesConfigError, load_queues
+
+    try:
+        config = load_queues(queues)
+    except (QueuesConfigError, OSError):
+        config = load_queues(None)
+    return dict(namespace_levels(config, default))
 
 
 SERVICES = ("admission", "cost", "cache", "dispatcher")

@@ -9,9 +9,11 @@ INFRASTRUCTURE_REASONS = frozenset({
     HANDLER_FAILED, "PodDeleted", "NodeLost", "NodeShutdown", "Evicted", "Preempted", "Terminated", "Shutdown",
     "UnexpectedAdmissionError", "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu",
 })
-# retrying cannot help: the pod is refused, its deadline passed, a pod of its name belongs to another op or
-# attempt (PodConflict), its events cannot be published or folded
-FINAL_REASONS = frozenset({"PodRejected", "PodConflict", "DeadlineExceeded", "message_too_large", "fold_failed"})
+# retrying cannot help: the pod is refused, its namespace is not the dispatcher's to use (missing, forbidden:
+# an admin's fix), its deadline passed, a pod of its name belongs to another op or attempt (PodConflict), its
+# events cannot be published or folded
+FINAL_REASONS = frozenset({"PodRejected", "NamespaceRefused", "PodConflict", "DeadlineExceeded",
+                           "message_too_large", "fold_failed"})
 
 
 def is_infrastructure(reason: str) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 os.environ.setdefault("OPSCHED_VERIFY_SNAPSHOT", "1")  # before services are imported
 
 import pytest
+import structlog
 
 from opsched.embedded import ServicesInProcess
 from opsched.localcluster.controlplane import ControlPlane, ControlPlaneError, ensure_built
@@ -20,6 +21,15 @@ from opsched.natsserver import NatsCluster, NatsServer
 from tests.eventlog import EventLog
 
 _skipped_integration: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """A test that runs the CLI in process reconfigures logging (its level, and the stderr of that moment,
+    which pytest's capture then closes): every test leaves logging as it found it."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
 
 
 @pytest.fixture

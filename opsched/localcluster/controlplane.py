@@ -33,6 +33,7 @@ from opsched.children import die_with_parent
 from opsched.natsserver import free_port  # a free TCP port on 127.0.0.1
 
 K8S_VERSION = "v1.20.2"
+KUBE_COMMANDS = ("kube-apiserver", "kube-scheduler", "kubectl")  # what the build script builds
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-control-plane.sh"
 _LOG_TAIL_LINES = 40
 
@@ -51,15 +52,13 @@ def cache_dir() -> Path:
 
 
 def binaries_dir() -> Path:
-    """Where the build script puts kube-apiserver and kube-scheduler."""
+    """Where the build script puts kube-apiserver, kube-scheduler and kubectl (``kubectl.kubectl_path``)."""
     return cache_dir() / f"k8s-{K8S_VERSION}" / "bin"
 
 
 def _missing_tools() -> list[str]:
-    bins = binaries_dir()
-    missing = [str(bins / n) for n in ("kube-apiserver", "kube-scheduler") if not os.access(bins / n, os.X_OK)]
-    missing += [tool for tool in ("etcd", "openssl") if shutil.which(tool) is None]
-    return missing
+    missing = [str(path) for n in KUBE_COMMANDS if not os.access(path := binaries_dir() / n, os.X_OK)]
+    return missing + [tool for tool in ("etcd", "openssl") if shutil.which(tool) is None]
 
 
 def ensure_built(build: bool = True) -> Path:

@@ -22,7 +22,7 @@ from proto.events import (
     OperationRejected,
 )
 from proto.gpu_accounting import violations
-from proto.pod_security import ENFORCE_LABEL, Policy, check_pods
+from proto.pod_security import Policy, check_pods
 from proto.podspec import ANNOTATION_EVICTED, build_pods
 from services.dispatcher.gang import POD_REJECTED
 from services.dispatcher.k8s import Kube, PodRejected
@@ -53,8 +53,7 @@ async def create_attempt(kube: Kube, releaser: Releaser, event: OperationAdmitte
     """Create every pod of the attempt (409: it exists, as this attempt's). On a refusal or a conflict,
     release the pods of the gang already created (never another's) and return the first refusal."""
     pods = build_pods(event)
-    labels: dict[str, str] = {ENFORCE_LABEL: event.pod_security}  # a namespace created for the pods: its queue's level
-    results = await asyncio.gather(*(kube.create_pod(p, labels) for p in pods), return_exceptions=True)
+    results = await asyncio.gather(*(kube.create_pod(p) for p in pods), return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, PodRejected):
             raise result  # temporary: the redelivery creates what is missing

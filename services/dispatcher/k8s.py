@@ -5,10 +5,16 @@ and every failure that means the API server cannot take the call now (``unavaila
 a timeout, 5xx, 429) is raised as ``DependencyUnavailable("kubernetes", ...)``, which the handler loop
 waits out. 404 and 409 are answers; other 4xx refuse the pod for good (``PodRejected``). A 409 on a pod's
 create is success only when the pod already there is of the same op and attempt (its opsched labels):
-another's is never adopted (``PodConflict``)."""
+another's is never adopted (``PodConflict``).
+
+Least privilege (deploy/kubernetes/20-rbac.yaml): given its queue namespaces (``OPSCHED_POD_NAMESPACES``),
+the dispatcher touches pods only there, one namespace at a time, and creates no namespace. A pod in a
+namespace that is not one of them, does not exist, or forbids it (403) is refused for good with the reason
+(``NamespaceRefused``): an admin declares each queue namespace and its Role."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,6 +78,19 @@ class PodConflict(PodRejected):
                               "not to this attempt; it is not adopted")
 
 
+class NamespaceRefused(PodRejected):
+    """The pod's namespace is not the dispatcher's to use: not one of its queue namespaces, missing, or
+    forbidden by RBAC. An admin fixes it (deploy/kubernetes/22-queue-namespace-*.yaml)."""
+
+    reason = "NamespaceRefused"
+
+    def __init__(self, status: int, namespace: str, why: str) -> None:
+        super().__init__(status, f"namespace {namespace} {why}; an admin declares each queue namespace with the "
+                                 "dispatcher's Role there and lists it in OPSCHED_POD_NAMESPACES "
+                                 "(deploy/kubernetes/22-queue-namespace-*.yaml)")
+        self.namespace = namespace
+
+
 def load_api_client(kubeconfig: Path | None) -> client.ApiClient:
     """From an explicit kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster."""
     if kubeconfig is not None:
@@ -88,10 +107,14 @@ def load_api_client(kubeconfig: Path | None) -> client.ApiClient:
 
 
 class Kube:
-    def __init__(self, api_client: client.ApiClient, request_timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    namespaces: tuple[str, ...] = ()  # the queue namespaces it may use; empty: every namespace
+
+    def __init__(self, api_client: client.ApiClient, request_timeout_s: float = DEFAULT_TIMEOUT_S,
+                 namespaces: tuple[str, ...] = ()) -> None:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.request_timeout_s = request_timeout_s
+        self.namespaces = namespaces
 
     async def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``method(*args, **kwargs)`` in a thread, with the request timeout; an outage of the API server
@@ -104,15 +127,14 @@ class Kube:
                 raise
             raise outage from exc
 
-    async def create_pod(self, body: dict[str, Any], namespace_labels: dict[str, str] | None = None) -> CreateResult:
-        """Create the pod; a missing namespace is created first (queues may name their own), with
-        ``namespace_labels`` (its queue's Pod Security admission level). A pod already
+    async def create_pod(self, body: dict[str, Any]) -> CreateResult:
+        """Create the pod (``NamespaceRefused`` if its namespace is not to be used, see above). A pod already
         there (409) is this one (``created=False``) if it carries the same op and attempt labels; else
         ``PodConflict``. One created and deleted between the 409 and the read is created again, once."""
         name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
         for _ in range(2):
             try:
-                await self._create(body, namespace_labels or {})
+                await self._create(body)
                 return CreateResult(created=True)
             except ApiException as exc:
                 if exc.status != 409:
@@ -124,15 +146,18 @@ class Kube:
                 return CreateResult(created=False)
         raise DependencyUnavailable(KUBERNETES, f"pod {name} in {ns} exists (409) then does not (404) again")
 
-    async def _create(self, body: dict[str, Any], namespace_labels: dict[str, str]) -> None:
+    async def _create(self, body: dict[str, Any]) -> None:
         ns = body["metadata"]["namespace"]
+        if self.namespaces and ns not in self.namespaces:
+            raise NamespaceRefused(403, ns, f"is not one of the dispatcher's ({', '.join(self.namespaces)})")
         try:
             await self.call(self.core.create_namespaced_pod, ns, body, _preload_content=False)
         except ApiException as exc:
-            if not _namespace_missing(exc):
-                raise
-            await self.ensure_namespace(ns, namespace_labels)
-            await self.call(self.core.create_namespaced_pod, ns, body, _preload_content=False)
+            if _namespace_missing(exc):
+                raise NamespaceRefused(404, ns, "does not exist (the dispatcher creates no namespace)") from None
+            if exc.status == 403:
+                raise NamespaceRefused(403, ns, f"forbids the dispatcher's pods ({_api_message(exc)})") from None
+            raise
 
     async def pod_labels(self, name: str, namespace: str) -> dict[str, str] | None:
         """The labels of a pod; None if it does not exist."""
@@ -143,14 +168,6 @@ class Kube:
                 return None
             raise
         return (json.loads(response.data).get("metadata") or {}).get("labels") or {}
-
-    async def ensure_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
-        body = {"metadata": {"name": name, "labels": {**(labels or {}), "app.kubernetes.io/managed-by": "opsched"}}}
-        try:
-            await self.call(self.core.create_namespace, body, _preload_content=False)
-        except ApiException as exc:
-            if exc.status != 409:  # 409: created meanwhile (another replica, another op)
-                raise
 
     async def annotate_pod(self, name: str, namespace: str, annotations: dict[str, str]) -> bool:
         """Merge ``annotations`` into the pod's; False if the pod does not exist."""
@@ -165,10 +182,19 @@ class Kube:
         return True
 
     async def list_pods(self, selector: str) -> list[dict[str, Any]]:
-        """Pods of every namespace with these labels, as plain dicts (no model deserialisation)."""
-        response = await self.call(self.core.list_pod_for_all_namespaces, label_selector=selector,
-                                   _preload_content=False)
-        return json.loads(response.data).get("items", [])
+        """Pods of its namespaces (else of every namespace) with these labels, as plain dicts (no model
+        deserialisation)."""
+        items: list[dict[str, Any]] = []
+        for list_call in self.pod_lists():
+            response = await self.call(list_call, label_selector=selector, _preload_content=False)
+            items += json.loads(response.data).get("items", [])
+        return items
+
+    def pod_lists(self) -> list[Callable[..., Any]]:
+        """One list call per queue namespace (RBAC grants no more); one of every namespace without them."""
+        if not self.namespaces:
+            return [self.core.list_pod_for_all_namespaces]
+        return [functools.partial(self.core.list_namespaced_pod, ns) for ns in self.namespaces]
 
     async def pod_names(self, namespace: str, selector: str) -> list[str]:
         result = await self.call(self.core.list_namespaced_pod, namespace, label_selector=selector)

@@ -33,6 +33,7 @@ STUCK_AFTER_S = CONNECT_TIMEOUT_S + REQUEST_TIMEOUT[1] + 30.0
 
 class ListWatch:
     name = "list-watch"
+    forbidden = ""  # what a 403 means (RBAC): the grant it lacks, logged with each refused list or watch
 
     def __init__(self, log, clock) -> None:
         self.log = log
@@ -96,7 +97,8 @@ class ListWatch:
                 self._watch(self._list())
             except ApiException as exc:
                 if exc.status != 410 and not self._stop.is_set():
-                    self.log.warning(f"{self.name}_failed", status=exc.status, error=str(exc.reason))
+                    hint = {"fix": self.forbidden} if exc.status == 403 and self.forbidden else {}
+                    self.log.warning(f"{self.name}_failed", status=exc.status, error=str(exc.reason), **hint)
                     self._stop.wait(1.0)
             except Exception as exc:  # noqa: BLE001 - API unreachable: retry
                 if not self._stop.is_set():

@@ -97,6 +97,7 @@ class NodeFacts:
 
 class NodeWatcher(ListWatch):
     name = "node_watch"
+    forbidden = "grant the dispatcher get, list and watch on nodes (deploy/kubernetes/20-rbac.yaml)"
 
     def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log) -> None:
         super().__init__(log, clock)

@@ -8,7 +8,8 @@ and emits ``dispatched`` (or ``rejected``, ``failed``); releases pods on preempt
 (``nodewatch``: node facts on the cluster stream), repair what those paths missed by comparing the
 attempts folded from the op stream (``attempts``) with the pods on the API server (``reconciler``), evict gangs not all Running in time
 (``preempt.check_gangs``) and expire what outlived its ttl (``expiry``). A stop or preemption wins over an
-``admitted`` handled later or elsewhere: each attempt's fate is kept in KV (``fates``). In null mode
+``admitted`` handled later or elsewhere: each attempt's fate is kept in KV (``fates``). Given its queue
+namespaces (``OPSCHED_POD_NAMESPACES``: its RBAC Roles), it watches and lists pods in each of them only. In null mode
 (``OPSCHED_DISPATCHER_MODE=null``) there is no cluster: admitted attempts are dispatched at once."""
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from services.dispatcher.attempts import Attempt, Attempts
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.expiry import check_expiry
 from services.dispatcher.fates import Fates
+from services.dispatcher.gang import PodView
 from services.dispatcher.k8s import Kube, load_api_client
 from services.dispatcher.nodewatch import NodeWatcher
 from services.dispatcher.preempt import Releaser, check_gangs
@@ -53,16 +55,17 @@ class Dispatcher(Service):
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         super().__init__(settings, clock)
-        self.kube = None if settings.dispatcher_mode == "null" else Kube(load_api_client(settings.kubeconfig),
-                                                                            settings.kube_request_timeout_s)
+        self.kube = None if settings.dispatcher_mode == "null" else Kube(
+            load_api_client(settings.kubeconfig), settings.kube_request_timeout_s, settings.queue_namespaces())
         self.releaser: Releaser | None = None
-        self.watcher: PodWatcher | None = None
+        self.watchers: list[PodWatcher] = []  # one per queue namespace, or one of every namespace
         self.node_watcher: NodeWatcher | None = None
         self.attempts = Attempts()  # which attempts should have pods
         self.fates: Fates | None = None  # what every replica decided per attempt (opened by ``start``)
         if self.kube is not None:
             self.releaser = Releaser(self.kube, settings, self.log)
-            self.watcher = PodWatcher(self.kube.core, self._publish, self.clock, self.log, free=self.releaser.free)
+            self.watchers = [PodWatcher(self.kube.core, self._publish, self.clock, self.log, free=self.releaser.free,
+                                        namespace=ns) for ns in self.kube.namespaces or (None,)]
 
     def tasks(self) -> list[Task]:
         if self.kube is None:
@@ -110,13 +113,14 @@ class Dispatcher(Service):
     @ops.handles(PreemptRequested)
     async def on_preempt(self, event: PreemptRequested, ctx: Context) -> Event | None:
         await self._release_fate(event, ctx)  # first: an admitted handled from now on creates nothing
-        if self.releaser is None or self.watcher is None:  # null mode: no pods, nothing to wait for
+        watcher = next((w for w in self.watchers if w.follows(event.namespace)), None)
+        if self.releaser is None or watcher is None:  # null mode, or not its namespace: no pods to wait for
             return OperationPreempted(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt,
                                       preemptor=event.preemptor, reason=event.reason, message=event.message)
-        self.watcher.expect_preemption(event)  # before the deletes: a re-list that finds no pod reports it
+        watcher.expect_preemption(event)  # before the deletes: a re-list that finds no pod reports it
         preempted = await self.releaser.preempt(event, ctx.clock.now())
         if preempted is not None:
-            self.watcher.preemption_reported((event.op_id, event.attempt))
+            watcher.preemption_reported((event.op_id, event.attempt))
         return preempted
 
     @ops.handles(StopRequested)
@@ -132,11 +136,12 @@ class Dispatcher(Service):
 
     # ---- the background tasks (not in null mode) ----
     async def watch_pods(self, bus: Bus, stop: asyncio.Event) -> None:
-        assert self.watcher is not None
-        await self.watcher.seed(bus)  # the preemptions asked for and not yet reported
-        self.watcher.start()
+        for watcher in self.watchers:
+            await watcher.seed(bus)  # the preemptions asked for and not yet reported
+            watcher.start()
         await stop.wait()
-        self.watcher.stop()
+        for watcher in self.watchers:
+            watcher.stop()
 
     async def watch_nodes(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None
@@ -149,12 +154,15 @@ class Dispatcher(Service):
     def liveness(self) -> dict[str, str]:
         """Stuck handler loops and the watch threads dead or stuck, by name (/healthz answers 503 then:
         Kubernetes restarts us)."""
-        watches = (self.watcher, self.node_watcher)
+        watches = (*self.watchers, self.node_watcher)
         return super().liveness() | {w.name: why for w in watches if w is not None and (why := w.liveness()) is not None}
 
     async def run_gang_checks(self, bus: Bus, stop: asyncio.Event) -> None:
-        assert self.watcher is not None and self.releaser is not None
-        await check_gangs(self.watcher.gangs, self.releaser, bus.publish, self.clock, stop)
+        assert self.releaser is not None
+        await check_gangs(self._gangs, self.releaser, bus.publish, self.clock, stop)
+
+    def _gangs(self) -> list[list[PodView]]:
+        return [gang for watcher in self.watchers for gang in watcher.gangs()]
 
     async def run_expiry_checks(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None and self.releaser is not None
@@ -168,9 +176,11 @@ class Dispatcher(Service):
 
     async def _list_pods(self) -> list[Any]:
         assert self.kube is not None
-        listed = await asyncio.to_thread(self.kube.core.list_pod_for_all_namespaces, label_selector=SELECTOR,
-                                         _request_timeout=LIST_TIMEOUT_S)
-        return list(listed.items)
+        items: list[Any] = []
+        for list_call in self.kube.pod_lists():
+            listed = await asyncio.to_thread(list_call, label_selector=SELECTOR, _request_timeout=LIST_TIMEOUT_S)
+            items += listed.items
+        return items
 
     async def _redispatch(self, attempt: Attempt) -> Event | None:
         assert attempt.admitted is not None

@@ -12,6 +12,9 @@ minute), so a preempted attempt is reported once its last pod is deleted. When a
 
 Preemptions asked for but not yet reported are remembered (seeded from the stream at start): if a
 list finds none of their pods, they were all deleted while nobody watched, and they are reported.
+
+A watcher follows one namespace (the dispatcher runs one per queue namespace: its RBAC grants no more), or
+every namespace when ``namespace`` is None; it only remembers preemptions of pods in its namespace.
 """
 from __future__ import annotations
 
@@ -50,10 +53,16 @@ Free = Callable[[list[PodView], dict[str, str]], Awaitable[Any]]  # release pods
 
 class PodWatcher(ListWatch):
     name = "pod_watch"
+    forbidden = ("grant the dispatcher a Role on pods in each queue namespace and list them in "
+                 "OPSCHED_POD_NAMESPACES (deploy/kubernetes/22-queue-namespace-*.yaml)")
 
-    def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log, free: Free | None = None) -> None:
+    def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log, free: Free | None = None,
+                 namespace: str | None = None) -> None:
         super().__init__(log, clock)
         self.core = core
+        self.namespace = namespace
+        if namespace is not None:
+            self.name = f"pod_watch_{namespace}"
         self.publish = publish
         self.free = free
         self.lock = threading.Lock()  # the thread and the loop (handlers, gang checks) share what follows
@@ -62,10 +71,15 @@ class PodWatcher(ListWatch):
         self.preempting: dict[AttemptKey, PreemptRequested] = {}  # asked for, not yet reported
 
     def list_call(self):
-        return self.core.list_pod_for_all_namespaces
+        return self.core.list_pod_for_all_namespaces if self.namespace is None else self.core.list_namespaced_pod
 
     def watch_kwargs(self) -> dict:
-        return {"label_selector": SELECTOR}
+        if self.namespace is None:
+            return {"label_selector": SELECTOR}
+        return {"label_selector": SELECTOR, "namespace": self.namespace}
+
+    def follows(self, namespace: str) -> bool:
+        return self.namespace is None or self.namespace == namespace
 
     # ---- pods -----------------------------------------------------------------------------------
     def observe(self, kind: str, pod: V1Pod) -> None:
@@ -140,7 +154,7 @@ class PodWatcher(ListWatch):
         """The preemptions on the stream whose ``preempted`` is not."""
         done = {(e.op_id, e.attempt) for e in reported}
         for request in requested:
-            if (request.op_id, request.attempt) not in done:
+            if (request.op_id, request.attempt) not in done and self.follows(request.namespace):
                 self.expect_preemption(request)
 
     async def seed(self, bus) -> None:

@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     # dispatcher
     kubeconfig: Path | None = Field(None, validation_alias=AliasChoices("KUBECONFIG", "OPSCHED_KUBECONFIG"))
     namespace: str = "opsched"
+    pod_namespaces: str = Field("", description="the dispatcher's queue namespaces, comma-separated: it creates and "
+                                "watches pods only there (its RBAC Roles); empty: every namespace (a cluster admin)")
     dispatcher_mode: Literal["kubernetes", "null"] = "kubernetes"
     kube_request_timeout_s: float = Field(
         15.0, gt=0, description="every Kubernetes API call gives up after this long (a black-holed API server)")
@@ -67,6 +69,10 @@ class Settings(BaseSettings):
     reconcile_grace_s: float = Field(30.0, ge=0, description="an attempt admitted, or a pod created, this long ago is repaired")
     attempt_fate_max_age_s: float = Field(
         86400.0, gt=0, description="the dispatcher's record of each attempt (creating, released) is kept this long")
+
+    def queue_namespaces(self) -> tuple[str, ...]:
+        """``pod_namespaces`` as a tuple, in order, without blanks or repeats (empty: every namespace)."""
+        return tuple(dict.fromkeys(ns.strip() for ns in self.pod_namespaces.split(",") if ns.strip()))
 
     def stream_limits(self) -> dict[str, tuple[float, int]]:
         """What each stream keeps at most: (max age in seconds, max bytes; 0 and -1: no limit). The op stream

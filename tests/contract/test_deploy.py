@@ -1,6 +1,7 @@
 """The Kubernetes manifests keep the rules the services rely on."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -24,3 +25,79 @@ def test_admission_runs_a_standby_and_rolls_without_downtime():
 def test_only_the_dispatcher_may_talk_to_the_kubernetes_api():
     for name in ("opsched-admission", "opsched-cost", "opsched-cache"):
         assert deployment(name)["spec"]["template"]["spec"]["automountServiceAccountToken"] is False, name
+
+
+# ---- the dispatcher's RBAC: least privilege (issue 15) ------------------------------------------------------
+DISPATCHER_SA = {"kind": "ServiceAccount", "name": "opsched-dispatcher", "namespace": "opsched-system"}
+DISPATCHER_SRC = Path(__file__).resolve().parents[2] / "services" / "dispatcher"
+# the CoreV1Api calls the dispatcher may make, as (resource, verbs) for RBAC (a list is also watched)
+CALLS = {"create_namespaced_pod": ("pods", {"create"}), "read_namespaced_pod": ("pods", {"get"}),
+         "list_namespaced_pod": ("pods", {"list", "watch"}), "patch_namespaced_pod": ("pods", {"patch"}),
+         "delete_namespaced_pod": ("pods", {"delete"}), "list_node": ("nodes", {"list", "watch"}),
+         "list_pod_for_all_namespaces": (None, set())}  # only when it has no queue namespaces: a cluster admin
+
+
+def manifests() -> list[dict]:
+    return [d for f in sorted(DEPLOY.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+
+
+def dispatcher_roles(kind: str) -> list[dict]:
+    """The Roles (or ClusterRoles) bound to the dispatcher's ServiceAccount, by a RoleBinding or a
+    ClusterRoleBinding in the same namespace (a RoleBinding's Role is in its own namespace)."""
+    docs = manifests()
+    binding_kind = "RoleBinding" if kind == "Role" else "ClusterRoleBinding"
+    refs = {(b["metadata"].get("namespace"), b["roleRef"]["name"]) for b in docs
+            if b["kind"] == binding_kind and b["roleRef"]["kind"] == kind
+            and any({k: s.get(k) for k in DISPATCHER_SA} == DISPATCHER_SA for s in b["subjects"])}
+    return [d for d in docs if d["kind"] == kind and (d["metadata"].get("namespace"), d["metadata"]["name"]) in refs]
+
+
+def grants(role: dict) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for rule in role["rules"]:
+        assert rule.get("apiGroups") == [""] and "resourceNames" not in rule, rule
+        for resource in rule["resources"]:
+            out.setdefault(resource, set()).update(rule["verbs"])
+    return out
+
+
+def test_the_dispatcher_reads_nodes_cluster_wide_and_nothing_else():
+    cluster_roles = dispatcher_roles("ClusterRole")
+    assert [grants(r) for r in cluster_roles] == [{"nodes": {"get", "list", "watch"}}]
+    assert not [b for b in manifests() if b["kind"] == "RoleBinding" and b["roleRef"]["kind"] == "ClusterRole"
+                and DISPATCHER_SA in b["subjects"]], "no ClusterRole may be bound per namespace either"
+
+
+def test_the_dispatcher_uses_pods_only_in_the_queue_namespaces_it_is_told_of():
+    """A Role per queue namespace, with exactly the pod verbs; the same namespaces as its OPSCHED_POD_NAMESPACES
+    (else it would watch a namespace it may not, or never watch one it may)."""
+    roles = dispatcher_roles("Role")
+    assert roles and all(grants(r) == {"pods": {"create", "get", "list", "watch", "patch", "delete"}} for r in roles)
+    env = {e["name"]: e.get("value") for e in deployment("opsched-dispatcher")["spec"]["template"]["spec"]
+           ["containers"][0]["env"]}
+    told = [ns.strip() for ns in env["OPSCHED_POD_NAMESPACES"].split(",") if ns.strip()]
+    assert sorted(told) == sorted(r["metadata"]["namespace"] for r in roles)
+    declared = {d["metadata"]["name"] for d in manifests() if d["kind"] == "Namespace"}
+    assert set(told) <= declared, "an admin declares every queue namespace: the dispatcher creates none"
+    assert "kube-system" not in told
+
+
+def test_the_dispatchers_rbac_grants_exactly_the_kubernetes_calls_its_code_makes():
+    """Every CoreV1Api call in services/dispatcher/ maps to a verb granted; every verb granted is used."""
+    called = {m for f in DISPATCHER_SRC.glob("*.py") for m in re.findall(r"\bcore\.(\w+)", f.read_text())}
+    assert called <= set(CALLS), f"the dispatcher calls {sorted(called - set(CALLS))}: grant it, or do not"
+    needed: dict[str, set[str]] = {}
+    for resource, verbs in (CALLS[m] for m in called):
+        if resource is not None:
+            needed.setdefault(resource, set()).update(verbs)
+    granted: dict[str, set[str]] = {}
+    for role in dispatcher_roles("Role") + dispatcher_roles("ClusterRole"):
+        for resource, verbs in grants(role).items():
+            granted.setdefault(resource, set()).update(verbs)
+    granted["nodes"] -= {"get"}  # reading one node: granted with list and watch, unused today
+    assert needed == granted
+
+
+def test_the_dispatcher_runs_as_its_service_account():
+    spec = deployment("opsched-dispatcher")["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == DISPATCHER_SA["name"]

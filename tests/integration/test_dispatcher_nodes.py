@@ -1,5 +1,6 @@
-"""The dispatcher against a real control plane: it publishes node facts for admission, and it
-creates the namespace an admitted op names when that namespace does not exist yet."""
+"""The dispatcher against a real control plane: it publishes node facts for admission, places an admitted
+op's pod as admission said, and never creates the namespace an op names (an admin declares queue namespaces):
+an op naming one that does not exist fails with the reason."""
 from __future__ import annotations
 
 import asyncio
@@ -15,7 +16,7 @@ from opsched.localcluster.nodes import NOT_READY_TAINTS, now_rfc3339
 from opsched.localcluster.simkubelet import terminate
 from proto import codec, subjects
 from proto.cluster import ClusterEvent, NodeObserved, NodeRemoved
-from proto.events import OperationAdmitted, OperationDispatched
+from proto.events import OperationAdmitted, OperationDispatched, OperationFailed
 from proto.podspec import ANNOTATION_FLAVORS, LABEL_BORROWING
 from tests.builders import GPU, GPU_PRODUCT, admitted, op
 
@@ -115,10 +116,10 @@ async def test_a_heartbeat_publishes_nothing_a_label_change_publishes_once(
     assert [e.labels.get("pool") for e in cluster.seen[before:] if e.node == "gpu-quiet-0"] == ["spot"]
 
 
-async def test_an_admitted_op_gets_its_namespace_created_and_its_pod_placed(
+async def test_an_admitted_op_gets_its_pod_placed_and_one_in_a_missing_namespace_fails_without_creating_it(
         stack_factory, control_plane, k8s_namespace, core_v1, bus, events):
     await stack_factory(names=("dispatcher",), kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace)
-    ns, op_id = f"ns-{secrets.token_hex(4)}", f"nsop-{secrets.token_hex(3)}"
+    ns, op_id = k8s_namespace, f"nsop-{secrets.token_hex(3)}"
     spec = op("train").gpus(1, product="T4").command("sh", "-c", "sleep 30").build()
     event: OperationAdmitted = msgspec.structs.replace(
         admitted(spec, op_id=op_id, namespace=ns), flavors={GPU: "a100"},
@@ -134,10 +135,16 @@ async def test_an_admitted_op_gets_its_namespace_created_and_its_pod_placed(
         assert json.loads(pod.metadata.annotations[ANNOTATION_FLAVORS]) == {GPU: "a100"}
         assert pod.metadata.labels[LABEL_BORROWING] == "true"
         assert [(t.key, t.operator) for t in pod.spec.tolerations or []][:1] == [(GPU, "Exists")]
-        namespace = await asyncio.to_thread(core_v1.read_namespace, ns)
-        assert namespace.metadata.labels["app.kubernetes.io/managed-by"] == "opsched"
     finally:
         await asyncio.to_thread(_force_delete, core_v1, event.pod_name, ns)
+
+    missing, lost = f"ns-{secrets.token_hex(4)}", f"nsop-{secrets.token_hex(3)}"
+    await bus.publish(admitted(spec, op_id=lost, namespace=missing))
+    failed = await events.expect(OperationFailed, lost)
+    assert failed.reason == "NamespaceRefused" and f"namespace {missing} does not exist" in failed.message
+    with pytest.raises(client.ApiException) as raised:
+        await asyncio.to_thread(core_v1.read_namespace, missing)
+    assert raised.value.status == 404
 
 
 def _force_delete(core: client.CoreV1Api, name: str, ns: str) -> None:

@@ -1,13 +1,11 @@
 """The dispatcher refuses an attempt whose pods break its queue's pod security level (``forbidden_pod_spec``,
-naming the field and the level) before it creates any pod; a pod its queue allows is created, and a namespace
-the dispatcher creates for it carries the queue's Pod Security admission level."""
+naming the field and the level) before it creates any pod; a pod its queue allows is created (in a namespace
+the admin made, labelled with the level: the dispatcher creates none)."""
 from __future__ import annotations
 
 import msgspec
-from kubernetes.client.rest import ApiException
 
 from proto.events import OperationDispatched, OperationRejected
-from proto.pod_security import ENFORCE_LABEL
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.k8s import Kube
 from services.dispatcher.preempt import Releaser
@@ -19,15 +17,12 @@ from tests.builders.clock import FakeClock
 
 
 class Core:
-    """CoreV1Api whose namespace does not exist until created; records every call."""
+    """CoreV1Api whose namespaces exist; records every call."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, object]] = []
-        self.namespaces: set[str] = set()
 
     def create_namespaced_pod(self, namespace, body, **kwargs):
-        if namespace not in self.namespaces:
-            raise ApiException(status=404, reason="Not Found")  # body says the namespace is missing
         self.calls.append(("create_pod", body["metadata"]["name"]))
 
     def create_namespace(self, body, **kwargs):
@@ -38,7 +33,7 @@ class Core:
 async def run(spec, **fields):
     core = Core()
     k = Kube.__new__(Kube)
-    k.core, k.request_timeout_s = core, 5.0  # type: ignore[assignment]
+    k.core, k.request_timeout_s, k.namespaces = core, 5.0, ()  # type: ignore[assignment]
     event = msgspec.structs.replace(admitted(spec.build(), op_id="a", queue="gpu"), **fields)
     ctx = Context("dispatcher", FakeClock(T0), Settings(), oplog.get("dispatcher"))
     return await dispatch(event, ctx, k, Releaser(k, Settings(), oplog.get("test"))), core.calls
@@ -66,10 +61,9 @@ async def test_a_secret_volume_runs_only_where_the_queue_allows_it():
     assert isinstance(allowed, OperationDispatched)
 
 
-async def test_a_namespace_the_dispatcher_creates_carries_the_queues_level():
+async def test_a_hardened_pod_runs_in_a_restricted_queue_and_the_dispatcher_creates_no_namespace():
     hardened = op().security_context(runAsNonRoot=True, allowPrivilegeEscalation=False,
                                      capabilities={"drop": ["ALL"]}, seccompProfile={"type": "RuntimeDefault"})
     result, calls = await run(hardened, pod_security="restricted")
     assert isinstance(result, OperationDispatched)
-    (metadata,) = [m for kind, m in calls if kind == "create_namespace"]
-    assert metadata["labels"][ENFORCE_LABEL] == "restricted"  # type: ignore[index]
+    assert not [m for kind, m in calls if kind == "create_namespace"]  # namespaces are the admin's (RBAC)

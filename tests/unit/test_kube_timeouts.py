@@ -46,7 +46,7 @@ class RecordingCore:
         return self._answer("list_node", kwargs)
 
     def list_namespaced_pod(self, namespace: str, **kwargs: Any) -> client.V1PodList:
-        return self._answer("list_namespaced_pod", kwargs)
+        return self._answer("list_namespaced_pod", {"namespace": namespace, **kwargs})
 
     def create_namespaced_pod(self, namespace: str, body: Any, **kwargs: Any) -> Any:
         return self._answer("create_namespaced_pod", kwargs)
@@ -75,13 +75,12 @@ def kube() -> Kube:
 async def test_every_call_through_kube_has_the_request_timeout(kube):
     pod = {"metadata": {"name": "op-a-0", "namespace": "ns"}}
     await kube.create_pod(pod)
-    await kube.ensure_namespace("ns")
     await kube.annotate_pod("op-a-0", "ns", {"k": "v"})
     await kube.list_pods("opsched.io/op-id")
     await kube.pod_names("ns", "opsched.io/op-id=a")
     await kube.delete_pod("op-a-0", "ns", 0)
     calls = kube.core.calls  # type: ignore[attr-defined]
-    assert len(calls) == 6 and untimed(calls) == []
+    assert len(calls) == 5 and untimed(calls) == []
     assert {kwargs["_request_timeout"] for _, kwargs in calls} == {3.0}
 
 
@@ -93,10 +92,25 @@ async def test_the_reconcilers_list_has_a_timeout(kube):
     assert untimed(kube.core.calls) == []  # type: ignore[attr-defined]
 
 
+async def test_given_its_queue_namespaces_every_pod_list_is_one_of_them_with_a_timeout(kube):
+    """RBAC grants the dispatcher pods in its queue namespaces only: it never lists every namespace then."""
+    kube.namespaces = ("team-a", "team-b")
+    dispatcher = Dispatcher(Settings(dispatcher_mode="null"))
+    dispatcher.kube = kube
+    assert await dispatcher._list_pods() == []  # the reconciler's
+    assert await kube.list_pods("opsched.io/op-id") == []  # the expiry check's
+    calls = kube.core.calls  # type: ignore[attr-defined]
+    assert [(name, kwargs["namespace"]) for name, kwargs in calls] == [
+        ("list_namespaced_pod", "team-a"), ("list_namespaced_pod", "team-b")] * 2
+    assert untimed(calls) == []
+
+
 @pytest.mark.parametrize("make", [
     lambda core: PodWatcher(core, publish=None, clock=FakeClock(T0), log=get_log("test")),  # type: ignore[arg-type]
+    lambda core: PodWatcher(core, publish=None, clock=FakeClock(T0), log=get_log("test"),  # type: ignore[arg-type]
+                            namespace="team-a"),
     lambda core: NodeWatcher(core, publish=None, clock=FakeClock(T0), log=get_log("test")),  # type: ignore[arg-type]
-], ids=["pod_watch", "node_watch"])
+], ids=["pod_watch", "pod_watch_of_one_namespace", "node_watch"])
 async def test_the_watch_threads_list_and_watch_with_timeouts(make):
     core = RecordingCore()
     watcher = core.stop = make(core)
@@ -105,5 +119,6 @@ async def test_the_watch_threads_list_and_watch_with_timeouts(make):
     assert not watcher._thread.is_alive()
     (listed, list_kwargs), (watched, watch_kwargs) = core.calls
     assert listed == watched and untimed(core.calls) == []
+    assert list_kwargs.get("namespace") == watch_kwargs.get("namespace") == getattr(watcher, "namespace", None)
     assert watch_kwargs["watch"] is True and watch_kwargs["resource_version"] == "7"
     assert 0 < watch_kwargs["timeout_seconds"] < watch_kwargs["_request_timeout"][1]  # the server ends it first

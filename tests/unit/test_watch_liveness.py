@@ -42,7 +42,7 @@ class Core:
 def dispatcher_watching(core: Core, clock: FakeClock) -> Dispatcher:
     """A dispatcher (null mode: no kubeconfig needed) given a pod watcher on ``core``."""
     dispatcher = Dispatcher(Settings(dispatcher_mode="null"), clock)
-    dispatcher.watcher = PodWatcher(core, publish=None, clock=clock, log=get_log("test"))  # type: ignore[arg-type]
+    dispatcher.watchers = [PodWatcher(core, publish=None, clock=clock, log=get_log("test"))]  # type: ignore[arg-type]
     return dispatcher
 
 
@@ -56,8 +56,8 @@ async def test_a_watch_thread_killed_by_an_exception_makes_healthz_503_naming_th
         raise Killed("injected")
     dispatcher = dispatcher_watching(Core(die), FakeClock(T0))
     assert healthz(dispatcher)[0] == "200 OK"  # not started yet: nothing to judge
-    dispatcher.watcher.start()
-    await asyncio.to_thread(dispatcher.watcher._thread.join, 10)
+    dispatcher.watchers[0].start()
+    await asyncio.to_thread(dispatcher.watchers[0]._thread.join, 10)
 
     status, body = healthz(dispatcher)
     assert status == "503 Service Unavailable"
@@ -70,7 +70,7 @@ async def test_a_watch_thread_stuck_in_a_call_longer_than_its_timeouts_allow_mak
     core = Core(lambda: release.wait(30) and SimpleNamespace(items=[], metadata=SimpleNamespace(resource_version="1")))
     clock = FakeClock(T0)
     dispatcher = dispatcher_watching(core, clock)
-    dispatcher.watcher.start()
+    dispatcher.watchers[0].start()
     try:
         await eventually(lambda: _true(core.lists > 0), "the watch thread to call the API")
         clock.advance(STUCK_AFTER_S - 1)
@@ -79,9 +79,9 @@ async def test_a_watch_thread_stuck_in_a_call_longer_than_its_timeouts_allow_mak
         status, body = healthz(dispatcher)
         assert status == "503 Service Unavailable" and "no progress" in body["not_alive"]["dispatcher"]["pod_watch"]
     finally:
-        dispatcher.watcher.stop()
+        dispatcher.watchers[0].stop()
         release.set()
-        await asyncio.to_thread(dispatcher.watcher._thread.join, 10)
+        await asyncio.to_thread(dispatcher.watchers[0]._thread.join, 10)
     assert healthz(dispatcher)[0] == "200 OK"  # stopped (draining): not a failure
 
 
@@ -91,15 +91,15 @@ async def test_an_api_server_that_refuses_every_call_keeps_the_watch_alive():
     core = Core(refuse)
     clock = FakeClock(T0)
     dispatcher = dispatcher_watching(core, clock)
-    dispatcher.watcher.start()
+    dispatcher.watchers[0].start()
     try:
         for tries in (1, 2):  # each retry (1 s apart) is progress
             clock.advance(STUCK_AFTER_S - 1)
             await eventually(lambda n=tries: _true(core.lists > n), "the watch loop to retry", timeout=10)
             assert healthz(dispatcher)[0] == "200 OK"
     finally:
-        dispatcher.watcher.stop()
-        await asyncio.to_thread(dispatcher.watcher._thread.join, 10)
+        dispatcher.watchers[0].stop()
+        await asyncio.to_thread(dispatcher.watchers[0]._thread.join, 10)
 
 
 async def _true(value: bool) -> bool:
