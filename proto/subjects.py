@@ -48,6 +48,7 @@ OPS_BUCKET = "opsched_ops"  # summaries of finished ops that left admission's me
 # What outlives an op's purge from the op stream: spend, for the budget windows (purged once they passed)
 KEPT_PAST_PURGE = ("cost_recorded", "budget_exceeded")
 ATTEMPT_FATE_BUCKET = "opsched_attempts"  # the dispatcher's record per attempt: creating or released
+IN_HAND_BUCKET = "opsched_inhand"  # the messages each consumer's handler loop holds, unsettled (proto.in_hand)
 LEASE_BUCKET = "opsched_leases"  # one key per role that exactly one instance plays (proto.leases.Lease)
 ADMISSION_ROLE = "admission"  # the lease key, and the role in its claims
 
