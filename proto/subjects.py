@@ -95,6 +95,13 @@ def kv_stream(bucket: str) -> str:
 
 def kv_entries(bucket: str) -> str:
     return f"$KV.{bucket}.>"
+
+
+def kv_key(bucket: str, key: str) -> str:
+    """The subject of one key of a key-value bucket (what a put or a delete of it publishes on)."""
+    return f"$KV.{bucket}.{key}"
+
+
 def attempt_fate_key(op_id: str, attempt: int) -> str:
     """The key of an attempt in ``ATTEMPT_FATE_BUCKET``: ``<op_id>.<attempt>``."""
     return f"{op_id}.{attempt}"

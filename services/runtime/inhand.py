@@ -9,11 +9,12 @@ earlier, before the message is handled a third time.
 Before the handler loop starts on a message it records it in hand (``take``: the bucket
 ``subjects.IN_HAND_BUCKET``, key ``<durable>.<stream seq>``, value ``proto.in_hand.InHand``), and it
 removes the record once it settled the message (``release``: after an ack, a nak, a term — any outcome
-but the process dying). A first delivery costs one put and one delete (nothing can have died in hand
-before it); a redelivery reads the record first. A record found on a redelivery counts the deliveries
-that died in hand: once they reach ``OPSCHED_POISON_CRASHES`` (2; 0 turns the records off) the message
-is not handled but dead-lettered at once (reason ``poison_message``, after a ``handler_failed`` about its
-op, as for a handler that gave up).
+but the process dying). A first delivery costs one put (its ack awaited: the record is stored before the
+handler runs) and one delete (not awaited); a redelivery reads the record first (nothing can have died in
+hand before a first delivery). A record found on a redelivery counts the deliveries that died in hand:
+once they reach ``OPSCHED_POISON_CRASHES`` (2; 0 turns the records off) the message is not handled but
+dead-lettered at once (reason ``poison_message``, after a ``handler_failed`` about its op, as for a
+handler that gave up).
 
 A record's delete lost to a NATS outage would count a delivery that did not die: the keys expire after
 ``RECORD_MAX_AGE_S`` (a message held longer than that before its process died is counted short, never
@@ -31,7 +32,7 @@ from services.runtime.bus import Received, as_unavailable
 from services.runtime.kvstore import KVStore
 
 POISON = "poison_message"  # the reason of its dead letter
-RECORD_MAX_AGE_S = 3600.0
+RECORD_MAX_AGE_S = 600.0  # above the ack wait: a record is read on the delivery after its own
 
 
 def key_of(msg: Received) -> str:
@@ -56,9 +57,9 @@ class Unrecorded:
 class InHandRecords(KVStore):
     """The messages this service's handler loops hold, in the shared bucket (every replica's)."""
 
-    def __init__(self, kv: Any, holder: str, crashes: int) -> None:
+    def __init__(self, bus: Any, kv: Any, holder: str, crashes: int) -> None:
         super().__init__(kv, subjects.IN_HAND_BUCKET)
-        self.holder, self.crashes = holder, crashes
+        self.bus, self.holder, self.crashes = bus, holder, crashes
 
     async def take(self, msg: Received) -> int | None:
         """Record ``msg`` in hand and return None (handle it), or, when ``crashes`` earlier deliveries of it
@@ -83,9 +84,10 @@ class InHandRecords(KVStore):
         return None
 
     async def release(self, msg: Received, log: Any) -> None:
-        """``msg`` is settled: no longer in hand (best effort: a lost delete expires with the bucket's keys)."""
+        """``msg`` is settled: no longer in hand. Not waiting for the stream's ack (the loop goes on at once);
+        a delete lost to an outage expires with the bucket's keys."""
         try:
-            await self.kv.delete(key_of(msg))
+            await self.bus.forget(subjects.IN_HAND_BUCKET, key_of(msg))
         except Exception as exc:  # noqa: BLE001 - NATS away: the key expires
             log.warning("in_hand_release_failed", key=key_of(msg), error=f"{exc!r}")
 
@@ -94,4 +96,4 @@ async def open_records(bus: Any, holder: str, crashes: int) -> InHandRecords | U
     if crashes <= 0:
         return Unrecorded()
     kv = await bus.ensure_cache_bucket(subjects.IN_HAND_BUCKET, max_age_s=RECORD_MAX_AGE_S)
-    return InHandRecords(kv, holder, crashes)
+    return InHandRecords(bus, kv, holder, crashes)

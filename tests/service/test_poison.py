@@ -14,6 +14,7 @@ from services.runtime.inhand import POISON
 from tests.builders import op
 from tests.service.test_bad_input import dead_letters
 from tests.service.test_max_deliveries import QUEUES
+from tests.waiting import eventually
 
 # five deliveries allowed (the max-deliveries advisory would come after the fifth); one second of ack wait
 DYING = dict(max_deliver=5, ack_wait_s=1.0, dependency_backoff_base_s=0.01, dependency_backoff_cap_s=0.05)
@@ -49,3 +50,7 @@ async def test_a_message_that_died_in_hand_twice_is_dead_lettered_by_the_next_re
     assert copy.headers["Opsched-Error-Reason"] == POISON
     assert copy.headers["Opsched-Original-Subject"] == subjects.event("submitted", op_id)
     assert sum(c.stats.poisoned for c in costs) == 1 and sum(c.stats.lost for c in costs) == 0
+
+    async def nothing_in_hand() -> bool:  # settled, the record is deleted (its delete is not awaited)
+        return await bus.read_bucket(subjects.IN_HAND_BUCKET) == []
+    assert await eventually(nothing_in_hand, "the in-hand record deleted", timeout=10)
