@@ -14,7 +14,8 @@ handler runs) and one delete (not awaited); a redelivery reads the record first 
 hand before a first delivery). A record found on a redelivery counts the deliveries that died in hand:
 once they reach ``OPSCHED_POISON_CRASHES`` (2; 0 turns the records off) the message is not handled but
 dead-lettered at once (reason ``poison_message``, after a ``handler_failed`` about its op, as for a
-handler that gave up).
+handler that gave up); its record stays (expiring), so a copy that could not be stored (the message given
+back) makes it poison again on its next delivery, never handled.
 
 A record's delete lost to a NATS outage would count a delivery that did not die: the keys expire after
 ``RECORD_MAX_AGE_S`` (a message held longer than that before its process died is counted short, never

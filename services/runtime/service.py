@@ -54,7 +54,7 @@ from services.runtime.handling import as_list as _as_list
 from services.runtime.handling import handler_failed as _handler_failed
 from services.runtime.handling import quietly as _quietly
 from services.runtime.handling import received as _received
-from services.runtime.inhand import POISON, Unrecorded, open_records, poisoned_text
+from services.runtime.inhand import POISON, InHandRecords, Unrecorded, open_records, poisoned_text
 from services.runtime.leadership import Leadership, holder_id
 from services.runtime.liveness import HandlerLoops
 from services.runtime.maxdeliveries import listen as listen_for_lost
@@ -104,7 +104,7 @@ class Service:
         self.waits = Waits()  # the dependencies its handler loops wait for now (readiness reports them)
         self.backoff = Backoff(settings.dependency_backoff_base_s, settings.dependency_backoff_cap_s)
         self.handler_loops = HandlerLoops(self.clock.now)  # signs of life of its handler loops (liveness)
-        self.in_hand: Any = Unrecorded()  # the messages its loops hold, once ``run`` opened the bucket (inhand)
+        self.in_hand: InHandRecords | Unrecorded = Unrecorded()  # the messages its loops hold, once ``run`` opened the bucket (inhand)
 
     async def start(self, bus: Bus) -> None:
         """Before any consumer is created: rebuild state by replay, open buckets, serve queries."""
@@ -173,11 +173,11 @@ class Service:
                 died = await self.until_available(lambda: self.in_hand.take(msg), msg, self.log)
             except Draining:
                 return
-            if died is None:
-                await self._process(sub, msg)
-            else:
+            if died is not None:  # its record stays: given back (the dead letter not stored), it is poison again
                 self.stats.poisoned += 1
                 await self._abandon(sub.durable, msg, poisoned_text(died), POISON)
+                return
+            await self._process(sub, msg)
             await self.in_hand.release(msg, self.log)
 
     async def _process(self, sub: Subscription, msg: Received) -> None:

@@ -51,6 +51,6 @@ async def test_a_message_that_died_in_hand_twice_is_dead_lettered_by_the_next_re
     assert copy.headers["Opsched-Original-Subject"] == subjects.event("submitted", op_id)
     assert sum(c.stats.poisoned for c in costs) == 1 and sum(c.stats.lost for c in costs) == 0
 
-    async def nothing_in_hand() -> bool:  # settled, the record is deleted (its delete is not awaited)
+    async def nothing_in_hand() -> bool:  # the held deliveries, let go, settle: the record is deleted (not awaited)
         return await bus.read_bucket(subjects.IN_HAND_BUCKET) == []
     assert await eventually(nothing_in_hand, "the in-hand record deleted", timeout=10)

@@ -95,7 +95,26 @@ async def test_a_message_that_died_in_hand_twice_is_dead_lettered_on_its_third_d
     [error] = [codec.decode(m.data) for m in stored(bus, subjects.OPS_STREAM, ErrorRaised)]
     assert error.reason == POISON and error.op_id == "op-1"
     assert ("term", 1) in bus.trace and svc.stats.poisoned == 1
-    assert bus.broker.buckets[subjects.IN_HAND_BUCKET].data == {}  # settled: no longer in hand
+
+
+async def test_a_poison_message_whose_dead_letter_could_not_be_stored_is_poison_again_never_handled(bus):
+    handler = Calls(hang=True)
+    svc = await probe(bus, handler)
+    await bus.publish(SUBMITTED)
+    await deliver(bus, svc, crash=True)
+    await deliver(bus, svc, crash=True)
+    bus.fail_publish(subject=subjects.dead_letter(SERVICE))  # the copy cannot be stored: given back
+    svc.settings.dependency_backoff_base_s = svc.settings.dependency_backoff_cap_s = 0.01
+    stop = svc.stopping
+    stop.set()  # the service stops while it waits for NATS: the message is given back (nak)
+    await deliver(bus, svc, crash=False)
+    assert ("nak", 1, None) in bus.trace and not stored(bus, subjects.DLQ_STREAM)
+    stop.clear()
+    bus.fail_publish(0)
+    await deliver(bus, svc, crash=False)
+    assert handler.n == 2  # poison both times: never handled again
+    [copy] = stored(bus, subjects.DLQ_STREAM)
+    assert copy.headers["Opsched-Error-Reason"] == POISON
 
 
 async def test_one_death_in_hand_is_not_poison_the_next_delivery_is_handled(bus):
