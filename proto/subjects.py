@@ -48,6 +48,7 @@ OPS_BUCKET = "opsched_ops"  # summaries of finished ops that left admission's me
 # What outlives an op's purge from the op stream: spend, for the budget windows (purged once they passed)
 KEPT_PAST_PURGE = ("cost_recorded", "budget_exceeded")
 ATTEMPT_FATE_BUCKET = "opsched_attempts"  # the dispatcher's record per attempt: creating or released
+IN_HAND_BUCKET = "opsched_inhand"  # the messages each consumer's handler loop holds, unsettled (proto.in_hand)
 LEASE_BUCKET = "opsched_leases"  # one key per role that exactly one instance plays (proto.leases.Lease)
 ADMISSION_ROLE = "admission"  # the lease key, and the role in its claims
 
@@ -94,6 +95,13 @@ def kv_stream(bucket: str) -> str:
 
 def kv_entries(bucket: str) -> str:
     return f"$KV.{bucket}.>"
+
+
+def kv_key(bucket: str, key: str) -> str:
+    """The subject of one key of a key-value bucket (what a put or a delete of it publishes on)."""
+    return f"$KV.{bucket}.{key}"
+
+
 def attempt_fate_key(op_id: str, attempt: int) -> str:
     """The key of an attempt in ``ATTEMPT_FATE_BUCKET``: ``<op_id>.<attempt>``."""
     return f"{op_id}.{attempt}"

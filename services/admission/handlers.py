@@ -34,17 +34,21 @@ from services.admission.policies.routing import route
 from services.admission.queues import Book
 from services.admission.rendering import INVALID_CONDITION, INVALID_TEMPLATE, rendered, routing_fields
 from services.admission.state import AdmissionState, Status
+from services.admission.submit_rate import RATE_LIMITED, SubmitRate, requester
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 
 
-def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: Book) -> Event | list[Event] | None:
+def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: Book,
+              rate: SubmitRate | None = None) -> Event | list[Event] | None:
     if not subjects.valid_token(cmd.op_id):
         raise InvalidInput("invalid_op_id", f"op id {cmd.op_id!r} must be lowercase letters, digits and dashes")
     if cmd.op_id in state.ops or cmd.op_id in state.fold.gone:
         ctx.log.info("duplicate_submit_ignored")
         return None
     now = ctx.clock.now()
+    if rate is not None:
+        _within_rate(cmd, ctx, rate)
     oversized = too_large(cmd.spec)
     if oversized is not None:
         return OperationRejected(op_id=cmd.op_id, at=now, reason=SPEC_TOO_LARGE, message=oversized)
@@ -61,6 +65,14 @@ def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: B
         events.append(OperationSkipped(op_id=cmd.op_id, at=now, reason="condition_false",
                                        message=f"conditions {(cmd.spec.conditions or '').strip()} is false"))
     return events[0] if len(events) == 1 else events
+
+
+def _within_rate(cmd: SubmitOperation, ctx: Context, rate: SubmitRate) -> None:
+    """Charge the requester one submit, or refuse it (``submit_rate``): the op rejected ``rate_limited``."""
+    who, now = requester(cmd, ctx.subject), ctx.clock.now()
+    wait_s = rate.take(who, cmd.op_id, now)
+    if wait_s is not None:
+        raise _invalid(cmd.op_id, now, RATE_LIMITED, rate.refusal(who, wait_s, now))
 
 
 def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: AdmissionState, book: Book) -> list[Event]:
@@ -162,7 +174,7 @@ RESUMABLE = (Status.STOPPED, Status.FAILED, Status.TIMED_OUT)
 
 
 def on_rerun(cmd: RestartOperation | CopyOperation, ctx: Context, state: AdmissionState,
-             book: Book) -> Event | list[Event] | None:
+             book: Book, rate: SubmitRate | None = None) -> Event | list[Event] | None:
     """Restart or copy: a new op from the original's spec (params overridden), linked to it."""
     original = _known(cmd.op_id, state)
     relation = "copy" if isinstance(cmd, CopyOperation) else "restart"
@@ -173,7 +185,7 @@ def on_rerun(cmd: RestartOperation | CopyOperation, ctx: Context, state: Admissi
                                        container=msgspec.structs.replace(spec.container, env=env))
     submit = SubmitOperation(op_id=cmd.new_op_id, spec=spec, requested_at=cmd.requested_at,
                              requested_by=cmd.requested_by)
-    events = on_submit(submit, ctx, state, book)
+    events = on_submit(submit, ctx, state, book, rate)
     for event in events if isinstance(events, list) else [events] if events else []:
         if isinstance(event, OperationSubmitted):
             event.original_op_id, event.relation = original.op_id, relation

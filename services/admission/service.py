@@ -26,7 +26,7 @@ from proto.commands import (
     SubmitOperation,
 )
 from proto.config import QueuesConfigured, SetQueues
-from proto.events import Event, OperationRejected
+from proto.events import Event, OperationRejected, OperationSubmitted
 from proto.leases import is_claim
 from proto.queries import QueuesRequest, WhyRequest
 from proto.queues import QueuesConfig
@@ -46,6 +46,7 @@ from services.admission.config_source import ConfigSource, queues_configured
 from services.admission.purge import Retention
 from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
+from services.admission.submit_rate import SubmitRate
 from services.runtime.bus import Bus, Fence, Received
 from services.runtime.clock import Clock
 from services.runtime.deadletter import UNKNOWN_OP, guess_op_id
@@ -70,6 +71,7 @@ class Admission(Service):
         self.config = ConfigSource(settings.queues_file, self.clock, self.log)
         self.schedules = sched.Schedules(status_of=self._run_status)
         self.wake = asyncio.Event()
+        self.submit_rate = SubmitRate(settings.submit_rate_per_min, settings.submit_burst)  # folds ``submitted``
         self.undecodable = 0  # messages of the op stream skipped: they do not decode
         self.progress = FoldProgress()  # how far the op stream is folded (commands wait for their op)
         self.leadership = Leadership(subjects.ADMISSION_ROLE, self.clock, settings.lease_ttl_s, settings.lease_renew_s,
@@ -97,7 +99,7 @@ class Admission(Service):
     # ---- the commands: each handler returns the events that follow ----
     @commands.handles(SubmitOperation)
     async def on_submit(self, cmd: SubmitOperation, ctx: Context) -> Event | list[Event] | None:
-        return handlers.on_submit(cmd, ctx, self.state, self.book)
+        return handlers.on_submit(cmd, ctx, self.state, self.book, self.submit_rate)
 
     @commands.handles(StopOperation)
     async def on_stop(self, cmd: StopOperation, ctx: Context) -> Event | None:
@@ -117,7 +119,7 @@ class Admission(Service):
     @commands.handles(RestartOperation, CopyOperation)
     async def on_rerun(self, cmd: RestartOperation | CopyOperation, ctx: Context) -> Event | list[Event] | None:
         await self.known(cmd.op_id)
-        return handlers.on_rerun(cmd, ctx, self.state, self.book)
+        return handlers.on_rerun(cmd, ctx, self.state, self.book, self.submit_rate)
 
     @commands.handles(ResumeOperation)
     async def on_resume(self, cmd: ResumeOperation, ctx: Context) -> Event | None:
@@ -205,6 +207,8 @@ class Admission(Service):
             except Exception as exc:  # noqa: BLE001 - a fold never raises
                 self.log.error("fold_failed", op_id=event.op_id, event_type=codec.type_of(event), error=f"{exc!r}")
             return
+        if isinstance(event, OperationSubmitted):
+            self.submit_rate.observe(event)
         if self.state.apply(event, seq):
             self.wake.set()
 

@@ -1,7 +1,5 @@
-"""The NATS connection: streams, durable consumers, publishing with Nats-Msg-Id, replay.
-
-The only module that imports ``nats``.
-"""
+"""The NATS connection: streams, durable consumers, publishing with Nats-Msg-Id, replay. The only module
+that imports ``nats``."""
 from __future__ import annotations
 
 import asyncio
@@ -28,16 +26,14 @@ PUBLISH_TIMEOUT_S = 1.0  # one attempt: a publish sent to a node that just died 
 KV_TIMEOUT_S = 2.0  # one KV call
 PUBLISH_PATIENCE_S = 20.0  # a stream without a leader (a node died: election ~5-9 s) is waited out this long
 # no leader answers (yet): the same publish again is safe, its Nats-Msg-Id makes a stored repeat a no-op
-_LEADERLESS = (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError,
-               nats.js.errors.ServiceUnavailableError)
+_LEADERLESS = (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError, nats.js.errors.ServiceUnavailableError)
 NATS = "nats"
 WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a publish whose expected last sequence moved on
 # ... and a clustered stream's while another publish expecting a last sequence of the same subject is in
 # process: the fence may still hold (``Bus.publish`` looks before it calls it refused)
 WRONG_LAST_SEQUENCE_IN_FLIGHT = 10164
-# a clustered stream refuses a message whose Nats-Msg-Id another publish has in process (two replicas report
-# the same fact at once): the same publish again a moment later is acked as a duplicate, or stored if that
-# other publish failed
+# a clustered stream refuses a message whose Nats-Msg-Id another publish has in process (two replicas report the
+# same fact at once): the same publish a moment later is acked as a duplicate, or stored if that one failed
 DUPLICATE_IN_PROCESS = 10158
 # NATS or JetStream cannot take the call now (disconnected, reconnecting, no ack in time, no leader):
 # an outage, retried for as long as it lasts; never the message's fault.
@@ -386,6 +382,10 @@ class Bus:
         except (NotFoundError, nats.js.errors.BucketNotFoundError, nats.js.errors.KeyNotFoundError):
             return None
         return entry.value or None
+
+    async def forget(self, bucket: str, key: str) -> None:
+        """Delete ``key`` of ``bucket`` as ``kv.delete`` does, not waiting for the ack: lost at worst, as an ack."""
+        await self.nc.publish(subjects.kv_key(bucket, key), b"", headers={"KV-Operation": "DEL"})
 
     async def close(self) -> None:
         """Flush what was published, then close. Handler loops finish their message in hand first."""

@@ -27,7 +27,8 @@ events it produced are stored in JetStream. Three kinds of failure, handled diff
   ``handler_failed`` event about its op, which admission folds to end or retry the op.
 
 A message whose last delivery nobody settled (the process died with it in hand) is dead-lettered the same
-way, by whichever replica hears JetStream's max-deliveries advisory (``maxdeliveries``). Each handler loop
+way, by whichever replica hears JetStream's max-deliveries advisory (``maxdeliveries``); one whose handling
+died with the process twice is dead-lettered before it is handled a third time (``inhand``). Each handler loop
 leaves signs of life (``liveness``): one stuck past ``OPSCHED_HANDLER_STUCK_S`` makes ``/healthz`` 503.
 """
 from __future__ import annotations
@@ -53,7 +54,8 @@ from services.runtime.handling import as_list as _as_list
 from services.runtime.handling import handler_failed as _handler_failed
 from services.runtime.handling import quietly as _quietly
 from services.runtime.handling import received as _received
-from services.runtime.leadership import Leadership
+from services.runtime.inhand import POISON, InHandRecords, Unrecorded, open_records, poisoned_text
+from services.runtime.leadership import Leadership, holder_id
 from services.runtime.liveness import HandlerLoops
 from services.runtime.maxdeliveries import listen as listen_for_lost
 from services.runtime.settings import Settings
@@ -78,6 +80,7 @@ class Stats:
     retried: int = 0
     dependency_retries: int = 0  # tries again of a dependency found unavailable
     lost: int = 0  # messages whose last delivery nobody settled (max-deliveries advisories acted on)
+    poisoned: int = 0  # messages dead-lettered unhandled: their handling died with the process too often
 
 
 class Service:
@@ -101,6 +104,7 @@ class Service:
         self.waits = Waits()  # the dependencies its handler loops wait for now (readiness reports them)
         self.backoff = Backoff(settings.dependency_backoff_base_s, settings.dependency_backoff_cap_s)
         self.handler_loops = HandlerLoops(self.clock.now)  # signs of life of its handler loops (liveness)
+        self.in_hand: InHandRecords | Unrecorded = Unrecorded()  # the messages its loops hold, once ``run`` opened the bucket (inhand)
 
     async def start(self, bus: Bus) -> None:
         """Before any consumer is created: rebuild state by replay, open buckets, serve queries."""
@@ -126,6 +130,7 @@ class Service:
         self.bus, self.stopping = bus, stop
         await bus.ensure_streams(self.settings.stream_limits())
         await self.start(bus)
+        self.in_hand = await open_records(bus, holder_id(), self.settings.poison_crashes)
         subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver,
                                       ack_wait=self.settings.ack_wait_s)) for s in self.subscriptions]
         advised = await listen_for_lost(bus, [(s.durable, s.stream) for s in self.subscriptions], self._lost,
@@ -160,9 +165,20 @@ class Service:
                 await self.process(sub, _received(raw))
 
     async def process(self, sub: Subscription, msg: Received) -> None:
-        """Handle one message completely: publish its events, then ack (or nak / dead-letter)."""
+        """Handle one message completely: publish its events, then ack (or nak / dead-letter); held in hand
+        meanwhile (``inhand``): one whose earlier deliveries died in hand too often is dead-lettered unhandled."""
+        msg = replace(msg, durable=sub.durable)
         with self.handler_loops.handling(sub.durable, msg.subject):
-            await self._process(sub, replace(msg, durable=sub.durable))
+            try:
+                died = await self.until_available(lambda: self.in_hand.take(msg), msg, self.log)
+            except Draining:
+                return
+            if died is not None:  # its record stays: given back (the dead letter not stored), it is poison again
+                self.stats.poisoned += 1
+                await self._abandon(sub.durable, msg, poisoned_text(died), POISON)
+                return
+            await self._process(sub, msg)
+            await self.in_hand.release(msg, self.log)
 
     async def _process(self, sub: Subscription, msg: Received) -> None:
         assert self.bus is not None
@@ -349,15 +365,20 @@ class Service:
 
     async def _lost(self, durable: str, msg: Received) -> None:
         """JetStream stopped delivering ``msg`` unsettled (``maxdeliveries``): dead-letter it as ``_give_up``."""
+        self.stats.lost += 1
+        text = (f"no delivery of {msg.num_delivered} was settled (the process holding it died, or gave it "
+                "back on its last delivery)")
+        await self._abandon(durable, msg, text, MAX_DELIVERIES)
+        await self.in_hand.release(msg, self.log)  # its last delivery's record, if it died in hand
+
+    async def _abandon(self, durable: str, msg: Received, text: str, reason: str) -> None:
+        """Dead-letter ``msg`` unhandled, as ``_give_up`` (a ``handler_failed`` about the op it names)."""
         sub = next(s for s in self.subscriptions if s.durable == durable)
         try:
             message = sub.decoder(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError):
             message = None
-        self.stats.lost += 1
-        text = (f"no delivery of {msg.num_delivered} was settled (the process holding it died, or gave it "
-                "back on its last delivery)")
-        await self._give_up(msg, text, self.log, message, reason=MAX_DELIVERIES)
+        await self._give_up(msg, text, self.log, message, reason=reason)
 
     async def _reject(self, msg: Received, reason: str, message: str, op_id: str | None = None) -> None:
         assert self.bus is not None

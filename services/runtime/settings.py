@@ -30,12 +30,17 @@ class Settings(BaseSettings):
         10.0, gt=0, le=20.0, description="longest wait between tries (below the 30 s ack wait: the message stays ours)")
     handler_stuck_s: float = Field(300.0, gt=0, description="a handler loop without a sign of life this long is "
                                    "stuck: /healthz 503 (a wait for a dependency is not: readiness reports it)")
+    poison_crashes: int = Field(2, ge=0, description="a message whose handling died with its process (OOM-kill, "
+                                "kill -9) this many times is dead-lettered before it is handled again; 0: off")
 
     # admission
     queues_file: Path | None = None
     lease_ttl_s: float = Field(6.0, gt=0, description="admission's leader lease runs out this long after its last "
                                "renewal: a standby takes over then (the leader stops deciding ttl/6 before)")
     lease_renew_s: float = Field(2.0, gt=0, description="the leader renews its lease this often (below ttl * 5/6)")
+    submit_rate_per_min: float = Field(600.0, ge=0, description="ops one requester may submit a minute (restarts "
+                                       "and copies count); beyond it a submit is rejected rate_limited; 0: no limit")
+    submit_burst: int = Field(1000, ge=1, description="... of which this many at once (the token bucket's size)")
     # retention (see README "Retention")
     retention_ttl_s: float = Field(86400.0, ge=0, description="a finished op leaves admission's memory and its "
                                    "events the op stream this long after its end (its termination.ttl, if set)")

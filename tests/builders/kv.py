@@ -47,6 +47,11 @@ class MemoryKV:
             raise KeyWrongLastSequenceError(key)
         return self._write(key, value)
 
+    async def delete(self, key: str) -> bool:
+        self.writes += 1
+        self.data.pop(key, None)
+        return True
+
     def interfere(self, key: str, value: bytes) -> None:
         self._interfere[key] = value
 

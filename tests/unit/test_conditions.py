@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import time
 
+import msgspec
 import pytest
 
 from proto import conditions
 from proto.conditions import ConditionError, evaluate
-from tests.builders import case, case_name
+from services.admission.handlers import on_submit
+from services.admission.state import AdmissionState
+from services.runtime import logging as oplog
+from services.runtime.errors import InvalidInput
+from services.runtime.service import Context
+from services.runtime.settings import Settings
+from tests.builders import T0, case, case_name, op, submit
+from tests.builders.clock import FakeClock
+from tests.unit.admission_scenarios import queues
 
 VALUES = {"lr": 0.01, "epochs": 20, "model": "resnet", "layers": [1, 2, 3], "big": "x" * 60000}
 
@@ -40,6 +49,9 @@ def test_a_condition_evaluates_over_the_op_s_values(c):
     case("a string repeat is refused", text="'a' * 10**8",
          error="value too large: 'a' * 100000000 would have 100000000 characters and items (at most 65536)"),
     case("a list repeat is refused", text="[0] * 10**7", error="[0] * 10000000 would have 10000000"),
+    case("the issue's bomb: a billion characters", text='{{ "a" * 10**9 }}',
+         error="value too large: 'a' * 1000000000 would have 1000000000 characters and items (at most 65536)"),
+    case("a factor that would kill admission", text='{{ "a" * 10**100 }}', error="value too large"),
     case("a repeat with the count first is refused", text="10**8 * 'a'", error="value too large"),
     case("a repeat of a nested list counts what is inside", text="[[0] * 100] * 1000",
          error="would have 101000 characters and items"),
@@ -114,3 +126,17 @@ def test_the_cli_refuses_a_condition_bomb_with_exit_2_before_publishing(tmp_path
     assert main(["--nats", "nats://127.0.0.1:1", "submit", str(path)]) == 2
     err = capsys.readouterr().err
     assert "conditions:" in err and says in err, err
+
+
+def test_admission_rejects_the_issues_condition_bomb_at_submit_quickly_and_stays_up():
+    """Issue 15: ``{{ "a" * 10**9 }}`` in a condition made admission build a 1 GB string. Now the submit is
+    refused (the op rejected ``invalid_condition``, an error event and a dead letter) before the work."""
+    spec = msgspec.structs.replace(op("bomb").build(), conditions='{{ "a" * 10**9 }}')
+    ctx = Context(service="admission", clock=FakeClock(T0), settings=Settings(), log=oplog.get("test"))
+    started = time.monotonic()
+    with pytest.raises(InvalidInput) as refused:
+        on_submit(submit(spec, op_id="bomb"), ctx, AdmissionState(), queues(("default", 1)))
+    assert time.monotonic() - started < 1.0
+    [rejected] = refused.value.events
+    assert rejected.reason == refused.value.reason == "invalid_condition"
+    assert "value too large: 'a' * 1000000000" in rejected.message

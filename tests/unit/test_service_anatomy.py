@@ -15,6 +15,7 @@ from services.runtime.service import Consumer, Context, Service, consumers_of
 from services.runtime.settings import Settings
 from tests.builders import T0, cost_estimated, op, stop, submitted
 from tests.builders.clock import FakeClock
+from tests.builders.kv import MemoryKV
 
 
 class Probe(Service):
@@ -78,6 +79,9 @@ class FakeBus:
     async def listen(self, subject: str, on_message, group: str):
         self.journal.append(("listen", subject, group))
         return IdleListener()
+
+    async def ensure_cache_bucket(self, bucket: str, max_age_s: float | None = None) -> MemoryKV:
+        return MemoryKV()  # the in-hand records (services.runtime.inhand)
 
 
 class IdleListener:
