@@ -105,19 +105,10 @@ class PatientKV:
         self._nc = nc
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._kv, name)
-
-    async def get(self, key: str, *args: Any, **kwargs: Any) -> Any:
-        return await patiently(lambda: self._kv.get(key, *args, **kwargs), self._nc)
-
-    async def put(self, key: str, value: bytes, *args: Any, **kwargs: Any) -> int:
-        return await patiently(lambda: self._kv.put(key, value, *args, **kwargs), self._nc)
-
-    async def create(self, key: str, value: bytes, *args: Any, **kwargs: Any) -> int:
-        return await patiently(lambda: self._kv.create(key, value, *args, **kwargs), self._nc)
-
-    async def update(self, key: str, value: bytes, *args: Any, **kwargs: Any) -> int:
-        return await patiently(lambda: self._kv.update(key, value, *args, **kwargs), self._nc)
+        call = getattr(self._kv, name)
+        if name not in ("get", "put", "create", "update"):
+            return call
+        return lambda *args, **kwargs: patiently(lambda: call(*args, **kwargs), self._nc)
 
 
 def server_urls(url: str) -> list[str]:
