@@ -4,31 +4,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
 
 from opsched import dryrun
+from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE
+from opsched.connection import connect as _connect
+from opsched.connection import fail as _fail
 from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
 from proto import codec
 from proto.spec_size import too_large
 from proto.templating import TemplateError
-
-EXIT_INVALID = 2
-EXIT_UNREACHABLE = 3
-
-
-def nats_url(args: argparse.Namespace) -> str:
-    """--nats, then $NATS_URL, then the file `opsched up` wrote, then the default port."""
-    if getattr(args, "nats", None):
-        return args.nats
-    if os.environ.get("NATS_URL"):
-        return os.environ["NATS_URL"]
-    state = Path(getattr(args, "data_dir", ".opsched")) / "up.json"
-    if state.exists():
-        return json.loads(state.read_text())["nats_url"]
-    return "nats://127.0.0.1:4222"
 
 
 def parse_params(pairs: list[str]) -> dict[str, object]:
@@ -42,11 +29,6 @@ def parse_params(pairs: list[str]) -> dict[str, object]:
         except ValueError:
             out[key] = value
     return out
-
-
-def _fail(message: str, code: int = EXIT_INVALID) -> int:
-    print(f"opsched: error: {message}", file=sys.stderr)
-    return code
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -124,18 +106,6 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
     finally:
         await client.close()
     return 0
-
-
-async def _connect(args: argparse.Namespace):
-    from opsched.client import Client
-
-    url = nats_url(args)
-    try:
-        return await Client.connect(url)
-    except Exception as exc:  # noqa: BLE001 - no server: say so plainly
-        _fail(f"cannot reach NATS at {url} ({exc.__class__.__name__}); is `opsched up` running?",
-              EXIT_UNREACHABLE)
-        return None
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from nats.js.errors import NotFoundError
 
 from proto import codec, subjects
 from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
+from services.runtime.credentials import Credentials
 from services.runtime.errors import DependencyUnavailable, Fenced
 from services.runtime.sizes import check_size
 
@@ -35,9 +36,8 @@ WRONG_LAST_SEQUENCE = 10071  # JetStream's error code for a publish whose expect
 # ... and a clustered stream's while another publish expecting a last sequence of the same subject is in
 # process: the fence may still hold (``Bus.publish`` looks before it calls it refused)
 WRONG_LAST_SEQUENCE_IN_FLIGHT = 10164
-# a clustered stream refuses a message whose Nats-Msg-Id another publish has in process (two replicas report
-# the same fact at once): the same publish again a moment later is acked as a duplicate, or stored if that
-# other publish failed
+# a clustered stream refuses a message whose Nats-Msg-Id another publish has in process (two replicas report the
+# same fact at once): the same publish again a moment later is acked as a duplicate, or stored if that failed
 DUPLICATE_IN_PROCESS = 10158
 # NATS or JetStream cannot take the call now (disconnected, reconnecting, no ack in time, no leader):
 # an outage, retried for as long as it lasts; never the message's fault.
@@ -131,24 +131,26 @@ def server_urls(url: str) -> list[str]:
         raise ValueError("no NATS server URL given")
     return urls
 
-
 def _limits_of(config: api.StreamConfig) -> tuple[float, int]:
     return round(config.max_age or 0.0, 3), config.max_bytes if config.max_bytes is not None else -1
 
 
 class Bus:
-    def __init__(self, nc: nats.NATS, name: str, replicas: int = 1) -> None:
+    def __init__(self, nc: nats.NATS, name: str, replicas: int = 1, user: str = subjects.ANONYMOUS) -> None:
         self.nc = nc
         self.js = nc.jetstream()
         self.name = name
+        self.user = user  # the NATS user: the commands it publishes go on cmd.<user>.
         self.replicas = replicas  # of the streams and buckets this bus creates
         self._closing = {"now": False}
 
     @classmethod
     async def connect(cls, url: str, name: str, *, connect_timeout: float = 5.0,
-                      max_reconnect_attempts: int = -1, replicas: int = 1) -> "Bus":
-        """Connect to any of the servers in ``url`` (comma-separated); when the one in use dies, reconnect
-        to another, forever (services) or giving up after a few attempts (clients)."""
+                      max_reconnect_attempts: int = -1, replicas: int = 1,
+                      credentials: Credentials | None = None) -> "Bus":
+        """Connect to any of the servers in ``url`` (comma-separated), as ``credentials``' user; when the one in
+        use dies, reconnect to another, forever (services) or giving up after a few attempts (clients)."""
+        credentials = credentials or Credentials()
         log = structlog.get_logger().bind(nats=name)
         closing = {"now": False}
 
@@ -162,20 +164,17 @@ class Bus:
 
         async def on_reconnected() -> None:
             log.info("nats_reconnected")
-
         nc = await nats.connect(
             servers=server_urls(url), name=name, connect_timeout=connect_timeout,
             max_reconnect_attempts=max_reconnect_attempts, reconnect_time_wait=0.5,
             allow_reconnect=True, error_cb=on_error, disconnected_cb=on_disconnected,
-            reconnected_cb=on_reconnected,
+            reconnected_cb=on_reconnected, **credentials.connect_options(),
         )
-        bus = cls(nc, name, replicas)
+        bus = cls(nc, name, replicas, credentials.user)
         bus._closing = closing
         return bus
 
-    @property
-    def connected(self) -> bool:
-        return self.nc.is_connected
+    connected = property(lambda self: self.nc.is_connected)
 
     async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None) -> None:
         """Create the streams (file storage, ``self.replicas`` replicas) if missing; align their subjects
@@ -220,7 +219,7 @@ class Bus:
         return PatientKV(kv, self.nc)
 
     async def purge(self, stream: str, subject: str, *, before_seq: int | None = None) -> None:
-        """Remove the messages of ``subject`` from ``stream`` (only those before ``before_seq`` if given)."""
+        """Remove ``subject``'s messages from ``stream`` (only those before ``before_seq`` if given)."""
         await self.js.purge_stream(stream, subject=subject, seq=before_seq)
 
     async def consumed_up_to(self, stream: str) -> int:
@@ -240,7 +239,7 @@ class Bus:
         """Publish with its Nats-Msg-Id (a repeat is stored once); with ``fence``, only while the fence holds
         (else ``Fenced``, and nothing is stored)."""
         mid = msg_id or default_msg_id(message)
-        subj = subject or subject_for(message)
+        subj = subject or subject_for(message, self.user)
         hdrs = {"Nats-Msg-Id": mid, **cloudevent_headers(message, mid, self.name), **(headers or {}),
                 **(fence.headers_for(subj) if fence else {})}
         deadline = asyncio.get_running_loop().time() + PUBLISH_PATIENCE_S
@@ -279,8 +278,7 @@ class Bus:
         return await self.js.pull_subscribe_bind(durable=durable, stream=stream)
 
     async def last_seq(self, stream: str) -> int:
-        info = await self.js.stream_info(stream)
-        return info.state.last_seq
+        return (await self.js.stream_info(stream)).state.last_seq
 
     async def follow(self, stream: str, subject: str,
                      on_message: Callable[[bytes, int], Awaitable[None]]):
@@ -355,9 +353,9 @@ class Bus:
 
     async def read_all(self, stream: str, subject: str, *, batch: int = 500) -> list[bytes]:
         """Every message of ``subject`` now in ``stream``, in order (for clients that build a view)."""
-        config = api.ConsumerConfig(ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL,
-                                    filter_subject=subject, inactive_threshold=30.0)
-        sub = await self.js.pull_subscribe(subject, stream=stream, config=config)
+        sub = await self.js.pull_subscribe(subject, stream=stream, config=api.ConsumerConfig(
+            ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL, filter_subject=subject,
+            inactive_threshold=30.0))
         out: list[bytes] = []
         try:
             pending = (await sub.consumer_info()).num_pending or 0
@@ -389,7 +387,7 @@ class Bus:
 
     async def close(self) -> None:
         """Flush what was published, then close. Handler loops finish their message in hand first."""
-        if self.nc.is_closed:
+        if self.nc.is_closed:  # already
             return
         self._closing["now"] = True
         try:
