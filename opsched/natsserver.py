@@ -59,6 +59,7 @@ class NatsServer:
     def _write_config(self) -> Path:
         """One server's config (it holds passwords: 0600)."""
         path = self.store_dir / "nats-server.conf"
+        self.store_dir.mkdir(parents=True, exist_ok=True)
         text = (f'listen: "127.0.0.1:{self.port}"\n'
                 f'jetstream {{ store_dir: "{self.store_dir}" }}\n{self.authorization}')
         path.touch(mode=0o600)
