@@ -83,6 +83,7 @@ def _op_ids(args: argparse.Namespace, specs: list) -> list[str]:
 async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
     from proto.spec_size import SpecTooLarge
     from services.runtime.errors import MessageTooLarge
+    from services.runtime.refusals import NotPermitted
 
     client = await _connect(args)
     if client is None:
@@ -92,7 +93,7 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
         for spec, op_id in zip(specs, ids):
             try:
                 await client.submit(spec, op_id=op_id, requested_by="cli")
-            except (SpecTooLarge, MessageTooLarge) as exc:  # refused before it was sent
+            except (SpecTooLarge, MessageTooLarge, NotPermitted) as exc:  # refused: nothing stored
                 return _fail(f"{args.file}: refused: {exc}")
             print(op_id, flush=True)
         if batch:  # the ids on stdout, then the batch id; a summary on stderr
@@ -271,12 +272,16 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def _with_client(args: argparse.Namespace, action) -> int:
+    from services.runtime.refusals import NotPermitted
+
     async def run() -> int:
         client = await _connect(args)
         if client is None:
             return EXIT_UNREACHABLE
         try:
             return await action(client)
+        except NotPermitted as exc:  # the server refused this user's role
+            return _fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - e.g. no admission answering the query
             return _fail(f"{exc.__class__.__name__}: {exc or 'no answer'} (is admission running?)", 1)
         finally:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -21,6 +20,8 @@ from proto import codec, subjects
 from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
 from services.runtime.credentials import Credentials
 from services.runtime.errors import DependencyUnavailable, Fenced
+from services.runtime.received import Received
+from services.runtime.refusals import Refusals
 from services.runtime.sizes import check_size
 
 DUPLICATE_WINDOW_S = 120.0
@@ -39,6 +40,7 @@ WRONG_LAST_SEQUENCE_IN_FLIGHT = 10164
 # a clustered stream refuses a message whose Nats-Msg-Id another publish has in process (two replicas report the
 # same fact at once): the same publish again a moment later is acked as a duplicate, or stored if that failed
 DUPLICATE_IN_PROCESS = 10158
+_FENCE_CODES = (WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_FLIGHT)
 # NATS or JetStream cannot take the call now (disconnected, reconnecting, no ack in time, no leader):
 # an outage, retried for as long as it lasts; never the message's fault.
 NATS_UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -58,22 +60,8 @@ def as_unavailable(exc: BaseException) -> DependencyUnavailable | None:
     return None
 
 
-@dataclass(frozen=True)
-class Received:
-    """One message as a handler loop sees it."""
-
-    subject: str
-    data: bytes
-    headers: dict[str, str]
-    stream_seq: int
-    num_delivered: int
-    raw: Any  # the nats Msg, for ack/nak/term
-    durable: str = ""  # the consumer it was delivered to (set by the handler loop): dead-letter ids name it
-
-
 def refused_by_fence(exc: BaseException) -> bool:
-    return isinstance(exc, nats.js.errors.BadRequestError) and exc.err_code in (WRONG_LAST_SEQUENCE,
-                                                                                WRONG_LAST_SEQUENCE_IN_FLIGHT)
+    return isinstance(exc, nats.js.errors.BadRequestError) and exc.err_code in _FENCE_CODES
 
 
 def in_process_elsewhere(exc: BaseException) -> bool:
@@ -141,6 +129,7 @@ class Bus:
         self.js = nc.jetstream()
         self.name = name
         self.user = user  # the NATS user: the commands it publishes go on cmd.<user>.
+        self.refusals = Refusals()  # what the server refused this user (set by ``connect``)
         self.replicas = replicas  # of the streams and buckets this bus creates
         self._closing = {"now": False}
 
@@ -152,11 +141,11 @@ class Bus:
         use dies, reconnect to another, forever (services) or giving up after a few attempts (clients)."""
         credentials = credentials or Credentials()
         log = structlog.get_logger().bind(nats=name)
-        closing = {"now": False}
+        closing, refusals = {"now": False}, Refusals()
 
         async def on_error(exc: Exception) -> None:
             if not closing["now"]:
-                log.warning("nats_error", error=repr(exc))
+                log.warning("nats_refused" if refusals.note(exc) else "nats_error", error=repr(exc))
 
         async def on_disconnected() -> None:
             if not closing["now"]:
@@ -171,7 +160,7 @@ class Bus:
             reconnected_cb=on_reconnected, **credentials.connect_options(),
         )
         bus = cls(nc, name, replicas, credentials.user)
-        bus._closing = closing
+        bus._closing, bus.refusals = closing, refusals
         return bus
 
     connected = property(lambda self: self.nc.is_connected)
@@ -259,10 +248,14 @@ class Bus:
         """Publish and wait for the stream's ack. While the stream has no leader (a node of the cluster
         died and its replicas elect another) publish again, for up to ``PUBLISH_PATIENCE_S``: a handler
         keeps its message meanwhile, rather than nak it to a consumer leader that may be gone too. A message
-        over the server's max payload (headers counted) is refused first: ``MessageTooLarge``, nothing sent."""
+        over the server's max payload (headers counted) is refused first: ``MessageTooLarge``, nothing sent; one
+        the server refused this user (its permissions) is not tried again: ``NotPermitted``."""
         check_size(subject, data, headers, self.nc.max_payload)
-        return await patiently(lambda: self.js.publish(subject, data, headers=headers, timeout=PUBLISH_TIMEOUT_S),
-                               self.nc)
+
+        async def once() -> api.PubAck:
+            self.refusals.check(self.user, subject)
+            return await self.js.publish(subject, data, headers=headers, timeout=PUBLISH_TIMEOUT_S)
+        return await patiently(once, self.nc)
 
     async def durable(self, durable: str, stream: str, filters: list[str], *,
                       max_deliver: int, ack_wait: float = 30.0):
@@ -294,8 +287,7 @@ class Bus:
         return stream is not None and await self.last_stored(stream, fence.subject) == fence.seq
 
     async def last_stored(self, stream: str, subject: str) -> int:
-        """The sequence of the last message of ``subject`` still in ``stream`` (0: none). Not ``last_seq``
-        when the last ones were purged."""
+        """The sequence of ``subject``'s last message still in ``stream`` (0: none; not ``last_seq``: purges)."""
         try:
             return (await self.js.get_last_msg(stream, subject)).seq or 0
         except NotFoundError:
@@ -339,7 +331,7 @@ class Bus:
         return sub
 
     async def stored(self, stream: str, seq: int) -> Received | None:
-        """The message stored at ``seq`` in ``stream`` (None: no longer stored), unsettled: nobody holds it."""
+        """The message at ``seq`` in ``stream`` (None: no longer stored), unsettled: nobody holds it."""
         try:
             raw = await patiently(lambda: self.js.get_msg(stream, seq), self.nc)
         except NotFoundError:

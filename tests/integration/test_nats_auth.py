@@ -30,6 +30,7 @@ from proto.events import (
 )
 from proto.queues import QueuesConfig
 from services.runtime.bus import Bus
+from services.runtime.refusals import NotPermitted
 from services.runtime.settings import Settings
 from tests.builders import op
 from tests.eventlog import EventLog
@@ -137,6 +138,8 @@ async def test_a_submitter_cannot_admit_approve_reconfigure_or_speak_for_another
         await refused(nc, errors, subjects.dead_letter("admission"))
     finally:
         await nc.close()
+    with pytest.raises(NotPermitted, match="refused user 'alice' publishing to cmd.alice.approve"):
+        await alice.approve(op_id)  # the SDK says so at once, rather than time out
     bob = await secured.client("bob")  # the approver: its approval goes through, as bob
     await bob.approve(op_id, requested_by="alice")
     approved = await events.expect(OperationApproved, op_id)

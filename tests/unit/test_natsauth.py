@@ -106,3 +106,14 @@ def test_a_service_connection_name_maps_to_its_user():
     assert natsauth.service_of("opsched-dispatcher") == "dispatcher"
     with pytest.raises(ValueError, match="no NATS user"):
         natsauth.service_of("opsched-demo")
+
+
+def test_a_permissions_violation_is_remembered_by_subject_and_refused_next_time():
+    from services.runtime.refusals import NotPermitted, Refusals
+
+    refusals = Refusals()
+    assert not refusals.note(Exception("nats: timeout"))
+    assert refusals.note(Exception("nats: 'Permissions Violation for Publish to \"cmd.alice.approve\"'"))
+    refusals.check("alice", "cmd.alice.stop")
+    with pytest.raises(NotPermitted, match="refused user 'alice' publishing to cmd.alice.approve"):
+        refusals.check("alice", "cmd.alice.approve")
