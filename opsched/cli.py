@@ -4,32 +4,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
 
 from opsched import dryrun
+from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE
+from opsched.connection import connect as _connect
+from opsched.connection import fail as _fail
 from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
 from proto import codec
 from proto.templating import TemplateError
 
-EXIT_INVALID = 2
-EXIT_UNREACHABLE = 3
 QUEUES_HELP = ("queue configuration YAML whose pod security the op is checked against (default: the running "
                "`opsched up`'s, else the default level)")
-
-
-def nats_url(args: argparse.Namespace) -> str:
-    """--nats, then $NATS_URL, then the file `opsched up` wrote, then the default port."""
-    if getattr(args, "nats", None):
-        return args.nats
-    if os.environ.get("NATS_URL"):
-        return os.environ["NATS_URL"]
-    state = Path(getattr(args, "data_dir", ".opsched")) / "up.json"
-    if state.exists():
-        return json.loads(state.read_text())["nats_url"]
-    return "nats://127.0.0.1:4222"
 
 
 def parse_params(pairs: list[str]) -> dict[str, object]:
@@ -43,11 +31,6 @@ def parse_params(pairs: list[str]) -> dict[str, object]:
         except ValueError:
             out[key] = value
     return out
-
-
-def _fail(message: str, code: int = EXIT_INVALID) -> int:
-    print(f"opsched: error: {message}", file=sys.stderr)
-    return code
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -97,6 +80,7 @@ def _queue_config(args: argparse.Namespace):
 async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
     from proto.spec_size import SpecTooLarge
     from services.runtime.errors import MessageTooLarge
+    from services.runtime.refusals import NotPermitted
 
     client = await _connect(args)
     if client is None:
@@ -106,7 +90,7 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
         for spec, op_id in zip(specs, ids):
             try:
                 await client.submit(spec, op_id=op_id, requested_by="cli")
-            except (SpecTooLarge, MessageTooLarge) as exc:  # refused before it was sent
+            except (SpecTooLarge, MessageTooLarge, NotPermitted) as exc:  # refused: nothing stored
                 return _fail(f"{args.file}: refused: {exc}")
             print(op_id, flush=True)
         if batch:  # the ids on stdout, then the batch id; a summary on stderr
@@ -120,18 +104,6 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
     finally:
         await client.close()
     return 0
-
-
-async def _connect(args: argparse.Namespace):
-    from opsched.client import Client
-
-    url = nats_url(args)
-    try:
-        return await Client.connect(url)
-    except Exception as exc:  # noqa: BLE001 - no server: say so plainly
-        _fail(f"cannot reach NATS at {url} ({exc.__class__.__name__}); is `opsched up` running?",
-              EXIT_UNREACHABLE)
-        return None
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
@@ -296,12 +268,16 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def _with_client(args: argparse.Namespace, action) -> int:
+    from services.runtime.refusals import NotPermitted
+
     async def run() -> int:
         client = await _connect(args)
         if client is None:
             return EXIT_UNREACHABLE
         try:
             return await action(client)
+        except NotPermitted as exc:  # the server refused this user's role
+            return _fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - e.g. no admission answering the query
             return _fail(f"{exc.__class__.__name__}: {exc or 'no answer'} (is admission running?)", 1)
         finally:

@@ -41,6 +41,7 @@ from proto.spec import OpSpec
 from proto.spec_size import SpecTooLarge, too_large
 from proto.summaries import OpSummary
 from services.runtime.bus import Bus
+from services.runtime.credentials import Credentials
 
 
 def new_op_id() -> str:
@@ -67,8 +68,11 @@ class Client:
         self.bus = bus
 
     @classmethod
-    async def connect(cls, nats_url: str, name: str = "opsched-client") -> "Client":
-        bus = await Bus.connect(nats_url, name, connect_timeout=3.0, max_reconnect_attempts=2)
+    async def connect(cls, nats_url: str, name: str = "opsched-client",
+                      credentials: Credentials | None = None) -> "Client":
+        """As ``credentials``' user (none: an open server); its commands go on ``cmd.<user>.``."""
+        bus = await Bus.connect(nats_url, name, connect_timeout=3.0, max_reconnect_attempts=2,
+                                credentials=credentials)
         await bus.ensure_streams()
         return cls(bus)
 
@@ -123,7 +127,7 @@ class Client:
         cmd = CreateSchedule(schedule_id=schedule_id, spec=spec, op=op, requested_by=requested_by)
         digest = hashlib.sha256(codec.encode(cmd)).hexdigest()[:12]
         cmd = codec.checked(msgspec.structs.replace(cmd, requested_at=datetime.now(timezone.utc)))
-        await self.bus.publish(cmd, subject=subjects.CMD_SCHEDULE_CREATE,
+        await self.bus.publish(cmd, subject=subjects.command(subjects.SCHEDULE_CREATE, self.bus.user),
                                msg_id=subjects.schedule_command_msg_id(schedule_id, "create_schedule", digest))
         return schedule_id
 
@@ -131,7 +135,7 @@ class Client:
         """No new runs of the schedule; runs already submitted go on."""
         cmd = DeleteSchedule(schedule_id=schedule_id, requested_by=requested_by,
                              requested_at=datetime.now(timezone.utc))
-        await self.bus.publish(cmd, subject=subjects.CMD_SCHEDULE_DELETE,
+        await self.bus.publish(cmd, subject=subjects.command(subjects.SCHEDULE_DELETE, self.bus.user),
                                msg_id=subjects.schedule_command_msg_id(schedule_id, "delete_schedule"))
 
     async def why(self, op_id: str, timeout: float = 5.0) -> WhyAnswer:

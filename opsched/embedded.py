@@ -28,6 +28,10 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nats-cluster", type=int, default=0, metavar="N",
                    help="start a JetStream cluster of N nats-servers (3: streams and KV with 3 replicas, "
                         "losing one node loses nothing) instead of one")
+    p.add_argument("--user", action="append", default=[], metavar="NAME:ROLE",
+                   help="a NATS user for people or systems (ROLE: submitter, approver, admin); its password file "
+                        "is <data dir>/auth/NAME.password. Always created: one user per service and 'admin'")
+    p.add_argument("--no-auth", action="store_true", help="an open NATS server (every client is 'anonymous')")
     p.add_argument("--fresh", action="store_true", help="wipe the data dir first")
     p.add_argument("--demo", action="store_true", help="submit the examples, show them run, then exit")
 
@@ -48,6 +52,7 @@ class Embedded:
         self.control_plane = None
         self.kubelet = None
         self.kubeconfig: Path | None = Path(args.kubeconfig) if args.kubeconfig else None
+        self.auth_dir: Path | None = None if args.no_auth else self.data_dir / "auth"
 
     def start(self) -> None:
         from opsched.natsserver import NatsServer
@@ -58,7 +63,8 @@ class Embedded:
         if self.args.nats_cluster:
             self._start_nats_cluster(self.args.nats_cluster)
         else:
-            self.nats = NatsServer(self.data_dir / "nats", port=self.args.nats_port).start()
+            self.nats = NatsServer(self.data_dir / "nats", port=self.args.nats_port,
+                                   authorization=self._authorization() or None).start()
             self.nats_url = self.nats.url
             _say(f"nats-server (JetStream) on {self.nats.url}, store {self.data_dir / 'nats'}")
         if self.kubeconfig is None:
@@ -67,13 +73,38 @@ class Embedded:
             _say(f"using the cluster in {self.kubeconfig}")
         (self.data_dir / "up.json").write_text(json.dumps(
             {"nats_url": self.nats_url, "kubeconfig": str(self.kubeconfig), "pid": os.getpid(),
+             "auth_dir": str(self.auth_dir) if self.auth_dir else None,
              "queues_file": str(Path(self.args.queues).resolve()) if self.args.queues else None}))
+
+    def _authorization(self) -> str:
+        """The users' ``authorization`` block ("" without auth); their password files under ``auth_dir``."""
+        from opsched import natsauth
+
+        if self.auth_dir is None:
+            return ""
+        users = natsauth.users_of([natsauth.parse_user(u) for u in self.args.user])
+        _say(f"NATS users (password files in {self.auth_dir}): {', '.join(f'{u.name} ({u.role})' for u in users)}")
+        return natsauth.authorization_block(self.auth_dir, users)
+
+    async def connect(self, url: str, name: str):
+        """A service's bus, as the service's own NATS user (the runner's ``connect``)."""
+        from opsched import natsauth
+        from services.runtime.bus import Bus
+
+        credentials = natsauth.credentials(self.auth_dir, natsauth.service_of(name)) if self.auth_dir else None
+        return await Bus.connect(url, name, replicas=self.replicas, credentials=credentials)
+
+    def client_credentials(self):
+        from opsched import natsauth
+
+        return natsauth.credentials(self.auth_dir, natsauth.ADMIN) if self.auth_dir else None
 
     def _start_nats_cluster(self, n: int) -> None:
         from opsched.natsserver import NatsCluster
 
         store = self.data_dir / "nats-cluster"
-        self.nats = NatsCluster(store, n=n, base_port=self.args.nats_port).start()
+        self.nats = NatsCluster(store, n=n, base_port=self.args.nats_port,
+                                authorization=self._authorization()).start()
         self.nats_url = self.nats.urls
         self.replicas = min(n, 3)
         _say(f"NATS cluster of {n} nats-servers (JetStream, {self.replicas} replicas) on {self.nats_url}, "
@@ -179,14 +210,15 @@ class ServicesInProcess:
 
 
 async def _serve(embedded: Embedded) -> int:
-    running = await ServicesInProcess(embedded.settings()).start()
+    running = await ServicesInProcess(embedded.settings(), connect=embedded.connect).start()
     _say("admission, cost, cache and dispatcher are serving; "
          f"try: opsched submit examples/train-1gpu.yaml --wait   (NATS_URL={embedded.nats_url})")
     code = 0
     if embedded.args.demo:
         from opsched.demo import run_demo
 
-        code = await run_demo(embedded.nats_url, embedded.kubeconfig, embedded.args.namespace, DEMO_EXAMPLES)
+        code = await run_demo(embedded.nats_url, embedded.kubeconfig, embedded.args.namespace, DEMO_EXAMPLES,
+                              credentials=embedded.client_credentials())
         running.stop.set()
     await running.wait()
     return code

@@ -33,11 +33,12 @@ def free_port() -> int:
 
 class NatsServer:
     def __init__(self, store_dir: Path, port: int | None = None, log_file: Path | None = None,
-                 config_file: Path | None = None) -> None:
+                 config_file: Path | None = None, authorization: str | None = None) -> None:
         self.store_dir = Path(store_dir)
         self.port = port or free_port()
         self.log_file = log_file or self.store_dir / "nats-server.log"
         self.config_file = config_file  # a cluster node: everything (ports, store, routes) is in it
+        self.authorization = authorization  # an ``authorization {}`` block (``opsched.natsauth``): users only
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -46,12 +47,25 @@ class NatsServer:
 
     def start(self, timeout: float = 10.0) -> "NatsServer":
         self.store_dir.mkdir(parents=True, exist_ok=True)
+        if self.authorization is not None and self.config_file is None:
+            self.config_file = self._write_config()
         cmd = ([binary(), "-c", str(self.config_file)] if self.config_file else
                [binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)])
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         self._wait_ready(timeout)
         return self
+
+    def _write_config(self) -> Path:
+        """One server's config (it holds passwords: 0600)."""
+        path = self.store_dir / "nats-server.conf"
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        text = (f'listen: "127.0.0.1:{self.port}"\n'
+                f'jetstream {{ store_dir: "{self.store_dir}" }}\n{self.authorization}')
+        path.touch(mode=0o600)
+        path.chmod(0o600)
+        path.write_text(text)
+        return path
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -97,9 +111,11 @@ class NatsCluster:
     route and monitoring port and its own store, routes to all the others. ``start`` returns once the
     JetStream meta group has a leader; ``kill``/``restart`` one node (same ports, same store)."""
 
-    def __init__(self, root: Path, n: int = 3, name: str = "opsched", base_port: int | None = None) -> None:
+    def __init__(self, root: Path, n: int = 3, name: str = "opsched", base_port: int | None = None,
+                 authorization: str = "") -> None:
         if n < 1:
             raise ValueError("a cluster needs at least one node")
+        self.authorization = authorization  # an ``authorization {}`` block for every node (``opsched.natsauth``)
         self.root = Path(root)
         self.name = name
         self.names = [f"n{i}" for i in range(n)]
@@ -121,11 +137,12 @@ class NatsCluster:
                 f'http: "127.0.0.1:{self.http_ports[i]}"\n'
                 f'jetstream {{ store_dir: "{self.nodes[i].store_dir / "js"}" }}\n'
                 f'cluster {{ name: "{self.name}", listen: "127.0.0.1:{self.route_ports[i]}", '
-                f'routes: [{routes}] }}\n')
+                f'routes: [{routes}] }}\n{self.authorization}')
 
     def start(self, timeout: float = 30.0) -> "NatsCluster":
         for i, node in enumerate(self.nodes):
             node.store_dir.mkdir(parents=True, exist_ok=True)
+            node.config_file.touch(mode=0o600)  # type: ignore[union-attr]
             node.config_file.write_text(self._config(i))  # type: ignore[union-attr]
             node.start(timeout)
         self.wait_meta_leader(timeout)

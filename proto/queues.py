@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from proto.access import Access
 from proto.pod_security import DEFAULT_LEVEL, Level
 from proto.spec import Wire
 
@@ -144,3 +145,4 @@ class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
     retry_backoff: RetryBackoff = msgspec.field(default_factory=RetryBackoff)
     budgets: list[Budget] = []
     artifacts_root: str = "/plx-context/artifacts"  # Polyaxon's; a queue may set its own
+    access: Access = msgspec.field(default_factory=Access)  # who may act on which project's ops (proto.access)

@@ -11,10 +11,11 @@ DLQ_STREAM = "OPSCHED_DLQ"
 CLUSTER_STREAM = "OPSCHED_CLUSTER"  # latest fact per node
 CONFIG_STREAM = "OPSCHED_CONFIG"  # configuration in force (latest per subject)
 
-# Subjects
+# Subjects. Commands go on ``cmd.<user>.<verb>[.<route>]``: the server lets a user publish only its own
+# ``cmd.<user>.`` verbs (``proto.permissions``), so the user token is the requester (``requester_of``).
+ANONYMOUS = "anonymous"  # the requester on a server without authentication (and the in-memory bus)
 CMD_ALL = "cmd.>"
-CMD_SUBMIT_ALL = "cmd.submit.>"
-CMD_STOP = "cmd.stop"
+CMD_SUBMIT_ALL = "cmd.*.submit.>"
 OPS_ALL = "ops.>"
 OP_EVENTS = "ops.*.*"  # the events of every op (and schedule), not the leader claims (ops.lease.<role>.claimed)
 DLQ_ALL = "dlq.>"
@@ -22,10 +23,7 @@ CLUSTER_ALL = "cluster.>"
 CONFIG_ALL = "config.>"
 CONFIG_QUEUES = "config.queues"
 CONFIG_PRICES = "config.prices"  # the price catalogue in force (cost)
-CMD_SET_QUEUES = "cmd.queues.set"
-CMD_SCHEDULE_ALL = "cmd.schedule.>"
-CMD_SCHEDULE_CREATE = "cmd.schedule.create"
-CMD_SCHEDULE_DELETE = "cmd.schedule.delete"
+CMD_SCHEDULE_ALL = "cmd.*.schedule.>"
 QUERY_WHY = "opsched.query.why"  # request/reply, answered by admission
 QUERY_QUEUES = "opsched.query.queues"
 QUERY_COST = "opsched.query.cost"  # request/reply, answered by cost
@@ -59,6 +57,25 @@ COST_LEDGER = "cost-ledger"
 CACHE_LOOKUP = "cache-lookup"
 DISPATCHER_ADMITTED = "dispatcher-admitted"
 
+# JetStream's and NATS' own subjects, as the permissions (``proto.permissions``) name them
+REPLIES = "_INBOX.>"
+JS_API = "$JS.API.>"  # services manage their streams, consumers and buckets
+JS_ACK = "$JS.ACK.>"
+JS_FLOW = "$JS.FC.>"
+JS_ADVISORIES = "$JS.EVENT.ADVISORY.>"
+# what a reading client calls: account info, stream info/names, its own (ephemeral, ordered) consumers, message
+# gets, the KV bucket reads of a view. Not: stream create/update/delete/purge, message delete, durable deletes.
+JS_READ = ("$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
+           "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>", "$JS.API.CONSUMER.CREATE.>",
+           "$JS.API.CONSUMER.INFO.>", "$JS.API.CONSUMER.MSG.NEXT.>")
+# admin also creates the streams (a client that starts before the services does: ``Bus.ensure_streams``)
+JS_ADMIN = ("$JS.API.STREAM.CREATE.*", "$JS.API.STREAM.UPDATE.*")
+# ... and never (re)configures the services' durable consumers, nor creates a durable one
+DURABLES = (ADMISSION_COMMANDS, COST_ESTIMATOR, COST_LEDGER, CACHE_LOOKUP, DISPATCHER_ADMITTED)
+JS_CLIENT_DENY = ("$JS.API.CONSUMER.DURABLE.CREATE.>",
+                  *(f"$JS.API.CONSUMER.CREATE.*.{durable}" for durable in DURABLES),
+                  *(f"$JS.API.CONSUMER.CREATE.*.{durable}.>" for durable in DURABLES))
+
 _TOKEN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
@@ -67,13 +84,41 @@ def valid_token(value: str) -> bool:
     return bool(_TOKEN.match(value))
 
 
-def submit(queue: str | None) -> str:
+def submit(queue: str | None, user: str = ANONYMOUS) -> str:
     """Routed by queue when it is a plain name; templated or absent queues go to the default route."""
-    return f"cmd.submit.{queue if queue and valid_token(queue) else DEFAULT_ROUTE}"
+    return f"cmd.{user}.submit.{queue if queue and valid_token(queue) else DEFAULT_ROUTE}"
 
 
-def command(kind: str) -> str:
-    return f"cmd.{kind}"
+def command(kind: str, user: str = ANONYMOUS) -> str:
+    """``cmd.<user>.<kind>``; ``kind`` may hold dots (``queues.set``, ``schedule.create``)."""
+    return f"cmd.{user}.{kind}"
+
+
+def commands_of(user: str, kind: str) -> str:
+    """Every subject of one verb of one user (``*`` for any user): what a permission allows."""
+    return f"cmd.{user}.{kind}.>" if kind == "submit" else f"cmd.{user}.{kind}"
+
+
+def requester_of(subject: str) -> str:
+    """The user who sent the command on ``subject`` (``cmd.<user>.<verb>...``): the server allows a user only
+    its own prefix, so this, never a payload's ``requested_by``, is who asked. Other subjects: ``ANONYMOUS``."""
+    tokens = subject.split(".")
+    return tokens[1] if len(tokens) >= 3 and tokens[0] == "cmd" and tokens[1] else ANONYMOUS
+
+
+def is_submit(subject: str) -> bool:
+    """A submit command's subject (``cmd.<user>.submit.<route>``)."""
+    tokens = subject.split(".")
+    return len(tokens) == 4 and tokens[0] == "cmd" and tokens[2] == "submit"
+
+
+CMD_STOP = command("stop")  # the anonymous user's (tests, the in-memory bus)
+SET_QUEUES = "queues.set"
+SCHEDULE_CREATE = "schedule.create"
+SCHEDULE_DELETE = "schedule.delete"
+CMD_SET_QUEUES = command(SET_QUEUES)
+CMD_SCHEDULE_CREATE = command(SCHEDULE_CREATE)
+CMD_SCHEDULE_DELETE = command(SCHEDULE_DELETE)
 
 
 def event(kind: str, op_id: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import msgspec
 
 from proto import subjects
+from proto.access import NOT_ALLOWED, refusal
 from proto.commands import (
     ApproveOperation,
     CopyOperation,
@@ -47,6 +48,9 @@ def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: B
         ctx.log.info("duplicate_submit_ignored")
         return None
     now = ctx.clock.now()
+    refused = refusal(subjects.requester_of(ctx.subject), cmd.spec.project, book.config.access)
+    if refused is not None:
+        return OperationRejected(op_id=cmd.op_id, at=now, reason=NOT_ALLOWED, message=f"cannot submit: {refused}")
     if rate is not None:
         _within_rate(cmd, ctx, rate)
     oversized = too_large(cmd.spec)
@@ -137,6 +141,15 @@ def on_reject(cmd: RejectOperation, ctx: Context, state: AdmissionState) -> Even
     who = f" by {cmd.requested_by}" if cmd.requested_by else ""
     return OperationRejected(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt, reason="approval_rejected",
                              message=f"rejected{who}" + (f": {cmd.comment}" if cmd.comment else ""))
+
+
+def check_owner(verb: str, op_id: str, ctx: Context, state: AdmissionState, book: Book) -> None:
+    """The requester (the subject's user) may act on the op's project (``proto.access``), else ``not_allowed``:
+    an error event and a dead letter, the op unaffected. An unknown op passes: its handler says so."""
+    op = state.ops.get(op_id)
+    refused = op and refusal(subjects.requester_of(ctx.subject), op.spec.project, book.config.access)
+    if refused:
+        raise InvalidInput(NOT_ALLOWED, f"cannot {verb} {op_id}: {refused}", op_id=op_id)
 
 
 def _known(op_id: str, state: AdmissionState):

@@ -12,10 +12,12 @@ behind the fence of its claim (``ops.lease.admission.claimed``), so a stale lead
 from __future__ import annotations
 
 import asyncio
+from typing import TypeVar
 
 import msgspec
 
 from proto import codec, subjects
+from proto.access import requester
 from proto.commands import (
     ApproveOperation,
     CopyOperation,
@@ -56,6 +58,12 @@ from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
 
 INVALID_SPEC = "invalid_spec"
+Sent = TypeVar("Sent", bound=msgspec.Struct)
+
+
+def sent_by(cmd: Sent, subject: str) -> Sent:
+    """The command as its sender sent it: ``requested_by`` is the user of its subject (``proto.access``)."""
+    return msgspec.structs.replace(cmd, requested_by=requester(subject, getattr(cmd, "requested_by", "")))
 
 
 class Admission(Service):
@@ -96,46 +104,58 @@ class Admission(Service):
         return [lead.run, self.config.watch_file, lead.while_leading(self.run_cycles),
                 lead.while_leading(self.run_schedule_runs), self.retention.run]
 
-    # ---- the commands: each handler returns the events that follow ----
+    # ---- the commands: each handler returns the events that follow; the requester is the subject's user ----
     @commands.handles(SubmitOperation)
     async def on_submit(self, cmd: SubmitOperation, ctx: Context) -> Event | list[Event] | None:
+        cmd = sent_by(cmd, ctx.subject)
         return handlers.on_submit(cmd, ctx, self.state, self.book, self.submit_rate)
 
     @commands.handles(StopOperation)
     async def on_stop(self, cmd: StopOperation, ctx: Context) -> Event | None:
+        cmd = sent_by(cmd, ctx.subject)
         await self.known(cmd.op_id)
+        handlers.check_owner("stop", cmd.op_id, ctx, self.state, self.book)
         return handlers.on_stop(cmd, ctx, self.state)
 
     @commands.handles(ApproveOperation)
     async def on_approve(self, cmd: ApproveOperation, ctx: Context) -> Event | None:
+        cmd = sent_by(cmd, ctx.subject)
         await self.known(cmd.op_id)
         return handlers.on_approve(cmd, ctx, self.state)
 
     @commands.handles(RejectOperation)
     async def on_reject(self, cmd: RejectOperation, ctx: Context) -> Event | None:
+        cmd = sent_by(cmd, ctx.subject)
         await self.known(cmd.op_id)
         return handlers.on_reject(cmd, ctx, self.state)
 
     @commands.handles(RestartOperation, CopyOperation)
     async def on_rerun(self, cmd: RestartOperation | CopyOperation, ctx: Context) -> Event | list[Event] | None:
+        cmd = sent_by(cmd, ctx.subject)
         await self.known(cmd.op_id)
+        handlers.check_owner("restart or copy", cmd.op_id, ctx, self.state, self.book)
         return handlers.on_rerun(cmd, ctx, self.state, self.book, self.submit_rate)
 
     @commands.handles(ResumeOperation)
     async def on_resume(self, cmd: ResumeOperation, ctx: Context) -> Event | None:
+        cmd = sent_by(cmd, ctx.subject)
         await self.known(cmd.op_id)
+        handlers.check_owner("resume", cmd.op_id, ctx, self.state, self.book)
         return handlers.on_resume(cmd, ctx, self.state, self.book)
 
     @commands.handles(CreateSchedule)
     async def on_create_schedule(self, cmd: CreateSchedule, ctx: Context) -> ScheduleCreated | None:
+        cmd = sent_by(cmd, ctx.subject)
         return sched.on_create(cmd, ctx.clock.now(), self.schedules)
 
     @commands.handles(DeleteSchedule)
     async def on_delete_schedule(self, cmd: DeleteSchedule, ctx: Context) -> ScheduleDeleted | None:
+        cmd = sent_by(cmd, ctx.subject)
         return sched.on_delete(cmd, ctx.clock.now(), self.schedules)
 
     @commands.handles(SetQueues)
     async def on_set_queues(self, cmd: SetQueues, ctx: Context) -> QueuesConfigured:
+        cmd = sent_by(cmd, ctx.subject)
         return queues_configured(cmd, ctx.clock.now())
 
     # ---- a command that cannot be decoded: a submit refused by the contract ends its op rejected ----
@@ -143,7 +163,7 @@ class Admission(Service):
         """A submit naming a valid op id admission does not know, refused on decode (an out-of-bounds spec):
         the op ends ``rejected`` (``invalid_spec``) with the reason, as well as the error event and dead letter."""
         op_id = guess_op_id(msg.data)
-        if op_id == UNKNOWN_OP or not msg.subject.startswith(subjects.CMD_SUBMIT_ALL[:-1]):
+        if op_id == UNKNOWN_OP or not subjects.is_submit(msg.subject):
             return []
         await self.known(op_id)
         if op_id in self.state.ops or op_id in self.state.fold.gone:

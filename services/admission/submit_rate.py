@@ -17,6 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from proto import access
 from proto.commands import Command
 from proto.events import OperationSubmitted
 
@@ -26,8 +27,8 @@ MAX_TRACKED = 10_000  # requesters held before the full buckets are forgotten; a
 
 
 def requester(cmd: Command, subject: str) -> str:
-    """Who sent ``cmd`` (on ``subject``): the one place admission takes it from."""
-    return cmd.requested_by or ANONYMOUS
+    """Who sent ``cmd`` (on ``subject``): the user of its subject (``proto.access.requester``)."""
+    return access.requester(subject, cmd.requested_by) or ANONYMOUS
 
 
 def submitter_of(event: OperationSubmitted) -> str:

@@ -14,15 +14,16 @@ from proto.events import BudgetExceeded, Event
 from proto.leases import LeaderClaimed
 
 
-def subject_for(message: msgspec.Struct) -> str:
+def subject_for(message: msgspec.Struct, user: str = subjects.ANONYMOUS) -> str:
+    """Commands go on the sending ``user``'s subjects (``cmd.<user>.…``)."""
     if isinstance(message, Event):
         return subjects.event(codec.type_of(message), message.op_id)
     if isinstance(message, SubmitOperation):
-        return subjects.submit(message.spec.queue)
+        return subjects.submit(message.spec.queue, user)
     if isinstance(message, Command) and not isinstance(message, SubmitOperation):
-        return subjects.command(codec.type_of(message))
+        return subjects.command(codec.type_of(message), user)
     if isinstance(message, SetQueues):
-        return subjects.CMD_SET_QUEUES
+        return subjects.command(subjects.SET_QUEUES, user)
     if isinstance(message, QueuesConfigured):
         return subjects.CONFIG_QUEUES
     if isinstance(message, PricesConfigured):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -17,7 +16,10 @@ from nats.js.errors import NotFoundError
 
 from proto import codec, subjects
 from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
+from services.runtime.credentials import Credentials
 from services.runtime.errors import DependencyUnavailable, Fenced
+from services.runtime.received import Received
+from services.runtime.refusals import Refusals
 from services.runtime.sizes import check_size
 
 DUPLICATE_WINDOW_S = 120.0
@@ -35,6 +37,7 @@ WRONG_LAST_SEQUENCE_IN_FLIGHT = 10164
 # a clustered stream refuses a message whose Nats-Msg-Id another publish has in process (two replicas report the
 # same fact at once): the same publish a moment later is acked as a duplicate, or stored if that one failed
 DUPLICATE_IN_PROCESS = 10158
+_FENCE_CODES = (WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_FLIGHT)
 # NATS or JetStream cannot take the call now (disconnected, reconnecting, no ack in time, no leader):
 # an outage, retried for as long as it lasts; never the message's fault.
 NATS_UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -54,22 +57,8 @@ def as_unavailable(exc: BaseException) -> DependencyUnavailable | None:
     return None
 
 
-@dataclass(frozen=True)
-class Received:
-    """One message as a handler loop sees it."""
-
-    subject: str
-    data: bytes
-    headers: dict[str, str]
-    stream_seq: int
-    num_delivered: int
-    raw: Any  # the nats Msg, for ack/nak/term
-    durable: str = ""  # the consumer it was delivered to (set by the handler loop): dead-letter ids name it
-
-
 def refused_by_fence(exc: BaseException) -> bool:
-    return isinstance(exc, nats.js.errors.BadRequestError) and exc.err_code in (WRONG_LAST_SEQUENCE,
-                                                                                WRONG_LAST_SEQUENCE_IN_FLIGHT)
+    return isinstance(exc, nats.js.errors.BadRequestError) and exc.err_code in _FENCE_CODES
 
 
 def in_process_elsewhere(exc: BaseException) -> bool:
@@ -118,30 +107,33 @@ def server_urls(url: str) -> list[str]:
         raise ValueError("no NATS server URL given")
     return urls
 
-
 def _limits_of(config: api.StreamConfig) -> tuple[float, int]:
     return round(config.max_age or 0.0, 3), config.max_bytes if config.max_bytes is not None else -1
 
 
 class Bus:
-    def __init__(self, nc: nats.NATS, name: str, replicas: int = 1) -> None:
+    def __init__(self, nc: nats.NATS, name: str, replicas: int = 1, user: str = subjects.ANONYMOUS) -> None:
         self.nc = nc
         self.js = nc.jetstream()
         self.name = name
+        self.user = user  # the NATS user: the commands it publishes go on cmd.<user>.
+        self.refusals = Refusals()  # what the server refused this user (set by ``connect``)
         self.replicas = replicas  # of the streams and buckets this bus creates
         self._closing = {"now": False}
 
     @classmethod
     async def connect(cls, url: str, name: str, *, connect_timeout: float = 5.0,
-                      max_reconnect_attempts: int = -1, replicas: int = 1) -> "Bus":
-        """Connect to any of the servers in ``url`` (comma-separated); when the one in use dies, reconnect
-        to another, forever (services) or giving up after a few attempts (clients)."""
+                      max_reconnect_attempts: int = -1, replicas: int = 1,
+                      credentials: Credentials | None = None) -> "Bus":
+        """Connect to any of the servers in ``url`` (comma-separated), as ``credentials``' user; when the one in
+        use dies, reconnect to another, forever (services) or giving up after a few attempts (clients)."""
+        credentials = credentials or Credentials()
         log = structlog.get_logger().bind(nats=name)
-        closing = {"now": False}
+        closing, refusals = {"now": False}, Refusals()
 
         async def on_error(exc: Exception) -> None:
             if not closing["now"]:
-                log.warning("nats_error", error=repr(exc))
+                log.warning("nats_refused" if refusals.note(exc) else "nats_error", error=repr(exc))
 
         async def on_disconnected() -> None:
             if not closing["now"]:
@@ -149,20 +141,17 @@ class Bus:
 
         async def on_reconnected() -> None:
             log.info("nats_reconnected")
-
         nc = await nats.connect(
             servers=server_urls(url), name=name, connect_timeout=connect_timeout,
             max_reconnect_attempts=max_reconnect_attempts, reconnect_time_wait=0.5,
             allow_reconnect=True, error_cb=on_error, disconnected_cb=on_disconnected,
-            reconnected_cb=on_reconnected,
+            reconnected_cb=on_reconnected, **credentials.connect_options(),
         )
-        bus = cls(nc, name, replicas)
-        bus._closing = closing
+        bus = cls(nc, name, replicas, credentials.user)
+        bus._closing, bus.refusals = closing, refusals
         return bus
 
-    @property
-    def connected(self) -> bool:
-        return self.nc.is_connected
+    connected = property(lambda self: self.nc.is_connected)
 
     async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None) -> None:
         """Create the streams (file storage, ``self.replicas`` replicas) if missing; align their subjects
@@ -207,7 +196,7 @@ class Bus:
         return PatientKV(kv, self.nc)
 
     async def purge(self, stream: str, subject: str, *, before_seq: int | None = None) -> None:
-        """Remove the messages of ``subject`` from ``stream`` (only those before ``before_seq`` if given)."""
+        """Remove ``subject``'s messages from ``stream`` (only those before ``before_seq`` if given)."""
         await self.js.purge_stream(stream, subject=subject, seq=before_seq)
 
     async def consumed_up_to(self, stream: str) -> int:
@@ -227,7 +216,7 @@ class Bus:
         """Publish with its Nats-Msg-Id (a repeat is stored once); with ``fence``, only while the fence holds
         (else ``Fenced``, and nothing is stored)."""
         mid = msg_id or default_msg_id(message)
-        subj = subject or subject_for(message)
+        subj = subject or subject_for(message, self.user)
         hdrs = {"Nats-Msg-Id": mid, **cloudevent_headers(message, mid, self.name), **(headers or {}),
                 **(fence.headers_for(subj) if fence else {})}
         deadline = asyncio.get_running_loop().time() + PUBLISH_PATIENCE_S
@@ -247,10 +236,14 @@ class Bus:
         """Publish and wait for the stream's ack. While the stream has no leader (a node of the cluster
         died and its replicas elect another) publish again, for up to ``PUBLISH_PATIENCE_S``: a handler
         keeps its message meanwhile, rather than nak it to a consumer leader that may be gone too. A message
-        over the server's max payload (headers counted) is refused first: ``MessageTooLarge``, nothing sent."""
+        over the server's max payload (headers counted) is refused first: ``MessageTooLarge``, nothing sent; one
+        the server refused this user (its permissions) is not tried again: ``NotPermitted``."""
         check_size(subject, data, headers, self.nc.max_payload)
-        return await patiently(lambda: self.js.publish(subject, data, headers=headers, timeout=PUBLISH_TIMEOUT_S),
-                               self.nc)
+
+        async def once() -> api.PubAck:
+            self.refusals.check(self.user, subject)
+            return await self.js.publish(subject, data, headers=headers, timeout=PUBLISH_TIMEOUT_S)
+        return await patiently(once, self.nc)
 
     async def durable(self, durable: str, stream: str, filters: list[str], *,
                       max_deliver: int, ack_wait: float = 30.0):
@@ -266,8 +259,7 @@ class Bus:
         return await self.js.pull_subscribe_bind(durable=durable, stream=stream)
 
     async def last_seq(self, stream: str) -> int:
-        info = await self.js.stream_info(stream)
-        return info.state.last_seq
+        return (await self.js.stream_info(stream)).state.last_seq
 
     async def follow(self, stream: str, subject: str,
                      on_message: Callable[[bytes, int], Awaitable[None]]):
@@ -283,8 +275,7 @@ class Bus:
         return stream is not None and await self.last_stored(stream, fence.subject) == fence.seq
 
     async def last_stored(self, stream: str, subject: str) -> int:
-        """The sequence of the last message of ``subject`` still in ``stream`` (0: none). Not ``last_seq``
-        when the last ones were purged."""
+        """The sequence of ``subject``'s last message still in ``stream`` (0: none; not ``last_seq``: purges)."""
         try:
             return (await self.js.get_last_msg(stream, subject)).seq or 0
         except NotFoundError:
@@ -328,7 +319,7 @@ class Bus:
         return sub
 
     async def stored(self, stream: str, seq: int) -> Received | None:
-        """The message stored at ``seq`` in ``stream`` (None: no longer stored), unsettled: nobody holds it."""
+        """The message at ``seq`` in ``stream`` (None: no longer stored), unsettled: nobody holds it."""
         try:
             raw = await patiently(lambda: self.js.get_msg(stream, seq), self.nc)
         except NotFoundError:
@@ -342,9 +333,9 @@ class Bus:
 
     async def read_all(self, stream: str, subject: str, *, batch: int = 500) -> list[bytes]:
         """Every message of ``subject`` now in ``stream``, in order (for clients that build a view)."""
-        config = api.ConsumerConfig(ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL,
-                                    filter_subject=subject, inactive_threshold=30.0)
-        sub = await self.js.pull_subscribe(subject, stream=stream, config=config)
+        sub = await self.js.pull_subscribe(subject, stream=stream, config=api.ConsumerConfig(
+            ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL, filter_subject=subject,
+            inactive_threshold=30.0))
         out: list[bytes] = []
         try:
             pending = (await sub.consumer_info()).num_pending or 0
@@ -380,7 +371,7 @@ class Bus:
 
     async def close(self) -> None:
         """Flush what was published, then close. Handler loops finish their message in hand first."""
-        if self.nc.is_closed:
+        if self.nc.is_closed:  # already
             return
         self._closing["now"] = True
         try:

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from services.runtime import logging as oplog
 from services.runtime.bus import Bus
+from services.runtime.credentials import of_settings
 from services.runtime.health import HealthServer
 from services.runtime.service import Service
 from services.runtime.settings import Settings
@@ -21,7 +22,8 @@ async def serve(services: Sequence[Service], settings: Settings, stop: asyncio.E
     ``connect`` opens each service's bus connection (default ``Bus.connect``; tests pass an in-memory one)."""
     stop = stop or asyncio.Event()
     _install_signals(stop)
-    connect = connect or functools.partial(Bus.connect, replicas=settings.stream_replicas)
+    connect = connect or functools.partial(Bus.connect, replicas=settings.stream_replicas,
+                                           credentials=of_settings(settings))
     buses = [await connect(settings.nats_url, f"opsched-{s.name}") for s in services]
     health = None
     if settings.health_port is not None:

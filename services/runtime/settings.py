@@ -15,6 +15,11 @@ class Settings(BaseSettings):
 
     nats_url: str = Field("nats://127.0.0.1:4222", validation_alias=AliasChoices("NATS_URL", "OPSCHED_NATS_URL"),
                           description="one URL, or several comma-separated (the nodes of a NATS cluster)")
+    nats_user: str | None = Field(None, description="the NATS user this process connects as (the user token of "
+                                  "the command subjects it publishes); none: an open server, user 'anonymous'")
+    nats_password_file: Path | None = Field(None, description="a file holding nats_user's password (0600)")
+    nats_creds: Path | None = Field(None, description="a NATS credentials file (JWT + nkey seed) of an existing "
+                                    "NATS account setup, instead of a password; nats_user names the user")
     stream_replicas: int = Field(1, ge=1, le=5, description="replicas of the streams and KV buckets this "
                                  "service creates: 1 on one nats-server, 3 on a 3-node cluster")
     health_port: int | None = Field(None, ge=0, le=65535, description="serve /healthz here; 0 = any free port")

@@ -234,6 +234,7 @@ class MemoryBus:
     """One connection to a ``MemoryBroker``, with the interface of ``services.runtime.bus.Bus``."""
 
     max_payload = 1024 * 1024  # nats-server's default max payload
+    user = subjects.ANONYMOUS  # an open server: nothing authenticates a connection
 
     def __init__(self, broker: MemoryBroker, name: str) -> None:
         self.broker, self.name = broker, name

@@ -24,9 +24,25 @@ def test_subject_builders():
     assert subjects.event("admitted", "op-1") == "ops.admitted.op-1"
     assert subjects.events_of("submitted") == "ops.submitted.>"
     assert subjects.events_for("op-1") == "ops.*.op-1"
-    assert subjects.submit("gpu-a") == "cmd.submit.gpu-a"
-    assert subjects.submit(None) == "cmd.submit._"
-    assert subjects.command("stop") == subjects.CMD_STOP == "cmd.stop"
+    assert subjects.submit("gpu-a", "alice") == "cmd.alice.submit.gpu-a"
+    assert subjects.submit(None) == "cmd.anonymous.submit._"
+    assert subjects.command("stop") == subjects.CMD_STOP == "cmd.anonymous.stop"
+    assert subjects.command("approve", "bob") == "cmd.bob.approve"
+    assert subjects.command(subjects.SET_QUEUES, "root") == "cmd.root.queues.set"
+
+
+@pytest.mark.parametrize("subject,user", [
+    ("cmd.alice.submit.gpu", "alice"), ("cmd.bob.approve", "bob"), ("cmd.root.queues.set", "root"),
+    ("ops.admitted.x", subjects.ANONYMOUS), ("cmd", subjects.ANONYMOUS), ("cmd..stop", subjects.ANONYMOUS),
+])
+def test_the_requester_is_the_user_token_of_a_command_subject(subject, user):
+    assert subjects.requester_of(subject) == user
+
+
+def test_a_submit_subject_is_told_from_the_other_commands():
+    assert subjects.is_submit(subjects.submit("q", "alice")) and subjects.is_submit(subjects.submit(None))
+    assert not subjects.is_submit(subjects.command("stop", "submit"))
+    assert not subjects.is_submit("cmd.alice.stop")
     assert subjects.dead_letter("admission") == "dlq.admission"
 
 

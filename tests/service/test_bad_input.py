@@ -46,7 +46,7 @@ async def test_a_malformed_command_is_dead_lettered_and_the_next_op_is_still_adm
     assert "JSON is malformed" in error.message
     letters = await dead_letters(bus, "admission")
     assert [m.data for m in letters] == [b"{this is not json"]
-    assert letters[0].headers["Opsched-Original-Subject"] == "cmd.submit._"
+    assert letters[0].headers["Opsched-Original-Subject"] == subjects.submit(None)
     assert letters[0].headers["Opsched-Error-Reason"] == "malformed_message"
 
 

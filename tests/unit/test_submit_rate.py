@@ -79,9 +79,10 @@ def test_full_buckets_are_forgotten_when_too_many_requesters_are_held():
     assert list(rate.buckets) == ["late"]
 
 
-def test_the_requester_is_the_commands_and_anonymous_when_it_names_none():
-    assert requester(by("ann", "a"), "cmd.submit.default") == "ann"
-    assert requester(by("", "a"), "cmd.submit.default") == ANONYMOUS
+def test_the_requester_is_the_subjects_user_and_on_an_open_server_the_commands_label():
+    assert requester(by("ann", "a"), "cmd.bob.submit.default") == "bob"  # authenticated: the payload is ignored
+    assert requester(by("ann", "a"), "cmd.anonymous.submit.default") == "ann"  # open server: an unverified label
+    assert requester(by("", "a"), "cmd.anonymous.submit.default") == ANONYMOUS
 
 
 def test_a_submit_over_the_rate_is_rejected_naming_the_requester_the_rate_and_when_to_retry(ctx, clock):

@@ -1,0 +1,116 @@
+"""The NATS users of `opsched up`: one per service, one ``admin``, and any ``--user NAME:ROLE``; each with a
+random password kept in its own file (``<data dir>/auth/<user>.password``, 0600, kept across restarts) and
+the allow-lists of ``proto.permissions``, written as nats-server's ``authorization { users = [...] }``.
+
+Passwords are stored in plain text in the server config, which is 0600 like the password files next to it:
+whoever can read one can read the others, so a hash would protect nothing here (and nats-server has no
+built-in hashing tool). A deployment may put bcrypt hashes in its own config, or use nkeys/JWT accounts
+(``OPSCHED_NATS_CREDS``): the services only need credentials the server accepts."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from proto import permissions
+from services.runtime.credentials import Credentials
+
+ADMIN = "admin"  # the client user `opsched up` always creates (the CLI's default)
+SERVICE = "service"
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    role: str  # "service" (the name is the service's) or a client role
+
+
+def parse_user(text: str) -> User:
+    """``NAME:ROLE`` (``--user alice:submitter``); ValueError naming what is wrong."""
+    name, sep, role = text.partition(":")
+    if not sep or role not in permissions.ROLES:
+        raise ValueError(f"--user {text!r}: expected NAME:ROLE, ROLE one of {', '.join(permissions.ROLES)}")
+    permissions.client(role, name)  # raises on a name that is no user token
+    return User(name, role)
+
+
+def users_of(extra: list[User]) -> list[User]:
+    """The services, ``admin``, then ``extra`` (a name given twice: the last role wins)."""
+    by_name = {name: User(name, SERVICE) for name in permissions.SERVICES}
+    by_name[ADMIN] = User(ADMIN, "admin")
+    for user in extra:
+        if user.name in permissions.SERVICES:
+            raise ValueError(f"--user {user.name}: a service's name")
+        by_name[user.name] = user
+    return list(by_name.values())
+
+
+def password_file(auth_dir: Path, user: str) -> Path:
+    return auth_dir / f"{user}.password"
+
+
+def _password(auth_dir: Path, user: str) -> str:
+    path = password_file(auth_dir, user)
+    if path.exists():
+        return path.read_text().strip()
+    password = secrets.token_urlsafe(32)
+    _write_private(path, password + "\n")
+    return password
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.chmod(path, 0o600)
+
+
+def _quoted(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+
+
+def _entry(user: User, password: str) -> str:
+    p = permissions.for_user(user.name, user.role)
+    deny = f", deny: {_quoted(p.deny)}" if p.deny else ""
+    return (f"    {{user: {json.dumps(user.name)}, password: {json.dumps(password)}, permissions: {{\n"
+            f"      publish: {{allow: {_quoted(p.publish)}{deny}}},\n"
+            f"      subscribe: {{allow: {_quoted(p.subscribe)}}}}}}}")
+
+
+def authorization_block(auth_dir: Path, users: list[User]) -> str:
+    """nats-server's ``authorization`` block for ``users`` (creating the password files that are missing)."""
+    entries = ",\n".join(_entry(user, _password(auth_dir, user.name)) for user in users)
+    return f"authorization {{\n  users = [\n{entries}\n  ]\n}}\n"
+
+
+def credentials(auth_dir: Path, user: str) -> Credentials:
+    """The credentials of ``user`` from its password file."""
+    return Credentials.of(user, password_file(auth_dir, user))
+
+
+def service_of(connection_name: str) -> str:
+    """``opsched-<service>`` (the runner's connection names) -> the service's user."""
+    name = connection_name.removeprefix("opsched-")
+    if name not in permissions.SERVICES:
+        raise ValueError(f"no NATS user for connection {connection_name!r}")
+    return name
+
+
+
+def client_credentials(data_dir: Path, env: dict[str, str] | None = None) -> Credentials | None:
+    """The CLI's: ``OPSCHED_NATS_USER`` with ``OPSCHED_NATS_PASSWORD_FILE`` or ``OPSCHED_NATS_CREDS``; else the
+    running `opsched up`'s (``<data dir>/up.json``): ``OPSCHED_NATS_USER`` (default ``admin``) with its password
+    file there; else none (an open server). ``CredentialsError`` names what cannot be used."""
+    env = dict(os.environ) if env is None else env
+    user = env.get("OPSCHED_NATS_USER") or None
+    password, creds = env.get("OPSCHED_NATS_PASSWORD_FILE"), env.get("OPSCHED_NATS_CREDS")
+    if password or creds:
+        return Credentials.of(user, Path(password) if password else None, Path(creds) if creds else None)
+    state = Path(data_dir) / "up.json"
+    auth_dir = json.loads(state.read_text()).get("auth_dir") if state.exists() else None
+    if not auth_dir:
+        return Credentials.of(user) if user else None
+    return credentials(Path(auth_dir), user or ADMIN)
