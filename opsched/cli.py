@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import warnings
 from pathlib import Path
 
 from opsched import dryrun
+from opsched.endpoint import nats_ca, nats_url, unreachable
 from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
 from proto import codec
 from proto.spec_size import too_large
@@ -17,18 +17,6 @@ from proto.templating import TemplateError
 
 EXIT_INVALID = 2
 EXIT_UNREACHABLE = 3
-
-
-def nats_url(args: argparse.Namespace) -> str:
-    """--nats, then $NATS_URL, then the file `opsched up` wrote, then the default port."""
-    if getattr(args, "nats", None):
-        return args.nats
-    if os.environ.get("NATS_URL"):
-        return os.environ["NATS_URL"]
-    state = Path(getattr(args, "data_dir", ".opsched")) / "up.json"
-    if state.exists():
-        return json.loads(state.read_text())["nats_url"]
-    return "nats://127.0.0.1:4222"
 
 
 def parse_params(pairs: list[str]) -> dict[str, object]:
@@ -129,12 +117,11 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
 async def _connect(args: argparse.Namespace):
     from opsched.client import Client
 
-    url = nats_url(args)
+    url, ca = nats_url(args), nats_ca(args)
     try:
-        return await Client.connect(url)
-    except Exception as exc:  # noqa: BLE001 - no server: say so plainly
-        _fail(f"cannot reach NATS at {url} ({exc.__class__.__name__}); is `opsched up` running?",
-              EXIT_UNREACHABLE)
+        return await Client.connect(url, ca_file=ca)
+    except Exception as exc:  # noqa: BLE001 - no server, or one we do not trust: say so plainly
+        _fail(unreachable(url, ca, exc), EXIT_UNREACHABLE)
         return None
 
 
@@ -323,6 +310,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opsched", description=__doc__)
     p.add_argument("--nats", help="NATS URL (default: $NATS_URL, then the running `opsched up`)")
+    p.add_argument("--nats-ca", help="CA certificate verifying the NATS server (TLS; default: "
+                   "$OPSCHED_NATS_CA, then DATA_DIR/tls/ca.pem)")
     p.add_argument("--data-dir", default=".opsched", help="where `opsched up` keeps its state")
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start nats-server, a local control plane with GPU nodes, and all services")

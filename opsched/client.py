@@ -6,6 +6,7 @@ import hashlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
+from pathlib import Path
 
 import msgspec
 
@@ -60,8 +61,10 @@ class Client:
         self.bus = bus
 
     @classmethod
-    async def connect(cls, nats_url: str, name: str = "opsched-client") -> "Client":
-        bus = await Bus.connect(nats_url, name, connect_timeout=3.0, max_reconnect_attempts=2)
+    async def connect(cls, nats_url: str, name: str = "opsched-client", *,
+                      ca_file: Path | str | None = None) -> "Client":
+        """``ca_file``: the CA that signed the server's certificate (TLS, the server verified)."""
+        bus = await Bus.connect(nats_url, name, connect_timeout=3.0, max_reconnect_attempts=2, tls_ca_file=ca_file)
         await bus.ensure_streams()
         return cls(bus)
 

@@ -19,8 +19,9 @@ TIMEOUT_S = 240
 LATE_EXAMPLES = ["urgent-1gpu.yaml", "ddp-3x1gpu.yaml"]  # once GPUs are busy: preemption, then a gang
 
 
-async def run_demo(nats_url: str, kubeconfig: Path | None, namespace: str, examples: list[str]) -> int:
-    client = await Client.connect(nats_url, "opsched-demo")
+async def run_demo(nats_url: str, kubeconfig: Path | None, namespace: str, examples: list[str],
+                   ca_file: Path | None = None) -> int:
+    client = await Client.connect(nats_url, "opsched-demo", ca_file=ca_file)
     try:
         expected = await _submit_all(client, examples)
         print("\n" + queues_table(await client.queues()), flush=True)

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import json
 import shutil
-import ssl
 import socket
+import ssl
 import subprocess
 import sys
 import sysconfig
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from opsched.children import die_with_parent
-from opsched.tls import TlsFiles
 from services.runtime.tls_context import client_context
+
+if TYPE_CHECKING:
+    from opsched.tls import TlsFiles
 
 
 def binary() -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -21,6 +22,7 @@ from proto import codec, subjects
 from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
 from services.runtime.errors import DependencyUnavailable, Fenced
 from services.runtime.sizes import check_size
+from services.runtime.tls_context import client_context
 
 DUPLICATE_WINDOW_S = 120.0
 FOLLOW_HEARTBEAT_S = 1.0  # an ordered consumer whose node died is recreated after two missed heartbeats
@@ -132,6 +134,10 @@ def server_urls(url: str) -> list[str]:
     return urls
 
 
+def _tls_options(ca_file: Path | str | None) -> dict[str, Any]:
+    return {"tls": client_context(ca_file)} if ca_file else {}
+
+
 def _limits_of(config: api.StreamConfig) -> tuple[float, int]:
     return round(config.max_age or 0.0, 3), config.max_bytes if config.max_bytes is not None else -1
 
@@ -146,9 +152,11 @@ class Bus:
 
     @classmethod
     async def connect(cls, url: str, name: str, *, connect_timeout: float = 5.0,
-                      max_reconnect_attempts: int = -1, replicas: int = 1) -> "Bus":
+                      max_reconnect_attempts: int = -1, replicas: int = 1,
+                      tls_ca_file: Path | str | None = None) -> "Bus":
         """Connect to any of the servers in ``url`` (comma-separated); when the one in use dies, reconnect
-        to another, forever (services) or giving up after a few attempts (clients)."""
+        to another, forever (services) or giving up after a few attempts (clients). ``tls_ca_file``: speak
+        TLS and trust only this CA (the server's certificate is verified, its name too)."""
         log = structlog.get_logger().bind(nats=name)
         closing = {"now": False}
 
@@ -167,7 +175,7 @@ class Bus:
             servers=server_urls(url), name=name, connect_timeout=connect_timeout,
             max_reconnect_attempts=max_reconnect_attempts, reconnect_time_wait=0.5,
             allow_reconnect=True, error_cb=on_error, disconnected_cb=on_disconnected,
-            reconnected_cb=on_reconnected,
+            reconnected_cb=on_reconnected, **_tls_options(tls_ca_file),
         )
         bus = cls(nc, name, replicas)
         bus._closing = closing

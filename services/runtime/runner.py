@@ -21,7 +21,8 @@ async def serve(services: Sequence[Service], settings: Settings, stop: asyncio.E
     ``connect`` opens each service's bus connection (default ``Bus.connect``; tests pass an in-memory one)."""
     stop = stop or asyncio.Event()
     _install_signals(stop)
-    connect = connect or functools.partial(Bus.connect, replicas=settings.stream_replicas)
+    connect = connect or functools.partial(Bus.connect, replicas=settings.stream_replicas,
+                                           tls_ca_file=settings.nats_ca_file)
     buses = [await connect(settings.nats_url, f"opsched-{s.name}") for s in services]
     health = None
     if settings.health_port is not None:
