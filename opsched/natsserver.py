@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from opsched.children import die_with_parent
-from services.runtime.tls_context import client_context
+from services.runtime.connecting import client_context
 
 if TYPE_CHECKING:
     from opsched.tls import TlsFiles

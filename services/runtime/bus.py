@@ -1,13 +1,12 @@
 """The NATS connection: streams, durable consumers, publishing with Nats-Msg-Id, replay.
 
-The only module that imports ``nats``.
+With ``connecting`` (opening the connection) and ``service``, the only modules that import ``nats``.
 """
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -20,9 +19,9 @@ from nats.js.errors import NotFoundError
 
 from proto import codec, subjects
 from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
+from services.runtime.connecting import CaFile, open_connection
 from services.runtime.errors import DependencyUnavailable, Fenced
 from services.runtime.sizes import check_size
-from services.runtime.tls_context import client_context
 
 DUPLICATE_WINDOW_S = 120.0
 FOLLOW_HEARTBEAT_S = 1.0  # an ordered consumer whose node died is recreated after two missed heartbeats
@@ -126,18 +125,6 @@ class PatientKV:
         return await patiently(lambda: self._kv.update(key, value, *args, **kwargs), self._nc)
 
 
-def server_urls(url: str) -> list[str]:
-    """``NATS_URL`` names one server or several (a cluster's nodes), comma-separated."""
-    urls = [u.strip() for u in url.split(",") if u.strip()]
-    if not urls:
-        raise ValueError("no NATS server URL given")
-    return urls
-
-
-def _tls_options(ca_file: Path | str | None) -> dict[str, Any]:
-    return {"tls": client_context(ca_file)} if ca_file else {}
-
-
 def _limits_of(config: api.StreamConfig) -> tuple[float, int]:
     return round(config.max_age or 0.0, 3), config.max_bytes if config.max_bytes is not None else -1
 
@@ -153,30 +140,12 @@ class Bus:
     @classmethod
     async def connect(cls, url: str, name: str, *, connect_timeout: float = 5.0,
                       max_reconnect_attempts: int = -1, replicas: int = 1,
-                      tls_ca_file: Path | str | None = None) -> "Bus":
-        """Connect to any of the servers in ``url`` (comma-separated); when the one in use dies, reconnect
-        to another, forever (services) or giving up after a few attempts (clients). ``tls_ca_file``: speak
-        TLS and trust only this CA (the server's certificate is verified, its name too)."""
-        log = structlog.get_logger().bind(nats=name)
+                      tls_ca_file: CaFile = None) -> "Bus":
+        """Connect to any of the servers in ``url`` (comma-separated), over TLS verified with ``tls_ca_file`` if
+        given; when the one in use dies, reconnect to another, forever (services) or a few times (clients)."""
         closing = {"now": False}
-
-        async def on_error(exc: Exception) -> None:
-            if not closing["now"]:
-                log.warning("nats_error", error=repr(exc))
-
-        async def on_disconnected() -> None:
-            if not closing["now"]:
-                log.warning("nats_disconnected")
-
-        async def on_reconnected() -> None:
-            log.info("nats_reconnected")
-
-        nc = await nats.connect(
-            servers=server_urls(url), name=name, connect_timeout=connect_timeout,
-            max_reconnect_attempts=max_reconnect_attempts, reconnect_time_wait=0.5,
-            allow_reconnect=True, error_cb=on_error, disconnected_cb=on_disconnected,
-            reconnected_cb=on_reconnected, **_tls_options(tls_ca_file),
-        )
+        nc = await open_connection(url, name, closing, connect_timeout=connect_timeout,
+                                   max_reconnect_attempts=max_reconnect_attempts, tls_ca_file=tls_ca_file)
         bus = cls(nc, name, replicas)
         bus._closing = closing
         return bus

@@ -13,7 +13,7 @@ from cryptography import x509
 
 from opsched import tls
 from opsched.tls import ensure_tls, server_cert_valid, subject_alt_names
-from services.runtime.tls_context import client_context
+from services.runtime.connecting import client_context
 
 
 def handshake(files: tls.TlsFiles, server_name: str) -> None:
