@@ -163,3 +163,12 @@ def _write_server_cert(files: TlsFiles, hosts: tuple[str, ...]) -> None:
     _write_key(files.key, key)
     files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
+
+
+if __name__ == "__main__":  # python -m opsched.tls DIR [HOST ...]: the files for a deployment (deploy/kubernetes)
+    import sys
+
+    if len(sys.argv) < 2:
+        sys.exit("usage: python -m opsched.tls DIR [HOST ...]   (hosts besides localhost, 127.0.0.1)")
+    made = ensure_tls(Path(sys.argv[1]), tuple(sys.argv[2:]))
+    print(f"CA {made.ca}\nserver certificate {made.cert}\nserver key {made.key} (0600)")

@@ -36,13 +36,13 @@ def tls_options(ca_file: CaFile) -> dict[str, Any]:
 async def open_connection(url: str, name: str, closing: dict[str, bool], *, connect_timeout: float,
                           max_reconnect_attempts: int, tls_ca_file: CaFile) -> nats.NATS:
     """Connect to any of the servers in ``url``; reconnect ``max_reconnect_attempts`` times (-1: forever).
-    A server whose certificate the CA does not verify raises that ``ssl.SSLError`` at once: no retry
-    helps, and nats-py would hang closing the failed TLS upgrade. ``closing["now"]`` quiets the logs."""
+    A server whose certificate the CA does not verify raises ``ssl.SSLCertVerificationError`` at once: no
+    retry helps, and nats-py would hang closing the failed TLS upgrade. ``closing["now"]`` quiets the logs."""
     log = structlog.get_logger().bind(nats=name)
     refusal: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
 
     async def on_error(exc: Exception) -> None:
-        if isinstance(exc, ssl.SSLError) and not refusal.done():
+        if isinstance(exc, ssl.SSLCertVerificationError) and not refusal.done():  # not an EOF mid-handshake
             refusal.set_result(exc)
         if not closing["now"]:
             log.warning("nats_error", error=repr(exc))
