@@ -117,7 +117,11 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
 async def _connect(args: argparse.Namespace):
     from opsched.client import Client
 
-    url, ca = nats_url(args), nats_ca(args)
+    url = nats_url(args)
+    try:
+        ca = nats_ca(args)
+    except ValueError as exc:  # a CA named but absent: the user's input
+        raise SystemExit(_fail(str(exc))) from None
     try:
         return await Client.connect(url, ca_file=ca)
     except Exception as exc:  # noqa: BLE001 - no server, or one we do not trust: say so plainly

@@ -27,16 +27,29 @@ def nats_url(args: argparse.Namespace) -> str:
 
 def nats_ca(args: argparse.Namespace) -> Path | None:
     """--nats-ca, then $OPSCHED_NATS_CA, then the CA `opsched up` generated in --data-dir (``tls/ca.pem``);
-    None: no CA (a plain server, or a TLS server whose certificate the system's CAs verify)."""
-    if getattr(args, "nats_ca", None):
-        return Path(args.nats_ca)
-    if os.environ.get(CA_ENV):
-        return Path(os.environ[CA_ENV])
-    recorded = _up_state(args).get("nats_ca")
-    if recorded:
-        return Path(recorded)
+    None: no CA (a plain server, or a TLS server whose certificate the system's CAs verify). A CA named
+    that is absent or no certificate raises ``ValueError`` naming where it was named."""
+    state = Path(getattr(args, "data_dir", ".opsched")) / "up.json"
+    for source, named in (("--nats-ca", getattr(args, "nats_ca", None)), (f"${CA_ENV}", os.environ.get(CA_ENV)),
+                          (f"{state} (nats_ca)", _up_state(args).get("nats_ca"))):
+        if named:
+            return _usable(Path(named), source)
     default = Path(getattr(args, "data_dir", ".opsched")) / "tls" / "ca.pem"
     return default if default.exists() else None
+
+
+def _usable(ca: Path, source: str) -> Path:
+    import ssl
+
+    from services.runtime.connecting import client_context
+
+    if not ca.is_file():
+        raise ValueError(f"{source}: no CA certificate file at {ca}")
+    try:
+        client_context(ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"{source}: {ca} is not a usable CA certificate ({exc})") from None
+    return ca
 
 
 def unreachable(url: str, ca: Path | None, exc: BaseException) -> str:
@@ -46,6 +59,4 @@ def unreachable(url: str, ca: Path | None, exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError):
         trusted = f"the CA in {ca}" if ca else "no opsched CA (give --nats-ca or $OPSCHED_NATS_CA)"
         return f"NATS at {url}: the server's TLS certificate is not trusted ({exc.verify_message}); trusting {trusted}"
-    if isinstance(exc, (OSError, ssl.SSLError)) and ca is not None and not ca.is_file():
-        return f"NATS CA file {ca} cannot be read ({exc.__class__.__name__}); check --nats-ca / ${CA_ENV}"
     return f"cannot reach NATS at {url} ({exc.__class__.__name__}); is `opsched up` running?"

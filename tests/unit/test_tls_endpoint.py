@@ -11,27 +11,43 @@ import pytest
 
 from opsched.endpoint import nats_ca, unreachable
 from opsched.natsserver import NatsCluster, NatsServer, tls_block
-from opsched.tls import TlsFiles
+from opsched.tls import TlsFiles, ensure_tls
 
 
-def args(data_dir: Path, **kw) -> argparse.Namespace:
-    return argparse.Namespace(data_dir=str(data_dir), nats=None, nats_ca=None, **kw)
+def args(data_dir: Path, nats_ca: str | None = None) -> argparse.Namespace:
+    return argparse.Namespace(data_dir=str(data_dir), nats=None, nats_ca=nats_ca)
 
 
 def test_the_ca_is_the_option_then_the_environment_then_up_json_then_the_data_dir(tmp_path: Path,
                                                                                   monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("OPSCHED_NATS_CA", raising=False)
     assert nats_ca(args(tmp_path)) is None  # nothing anywhere: plain, or the system's CAs
-    (tmp_path / "tls").mkdir()
-    (tmp_path / "tls" / "ca.pem").write_text("x")
-    assert nats_ca(args(tmp_path)) == tmp_path / "tls" / "ca.pem"
-    (tmp_path / "up.json").write_text(json.dumps({"nats_url": "tls://h:1", "nats_ca": "/up/ca.pem"}))
-    assert nats_ca(args(tmp_path)) == Path("/up/ca.pem")
-    monkeypatch.setenv("OPSCHED_NATS_CA", "/env/ca.pem")
-    assert nats_ca(args(tmp_path)) == Path("/env/ca.pem")
-    a = args(tmp_path)
-    a.nats_ca = "/opt/ca.pem"
-    assert nats_ca(a) == Path("/opt/ca.pem")
+    cas = {where: ensure_tls(tmp_path / where).ca for where in ("tls", "up", "env", "opt")}
+    assert nats_ca(args(tmp_path)) == cas["tls"]
+    (tmp_path / "up.json").write_text(json.dumps({"nats_url": "tls://h:1", "nats_ca": str(cas["up"])}))
+    assert nats_ca(args(tmp_path)) == cas["up"]
+    monkeypatch.setenv("OPSCHED_NATS_CA", str(cas["env"]))
+    assert nats_ca(args(tmp_path)) == cas["env"]
+    assert nats_ca(args(tmp_path, nats_ca=str(cas["opt"]))) == cas["opt"]
+
+
+def test_a_ca_named_but_missing_or_no_certificate_is_refused_naming_where(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("OPSCHED_NATS_CA", str(tmp_path / "nope.pem"))
+    with pytest.raises(ValueError, match=r"\$OPSCHED_NATS_CA: no CA certificate file at .*nope.pem"):
+        nats_ca(args(tmp_path))
+    (tmp_path / "junk.pem").write_text("not a certificate")
+    with pytest.raises(ValueError, match=r"--nats-ca: .*junk.pem is not a usable CA certificate"):
+        nats_ca(args(tmp_path, nats_ca=str(tmp_path / "junk.pem")))
+
+
+def test_the_cli_refuses_a_missing_ca_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from opsched.cli import EXIT_INVALID, main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--data-dir", str(tmp_path), "--nats-ca", str(tmp_path / "nope.pem"), "ops"])
+    assert exited.value.code == EXIT_INVALID
+    assert f"--nats-ca: no CA certificate file at {tmp_path / 'nope.pem'}" in capsys.readouterr().err
 
 
 def test_an_untrusted_certificate_is_reported_as_such_naming_the_ca(tmp_path: Path):
@@ -40,11 +56,6 @@ def test_an_untrusted_certificate_is_reported_as_such_naming_the_ca(tmp_path: Pa
     message = unreachable("tls://127.0.0.1:4222", tmp_path / "ca.pem", exc)
     assert "not trusted (unable to get local issuer certificate)" in message and str(tmp_path / "ca.pem") in message
     assert "--nats-ca" in unreachable("tls://127.0.0.1:4222", None, exc)
-
-
-def test_a_missing_ca_file_is_named(tmp_path: Path):
-    message = unreachable("tls://127.0.0.1:4222", tmp_path / "nope.pem", FileNotFoundError(2, "No such file"))
-    assert f"NATS CA file {tmp_path / 'nope.pem'} cannot be read" in message
 
 
 def test_a_server_down_is_still_a_server_down():
