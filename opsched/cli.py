@@ -294,6 +294,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opsched", description=__doc__)
     p.add_argument("--nats", help="NATS URL (default: $NATS_URL, then the running `opsched up`)")
+    p.add_argument("--nats-ca", help="CA certificate verifying the NATS server (TLS; default: "
+                   "$OPSCHED_NATS_CA, then DATA_DIR/tls/ca.pem)")
     p.add_argument("--data-dir", default=".opsched", help="where `opsched up` keeps its state")
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start nats-server, a local control plane with GPU nodes, and all services")

@@ -6,6 +6,7 @@ import hashlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
+from pathlib import Path
 
 import msgspec
 
@@ -69,10 +70,11 @@ class Client:
 
     @classmethod
     async def connect(cls, nats_url: str, name: str = "opsched-client",
-                      credentials: Credentials | None = None) -> "Client":
-        """As ``credentials``' user (none: an open server); its commands go on ``cmd.<user>.``."""
+                      credentials: Credentials | None = None, *, ca_file: Path | str | None = None) -> "Client":
+        """As ``credentials``' user (none: an open server); its commands go on ``cmd.<user>.``. ``ca_file``: the
+        CA that signed the server's certificate (TLS, the server verified)."""
         bus = await Bus.connect(nats_url, name, connect_timeout=3.0, max_reconnect_attempts=2,
-                                credentials=credentials)
+                                credentials=credentials, tls_ca_file=ca_file)
         await bus.ensure_streams()
         return cls(bus)
 

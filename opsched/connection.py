@@ -1,12 +1,11 @@
-"""How the CLI reaches NATS: the server's URL and the user it connects as."""
+"""How the CLI reaches NATS: the server's URL and CA (``endpoint``) and the user it connects as."""
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
+from opsched.endpoint import nats_ca, nats_url, unreachable
 from opsched.natsauth import client_credentials
 from services.runtime.credentials import CredentialsError
 
@@ -19,27 +18,20 @@ def fail(message: str, code: int = EXIT_INVALID) -> int:
     return code
 
 
-def nats_url(args: argparse.Namespace) -> str:
-    """--nats, then $NATS_URL, then the file `opsched up` wrote, then the default port."""
-    if getattr(args, "nats", None):
-        return args.nats
-    if os.environ.get("NATS_URL"):
-        return os.environ["NATS_URL"]
-    state = Path(getattr(args, "data_dir", ".opsched")) / "up.json"
-    if state.exists():
-        return json.loads(state.read_text())["nats_url"]
-    return "nats://127.0.0.1:4222"
-
-
 async def connect(args: argparse.Namespace):
     from opsched.client import Client
 
     url = nats_url(args)
     try:
-        return await Client.connect(url, credentials=client_credentials(Path(args.data_dir)))
+        credentials = client_credentials(Path(args.data_dir))
     except CredentialsError as exc:
         raise SystemExit(fail(f"cannot use the NATS credentials: {exc}")) from None
-    except Exception as exc:  # noqa: BLE001 - no server: say so plainly
-        fail(f"cannot reach NATS at {url} ({exc.__class__.__name__}); is `opsched up` running?",
-              EXIT_UNREACHABLE)
+    try:
+        ca = nats_ca(args)
+    except ValueError as exc:  # a CA named but absent: the user's input
+        raise SystemExit(fail(str(exc))) from None
+    try:
+        return await Client.connect(url, credentials=credentials, ca_file=ca)
+    except Exception as exc:  # noqa: BLE001 - no server, or one we do not trust: say so plainly
+        fail(unreachable(url, ca, exc), EXIT_UNREACHABLE)
         return None

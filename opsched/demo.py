@@ -20,8 +20,8 @@ LATE_EXAMPLES = ["urgent-1gpu.yaml", "ddp-3x1gpu.yaml"]  # once GPUs are busy: p
 
 
 async def run_demo(nats_url: str, kubeconfig: Path | None, namespace: str, examples: list[str],
-                   credentials=None) -> int:
-    client = await Client.connect(nats_url, "opsched-demo", credentials=credentials)
+                   credentials=None, ca_file: Path | None = None) -> int:
+    client = await Client.connect(nats_url, "opsched-demo", credentials=credentials, ca_file=ca_file)
     try:
         expected = await _submit_all(client, examples)
         print("\n" + queues_table(await client.queues()), flush=True)

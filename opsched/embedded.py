@@ -32,6 +32,11 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
                    help="a NATS user for people or systems (ROLE: submitter, approver, admin); its password file "
                         "is <data dir>/auth/NAME.password. Always created: one user per service and 'admin'")
     p.add_argument("--no-auth", action="store_true", help="an open NATS server (every client is 'anonymous')")
+    p.add_argument("--no-tls", dest="tls", action="store_false",
+                   help="plain NATS connections (default: TLS with a CA generated into DATA_DIR/tls)")
+    p.add_argument("--tls-host", action="append", default=[], metavar="NAME",
+                   help="another name or address the NATS server certificate is valid for (besides localhost, "
+                        "127.0.0.1)")
     p.add_argument("--fresh", action="store_true", help="wipe the data dir first")
     p.add_argument("--demo", action="store_true", help="submit the examples, show them run, then exit")
 
@@ -49,6 +54,7 @@ class Embedded:
         self.nats = None
         self.nats_url = ""
         self.replicas = 1
+        self.tls = None  # opsched.tls.TlsFiles when TLS is on
         self.control_plane = None
         self.kubelet = None
         self.kubeconfig: Path | None = Path(args.kubeconfig) if args.kubeconfig else None
@@ -60,13 +66,15 @@ class Embedded:
         if self.args.fresh and self.data_dir.exists():
             shutil.rmtree(self.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._ensure_tls()
         if self.args.nats_cluster:
             self._start_nats_cluster(self.args.nats_cluster)
         else:
-            self.nats = NatsServer(self.data_dir / "nats", port=self.args.nats_port,
+            self.nats = NatsServer(self.data_dir / "nats", port=self.args.nats_port, tls=self.tls,
                                    authorization=self._authorization() or None).start()
             self.nats_url = self.nats.url
-            _say(f"nats-server (JetStream) on {self.nats.url}, store {self.data_dir / 'nats'}")
+            _say(f"nats-server (JetStream) on {self.nats.url}, store {self.data_dir / 'nats'}, "
+                 f"monitoring {self.nats.monitor_url or 'off'}")
         if self.kubeconfig is None:
             self._start_local_cluster()
         else:
@@ -74,6 +82,7 @@ class Embedded:
         (self.data_dir / "up.json").write_text(json.dumps(
             {"nats_url": self.nats_url, "kubeconfig": str(self.kubeconfig), "pid": os.getpid(),
              "auth_dir": str(self.auth_dir) if self.auth_dir else None,
+             "nats_ca": str(self.tls.ca) if self.tls else None,
              "queues_file": str(Path(self.args.queues).resolve()) if self.args.queues else None}))
 
     def _authorization(self) -> str:
@@ -92,18 +101,29 @@ class Embedded:
         from services.runtime.bus import Bus
 
         credentials = natsauth.credentials(self.auth_dir, natsauth.service_of(name)) if self.auth_dir else None
-        return await Bus.connect(url, name, replicas=self.replicas, credentials=credentials)
+        return await Bus.connect(url, name, replicas=self.replicas, credentials=credentials,
+                                 tls_ca_file=self.tls.ca if self.tls else None)
 
     def client_credentials(self):
         from opsched import natsauth
 
         return natsauth.credentials(self.auth_dir, natsauth.ADMIN) if self.auth_dir else None
 
+    def _ensure_tls(self) -> None:
+        from opsched.tls import ensure_tls
+
+        if not self.args.tls:
+            _say("TLS is off (--no-tls): NATS connections are plain")
+            return
+        self.tls = ensure_tls(self.data_dir / "tls", tuple(self.args.tls_host))
+        _say(f"TLS on every NATS connection; CA {self.tls.ca} (the CLI finds it in --data-dir; other "
+             f"clients: OPSCHED_NATS_CA={self.tls.ca} or --nats-ca)")
+
     def _start_nats_cluster(self, n: int) -> None:
         from opsched.natsserver import NatsCluster
 
         store = self.data_dir / "nats-cluster"
-        self.nats = NatsCluster(store, n=n, base_port=self.args.nats_port,
+        self.nats = NatsCluster(store, n=n, base_port=self.args.nats_port, tls=self.tls,
                                 authorization=self._authorization()).start()
         self.nats_url = self.nats.urls
         self.replicas = min(n, 3)
@@ -131,7 +151,8 @@ class Embedded:
     def settings(self):
         from services.runtime.settings import Settings
 
-        return Settings(nats_url=self.nats_url, stream_replicas=self.replicas, kubeconfig=self.kubeconfig, namespace=self.args.namespace,
+        return Settings(nats_url=self.nats_url, nats_ca_file=self.tls.ca if self.tls else None,
+                        stream_replicas=self.replicas, kubeconfig=self.kubeconfig, namespace=self.args.namespace,
                         queues_file=self.args.queues, prices_file=self.args.prices,
                         log_format="json" if self.args.demo else "auto")
 
@@ -212,13 +233,15 @@ class ServicesInProcess:
 async def _serve(embedded: Embedded) -> int:
     running = await ServicesInProcess(embedded.settings(), connect=embedded.connect).start()
     _say("admission, cost, cache and dispatcher are serving; "
-         f"try: opsched submit examples/train-1gpu.yaml --wait   (NATS_URL={embedded.nats_url})")
+         f"try: opsched submit examples/train-1gpu.yaml --wait   (NATS_URL={embedded.nats_url}"
+         + (f" OPSCHED_NATS_CA={embedded.tls.ca})" if embedded.tls else ")"))
     code = 0
     if embedded.args.demo:
         from opsched.demo import run_demo
 
         code = await run_demo(embedded.nats_url, embedded.kubeconfig, embedded.args.namespace, DEMO_EXAMPLES,
-                              credentials=embedded.client_credentials())
+                              credentials=embedded.client_credentials(),
+                              ca_file=embedded.tls.ca if embedded.tls else None)
         running.stop.set()
     await running.wait()
     return code

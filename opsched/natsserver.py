@@ -5,14 +5,20 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import sysconfig
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from opsched.children import die_with_parent
+from services.runtime.connecting import client_context
+
+if TYPE_CHECKING:
+    from opsched.tls import TlsFiles
 
 
 def binary() -> str:
@@ -31,26 +37,59 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def tls_block(files: TlsFiles, verify: bool = False) -> str:
+    """nats-server's ``tls {}`` block: with it on the client port the server takes TLS connections only
+    (a plain client is refused) and serves the monitoring port as https; inside ``cluster {}`` it secures
+    the routes (``verify``: each node also checks the certificate the other presents)."""
+    return (f'tls {{ cert_file: "{files.cert}", key_file: "{files.key}", ca_file: "{files.ca}", '
+            f'timeout: 2{", verify: true" if verify else ""} }}')
+
+
+def get_json(url: str, tls: TlsFiles | None = None, timeout: float = 1.0) -> dict:
+    """GET a monitoring endpoint (https, verified with the CA, when ``tls``)."""
+    context: ssl.SSLContext | None = client_context(tls.ca) if tls else None
+    with urllib.request.urlopen(url, timeout=timeout, context=context) as answer:
+        return json.loads(answer.read())
+
+
 class NatsServer:
     def __init__(self, store_dir: Path, port: int | None = None, log_file: Path | None = None,
-                 config_file: Path | None = None, authorization: str | None = None) -> None:
+                 config_file: Path | None = None, authorization: str | None = None,
+                 tls: TlsFiles | None = None, monitor_port: int | None = None) -> None:
         self.store_dir = Path(store_dir)
         self.port = port or free_port()
         self.log_file = log_file or self.store_dir / "nats-server.log"
         self.config_file = config_file  # a cluster node: everything (ports, store, routes) is in it
         self.authorization = authorization  # an ``authorization {}`` block (``opsched.natsauth``): users only
+        self.tls = tls  # TLS only on the client port, https on the monitoring port
+        self.monitor_port = monitor_port or (free_port() if tls else None)
         self.proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"{'tls' if self.tls else 'nats'}://127.0.0.1:{self.port}"
+
+    @property
+    def monitor_url(self) -> str | None:
+        if self.monitor_port is None:
+            return None
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.monitor_port}"
+
+    def _command(self) -> list[str]:
+        if self.authorization is not None and self.config_file is None:
+            self.config_file = self._write_config()
+        if self.config_file:
+            return [binary(), "-c", str(self.config_file)]
+        cmd = [binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)]
+        if self.tls:  # the tls block lives in a config file; the flags still name ports and store
+            tls_conf = self.store_dir / "tls.conf"
+            tls_conf.write_text(f'{tls_block(self.tls)}\nhttps: "127.0.0.1:{self.monitor_port}"\n')
+            return [binary(), "-c", str(tls_conf), *cmd[1:]]
+        return [*cmd, "-m", str(self.monitor_port)] if self.monitor_port else cmd
 
     def start(self, timeout: float = 10.0) -> "NatsServer":
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        if self.authorization is not None and self.config_file is None:
-            self.config_file = self._write_config()
-        cmd = ([binary(), "-c", str(self.config_file)] if self.config_file else
-               [binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)])
+        cmd = self._command()
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         self._wait_ready(timeout)
@@ -61,7 +100,11 @@ class NatsServer:
         path = self.store_dir / "nats-server.conf"
         self.store_dir.mkdir(parents=True, exist_ok=True)
         text = (f'listen: "127.0.0.1:{self.port}"\n'
-                f'jetstream {{ store_dir: "{self.store_dir}" }}\n{self.authorization}')
+                f'jetstream {{ store_dir: "{self.store_dir}" }}\n{self.authorization}\n')
+        if self.tls:
+            text += f'{tls_block(self.tls)}\nhttps: "127.0.0.1:{self.monitor_port}"\n'
+        elif self.monitor_port:
+            text += f'http: "127.0.0.1:{self.monitor_port}"\n'
         path.touch(mode=0o600)
         path.chmod(0o600)
         path.write_text(text)
@@ -112,7 +155,7 @@ class NatsCluster:
     JetStream meta group has a leader; ``kill``/``restart`` one node (same ports, same store)."""
 
     def __init__(self, root: Path, n: int = 3, name: str = "opsched", base_port: int | None = None,
-                 authorization: str = "") -> None:
+                 authorization: str = "", tls: TlsFiles | None = None) -> None:
         if n < 1:
             raise ValueError("a cluster needs at least one node")
         self.authorization = authorization  # an ``authorization {}`` block for every node (``opsched.natsauth``)
@@ -121,8 +164,10 @@ class NatsCluster:
         self.names = [f"n{i}" for i in range(n)]
         self.route_ports = [free_port() for _ in range(n)]
         self.http_ports = [free_port() for _ in range(n)]
+        self.tls = tls  # clients, monitoring (https) and routes (both ends verified)
         self.nodes = [NatsServer(self.root / node, port=(base_port + i) if base_port else None,
-                                 config_file=self.root / node / "nats-server.conf")
+                                 config_file=self.root / node / "nats-server.conf", tls=tls,
+                                 monitor_port=self.http_ports[i])
                       for i, node in enumerate(self.names)]
 
     @property
@@ -132,12 +177,14 @@ class NatsCluster:
 
     def _config(self, i: int) -> str:
         routes = ", ".join(f'"{_route(p)}"' for j, p in enumerate(self.route_ports) if j != i)
+        route_tls = f", {tls_block(self.tls, verify=True)}" if self.tls else ""
         return (f'server_name: "{self.names[i]}"\n'
                 f'listen: "127.0.0.1:{self.nodes[i].port}"\n'
-                f'http: "127.0.0.1:{self.http_ports[i]}"\n'
-                f'jetstream {{ store_dir: "{self.nodes[i].store_dir / "js"}" }}\n'
+                f'{"https" if self.tls else "http"}: "127.0.0.1:{self.http_ports[i]}"\n'
+                + (f"{tls_block(self.tls)}\n" if self.tls else "")
+                + f'jetstream {{ store_dir: "{self.nodes[i].store_dir / "js"}" }}\n'
                 f'cluster {{ name: "{self.name}", listen: "127.0.0.1:{self.route_ports[i]}", '
-                f'routes: [{routes}] }}\n{self.authorization}')
+                f'routes: [{routes}]{route_tls} }}\n{self.authorization}')
 
     def start(self, timeout: float = 30.0) -> "NatsCluster":
         for i, node in enumerate(self.nodes):
@@ -153,14 +200,11 @@ class NatsCluster:
 
     def jsz(self, i: int) -> dict:
         """The node's own JetStream report (its monitoring endpoint ``/jsz``)."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_ports[i]}/jsz", timeout=1.0) as answer:
-            return json.loads(answer.read())
+        return get_json(f"{self.nodes[i].monitor_url}/jsz", self.tls)
 
     def stream_state(self, i: int, stream: str) -> dict:
         """The ``state`` (messages, last_seq, ...) of ``stream`` as node ``i`` holds it ({} if it holds none)."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_ports[i]}/jsz?streams=true",
-                                    timeout=1.0) as answer:
-            report = json.loads(answer.read())
+        report = get_json(f"{self.nodes[i].monitor_url}/jsz?streams=true", self.tls)
         for account in report.get("account_details") or []:
             for detail in account.get("stream_detail") or []:
                 if detail.get("name") == stream:

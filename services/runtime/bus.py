@@ -1,5 +1,7 @@
-"""The NATS connection: streams, durable consumers, publishing with Nats-Msg-Id, replay. The only module
-that imports ``nats``."""
+"""The NATS connection: streams, durable consumers, publishing with Nats-Msg-Id, replay.
+
+With ``connecting`` (opening the connection) and ``service``, the only modules that import ``nats``.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -16,6 +18,7 @@ from nats.js.errors import NotFoundError
 
 from proto import codec, subjects
 from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
+from services.runtime.connecting import CaFile, open_connection
 from services.runtime.credentials import Credentials
 from services.runtime.errors import DependencyUnavailable, Fenced
 from services.runtime.received import Received
@@ -100,13 +103,6 @@ class PatientKV:
         return lambda *args, **kwargs: patiently(lambda: call(*args, **kwargs), self._nc)
 
 
-def server_urls(url: str) -> list[str]:
-    """``NATS_URL`` names one server or several (a cluster's nodes), comma-separated."""
-    urls = [u.strip() for u in url.split(",") if u.strip()]
-    if not urls:
-        raise ValueError("no NATS server URL given")
-    return urls
-
 def _limits_of(config: api.StreamConfig) -> tuple[float, int]:
     return round(config.max_age or 0.0, 3), config.max_bytes if config.max_bytes is not None else -1
 
@@ -124,29 +120,15 @@ class Bus:
     @classmethod
     async def connect(cls, url: str, name: str, *, connect_timeout: float = 5.0,
                       max_reconnect_attempts: int = -1, replicas: int = 1,
-                      credentials: Credentials | None = None) -> "Bus":
-        """Connect to any of the servers in ``url`` (comma-separated), as ``credentials``' user; when the one in
-        use dies, reconnect to another, forever (services) or giving up after a few attempts (clients)."""
+                      credentials: Credentials | None = None, tls_ca_file: CaFile = None) -> "Bus":
+        """Connect to any of the servers in ``url`` (comma-separated), as ``credentials``' user, over TLS verified
+        with ``tls_ca_file`` if given; when the one in use dies, reconnect to another, forever (services) or a
+        few times (clients)."""
         credentials = credentials or Credentials()
-        log = structlog.get_logger().bind(nats=name)
         closing, refusals = {"now": False}, Refusals()
-
-        async def on_error(exc: Exception) -> None:
-            if not closing["now"]:
-                log.warning("nats_refused" if refusals.note(exc) else "nats_error", error=repr(exc))
-
-        async def on_disconnected() -> None:
-            if not closing["now"]:
-                log.warning("nats_disconnected")
-
-        async def on_reconnected() -> None:
-            log.info("nats_reconnected")
-        nc = await nats.connect(
-            servers=server_urls(url), name=name, connect_timeout=connect_timeout,
-            max_reconnect_attempts=max_reconnect_attempts, reconnect_time_wait=0.5,
-            allow_reconnect=True, error_cb=on_error, disconnected_cb=on_disconnected,
-            reconnected_cb=on_reconnected, **credentials.connect_options(),
-        )
+        nc = await open_connection(url, name, closing, connect_timeout=connect_timeout,
+                                   max_reconnect_attempts=max_reconnect_attempts, tls_ca_file=tls_ca_file,
+                                   auth=credentials.connect_options(), refusals=refusals)
         bus = cls(nc, name, replicas, credentials.user)
         bus._closing, bus.refusals = closing, refusals
         return bus

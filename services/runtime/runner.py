@@ -23,7 +23,8 @@ async def serve(services: Sequence[Service], settings: Settings, stop: asyncio.E
     stop = stop or asyncio.Event()
     _install_signals(stop)
     connect = connect or functools.partial(Bus.connect, replicas=settings.stream_replicas,
-                                           credentials=of_settings(settings))
+                                           credentials=of_settings(settings),
+                                           tls_ca_file=settings.nats_ca_file)
     buses = [await connect(settings.nats_url, f"opsched-{s.name}") for s in services]
     health = None
     if settings.health_port is not None:

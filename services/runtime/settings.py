@@ -20,6 +20,9 @@ class Settings(BaseSettings):
     nats_password_file: Path | None = Field(None, description="a file holding nats_user's password (0600)")
     nats_creds: Path | None = Field(None, description="a NATS credentials file (JWT + nkey seed) of an existing "
                                     "NATS account setup, instead of a password; nats_user names the user")
+    nats_ca_file: Path | None = Field(
+        None, validation_alias=AliasChoices("OPSCHED_NATS_CA", "OPSCHED_NATS_CA_FILE", "nats_ca_file"),
+        description="speak TLS to NATS and verify the server with this CA certificate (PEM)")
     stream_replicas: int = Field(1, ge=1, le=5, description="replicas of the streams and KV buckets this "
                                  "service creates: 1 on one nats-server, 3 on a 3-node cluster")
     health_port: int | None = Field(None, ge=0, le=65535, description="serve /healthz here; 0 = any free port")

@@ -53,7 +53,8 @@ def up(tmp_path):
 
 def test_a_1_gpu_example_runs_on_a_gpu_node_and_ends_succeeded_in_opsched_ops(up):
     data_dir, state, proc = up
-    submitted = opsched("submit", "examples/train-1gpu.yaml", "--wait", data_dir=data_dir)
+    assert state["nats_url"].startswith("tls://") and Path(state["nats_ca"]) == data_dir.resolve() / "tls" / "ca.pem"
+    submitted = opsched("submit", "examples/train-1gpu.yaml", "--wait", data_dir=data_dir)  # TLS, the CA found
     assert submitted.returncode == 0, submitted.stderr
     op_id = submitted.stdout.splitlines()[0].strip()
     assert "succeeded" in submitted.stdout.splitlines()[-1]

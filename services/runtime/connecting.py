@@ -1,0 +1,75 @@
+"""Opening a NATS connection (services, CLI, SDK): the servers, reconnecting, TLS with the CA that verifies
+them (monitoring calls use the same context), and a certificate not trusted reported as such, at once."""
+from __future__ import annotations
+
+import asyncio
+import ssl
+from pathlib import Path
+from typing import Any
+
+import nats
+import structlog
+
+from services.runtime.refusals import Refusals
+
+CaFile = Path | str | None  # a CA certificate (PEM) that verifies the server: TLS; None: as the URL says
+
+
+def server_urls(url: str) -> list[str]:
+    """``NATS_URL`` names one server or several (a cluster's nodes), comma-separated."""
+    urls = [u.strip() for u in url.split(",") if u.strip()]
+    if not urls:
+        raise ValueError("no NATS server URL given")
+    return urls
+
+
+def client_context(ca_file: Path | str) -> ssl.SSLContext:
+    """Trust ``ca_file`` alone and check the server's name against its certificate. Raises
+    ``FileNotFoundError``/``ssl.SSLError`` if ``ca_file`` is missing or not a certificate."""
+    return ssl.create_default_context(cafile=str(ca_file))
+
+
+def tls_options(ca_file: CaFile) -> dict[str, Any]:
+    """``nats.connect``'s TLS options: none without a CA (TLS still, for a ``tls://`` URL or a server that
+    requires it, verified with the system's CAs)."""
+    return {"tls": client_context(ca_file)} if ca_file else {}
+
+
+async def open_connection(url: str, name: str, closing: dict[str, bool], *, connect_timeout: float,
+                          max_reconnect_attempts: int, tls_ca_file: CaFile, auth: dict[str, Any] | None = None,
+                          refusals: Refusals | None = None) -> nats.NATS:
+    """Connect to any of the servers in ``url``; reconnect ``max_reconnect_attempts`` times (-1: forever).
+    A server whose certificate the CA does not verify raises ``ssl.SSLCertVerificationError`` at once: no
+    retry helps, and nats-py would hang closing the failed TLS upgrade. ``closing["now"]`` quiets the logs.
+    ``auth``: the options that authenticate (``Credentials.connect_options``); ``refusals`` notes the server's
+    refusals of publishes (its permissions)."""
+    log = structlog.get_logger().bind(nats=name)
+    refusal: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+
+    async def on_error(exc: Exception) -> None:
+        if isinstance(exc, ssl.SSLCertVerificationError) and not refusal.done():  # not an EOF mid-handshake
+            refusal.set_result(exc)
+        if not closing["now"]:
+            refused = refusals is not None and refusals.note(exc)
+            log.warning("nats_refused" if refused else "nats_error", error=repr(exc))
+
+    async def on_disconnected() -> None:
+        if not closing["now"]:
+            log.warning("nats_disconnected")
+
+    async def on_reconnected() -> None:
+        log.info("nats_reconnected")
+
+    connecting = asyncio.ensure_future(nats.connect(
+        servers=server_urls(url), name=name, connect_timeout=connect_timeout,
+        max_reconnect_attempts=max_reconnect_attempts, reconnect_time_wait=0.5,
+        allow_reconnect=True, error_cb=on_error, disconnected_cb=on_disconnected,
+        reconnected_cb=on_reconnected, **tls_options(tls_ca_file), **(auth or {})))
+    either: set[asyncio.Future[Any]] = {connecting, refusal}
+    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+    if refusal.done():
+        connecting.cancel()
+        await asyncio.wait({connecting}, timeout=1.0)
+        raise refusal.result()
+    refusal.cancel()
+    return connecting.result()
