@@ -23,13 +23,15 @@ queues:
 DYING = dict(max_deliver=2, ack_wait_s=1.0, dependency_backoff_base_s=0.01, dependency_backoff_cap_s=0.05)
 
 
-async def test_a_message_held_by_a_killed_process_on_its_last_delivery_is_dead_lettered_once(
-        stack_factory, tmp_path, bus, events):
+async def cost_replicas_dying_with_it(stack_factory, tmp_path, dying: dict) -> tuple[list, list, asyncio.Event]:
+    """Admission, and three cost replicas (``dying`` settings) each of whose estimator never settles a
+    ``submitted``, as a process killed with the message in hand: the replicas, (replica, delivery) of each
+    delivery taken, and the event that lets the handlers return."""
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES)
     await stack_factory(("admission",), queues_file=path)
-    costs = [(await stack_factory(("cost",), **DYING)).service("cost") for _ in range(3)]
-    held: list[tuple[int, int]] = []  # (which replica, delivery) of each delivery taken
+    costs = [(await stack_factory(("cost",), **dying)).service("cost") for _ in range(3)]
+    held: list[tuple[int, int]] = []
     release = asyncio.Event()
 
     def dies_holding_it(replica: int):
@@ -40,6 +42,12 @@ async def test_a_message_held_by_a_killed_process_on_its_last_delivery_is_dead_l
     for i, cost in enumerate(costs):
         [estimates] = [s for s in cost.subscriptions if s.durable == subjects.COST_ESTIMATOR]
         estimates.handlers[OperationSubmitted] = dies_holding_it(i)
+    return costs, held, release
+
+
+async def test_a_message_held_by_a_killed_process_on_its_last_delivery_is_dead_lettered_once(
+        stack_factory, tmp_path, bus, events):
+    costs, held, release = await cost_replicas_dying_with_it(stack_factory, tmp_path, DYING)
     try:
         op_id = await Client(bus).submit(op("doomed").build())
         failed = await events.expect(HandlerFailed, op_id, timeout=30)

@@ -4,16 +4,14 @@ two of them dead-letters it at once, well before its last delivery, and says so 
 (``handler_failed``), which admission ends. On the in-memory bus and a real nats-server."""
 from __future__ import annotations
 
-import asyncio
-
 from opsched.client import Client
 from proto import subjects
-from proto.events import HandlerFailed, OperationRejected, OperationSubmitted
+from proto.events import HandlerFailed, OperationRejected
 from proto.reasons import Reason
 from services.runtime.inhand import POISON
 from tests.builders import op
 from tests.service.test_bad_input import dead_letters
-from tests.service.test_max_deliveries import QUEUES
+from tests.service.test_max_deliveries import cost_replicas_dying_with_it
 from tests.waiting import eventually
 
 # five deliveries allowed (the max-deliveries advisory would come after the fifth); one second of ack wait
@@ -22,21 +20,7 @@ DYING = dict(max_deliver=5, ack_wait_s=1.0, dependency_backoff_base_s=0.01, depe
 
 async def test_a_message_that_died_in_hand_twice_is_dead_lettered_by_the_next_replica_unhandled(
         stack_factory, tmp_path, bus, events):
-    path = tmp_path / "queues.yaml"
-    path.write_text(QUEUES)
-    await stack_factory(("admission",), queues_file=path)
-    costs = [(await stack_factory(("cost",), **DYING)).service("cost") for _ in range(3)]
-    held: list[tuple[int, int]] = []  # (which replica, delivery) of each delivery its handler started on
-    release = asyncio.Event()
-
-    def dies_holding_it(replica: int):
-        async def handle(event, ctx):
-            held.append((replica, ctx.num_delivered))
-            await release.wait()  # never settles, as a process killed with the message in hand
-        return handle
-    for i, cost in enumerate(costs):
-        [estimates] = [s for s in cost.subscriptions if s.durable == subjects.COST_ESTIMATOR]
-        estimates.handlers[OperationSubmitted] = dies_holding_it(i)
+    costs, held, release = await cost_replicas_dying_with_it(stack_factory, tmp_path, DYING)
     try:
         op_id = await Client(bus).submit(op("poison").build())
         failed = await events.expect(HandlerFailed, op_id, timeout=30)
