@@ -54,6 +54,13 @@ class PodLedger:
         with self.lock:
             return dict(self.pods), list(self.overlaps)
 
+    def catch_up(self) -> None:
+        """List the pods once more, so a pod the watch has not delivered yet (a loaded machine) is counted."""
+        try:
+            self._list()
+        except Exception:  # noqa: BLE001 - the API server away: the watch's view stands
+            pass
+
     def live_attempts(self) -> dict[str, set[int]]:
         with self.lock:
             out: dict[str, set[int]] = defaultdict(set)

@@ -112,6 +112,7 @@ async def count(stage: Stage, submitter: Submitter, quota_timeout: float = 30.0)
     assert stage.bus is not None and stage.client is not None and stage.pods is not None
     queues = await settled_queues(stage, quota_timeout)
     stream = await stage.bus.read_all(subjects.OPS_STREAM, subjects.OPS_ALL)
+    await asyncio.to_thread(stage.pods.catch_up)  # what was dispatched by now has its pods listed
     pods, overlaps = stage.pods.snapshot()
     return tally(submitter.accepted, submitter.refused, stream, pods, overlaps, queues, stage.layout.gpus)
 
