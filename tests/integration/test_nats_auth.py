@@ -3,7 +3,6 @@ generates (``opsched.natsauth``): the server refuses what a user's role may not 
 what a user's projects do not cover, and the requester is the connection's user, never the payload's."""
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import msgspec
@@ -34,6 +33,7 @@ from services.runtime.refusals import NotPermitted
 from services.runtime.settings import Settings
 from tests.builders import op
 from tests.eventlog import EventLog
+from tests.waiting import eventually
 
 QUEUES = """
 defaultQueue: default
@@ -104,12 +104,10 @@ async def refused(nc: nats.NATS, errors: list[Exception], subject: str, data: by
     """Publish on ``subject``; the server's permissions violation for it (AssertionError if none came)."""
     await nc.publish(subject, data)
     await nc.flush(timeout=2)
-    for _ in range(100):
+    async def violation() -> str | None:
         hits = [str(e) for e in errors if "permissions violation" in str(e).lower() and subject in str(e)]
-        if hits:
-            return hits[0]
-        await asyncio.sleep(0.02)  # the -ERR arrives after the flush's PONG at the latest; a bound, not a wait
-    raise AssertionError(f"the server did not refuse {subject} (errors: {errors})")
+        return hits[0] if hits else None
+    return await eventually(violation, f"the server refusing {subject} (errors: {errors})", timeout=2.0)
 
 
 def held(name: str, project: str):
