@@ -185,6 +185,7 @@ async def run_kubernetes(root: Path, kubeconfig: Path, round_no: int, *, n_unloa
     workload = pipeline_workload(WARMUP + n_unloaded + n_burst, workload_file)
     nodes = gpu_nodes(f"bench-r{round_no}", sum(sub.gpus for sub in workload.submissions),
                       product=workload.config.nodes.product)
+    await asyncio.to_thread(_create_namespace, kubeconfig, namespace)  # the dispatcher creates none (issue 15)
     kubelet = await asyncio.to_thread(spawn, kubeconfig, nodes, delete_nodes_on_exit=True,
                                       log_file=root / f"simkubelet-r{round_no}.log")
     try:
@@ -195,6 +196,17 @@ async def run_kubernetes(root: Path, kubeconfig: Path, round_no: int, *, n_unloa
         await asyncio.to_thread(terminate, kubelet)
     out["nodes"] = float(len(nodes))
     return out
+
+
+def _create_namespace(kubeconfig: Path, namespace: str) -> None:
+    from kubernetes import client, config
+
+    with config.new_client_from_config(config_file=str(kubeconfig)) as api:
+        try:
+            client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}}, _preload_content=False)
+        except client.ApiException as exc:
+            if exc.status != 409:
+                raise
 
 
 def _delete_pods(kubeconfig: Path, namespace: str) -> None:
