@@ -1,13 +1,13 @@
-"""A message a handler loop holds, kept in the JetStream KV bucket ``subjects.IN_HAND_BUCKET`` under
-``<durable>.<stream seq>`` from before its handler starts until the message is settled (ack, nak, term).
-A record found on a later delivery means the earlier ones were never settled: the process holding them
-died (OOM-kill, segfault, kill -9). ``services.runtime.inhand`` dead-letters a message found in hand that
-often (a poison message) instead of handling it again."""
+"""The deliveries of a message that a handler loop gave back (nak), kept in the JetStream KV bucket
+``subjects.IN_HAND_BUCKET`` under ``<durable>.<stream seq>``. Every earlier delivery of a redelivered message
+that was not given back was never settled: the process holding it died (OOM-kill, segfault, kill -9).
+``services.runtime.inhand`` dead-letters a message that died in hand that often (a poison message) instead of
+handling it again."""
 from __future__ import annotations
 
 from proto.spec import Wire
 
 
 class InHand(Wire, kw_only=True):
-    deliveries: int  # deliveries of the message taken in hand and never settled (the current one included)
-    holder: str = ""  # the process that took the latest of them
+    given_back: int = 0  # deliveries of the message given back (nak) by a handler loop
+    holder: str = ""  # the process that gave back the latest of them

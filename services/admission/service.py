@@ -71,6 +71,7 @@ class Admission(Service):
     commands = Consumer(subjects.ADMISSION_COMMANDS, subjects.CMD_STREAM, [subjects.CMD_ALL],
                         decoder=codec.decode_command)
     leadership: Leadership  # one replica decides (set in __init__)
+    in_order = True  # its fold and cycles decide on the stream's order: one message at a time
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         super().__init__(settings, clock)

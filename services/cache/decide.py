@@ -5,6 +5,7 @@ bucket (``store``) so that a restarted or second replica gives the same answers.
 idempotent: a redelivered event finds the op's record and gives the same answer."""
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 import msgspec
@@ -38,8 +39,8 @@ class Decider:
 
     # ---- a new op ----
     async def submitted(self, event: OperationSubmitted) -> list[Event]:
-        known = await self.store.run(event.op_id)
-        if known is not None:  # redelivered: the same answer
+        known = await self.store.run(event.op_id) if self.ctx.num_delivered > 1 else None
+        if known is not None:  # redelivered: the same answer (a first delivery has no record to find)
             return await self._carry_out(known)
         spec = event.spec
         run = Run(op_id=event.op_id, fingerprint=fingerprint(spec), kind=spec.run_kind, runtime=spec.run_kind,
@@ -54,8 +55,11 @@ class Decider:
             found = lookup.choose(await self.store.candidates(run.fingerprint), op_id=run.op_id, kind=run.kind,
                                   runtime=run.runtime, now=self.now, ttl_s=run.ttl)
             run = _decided(run, found)
-        await self.store.put_run(run)
-        return await self._carry_out(run)
+        if run.decision == WAIT:  # settling a wait reads the run: it is stored first
+            await self.store.put_run(run)
+            return await self._carry_out(run)
+        _, events = await asyncio.gather(self.store.put_run(run), self._carry_out(run))  # two keys at once
+        return events
 
     async def _carry_out(self, run: Run) -> list[Event]:
         """Make the store agree with the decision (idempotent) and say it."""

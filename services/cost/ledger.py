@@ -116,8 +116,10 @@ class LedgerStore(KVStore):
     async def totals(self, scope: str, name: str) -> Totals:
         return (await self._read(f"{scope}.{key_part(name)}", Totals))[0] or Totals()
 
-    async def change_op(self, op_id: str, change: Callable[[OpCost | None], OpCost | None]) -> OpCost | None:
-        return await self._mutate(f"op.{key_part(op_id)}", OpCost, change)
+    async def change_op(self, op_id: str, change: Callable[[OpCost | None], OpCost | None], *,
+                        likely_new: bool = False) -> OpCost | None:
+        """``likely_new``: the op's first event here (its submitted): created without a read first."""
+        return await self._mutate(f"op.{key_part(op_id)}", OpCost, change, likely_new=likely_new)
 
     async def add(self, scope: str, name: str, recorded: Recorded, key: str) -> None:
         """Add attempt ``key``'s cost to the totals of ``scope``/``name`` (once)."""

@@ -53,7 +53,7 @@ class Recorder:
     async def submitted(self, e: OperationSubmitted) -> list[CostRecorded]:
         """Price the op; normally nothing else (an attempt seen to start and end before: its cost)."""
         fresh = self.price(e)
-        op = await self.store.change_op(e.op_id, lambda current: _settle(_priced(current, fresh)))
+        op = await self.store.change_op(e.op_id, lambda current: _settle(_priced(current, fresh)), likely_new=True)
         reports = [await self._report(e.op_id, op, attempt) for attempt in sorted(op.recorded)] if op else []
         return [r for r in reports if r is not None]
 

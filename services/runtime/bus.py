@@ -347,10 +347,6 @@ class Bus:
             return None
         return entry.value or None
 
-    async def forget(self, bucket: str, key: str) -> None:
-        """Delete ``key`` of ``bucket`` as ``kv.delete`` does, not waiting for the ack: lost at worst, as an ack."""
-        await self.nc.publish(subjects.kv_key(bucket, key), b"", headers={"KV-Operation": "DEL"})
-
     async def close(self) -> None:
         """Flush what was published, then close. Handler loops finish their message in hand first."""
         if self.nc.is_closed:  # already

@@ -13,9 +13,10 @@ from services.runtime.bus import Received
 from services.runtime.clock import Clock
 
 
-def received(raw: Any) -> Received:
+def received(raw: Any, durable: str = "") -> Received:
     md = raw.metadata
-    return Received(raw.subject, raw.data, dict(raw.headers or {}), md.sequence.stream, md.num_delivered, raw)
+    return Received(raw.subject, raw.data, dict(raw.headers or {}), md.sequence.stream, md.num_delivered, raw,
+                    durable)
 
 
 def handler_failed(service: str, subject: str, message: Any, error: str, clock: Clock) -> HandlerFailed | None:

@@ -6,25 +6,25 @@ same way, on every restart. A Python exception is retried then dead-lettered by 
 last delivery nobody settled by the max-deliveries advisory (``maxdeliveries``); this catches the crash
 earlier, before the message is handled a third time.
 
-Before the handler loop starts on a message it records it in hand (``take``: the bucket
-``subjects.IN_HAND_BUCKET``, key ``<durable>.<stream seq>``, value ``proto.in_hand.InHand``), and it
-removes the record once it settled the message (``release``: after an ack, a nak, a term — any outcome
-but the process dying). A first delivery costs one put (its ack awaited: the record is stored before the
-handler runs) and one delete (not awaited); a redelivery reads the record first (nothing can have died in
-hand before a first delivery). A record found on a redelivery counts the deliveries that died in hand:
-once they reach ``OPSCHED_POISON_CRASHES`` (2; 0 turns the records off) the message is not handled but
-dead-lettered at once (reason ``poison_message``, after a ``handler_failed`` about its op, as for a
-handler that gave up); its record stays (expiring), so a copy that could not be stored (the message given
-back) makes it poison again on its next delivery, never handled.
+Every delivery of a message ends in one of three ways: acked (there is no next delivery), given back (a nak:
+the retry path of a failed handler, a service that stops while it waits for a dependency, a standby that is
+no longer the leader), or not settled at all: the process holding it died (or held it past the ack wait, which
+a live loop never does: it keeps a message it waits with ``in_progress``, and a stuck one is restarted by its
+liveness probe). So a loop records only what is rare: before it gives a message back it counts that delivery as
+given back (``give_back``: the bucket ``subjects.IN_HAND_BUCKET``, key ``<durable>.<stream seq>``, value
+``proto.in_hand.InHand``); on a redelivery (``take``) the deliveries before it that were not given back died in
+hand. A first delivery costs nothing (no record to read, none to write): the common path of every message is
+free; a redelivery costs one read. Once ``OPSCHED_POISON_CRASHES`` (2; 0 turns the records off) earlier
+deliveries died in hand the message is not handled but dead-lettered at once (reason ``poison_message``, after a
+``handler_failed`` about its op, as for a handler that gave up); a copy that could not be stored (the message
+given back) leaves it poison on its next delivery, never handled.
 
-A record's delete lost to a NATS outage would count a delivery that did not die: the keys expire after
-``RECORD_MAX_AGE_S`` (a message held longer than that before its process died is counted short, never
-over)."""
+A give-back whose record is lost to a NATS outage (the nak is then usually lost too) counts as a death; records
+expire after ``RECORD_MAX_AGE_S``."""
 from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import structlog
 
 from proto import subjects
@@ -51,50 +51,46 @@ class Unrecorded:
     async def take(self, msg: Received) -> int | None:
         return None
 
-    async def release(self, msg: Received, log: Any) -> None:
+    async def give_back(self, msg: Received) -> None:
         return None
 
 
 class InHandRecords(KVStore):
-    """The messages this service's handler loops hold, in the shared bucket (every replica's)."""
+    """The deliveries given back, in the shared bucket (every replica's)."""
 
-    def __init__(self, bus: Any, kv: Any, holder: str, crashes: int) -> None:
+    def __init__(self, kv: Any, holder: str, crashes: int) -> None:
         super().__init__(kv, subjects.IN_HAND_BUCKET)
-        self.bus, self.holder, self.crashes = bus, holder, crashes
+        self.holder, self.crashes = holder, crashes
 
     async def take(self, msg: Received) -> int | None:
-        """Record ``msg`` in hand and return None (handle it), or, when ``crashes`` earlier deliveries of it
-        died in hand, return their number and record nothing (it is poison: dead-letter it). NATS away: raised
-        (the loop waits it out); any other failure of the bucket: handled unrecorded."""
+        """None (handle it), or, when ``crashes`` earlier deliveries of it died in hand, their number (it is
+        poison: dead-letter it). A first delivery reads nothing. NATS away: raised (the loop waits it out); any
+        other failure of the bucket: handled."""
+        if msg.num_delivered <= 1:
+            return None
         try:
-            return await self._take(msg)
+            current, _ = await self._read(key_of(msg), InHand)
         except Exception as exc:
             if as_unavailable(exc) is not None:
                 raise
-            structlog.get_logger().error("in_hand_not_recorded", key=key_of(msg), error=f"{exc!r}")
+            structlog.get_logger().error("in_hand_not_read", key=key_of(msg), error=f"{exc!r}")
             return None
+        died = msg.num_delivered - 1 - (current.given_back if current is not None else 0)
+        return died if died >= self.crashes else None
 
-    async def _take(self, msg: Received) -> int | None:
-        died = 0
-        if msg.num_delivered > 1:
-            current, _ = await self._read(key_of(msg), InHand)
-            died = current.deliveries if current is not None else 0
-        if died >= self.crashes:
-            return died
-        await self.kv.put(key_of(msg), msgspec.json.encode(InHand(deliveries=died + 1, holder=self.holder)))
-        return None
-
-    async def release(self, msg: Received, log: Any) -> None:
-        """``msg`` is settled: no longer in hand. Not waiting for the stream's ack (the loop goes on at once);
-        a delete lost to an outage expires with the bucket's keys."""
+    async def give_back(self, msg: Received) -> None:
+        """Count this delivery as given back (before its nak), so that it is never taken for a death; best
+        effort (NATS away: it counts as one, as its lost nak would)."""
+        def counted(current: InHand | None) -> InHand:
+            return InHand(given_back=(current.given_back if current is not None else 0) + 1, holder=self.holder)
         try:
-            await self.bus.forget(subjects.IN_HAND_BUCKET, key_of(msg))
-        except Exception as exc:  # noqa: BLE001 - NATS away: the key expires
-            log.warning("in_hand_release_failed", key=key_of(msg), error=f"{exc!r}")
+            await self._mutate(key_of(msg), InHand, counted)
+        except Exception as exc:  # noqa: BLE001 - best effort, see above
+            structlog.get_logger().warning("in_hand_give_back_not_recorded", key=key_of(msg), error=f"{exc!r}")
 
 
 async def open_records(bus: Any, holder: str, crashes: int) -> InHandRecords | Unrecorded:
     if crashes <= 0:
         return Unrecorded()
     kv = await bus.ensure_cache_bucket(subjects.IN_HAND_BUCKET, max_age_s=RECORD_MAX_AGE_S)
-    return InHandRecords(bus, kv, holder, crashes)
+    return InHandRecords(kv, holder, crashes)

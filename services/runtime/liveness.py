@@ -15,22 +15,49 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 
 @dataclass
-class Loop:
-    """What one consumer's handler loop does now."""
+class Hand:
+    """One message a loop holds (a loop with a window holds several at once)."""
 
-    consumer: str
+    subject: str
+    since: datetime  # started then
     beat: datetime  # its last sign of life
-    subject: str = ""  # of the message in hand ("": none, fetching)
-    since: datetime | None = None  # the message in hand was started then
     waiting: bool = False  # between two tries of a dependency found unavailable
 
 
-_current: contextvars.ContextVar[Loop | None] = contextvars.ContextVar("opsched_handler_loop", default=None)
+@dataclass
+class Loop:
+    """What one consumer's handler loop does now: its fetch loop's last turn and the messages in hand."""
+
+    consumer: str
+    beat: datetime  # the fetch loop's last sign of life
+    hands: dict[int, Hand] = field(default_factory=dict)
+
+    def oldest(self) -> Hand | None:
+        return min(self.hands.values(), key=lambda h: h.since, default=None)
+
+    @property
+    def subject(self) -> str:
+        """Of the oldest message in hand ("": none, fetching)."""
+        hand = self.oldest()
+        return hand.subject if hand is not None else ""
+
+    @property
+    def since(self) -> datetime | None:
+        hand = self.oldest()
+        return hand.since if hand is not None else None
+
+    @property
+    def waiting(self) -> bool:
+        """Some message in hand waits for a dependency."""
+        return any(h.waiting for h in self.hands.values())
+
+
+_current: contextvars.ContextVar[Hand | None] = contextvars.ContextVar("opsched_handler_hand", default=None)
 
 
 class HandlerLoops:
@@ -49,46 +76,54 @@ class HandlerLoops:
             loop.beat = self.now()
 
     @contextlib.contextmanager
-    def handling(self, consumer: str, subject: str) -> Iterator[Loop]:
+    def handling(self, consumer: str, subject: str) -> Iterator[Hand]:
         """The loop of ``consumer`` works on a message of ``subject`` inside this block (and the calls
         made in it report their tries and waits with ``trying`` and ``waiting``)."""
         now = self.now()
         loop = self.loops.setdefault(consumer, Loop(consumer, now))
-        loop.beat, loop.subject, loop.since, loop.waiting = now, subject, now, False
-        token = _current.set(loop)
+        hand = Hand(subject, now, now)
+        loop.hands[id(hand)] = hand
+        token = _current.set(hand)
         try:
-            yield loop
+            yield hand
         finally:
             _current.reset(token)
-            loop.beat, loop.subject, loop.since, loop.waiting = self.now(), "", None, False
+            del loop.hands[id(hand)]
+            loop.beat = self.now()
 
     def trying(self) -> None:
         """The message in hand is tried (again): a sign of life."""
-        loop = _current.get()
-        if loop is not None:
-            loop.beat, loop.waiting = self.now(), False
+        hand = _current.get()
+        if hand is not None:
+            hand.beat, hand.waiting = self.now(), False
 
     @contextlib.contextmanager
     def waiting(self) -> Iterator[None]:
         """Inside: the message in hand waits for a dependency (not stuck, however long)."""
-        loop = _current.get()
-        if loop is not None:
-            loop.waiting = True
+        hand = _current.get()
+        if hand is not None:
+            hand.waiting = True
         try:
             yield
         finally:
-            if loop is not None:
-                loop.beat, loop.waiting = self.now(), False
+            if hand is not None:
+                hand.beat, hand.waiting = self.now(), False
 
     def stuck(self, bound_s: float) -> dict[str, str]:
-        """Consumer -> what it is stuck on, for every loop without a sign of life for over ``bound_s``."""
+        """Consumer -> what it is stuck on: a message in hand (not waiting for a dependency) without a sign of
+        life for over ``bound_s``, or, with none in hand, a fetch loop without a turn for that long."""
         now = self.now()
         out: dict[str, str] = {}
         for loop in self.loops.values():
-            quiet = (now - loop.beat).total_seconds()
-            if loop.waiting or quiet <= bound_s:
+            if loop.hands:
+                busy = [h for h in loop.hands.values() if not h.waiting]
+                hand = min(busy, key=lambda h: h.beat, default=None)  # the quietest, not waiting
+                quiet = (now - hand.beat).total_seconds() if hand is not None else 0.0
+                if hand is not None and quiet > bound_s:
+                    out[loop.consumer] = (f"handling {hand.subject} since {hand.since.isoformat()}, "
+                                          f"no progress for {quiet:.0f} s (bound {bound_s:g} s)")
                 continue
-            doing = (f"handling {loop.subject} since {loop.since.isoformat()}" if loop.since is not None
-                     else "not fetching")
-            out[loop.consumer] = f"{doing}, no progress for {quiet:.0f} s (bound {bound_s:g} s)"
+            quiet = (now - loop.beat).total_seconds()
+            if quiet > bound_s:
+                out[loop.consumer] = f"not fetching, no progress for {quiet:.0f} s (bound {bound_s:g} s)"
         return out

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypeVar
 
@@ -45,11 +45,11 @@ from nats.errors import TimeoutError as NatsTimeout
 from proto import codec, subjects
 from services.runtime import logging as oplog
 from services.runtime.backoff import Backoff
-from services.runtime.bus import Bus, Fence, Received, as_unavailable
+from services.runtime.bus import Bus, Fence, Received
 from services.runtime.clock import Clock, SystemClock
 from services.runtime.consumer import Consumer, Context, Handler, Subscription, consumers_of
 from services.runtime.deadletter import dead_letter
-from services.runtime.errors import DependencyUnavailable, Fenced, InvalidInput, MessageTooLarge
+from services.runtime.errors import Fenced, InvalidInput, MessageTooLarge
 from services.runtime.handling import as_list as _as_list
 from services.runtime.handling import handler_failed as _handler_failed
 from services.runtime.handling import quietly as _quietly
@@ -58,18 +58,16 @@ from services.runtime.inhand import POISON, InHandRecords, Unrecorded, open_reco
 from services.runtime.leadership import Leadership, holder_id
 from services.runtime.liveness import HandlerLoops
 from services.runtime.maxdeliveries import listen as listen_for_lost
+from services.runtime.outages import Draining, WaitsOut
 from services.runtime.settings import Settings
-from services.runtime.waits import Wait, Waits
+from services.runtime.waits import Waits
+from services.runtime.window import Window, key_of
 
 Task = Callable[[Bus, asyncio.Event], Coroutine[Any, Any, None]]
 NAK_BACKOFF_S = (0.5, 2.0, 5.0, 10.0)
 HANDLER_FAILED, MAX_DELIVERIES = "handler_failed", "max_deliveries"  # reasons of a dead letter
 T = TypeVar("T")
 __all__ = ["Consumer", "Context", "Draining", "Service", "Stats", "Task"]  # a service needs only this module
-
-
-class Draining(Exception):
-    """The service stops while a dependency is unavailable: the message is given back (nak) undone."""
 
 
 @dataclass
@@ -83,7 +81,7 @@ class Stats:
     poisoned: int = 0  # messages dead-lettered unhandled: their handling died with the process too often
 
 
-class Service:
+class Service(WaitsOut):
     """The base class of every service: ``name``, its ``Consumer``s and their handler methods, ``start``
     and ``tasks``. ``run`` serves them all until ``stop``."""
 
@@ -91,6 +89,7 @@ class Service:
     # set by a service of which exactly one instance may act (admission): its consumers are fetched from only
     # while it leads, and what its handlers return is published behind its fence (``leadership``)
     leadership: Leadership | None = None
+    in_order: ClassVar[bool] = False  # its handlers take one message at a time, in stream order (``window``)
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         self.settings = settings
@@ -149,24 +148,34 @@ class Service:
             self.log.info("service_stopped", **vars(self.stats))
 
     async def _loop(self, sub: Subscription, psub: Any, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            self.handler_loops.beat(sub.durable)
-            if not await self._my_turn():
-                continue
-            try:
-                msgs = await psub.fetch(self.settings.fetch_batch, timeout=0.5)
-            except (NatsTimeout, asyncio.TimeoutError):
-                continue
-            except Exception as exc:  # noqa: BLE001 - connection trouble: back off, reconnect is automatic
-                self.log.warning("fetch_failed", error=f"{exc!r} {exc}")
-                await asyncio.sleep(0.5)
-                continue
-            for raw in msgs:
-                await self.process(sub, _received(raw))
+        window = Window(self.window_size())
+        try:
+            while not stop.is_set():
+                self.handler_loops.beat(sub.durable)
+                if not await self._my_turn():
+                    continue
+                try:
+                    msgs = [_received(raw, sub.durable) for raw in await psub.fetch(self.settings.fetch_batch, timeout=0.5)]
+                except (NatsTimeout, asyncio.TimeoutError):
+                    continue
+                except Exception as exc:  # noqa: BLE001 - connection trouble: back off, reconnect is automatic
+                    self.log.warning("fetch_failed", error=f"{exc!r} {exc}")
+                    await asyncio.sleep(0.5)
+                    continue
+                for msg in msgs:
+                    await window.add(key_of(msg.subject), functools.partial(self.process, sub, msg))
+            await window.drain()  # stopping: finish what is in hand
+        finally:
+            window.cancel()
+
+    def window_size(self) -> int:
+        """How many messages a handler loop handles at once (``window``): ``OPSCHED_HANDLER_WINDOW``, or 1 for a
+        service whose handlers need the stream's order (``in_order``) or that one instance leads."""
+        return 1 if self.in_order or self.leadership is not None else self.settings.handler_window
 
     async def process(self, sub: Subscription, msg: Received) -> None:
-        """Handle one message completely: publish its events, then ack (or nak / dead-letter); held in hand
-        meanwhile (``inhand``): one whose earlier deliveries died in hand too often is dead-lettered unhandled."""
+        """Handle one message completely: publish its events, then ack (or nak / dead-letter). A redelivered one
+        whose earlier deliveries died in hand too often (``inhand``) is dead-lettered unhandled."""
         msg = replace(msg, durable=sub.durable)
         with self.handler_loops.handling(sub.durable, msg.subject):
             try:
@@ -178,7 +187,6 @@ class Service:
                 await self._abandon(sub.durable, msg, poisoned_text(died), POISON)
                 return
             await self._process(sub, msg)
-            await self.in_hand.release(msg, self.log)
 
     async def _process(self, sub: Subscription, msg: Received) -> None:
         assert self.bus is not None
@@ -192,7 +200,7 @@ class Service:
             await msg.raw.ack()  # a type this consumer does not act on
             return
         if self.leadership is not None and not self.leadership.deciding():
-            await _quietly(msg.raw.nak())  # fetched as the leader, no longer one: the leader takes it
+            await self.give_back(msg)  # fetched as the leader, no longer one: the leader takes it
             return
         await self._handle(handler, message, msg)
 
@@ -224,10 +232,22 @@ class Service:
         self.stats.published += len(events)
 
     async def _publish_all(self, events: list, msg: Received, log: Any, fence: Fence | None = None) -> None:
+        """Publish a message's events: those of one op one after the other, in their order; different ops' at
+        once (an admission cycle admits many)."""
         assert self.bus is not None
         bus = self.bus
-        for event in events:
-            await self.until_available(functools.partial(bus.publish, event, fence=fence), msg, log)
+
+        async def publish(group: list) -> None:
+            for event in group:
+                await self.until_available(functools.partial(bus.publish, event, fence=fence), msg, log)
+        groups = _by_op(events)
+        if len(groups) == 1:
+            await publish(groups[0])
+            return
+        results = await asyncio.gather(*(publish(g) for g in groups), return_exceptions=True)
+        failure = next((r for r in results if isinstance(r, BaseException)), None)
+        if failure is not None:
+            raise failure
 
     async def _invalid(self, exc: InvalidInput, msg: Received, log: Any, op_id: str | None,
                        fence: Fence | None) -> None:
@@ -264,7 +284,7 @@ class Service:
             return
         except Exception as exc:  # noqa: BLE001 - not published: keep the message, try again later
             self.log.warning("malformed_events_not_published", error=f"{exc!r} {exc}")
-            await _quietly(msg.raw.nak(delay=1.0))
+            await self.give_back(msg, delay=1.0)
             return
         await self._reject(msg, "malformed_message", error)
 
@@ -284,63 +304,7 @@ class Service:
         log.warning("publish_fenced", subject=msg.subject, error=str(exc))
         if self.leadership is not None:
             self.leadership.refused()
-        await _quietly(msg.raw.nak())
-
-    # ---- a dependency unavailable: wait it out, keeping the message ----------------------------------
-    async def until_available(self, call: Callable[[], Awaitable[T]], msg: Received | None, log: Any) -> T:
-        """``call()``, tried again with capped backoff for as long as it finds a dependency unavailable
-        (raises ``Draining`` when the service stops meanwhile; any other error at once)."""
-        wait: Wait | None = None
-        try:
-            while True:
-                self.handler_loops.trying()
-                try:
-                    return await call()
-                except Exception as exc:
-                    unavailable = as_unavailable(exc)
-                    if unavailable is None:
-                        raise
-                wait = await self._waiting(wait, unavailable, log)
-                delay = self.backoff.delay(wait.failures)
-                log.warning("dependency_unavailable", dependency=wait.dependency, error=wait.detail,
-                            failures=wait.failures, since=wait.since.isoformat(), retry_in_s=round(delay, 3))
-                if msg is not None:
-                    await _quietly(msg.raw.in_progress())  # keep it ours: no redelivery, no delivery counted
-                with self.handler_loops.waiting():
-                    paused = await self._pause(delay)
-                if not paused:
-                    if msg is not None:
-                        await _quietly(msg.raw.nak())  # another replica (or our restart) takes it
-                    raise Draining
-        finally:
-            if wait is not None:
-                self.waits.end(wait)
-                log.info("dependency_available", dependency=wait.dependency, failures=wait.failures)
-
-    async def _waiting(self, wait: Wait | None, unavailable: DependencyUnavailable, log: Any) -> Wait:
-        """Note one more failure; on the first, open the wait and publish its events (best effort)."""
-        if wait is None:
-            wait = self.waits.begin(unavailable.dependency, self.clock.now(), unavailable.detail)
-            for event in unavailable.events:
-                try:
-                    await self.bus.publish(event)  # type: ignore[union-attr]
-                except Exception as exc:  # noqa: BLE001 - told again on the next wait, if any
-                    log.warning("wait_event_not_published", error=f"{exc!r} {exc}")
-        else:
-            self.stats.dependency_retries += 1
-        wait.failures += 1
-        wait.dependency, wait.detail = unavailable.dependency, unavailable.detail
-        return wait
-
-    async def _pause(self, seconds: float) -> bool:
-        """Sleep on the service's clock; False when the service stops first."""
-        if self.stopping.is_set():
-            return False
-        waits = [asyncio.ensure_future(self.clock.sleep(seconds)), asyncio.ensure_future(self.stopping.wait())]
-        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for task in pending:
-            task.cancel()
-        return not self.stopping.is_set()
+        await self.give_back(msg)
 
     # ---- a bug: redeliver with backoff, then dead-letter and say so about the op --------------------
     async def _retry(self, msg: Received, exc: Exception, log: Any, message: Any) -> None:
@@ -350,7 +314,7 @@ class Service:
         delay = NAK_BACKOFF_S[min(msg.num_delivered - 1, len(NAK_BACKOFF_S) - 1)]
         log.warning("handler_failed_will_retry", error=f"{exc!r} {exc}", delivery=msg.num_delivered, delay_s=delay)
         self.stats.retried += 1
-        await msg.raw.nak(delay=delay)
+        await self.give_back(msg, delay=delay)
 
     async def _give_up(self, msg: Received, text: str, log: Any, message: Any, reason: str = HANDLER_FAILED) -> None:
         """The last delivery failed: a ``handler_failed`` about the op (if the message names one), then
@@ -369,7 +333,6 @@ class Service:
         text = (f"no delivery of {msg.num_delivered} was settled (the process holding it died, or gave it "
                 "back on its last delivery)")
         await self._abandon(durable, msg, text, MAX_DELIVERIES)
-        await self.in_hand.release(msg, self.log)  # its last delivery's record, if it died in hand
 
     async def _abandon(self, durable: str, msg: Received, text: str, reason: str) -> None:
         """Dead-letter ``msg`` unhandled, as ``_give_up`` (a ``handler_failed`` about the op it names)."""
@@ -391,7 +354,15 @@ class Service:
             return
         except Exception as exc:  # noqa: BLE001 - could not store the copy: keep the message
             self.log.warning("dead_letter_failed", error=f"{exc!r} {exc}")
-            await msg.raw.nak(delay=1.0)
+            await self.give_back(msg, delay=1.0)
             return
         await msg.raw.term()
         self.stats.dead_lettered += 1
+
+
+def _by_op(events: list) -> list[list]:
+    """``events`` grouped by the op they are about (in their order within each group; no op: its own group)."""
+    groups: dict[Any, list] = {}
+    for i, event in enumerate(events):
+        groups.setdefault(getattr(event, "op_id", None) or i, []).append(event)
+    return list(groups.values())

@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: str = "info"
     fetch_batch: int = Field(64, ge=1, le=1000)
+    handler_window: int = Field(32, ge=1, le=1000, description="messages a handler loop handles at once (different "
+                                "ops; one op's in order); admission always 1")
     max_deliver: int = Field(5, ge=1, description="deliveries before a failing message goes to the dead-letter subject")
     ack_wait_s: float = Field(30.0, gt=0, description="a delivery not settled this long (its process died) is "
                               "delivered again, to any replica (what a replica killed with messages in hand delays them by)")

@@ -294,12 +294,6 @@ class MemoryBus:
         entry = kv.data.get(key) if kv else None
         return entry.value if entry else None
 
-    async def forget(self, bucket: str, key: str) -> None:
-        self._check_open()
-        kv = self.broker.buckets.get(bucket)
-        if kv is not None:
-            await kv.delete(key)
-
     publish = Bus.publish  # the runtime's own: Nats-Msg-Id, CloudEvents headers, an optional fence
     fence_holds = Bus.fence_holds
 

@@ -111,7 +111,8 @@ async def test_a_handler_waiting_out_a_dependency_is_alive_and_not_ready(stack_f
 async def _quiet_and_waiting(service):
     """The dispatcher's loop, once it waits for a dependency and has shown no sign of life for over the bound."""
     loop = service.handler_loops.loops.get(subjects.DISPATCHER_ADMITTED)
-    if loop is None or not loop.waiting:
+    hand = loop.oldest() if loop is not None else None
+    if hand is None or not hand.waiting:
         return None
-    quiet = (service.clock.now() - loop.beat).total_seconds()
-    return loop if quiet > BOUND_S else None
+    quiet = (service.clock.now() - hand.beat).total_seconds()
+    return hand if quiet > BOUND_S else None

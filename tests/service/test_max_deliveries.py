@@ -20,7 +20,9 @@ queues:
   - name: default
 """
 # two deliveries, the second one second after the first goes unsettled
-DYING = dict(max_deliver=2, ack_wait_s=1.0, dependency_backoff_base_s=0.01, dependency_backoff_cap_s=0.05)
+# a window of 1: a replica whose handler never returns takes no other message, as a killed process
+DYING = dict(handler_window=1,
+             max_deliver=2, ack_wait_s=1.0, dependency_backoff_base_s=0.01, dependency_backoff_cap_s=0.05)
 
 
 async def cost_replicas_dying_with_it(stack_factory, tmp_path, dying: dict) -> tuple[list, list, asyncio.Event]:

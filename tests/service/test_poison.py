@@ -15,7 +15,9 @@ from tests.service.test_max_deliveries import cost_replicas_dying_with_it
 from tests.waiting import eventually
 
 # five deliveries allowed (the max-deliveries advisory would come after the fifth); one second of ack wait
-DYING = dict(max_deliver=5, ack_wait_s=1.0, dependency_backoff_base_s=0.01, dependency_backoff_cap_s=0.05)
+# a window of 1: a replica whose handler never returns takes no other message, as a killed process
+DYING = dict(handler_window=1,
+             max_deliver=5, ack_wait_s=1.0, dependency_backoff_base_s=0.01, dependency_backoff_cap_s=0.05)
 
 
 async def test_a_message_that_died_in_hand_twice_is_dead_lettered_by_the_next_replica_unhandled(

@@ -1,15 +1,18 @@
 """Poison messages (``services.runtime.inhand``): a message whose handling died with its process twice (the
 handler loop killed with it in hand, nothing settled) is dead-lettered on its third delivery, not handled;
-a message settled normally (ack, or the retry path's nak) leaves no record and is never counted."""
+a delivery settled normally is never counted: an ack leaves no record, a nak (the retry path) records it as
+given back."""
 from __future__ import annotations
 
 import asyncio
 import contextlib
 
+import msgspec
 import pytest
 
 from proto import codec, subjects
 from proto.events import ErrorRaised, HandlerFailed
+from proto.in_hand import InHand
 from services.runtime import service
 from services.runtime.handling import received
 from services.runtime.inhand import POISON, open_records
@@ -137,12 +140,27 @@ async def test_a_handler_that_raised_is_settled_by_its_nak_and_never_counted_as_
     assert handler.n == 3 and svc.stats.poisoned == 0 and not stored(bus, subjects.DLQ_STREAM)
 
 
-async def test_a_settled_first_delivery_costs_one_put_and_one_delete(bus):
+async def test_a_first_delivery_settled_by_its_ack_costs_nothing(bus):
     svc = await probe(bus, Calls())
     await bus.publish(SUBMITTED)
     await deliver(bus, svc, crash=False)
     kv = bus.broker.buckets[subjects.IN_HAND_BUCKET]
-    assert kv.writes == 2 and kv.data == {}
+    assert ("ack", 1) in bus.trace and kv.writes == 0 and kv.data == {}
+
+
+async def test_a_delivery_given_back_is_counted_so_and_never_as_a_death(bus, monkeypatch):
+    monkeypatch.setattr(service, "NAK_BACKOFF_S", (0.01,))
+    handler = Calls(fail=True)
+    svc = await probe(bus, handler)
+    await bus.publish(SUBMITTED)
+    await deliver(bus, svc, crash=False)  # nak'd by the retry path: one given back
+    handler.fail, handler.hang = False, True
+    await deliver(bus, svc, crash=True)  # dies in hand: one death
+    handler.hang = False
+    await deliver(bus, svc, crash=False)  # third delivery: 2 earlier, 1 given back, 1 died: handled
+    kv = bus.broker.buckets[subjects.IN_HAND_BUCKET]
+    assert handler.n == 3 and ("ack", 1) in bus.trace and svc.stats.poisoned == 0
+    assert [msgspec.json.decode(e.value, type=InHand).given_back for e in kv.data.values()] == [1]
 
 
 async def test_turned_off_every_delivery_is_handled_and_no_bucket_is_made(bus):
