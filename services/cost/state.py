@@ -11,7 +11,8 @@ import msgspec
 from proto import codec, subjects
 from proto.cluster import NodeObserved
 from proto.config import PricesConfigured, QueuesConfigured
-from proto.events import BudgetExceeded, CostRecorded, Event
+from proto.events import BudgetExceeded, CostRecorded, Event, OperationRunning, OperationSubmitted, event_type
+from proto.lifecycle import ATTEMPT_ENDS, OP_ENDS
 from proto.queries import CostRequest
 from proto.queues import Budget
 from proto.spec import OpSpec
@@ -24,6 +25,12 @@ from services.cost.spend import SpendView
 from services.runtime.bus import Bus
 from services.runtime.service import Service
 from services.runtime.settings import Settings
+
+# the op events its fold reads (the spend view, durations, budgets announced): its follow of the op stream
+# takes only these (an op's cost_estimated, cache answers, admitted, dispatched... never reach it)
+FOLDED: tuple[type[Event], ...] = tuple(dict.fromkeys(
+    (OperationSubmitted, OperationRunning, *ATTEMPT_ENDS, *OP_ENDS, CostRecorded, BudgetExceeded)))
+FOLDED_SUBJECTS = [subjects.events_of(event_type(kind)) for kind in FOLDED]
 
 
 class CostState:
@@ -43,7 +50,7 @@ class CostState:
         if await self.catalogue.publish_file(bus, at_start=True) is not None:
             self.view.currency = self.catalogue.prices.currency
         await bus.replay(subjects.CLUSTER_STREAM, subjects.CLUSTER_ALL, self.on_cluster)
-        await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, self.fold)
+        await bus.replay(subjects.OPS_STREAM, FOLDED_SUBJECTS, self.fold)  # only what it folds
         await bus.serve(subjects.QUERY_COST, self.answer, group="cost")
         self.service.log.info("state_rebuilt", prices=self.catalogue.source, budgets=len(self.budgets),
                               nodes=len(self.nodes), components=len(self.durations.runs))

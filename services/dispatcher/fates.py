@@ -38,7 +38,8 @@ class Fates(KVStore):
             if current is not None and current.state == CREATING:
                 return current  # a redelivery: claimed already
             return AttemptFate(op_id=op_id, attempt=attempt, state=CREATING, at=at)
-        fate = await self._mutate(subjects.attempt_fate_key(op_id, attempt), AttemptFate, change)
+        # likely new: an attempt's first claim creates its key without a read (a stop first: read, then kept)
+        fate = await self._mutate(subjects.attempt_fate_key(op_id, attempt), AttemptFate, change, likely_new=True)
         return fate is None or not fate.released
 
     async def release(self, op_id: str, attempt: int, at: datetime, by: str) -> None:

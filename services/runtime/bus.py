@@ -5,7 +5,7 @@ With ``connecting`` (opening the connection) and ``service``, the only modules t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -243,13 +243,18 @@ class Bus:
     async def last_seq(self, stream: str) -> int:
         return (await self.js.stream_info(stream)).state.last_seq
 
-    async def follow(self, stream: str, subject: str,
+    async def follow(self, stream: str, subject: str | Sequence[str],
                      on_message: Callable[[bytes, int], Awaitable[None]]):
-        """Deliver every message of ``subject`` from the start of ``stream``, then live, in order."""
+        """Deliver every message of ``subject`` (or of any of several: only those, in stream order) from the start
+        of ``stream``, then live, in order."""
+        filters = [subject] if isinstance(subject, str) else list(subject)
+
         async def cb(msg) -> None:
             await on_message(msg.data, msg.metadata.sequence.stream)
-        return await self.js.subscribe(subject, stream=stream, ordered_consumer=True, cb=cb,
-                                       deliver_policy=api.DeliverPolicy.ALL, idle_heartbeat=FOLLOW_HEARTBEAT_S)
+        config = api.ConsumerConfig(filter_subjects=filters) if len(filters) > 1 else None
+        return await self.js.subscribe(filters[0] if config is None else "", stream=stream, ordered_consumer=True,
+                                       cb=cb, config=config, deliver_policy=api.DeliverPolicy.ALL,
+                                       idle_heartbeat=FOLLOW_HEARTBEAT_S)
 
     async def fence_holds(self, fence: Fence) -> bool:
         """The fence's claim is still the last message of its subject."""
@@ -263,11 +268,13 @@ class Bus:
         except NotFoundError:
             return 0
 
-    async def replay(self, stream: str, subject: str,
+    async def replay(self, stream: str, subject: str | Sequence[str],
                      on_message: Callable[[bytes, int], Awaitable[None]]):
-        """``follow`` a subject; return once every message of it stored at the start has been delivered
-        (the subscription then stays live). A message ``on_message`` fails on counts as consumed all the same."""
-        target = await self.last_stored(stream, subject)
+        """``follow`` a subject (or several); return once every message of it stored at the start has been
+        delivered (the subscription then stays live). A message ``on_message`` fails on counts as consumed all the
+        same."""
+        filters = [subject] if isinstance(subject, str) else list(subject)
+        target = max([await self.last_stored(stream, f) for f in filters])
         caught_up = asyncio.Event()
 
         async def deliver(data: bytes, seq: int) -> None:

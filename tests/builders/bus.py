@@ -22,7 +22,7 @@ import asyncio
 import functools
 import itertools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,16 +130,17 @@ class MemoryBroker:
 class Follower:
     """An ordered subscription: the matching messages already stored, then live ones; one at a time."""
 
-    def __init__(self, stream: Stream, subject: str, on_message: OnMessage, log: Any) -> None:
-        self.stream, self.subject, self.on_message, self.log = stream, subject, on_message, log
+    def __init__(self, stream: Stream, subject: str | Sequence[str], on_message: OnMessage, log: Any) -> None:
+        self.stream, self.on_message, self.log = stream, on_message, log
+        self.subjects = [subject] if isinstance(subject, str) else list(subject)
         self.queue: asyncio.Queue[Stored] = asyncio.Queue()
-        for stored in stream.matching(subject):
-            self.queue.put_nowait(stored)
+        for stored in stream.matching(">"):
+            self.offer(stored)
         stream.watchers.append(self.offer)
         self.task = asyncio.create_task(self._deliver())
 
     def offer(self, stored: Stored) -> None:
-        if matches(self.subject, stored.subject):
+        if any(matches(subject, stored.subject) for subject in self.subjects):
             self.queue.put_nowait(stored)
 
     async def _deliver(self) -> None:
@@ -327,7 +328,7 @@ class MemoryBus:
         self._check_open()
         return self.broker.stream(stream).last_seq
 
-    async def follow(self, stream: str, subject: str, on_message: OnMessage) -> Follower:
+    async def follow(self, stream: str, subject: str | Sequence[str], on_message: OnMessage) -> Follower:
         """Deliver every message of ``subject`` from the start of ``stream``, then live, in order."""
         self._check_open()
         follower = Follower(self.broker.stream(stream), subject, on_message, self.log)
