@@ -168,13 +168,19 @@ class Bus:
 
     async def ensure_cache_bucket(self, bucket: str, *, max_age_s: float | None = None):
         """The bucket (created with ``self.replicas`` replicas if missing; its keys kept ``max_age_s`` if
-        given, else forever), its calls patient (``PatientKV``)."""
+        given, else forever), its calls patient (``PatientKV``). Reads are direct gets (any replica answers, and
+        the answer is a message, not JSON with base64 headers): a bucket made without them is given them."""
         js = self.nc.jetstream(timeout=KV_TIMEOUT_S)
         try:
             kv = await js.key_value(bucket)
         except (NotFoundError, nats.js.errors.BucketNotFoundError):
             kv = await js.create_key_value(api.KeyValueConfig(
-                bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas, ttl=max_age_s))
+                bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas, ttl=max_age_s, direct=True))
+        if not getattr(kv, "_direct", True):
+            info = await js.stream_info(subjects.kv_stream(bucket))
+            info.config.allow_direct = True
+            await js.update_stream(info.config)
+            kv = await js.key_value(bucket)
         return PatientKV(kv, self.nc)
 
     async def purge(self, stream: str, subject: str, *, before_seq: int | None = None) -> None:
