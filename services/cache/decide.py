@@ -6,6 +6,7 @@ idempotent: a redelivered event finds the op's record and gives the same answer.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 import msgspec
@@ -26,12 +27,19 @@ from services.cache.lookup import Candidate, Hit, Miss, Wait
 from services.cache.store import HIT, MISS, WAIT, CacheStore, Run, Waiter
 from services.runtime.service import Context
 
+SubmittedOf = Callable[[str], Awaitable["OperationSubmitted | None"]]  # an op's submitted event, from the stream
+
+
+async def _unknown(op_id: str) -> OperationSubmitted | None:
+    return None
+
 
 class Decider:
-    """The cache's answers, on its store and the handler's context (clock, log)."""
+    """The cache's answers, on its store, the handler's context (clock, log) and ``submitted_of`` (an op's
+    ``submitted`` event read back from the stream, for an op it kept no record of)."""
 
-    def __init__(self, store: CacheStore, ctx: Context) -> None:
-        self.store, self.ctx = store, ctx
+    def __init__(self, store: CacheStore, ctx: Context, submitted_of: SubmittedOf = _unknown) -> None:
+        self.store, self.ctx, self.submitted_of = store, ctx, submitted_of
 
     @property
     def now(self) -> datetime:
@@ -49,8 +57,9 @@ class Decider:
         if spec.cache.disable is True:  # never looked up, never reused: nothing to remember
             return [self._missed(msgspec.structs.replace(run, reason=lookup.DISABLED))]
         if not caching_enabled(spec, clone=event.relation is not None):
-            # off by default (an independent op, a clone): no lookup, but its result may serve others
-            run = msgspec.structs.replace(run, decision=MISS, reason=lookup.DISABLED, candidate=True)
+            # off by default (an independent op, a clone): no lookup and no record; its result still serves
+            # others, recorded when it succeeds (``_succeeded_uncached``)
+            return [self._missed(msgspec.structs.replace(run, reason=lookup.DISABLED))]
         else:
             found = lookup.choose(await self.store.candidates(run.fingerprint), op_id=run.op_id, kind=run.kind,
                                   runtime=run.runtime, now=self.now, ttl_s=run.ttl)
@@ -81,8 +90,10 @@ class Decider:
     # ---- an op ended ----
     async def ended(self, event: Event) -> list[Event]:
         run = await self.store.run(event.op_id)
-        if run is None:
-            return []  # caching disabled explicitly, or an op from before the cache knew it
+        if run is None:  # caching off (its success may serve others), disabled, or unknown
+            if isinstance(event, OperationSucceeded) and event.reason != CACHE_HIT_REASON:
+                await self._succeeded_uncached(event)
+            return []
         if isinstance(event, OperationFailed) and not self._final(run, event):
             await self.store.update_run(run.op_id, lambda r: _with_failure(r, event))
             return []  # another attempt follows: still in processing
@@ -107,6 +118,20 @@ class Decider:
         for waiter in await self.store.close_waiters(run.op_id, outcome):
             events += await self._settle(waiter.op_id, outcome)
         return events
+
+    async def _succeeded_uncached(self, event: OperationSucceeded) -> None:
+        """An op with caching off (by default: independent ops, clones) succeeded: its result becomes its key's
+        latest, for later ops that use the cache. (While it ran nobody could wait for it: it was not looked up,
+        and not kept as a candidate, so that such ops, most of them, cost the cache nothing at submit.)"""
+        submitted = await self.submitted_of(event.op_id)
+        if submitted is None or submitted.spec.cache.disable is True:
+            return  # never reused (disable: true), or no longer stored
+        spec = submitted.spec
+        if caching_enabled(spec, clone=submitted.relation is not None):
+            return  # it used the cache: its record was lost, nothing to add
+        done = Candidate(op_id=event.op_id, submitted_at=submitted.submitted_at, kind=spec.run_kind,
+                         runtime=spec.run_kind, state=lookup.SUCCEEDED, ended_at=event.at, outputs=dict(event.outputs))
+        await self.store.change_candidates(fingerprint(spec), lambda cs: lookup.succeed(cs, done))
 
     def _final(self, run: Run, event: OperationFailed) -> bool:
         earlier = [reason for attempt, reason in run.failures if attempt < event.attempt]

@@ -14,7 +14,9 @@ Every handler is idempotent: a redelivered event finds the op's record and gives
 """
 from __future__ import annotations
 
-from proto import subjects
+import msgspec
+
+from proto import codec, subjects
 from proto.events import Event, OperationSubmitted, event_type
 from proto.lifecycle import OP_ENDS
 from services.cache.decide import Decider
@@ -47,7 +49,20 @@ class Cache(Service):
 
     @ops.handles(*ENDS)
     async def on_ended(self, event: Event, ctx: Context) -> list[Event]:
-        return await Decider(self.store, ctx).ended(event)
+        return await Decider(self.store, ctx, self.submitted_of).ended(event)
+
+    async def submitted_of(self, op_id: str) -> OperationSubmitted | None:
+        """The op's ``submitted`` event, read back from the op stream (None: no longer stored)."""
+        assert self.bus is not None
+        seq = await self.bus.last_stored(subjects.OPS_STREAM, subjects.event("submitted", op_id))
+        stored = await self.bus.stored(subjects.OPS_STREAM, seq) if seq else None
+        if stored is None:
+            return None
+        try:
+            event = codec.decode_event(stored.data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        return event if isinstance(event, OperationSubmitted) else None
 
 
 def build(settings: Settings, clock: Clock | None = None) -> Cache:

@@ -12,6 +12,7 @@ from proto.events import (
     CacheHit,
     CacheMissed,
     OperationStopped,
+    OperationSubmitted,
     OperationSucceeded,
 )
 from proto.spec import OpSpec, Termination
@@ -27,20 +28,26 @@ from tests.builders.kv import Entry, MemoryKV
 class Harness:
     """One cache service replica: ``await h.submit(spec, "b")``, ``await h.end(succeeded("a"))``."""
 
-    def __init__(self, kv: MemoryKV | None = None, clock: FakeClock | None = None) -> None:
+    def __init__(self, kv: MemoryKV | None = None, clock: FakeClock | None = None,
+                 stream: dict[str, OperationSubmitted] | None = None) -> None:
         self.kv = kv or MemoryKV()
         self.clock = clock or FakeClock(T0)
         self.ctx = Context("cache", self.clock, None, structlog.get_logger())
+        self.stream = {} if stream is None else stream  # the submitted events, as the op stream keeps them
 
     def restarted(self) -> Harness:
-        return Harness(self.kv, self.clock)
+        return Harness(self.kv, self.clock, self.stream)
 
     @property
     def cache(self) -> Decider:
-        return Decider(CacheStore(self.kv), self.ctx)
+        async def submitted_of(op_id: str) -> OperationSubmitted | None:
+            return self.stream.get(op_id)
+        return Decider(CacheStore(self.kv), self.ctx, submitted_of)
 
     async def submit(self, spec: OpSpec, op_id: str, **kw):
-        return await self.cache.submitted(submitted(spec, op_id=op_id, at=self.clock.now(), **kw))
+        event = submitted(spec, op_id=op_id, at=self.clock.now(), **kw)
+        self.stream[op_id] = event
+        return await self.cache.submitted(event)
 
     async def end(self, event):
         return await self.cache.ended(event)
@@ -234,3 +241,13 @@ async def test_a_hit_is_never_a_candidate_itself():
     h.clock.advance(100)
     # b "ended" later, but it is a copy of a: a ttl from a's end applies
     assert only(await h.submit(cacheable(ttl=60), "c"), CacheMissed).reason == "expired"
+
+
+async def test_an_op_with_caching_off_costs_the_cache_nothing_until_it_succeeds():
+    h = Harness()
+    plain = op("train").image("pytorch:2").runs("python train.py").build()
+    assert only(await h.submit(plain, "a"), CacheMissed).reason == "disabled"
+    assert h.kv.writes == 0 and await h.run("a") is None  # no record, no candidate: nothing to wait for
+    assert only(await h.submit(cacheable(), "b"), CacheMissed).reason == "not_found"  # runs, does not wait
+    await h.end(done("a", model="s3://a"))  # its result is kept when it succeeds
+    assert only(await h.submit(cacheable(), "c"), CacheHit).original_op_id == "a"
