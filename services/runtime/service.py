@@ -176,7 +176,7 @@ class Service(WaitsOut):
     async def process(self, sub: Subscription, msg: Received) -> None:
         """Handle one message completely: publish its events, then ack (or nak / dead-letter). A redelivered one
         whose earlier deliveries died in hand too often (``inhand``) is dead-lettered unhandled."""
-        msg = replace(msg, durable=sub.durable)
+        msg = msg if msg.durable == sub.durable else replace(msg, durable=sub.durable)
         with self.handler_loops.handling(sub.durable, msg.subject):
             try:
                 died = await self.until_available(lambda: self.in_hand.take(msg), msg, self.log)
