@@ -23,6 +23,7 @@ from services.runtime.credentials import Credentials
 from services.runtime.errors import DependencyUnavailable, Fenced
 from services.runtime.received import Received
 from services.runtime.refusals import Refusals
+from services.runtime.requesting import PubAck, Requester
 from services.runtime.sizes import check_size
 
 DUPLICATE_WINDOW_S = 120.0
@@ -115,6 +116,7 @@ class Bus:
         self.user = user  # the NATS user: the commands it publishes go on cmd.<user>.
         self.refusals = Refusals()  # what the server refused this user (set by ``connect``)
         self.replicas = replicas  # of the streams and buckets this bus creates
+        self.requester = Requester(nc)  # JetStream publishes with less Python than nats-py's own
         self._closing = {"now": False}
 
     @classmethod
@@ -200,7 +202,7 @@ class Bus:
         return done
 
     async def publish(self, message: msgspec.Struct, *, msg_id: str | None = None, subject: str | None = None,
-                      headers: dict[str, str] | None = None, fence: Fence | None = None) -> api.PubAck:
+                      headers: dict[str, str] | None = None, fence: Fence | None = None) -> PubAck:
         """Publish with its Nats-Msg-Id (a repeat is stored once); with ``fence``, only while the fence holds
         (else ``Fenced``, and nothing is stored)."""
         mid = msg_id or default_msg_id(message)
@@ -220,7 +222,7 @@ class Bus:
                         from exc
             await asyncio.sleep(0.05)  # the fence holds: another fenced publish was in process, try again
 
-    async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> api.PubAck:
+    async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> PubAck:
         """Publish and wait for the stream's ack. While the stream has no leader (a node of the cluster
         died and its replicas elect another) publish again, for up to ``PUBLISH_PATIENCE_S``: a handler
         keeps its message meanwhile, rather than nak it to a consumer leader that may be gone too. A message
@@ -228,9 +230,9 @@ class Bus:
         the server refused this user (its permissions) is not tried again: ``NotPermitted``."""
         check_size(subject, data, headers, self.nc.max_payload)
 
-        async def once() -> api.PubAck:
+        async def once() -> PubAck:
             self.refusals.check(self.user, subject)
-            return await self.js.publish(subject, data, headers=headers, timeout=PUBLISH_TIMEOUT_S)
+            return await self.requester.publish(subject, data, headers, PUBLISH_TIMEOUT_S)
         return await patiently(once, self.nc)
 
     async def durable(self, durable: str, stream: str, filters: list[str], *,

@@ -30,7 +30,6 @@ import msgspec
 import structlog
 from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.api import PubAck
 from nats.js.errors import NoStreamResponseError, NotFoundError
 
 from proto import codec, subjects
@@ -39,6 +38,7 @@ from services.runtime.bus import (
     Bus,
     Received,
 )
+from services.runtime.requesting import PubAck
 from services.runtime.sizes import check_size
 from tests.builders.kv import MemoryKV
 from tests.builders.streams import Consumer, PullSubscription, Stored, Stream, matches

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.api import PubAck
 from nats.js.errors import BadRequestError
+
+from services.runtime.requesting import PubAck
 
 
 def matches(pattern: str, subject: str) -> bool:
