@@ -92,8 +92,31 @@ def encode(message: msgspec.Struct) -> bytes:
     return _encoder.encode(message)
 
 
+# The op events last decoded, by their bytes: in one process several readers decode the same message (admission's
+# fold, cost's estimator, ledger and fold, the cache: a submitted is read five times when ``opsched up`` runs them
+# together, and three times in the cost process alone), and decoding an op's spec means validating it
+# (``OpSpec.__post_init__``). A message decoded once is given to the others as it is: decoded messages are shared,
+# and nobody changes one (a handler builds new events with ``msgspec.structs.replace``). Only op events are kept
+# (every reader below takes them; a command is no event), and only those that decoded: a refusal is decoded again.
+_EVENTS_SEEN: dict[bytes, Event] = {}
+_EVENTS_SEEN_MAX = 2048
+_EVENT_TYPES = tuple(EVENTS)
+
+
+def _event_decoded(decoder: msgspec.json.Decoder, data: bytes):
+    seen = _EVENTS_SEEN.get(data)
+    if seen is not None:
+        return seen
+    message = _decoded(decoder, data)
+    if isinstance(message, _EVENT_TYPES):
+        if len(_EVENTS_SEEN) >= _EVENTS_SEEN_MAX:
+            del _EVENTS_SEEN[next(iter(_EVENTS_SEEN))]  # the oldest
+        _EVENTS_SEEN[data] = message
+    return message
+
+
 def decode_event(data: bytes) -> Event:
-    return _decoded(_event_decoder, data)
+    return _event_decoded(_event_decoder, data)
 
 
 def decode_command(data: bytes) -> Command:
@@ -101,7 +124,7 @@ def decode_command(data: bytes) -> Command:
 
 
 def decode(data: bytes) -> Event | Command:
-    return _decoded(_message_decoder, data)
+    return _event_decoded(_message_decoder, data)
 
 
 def decode_spec(data: bytes) -> OpSpec:
@@ -128,4 +151,4 @@ def decode_query(data: bytes) -> WhyRequest | WhyAnswer | QueuesRequest | Queues
 
 def decode_ops_stream(data: bytes) -> Event:
     """Anything on the op stream: an op event or a schedule event (``proto.schedules``)."""
-    return _decoded(_ops_stream_decoder, data)
+    return _event_decoded(_ops_stream_decoder, data)

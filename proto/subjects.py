@@ -125,6 +125,13 @@ def event(kind: str, op_id: str) -> str:
     return f"ops.{kind}.{op_id}"
 
 
+def op_of(subject: str) -> str | None:
+    """The op an op event's subject names (``ops.<type>.<op id>``), else None."""
+    if not subject.startswith("ops."):
+        return None
+    return subject.rpartition(".")[2]
+
+
 def events_of(kind: str) -> str:
     return f"ops.{kind}.>"
 

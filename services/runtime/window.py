@@ -13,15 +13,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
+from proto import subjects
+
 Work = Callable[[], Awaitable[None]]
 
 
 def key_of(subject: str) -> str:
-    """The op an op event's subject names (``ops.<type>.<op id>``: its last token); another subject is its own
-    key (its messages in order)."""
-    if subject.startswith("ops."):
-        return subject.rpartition(".")[2]
-    return subject
+    """The op an op event's subject names; another subject is its own key (its messages in order)."""
+    return subjects.op_of(subject) or subject
 
 
 class Window:
