@@ -57,6 +57,8 @@ def _floor_us(f: Flat) -> float:
 RATIOS = [
     Ratio("a_end_to_end_throughput", f"(a) ops/s ÷ min(64-in-flight publish/s ÷ {PUBLISHES_PER_OP}, pod creates/s)",
           lambda f: _get(f, "a_kubernetes.ops_per_s") / min(_ceiling(f), _get(f, "calibration.k8s_create_per_s"))),
+    Ratio("a_vs_api_concurrent", "(a) ops/s ÷ the API server's concurrent create rate (8 threads)",
+          lambda f: _get(f, "a_kubernetes.ops_per_s") / _get(f, "calibration.k8s_create_8_threads_per_s")),
     Ratio("a_submit_to_pod_p50", f"(a) unloaded submit→pod-created p50 ÷ ({CRITICAL_HOPS} hops × publish p50)",
           lambda f: 1e3 * _get(f, "a_kubernetes.unloaded_dispatch_p50_ms") / _floor_us(f)),
     Ratio("a_submit_to_pod_p50_incl_create", "(a) same ÷ (5 × publish p50 + pod-create p50), for reading",
@@ -66,8 +68,8 @@ RATIOS = [
           lambda f: _get(f, "b_pipeline.ops_per_s") / _ceiling(f)),
     Ratio("b_submit_to_dispatch_p50", f"(b) unloaded submit→dispatched p50 ÷ ({CRITICAL_HOPS} hops × publish p50)",
           lambda f: 1e3 * _get(f, "b_pipeline.unloaded_dispatch_p50_ms") / _floor_us(f)),
-    Ratio("b_submit_to_dispatch_p50_vs_hop", "(b) unloaded submit→dispatched p50 ÷ (5 × publish→fetch hop p50), "
-          "for reading", lambda f: 1e3 * _get(f, "b_pipeline.unloaded_dispatch_p50_ms") / (
+    Ratio("b_submit_to_dispatch_p50_vs_hop", "(b) unloaded submit→dispatched p50 ÷ (5 × publish→fetch hop p50)",
+          lambda f: 1e3 * _get(f, "b_pipeline.unloaded_dispatch_p50_ms") / (
               CRITICAL_HOPS * _get(f, "calibration.hop_p50_us"))),
     Ratio("b_burst_dispatch_p50", "(b) burst submit→dispatched p50 ÷ (5 hops × publish p50), for reading",
           lambda f: 1e3 * _get(f, "b_pipeline.burst_dispatch_p50_ms") / _floor_us(f)),
@@ -86,7 +88,7 @@ RATIOS = [
     Ratio("f_cold_start_vs_fetch", "(f) cold start ÷ (ops ÷ batch-100 fetch rate)",
           lambda f: _get(f, "f_coldstart.cold_start_s") / (
               _get(f, "f_coldstart.ops") / _get(f, "calibration.fetch100_per_s"))),
-    Ratio("f_cold_start_vs_fetch_msgs", "(f) cold start ÷ (messages ÷ batch-100 fetch rate), for reading",
+    Ratio("f_cold_start_vs_fetch_msgs", "(f) cold start ÷ (messages ÷ batch-100 fetch rate)",
           lambda f: _get(f, "f_coldstart.cold_start_s") / (
               _get(f, "f_coldstart.messages") / _get(f, "calibration.fetch100_per_s"))),
     Ratio("f_cold_start_vs_raw_replay", "(f) cold start ÷ raw ordered-consumer replay of the same stream",

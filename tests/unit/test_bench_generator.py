@@ -169,7 +169,7 @@ def test_the_shipped_targets_name_known_ratios():
 
     spec = tg.load(tg.DEFAULT, known=RATIO_NAMES)
     assert spec.targets["c_decision_p99_10k"].max == 1000
-    assert spec.targets["b_pipeline_throughput"].min == 0.5
+    assert spec.targets["b_pipeline_throughput"].min == 0.12 and spec.targets["a_vs_api_concurrent"].min == 0.9
 
 
 def test_targets_validation_errors_are_specific():
