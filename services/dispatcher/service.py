@@ -14,7 +14,6 @@ namespaces (``OPSCHED_POD_NAMESPACES``: its RBAC Roles), it watches and lists po
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import msgspec
 
@@ -35,6 +34,7 @@ from services.dispatcher.fates import Fates
 from services.dispatcher.gang import PodView
 from services.dispatcher.k8s import Kube, load_api_client
 from services.dispatcher.nodewatch import NodeWatcher
+from services.dispatcher.podstatus import view_of
 from services.dispatcher.preempt import Releaser, check_gangs
 from services.dispatcher.reconciler import Reconciler
 from services.dispatcher.watcher import PodWatcher
@@ -56,7 +56,8 @@ class Dispatcher(Service):
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         super().__init__(settings, clock)
         self.kube = None if settings.dispatcher_mode == "null" else Kube(
-            load_api_client(settings.kubeconfig), settings.kube_request_timeout_s, settings.queue_namespaces())
+            load_api_client(settings.kubeconfig, settings.kube_concurrency), settings.kube_request_timeout_s,
+            settings.queue_namespaces(), settings.kube_concurrency)
         self.releaser: Releaser | None = None
         self.watchers: list[PodWatcher] = []  # one per queue namespace, or one of every namespace
         self.node_watcher: NodeWatcher | None = None
@@ -174,13 +175,14 @@ class Dispatcher(Service):
                                 self.clock, self.settings, self.log)
         await reconciler.run(stop)
 
-    async def _list_pods(self) -> list[Any]:
+    async def _list_pods(self) -> list[PodView]:
+        """opsched's pods: what the pod watchers hold while every one is synced, else a list."""
         assert self.kube is not None
-        items: list[Any] = []
-        for list_call in self.kube.pod_lists():
-            listed = await asyncio.to_thread(list_call, label_selector=SELECTOR, _request_timeout=LIST_TIMEOUT_S)
-            items += listed.items
-        return items
+        held = [watcher.pods() for watcher in self.watchers]
+        if self.watchers and all(pods is not None for pods in held):
+            return [view for pods in held for view in pods or ()]
+        listed = await self.kube.list_pod_objects(SELECTOR, timeout_s=LIST_TIMEOUT_S)
+        return [view for view in map(view_of, listed) if view is not None]
 
     async def _redispatch(self, attempt: Attempt) -> Event | None:
         assert attempt.admitted is not None

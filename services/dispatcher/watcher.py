@@ -23,7 +23,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from kubernetes.client import CoreV1Api, V1Pod
+from kubernetes.client import CoreV1Api
 
 from proto import codec, subjects
 from proto.events import (
@@ -43,6 +43,7 @@ from services.dispatcher.gang import (
     all_gone,
     assess,
 )
+from services.dispatcher.kobjects import PODS, Pod
 from services.dispatcher.listwatch import ListWatch
 from services.dispatcher.podstatus import view_of
 from services.runtime.clock import Clock
@@ -55,6 +56,7 @@ class PodWatcher(ListWatch):
     name = "pod_watch"
     forbidden = ("grant the dispatcher a Role on pods in each queue namespace and list them in "
                  "OPSCHED_POD_NAMESPACES (deploy/kubernetes/22-queue-namespace-*.yaml)")
+    decoders = PODS
 
     def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log, free: Free | None = None,
                  namespace: str | None = None) -> None:
@@ -82,7 +84,7 @@ class PodWatcher(ListWatch):
         return self.namespace is None or self.namespace == namespace
 
     # ---- pods -----------------------------------------------------------------------------------
-    def observe(self, kind: str, pod: V1Pod) -> None:
+    def observe(self, kind: str, pod: Pod) -> None:
         view = view_of(pod, gone=kind == "DELETED")
         if view is not None:
             self.apply(view)
@@ -122,7 +124,7 @@ class PodWatcher(ListWatch):
         if rest and self.free is not None:
             self.run_on_loop(self.free(rest, {ANNOTATION_EVICTED: why}), f"gang of {rest[0].op_id}")
 
-    def listed(self, items: list[V1Pod], resource_version: str) -> None:
+    def listed(self, items: list[Pod], resource_version: str) -> None:
         """After a (re-)list: pods known but no longer listed were deleted meanwhile."""
         listed = {(p.metadata.namespace, p.metadata.name) for p in items}
         with self.lock:
@@ -168,7 +170,7 @@ class PodWatcher(ListWatch):
         self.seed_preemptions([e for e in requested if isinstance(e, PreemptRequested)],
                               [e for e in reported if isinstance(e, OperationPreempted)])
 
-    def _report_orphan_preemptions(self, items: list[V1Pod]) -> None:
+    def _report_orphan_preemptions(self, items: list[Pod]) -> None:
         keys = {view.key for view in map(view_of, items) if view is not None}
         with self.lock:
             orphans = [r for k, r in self.preempting.items() if k not in keys and k not in self.attempts]
@@ -177,7 +179,15 @@ class PodWatcher(ListWatch):
                                        preemptor=r.preemptor, reason=r.reason, message=r.message)
             self._report((r.op_id, r.attempt), event, [])
 
-    # ---- for the gang checks ----------------------------------------------------------------------
+    # ---- for the reconciler and the gang checks ------------------------------------------------------
+    def pods(self) -> list[PodView] | None:
+        """Every pod it follows that is on the API server, as the API server holds them now (a snapshot);
+        None unless ``synced`` (never listed yet, or re-listing after an error): then only a list can tell."""
+        with self.lock:
+            if not self.synced:
+                return None
+            return [v for pods in self.attempts.values() for v in pods.values() if not v.gone]
+
     def gangs(self) -> list[list[PodView]]:
         """The pods of every attempt of more than one pod (a snapshot)."""
         with self.lock:
