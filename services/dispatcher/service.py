@@ -56,7 +56,7 @@ class Dispatcher(Service):
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         super().__init__(settings, clock)
         self.kube = None if settings.dispatcher_mode == "null" else Kube(
-            load_api_client(settings.kubeconfig, settings.kube_concurrency), settings.kube_request_timeout_s,
+            load_api_client(settings.kubeconfig, _connections(settings)), settings.kube_request_timeout_s,
             settings.queue_namespaces(), settings.kube_concurrency)
         self.releaser: Releaser | None = None
         self.watchers: list[PodWatcher] = []  # one per queue namespace, or one of every namespace
@@ -192,6 +192,12 @@ class Dispatcher(Service):
     async def _publish(self, event: Event) -> None:
         assert self.bus is not None
         await self.bus.publish(event)
+
+
+def _connections(settings: Settings) -> int:
+    """One per call in flight, and one per watch (a pod watch per queue namespace, the node watch): fewer,
+    and every call beyond them opens a new TLS connection and drops it after."""
+    return settings.kube_concurrency + len(settings.queue_namespaces() or (None,)) + 1
 
 
 def build(settings: Settings, clock: Clock | None = None) -> Dispatcher:
