@@ -199,17 +199,9 @@ class Kube:
             raise
         return True
 
-    async def list_pods(self, selector: str) -> list[dict[str, Any]]:
-        """Pods of its namespaces (else of every namespace) with these labels, as plain dicts (no model
-        deserialisation)."""
-        items: list[dict[str, Any]] = []
-        for list_call in self.pod_lists():
-            items += _ITEMS.decode(await self.call(list_call, label_selector=selector)).items
-        return items
-
-    async def list_pod_objects(self, selector: str, timeout_s: float | None = None) -> list[Pod]:
-        """The same pods, decoded into what the dispatcher reads of them (``kobjects.Pod``); ``timeout_s``
-        instead of the request timeout (a long list)."""
+    async def list_pods(self, selector: str, timeout_s: float | None = None) -> list[Pod]:
+        """Pods of its namespaces (else of every namespace) with these labels, decoded into what the
+        dispatcher reads of them (``kobjects.Pod``); ``timeout_s`` instead of the request timeout (a long list)."""
         items: list[Pod] = []
         for list_call in self.pod_lists():
             data = await self.call(list_call, label_selector=selector, timeout_s=timeout_s)
@@ -242,11 +234,6 @@ def _body(method: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
     return getattr(method(*args, **kwargs), "data", None) or b""
 
 
-class _Items(msgspec.Struct):
-    items: list[dict[str, Any]] = msgspec.field(default_factory=list)
-
-
-_ITEMS = msgspec.json.Decoder(_Items)
 _POD = msgspec.json.Decoder(Pod)
 
 

@@ -1,7 +1,7 @@
 """Kubernetes' own objects, as far as the dispatcher reads them: pods, nodes, lists and watch events,
 decoded from the API's JSON with msgspec (a watch event costs a few microseconds, against about 250 us for
 the official client's ``V1Pod``). Not wire messages of ours (those live in ``proto/``): the API server's
-schema, with only the fields that ``podstatus``, ``gang``, ``nodewatch`` and the watchers use; every other
+schema, with only the fields that ``podstatus``, ``gang``, ``expiry``, ``nodewatch`` and the watchers use; every other
 field is skipped. Attribute names are the official client's (snake_case; JSON camelCase), so code reads
 them as it read the models."""
 from __future__ import annotations
@@ -32,6 +32,7 @@ class ContainerStateTerminated(_K8s):
     exit_code: int | None = None
     reason: str | None = None
     message: str | None = None
+    finished_at: datetime | None = None
 
 
 class ContainerState(_K8s):
@@ -45,12 +46,23 @@ class ContainerStatus(_K8s):
 
 class PodSpec(_K8s):
     node_name: str | None = None
+    active_deadline_seconds: int | None = None
+
+
+class PodCondition(_K8s):
+    type: str = ""
+    status: str = ""
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: datetime | None = None
 
 
 class PodStatus(_K8s):
     phase: str | None = None
     reason: str | None = None
     message: str | None = None
+    start_time: datetime | None = None
+    conditions: list[PodCondition] | None = None
     container_statuses: list[ContainerStatus] | None = None
 
 

@@ -33,6 +33,7 @@ from services.dispatcher.expiry import check_expiry
 from services.dispatcher.fates import Fates
 from services.dispatcher.gang import PodView
 from services.dispatcher.k8s import Kube, load_api_client
+from services.dispatcher.kobjects import Pod
 from services.dispatcher.nodewatch import NodeWatcher
 from services.dispatcher.podstatus import view_of
 from services.dispatcher.preempt import Releaser, check_gangs
@@ -167,7 +168,7 @@ class Dispatcher(Service):
 
     async def run_expiry_checks(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None and self.releaser is not None
-        await check_expiry(self.kube, self.releaser, bus.publish, self.clock, stop, self.log)
+        await check_expiry(self._pod_objects, self.releaser, bus.publish, self.clock, stop, self.log)
 
     async def reconcile(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None and self.releaser is not None
@@ -176,13 +177,15 @@ class Dispatcher(Service):
         await reconciler.run(stop)
 
     async def _list_pods(self) -> list[PodView]:
-        """opsched's pods: what the pod watchers hold while every one is synced, else a list."""
+        return [view for view in map(view_of, await self._pod_objects()) if view is not None]
+
+    async def _pod_objects(self) -> list[Pod]:
+        """opsched's pods as the API server holds them: the pod watchers' while every one is synced, else a list."""
         assert self.kube is not None
-        held = [watcher.pods() for watcher in self.watchers]
+        held = [watcher.pod_objects() for watcher in self.watchers]
         if self.watchers and all(pods is not None for pods in held):
-            return [view for pods in held for view in pods or ()]
-        listed = await self.kube.list_pod_objects(SELECTOR, timeout_s=LIST_TIMEOUT_S)
-        return [view for view in map(view_of, listed) if view is not None]
+            return [pod for pods in held for pod in pods or ()]
+        return await self.kube.list_pods(SELECTOR, timeout_s=LIST_TIMEOUT_S)
 
     async def _redispatch(self, attempt: Attempt) -> Event | None:
         assert attempt.admitted is not None

@@ -71,6 +71,7 @@ class PodWatcher(ListWatch):
         self.attempts: dict[AttemptKey, dict[str, PodView]] = {}  # pods seen, per attempt
         self.reported: dict[AttemptKey, str] = {}  # attempt -> type of the last event published
         self.preempting: dict[AttemptKey, PreemptRequested] = {}  # asked for, not yet reported
+        self.objects: dict[tuple[str, str], Pod] = {}  # (namespace, name) -> the pod as last seen; for expiry
 
     def list_call(self):
         return self.core.list_pod_for_all_namespaces if self.namespace is None else self.core.list_namespaced_pod
@@ -85,6 +86,11 @@ class PodWatcher(ListWatch):
 
     # ---- pods -----------------------------------------------------------------------------------
     def observe(self, kind: str, pod: Pod) -> None:
+        with self.lock:
+            if kind == "DELETED":
+                self.objects.pop((pod.metadata.namespace or "", pod.metadata.name), None)
+            else:
+                self.objects[(pod.metadata.namespace or "", pod.metadata.name)] = pod
         view = view_of(pod, gone=kind == "DELETED")
         if view is not None:
             self.apply(view)
@@ -126,8 +132,9 @@ class PodWatcher(ListWatch):
 
     def listed(self, items: list[Pod], resource_version: str) -> None:
         """After a (re-)list: pods known but no longer listed were deleted meanwhile."""
-        listed = {(p.metadata.namespace, p.metadata.name) for p in items}
+        listed = {(p.metadata.namespace or "", p.metadata.name) for p in items}
         with self.lock:
+            self.objects = {key: pod for key, pod in self.objects.items() if key in listed}
             vanished = [v for pods in self.attempts.values() for v in pods.values()
                         if not v.gone and (v.namespace, v.name) not in listed]
         for view in vanished:
@@ -180,13 +187,11 @@ class PodWatcher(ListWatch):
             self._report((r.op_id, r.attempt), event, [])
 
     # ---- for the reconciler and the gang checks ------------------------------------------------------
-    def pods(self) -> list[PodView] | None:
-        """Every pod it follows that is on the API server, as the API server holds them now (a snapshot);
-        None unless ``synced`` (never listed yet, or re-listing after an error): then only a list can tell."""
+    def pod_objects(self) -> list[Pod] | None:
+        """Every pod it follows that is on the API server, as last seen (a snapshot); None unless ``synced``
+        (never listed yet, or re-listing after an error): then only a list can tell."""
         with self.lock:
-            if not self.synced:
-                return None
-            return [v for pods in self.attempts.values() for v in pods.values() if not v.gone]
+            return list(self.objects.values()) if self.synced else None
 
     def gangs(self) -> list[list[PodView]]:
         """The pods of every attempt of more than one pod (a snapshot)."""

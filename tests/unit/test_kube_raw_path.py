@@ -1,8 +1,10 @@
 """The dispatcher's Kubernetes path: each call runs on the dispatcher's own threads and reads its raw body
 (which hands the connection back to the pool), the pool holds a connection per call in flight and per watch,
-and the reconciler reads the pod watchers' pods while they are synced, listing only when one is not."""
+and the reconciler and the expiry check read the pod watchers' pods while they are synced, listing only
+when one is not."""
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,6 @@ import pytest
 import yaml
 from kubernetes import client
 
-from services.dispatcher.gang import PodView
 from services.dispatcher.k8s import Kube, load_api_client
 from services.dispatcher.service import Dispatcher, _connections
 from services.dispatcher.watcher import PodWatcher
@@ -19,6 +20,7 @@ from services.runtime.logging import get as get_log
 from services.runtime.settings import Settings
 from tests.builders import T0
 from tests.builders.clock import FakeClock
+from tests.unit.gang_pods import v1pod
 
 POD = b'{"metadata": {"name": "op-l-0", "namespace": "ns", "labels": {"opsched.io/op-id": "l"}}}'
 LISTED = b'{"items": [' + POD + b']}'
@@ -84,33 +86,34 @@ def test_the_pool_holds_a_connection_per_call_in_flight_and_per_watch(tmp_path):
     assert api.rest_client.pool_manager.connection_pool_kw["maxsize"] == 27
 
 
-def watching(*held: list[PodView] | None) -> list[PodWatcher]:
-    """Pod watchers holding these pods (None: not synced)."""
+async def watching(*held: list[str] | None) -> list[PodWatcher]:
+    """Pod watchers that saw these pods (Pending), and one deleted (None: not synced)."""
+    async def publish(event: Any) -> None:
+        pass
+
     watchers = []
     for pods in held:
-        w = PodWatcher(core=None, publish=None, clock=FakeClock(T0), log=get_log("test"))  # type: ignore[arg-type]
-        for view in pods or []:
-            w.attempts.setdefault(view.key, {})[view.name] = view
+        w = PodWatcher(core=None, publish=publish, clock=FakeClock(T0), log=get_log("test"))  # type: ignore[arg-type]
+        w._loop = asyncio.get_running_loop()
+        changes = [("ADDED", v1pod(name, "Pending")) for name in pods or []] + [("DELETED", v1pod("op-gone-0"))]
+        await asyncio.to_thread(lambda: [w.observe(kind, pod) for kind, pod in changes])  # as its thread does
         w.synced = pods is not None
         watchers.append(w)
     return watchers
 
 
-def view(name: str, gone: bool = False) -> PodView:
-    return PodView(name=name, namespace="ns", op_id=name, attempt=0, gone=gone)
-
-
 async def test_while_every_pod_watch_is_synced_the_reconciler_reads_their_pods_and_lists_nothing(kube):
     dispatcher = Dispatcher(Settings(dispatcher_mode="null"))
     dispatcher.kube = kube
-    dispatcher.watchers = watching([view("op-a-0"), view("op-b-0", gone=True)], [view("op-c-0")])
-    assert [v.name for v in await dispatcher._list_pods()] == ["op-a-0", "op-c-0"]  # a deleted pod is no pod
+    dispatcher.watchers = await watching(["op-a-0", "op-b-0"], ["op-c-0"])
+    assert [v.name for v in await dispatcher._list_pods()] == ["op-a-0", "op-b-0", "op-c-0"]  # not the deleted one
+    assert [p.metadata.name for p in await dispatcher._pod_objects()] == ["op-a-0", "op-b-0", "op-c-0"]  # expiry's
     assert kube.core.lists == 0  # type: ignore[attr-defined]
 
 
 async def test_with_a_pod_watch_not_synced_the_reconciler_lists_the_pods(kube):
     dispatcher = Dispatcher(Settings(dispatcher_mode="null"))
     dispatcher.kube = kube
-    dispatcher.watchers = watching([view("op-a-0")], None)
+    dispatcher.watchers = await watching(["op-a-0"], None)
     assert [v.name for v in await dispatcher._list_pods()] == ["op-l-0"]
     assert kube.core.lists == 1  # type: ignore[attr-defined]
