@@ -9,14 +9,15 @@
   PodScheduled False, reason Unschedulable) for that long is released with its whole attempt and the
   op is ``evicted`` (reason ``unschedulable``, the scheduler's own message): it goes back to its queue
   after a back-off and never holds quota forever.
-The decision is a pure function of a pod (as the API returns it, a dict) and the time.
+The decision is a pure function of a pod (as the watch decodes it, ``kobjects.Pod``) and the time. The pods
+are the pod watchers' while they are synced, else a list (as the reconciler's).
 """
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from proto.events import OperationEvicted, OperationTimedOut
 from proto.podspec import (
@@ -25,9 +26,9 @@ from proto.podspec import (
     ANNOTATION_TTL,
     LABEL_ATTEMPT,
     LABEL_OP,
-    SELECTOR,
 )
 from services.dispatcher.gang import gang_backoff
+from services.dispatcher.kobjects import ObjectMeta, Pod, PodCondition, PodStatus
 from services.runtime.clock import Clock
 
 TIMEOUT_GRACE_S = 30.0
@@ -46,58 +47,51 @@ class Expiry:
     message: str = ""
 
 
-def expiry_of(pod: dict[str, Any], now: datetime) -> Expiry | None:
-    meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
-    annotations, labels = meta.get("annotations") or {}, meta.get("labels") or {}
-    if meta.get("deletionTimestamp") or ANNOTATION_EVICTED in annotations or LABEL_OP not in labels:
+def expiry_of(pod: Pod, now: datetime) -> Expiry | None:
+    meta, status = pod.metadata, pod.status or PodStatus()
+    annotations, labels = meta.annotations or {}, meta.labels or {}
+    if meta.deletion_timestamp or ANNOTATION_EVICTED in annotations or LABEL_OP not in labels:
         return None
-    ident = (meta.get("namespace", ""), meta.get("name", ""), labels[LABEL_OP], int(labels.get(LABEL_ATTEMPT, "0")),
-             spec.get("nodeName"))
-    phase = status.get("phase")
+    node = pod.spec.node_name if pod.spec else None
+    ident = (meta.namespace or "", meta.name, labels[LABEL_OP], int(labels.get(LABEL_ATTEMPT, "0")), node)
+    phase = status.phase
     if phase in ("Succeeded", "Failed") and ANNOTATION_TTL in annotations:
         ended = _finished_at(status)
         if ended is not None and ended + timedelta(seconds=float(annotations[ANNOTATION_TTL])) <= now:
             return Expiry(TTL_EXPIRED, *ident)
-    deadline = spec.get("activeDeadlineSeconds")
-    started = _time(status.get("startTime"))
-    if phase in ("Running", "Pending") and deadline and started is not None:
-        if started + timedelta(seconds=float(deadline) + TIMEOUT_GRACE_S) <= now:
+    deadline = pod.spec.active_deadline_seconds if pod.spec else None
+    if phase in ("Running", "Pending") and deadline and status.start_time is not None:
+        if status.start_time + timedelta(seconds=float(deadline) + TIMEOUT_GRACE_S) <= now:
             return Expiry(TIMEOUT, *ident)
-    if phase == "Pending" and not spec.get("nodeName") and ANNOTATION_PENDING_TIMEOUT in annotations:
+    if phase == "Pending" and not node and ANNOTATION_PENDING_TIMEOUT in annotations:
         return _unschedulable(meta, status, float(annotations[ANNOTATION_PENDING_TIMEOUT]), ident, now)
     return None
 
 
-def _unschedulable(meta: dict[str, Any], status: dict[str, Any], limit: float,
+def _unschedulable(meta: ObjectMeta, status: PodStatus, limit: float,
                    ident: tuple[str, str, str, int, str | None], now: datetime) -> Expiry | None:
-    condition = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None)
-    if not condition or condition.get("status") != "False" or condition.get("reason") != "Unschedulable":
+    condition: PodCondition | None = next((c for c in status.conditions or [] if c.type == "PodScheduled"), None)
+    if condition is None or condition.status != "False" or condition.reason != "Unschedulable":
         return None
-    since = _time(condition.get("lastTransitionTime")) or _time(meta.get("creationTimestamp"))
+    since = condition.last_transition_time or meta.creation_timestamp
     if since is None or since + timedelta(seconds=limit) > now:
         return None
-    message = f"unschedulable for {limit:g}s (pendingTimeout): {condition.get('message') or 'no reason given'}"
+    message = f"unschedulable for {limit:g}s (pendingTimeout): {condition.message or 'no reason given'}"
     return Expiry(UNSCHEDULABLE, *ident, message=message)
 
 
-def _finished_at(status: dict[str, Any]) -> datetime | None:
-    finished = [_time((cs.get("state") or {}).get("terminated", {}).get("finishedAt"))
-                for cs in status.get("containerStatuses") or []]
-    times = [t for t in finished if t is not None]
+def _finished_at(status: PodStatus) -> datetime | None:
+    times = [cs.state.terminated.finished_at for cs in status.container_statuses or []
+             if cs.state and cs.state.terminated and cs.state.terminated.finished_at]
     return max(times) if times else None
 
 
-def _time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-async def check_expiry(kube, releaser, publish, clock: Clock, stop: asyncio.Event, log) -> None:
+async def check_expiry(pods: Callable[[], Awaitable[list[Pod]]], releaser, publish, clock: Clock,
+                       stop: asyncio.Event, log) -> None:
     """Every few seconds: delete finished pods past their ttl; time out pods past their deadline."""
     while not stop.is_set():
         try:
-            for expiry in [e for pod in await kube.list_pods(SELECTOR) if (e := expiry_of(pod, clock.now()))]:
+            for expiry in [e for pod in await pods() if (e := expiry_of(pod, clock.now()))]:
                 await _act(expiry, releaser, publish, clock)
         except Exception as exc:  # noqa: BLE001 - API or bus trouble: the next check retries
             log.warning("expiry_check_failed", error=repr(exc))

@@ -1,4 +1,10 @@
-"""The Kubernetes API, through the official client. Blocking calls run in threads, never on the loop.
+"""The Kubernetes API, through the official client. Blocking calls run in the dispatcher's own threads
+(``kube_concurrency`` of them, and as many pooled connections), never on the loop nor on asyncio's default
+executor, so that the pods of a window of admitted ops are created together.
+
+Raw JSON only: every call passes ``_preload_content=False`` and reads the body in its thread (which also
+returns the connection to the pool: a response left unread costs a new TLS handshake on the next call,
+about 25 ms of CPU); what is read is decoded with msgspec (``kobjects``), never into the client's models.
 
 Every call has a timeout (``_request_timeout``: a black-holed API server must not hang the dispatcher),
 and every failure that means the API server cannot take the call now (``unavailable``: no connection,
@@ -17,20 +23,22 @@ import asyncio
 import functools
 import json
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+import msgspec
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from proto.podspec import LABEL_ATTEMPT, LABEL_OP
+from services.dispatcher.kobjects import Pod, decode_pod_list
 from services.runtime.errors import DependencyUnavailable
 
 KUBERNETES = "kubernetes"
 DEFAULT_TIMEOUT_S = 15.0
-T = TypeVar("T")
 # The transport failing: nothing (or nothing in time) came back from the API server.
 TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
     urllib3.exceptions.MaxRetryError, urllib3.exceptions.ProtocolError, urllib3.exceptions.TimeoutError,
@@ -91,8 +99,9 @@ class NamespaceRefused(PodRejected):
         self.namespace = namespace
 
 
-def load_api_client(kubeconfig: Path | None) -> client.ApiClient:
-    """From an explicit kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster."""
+def load_api_client(kubeconfig: Path | None, connections: int = 16) -> client.ApiClient:
+    """From an explicit kubeconfig, else $KUBECONFIG/~/.kube/config, else in-cluster; with a pool of at
+    least ``connections`` connections to the API server (one per call in flight)."""
     if kubeconfig is not None:
         api = config.new_client_from_config(config_file=str(kubeconfig))
     else:
@@ -103,24 +112,33 @@ def load_api_client(kubeconfig: Path | None) -> client.ApiClient:
             api = client.ApiClient()
     if not api.configuration.verify_ssl:  # the kubeconfig asked for it (e.g. the local control plane)
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    if (api.configuration.connection_pool_maxsize or 0) < connections:
+        api.configuration.connection_pool_maxsize = connections
+        api.rest_client = type(api.rest_client)(api.configuration)  # its pool is sized when it is built
     return api
 
 
 class Kube:
     namespaces: tuple[str, ...] = ()  # the queue namespaces it may use; empty: every namespace
+    executor: Executor | None = None  # its threads (None: asyncio's default executor)
 
     def __init__(self, api_client: client.ApiClient, request_timeout_s: float = DEFAULT_TIMEOUT_S,
-                 namespaces: tuple[str, ...] = ()) -> None:
+                 namespaces: tuple[str, ...] = (), concurrency: int = 16) -> None:
         self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.request_timeout_s = request_timeout_s
         self.namespaces = namespaces
+        self.executor = ThreadPoolExecutor(concurrency, thread_name_prefix="kube")
 
-    async def call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``method(*args, **kwargs)`` in a thread, with the request timeout; an outage of the API server
+    async def call(self, method: Callable[..., Any], *args: Any, timeout_s: float | None = None,
+                   **kwargs: Any) -> bytes:
+        """``method(*args, **kwargs)`` in one of its threads, with the request timeout (or ``timeout_s``),
+        for the raw body (``_preload_content=False``), which is returned; an outage of the API server
         raised as ``DependencyUnavailable``."""
+        call = functools.partial(_body, method, *args, _request_timeout=timeout_s or self.request_timeout_s,
+                                 _preload_content=False, **kwargs)
         try:
-            return await asyncio.to_thread(method, *args, _request_timeout=self.request_timeout_s, **kwargs)
+            return await asyncio.get_running_loop().run_in_executor(self.executor, call)
         except Exception as exc:
             outage = unavailable(exc)
             if outage is None:
@@ -151,7 +169,7 @@ class Kube:
         if self.namespaces and ns not in self.namespaces:
             raise NamespaceRefused(403, ns, f"is not one of the dispatcher's ({', '.join(self.namespaces)})")
         try:
-            await self.call(self.core.create_namespaced_pod, ns, body, _preload_content=False)
+            await self.call(self.core.create_namespaced_pod, ns, body)
         except ApiException as exc:
             if _namespace_missing(exc):
                 raise NamespaceRefused(404, ns, "does not exist (the dispatcher creates no namespace)") from None
@@ -162,32 +180,32 @@ class Kube:
     async def pod_labels(self, name: str, namespace: str) -> dict[str, str] | None:
         """The labels of a pod; None if it does not exist."""
         try:
-            response = await self.call(self.core.read_namespaced_pod, name, namespace, _preload_content=False)
+            data = await self.call(self.core.read_namespaced_pod, name, namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        return (json.loads(response.data).get("metadata") or {}).get("labels") or {}
+        return _POD.decode(data).metadata.labels or {}
 
     async def annotate_pod(self, name: str, namespace: str, annotations: dict[str, str]) -> bool:
         """Merge ``annotations`` into the pod's; False if the pod does not exist."""
         body = {"metadata": {"annotations": annotations}}
         try:
             await self.call(self.core.patch_namespaced_pod, name, namespace, body,
-                            _content_type="application/merge-patch+json", _preload_content=False)
+                            _content_type="application/merge-patch+json")
         except ApiException as exc:
             if exc.status == 404:
                 return False
             raise
         return True
 
-    async def list_pods(self, selector: str) -> list[dict[str, Any]]:
-        """Pods of its namespaces (else of every namespace) with these labels, as plain dicts (no model
-        deserialisation)."""
-        items: list[dict[str, Any]] = []
+    async def list_pods(self, selector: str, timeout_s: float | None = None) -> list[Pod]:
+        """Pods of its namespaces (else of every namespace) with these labels, decoded into what the
+        dispatcher reads of them (``kobjects.Pod``); ``timeout_s`` instead of the request timeout (a long list)."""
+        items: list[Pod] = []
         for list_call in self.pod_lists():
-            response = await self.call(list_call, label_selector=selector, _preload_content=False)
-            items += json.loads(response.data).get("items", [])
+            data = await self.call(list_call, label_selector=selector, timeout_s=timeout_s)
+            items += decode_pod_list(data).items
         return items
 
     def pod_lists(self) -> list[Callable[..., Any]]:
@@ -197,18 +215,26 @@ class Kube:
         return [functools.partial(self.core.list_namespaced_pod, ns) for ns in self.namespaces]
 
     async def pod_names(self, namespace: str, selector: str) -> list[str]:
-        result = await self.call(self.core.list_namespaced_pod, namespace, label_selector=selector)
-        return [pod.metadata.name for pod in result.items]
+        data = await self.call(self.core.list_namespaced_pod, namespace, label_selector=selector)
+        return [pod.metadata.name for pod in decode_pod_list(data).items]
 
     async def delete_pod(self, name: str, namespace: str, grace_s: int) -> bool:
         try:
             await self.call(self.core.delete_namespaced_pod, name, namespace,
-                            grace_period_seconds=grace_s, _preload_content=False)
+                            grace_period_seconds=grace_s)
         except ApiException as exc:
             if exc.status == 404:
                 return False
             raise
         return True
+
+
+def _body(method: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
+    """The raw body of the call's answer, read in full: only then does the connection go back to the pool."""
+    return getattr(method(*args, **kwargs), "data", None) or b""
+
+
+_POD = msgspec.json.Decoder(Pod)
 
 
 def _namespace_missing(exc: ApiException) -> bool:

@@ -1,10 +1,13 @@
 """A list+watch loop on a thread (the official client blocks), handing results to the event loop.
 
-Subclasses say what to list and watch (``list_call``, ``watch_kwargs``) and what an object means
-(``observe``). A watch that the server ends (``timeoutSeconds``) resumes from the last resource version
+Subclasses say what to list and watch (``list_call``, ``watch_kwargs``, ``decoders``) and what an object
+means (``observe``). Lists and watch lines are raw JSON (``_preload_content=False``) decoded with msgspec
+into ``kobjects`` (only the fields the dispatcher reads), never into the client's models. A watch that the server ends (``timeoutSeconds``) resumes from the last resource version
 it saw; the loop re-lists when the API answers 410 Gone, when the connection drops or stays silent past
-the client's read timeout (a dead API server), retrying after 1 s on errors, and stays quiet once stopped
-(e.g. while the API server shuts down).
+the client's read timeout (a dead API server) and on any ERROR event, retrying after 1 s on errors, and
+stays quiet once stopped (e.g. while the API server shuts down). ``synced`` says whether what it observed
+is the API server's current state: listed, and watching since (False before the first list and from a
+watch's failure until the next list is through).
 
 Every call has a timeout, so a live loop always makes progress: a list answered or failed, a watch event,
 a watch ended, a retry. ``liveness`` says when the thread died (an exception escaped) or made no progress
@@ -14,12 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-from kubernetes import watch
 from kubernetes.client.rest import ApiException
+
+from services.dispatcher.kobjects import Decoders
 
 WATCH_TIMEOUT_S = 60  # the API server ends every watch after this long; the loop resumes from where it was
 CONNECT_TIMEOUT_S = 10.0
@@ -34,6 +38,7 @@ STUCK_AFTER_S = CONNECT_TIMEOUT_S + REQUEST_TIMEOUT[1] + 30.0
 class ListWatch:
     name = "list-watch"
     forbidden = ""  # what a 403 means (RBAC): the grant it lacks, logged with each refused list or watch
+    decoders: Decoders[Any]  # of the objects it lists and watches
 
     def __init__(self, log, clock) -> None:
         self.log = log
@@ -43,6 +48,7 @@ class ListWatch:
         self._thread: threading.Thread | None = None
         self._beat: datetime | None = None  # the loop's last sign of progress
         self._died: str | None = None  # what escaped the loop and ended the thread
+        self.synced = False  # listed, and watching since
 
     # -- for subclasses ---------------------------------------------------------------------------
     def list_call(self) -> Callable[..., Any]:
@@ -107,28 +113,49 @@ class ListWatch:
             self._progress()
 
     def _list(self) -> str:
-        result = self.list_call()(**self.watch_kwargs(), _request_timeout=LIST_TIMEOUT)
+        response = self.list_call()(**self.watch_kwargs(), _request_timeout=LIST_TIMEOUT, _preload_content=False)
+        result = self.decoders.list.decode(response.data)
         self._progress()
         for item in result.items:
             self.observe("MODIFIED", item)
         self.listed(result.items, result.metadata.resource_version)
+        self.synced = True
         return result.metadata.resource_version
 
     def _watch(self, rv: str) -> None:
         """Watch from ``rv`` until stopped; each watch the server ends resumes where it was.
-        Raises on 410 Gone and on connection errors and read timeouts (the caller re-lists)."""
-        while not self._stop.is_set():
-            w = watch.Watch()
-            for item in w.stream(self.list_call(), resource_version=rv, timeout_seconds=WATCH_TIMEOUT_S,
-                                 _request_timeout=REQUEST_TIMEOUT, **self.watch_kwargs()):
+        Raises on ERROR events (410 Gone among them) and on connection errors and read timeouts (the
+        caller re-lists); no longer ``synced`` from then on."""
+        try:
+            while not self._stop.is_set():
+                rv = self._watch_once(rv)
                 if self._stop.is_set():
-                    w.stop()
                     return
-                self.observe(item["type"], item["object"])
+                self.resumed()
                 self._progress()
-            rv = w.resource_version or rv
-            self.resumed()
-            self._progress()
+        finally:
+            self.synced = False
+
+    def _watch_once(self, rv: str) -> str:
+        """One watch from ``rv``, until the server ends it (or the loop is stopped); the last version seen."""
+        response = self.list_call()(watch=True, resource_version=rv, timeout_seconds=WATCH_TIMEOUT_S,
+                                    _request_timeout=REQUEST_TIMEOUT, _preload_content=False, **self.watch_kwargs())
+        try:
+            for line in _lines(response):
+                if self._stop.is_set():
+                    return rv
+                event = self.decoders.event.decode(line)
+                if event.type == "ERROR":
+                    status = self.decoders.status.decode(event.object)
+                    raise ApiException(status=status.code, reason=f"{status.reason}: {status.message}")
+                obj = self.decoders.object.decode(event.object)
+                rv = obj.metadata.resource_version or rv
+                if event.type != "BOOKMARK":
+                    self.observe(event.type, obj)
+                self._progress()
+            return rv
+        finally:
+            response.close()  # read to its end, its connection is back in the pool already
 
     def run_on_loop(self, coro: Awaitable[Any], what: str) -> bool:
         """Run a coroutine (a publish) on the event loop and wait for it; False if it failed."""
@@ -140,6 +167,18 @@ class ListWatch:
             self.log.warning("publish_failed", what=what, error=f"{type(exc).__name__}: {exc}")  # APIError: repr is bare
             return False
         return True
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    """The non-empty lines of a streamed answer (one watch event each), as they arrive."""
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        buffer += chunk
+        if b"\n" in buffer:
+            *lines, buffer = buffer.split(b"\n")
+            yield from (line for line in lines if line.strip())
+    if buffer.strip():
+        yield buffer
 
 
 async def _awaited(awaitable: Awaitable[Any]) -> Any:

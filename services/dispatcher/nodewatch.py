@@ -1,6 +1,6 @@
 """Watch the nodes and publish what admission needs to know about them: capacity per flavor.
 
-A thread runs list+watch (the official client blocks) and hands each changed fact to the event
+A thread runs list+watch (the official client blocks; msgspec decodes what it answers) and hands each changed fact to the event
 loop, which publishes it on ``cluster.node.<name>`` (the OPSCHED_CLUSTER stream keeps the latest
 per node). Kubelets rewrite their node every few seconds (heartbeat times in the conditions), so
 only a change of labels, allocatable, taints or schedulability is published. The facts already on
@@ -18,10 +18,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from kubernetes.client import CoreV1Api, V1Node, V1Taint
+from kubernetes.client import CoreV1Api
 
 from proto import codec, subjects
 from proto.cluster import ClusterEvent, NodeObserved, NodeRemoved
+from services.dispatcher.kobjects import NODES, Node, Taint
 from services.dispatcher.listwatch import ListWatch
 from services.runtime.clock import Clock
 
@@ -31,7 +32,7 @@ Outgoing = tuple[ClusterEvent, str]  # the event and its Nats-Msg-Id
 
 # ---- pure: a node → its fact, and what to publish -----------------------------------------------
 
-def observed(node: V1Node, at: datetime) -> NodeObserved:
+def observed(node: Node, at: datetime) -> NodeObserved:
     status, spec = node.status, node.spec
     return NodeObserved(
         node=node.metadata.name, at=at,
@@ -42,11 +43,11 @@ def observed(node: V1Node, at: datetime) -> NodeObserved:
     )
 
 
-def _taint(taint: V1Taint) -> dict[str, str]:
+def _taint(taint: Taint) -> dict[str, str]:
     return {"key": taint.key, "value": taint.value or "", "effect": taint.effect}
 
 
-def is_schedulable(node: V1Node) -> bool:
+def is_schedulable(node: Node) -> bool:
     """Ready and not cordoned."""
     conditions = (node.status.conditions if node.status else None) or []
     ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
@@ -77,7 +78,7 @@ class NodeFacts:
         else:
             self.published.pop(event.node, None)
 
-    def on_node(self, kind: str, node: V1Node, at: datetime) -> Outgoing | None:
+    def on_node(self, kind: str, node: Node, at: datetime) -> Outgoing | None:
         name, rv = node.metadata.name, node.metadata.resource_version or ""
         if kind == "DELETED":
             return NodeRemoved(node=name, at=at), f"node.{name}.removed.{rv}"
@@ -98,6 +99,7 @@ class NodeFacts:
 class NodeWatcher(ListWatch):
     name = "node_watch"
     forbidden = "grant the dispatcher get, list and watch on nodes (deploy/kubernetes/20-rbac.yaml)"
+    decoders = NODES
 
     def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log) -> None:
         super().__init__(log, clock)
@@ -116,12 +118,12 @@ class NodeWatcher(ListWatch):
     def list_call(self):
         return self.core.list_node
 
-    def listed(self, items: list[V1Node], resource_version: str) -> None:
+    def listed(self, items: list[Node], resource_version: str) -> None:
         names = [n.metadata.name for n in items]
         for event, mid in self.facts.gone(names, resource_version, self.clock.now()):
             self._hand_over(event, mid)
 
-    def observe(self, kind: str, node: V1Node) -> None:
+    def observe(self, kind: str, node: Node) -> None:
         out = self.facts.on_node(kind, node, self.clock.now())
         if out is not None:
             self._hand_over(*out)

@@ -1,8 +1,6 @@
 """Translate a pod into what the dispatcher knows about it (pure; no API calls)."""
 from __future__ import annotations
 
-from kubernetes.client import V1Pod
-
 from proto.podspec import (
     LABEL_ATTEMPT,
     LABEL_GANG_SIZE,
@@ -12,9 +10,10 @@ from proto.podspec import (
     RELEASE_ANNOTATIONS,
 )
 from services.dispatcher.gang import PodView
+from services.dispatcher.kobjects import Pod
 
 
-def op_of(pod: V1Pod) -> tuple[str, int] | None:
+def op_of(pod: Pod) -> tuple[str, int] | None:
     labels = pod.metadata.labels or {}
     if LABEL_OP not in labels:
         return None
@@ -24,7 +23,7 @@ def op_of(pod: V1Pod) -> tuple[str, int] | None:
         return labels[LABEL_OP], 0
 
 
-def view_of(pod: V1Pod, *, gone: bool = False) -> PodView | None:
+def view_of(pod: Pod, *, gone: bool = False) -> PodView | None:
     """The pod as one member of its attempt; None for a pod no op owns. Pods created before gangs
     existed (no replica or gang-size label) are the main pod of a gang of one."""
     ident = op_of(pod)
@@ -48,9 +47,10 @@ def _size(value: str | None) -> int:
         return 1
 
 
-def failure_of(pod: V1Pod) -> tuple[str, str, int | None]:
+def failure_of(pod: Pod) -> tuple[str, str, int | None]:
     """(reason, message, exit code) of a failed pod: the pod's own reason wins (e.g. DeadlineExceeded)."""
     status = pod.status
+    assert status is not None  # a Failed pod has a status
     for cs in status.container_statuses or []:
         term = cs.state.terminated if cs.state else None
         if term is not None and term.exit_code not in (None, 0):

@@ -17,7 +17,10 @@ that hung, a dispatcher that was not running):
   ``opsched.io/evicted: orphaned``, then deleted, so the watcher never takes it for a failure. Finished
   pods are left to ``termination.ttl``; pods of an attempt being stopped or preempted to that handler.
 
-``decide`` is pure (the table, the pods, the time → actions); ``Reconciler`` lists, decides and acts."""
+``decide`` is pure (the table, the pods, the time → actions); ``Reconciler`` lists, decides and acts. The
+pods come from the pod watchers' own state while their watches are synced (listed, and watching since:
+they hold every pod they saw), else from a list of the API server (never listed yet, re-listing after an
+error); a watch that hangs silently is no longer synced once the client's read timeout ends it."""
 from __future__ import annotations
 
 import asyncio
@@ -31,7 +34,6 @@ from proto.events import Event, OperationFailed
 from proto.podspec import ANNOTATION_EVICTED
 from services.dispatcher.attempts import Attempt, Attempts, Stage
 from services.dispatcher.gang import DELETED_REASON, AttemptKey, PodView, assess, main_of
-from services.dispatcher.podstatus import view_of
 from services.dispatcher.preempt import _pause
 
 ORPHANED = "orphaned"  # evicted: a pod no live attempt owns
@@ -126,7 +128,7 @@ def _orphaned(latest: Attempt | None, key: AttemptKey, views: list[PodView], now
 
 # ---- acting on the plan ----------------------------------------------------------------------------
 
-ListPods = Callable[[], Awaitable[list[Any]]]  # opsched's pods, as the API returns them (V1Pod)
+ListPods = Callable[[], Awaitable[list[PodView]]]  # opsched's pods on the API server
 Redispatch = Callable[[Attempt], Awaitable[Event | None]]  # the admitted handler's path
 Publish = Callable[[Event], Awaitable[Any]]
 Free = Callable[[list[PodView], dict[str, str]], Awaitable[Any]]
@@ -152,7 +154,7 @@ class Reconciler:
     async def reconcile(self) -> list[Action]:
         """One round: snapshot the table, list the pods, decide, act. Returns what it did."""
         table = {a.op_id: a for a in self.attempts.snapshot()}
-        pods = [v for v in map(view_of, await self.list_pods()) if v is not None]
+        pods = await self.list_pods()
         plan = decide(table, pods, self.clock.now(), self.settings.reconcile_grace_s, self.vanishing)
         self.vanishing = plan.vanishing
         for action in plan.actions:

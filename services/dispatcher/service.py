@@ -14,7 +14,6 @@ namespaces (``OPSCHED_POD_NAMESPACES``: its RBAC Roles), it watches and lists po
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import msgspec
 
@@ -34,7 +33,9 @@ from services.dispatcher.expiry import check_expiry
 from services.dispatcher.fates import Fates
 from services.dispatcher.gang import PodView
 from services.dispatcher.k8s import Kube, load_api_client
+from services.dispatcher.kobjects import Pod
 from services.dispatcher.nodewatch import NodeWatcher
+from services.dispatcher.podstatus import view_of
 from services.dispatcher.preempt import Releaser, check_gangs
 from services.dispatcher.reconciler import Reconciler
 from services.dispatcher.watcher import PodWatcher
@@ -56,7 +57,8 @@ class Dispatcher(Service):
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         super().__init__(settings, clock)
         self.kube = None if settings.dispatcher_mode == "null" else Kube(
-            load_api_client(settings.kubeconfig), settings.kube_request_timeout_s, settings.queue_namespaces())
+            load_api_client(settings.kubeconfig, _connections(settings)), settings.kube_request_timeout_s,
+            settings.queue_namespaces(), settings.kube_concurrency)
         self.releaser: Releaser | None = None
         self.watchers: list[PodWatcher] = []  # one per queue namespace, or one of every namespace
         self.node_watcher: NodeWatcher | None = None
@@ -166,7 +168,7 @@ class Dispatcher(Service):
 
     async def run_expiry_checks(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None and self.releaser is not None
-        await check_expiry(self.kube, self.releaser, bus.publish, self.clock, stop, self.log)
+        await check_expiry(self._pod_objects, self.releaser, bus.publish, self.clock, stop, self.log)
 
     async def reconcile(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None and self.releaser is not None
@@ -174,13 +176,16 @@ class Dispatcher(Service):
                                 self.clock, self.settings, self.log)
         await reconciler.run(stop)
 
-    async def _list_pods(self) -> list[Any]:
+    async def _list_pods(self) -> list[PodView]:
+        return [view for view in map(view_of, await self._pod_objects()) if view is not None]
+
+    async def _pod_objects(self) -> list[Pod]:
+        """opsched's pods as the API server holds them: the pod watchers' while every one is synced, else a list."""
         assert self.kube is not None
-        items: list[Any] = []
-        for list_call in self.kube.pod_lists():
-            listed = await asyncio.to_thread(list_call, label_selector=SELECTOR, _request_timeout=LIST_TIMEOUT_S)
-            items += listed.items
-        return items
+        held = [watcher.pod_objects() for watcher in self.watchers]
+        if self.watchers and all(pods is not None for pods in held):
+            return [pod for pods in held for pod in pods or ()]
+        return await self.kube.list_pods(SELECTOR, timeout_s=LIST_TIMEOUT_S)
 
     async def _redispatch(self, attempt: Attempt) -> Event | None:
         assert attempt.admitted is not None
@@ -190,6 +195,12 @@ class Dispatcher(Service):
     async def _publish(self, event: Event) -> None:
         assert self.bus is not None
         await self.bus.publish(event)
+
+
+def _connections(settings: Settings) -> int:
+    """One per call in flight, and one per watch (a pod watch per queue namespace, the node watch): fewer,
+    and every call beyond them opens a new TLS connection and drops it after."""
+    return settings.kube_concurrency + len(settings.queue_namespaces() or (None,)) + 1
 
 
 def build(settings: Settings, clock: Clock | None = None) -> Dispatcher:

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from kubernetes.client import CoreV1Api, V1Pod
+from kubernetes.client import CoreV1Api
 
 from proto import codec, subjects
 from proto.events import (
@@ -43,6 +43,7 @@ from services.dispatcher.gang import (
     all_gone,
     assess,
 )
+from services.dispatcher.kobjects import PODS, Pod
 from services.dispatcher.listwatch import ListWatch
 from services.dispatcher.podstatus import view_of
 from services.runtime.clock import Clock
@@ -55,6 +56,7 @@ class PodWatcher(ListWatch):
     name = "pod_watch"
     forbidden = ("grant the dispatcher a Role on pods in each queue namespace and list them in "
                  "OPSCHED_POD_NAMESPACES (deploy/kubernetes/22-queue-namespace-*.yaml)")
+    decoders = PODS
 
     def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log, free: Free | None = None,
                  namespace: str | None = None) -> None:
@@ -69,6 +71,7 @@ class PodWatcher(ListWatch):
         self.attempts: dict[AttemptKey, dict[str, PodView]] = {}  # pods seen, per attempt
         self.reported: dict[AttemptKey, str] = {}  # attempt -> type of the last event published
         self.preempting: dict[AttemptKey, PreemptRequested] = {}  # asked for, not yet reported
+        self.objects: dict[tuple[str, str], Pod] = {}  # (namespace, name) -> the pod as last seen; for expiry
 
     def list_call(self):
         return self.core.list_pod_for_all_namespaces if self.namespace is None else self.core.list_namespaced_pod
@@ -82,7 +85,12 @@ class PodWatcher(ListWatch):
         return self.namespace is None or self.namespace == namespace
 
     # ---- pods -----------------------------------------------------------------------------------
-    def observe(self, kind: str, pod: V1Pod) -> None:
+    def observe(self, kind: str, pod: Pod) -> None:
+        with self.lock:
+            if kind == "DELETED":
+                self.objects.pop((pod.metadata.namespace or "", pod.metadata.name), None)
+            else:
+                self.objects[(pod.metadata.namespace or "", pod.metadata.name)] = pod
         view = view_of(pod, gone=kind == "DELETED")
         if view is not None:
             self.apply(view)
@@ -122,10 +130,11 @@ class PodWatcher(ListWatch):
         if rest and self.free is not None:
             self.run_on_loop(self.free(rest, {ANNOTATION_EVICTED: why}), f"gang of {rest[0].op_id}")
 
-    def listed(self, items: list[V1Pod], resource_version: str) -> None:
+    def listed(self, items: list[Pod], resource_version: str) -> None:
         """After a (re-)list: pods known but no longer listed were deleted meanwhile."""
-        listed = {(p.metadata.namespace, p.metadata.name) for p in items}
+        listed = {(p.metadata.namespace or "", p.metadata.name) for p in items}
         with self.lock:
+            self.objects = {key: pod for key, pod in self.objects.items() if key in listed}
             vanished = [v for pods in self.attempts.values() for v in pods.values()
                         if not v.gone and (v.namespace, v.name) not in listed]
         for view in vanished:
@@ -168,7 +177,7 @@ class PodWatcher(ListWatch):
         self.seed_preemptions([e for e in requested if isinstance(e, PreemptRequested)],
                               [e for e in reported if isinstance(e, OperationPreempted)])
 
-    def _report_orphan_preemptions(self, items: list[V1Pod]) -> None:
+    def _report_orphan_preemptions(self, items: list[Pod]) -> None:
         keys = {view.key for view in map(view_of, items) if view is not None}
         with self.lock:
             orphans = [r for k, r in self.preempting.items() if k not in keys and k not in self.attempts]
@@ -177,7 +186,13 @@ class PodWatcher(ListWatch):
                                        preemptor=r.preemptor, reason=r.reason, message=r.message)
             self._report((r.op_id, r.attempt), event, [])
 
-    # ---- for the gang checks ----------------------------------------------------------------------
+    # ---- for the reconciler and the gang checks ------------------------------------------------------
+    def pod_objects(self) -> list[Pod] | None:
+        """Every pod it follows that is on the API server, as last seen (a snapshot); None unless ``synced``
+        (never listed yet, or re-listing after an error): then only a list can tell."""
+        with self.lock:
+            return list(self.objects.values()) if self.synced else None
+
     def gangs(self) -> list[list[PodView]]:
         """The pods of every attempt of more than one pod (a snapshot)."""
         with self.lock:

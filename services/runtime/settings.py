@@ -75,6 +75,8 @@ class Settings(BaseSettings):
     dispatcher_mode: Literal["kubernetes", "null"] = "kubernetes"
     kube_request_timeout_s: float = Field(
         15.0, gt=0, description="every Kubernetes API call gives up after this long (a black-holed API server)")
+    kube_concurrency: int = Field(
+        16, ge=1, description="Kubernetes API calls the dispatcher makes at once (its threads and connections)")
     stop_grace_s: int = Field(30, ge=0, description="grace period of pods deleted by a stop or a gang release")
     preempt_grace_s: int = Field(30, ge=0, description="grace period of preempted pods (SIGTERM, then time to checkpoint)")
     gang_timeout_s: float = Field(120.0, gt=0, description="a gang not all Running this long after its main pod was created is evicted")

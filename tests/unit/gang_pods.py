@@ -1,20 +1,9 @@
 """The pods of op ``g``'s attempts, as the dispatcher sees them (``PodView``) and as the API returns
-them (``V1Pod``), with the settings and annotations the gang tests use."""
+them (``kobjects.Pod``), with the settings and annotations the gang tests use."""
 from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-
-from kubernetes.client import (
-    V1Container,
-    V1ContainerState,
-    V1ContainerStateTerminated,
-    V1ContainerStatus,
-    V1ObjectMeta,
-    V1Pod,
-    V1PodSpec,
-    V1PodStatus,
-)
 
 from proto.podspec import (
     ANNOTATION_EVICTED,
@@ -29,6 +18,15 @@ from proto.podspec import (
     MANAGER,
 )
 from services.dispatcher.gang import GANG_TIMEOUT, PodView
+from services.dispatcher.kobjects import (
+    ContainerState,
+    ContainerStateTerminated,
+    ContainerStatus,
+    ObjectMeta,
+    Pod,
+    PodSpec,
+    PodStatus,
+)
 from services.runtime.settings import Settings
 from tests.builders import T0, t
 
@@ -58,15 +56,15 @@ def gone(view: PodView, **fields) -> PodView:
 
 
 def v1pod(name: str = "op-g-0", phase: str = "Running", *, replica: str | None = "main", size: str | None = "2",
-          annotations: dict | None = None, deleting: bool = False, exit_code: int | None = None) -> V1Pod:
+          annotations: dict | None = None, deleting: bool = False, exit_code: int | None = None) -> Pod:
     labels = {MANAGED_BY: MANAGER, LABEL_OP: "g", LABEL_ATTEMPT: "1"}
     labels.update({k: v for k, v in ((LABEL_REPLICA, replica), (LABEL_GANG_SIZE, size)) if v is not None})
     statuses = None
     if exit_code is not None:
-        term = V1ContainerState(terminated=V1ContainerStateTerminated(exit_code=exit_code))
-        statuses = [V1ContainerStatus(name="main", image="i", image_id="", ready=False, restart_count=0, state=term)]
-    return V1Pod(
-        metadata=V1ObjectMeta(name=name, namespace="ns", labels=labels, annotations=annotations,
-                              creation_timestamp=T0, deletion_timestamp=t(1) if deleting else None),
-        spec=V1PodSpec(containers=[V1Container(name="main")], node_name="n1"),
-        status=V1PodStatus(phase=phase, container_statuses=statuses))
+        term = ContainerState(terminated=ContainerStateTerminated(exit_code=exit_code))
+        statuses = [ContainerStatus(name="main", state=term)]
+    return Pod(
+        metadata=ObjectMeta(name=name, namespace="ns", labels=labels, annotations=annotations,
+                            creation_timestamp=T0, deletion_timestamp=t(1) if deleting else None),
+        spec=PodSpec(node_name="n1"),
+        status=PodStatus(phase=phase, container_statuses=statuses))

@@ -1,10 +1,20 @@
 """The dispatcher's own time limits: ttl after the end, and a timeout the kubelet did not enforce."""
 from __future__ import annotations
 
+from datetime import datetime
+
+import msgspec
 import pytest
 
-from services.dispatcher.expiry import TIMEOUT, TTL_EXPIRED, UNSCHEDULABLE, expiry_of
+from services.dispatcher import expiry
+from services.dispatcher.expiry import TIMEOUT, TTL_EXPIRED, UNSCHEDULABLE, Expiry
+from services.dispatcher.kobjects import PODS
 from tests.builders import case, case_name, t
+
+
+def expiry_of(pod: dict, now: datetime) -> Expiry | None:
+    """The decision about ``pod`` as the API server answers it (JSON), decoded as the watch decodes it."""
+    return expiry.expiry_of(PODS.object.decode(msgspec.json.encode(pod)), now)
 
 
 def pod(phase: str, *, ttl: str | None = None, deadline: int | None = None, started: str = "2026-01-01T12:00:00Z",

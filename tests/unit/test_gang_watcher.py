@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from kubernetes.client import V1Pod
 
 from proto.events import (
     OperationFailed,
@@ -16,6 +15,7 @@ from proto.events import (
 )
 from proto.podspec import ANNOTATION_EVICTED, ANNOTATION_STOPPED
 from services.dispatcher.gang import DELETED_REASON, GANG_FAILED, GANG_FINISHED, assess
+from services.dispatcher.kobjects import Pod
 from services.dispatcher.podstatus import view_of
 from services.dispatcher.watcher import PodWatcher
 from services.runtime.logging import get as get_log
@@ -70,7 +70,7 @@ async def watcher():
     return w
 
 
-async def seen(w: PodWatcher, *changes: tuple[str, V1Pod]) -> list:
+async def seen(w: PodWatcher, *changes: tuple[str, Pod]) -> list:
     """Hand pod events to the watcher as its thread would."""
     def run() -> None:
         for kind, obj in changes:

@@ -37,7 +37,7 @@ class RecordingCore:
             assert self.stop is not None
             self.stop.stop()
             raise ConnectionError("the test's API server ends every watch")
-        return SimpleNamespace(items=[], data=b'{"items": []}', metadata=SimpleNamespace(resource_version="7"))
+        return SimpleNamespace(data=b'{"items": [], "metadata": {"resourceVersion": "7"}}')
 
     def list_pod_for_all_namespaces(self, **kwargs: Any) -> client.V1PodList:
         return self._answer("list_pod_for_all_namespaces", kwargs)
@@ -82,6 +82,7 @@ async def test_every_call_through_kube_has_the_request_timeout(kube):
     calls = kube.core.calls  # type: ignore[attr-defined]
     assert len(calls) == 5 and untimed(calls) == []
     assert {kwargs["_request_timeout"] for _, kwargs in calls} == {3.0}
+    assert all(kwargs["_preload_content"] is False for _, kwargs in calls)  # raw JSON: never the client's models
 
 
 async def test_the_reconcilers_list_has_a_timeout(kube):
@@ -121,4 +122,5 @@ async def test_the_watch_threads_list_and_watch_with_timeouts(make):
     assert listed == watched and untimed(core.calls) == []
     assert list_kwargs.get("namespace") == watch_kwargs.get("namespace") == getattr(watcher, "namespace", None)
     assert watch_kwargs["watch"] is True and watch_kwargs["resource_version"] == "7"
+    assert list_kwargs["_preload_content"] is watch_kwargs["_preload_content"] is False  # raw JSON, msgspec
     assert 0 < watch_kwargs["timeout_seconds"] < watch_kwargs["_request_timeout"][1]  # the server ends it first

@@ -5,20 +5,12 @@ import asyncio
 from datetime import datetime, timezone
 from types import SimpleNamespace
 
+import msgspec
 import pytest
-from kubernetes.client import (
-    V1ListMeta,
-    V1Node,
-    V1NodeCondition,
-    V1NodeList,
-    V1NodeSpec,
-    V1NodeStatus,
-    V1ObjectMeta,
-    V1Taint,
-)
 
 from proto import codec, subjects
 from proto.cluster import NodeObserved, NodeRemoved
+from services.dispatcher.kobjects import NODES, Node, ObjectMeta, Taint
 from services.dispatcher.nodewatch import (
     NodeFacts,
     NodeWatcher,
@@ -34,23 +26,24 @@ HEARTBEAT = datetime(2026, 1, 1, 11, 0, tzinfo=timezone.utc)
 
 
 def node(name: str = "gpu-a", *, rv: str = "1", gpus: str = "2", product: str = "A100",
-         ready: str | None = "True", unschedulable: bool | None = None, taints: list[V1Taint] | None = None,
-         heartbeat: datetime = HEARTBEAT, labels: dict[str, str] | None = None) -> V1Node:
-    conditions = [V1NodeCondition(type="MemoryPressure", status="False", last_heartbeat_time=heartbeat)]
+         ready: str | None = "True", unschedulable: bool | None = None, taints: list[Taint] | None = None,
+         heartbeat: datetime = HEARTBEAT, labels: dict[str, str] | None = None) -> Node:
+    """A node as the API server answers it (JSON, heartbeats and all), decoded as the watch decodes it."""
+    beat = heartbeat.isoformat().replace("+00:00", "Z")
+    conditions = [{"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": beat}]
     if ready is not None:
-        conditions.append(V1NodeCondition(type="Ready", status=ready, last_heartbeat_time=heartbeat))
-    return V1Node(
-        metadata=V1ObjectMeta(name=name, resource_version=rv,
-                              labels={GPU_PRODUCT: product, **(labels or {})}),
-        spec=V1NodeSpec(unschedulable=unschedulable, taints=taints),
-        status=V1NodeStatus(allocatable={GPU: gpus, "cpu": "32", "memory": "256Gi"}, conditions=conditions),
-    )
+        conditions.append({"type": "Ready", "status": ready, "lastHeartbeatTime": beat})
+    return NODES.object.decode(msgspec.json.encode({
+        "metadata": {"name": name, "resourceVersion": rv, "labels": {GPU_PRODUCT: product, **(labels or {})}},
+        "spec": {"unschedulable": unschedulable, "taints": taints},
+        "status": {"allocatable": {GPU: gpus, "cpu": "32", "memory": "256Gi"}, "conditions": conditions},
+    }))
 
 
 # ---- translation ----------------------------------------------------------------------------------
 
 def test_a_node_becomes_its_labels_allocatable_taints_and_schedulability():
-    taints = [V1Taint(key=GPU, effect="NoSchedule"), V1Taint(key="pool", value="spot", effect="NoExecute")]
+    taints = [Taint(key=GPU, effect="NoSchedule"), Taint(key="pool", value="spot", effect="NoExecute")]
     event = observed(node("gpu-a", taints=taints), T0)
     assert event == NodeObserved(
         node="gpu-a", at=T0,
@@ -63,7 +56,7 @@ def test_a_node_becomes_its_labels_allocatable_taints_and_schedulability():
 
 
 def test_a_node_without_status_or_spec_yet_is_observed_as_not_schedulable():
-    event = observed(V1Node(metadata=V1ObjectMeta(name="fresh")), T0)
+    event = observed(Node(metadata=ObjectMeta(name="fresh")), T0)
     assert event == NodeObserved(node="fresh", at=T0, labels={}, allocatable={}, taints=[], schedulable=False)
 
 
@@ -81,7 +74,7 @@ def test_schedulable_means_ready_and_not_cordoned(c):
 
 
 def test_the_event_round_trips_on_the_wire():
-    event = observed(node(taints=[V1Taint(key="k", value="v", effect="NoSchedule")]), T0)
+    event = observed(node(taints=[Taint(key="k", value="v", effect="NoSchedule")]), T0)
     assert codec.decode_cluster(codec.encode(event)) == event
 
 
@@ -94,7 +87,7 @@ def test_the_cloudevent_subject_of_a_node_fact_is_the_node():
 
 # ---- change detection ---------------------------------------------------------------------------
 
-def publish_all(facts: NodeFacts, *updates: tuple[str, V1Node]) -> list[tuple[object, str]]:
+def publish_all(facts: NodeFacts, *updates: tuple[str, Node]) -> list[tuple[object, str]]:
     """Feed watch events; 'publish' (mark) whatever the facts say to publish; return it."""
     out = []
     for i, (kind, n) in enumerate(updates):
@@ -119,7 +112,7 @@ def test_a_heartbeat_only_update_is_not_published():
 @pytest.mark.parametrize("c", [
     case("a label added", kw={"labels": {"pool": "spot"}}),
     case("allocatable changed", kw={"gpus": "1"}),
-    case("a taint added", kw={"taints": [V1Taint(key="maintenance", effect="NoSchedule")]}),
+    case("a taint added", kw={"taints": [Taint(key="maintenance", effect="NoSchedule")]}),
     case("the node cordoned", kw={"unschedulable": True}),
     case("the node NotReady", kw={"ready": "False"}),
 ], ids=case_name)
@@ -169,11 +162,11 @@ def test_a_relist_removes_the_nodes_deleted_while_nobody_watched():
 # ---- the watcher hands its decisions to the bus -------------------------------------------------
 
 class FakeCore:
-    def __init__(self, *nodes: V1Node) -> None:
+    def __init__(self, *nodes: Node) -> None:
         self.nodes = list(nodes)
 
-    def list_node(self, **_kwargs) -> V1NodeList:  # _request_timeout
-        return V1NodeList(metadata=V1ListMeta(resource_version="10"), items=self.nodes)
+    def list_node(self, **_kwargs) -> SimpleNamespace:  # _request_timeout, _preload_content=False: raw JSON
+        return SimpleNamespace(data=msgspec.json.encode({"metadata": {"resourceVersion": "10"}, "items": self.nodes}))
 
 
 class FakeLog:

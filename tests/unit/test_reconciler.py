@@ -16,6 +16,7 @@ from proto.events import (
 )
 from services.dispatcher.attempts import Attempts, Stage
 from services.dispatcher.gang import DELETED_REASON
+from services.dispatcher.podstatus import view_of
 from services.dispatcher.reconciler import ORPHANED, Dispatch, Reconciler, Release, Report, decide
 from services.runtime.logging import get as get_log
 from services.runtime.settings import Settings
@@ -165,7 +166,7 @@ class FakeKube:
 
     async def list_pods(self):
         self.lists += 1
-        return list(self.pods)
+        return [view for view in map(view_of, self.pods) if view is not None]
 
     async def redispatch(self, attempt):
         self.created.append(attempt.admitted.pod_name)

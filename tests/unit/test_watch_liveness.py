@@ -67,7 +67,7 @@ async def test_a_watch_thread_killed_by_an_exception_makes_healthz_503_naming_th
 
 async def test_a_watch_thread_stuck_in_a_call_longer_than_its_timeouts_allow_makes_healthz_503():
     release = threading.Event()
-    core = Core(lambda: release.wait(30) and SimpleNamespace(items=[], metadata=SimpleNamespace(resource_version="1")))
+    core = Core(lambda: release.wait(30) and SimpleNamespace(data=b'{"items": []}'))
     clock = FakeClock(T0)
     dispatcher = dispatcher_watching(core, clock)
     dispatcher.watchers[0].start()
