@@ -218,6 +218,7 @@ def _delete_pods(kubeconfig: Path, namespace: str) -> None:
 
     with config.new_client_from_config(config_file=str(kubeconfig)) as api:
         try:
-            client.CoreV1Api(api).delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+            client.CoreV1Api(api).delete_collection_namespaced_pod(namespace, grace_period_seconds=0,
+                                                                   _preload_content=False).data
         except client.ApiException:
             pass
