@@ -131,7 +131,7 @@ def run_round(r: int, args, sizes: dict, root: Path, cp, cold: dict) -> dict:
     if "a" in only and cp is not None:
         step(res, "a_kubernetes", lambda: asyncio.run(pipeline.run_kubernetes(
             root, cp.kubeconfig, r, n_unloaded=sizes["a_unloaded"], n_burst=sizes["a_burst"],
-            log_level=args.log_level, workload_file=args.workload)))
+            log_level=args.log_level, workload_file=args.workload, control_plane=cp.pids())))
     picked = {s for s in "cde" if s in only}
     if picked:
         step(res, "decisions", decisions.run_all, args.quick, picked, args.workload)

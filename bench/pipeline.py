@@ -22,7 +22,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from bench.common import CpuMeter, Stack, fresh_nats, latency_summary
+from bench.common import CpuMeter, Stack, fresh_nats, latency_summary, proc_cpu_s
 from bench.generator import PIPELINE, Workload, build_file
 from bench.workload import spec_of, write_queues
 
@@ -99,7 +99,9 @@ async def _unloaded(client, obs: Observer, specs: list, timeout: float) -> dict[
             "unloaded_missing": float(missing)}
 
 
-async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid: int) -> dict[str, float]:
+async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid: int,
+                 others: dict[str, int] | None = None) -> dict[str, float]:
+    """``others``: more processes (name -> pid) whose CPU per op is reported (the control plane in (a))."""
     n = len(specs)
     ids = [f"b{i:07d}" for i in range(n)]
     submitted: dict[str, float] = {}
@@ -111,6 +113,7 @@ async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid:
             await client.submit(spec, op_id=oid)
 
     meter = CpuMeter(server_pid).start()
+    others_before = {name: proc_cpu_s(pid) for name, pid in (others or {}).items()}
     began = time.perf_counter()
     await asyncio.gather(*(submitter() for _ in range(SUBMITTERS)))
     submit_s = time.perf_counter() - began
@@ -120,6 +123,7 @@ async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid:
             break
         await asyncio.sleep(0.05)
     cpu = meter.stop()
+    others_used = {name: proc_cpu_s(pid) - others_before[name] for name, pid in (others or {}).items()}
     done = [oid for oid in ids if ("dispatched", oid) in obs.seen]
     adm = [obs.seen[("admitted", oid)] for oid in ids if ("admitted", oid) in obs.seen]
     last_dispatch = max((obs.seen[("dispatched", oid)] for oid in done), default=began)
@@ -136,13 +140,15 @@ async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid:
     }
     if running:
         out.update(latency_summary(running, "burst_running"))
+    for name, used in others_used.items():
+        out[f"{name}_cpu_ms_per_op"] = 1e3 * used / max(1, len(done))
     return out
 
 
 async def run_pipeline(root: Path, *, n_unloaded: int, n_burst: int, log_level: str,
                        kubeconfig: Path | None = None, namespace: str = "opsched",
                        timeout: float = 180.0, workload: Workload | None = None,
-                       workload_file: Path | None = None) -> dict[str, float]:
+                       workload_file: Path | None = None, others: dict[str, int] | None = None) -> dict[str, float]:
     from opsched.client import Client
     from services.runtime.settings import Settings
 
@@ -165,7 +171,7 @@ async def run_pipeline(root: Path, *, n_unloaded: int, n_burst: int, log_level: 
                 await obs.wait("dispatched", f"w{i:07d}", 30.0)
             out = await _unloaded(client, obs, specs[WARMUP:WARMUP + n_unloaded], 30.0)
             out.update(await _burst(client, obs, specs[WARMUP + n_unloaded:WARMUP + n_unloaded + n_burst],
-                                    timeout, server.proc.pid))
+                                    timeout, server.proc.pid, others))
         finally:
             await client.close()
             await stack.close()
@@ -182,7 +188,9 @@ def gpu_nodes(prefix: str, gpus: int, gpus_per_node: int = 64, product: str = "A
 
 
 async def run_kubernetes(root: Path, kubeconfig: Path, round_no: int, *, n_unloaded: int, n_burst: int,
-                         log_level: str, workload_file: Path | None = None) -> dict[str, float]:
+                         log_level: str, workload_file: Path | None = None,
+                         control_plane: dict[str, int] | None = None) -> dict[str, float]:
+    """``control_plane``: its processes (name -> pid), whose CPU per op is reported beside ours."""
     from opsched.localcluster.simkubelet import spawn, terminate
 
     namespace = f"bench-r{round_no}"
@@ -193,8 +201,9 @@ async def run_kubernetes(root: Path, kubeconfig: Path, round_no: int, *, n_unloa
     kubelet = await asyncio.to_thread(spawn, kubeconfig, nodes, delete_nodes_on_exit=True,
                                       log_file=root / f"simkubelet-r{round_no}.log")
     try:
+        others = {**(control_plane or {}), "simkubelet": kubelet.pid}
         out = await run_pipeline(root, n_unloaded=n_unloaded, n_burst=n_burst, log_level=log_level,
-                                 kubeconfig=kubeconfig, namespace=namespace, workload=workload)
+                                 kubeconfig=kubeconfig, namespace=namespace, workload=workload, others=others)
     finally:
         await asyncio.to_thread(_delete_pods, kubeconfig, namespace)
         await asyncio.to_thread(terminate, kubelet)

@@ -194,6 +194,10 @@ class ControlPlane:
         self.stop()
 
     # -- helpers for users ----------------------------------------------------------------
+    def pids(self) -> dict[str, int]:
+        """Its running processes (etcd, kube-apiserver, kube-scheduler) by name."""
+        return {name: proc.pid for name, proc in self._procs.items() if proc.poll() is None}
+
     def api_client(self) -> Any:
         """A new ``kubernetes.client.ApiClient`` for this cluster (close it when done)."""
         from kubernetes import config
