@@ -35,8 +35,21 @@ SECTION = sf.SECTION  # the round's key: s_scaling.<setup>.<figure>
 WARMUP = 2 * SUBMITTERS  # concurrent ops before the measures: every replica has handled some
 
 
+MACHINE, WALL = "machine", "wall"  # readings beside the processes': every core's busy seconds, wall time
+
+
+def machine_busy_s() -> float:
+    """CPU seconds every core of the machine spent busy since boot (/proc/stat: all but idle and iowait)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return float("nan")
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 class Pids:
-    """CPU seconds of labelled processes, each in a part (a service, ``nats``); this process is ``bench``."""
+    """CPU seconds of labelled processes, each in a part (a service, ``nats``); this process is ``bench``;
+    and what the rest of the machine used meanwhile (other work on it: the prediction assumes none)."""
 
     def __init__(self, processes: dict[str, tuple[str, int]]) -> None:
         self.processes = processes  # label -> (part, pid)
@@ -44,23 +57,24 @@ class Pids:
 
     def read(self) -> dict[str, float]:
         out = {label: proc_cpu_s(pid) for label, (_, pid) in self.processes.items()}
-        out[sf.CLIENT] = time.process_time()
+        out.update({sf.CLIENT: time.process_time(), MACHINE: machine_busy_s(), WALL: time.perf_counter()})
         return out
 
     def start(self) -> "Pids":
         self.at = self.read()
         return self
 
-    def stop(self) -> tuple[dict[str, float], tuple[str, float]]:
-        """CPU seconds per part since ``start``, and the busiest Python process (label, CPU seconds)."""
+    def stop(self) -> sf.Tally:
+        """CPU seconds per part since ``start``, the busiest Python process, the cores others kept busy."""
         now = self.read()
         spent = {label: now[label] - self.at[label] for label in now}
+        machine, wall = spent.pop(MACHINE), spent.pop(WALL)
         parts = {part: 0.0 for part in sf.PARTS}
         for label, seconds in spent.items():
             parts[self.processes[label][0] if label in self.processes else sf.CLIENT] += seconds
         python = {k: v for k, v in spent.items() if self.processes.get(k, ("",))[0] != sf.SERVER}
-        busiest = max(python.items(), key=lambda kv: kv[1])
-        return parts, busiest
+        others = max(0.0, (machine - sum(spent.values())) / wall) if wall > 0 else float("nan")
+        return sf.Tally(parts, max(python.items(), key=lambda kv: kv[1]), others)
 
 
 class Rig:
@@ -137,11 +151,11 @@ async def measure(root: Path, setup: sf.Setup, *, n_unloaded: int, n_burst: int,
         pids = rig.pids().start()
         server_pid = pids.processes["nats-0"][1]  # _burst's own server figure: node 0 only; ours sums them
         out.update(await _burst(rig.client, rig.obs, specs[WARMUP + n_unloaded:], timeout, server_pid))
-        cpu_s, busiest = pids.stop()
+        tally = pids.stop()
     finally:
         await rig.close()
         shutil.rmtree(root / "nats", ignore_errors=True)  # the stores; the logs stay until the run's tmp goes
-    row = sf.figures(out, cpu_s, busiest, os.cpu_count() or 1)
+    row = sf.figures(out, tally, os.cpu_count() or 1)
     row.update(processes=float(sum(setup.replicas.values())), nats_nodes=float(setup.nats_nodes))
     return row
 

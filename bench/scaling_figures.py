@@ -77,16 +77,26 @@ def predicted_per_s(cpu_ms: Mapping[str, float], busiest_ms: float, cores: int) 
             "predicted_per_s": min(cores_bound, process_bound)}
 
 
-def figures(burst: Mapping[str, float], cpu_s: Mapping[str, float], busiest: tuple[str, float],
-            cores: int) -> dict[str, float]:
-    """One setup's row: the burst's figures, CPU ms per op of each part, the prediction and measured ÷ predicted.
-    ``busiest``: (label, CPU seconds) of the single Python process that burnt the most."""
+@dataclass(frozen=True)
+class Tally:
+    """The CPU a burst took: seconds per part, the busiest Python process (label, seconds), and the cores
+    the rest of the machine kept busy meanwhile (other work: the prediction assumes the cores are ours)."""
+
+    parts: Mapping[str, float]
+    busiest: tuple[str, float]
+    others_cores: float
+
+
+def figures(burst: Mapping[str, float], tally: Tally, cores: int) -> dict[str, float]:
+    """One setup's row: the burst's figures, CPU ms per op of each part, the prediction and measured ÷
+    predicted, and the cores other work took (``others_cores``)."""
     ops = int(burst.get("completed", 0))
-    cpu_ms = per_op_ms(cpu_s, ops)
-    busiest_ms = 1e3 * busiest[1] / ops if ops > 0 else math.nan
+    cpu_ms = per_op_ms(tally.parts, ops)
+    busiest_ms = 1e3 * tally.busiest[1] / ops if ops > 0 else math.nan
     out = {**burst, **{f"cpu_ms_per_op_{part}": v for part, v in cpu_ms.items()}, "busiest_ms_per_op": busiest_ms}
     out.update(predicted_per_s(cpu_ms, busiest_ms, cores))
     out["measured_vs_predicted"] = burst["ops_per_s"] / out["predicted_per_s"]
+    out["others_cores"] = tally.others_cores
     return out
 
 
@@ -95,7 +105,8 @@ def figures(burst: Mapping[str, float], cpu_s: Mapping[str, float], busiest: tup
 COLUMNS = [("ops/s", "ops_per_s"), ("predicted", "predicted_per_s"), ("measured ÷ predicted", "measured_vs_predicted"),
            ("burst p50 / p99 ms", "burst_dispatch_p50_ms", "burst_dispatch_p99_ms"),
            ("unloaded p50 ms", "unloaded_dispatch_p50_ms"),
-           *[(f"{part} ms/op", f"cpu_ms_per_op_{part}") for part in (*PARTS, "total")]]
+           *[(f"{part} ms/op", f"cpu_ms_per_op_{part}") for part in (*PARTS, "total")],
+           ("other work, cores", "others_cores")]
 
 
 def _cell(summary: Mapping[str, Mapping[str, float]], setup: str, keys: Sequence[str], fmt) -> str:

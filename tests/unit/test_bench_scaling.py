@@ -8,7 +8,7 @@ import pytest
 
 from bench import scaling_figures as sf
 from bench.report import fmt, summarize
-from bench.scaling import Pids
+from bench.scaling import MACHINE, WALL, Pids
 
 
 def test_setups_scale_cost_cache_and_dispatcher_and_keep_one_admission_leader() -> None:
@@ -53,7 +53,7 @@ def test_figures_of_a_setup() -> None:
     burst = {"completed": 1000.0, "ops_per_s": 200.0, "burst_dispatch_p50_ms": 5.0}
     cpu_s = {"admission": 1.0, "cost": 1.0, "cache": 1.0, "dispatcher": 1.0, "nats": 1.5, "bench": 0.5}
 
-    row = sf.figures(burst, cpu_s, busiest=("admission-0", 1.0), cores=2)
+    row = sf.figures(burst, sf.Tally(cpu_s, busiest=("admission-0", 1.0), others_cores=0.25), cores=2)
 
     assert row["cpu_ms_per_op_total"] == pytest.approx(6.0)
     assert row["cpu_ms_per_op_nats"] == pytest.approx(1.5)
@@ -61,21 +61,25 @@ def test_figures_of_a_setup() -> None:
     assert row["predicted_per_s"] == pytest.approx(2000 / 6)
     assert row["measured_vs_predicted"] == pytest.approx(200 / (2000 / 6))
     assert row["burst_dispatch_p50_ms"] == 5.0
+    assert row["others_cores"] == 0.25
 
 
 def test_the_tally_sums_replicas_and_nodes_and_finds_the_busiest_python_process() -> None:
     pids = Pids({"cost-0": ("cost", 1), "cost-1": ("cost", 2), "nats-0": ("nats", 3), "nats-1": ("nats", 4)})
-    readings = iter([{"cost-0": 1.0, "cost-1": 2.0, "nats-0": 0.0, "nats-1": 0.0, "bench": 10.0},
-                     {"cost-0": 1.5, "cost-1": 3.0, "nats-0": 4.0, "nats-1": 2.0, "bench": 10.25}])
+    readings = iter([{"cost-0": 1.0, "cost-1": 2.0, "nats-0": 0.0, "nats-1": 0.0, "bench": 10.0,
+                      MACHINE: 100.0, WALL: 50.0},
+                     {"cost-0": 1.5, "cost-1": 3.0, "nats-0": 4.0, "nats-1": 2.0, "bench": 10.25,
+                      MACHINE: 109.75, WALL: 55.0}])
     pids.read = lambda: next(readings)  # type: ignore[method-assign]
 
-    parts, busiest = pids.start().stop()
+    tally = pids.start().stop()
 
-    assert parts["cost"] == pytest.approx(1.5)
-    assert parts["nats"] == pytest.approx(6.0)
-    assert parts["bench"] == pytest.approx(0.25)
-    assert parts["admission"] == 0.0
-    assert busiest == ("cost-1", pytest.approx(1.0))  # nats-server (multi-threaded) is not a candidate
+    assert tally.parts["cost"] == pytest.approx(1.5)
+    assert tally.parts["nats"] == pytest.approx(6.0)
+    assert tally.parts["bench"] == pytest.approx(0.25)
+    assert tally.parts["admission"] == 0.0
+    assert tally.busiest == ("cost-1", pytest.approx(1.0))  # nats-server (multi-threaded) is not a candidate
+    assert tally.others_cores == pytest.approx((9.75 - 7.75) / 5.0)  # the machine's busy seconds not ours
 
 
 def test_the_table_has_a_row_per_measured_setup_in_plan_order() -> None:
