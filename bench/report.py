@@ -192,7 +192,9 @@ def scaling_text(summary: dict) -> str:
         return ""
     return ("## Scaling (s): ops/s and CPU per op against replicas (medians of the rounds)\n\n" + table + "\n\n"
             "CPU ms/op: per service summed over its replicas; nats over its nodes; bench: the SDK client and the "
-            "observer. predicted = min(cores ÷ total CPU per op, 1 core ÷ the busiest Python process's CPU per op).")
+            "observer. predicted = min(cores ÷ total CPU per op, 1 core ÷ the busiest Python process's CPU per op); "
+            "other work: the cores the rest of the machine kept busy meanwhile; on the cores left: the same "
+            "prediction with (cores − other work).")
 
 
 def check_text(verdicts: list[tg.Verdict]) -> str:

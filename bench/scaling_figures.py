@@ -8,6 +8,8 @@ time, so one process also bounds it at ``1 / (its CPU seconds per op)`` (admissi
 every decision whatever the replicas); nats-server is multi-threaded (Go) and has no such bound.
 The predicted rate is the lower of the two; measured ÷ predicted says how much of the CPU the
 pipeline keeps busy (below 1: waits — round trips, batching, idle replicas — not CPU, limit it).
+On a shared machine other work takes cores too: the same prediction on the cores it left
+(``cores - others_cores``, measured over the burst) is what a busy machine can be held to.
 """
 from __future__ import annotations
 
@@ -67,14 +69,19 @@ def per_op_ms(cpu_s: Mapping[str, float], ops: int) -> dict[str, float]:
     return out
 
 
-def predicted_per_s(cpu_ms: Mapping[str, float], busiest_ms: float, cores: int) -> dict[str, float]:
-    """What the CPU per op predicts: ``cores_bound`` (the cores shared by every part, ``cpu_ms['total']``),
-    ``process_bound`` (one core for the busiest single-threaded process, ``busiest_ms`` per op) and
-    ``predicted``, the lower of the two (ops/s)."""
-    cores_bound = cores * 1e3 / cpu_ms["total"] if cpu_ms["total"] > 0 else math.inf
+def predicted_per_s(cpu_ms: Mapping[str, float], busiest_ms: float, cores: float,
+                    others_cores: float = 0.0) -> dict[str, float]:
+    """What the CPU per op predicts (ops/s): ``cores_bound`` (the cores shared by every part, ``cpu_ms['total']``
+    per op), ``process_bound`` (one core for the busiest single-threaded process, ``busiest_ms`` per op),
+    ``predicted``, the lower of the two; ``predicted_free``, the same on the cores other work left."""
+    def bound(cores_: float) -> float:
+        return max(cores_, 0.0) * 1e3 / cpu_ms["total"] if cpu_ms["total"] > 0 else math.inf
+
     process_bound = 1e3 / busiest_ms if busiest_ms > 0 else math.inf
-    return {"cores_bound_per_s": cores_bound, "process_bound_per_s": process_bound,
-            "predicted_per_s": min(cores_bound, process_bound)}
+    free = others_cores if others_cores == others_cores else 0.0  # NaN: not measured, none assumed
+    return {"cores_bound_per_s": bound(cores), "process_bound_per_s": process_bound,
+            "predicted_per_s": min(bound(cores), process_bound),
+            "predicted_free_per_s": min(bound(cores - free), process_bound)}
 
 
 @dataclass(frozen=True)
@@ -94,19 +101,21 @@ def figures(burst: Mapping[str, float], tally: Tally, cores: int) -> dict[str, f
     cpu_ms = per_op_ms(tally.parts, ops)
     busiest_ms = 1e3 * tally.busiest[1] / ops if ops > 0 else math.nan
     out = {**burst, **{f"cpu_ms_per_op_{part}": v for part, v in cpu_ms.items()}, "busiest_ms_per_op": busiest_ms}
-    out.update(predicted_per_s(cpu_ms, busiest_ms, cores))
+    out.update(predicted_per_s(cpu_ms, busiest_ms, cores, tally.others_cores))
     out["measured_vs_predicted"] = burst["ops_per_s"] / out["predicted_per_s"]
+    out["measured_vs_predicted_free"] = burst["ops_per_s"] / out["predicted_free_per_s"]
     out["others_cores"] = tally.others_cores
     return out
 
 
 # ---- the table (from the summary of the rounds: ``s_scaling.<setup>.<figure>`` -> median, min, max) ---------
 
-COLUMNS = [("ops/s", "ops_per_s"), ("predicted", "predicted_per_s"), ("measured ÷ predicted", "measured_vs_predicted"),
+COLUMNS = [("ops/s", "ops_per_s"), ("predicted", "predicted_per_s"),
+           ("other work, cores", "others_cores"), ("predicted on the cores left", "predicted_free_per_s"),
+           ("measured ÷ predicted on the cores left", "measured_vs_predicted_free"),
            ("burst p50 / p99 ms", "burst_dispatch_p50_ms", "burst_dispatch_p99_ms"),
            ("unloaded p50 ms", "unloaded_dispatch_p50_ms"),
-           *[(f"{part} ms/op", f"cpu_ms_per_op_{part}") for part in (*PARTS, "total")],
-           ("other work, cores", "others_cores")]
+           *[(f"{part} ms/op", f"cpu_ms_per_op_{part}") for part in (*PARTS, "total")]]
 
 
 def _cell(summary: Mapping[str, Mapping[str, float]], setup: str, keys: Sequence[str], fmt) -> str:

@@ -39,7 +39,17 @@ def test_the_cores_bound_when_the_work_is_spread() -> None:
     # 8 ms of CPU per op over 2 cores: 250 ops/s; the busiest process (2 ms/op) alone would allow 500
     got = sf.predicted_per_s({"total": 8.0}, busiest_ms=2.0, cores=2)
 
-    assert got == pytest.approx({"cores_bound_per_s": 250.0, "process_bound_per_s": 500.0, "predicted_per_s": 250.0})
+    assert got == pytest.approx({"cores_bound_per_s": 250.0, "process_bound_per_s": 500.0, "predicted_per_s": 250.0,
+                                 "predicted_free_per_s": 250.0})
+
+
+def test_other_work_on_the_machine_leaves_fewer_cores() -> None:
+    # other processes kept 0.5 of the 2 cores busy: 1.5 cores ÷ 8 ms per op
+    got = sf.predicted_per_s({"total": 8.0}, busiest_ms=2.0, cores=2, others_cores=0.5)
+
+    assert got["predicted_per_s"] == pytest.approx(250.0)
+    assert got["predicted_free_per_s"] == pytest.approx(187.5)
+    assert sf.predicted_per_s({"total": 8.0}, 2.0, 2, others_cores=math.nan)["predicted_free_per_s"] == 250.0
 
 
 def test_one_busy_process_bounds_the_rate_below_the_cores() -> None:
@@ -60,6 +70,8 @@ def test_figures_of_a_setup() -> None:
     assert row["busiest_ms_per_op"] == pytest.approx(1.0)
     assert row["predicted_per_s"] == pytest.approx(2000 / 6)
     assert row["measured_vs_predicted"] == pytest.approx(200 / (2000 / 6))
+    assert row["predicted_free_per_s"] == pytest.approx(1750 / 6)
+    assert row["measured_vs_predicted_free"] == pytest.approx(200 / (1750 / 6))
     assert row["burst_dispatch_p50_ms"] == 5.0
     assert row["others_cores"] == 0.25
 
