@@ -5,10 +5,11 @@ admission), then one replica each on a 3-node NATS cluster against the single se
 Per setup, on a fresh open nats-server (or cluster) on loopback, without auth or TLS: the pipeline
 workload (bench/workloads/pipeline.yaml, one queue without quota, ``OPSCHED_DISPATCHER_MODE=null``);
 a warm-up, unloaded ops one at a time (submit→dispatched p50), then a burst of N submits with 64 in
-flight from the SDK client in this process, timestamped by a core subscription to ``ops.>``
-(bench/pipeline.py's phases and Observer). Over the burst the CPU of every process is read from
-/proc: CPU ms per op per service (summed over its replicas), of nats-server (summed over its nodes)
-and of this process; bench/scaling_figures.py turns them into the rate they predict.
+flight from the SDK client in this process, timestamped as they appear on the op subjects
+(bench/pipeline.py's phases and Observer: core subscriptions). Over the burst the CPU of every
+process is read from /proc: CPU ms per op per service (summed over its replicas), of nats-server
+(summed over its nodes) and of this process; bench/scaling_figures.py turns them into the rate
+they predict.
 
     python -m bench --only s --rounds 3      # the report's "Scaling" table
     python -m bench.scaling                  # one round, printed (no report files)
