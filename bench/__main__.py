@@ -6,6 +6,7 @@
     python -m bench --workload bench/workloads/cohorts.yaml --only c,d   # another generator config
     python -m bench --check          # exit 1 when a target of bench/targets.yaml is missed
     python -m bench.profile c_100k   # cProfile of the decision path (see bench/profile.py)
+    python -m bench --only s --rounds 3   # the scaling curve: services as processes, 1/2/4 replicas, NATS cluster
 """
 from __future__ import annotations
 
@@ -32,12 +33,13 @@ from bench.generator import DEFAULT, PIPELINE, GeneratorConfigError, build, load
 from bench.targets import TargetsError
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SCENARIOS = ("cal", "a", "b", "c", "d", "e", "f")
+SCENARIOS = ("cal", "a", "b", "c", "d", "e", "f", "s")
+DEFAULT_SCENARIOS = SCENARIOS[:-1]  # (s) only when named: it starts 5 stacks of processes a round
 SIZES = {
     "full": dict(cal_seq=2000, cal_flight=10_000, cal_kv=1000, k8s=300, b_unloaded=100, b_burst=2000,
-                 a_unloaded=30, a_burst=200, f_ops=100_000),
+                 a_unloaded=30, a_burst=200, f_ops=100_000, s_unloaded=30, s_burst=1500),
     "quick": dict(cal_seq=500, cal_flight=3000, cal_kv=300, k8s=100, b_unloaded=20, b_burst=500,
-                  a_unloaded=10, a_burst=50, f_ops=10_000),
+                  a_unloaded=10, a_burst=50, f_ops=10_000, s_unloaded=10, s_burst=300),
 }
 
 
@@ -46,13 +48,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="1 round with small sizes (a smoke run)")
     p.add_argument("--rounds", type=int, default=None, help="rounds, each on fresh servers (default 5; quick 1)")
-    p.add_argument("--only", default=",".join(SCENARIOS),
-                   help=f"comma-separated subset of {','.join(SCENARIOS)} (cal is always run when a, b or f is)")
+    p.add_argument("--only", default=",".join(DEFAULT_SCENARIOS),
+                   help=f"comma-separated subset of {','.join(SCENARIOS)} (default {','.join(DEFAULT_SCENARIOS)}; "
+                   "cal is always run when a, b or f is; s, the scaling curve, only when named)")
     p.add_argument("--no-k8s", action="store_true", help="skip the Kubernetes calibration and scenario (a)")
     p.add_argument("--log-level", default="info", help="services' log level; logs go to a file (default info)")
     p.add_argument("--pipeline-ops", type=int, help="burst size of (b)")
     p.add_argument("--e2e-ops", type=int, help="burst size of (a)")
     p.add_argument("--coldstart-ops", type=int, help="pending ops of (f)")
+    p.add_argument("--scaling-ops", type=int, help="burst size of each setup of (s)")
     p.add_argument("--workload", type=Path, help="generator config (YAML) for every scenario; default "
                    "bench/workloads/default.yaml for c-f and pipeline.yaml for a, b")
     p.add_argument("--targets", type=Path, help="targets to check (default bench/targets.yaml)")
@@ -112,7 +116,7 @@ def start_control_plane(root: Path, notes: list[str]):
 
 
 def run_round(r: int, args, sizes: dict, root: Path, cp, cold: dict) -> dict:
-    from bench import calibrate, coldstart, decisions, pipeline
+    from bench import calibrate, coldstart, decisions, pipeline, scaling
 
     res: dict = {}
     only = args.only
@@ -141,6 +145,9 @@ def run_round(r: int, args, sizes: dict, root: Path, cp, cold: dict) -> dict:
                 cold["template"], cold["info"] = coldstart.build_template(root, sizes["f_ops"], args.workload)
             return {**coldstart.run_round(root, cold["template"], sizes["f_ops"], r), **cold["info"]}
         step(res, "f_coldstart", cold_start)
+    if "s" in only:
+        step(res, scaling.SECTION, scaling.run_all, root, r, n_unloaded=sizes["s_unloaded"],
+             n_burst=sizes["s_burst"], log_level=args.log_level, workload_file=args.workload, say=say)
     return res
 
 
@@ -192,15 +199,19 @@ def exit_code(args, rounds: list[dict], written: report.Written) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     sizes = dict(SIZES["quick" if args.quick else "full"])
-    for key, value in (("b_burst", args.pipeline_ops), ("a_burst", args.e2e_ops), ("f_ops", args.coldstart_ops)):
+    for key, value in (("b_burst", args.pipeline_ops), ("a_burst", args.e2e_ops), ("f_ops", args.coldstart_ops),
+                       ("s_burst", args.scaling_ops)):
         if value:
             sizes[key] = value
     root = Path(tempfile.mkdtemp(prefix="opsched-bench-"))
     configure_logging(root / "services.log", args.log_level)
     started, machine_at_start = datetime.now(timezone.utc), machine()
     notes = [f"Services log at level {args.log_level} as JSON lines to a file (as in production, off the terminal).",
-             ("Everything (services, SDK client, event observer) shares one Python process and the 2 cores "
-              "with nats-server; other work on the machine is not controlled.")]
+             ("In (a) and (b) everything (services, SDK client, event observer) shares one Python process and "
+              "the 2 cores with nats-server; other work on the machine is not controlled.")]
+    if "s" in args.only:
+        notes.append("(s) runs the services as separate processes (python -m services.<name>, null dispatcher) "
+                     "on an open nats-server (or cluster) on loopback without auth or TLS, a fresh one per setup.")
     say(f"{args.rounds} round(s), scenarios {','.join(s for s in SCENARIOS if s in args.only)}, tmp {root}")
     rounds, cold_info, apiserver = run_rounds(args, sizes, root, notes)
     if cold_info:
@@ -214,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             "workload": workload_meta(args), "targets": str(args.targets or report.tg.DEFAULT)}
     written = report.write(args.out, meta, rounds, notes, args.spec)
     print(report.tables(written.summary, written.ratios))
+    if "s" in args.only:
+        print("\n" + report.scaling_text(written.summary))
     print("\n" + report.check_text(written.verdicts))
     print("\nwritten: " + ", ".join(str(f) for f in written.files)
           + (f"\n{written.png_note}" if written.png_note else ""))

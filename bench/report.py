@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import scaling_figures as sf
 from bench import targets as tg
 from bench.common import median_min_max
 from bench.pipeline import CRITICAL_HOPS, PUBLISHES_PER_OP
@@ -93,6 +94,12 @@ RATIOS = [
               _get(f, "f_coldstart.messages") / _get(f, "calibration.fetch100_per_s"))),
     Ratio("f_cold_start_vs_raw_replay", "(f) cold start ÷ raw ordered-consumer replay of the same stream",
           lambda f: _get(f, "f_coldstart.cold_start_s") / _get(f, "f_coldstart.raw_replay_s")),
+    Ratio("s_replicas_4_vs_1", "(s) ops/s with 4 replicas of cost, cache and dispatcher ÷ with 1, for reading",
+          lambda f: _get(f, f"{sf.SECTION}.r4.ops_per_s") / _get(f, f"{sf.SECTION}.r1.ops_per_s")),
+    Ratio("s_nats_cluster_vs_single", "(s) ops/s on a 3-node NATS cluster (R3) ÷ on one nats-server, for reading",
+          lambda f: _get(f, f"{sf.SECTION}.r1_nats3.ops_per_s") / _get(f, f"{sf.SECTION}.r1.ops_per_s")),
+    Ratio("s_nats_cluster_server_cpu", "(s) nats-server CPU per op, 3-node cluster ÷ one server, for reading",
+          lambda f: _get(f, f"{sf.SECTION}.r1_nats3.cpu_ms_per_op_nats") / _get(f, f"{sf.SECTION}.r1.cpu_ms_per_op_nats")),
 ]
 
 
@@ -180,6 +187,18 @@ def tables(summary: dict, ratios: dict, all_metrics: bool = False) -> str:
     return "\n".join(lines)
 
 
+def scaling_text(summary: dict) -> str:
+    """The table of (s), one row per setup (empty when (s) did not run)."""
+    table = sf.table(summary, fmt)
+    if not table:
+        return ""
+    return ("## Scaling (s): ops/s and CPU per op against replicas (medians of the rounds)\n\n" + table + "\n\n"
+            "CPU ms/op: per service summed over its replicas; nats over its nodes; bench: the SDK client and the "
+            "observer. predicted = min(cores ÷ total CPU per op, 1 core ÷ the busiest Python process's CPU per op); "
+            "other work: the cores the rest of the machine kept busy meanwhile; on the cores left: the same "
+            "prediction with (cores − other work).")
+
+
 def check_text(verdicts: list[tg.Verdict]) -> str:
     """The range check (bench/targets.yaml) as text, one line per target."""
     missed = len(tg.failed(verdicts))
@@ -199,7 +218,9 @@ def markdown(meta: dict, summary: dict, ratios: dict, notes: list[str], verdicts
         head += ["Notes:", *[f"- {n}" for n in notes], ""]
     check = ["", "## Targets (" + meta.get("targets", "bench/targets.yaml") + ")", "", "```",
              check_text(verdicts), "```"]
-    return "\n".join(head) + tables(summary, ratios) + "\n" + "\n".join(check) + "\n\n## Every figure\n\n" + \
+    scaling = scaling_text(summary)
+    return "\n".join(head) + tables(summary, ratios) + "\n" + ("\n" + scaling + "\n" if scaling else "") + \
+        "\n".join(check) + "\n\n## Every figure\n\n" + \
         tables(summary, {}, all_metrics=True).split("\n\n")[0] + "\n"
 
 
