@@ -1,6 +1,7 @@
 """The NATS connection: streams, durable consumers, publishing with Nats-Msg-Id, replay.
 
-With ``connecting`` (opening the connection) and ``service``, the only modules that import ``nats``.
+With ``connecting`` (opening the connection), ``requesting`` and ``kvcalls`` (its requests) and ``service``, the
+only modules that import ``nats``.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from services.runtime.addressing import Fence, cloudevent_headers, default_msg_i
 from services.runtime.connecting import CaFile, open_connection
 from services.runtime.credentials import Credentials
 from services.runtime.errors import DependencyUnavailable, Fenced
+from services.runtime.kvcalls import KVCalls
 from services.runtime.received import Received
 from services.runtime.refusals import Refusals
 from services.runtime.requesting import PubAck, Requester
@@ -183,7 +185,7 @@ class Bus:
             info.config.allow_direct = True
             await js.update_stream(info.config)
             kv = await js.key_value(bucket)
-        return PatientKV(kv, self.nc)
+        return PatientKV(KVCalls(kv, self.requester, KV_TIMEOUT_S), self.nc)
 
     async def purge(self, stream: str, subject: str, *, before_seq: int | None = None) -> None:
         """Remove ``subject``'s messages from ``stream`` (only those before ``before_seq`` if given)."""

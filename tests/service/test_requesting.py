@@ -44,3 +44,35 @@ async def test_a_request_nobody_answers_times_out_and_leaves_nothing_behind(nc):
     with pytest.raises(nats.errors.TimeoutError):
         await requester.request("silent", b"?", None, 0.1)
     assert nc._resp_map == {}
+
+
+@pytest.fixture
+async def bucket(nats_server):
+    from services.runtime.bus import Bus
+
+    bus = await Bus.connect(nats_server.url, "test-kv")
+    yield await bus.ensure_cache_bucket("probe")
+    await bus.close()
+
+
+async def test_a_bucket_reads_and_writes_as_nats_pys_does(bucket):
+    with pytest.raises(nats.js.errors.KeyNotFoundError):
+        await bucket.get("k")
+    first = await bucket.create("k", b"1")
+    with pytest.raises(nats.js.errors.KeyWrongLastSequenceError):
+        await bucket.create("k", b"again")
+    with pytest.raises(nats.js.errors.KeyWrongLastSequenceError):
+        await bucket.update("k", b"2", last=first + 5)
+    second = await bucket.update("k", b"2", last=first)
+    entry = await bucket.get("k")
+    assert (entry.value, entry.revision) == (b"2", second)
+    assert await bucket.put("k", b"3") > second
+
+
+async def test_a_deleted_key_reads_as_deleted_and_can_be_created_again(bucket):
+    await bucket.put("k", b"1")
+    await bucket.delete("k")  # nats-py's own call: a delete marker
+    with pytest.raises(nats.js.errors.KeyDeletedError):
+        await bucket.get("k")
+    revision = await bucket.create("k", b"again")
+    assert (await bucket.get("k")).revision == revision
