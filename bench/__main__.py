@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shutil
 import sys
@@ -31,6 +30,7 @@ from bench.common import (
 )
 from bench.generator import DEFAULT, PIPELINE, GeneratorConfigError, build, load
 from bench.targets import TargetsError
+from services.runtime import eventloop
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SCENARIOS = ("cal", "a", "b", "c", "d", "e", "f", "s")
@@ -123,17 +123,17 @@ def run_round(r: int, args, sizes: dict, root: Path, cp, cold: dict) -> dict:
     if "cal" in only:
         def cal() -> dict:
             with fresh_nats(root, f"nats-cal-{r}") as server:
-                out = asyncio.run(calibrate.nats_primitives(server.url, sizes))
+                out = eventloop.run(calibrate.nats_primitives(server.url, sizes))
             if cp is not None:
                 out.update(calibrate.k8s_creates(cp.kubeconfig, f"bench-cal-r{r}", sizes["k8s"]))
             return out
         step(res, "calibration", cal)
     if "b" in only:
-        step(res, "b_pipeline", lambda: asyncio.run(pipeline.run_pipeline(
+        step(res, "b_pipeline", lambda: eventloop.run(pipeline.run_pipeline(
             root, n_unloaded=sizes["b_unloaded"], n_burst=sizes["b_burst"], log_level=args.log_level,
             workload_file=args.workload)))
     if "a" in only and cp is not None:
-        step(res, "a_kubernetes", lambda: asyncio.run(pipeline.run_kubernetes(
+        step(res, "a_kubernetes", lambda: eventloop.run(pipeline.run_kubernetes(
             root, cp.kubeconfig, r, n_unloaded=sizes["a_unloaded"], n_burst=sizes["a_burst"],
             log_level=args.log_level, workload_file=args.workload, control_plane=cp.pids())))
     picked = {s for s in "cde" if s in only}

@@ -167,8 +167,9 @@ def versions(apiserver: str | None = None) -> dict[str, str]:
         "kube-apiserver": apiserver or "not used",
         "msgspec": _dist("msgspec"),
         "matplotlib": _dist("matplotlib"),
-        "uvloop": "off (" + _dist("uvloop") + ")",
-        "event loop": "asyncio default",
+        "uvloop": _dist("uvloop"),
+        "event loop": "uvloop (services, calibration, (a), (b), as the services run)" if _dist("uvloop")[0].isdigit()
+        else "asyncio default",
     }
 
 

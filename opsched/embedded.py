@@ -248,6 +248,7 @@ async def _serve(embedded: Embedded) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    from services.runtime import eventloop
     from services.runtime import logging as oplog
 
     settings_log = "json" if args.demo else "auto"
@@ -255,7 +256,7 @@ def run_up(args: argparse.Namespace) -> int:
     embedded = Embedded(args)
     try:
         embedded.start()
-        return asyncio.run(_serve(embedded))
+        return eventloop.run(_serve(embedded), embedded.settings().event_loop)
     except KeyboardInterrupt:
         return 130
     finally:

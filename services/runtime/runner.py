@@ -6,6 +6,7 @@ import functools
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 
+from services.runtime import eventloop
 from services.runtime import logging as oplog
 from services.runtime.bus import Bus
 from services.runtime.credentials import of_settings
@@ -74,4 +75,4 @@ def main(service_class: Callable[[Settings], Service]) -> None:
     """Entry point of ``python -m services.<name>``: ``main(Admission)`` serves one instance."""
     settings = Settings()
     oplog.configure(settings.log_format, settings.log_level)
-    asyncio.run(serve([service_class(settings)], settings))
+    eventloop.run(serve([service_class(settings)], settings), settings.event_loop)

@@ -28,6 +28,7 @@ class Settings(BaseSettings):
     health_port: int | None = Field(None, ge=0, le=65535, description="serve /healthz here; 0 = any free port")
     health_host: str = Field("127.0.0.1", description="address for /healthz; 0.0.0.0 inside a pod")
     log_format: Literal["auto", "json", "console"] = "auto"
+    event_loop: Literal["uvloop", "asyncio"] = Field("uvloop", description="the event loop a service process runs on")
     log_level: str = "info"
     fetch_batch: int = Field(64, ge=1, le=1000)
     handler_window: int = Field(32, ge=1, le=1000, description="messages a handler loop handles at once (different "
