@@ -131,6 +131,7 @@ async def _raw_replay(url: str, expected: int) -> dict[str, float]:
 
 def run_round(root: Path, template: Path, n_ops: int, round_no: int) -> dict[str, float]:
     from opsched.natsserver import NatsServer
+    from services.runtime import eventloop
 
     store = root / f"coldstart-r{round_no}"
     shutil.rmtree(store, ignore_errors=True)
@@ -141,7 +142,7 @@ def run_round(root: Path, template: Path, n_ops: int, round_no: int) -> dict[str
             out = await _cold_start(server.url, n_ops)
             out.update(await _raw_replay(server.url, 3 * n_ops))
             return out
-        return asyncio.run(both())
+        return eventloop.run(both())  # as admission runs
     finally:
         server.stop()
         shutil.rmtree(store, ignore_errors=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from typing import TypeVar, Union
 
 import msgspec
@@ -98,7 +99,7 @@ def encode(message: msgspec.Struct) -> bytes:
 # (``OpSpec.__post_init__``). A message decoded once is given to the others as it is: decoded messages are shared,
 # and nobody changes one (a handler builds new events with ``msgspec.structs.replace``). Only op events are kept
 # (every reader below takes them; a command is no event), and only those that decoded: a refusal is decoded again.
-_EVENTS_SEEN: dict[bytes, Event] = {}
+_EVENTS_SEEN: OrderedDict[bytes, Event] = OrderedDict()
 _EVENTS_SEEN_MAX = 2048
 _EVENT_TYPES = tuple(EVENTS)
 
@@ -110,7 +111,7 @@ def _event_decoded(decoder: msgspec.json.Decoder, data: bytes):
     message = _decoded(decoder, data)
     if isinstance(message, _EVENT_TYPES):
         if len(_EVENTS_SEEN) >= _EVENTS_SEEN_MAX:
-            del _EVENTS_SEEN[next(iter(_EVENTS_SEEN))]  # the oldest
+            _EVENTS_SEEN.popitem(last=False)  # the oldest (a dict's first key is found by a scan: O(n))
         _EVENTS_SEEN[data] = message
     return message
 
