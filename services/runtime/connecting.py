@@ -10,6 +10,7 @@ from typing import Any
 import nats
 import structlog
 
+from services.runtime import natsclient
 from services.runtime.refusals import Refusals
 
 CaFile = Path | str | None  # a CA certificate (PEM) that verifies the server: TLS; None: as the URL says
@@ -60,7 +61,7 @@ async def open_connection(url: str, name: str, closing: dict[str, bool], *, conn
     async def on_reconnected() -> None:
         log.info("nats_reconnected")
 
-    connecting = asyncio.ensure_future(nats.connect(
+    connecting = asyncio.ensure_future(natsclient.connect(
         servers=server_urls(url), name=name, connect_timeout=connect_timeout,
         max_reconnect_attempts=max_reconnect_attempts, reconnect_time_wait=0.5,
         allow_reconnect=True, error_cb=on_error, disconnected_cb=on_disconnected,
