@@ -128,9 +128,7 @@ class ControlPlane:
             raise ControlPlaneError("the control plane has not been started")
         return self._token
 
-    @property
-    def log_dir(self) -> Path:
-        return self.workdir / "logs"
+    log_dir = property(lambda self: self.workdir / "logs")  # the processes' logs
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self, timeout: float = 60.0) -> ControlPlane:
@@ -194,8 +192,7 @@ class ControlPlane:
         self.stop()
 
     # -- helpers for users ----------------------------------------------------------------
-    def pids(self) -> dict[str, int]:
-        """Its running processes (etcd, kube-apiserver, kube-scheduler) by name."""
+    def pids(self) -> dict[str, int]:  # its running processes (etcd, kube-apiserver, kube-scheduler) by name
         return {name: proc.pid for name, proc in self._procs.items() if proc.poll() is None}
 
     def api_client(self) -> Any:
