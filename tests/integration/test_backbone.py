@@ -35,9 +35,10 @@ async def test_three_ops_on_two_nodes_the_third_waits_for_a_free_gpu_and_all_suc
         gpu_cluster, events, core_v1, k8s_namespace):
     client, _ = gpu_cluster
     big = await client.submit(op("big").gpus(2).runs("sleep 4").build())
-    # admitted first: ops are admitted as their gates clear, and two ops' gates may clear in any order (the
-    # services handle different ops at once); small first would take a GPU of gpu-big (first fit by name)
-    await events.expect(OperationAdmitted, big)
+    # running first: ops are admitted as their gates clear, two ops' gates may clear in any order (the services
+    # handle different ops at once), and kube-scheduler binds pods as they come: small first would take a GPU of
+    # gpu-big and big would wait for it
+    await events.expect(OperationRunning, big)
     small = await client.submit(op("small").gpus(1).runs("sleep 4").build())
     running = [await events.expect(OperationRunning, i) for i in (big, small)]
     assert {r.node for r in running} == {"gpu-big", "gpu-small"}
