@@ -23,8 +23,3 @@ def run(main: Coroutine[Any, Any, T], kind: Kind = "uvloop") -> T:
             return runner.run(main)
     return asyncio.run(main)
 
-
-def in_use() -> str:
-    """The running loop's kind, for reports."""
-    loop = asyncio.get_running_loop()
-    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"

@@ -55,9 +55,6 @@ class Window:
         for task in self._running:
             task.cancel()
 
-    def __len__(self) -> int:
-        return len(self._running)
-
     async def _run(self, before: asyncio.Task[None] | None, work: Work) -> None:
         try:
             if before is not None:
