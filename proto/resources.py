@@ -1,6 +1,7 @@
 """Kubernetes quantity parsing and the names of accelerator resources (shared contract semantics)."""
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -36,6 +37,7 @@ class QuantityError(ValueError):
     pass
 
 
+@functools.lru_cache(maxsize=4096, typed=True)  # a few distinct quantities, parsed for every spec decoded
 def parse_quantity(value: str | int | float) -> Decimal:
     """Parse a Kubernetes quantity ("500m", "4Gi", "2", "1e3") into a Decimal of base units."""
     text = str(value).strip()

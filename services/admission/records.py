@@ -1,6 +1,7 @@
 """What admission knows of one operation, of the room a preempted op left, and of a parked queue."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -84,7 +85,7 @@ class OpRecord:
     def since(self) -> datetime:
         return self.queued_at or self.submitted_at
 
-    @property
+    @functools.cached_property  # its request does not change (a cycle asks for it for every pending op)
     def gpus(self) -> float:
         """Accelerators of all its pods."""
         return sum(amount for resource, amount in self.request.items() if is_device(resource))

@@ -23,6 +23,7 @@ from services.runtime.connecting import CaFile, open_connection
 from services.runtime.credentials import Credentials
 from services.runtime.errors import DependencyUnavailable, Fenced
 from services.runtime.kvcalls import KVCalls
+from services.runtime.rebuilding import replaying
 from services.runtime.received import Received
 from services.runtime.refusals import Refusals
 from services.runtime.requesting import PubAck, Requester
@@ -104,6 +105,16 @@ class PatientKV:
         if name not in ("get", "put", "create", "update"):
             return call
         return lambda *args, **kwargs: patiently(lambda: call(*args, **kwargs), self._nc)
+
+
+def stream_sequence(msg: Any) -> int:
+    """A delivered JetStream message's stream sequence, read from its ack subject without nats-py's metadata
+    objects (2.6 → 0.2 µs: every replayed message): ``$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>...``
+    (9 tokens); another layout (a domain's) goes through nats-py's parser."""
+    tokens = (msg.reply or "").split(".")
+    if len(tokens) == 9 and tokens[0] == "$JS":
+        return int(tokens[5])
+    return msg.metadata.sequence.stream
 
 
 def _limits_of(config: api.StreamConfig) -> tuple[float, int]:
@@ -260,7 +271,7 @@ class Bus:
         filters = [subject] if isinstance(subject, str) else list(subject)
 
         async def cb(msg) -> None:
-            await on_message(msg.data, msg.metadata.sequence.stream)
+            await on_message(msg.data, stream_sequence(msg))
         config = api.ConsumerConfig(filter_subjects=filters) if len(filters) > 1 else None
         return await self.js.subscribe(filters[0] if config is None else "", stream=stream, ordered_consumer=True,
                                        cb=cb, config=config, deliver_policy=api.DeliverPolicy.ALL,
@@ -297,8 +308,9 @@ class Bus:
 
         if target == 0:
             caught_up.set()
-        sub = await self.follow(stream, subject, deliver)
-        await caught_up.wait()
+        with replaying():  # no cyclic collection while the state is built (``rebuilding``)
+            sub = await self.follow(stream, subject, deliver)
+            await caught_up.wait()
         return sub
 
     async def serve(self, subject: str, answer: Callable[[bytes], Awaitable[bytes]], group: str):

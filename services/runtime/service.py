@@ -44,6 +44,7 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from proto import codec, subjects
 from services.runtime import logging as oplog
+from services.runtime import rebuilding
 from services.runtime.backoff import Backoff
 from services.runtime.bus import Bus, Fence, Received
 from services.runtime.clock import Clock, SystemClock
@@ -145,6 +146,7 @@ class Service(WaitsOut):
                 t.cancel()
             for sub in advised:
                 await _quietly(sub.unsubscribe())
+            rebuilding.thaw()  # what its replays froze is collected again
             self.log.info("service_stopped", **vars(self.stats))
 
     async def _loop(self, sub: Subscription, psub: Any, stop: asyncio.Event) -> None:
