@@ -227,6 +227,29 @@ class BudgetExceeded(Event, tag="budget_exceeded", kw_only=True):
         money("spent", self.spent)
 
 
+class WindowSpend(Wire, kw_only=True):
+    window: str  # "day", "week" or "month"
+    start: datetime
+    money: float
+    gpu_hours: float = 0.0
+
+    def __post_init__(self) -> None:
+        money("money", self.money)
+        money("gpuHours", self.gpu_hours)
+
+
+class SpendRolled(Event, tag="spend_rolled", kw_only=True):
+    """The spend of one budget scope (``scope``/``name``) per window, every ``cost_recorded`` of the op stream
+    up to ``through_seq`` counted (``proto.spend_totals``): published by admission's retention before the
+    charges it covers leave the stream with their ops, so a replay counts the same. ``op_id`` is the scope's
+    token (``spend_totals.token_of``); the last one per scope is kept."""
+
+    scope: str  # "queue" or "project"
+    name: str
+    through_seq: int
+    windows: list[WindowSpend] = []
+
+
 class ErrorRaised(Event, tag="error", kw_only=True):
     """Bad input seen by a service. ``op_id`` is "-" (never a valid op id) when the input named no operation."""
 
@@ -261,7 +284,7 @@ EVENTS: tuple[type[Event], ...] = (
     OperationDispatched, OperationRunning, OperationSucceeded, OperationFailed,
     OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
     OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, OperationTimedOut,
-    OperationResumed, CostRecorded, BudgetExceeded, ErrorRaised, DispatchDelayed, HandlerFailed,
+    OperationResumed, CostRecorded, BudgetExceeded, ErrorRaised, DispatchDelayed, HandlerFailed, SpendRolled,
 )
 TERMINAL = (OperationSucceeded, OperationFailed, OperationRejected, OperationStopped, OperationSkipped,
             OperationTimedOut)

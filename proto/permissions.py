@@ -18,7 +18,8 @@ ROLES = ("submitter", "approver", "admin")
 EMITS: dict[str, tuple[str, ...]] = {
     "admission": ("submitted", "admitted", "rejected", "skipped", "on_hold", "preempt_requested",
                   "retry_scheduled", "stopped", "stop_requested", "approved", "resumed", "failed",
-                  "schedule_created", "schedule_fired", "schedule_deleted", "schedule_finished", "lease"),
+                  "schedule_created", "schedule_fired", "schedule_deleted", "schedule_finished", "lease",
+                  "spend_rolled"),
     "cost": ("cost_estimated", "cost_recorded", "budget_exceeded"),
     "cache": ("cache_hit", "cache_missed"),
     "dispatcher": ("dispatched", "running", "succeeded", "failed", "rejected", "stopped", "timed_out",

@@ -43,7 +43,8 @@ CACHE_BUCKET = "opsched_cache"
 COST_BUCKET = "opsched_cost"  # actual-cost ledger: per op, per queue, per project
 OPS_BUCKET = "opsched_ops"  # summaries of finished ops that left admission's memory (history 1, one key per op)
 
-# What outlives an op's purge from the op stream: spend, for the budget windows (purged once they passed)
+# What stays on the op stream past the ttl, for the budget windows (purged once they passed): budget limits
+# announced, and charges of ops admission does not hold (an op's own charges leave with it once rolled up)
 KEPT_PAST_PURGE = ("cost_recorded", "budget_exceeded")
 ATTEMPT_FATE_BUCKET = "opsched_attempts"  # the dispatcher's record per attempt: creating or released
 IN_HAND_BUCKET = "opsched_inhand"  # the messages each consumer's handler loop holds, unsettled (proto.in_hand)

@@ -34,10 +34,12 @@ from proto.events import (
     OperationSubmitted,
     PreemptRequested,
     RetryScheduled,
+    SpendRolled,
 )
 from proto.failures import BLOCKING_MESSAGES, HANDLER_FAILED, is_infrastructure, will_retry
 from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from services.admission.fold_failures import FoldFailures
+from services.admission.fold_preemptions import PreemptionsInFlight
 from services.admission.policies.capacity import NodeInfo
 from services.admission.records import Ghost, OpRecord
 from services.admission.retention import Strays, Tombstones
@@ -45,7 +47,7 @@ from services.admission.spend import Spend
 from services.admission.transitions import Transitions
 
 
-class OpFold:
+class OpFold(PreemptionsInFlight):
     def __init__(self, followers: Sequence[Transitions] = (), tombstones: int = 100_000) -> None:
         self.ops: dict[str, OpRecord] = {}
         self.gone = Tombstones(tombstones)  # the final status of ops that left memory (``retention``)
@@ -56,6 +58,7 @@ class OpFold:
         self.ghosts: dict[str, list[Ghost]] = {}  # preemptor -> what its gone victims held (held for it)
         self.followers: tuple[Transitions, ...] = tuple(followers)
         self.failures = FoldFailures()  # events it could not take
+        self.position = 0  # the stream sequence of the last event folded
 
     # ---- facts that are not an op's ----
     def observe(self, event: ClusterEvent) -> bool:
@@ -80,6 +83,10 @@ class OpFold:
             return self.failures.failed(self, event, seq, exc)
 
     def _fold(self, event: Event, seq: int) -> bool:
+        self.position = max(self.position, seq)
+        if isinstance(event, SpendRolled):  # a budget scope's totals, no op's event (``proto.spend_totals``)
+            self.spend.roll(event)
+            return self._spent()
         if event.op_id not in self.ops and not isinstance(event, OperationSubmitted):
             self.strays.add(event, seq)
         changed = self._apply(event, seq)
@@ -95,13 +102,11 @@ class OpFold:
         if isinstance(event, OperationSubmitted):
             return self._submitted(event)
         if isinstance(event, CostRecorded):
-            recorded = self.spend.record(event, seq)  # counts whatever its op and attempt
-            if recorded:
-                if event.op_id in self.ops:
-                    self.ops[event.op_id].cost += event.amount
-                for f in self.followers:
-                    f.spent()
-            return recorded
+            if not self.spend.record(event, seq):  # counts whatever its op and attempt
+                return False
+            if event.op_id in self.ops:
+                self.ops[event.op_id].cost += event.amount
+            return self._spent()
         op = self.ops.get(event.op_id)
         if op is None or event.attempt < op.attempt:
             return False  # unknown, or news of an attempt that is over
@@ -340,30 +345,6 @@ class OpFold:
         op.flavors, op.node_selector, op.tolerations, op.borrowing = {}, {}, [], False
         self._entered(op)
         self._enqueue(op, at)
-
-    # ---- preemptions in flight ----
-    def _preempt_requested(self, op: OpRecord, e: PreemptRequested) -> bool:
-        if not op.status.active or op.preempted_by is not None:
-            return False
-        op.preempted_by = e.preemptor
-        if e.preemptor in self.ops:  # a preemptor not held (unknown on the wire, or gone) waits for nothing
-            self.nominated.setdefault(e.preemptor, set()).add(op.op_id)
-        return True
-
-    def _hold(self, preemptor: str, ghost: Ghost) -> None:
-        self.ghosts.setdefault(preemptor, []).append(ghost)
-        for f in self.followers:
-            f.held(ghost, +1)
-
-    def drop_nomination(self, preemptor: str) -> None:
-        self.nominated.pop(preemptor, None)
-        self.release_ghosts(preemptor)
-
-    def release_ghosts(self, preemptor: str) -> None:
-        """Let go of the room held for a preemptor (to evaluate it, or because it gave up)."""
-        for ghost in self.ghosts.pop(preemptor, []):
-            for f in self.followers:
-                f.held(ghost, -1)
 
     # ---- a decision whose publish failed ----
     def unassume(self, op_id: str, now: datetime | None = None, kind: type | None = None) -> None:

@@ -1,14 +1,17 @@
 """Retention, the task: every ``OPSCHED_RETENTION_INTERVAL_S`` admission lets finished ops past their
 ttl leave memory (``retention``) and, where it decides (``is_leader``: only one instance writes and
-purges), first writes each one's summary to the ops bucket and removes its events from the op stream,
-one purge per kind of event it had (``ops.<kind>.<op_id>``; ``submitted`` last, so that an interrupted
-round leaves an op that replays whole and is purged again). ``cost_recorded`` and ``budget_exceeded``
-stay until no budget window holds their spend (one purge by sequence for all). Nothing is removed that
-a durable consumer of the stream has not acked (``Bus.consumed_up_to``)."""
+purges), first rolls the budget scopes' spend up (``spend_rolled``, ``proto.spend_totals``: their
+charges may then go), then writes each op's summary to the ops bucket and removes its events from the op
+stream with one purge (``ops.*.<op_id>``; an op that announced a ``budget_exceeded`` keeps it, and is
+purged kind by kind, ``submitted`` last, so that an interrupted round leaves an op that replays whole).
+Every op due leaves in the round, ``OPSCHED_RETENTION_BATCH`` at a time with their calls in flight at
+once. ``budget_exceeded`` (and charges of ops admission does not hold) stay until no budget window holds
+them (one purge by sequence for all). Nothing is removed that a durable consumer of the stream has not
+acked (``Bus.consumed_up_to``)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from proto import codec, subjects
@@ -20,11 +23,16 @@ from services.runtime.bus import Bus
 from services.runtime.clock import Clock
 from services.runtime.settings import Settings
 
+IN_FLIGHT = 64  # an op's summary and purge calls in flight at once
+
 
 def purge_order(op: OpRecord) -> list[str]:
-    """The kinds of the op's events to remove, ``submitted`` last; spend kept for its windows."""
-    kinds = sorted(op.kinds - set(subjects.KEPT_PAST_PURGE) - {"submitted"})
-    return kinds + (["submitted"] if "submitted" in op.kinds else [])
+    """The subjects of the op's events to remove: all at once, or, when it announced a budget limit (kept
+    for its window), kind by kind, ``submitted`` last."""
+    if "budget_exceeded" not in op.kinds:
+        return [subjects.event("*", op.op_id)]
+    kinds = sorted(op.kinds - {"budget_exceeded", "submitted"})
+    return [subjects.event(kind, op.op_id) for kind in kinds + (["submitted"] if "submitted" in op.kinds else [])]
 
 
 class Retention:
@@ -51,12 +59,14 @@ class Retention:
         due = [op for op in self.fold.ops.values() if expired(op, now, ttl, consumed)]
         due.sort(key=lambda op: (op.ended_at, op.op_id))
         leader = self.is_leader()
-        for op in due[:batch]:
+        if leader and due:
+            await self._roll_up(bus, min(consumed, self.fold.position), now)
+        for begin in range(0, len(due), batch):
+            chunk = due[begin:begin + batch]
             if leader:
-                await self._summarize(bus, op.op_id, summary_of(op), replace=True)
-                for kind in purge_order(op):
-                    await bus.purge(subjects.OPS_STREAM, subjects.event(kind, op.op_id))
-            self.fold.forget(op.op_id)
+                await _bounded([self._leave(bus, op) for op in chunk], IN_FLIGHT)
+            for op in chunk:
+                self.fold.forget(op.op_id)
         for stray in self.fold.strays.due(now, ttl, consumed, batch):
             if leader:
                 await self._purge_stray(bus, stray)
@@ -65,10 +75,21 @@ class Retention:
             for kind in subjects.KEPT_PAST_PURGE:
                 await bus.purge(subjects.OPS_STREAM, subjects.events_of(kind), before_seq=keep_from)
         if due:
-            self.purged += min(len(due), batch)
-            self.log.info("ops_left_memory", ops=min(len(due), batch), held=len(self.fold.ops),
-                          purged=leader)
-        return min(len(due), batch)
+            self.purged += len(due)
+            self.log.info("ops_left_memory", ops=len(due), held=len(self.fold.ops), purged=leader)
+        return len(due)
+
+    async def _roll_up(self, bus: Bus, through_seq: int, now: Any) -> None:
+        """Each budget scope with charges since its last rollup: its totals through ``through_seq`` (which
+        every op due was folded by), before those charges leave; its older rollups go."""
+        for rolled in self.fold.spend.rollups(through_seq, now):
+            await bus.publish(rolled, msg_id=subjects.msg_id(rolled.op_id, "spend_rolled", through_seq))
+            await bus.purge(subjects.OPS_STREAM, subjects.event("spend_rolled", rolled.op_id), keep=1)
+
+    async def _leave(self, bus: Bus, op: OpRecord) -> None:
+        await self._summarize(bus, op.op_id, summary_of(op), replace=True)
+        for subject in purge_order(op):
+            await bus.purge(subjects.OPS_STREAM, subject)
 
     async def _purge_stray(self, bus: Bus, stray: Stray) -> None:
         if stray.status is not None:  # an op that ended before admission held it: a summary, if none yet
@@ -89,6 +110,19 @@ class Retention:
         except Exception as exc:  # noqa: BLE001 - the op's own summary is there already: keep it
             if type(exc).__name__ != "KeyWrongLastSequenceError":
                 raise
+
+
+async def _bounded(calls: list[Awaitable[None]], limit: int) -> None:
+    """Await ``calls``, at most ``limit`` at once; the first failure is raised once all have ended."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Awaitable[None]) -> None:
+        async with gate:
+            await call
+    results = await asyncio.gather(*(one(c) for c in calls), return_exceptions=True)
+    failed = next((r for r in results if isinstance(r, BaseException)), None)
+    if failed is not None:
+        raise failed
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:

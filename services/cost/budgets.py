@@ -15,7 +15,7 @@ from proto.windows import window_end, window_start
 EPSILON = 1e-9
 GPU_HOURS = "gpu_hours"
 Announced = tuple[str, str, str, str, datetime]  # scope, name, window, unit, window start
-Spent = Callable[[str, str, datetime], tuple[float, float]]  # (scope, name, since) -> (money, GPU-hours)
+Spent = Callable[[str, str, str, datetime], tuple[float, float]]  # (scope, name, window, at) -> (money, GPU-hours)
 
 
 def key_of(e: BudgetExceeded) -> Announced:
@@ -37,7 +37,7 @@ class Announcements:
             if b.name != (record.queue if b.scope == "queue" else record.project):
                 continue
             start = window_start(record.at, b.window)
-            money, gpu_hours = spent(b.scope, b.name, start)
+            money, gpu_hours = spent(b.scope, b.name, b.window, record.at)
             for limit, used, unit in ((b.money, money, record.currency), (b.gpu_hours, gpu_hours, GPU_HOURS)):
                 if limit is None or used + EPSILON < limit or (b.scope, b.name, b.window, unit, start) in self.seen:
                     continue

@@ -1,14 +1,17 @@
 """What has been spent, for `opsched cost`: folded from the op stream (``submitted``, ``running``,
-attempt ends and ``cost_recorded``), rebuilt by replay on start. Pure: time comes from the caller."""
+``cost_recorded`` and ``spend_rolled``: the totals per budget window are ``proto.spend_totals``, the rule
+admission's budgets use), rebuilt by replay on start. The burn rate reads the charges of the last hour
+(and the attempts running). Pure: time comes from the caller."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from proto.events import CostRecorded, Event, OperationRunning, OperationSubmitted
+from proto.events import CostRecorded, Event, OperationRunning, OperationSubmitted, SpendRolled
 from proto.queries import BudgetLine, CostAnswer, SpendLine
 from proto.queues import Budget
-from proto.windows import WINDOWS, window_end, window_start
+from proto.spend_totals import SpendTotals
+from proto.windows import WINDOWS, window_end
 
 HOUR = timedelta(hours=1)
 
@@ -24,30 +27,36 @@ class SpendView:
     currency: str = "USD"
     hourly: dict[str, float] = field(default_factory=dict)  # op -> price per hour
     running: dict[tuple[str, int], Running] = field(default_factory=dict)
-    records: dict[tuple[str, int], CostRecorded] = field(default_factory=dict)
+    totals: SpendTotals = field(default_factory=SpendTotals)
+    recent: dict[tuple[str, int], CostRecorded] = field(default_factory=dict)  # charges, for the burn rate
 
-    def fold(self, e: Event, hourly_of=None) -> None:
+    def fold(self, e: Event, hourly_of=None, seq: int = 0) -> None:
         if isinstance(e, OperationSubmitted) and hourly_of is not None:
             self.hourly.setdefault(e.op_id, hourly_of(e.spec))
         elif isinstance(e, OperationRunning):
             self.running.setdefault((e.op_id, e.attempt), Running(self.hourly.get(e.op_id, 0.0), e.at))
         elif isinstance(e, CostRecorded):
-            self.records.setdefault((e.op_id, e.attempt), e)
+            if self.totals.record(e, seq):
+                self.recent[(e.op_id, e.attempt)] = e
             self.running.pop((e.op_id, e.attempt), None)
+        elif isinstance(e, SpendRolled):
+            self.totals.roll(e)
 
-    def spent(self, scope: str, name: str, start: datetime) -> tuple[float, float]:
-        """Money and GPU-hours of ``scope``/``name`` charged since ``start``."""
-        money = gpu = 0.0
-        for r in self.records.values():
-            if (r.queue if scope == "queue" else r.project) == name and r.at >= start:
-                money, gpu = money + max(0.0, r.amount), gpu + max(0.0, r.gpu_hours)  # nothing is credited
+    def charged(self, op_id: str, attempt: int) -> bool:
+        return (op_id, attempt) in self.totals.seen
+
+    def spent(self, scope: str, name: str, window: str, at: datetime) -> tuple[float, float]:
+        """Money and GPU-hours of ``scope``/``name`` charged in the window of ``window`` holding ``at``."""
+        money, gpu = self.totals.of(scope, name, window, at)
         return round(money, 6), round(gpu, 6)
 
     def burn_rate(self, now: datetime) -> float:
         """Spend of the last hour (finished attempts pro rata, running ones so far), per hour."""
         since = now - HOUR
+        for key in [k for k, r in self.recent.items() if r.at < since]:
+            del self.recent[key]  # ended before the hour: counts no more
         total = 0.0
-        for r in self.records.values():
+        for r in self.recent.values():
             started = r.started_at or r.at
             length = (r.at - started).total_seconds()
             if length > 0:
@@ -59,21 +68,20 @@ class SpendView:
         return round(total, 6)
 
     def answer(self, budgets: list[Budget], now: datetime) -> CostAnswer:
-        names = {("queue", r.queue) for r in self.records.values()} | {("project", r.project)
-                                                                     for r in self.records.values() if r.project}
-        names |= {(b.scope, b.name) for b in budgets}
+        self.totals.forget_before(now, 0)
+        names = self.totals.scopes() | {(b.scope, b.name) for b in budgets}
         spend = [self._line(scope, name, now) for scope, name in sorted(names)]
         return CostAnswer(at=now, currency=self.currency, burn_rate_per_hour=self.burn_rate(now), spend=spend,
                           budgets=[self.budget_line(b, now) for b in budgets])
 
     def _line(self, scope: str, name: str, now: datetime) -> SpendLine:
-        out = {w: self.spent(scope, name, window_start(now, w)) for w in WINDOWS}
+        out = {w: self.spent(scope, name, w, now) for w in WINDOWS}
         return SpendLine(scope=scope, name=name, day=out["day"][0], week=out["week"][0], month=out["month"][0],
                          gpu_hours_day=out["day"][1], gpu_hours_week=out["week"][1],
                          gpu_hours_month=out["month"][1])
 
     def budget_line(self, b: Budget, now: datetime) -> BudgetLine:
-        money, gpu = self.spent(b.scope, b.name, window_start(now, b.window))
+        money, gpu = self.spent(b.scope, b.name, b.window, now)
         return BudgetLine(scope=b.scope, name=b.name, window=b.window, money=b.money, gpu_hours=b.gpu_hours,
                           spent_money=money, spent_gpu_hours=gpu,
                           remaining_money=None if b.money is None else round(max(0.0, b.money - money), 6),

@@ -11,7 +11,15 @@ import msgspec
 from proto import codec, subjects
 from proto.cluster import NodeObserved
 from proto.config import PricesConfigured, QueuesConfigured
-from proto.events import BudgetExceeded, CostRecorded, Event, OperationRunning, OperationSubmitted, event_type
+from proto.events import (
+    BudgetExceeded,
+    CostRecorded,
+    Event,
+    OperationRunning,
+    OperationSubmitted,
+    SpendRolled,
+    event_type,
+)
 from proto.lifecycle import ATTEMPT_ENDS, OP_ENDS
 from proto.queries import CostRequest
 from proto.queues import Budget
@@ -29,7 +37,7 @@ from services.runtime.settings import Settings
 # the op events its fold reads (the spend view, durations, budgets announced): its follow of the op stream
 # takes only these (an op's cost_estimated, cache answers, admitted, dispatched... never reach it)
 FOLDED: tuple[type[Event], ...] = tuple(dict.fromkeys(
-    (OperationSubmitted, OperationRunning, *ATTEMPT_ENDS, *OP_ENDS, CostRecorded, BudgetExceeded)))
+    (OperationSubmitted, OperationRunning, *ATTEMPT_ENDS, *OP_ENDS, CostRecorded, BudgetExceeded, SpendRolled)))
 FOLDED_SUBJECTS = [subjects.events_of(event_type(kind)) for kind in FOLDED]
 
 
@@ -84,19 +92,19 @@ class CostState:
         except Exception:  # noqa: BLE001 - bad messages are dead-lettered where they are consumed
             return
         try:
-            self._fold(event)
+            self._fold(event, seq)
         except Exception as exc:  # noqa: BLE001 - one bad event must not stop the replay or the view
             self.fold_failures += 1
             self.service.log.error("fold_failed", op_id=event.op_id, event_type=codec.type_of(event), seq=seq,
                                    error=f"{exc!r}", failures=self.fold_failures)
 
-    def _fold(self, event: Event) -> None:
+    def _fold(self, event: Event, seq: int = 0) -> None:
         self.durations.fold(event)
         if isinstance(event, BudgetExceeded):
             self.announced.fold(event)
         if isinstance(event, ENDS):
             return  # a running attempt stays counted until its cost_recorded arrives
-        self.view.fold(event, self.hourly_of)
+        self.view.fold(event, self.hourly_of, seq)
 
     def runs_of(self, spec: OpSpec) -> list[float]:
         return self.durations.runs_of(spec)
@@ -112,10 +120,10 @@ class CostState:
 
     def exceeded(self, record: CostRecorded) -> list[BudgetExceeded]:
         """The budget limits ``record`` brings to or past, not announced before."""
-        def spent(scope: str, name: str, since: datetime) -> tuple[float, float]:
-            money, gpu_hours = self.view.spent(scope, name, since)
-            if (record.op_id, record.attempt) not in self.view.records and record.at >= since:
-                money, gpu_hours = money + record.amount, gpu_hours + record.gpu_hours  # not folded yet
+        def spent(scope: str, name: str, window: str, at: datetime) -> tuple[float, float]:
+            money, gpu_hours = self.view.spent(scope, name, window, at)
+            if not self.view.charged(record.op_id, record.attempt):  # not folded yet (same window: ``at``)
+                money, gpu_hours = money + record.amount, gpu_hours + record.gpu_hours
             return money, gpu_hours
         return self.announced.crossed(self.budgets, record, spent)
 

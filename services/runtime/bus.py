@@ -198,9 +198,10 @@ class Bus:
             kv = await js.key_value(bucket)
         return PatientKV(KVCalls(kv, self.requester, KV_TIMEOUT_S), self.nc)
 
-    async def purge(self, stream: str, subject: str, *, before_seq: int | None = None) -> None:
-        """Remove ``subject``'s messages from ``stream`` (only those before ``before_seq`` if given)."""
-        await self.js.purge_stream(stream, subject=subject, seq=before_seq)
+    async def purge(self, stream: str, subject: str, *, before_seq: int | None = None, keep: int | None = None) -> None:
+        """Remove ``subject``'s messages from ``stream`` (only those before ``before_seq``, or all but the last
+        ``keep``, if given)."""
+        await self.js.purge_stream(stream, subject=subject, seq=before_seq, keep=keep)
 
     async def consumed_up_to(self, stream: str) -> int:
         """The stream sequence up to which every durable consumer of ``stream`` has acked what it was

@@ -271,9 +271,9 @@ class MemoryBus:
         self._check_open()
         return self.broker.buckets.setdefault(bucket, MemoryKV())
 
-    async def purge(self, stream: str, subject: str, *, before_seq: int | None = None) -> None:
+    async def purge(self, stream: str, subject: str, *, before_seq: int | None = None, keep: int | None = None) -> None:
         self._check_open()
-        self.broker.stream(stream).purge(subject, before_seq)
+        self.broker.stream(stream).purge(subject, before_seq, keep)
 
     async def consumed_up_to(self, stream: str) -> int:
         self._check_open()

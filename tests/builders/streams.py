@@ -87,9 +87,11 @@ class Stream:
     def matching(self, subject: str) -> list[Stored]:
         return [m for m in self.messages.values() if matches(subject, m.subject)]
 
-    def purge(self, subject: str, before_seq: int | None = None) -> None:
-        """Remove the messages of ``subject`` (those before ``before_seq`` if given), as JetStream's purge."""
-        for m in self.matching(subject):
+    def purge(self, subject: str, before_seq: int | None = None, keep: int | None = None) -> None:
+        """Remove the messages of ``subject`` (those before ``before_seq``, or all but the last ``keep``, if
+        given), as JetStream's purge."""
+        found = self.matching(subject)
+        for m in found[:len(found) - keep] if keep else found:
             if before_seq is None or m.seq < before_seq:
                 del self.messages[m.seq]
 

@@ -45,7 +45,9 @@ from proto.events import (
     OperationTimedOut,
     PreemptRequested,
     RetryScheduled,
+    SpendRolled,
     StopRequested,
+    WindowSpend,
 )
 from proto.spec import (
     Cache,
@@ -134,6 +136,8 @@ SAMPLES: dict[str, msgspec.Struct] = {
                                       spent=103.25, unit="EUR", window_start=t(-3600), resets_at=t(82800)),
     "error": ErrorRaised(**_COMMON, service="admission", subject="cmd.submit._", reason="malformed_message",
                          message="cannot decode", payload="{oops"),
+    "spend_rolled": SpendRolled(**_COMMON, scope="project", name="vision", through_seq=4711,
+                                windows=[WindowSpend(window="month", start=t(-86400), money=12.5, gpu_hours=3.25)]),
     "dispatch_delayed": DispatchDelayed(**_COMMON, dependency="webhook", message="connection refused"),
     "handler_failed": HandlerFailed(**_COMMON, service="dispatcher", subject="ops.admitted.op-1",
                                     failed_type="admitted", error="gave up after 5 deliveries: KeyError('x')"),

@@ -99,13 +99,13 @@ async def test_two_replicas_of_each_share_the_work_and_answer_every_op_once(stac
     views = [r.service("cost").state.view for r in replicas]
     for view in views:  # each replica folded every record, whichever replica recorded it
         await _folded(view, len(op_ids))
-    assert views[0].spent("queue", "default", T0) == views[1].spent("queue", "default", T0) == (
+    assert views[0].spent("queue", "default", "month", T0) == views[1].spent("queue", "default", "month", T0) == (
         round(0.06 * len(op_ids), 6), 0.0)
 
 
 async def _folded(view, n: int, timeout: float = 20.0) -> None:
     async def folded() -> bool:
-        return len(view.records) >= n
+        return len(view.totals.seen) >= n
     await eventually(folded, f"{n} cost records folded", timeout=timeout, interval=0.05)
 
 

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 from opsched.client import Client
 from proto import codec, subjects
-from proto.events import CostRecorded, OperationAdmitted, OperationRunning
+from proto.events import CostRecorded, OperationAdmitted, OperationRunning, SpendRolled
 from services.admission.state import Status
 from tests.builders import op
 from tests.builders.clock import FakeClock
@@ -84,8 +84,10 @@ async def test_finished_ops_leave_memory_and_the_stream_but_not_the_views_nor_th
     before_restart = decisions_of(admission)
 
     stored = [codec.decode_event(d) for d in await bus.read_all(subjects.OPS_STREAM, subjects.OP_EVENTS)]
-    assert {codec.type_of(e) for e in stored if e.op_id in done} == {"cost_recorded"}  # kept for the windows
-    assert {e.op_id for e in stored} == set(done) | set(live)
+    assert [e for e in stored if e.op_id in done] == []  # their spend is rolled up, per budget scope
+    rolled = [e for e in stored if isinstance(e, SpendRolled)]
+    assert sorted((r.scope, r.name) for r in rolled) == [("project", "vision"), ("queue", "default")]
+    assert {e.op_id for e in stored} - {r.op_id for r in rolled} == set(live)
     assert len(stored) < stored_before / 4
 
     rows = {r.op_id: r for r in await client.ops()}

@@ -26,7 +26,7 @@ def record(op_id: str = "op-1", *, amount: float = 2.0, gpu_hours: float = 1.0, 
 
 
 def spent_of(money: float, gpu_hours: float):
-    return lambda scope, name, since: (money, gpu_hours)
+    return lambda scope, name, window, at: (money, gpu_hours)
 
 
 @pytest.mark.parametrize("c", [

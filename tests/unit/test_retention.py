@@ -8,7 +8,7 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from proto import subjects
+from proto import codec, subjects
 from proto.events import CostRecorded, Event
 from proto.spec import Termination
 from proto.summaries import OpSummary
@@ -194,26 +194,53 @@ async def test_tombstones_are_bounded_the_oldest_forgotten_first():
     assert [w.state.fold.status_of(n) for n in ("a", "b", "c")] == [None, Status.SUCCEEDED, Status.SUCCEEDED]
 
 
-def test_its_events_are_purged_kind_by_kind_submitted_last_spend_kept():
+def test_its_events_are_purged_at_once_or_kind_by_kind_when_it_announced_a_budget_limit():
     from services.admission.records import OpRecord
 
     record = OpRecord("a", "q", 0, T0, op("a").build())
-    record.kinds = {"submitted", "running", "cost_recorded", "budget_exceeded", "admitted", "succeeded"}
-    assert purge_order(record) == ["admitted", "running", "succeeded", "submitted"]
+    record.kinds = {"submitted", "running", "cost_recorded", "admitted", "succeeded"}
+    assert purge_order(record) == ["ops.*.a"]
+    record.kinds.add("budget_exceeded")  # kept for its window
+    assert purge_order(record) == ["ops.admitted.a", "ops.cost_recorded.a", "ops.running.a", "ops.succeeded.a",
+                                   "ops.submitted.a"]
 
 
-# ---- spend outlives its op while a budget window holds it ----------------------------------------
+# ---- spend outlives its op: rolled up per budget scope, kept while a window holds it ------------
 
-async def test_spend_stays_in_the_stream_and_in_its_windows_until_no_window_holds_it():
+def replayed(w: World) -> AdmissionState:
+    fresh = AdmissionState()
+    for m in w.bus.broker.stored(subjects.OPS_STREAM):
+        fresh.apply(codec.decode_ops_stream(m.data), m.seq)
+    return fresh
+
+
+async def test_spend_is_rolled_up_before_its_op_leaves_so_a_replay_counts_the_same():
+    w = World()
+    await w.store(*finished("a"), cost("a", T0, amount=2.0))
+    await w.store(*live("busy"), cost("busy", T0, amount=0.5))  # a live op's earlier attempt, charged
+    await w.after(TTL)
+    assert w.stream_kinds("a") == [] and "cost_recorded" in w.stream_kinds("busy")
+    month = ("queue", "default", "month", w.clock.now())
+    assert w.state.fold.spend.of(*month) == (2.5, 2.0)
+    assert replayed(w).fold.spend.of(*month) == (2.5, 2.0)  # the rollup counts a, and busy's charge once
+
+    await w.store(*finished("b", at=w.clock.now()), cost("b", w.clock.now(), amount=1.0))
+    await w.after(TTL)
+    rollups = w.bus.broker.stored(subjects.OPS_STREAM, subjects.events_of("spend_rolled"))
+    assert len(rollups) == 1  # the last one per scope stays
+    assert w.state.fold.spend.of(*month) == replayed(w).fold.spend.of(*month) == (3.5, 3.0)
+
+
+async def test_spend_leaves_memory_and_the_stream_once_no_window_holds_it():
     w = World()
     await w.store(*finished("a"), cost("a", T0, amount=2.0))
     await w.after(TTL)
-    assert w.stream_kinds("a") == ["cost_recorded"]
-    assert w.state.fold.spend.of("queue", "default", "month", w.clock.now()) == (2.0, 1.0)
-
     await w.after(45 * 24 * HOUR)  # past the month (and the week, and the day) it was charged in
-    assert w.stream_kinds("a") == []
     assert w.state.fold.spend.money == {}
+    assert w.stream_kinds("a") == []
+    now = w.clock.now()
+    assert [replayed(w).fold.spend.of("queue", "default", window, now) for window in ("day", "week", "month")] == [
+        (0.0, 0.0)] * 3  # its scope's last rollup stays, of windows long over
 
 
 # ---- strays: events about ops admission does not hold -----------------------------------------
