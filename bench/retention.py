@@ -2,12 +2,14 @@
 left (not part of ``python -m bench``; a measurement for the README).
 
     python -m bench.retention --ops 20000
+    python -m bench.retention --ops 1000000 --live 100000 --chunk 250000   # history grows: a flat start?
 
-N finished ops (submitted, cost_estimated, cache_missed, admitted, dispatched, running, succeeded,
-cost_recorded: 8 messages each, as the services publish them) and 100 pending ones are published into a
-fresh nats-server. A child process starts a real ``Admission`` on it and reports the replay (messages,
-seconds) and its RSS growth; then the retention round runs (its clock past the ttl) and the child
-measures a start again.
+``--live`` pending ops (submitted, cost_estimated, cache_missed) are published into a fresh nats-server
+and a child process starts a real ``Admission`` on it: the baseline start. Then N finished ops
+(submitted, cost_estimated, cache_missed, admitted, dispatched, running, succeeded, cost_recorded: 8
+messages each, as the services publish them), ``--chunk`` at a time: after each chunk a child measures a
+start (replay messages, seconds, RSS growth) and an admission runs the retention round (its clock past
+the ttl), as a running one would every interval. A child measures the start at the end.
 """
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-LIVE = 100
 TTL_S = 3600.0
 
 
@@ -44,19 +45,19 @@ def _finished(oid: str, sub, when) -> list:
             CostRecorded(op_id=oid, at=when + timedelta(seconds=60), amount=0.03, seconds=60.0, queue=sub.queue)]
 
 
-async def _generate(url: str, n_ops: int) -> int:
+async def _generate(url: str, first: int, n_ops: int, finished: bool) -> int:
     from bench.coldstart import _headers
     from bench.generator import build_file
     from bench.workload import at, op_id, pending_events
     from proto import codec, subjects
     from services.runtime.bus import Bus
 
-    workload = build_file(None, pending=n_ops + LIVE)
+    workload = build_file(None, pending=n_ops)
     bus = await Bus.connect(url, "bench-generator")
     await bus.ensure_streams()
-    for i, sub in enumerate(workload.submissions):
+    for i, sub in enumerate(workload.submissions, start=first):
         when = at(sub.offset_s)
-        events = _finished(op_id("f", i), sub, when) if i < n_ops else pending_events(op_id("p", i), sub, when)
+        events = _finished(op_id("f", i), sub, when) if finished else pending_events(op_id("p", i), sub, when)
         for event in events:
             await bus.js.publish_async(subjects.event(codec.type_of(event), event.op_id), codec.encode(event),
                                        headers=_headers(event))
@@ -106,9 +107,10 @@ async def _retain(url: str, n_ops: int) -> dict:
             return datetime.now(timezone.utc) + timedelta(days=3650)  # past every ttl (bench ops are of 2026)
 
     bus = await Bus.connect(url, "bench-retention")
-    admission = build(Settings(nats_url=url, log_level="warning", retention_batch=n_ops + LIVE))
+    admission = build(Settings(nats_url=url, log_level="warning"))
     await admission.start(bus)
     admission.retention.clock = Later()
+    admission.retention.is_leader = lambda: True  # the only admission (no lease task runs here)
     began = time.perf_counter()
     left = await admission.retention.round(bus)
     seconds = time.perf_counter() - began
@@ -127,6 +129,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--ops", type=int, default=20_000)
+    parser.add_argument("--live", type=int, default=100, help="pending ops (they stay)")
+    parser.add_argument("--chunk", type=int, default=250_000, help="finished ops published before each round")
     parser.add_argument("--start", help=argparse.SUPPRESS)  # the child: measure one admission start
     args = parser.parse_args()
     if args.start:
@@ -135,14 +139,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as root:
         server = NatsServer(Path(root) / "nats").start()
         try:
-            stored = asyncio.run(_generate(server.url, args.ops))
-            before = _child(server.url)
-            purge = asyncio.run(_retain(server.url, args.ops))
+            asyncio.run(_generate(server.url, 0, args.live, finished=False))
+            rounds, baseline = [], _child(server.url)
+            for first in range(0, args.ops, args.chunk):
+                count = min(args.chunk, args.ops - first)
+                stored = asyncio.run(_generate(server.url, first, count, finished=True))
+                before = _child(server.url)
+                rounds.append({"finished_ops": first + count, "stored": stored, "before": before,
+                               "retention_round": asyncio.run(_retain(server.url, count))})
+                print(json.dumps(rounds[-1]), file=sys.stderr)
             after = _child(server.url)
         finally:
             server.stop()
-    print(json.dumps({"finished_ops": args.ops, "live_ops": LIVE, "stored": stored, "before": before,
-                      "retention_round": purge, "after": after}, indent=2))
+    print(json.dumps({"finished_ops": args.ops, "live_ops": args.live, "baseline": baseline, "chunks": rounds,
+                      "after": after, "after_vs_baseline": round(after["replay_s"] / max(baseline["replay_s"], 1e-9), 2)},
+                     indent=2))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from proto.events import (
     OperationTimedOut,
     PreemptRequested,
     RetryScheduled,
+    SpendRolled,
 )
 from proto.failures import is_infrastructure, will_retry
 from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, RETRY_SHOWN, SHOWN, TERMINAL_LABELS, Status
@@ -69,6 +70,8 @@ class OpsView:
         self.summarized: set[str] = set()  # ops shown from their summary: final, events add nothing
 
     def fold(self, event: Event) -> OpRow | None:
+        if isinstance(event, SpendRolled):
+            return None  # a budget scope's spend, no op's
         if isinstance(event, ErrorRaised):
             self.errors.append(event)
         row = self.rows.get(event.op_id)

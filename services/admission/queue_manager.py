@@ -12,6 +12,7 @@ from proto.lifecycle import Status
 from services.admission.policies.aging import PendingQueue
 from services.admission.records import Ghost, OpRecord, Park
 from services.admission.transitions import Transitions
+from services.admission.worklist import WorkList
 
 EPOCH = datetime.fromtimestamp(0, timezone.utc)
 
@@ -34,10 +35,10 @@ class QueueManager(Transitions):
         self.starved: set[str] = set()  # queues whose ops wait for quota they lent out (cohort stops lending)
         self.scoped_book: object | None = None  # the compiled configuration the scopes come from
         # the cycle's work lists
-        self.cleared: list[str] = []  # gates just cleared: the cycle queues or holds them
-        self.retrying: list[str] = []  # a failed attempt to retry: the cycle schedules it
-        self.cache_hits: list[str] = []  # ops to finish from the cache
-        self.ending: list[str] = []  # a service gave up on a message they waited on: the cycle ends them
+        self.cleared = WorkList()  # gates just cleared: the cycle queues or holds them
+        self.retrying = WorkList()  # a failed attempt to retry: the cycle schedules it
+        self.cache_hits = WorkList()  # ops to finish from the cache
+        self.ending = WorkList()  # a service gave up on a message they waited on: the cycle ends them
         self.timers: list[datetime] = []  # back-offs ending: a cycle must run then, event or not
 
     # ---- queues ----
@@ -155,5 +156,4 @@ class QueueManager(Transitions):
     def forgotten(self, op: OpRecord) -> None:
         self.queue(op.queue).pending.discard(op.op_id)
         for work in (self.cleared, self.retrying, self.cache_hits, self.ending):
-            while op.op_id in work:
-                work.remove(op.op_id)
+            work.discard(op.op_id)

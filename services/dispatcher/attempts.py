@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import IntEnum
 
+from proto import subjects
 from proto.events import (
     Event,
     OperationAdmitted,
@@ -25,6 +26,7 @@ from proto.events import (
     OperationRunning,
     PreemptRequested,
     StopRequested,
+    event_type,
 )
 from proto.lifecycle import ATTEMPT_ENDS
 from services.dispatcher.gang import AttemptKey
@@ -56,6 +58,8 @@ STAGE_OF: dict[type[Event], Stage] = {
     OperationRejected: Stage.ENDED,
     **{end: Stage.ENDED for end in ATTEMPT_ENDS},
 }
+# what the table folds: the dispatcher's follow of the op stream takes only these subjects
+FOLDED_SUBJECTS = sorted({subjects.events_of(event_type(kind)) for kind in STAGE_OF})
 
 
 @dataclass

@@ -27,7 +27,7 @@ from proto.events import (
     StopRequested,
 )
 from proto.podspec import ANNOTATION_EVICTED, SELECTOR
-from services.dispatcher.attempts import Attempt, Attempts
+from services.dispatcher.attempts import FOLDED_SUBJECTS, Attempt, Attempts
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.expiry import check_expiry
 from services.dispatcher.fates import Fates
@@ -80,7 +80,7 @@ class Dispatcher(Service):
         self.fates = Fates(await bus.ensure_cache_bucket(subjects.ATTEMPT_FATE_BUCKET,
                                                          max_age_s=self.settings.attempt_fate_max_age_s))
         if self.kube is not None:
-            await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, self.fold)
+            await bus.replay(subjects.OPS_STREAM, FOLDED_SUBJECTS, self.fold)  # only what it folds
             self.log.info("attempts_rebuilt", ops=len(self.attempts.latest))
 
     async def fold(self, data: bytes, seq: int) -> None:

@@ -68,7 +68,7 @@ def test_an_op_waits_for_both_the_cost_estimate_and_the_cache_answer(c):
 ], ids=case_name)
 def test_an_op_is_admitted_once_both_gates_cleared_in_any_order(c):
     state = fold(submitted(op("a").build(), op_id="a"), *c.gates)
-    assert state.ops["a"].status == Status.PENDING and state.queues.cleared == ["a"]  # the cycle queues it
+    assert state.ops["a"].status == Status.PENDING and list(state.queues.cleared) == ["a"]  # the cycle queues it
     (decision,) = decide(state)
     assert isinstance(decision, OperationAdmitted)
     assert (decision.op_id, decision.queue, decision.namespace, decision.pod_name) == ("a", "default", NS, "op-a-0")

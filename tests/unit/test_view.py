@@ -156,3 +156,15 @@ def test_the_table_has_a_header_and_one_aligned_line_per_row():
 def test_the_table_cuts_long_reasons():
     view = view_of(SUBMITTED, failed(reason="x" * 100))
     assert table(list(view.rows.values())).splitlines()[1].endswith(" " + "x" * 60)
+
+
+def test_a_budget_scope_s_rolled_up_spend_is_no_op_row():
+    from datetime import datetime, timezone
+
+    from proto.events import SpendRolled
+
+    view = OpsView()
+    rolled = SpendRolled(op_id="queue-0123456789abcdef0123", at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+                         scope="queue", name="default", through_seq=7)
+    assert view.fold_bytes(codec.encode(rolled)) is None
+    assert view.rows == {}
