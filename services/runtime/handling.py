@@ -15,7 +15,7 @@ from services.runtime.clock import Clock
 
 def received(raw: Any, durable: str = "") -> Received:
     md = raw.metadata
-    return Received(raw.subject, raw.data, dict(raw.headers or {}), md.sequence.stream, md.num_delivered, raw,
+    return Received(raw.subject, raw.data, raw.headers or {}, md.sequence.stream, md.num_delivered, raw,
                     durable)
 
 

@@ -1,6 +1,7 @@
 """One message as a handler loop sees it (``services.runtime.bus``)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +12,7 @@ class Received:
 
     subject: str
     data: bytes
-    headers: dict[str, str]
+    headers: Mapping[str, str]  # parsed when read (``natsclient.Headers``)
     stream_seq: int
     num_delivered: int
     raw: Any  # the nats Msg, for ack/nak/term
