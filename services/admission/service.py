@@ -12,6 +12,7 @@ behind the fence of its claim (``ops.lease.admission.claimed``), so a stale lead
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TypeVar
 
 import msgspec
@@ -41,7 +42,7 @@ from proto.schedules import (
     ScheduleEvent,
     refused_creation,
 )
-from services.admission import cycle, handlers, oversize, queries, schedule_runner
+from services.admission import cycle, handlers, metrics, oversize, queries, schedule_runner
 from services.admission import schedules as sched
 from services.admission.catchup import FoldProgress
 from services.admission.config_source import ConfigSource, queues_configured
@@ -82,6 +83,7 @@ class Admission(Service):
         self.wake = asyncio.Event()
         self.submit_rate = SubmitRate(settings.submit_rate_per_min, settings.submit_burst)  # folds ``submitted``
         self.undecodable = 0  # messages of the op stream skipped: they do not decode
+        self.measures = metrics.Measures()  # its decisions and cycles, for /metrics
         self.progress = FoldProgress()  # how far the op stream is folded (commands wait for their op)
         self.leadership = Leadership(subjects.ADMISSION_ROLE, self.clock, settings.lease_ttl_s, settings.lease_renew_s,
                                      self.progress.reach, self.log)
@@ -262,8 +264,9 @@ class Admission(Service):
 
     async def cycle_once(self, bus: Bus, fence: Fence | None = None) -> None:
         """Decide on the state now and publish each decision (behind ``fence``, the leader's claim)."""
-        now = self.clock.now()
+        now, began = self.clock.now(), time.perf_counter()
         decisions = cycle.decide(self.state, self.book, now, self.settings.namespace)
+        self.measures.decided(decisions, time.perf_counter() - began, self.state.ops, now)
         for index, decision in enumerate(decisions):
             try:
                 try:
@@ -282,6 +285,9 @@ class Admission(Service):
                 await asyncio.sleep(0.2)
                 return
             self.log.info(codec.type_of(decision), op_id=decision.op_id)
+
+    def metric_families(self) -> list:
+        return [*metrics.families(self.state, self.book), *self.measures.families()]
 
     def _too_large_decision(self, decision: Event, exc: MessageTooLarge, now) -> Event:
         """Forget ``decision`` and assume the end of its op instead (``oversize``)."""

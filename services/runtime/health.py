@@ -4,17 +4,21 @@ bound and waiting for no dependency). A service that waits out an outage (the Ku
 alive, so /healthz stays 200 and nothing restarts it; /readyz is 503 and says what it waits for, since when:
 ``{"waiting_for": {"dispatcher": {"kubernetes": {"since": ..., "detail": ..., "failures": ...}}}}``.
 A service that is not alive (a handler loop stuck, see ``liveness``) makes both 503 and says why:
-``{"not_alive": {"dispatcher": {"dispatcher-admitted": "handling ops.admitted.op-1 since ..., ..."}}}``."""
+``{"not_alive": {"dispatcher": {"dispatcher-admitted": "handling ops.admitted.op-1 since ..., ..."}}}``.
+GET /metrics: the Prometheus text format of ``metrics`` (``services.runtime.metrics``), when given."""
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import Callable
 
+from services.runtime.metrics import CONTENT_TYPE as METRICS_TYPE
+
 
 class HealthServer:
-    def __init__(self, report: Callable[[], dict], port: int = 0, host: str = "127.0.0.1") -> None:
-        self.report = report
+    def __init__(self, report: Callable[[], dict], port: int = 0, host: str = "127.0.0.1",
+                 metrics: Callable[[], bytes] | None = None) -> None:
+        self.report, self.metrics = report, metrics
         self.host = host
         self.port = port
         self._server: asyncio.base_events.Server | None = None
@@ -35,9 +39,12 @@ class HealthServer:
             while (await reader.readline()) not in (b"\r\n", b"\n", b""):
                 pass
             path = request.split()[1].decode() if len(request.split()) > 1 else "/"
-            status, body = self._answer(path)
-            payload = json.dumps(body).encode()
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+            if path.startswith("/metrics") and self.metrics is not None:
+                status, content_type, payload = "200 OK", METRICS_TYPE, self.metrics()
+            else:
+                status, body = self._answer(path)
+                content_type, payload = "application/json", json.dumps(body).encode()
+            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
                          f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode() + payload)
             await writer.drain()
         except (asyncio.TimeoutError, ConnectionError, IndexError):
@@ -53,5 +60,5 @@ class HealthServer:
         elif path.startswith("/readyz"):
             ok = alive and report.get("ready", False) and not report.get("waiting_for")
         else:
-            return "404 Not Found", {"error": "try /healthz or /readyz"}
+            return "404 Not Found", {"error": "try /healthz, /readyz or /metrics"}
         return ("200 OK" if ok else "503 Service Unavailable"), report

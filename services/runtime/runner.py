@@ -1,4 +1,5 @@
-"""Run one or more services in this process: one bus connection each, SIGTERM drains, health endpoint."""
+"""Run one or more services in this process: one bus connection each, SIGTERM drains, health and metrics
+endpoint."""
 from __future__ import annotations
 
 import asyncio
@@ -6,7 +7,7 @@ import functools
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 
-from services.runtime import eventloop
+from services.runtime import eventloop, metrics
 from services.runtime import logging as oplog
 from services.runtime.bus import Bus
 from services.runtime.credentials import of_settings
@@ -29,7 +30,9 @@ async def serve(services: Sequence[Service], settings: Settings, stop: asyncio.E
     buses = [await connect(settings.nats_url, f"opsched-{s.name}") for s in services]
     health = None
     if settings.health_port is not None:
-        health = HealthServer(lambda: _report(services, buses), settings.health_port, settings.health_host)
+        registry = metrics.registry_of(services)
+        health = HealthServer(lambda: _report(services, buses), settings.health_port, settings.health_host,
+                              metrics=lambda: metrics.exposition(registry))
         port = await health.start()
         oplog.get("runtime").info("health_listening", port=port)
     try:

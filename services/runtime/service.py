@@ -125,6 +125,10 @@ class Service(WaitsOut):
         its stuck handler loops; a service adds its own facts (``super().liveness() | {...}``)."""
         return self.handler_loops.stuck(self.settings.handler_stuck_s)
 
+    def metric_families(self) -> list[Any]:
+        """This service's own Prometheus metric families, read at a scrape (``services.runtime.metrics``)."""
+        return []
+
     async def run(self, bus: Bus, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; then finish the message in hand and return (drain)."""
         self.bus, self.stopping = bus, stop

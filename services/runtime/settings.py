@@ -25,7 +25,7 @@ class Settings(BaseSettings):
         description="speak TLS to NATS and verify the server with this CA certificate (PEM)")
     stream_replicas: int = Field(1, ge=1, le=5, description="replicas of the streams and KV buckets this "
                                  "service creates: 1 on one nats-server, 3 on a 3-node cluster")
-    health_port: int | None = Field(None, ge=0, le=65535, description="serve /healthz here; 0 = any free port")
+    health_port: int | None = Field(None, ge=0, le=65535, description="serve /healthz, /readyz and /metrics here; 0 = any free port")
     health_host: str = Field("127.0.0.1", description="address for /healthz; 0.0.0.0 inside a pod")
     log_format: Literal["auto", "json", "console"] = "auto"
     event_loop: Literal["uvloop", "asyncio"] = Field("uvloop", description="the event loop a service process runs on")

@@ -1,0 +1,92 @@
+"""Prometheus metrics of the services in a process, served at ``/metrics`` on the health port.
+
+Every figure is read when Prometheus scrapes (a ``prometheus_client`` collector over what the services
+already keep): the hot path of a message pays nothing for metrics. Each process has its own registry
+(``opsched up`` runs four services in one process, each labelled by ``service``).
+
+Common to every service (``Service.stats`` and its health):
+
+- ``opsched_messages_handled_total{service}``, ``opsched_events_published_total{service}``,
+  ``opsched_dead_letters_total{service}``, ``opsched_handler_retries_total{service}``,
+  ``opsched_dependency_retries_total{service}``, ``opsched_messages_lost_total{service}``,
+  ``opsched_poison_messages_total{service}``;
+- ``opsched_service_ready{service}`` (1 when its consumers are bound and it waits for nothing),
+  ``opsched_service_waiting{service,dependency}`` (1 while it waits out that dependency),
+  ``opsched_service_leading{service}`` for a service one instance leads (1 leader, 0 standby).
+
+A service adds its own (``Service.metric_families``): admission's ops per queue and status
+(``services.admission.metrics``)."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the text format Prometheus 2 and 3 both scrape
+COUNTERS = {  # Stats field -> (metric name without _total, help)
+    "handled": ("opsched_messages_handled", "Messages a handler loop handled and acked"),
+    "published": ("opsched_events_published", "Events the handlers returned and the runtime published"),
+    "dead_lettered": ("opsched_dead_letters", "Messages dead-lettered (an error event and a copy on the DLQ)"),
+    "retried": ("opsched_handler_retries", "Messages given back for a retry after a handler failed"),
+    "dependency_retries": ("opsched_dependency_retries", "Tries again of a dependency found unavailable"),
+    "lost": ("opsched_messages_lost", "Messages whose last delivery nobody settled (max-deliveries advisories)"),
+    "poisoned": ("opsched_poison_messages", "Messages dead-lettered unhandled: their handling died too often"),
+}
+
+
+class ServicesCollector:
+    """The metrics of ``services`` (objects with ``name``, ``stats``, ``ready``, ``waits``, ``leadership`` and
+    ``metric_families()``), read at each scrape."""
+
+    def __init__(self, services: Sequence[Any]) -> None:
+        self.services = services
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._counters()
+        yield from self._health()
+        for service in self.services:
+            yield from service.metric_families()
+
+    def _counters(self) -> Iterator[Metric]:
+        for field, (name, text) in COUNTERS.items():
+            family = CounterMetricFamily(name, text, labels=["service"])
+            for service in self.services:
+                family.add_metric([service.name], getattr(service.stats, field))
+            yield family
+
+    def _health(self) -> Iterator[Metric]:
+        ready = GaugeMetricFamily("opsched_service_ready", "1 when consumers are bound and nothing is waited for",
+                                  labels=["service"])
+        waiting = GaugeMetricFamily("opsched_service_waiting", "1 while the service waits out a dependency",
+                                    labels=["service", "dependency"])
+        leading = GaugeMetricFamily("opsched_service_leading", "1 for the leader, 0 for a standby",
+                                    labels=["service"])
+        for service in self.services:
+            waits = service.waits.report() if service.waits else {}
+            ready.add_metric([service.name], float(service.ready.is_set() and not waits))
+            for dependency in sorted(waits):
+                waiting.add_metric([service.name, dependency], 1.0)
+            if service.leadership is not None:
+                leading.add_metric([service.name], float(service.leadership.state == "leader"))
+        yield from (ready, waiting, leading)
+
+
+def registry_of(services: Sequence[Any]) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ServicesCollector(services))  # type: ignore[arg-type]
+    return registry
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """The text format Prometheus scrapes (``CONTENT_TYPE``)."""
+    return generate_latest(registry)
+
+
+def gauge(name: str, text: str, labels: list[str], values: Iterable[tuple[list[str], float]]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, text, labels=labels)
+    for label_values, value in values:
+        family.add_metric(label_values, value)
+    return family

@@ -1,0 +1,44 @@
+"""The metrics collector reads what the services keep at a scrape (``services.runtime.metrics``)."""
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from services.runtime import metrics
+from services.runtime.service import Stats
+
+
+def fake(name: str, *, ready=True, waits=None, leading=None, stats=None):
+    event = asyncio.Event()
+    if ready:
+        event.set()
+    return SimpleNamespace(name=name, stats=stats or Stats(), ready=event,
+                           waits=SimpleNamespace(report=lambda: waits or {}),
+                           leadership=None if leading is None else SimpleNamespace(state=leading),
+                           metric_families=lambda: [])
+
+
+def samples(services) -> dict:
+    text = metrics.exposition(metrics.registry_of(services)).decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_each_counter_of_stats_is_a_counter_per_service():
+    got = samples([fake("cost", stats=Stats(handled=7, dead_lettered=2, lost=1)), fake("cache")])
+    assert got[("opsched_messages_handled_total", (("service", "cost"),))] == 7
+    assert got[("opsched_dead_letters_total", (("service", "cost"),))] == 2
+    assert got[("opsched_messages_lost_total", (("service", "cost"),))] == 1
+    assert got[("opsched_messages_handled_total", (("service", "cache"),))] == 0
+    assert {name for name, _ in got if name.endswith("_total")} == {f"{n}_total" for n, _ in metrics.COUNTERS.values()}
+
+
+def test_a_service_waiting_out_a_dependency_is_not_ready_and_names_it():
+    got = samples([fake("dispatcher", waits={"kubernetes": {"since": "..."}}), fake("admission", leading="standby")])
+    assert got[("opsched_service_ready", (("service", "dispatcher"),))] == 0
+    assert got[("opsched_service_waiting", (("dependency", "kubernetes"), ("service", "dispatcher")))] == 1
+    assert got[("opsched_service_ready", (("service", "admission"),))] == 1
+    assert got[("opsched_service_leading", (("service", "admission"),))] == 0
+    assert ("opsched_service_leading", (("service", "dispatcher"),)) not in got
