@@ -10,55 +10,19 @@ Read from its state at a scrape (the cycle pays nothing for them):
   (Kueue's ``cluster_queue_resource_usage`` / ``nominal_quota`` / ``borrowing``), and
   ``opsched_queue_cost_used`` / ``opsched_queue_cost_quota`` ``{queue}``: what ``opsched queues`` shows.
 
-Counted as they happen (``Measures``, by the leader that decides):
-
-- ``opsched_admission_decisions_total{result}``: the cycles' decisions by event (admitted, preempted,
-  rejected, ...);
-- ``opsched_admission_cycle_duration_seconds``: one cycle's decide (Kueue's admission attempt duration);
-- ``opsched_admission_wait_seconds{queue}``: submitted -> admitted, per admitted op."""
+What it counts as it happens is ``services.admission.measures``."""
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
 from typing import Any
 
-from prometheus_client import Counter as PromCounter
-from prometheus_client import Histogram
-
-from proto import codec
 from proto.lifecycle import Status
 from services.admission import queries
 from services.runtime.metrics import gauge
 
 LIVE = (Status.PENDING, Status.ON_HOLD, Status.QUEUED, Status.ADMITTED, Status.DISPATCHED, Status.RUNNING,
         Status.RETRYING)
-CYCLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 QUOTA = ("used", "nominal", "borrowed")
-
-
-class Measures:
-    """The counters and histograms one admission keeps (not in any global registry: one per instance)."""
-
-    def __init__(self) -> None:
-        self.decisions = PromCounter("opsched_admission_decisions", "Decisions of admission cycles, by event",
-                                     ["result"], registry=None)
-        self.cycle = Histogram("opsched_admission_cycle_duration_seconds", "One admission cycle's decide",
-                               buckets=CYCLE_BUCKETS, registry=None)
-        self.wait = Histogram("opsched_admission_wait_seconds", "Submitted to admitted, per admitted op",
-                              ["queue"], buckets=WAIT_BUCKETS, registry=None)
-
-    def decided(self, decisions: list, seconds: float, ops: dict, now: datetime) -> None:
-        self.cycle.observe(seconds)
-        for decision in decisions:
-            kind = codec.type_of(decision)
-            self.decisions.labels(kind).inc()
-            op = ops.get(decision.op_id)
-            if kind == "admitted" and op is not None:
-                self.wait.labels(op.queue).observe(max(0.0, (now - op.submitted_at).total_seconds()))
-
-    def families(self) -> list[Any]:
-        return [*self.decisions.collect(), *self.cycle.collect(), *self.wait.collect()]
 
 
 def families(state: Any, book: Any) -> list[Any]:

@@ -46,6 +46,7 @@ from services.admission import cycle, handlers, metrics, oversize, queries, sche
 from services.admission import schedules as sched
 from services.admission.catchup import FoldProgress
 from services.admission.config_source import ConfigSource, queues_configured
+from services.admission.measures import Measures
 from services.admission.purge import Retention
 from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
@@ -83,7 +84,8 @@ class Admission(Service):
         self.wake = asyncio.Event()
         self.submit_rate = SubmitRate(settings.submit_rate_per_min, settings.submit_burst)  # folds ``submitted``
         self.undecodable = 0  # messages of the op stream skipped: they do not decode
-        self.measures = metrics.Measures()  # its decisions and cycles, for /metrics
+        self.measures = Measures()  # its decisions, cycles and the op stream's moves, for /metrics
+        self.live = False  # the op stream is followed past its replay (what moves now is counted)
         self.progress = FoldProgress()  # how far the op stream is folded (commands wait for their op)
         self.leadership = Leadership(subjects.ADMISSION_ROLE, self.clock, settings.lease_ttl_s, settings.lease_renew_s,
                                      self.progress.reach, self.log)
@@ -100,6 +102,7 @@ class Admission(Service):
         await bus.serve(subjects.QUERY_QUEUES, self.answer, group="admission")
         self.log.info("state_rebuilt", ops=len(self.state.ops), nodes=len(self.state.nodes),
                       queues=self.book.names, config=self.book.source)
+        self.live = True
         self.wake.set()
 
     def tasks(self) -> list[Task]:
@@ -232,8 +235,12 @@ class Admission(Service):
             return
         if isinstance(event, OperationSubmitted):
             self.submit_rate.observe(event)
+        before = self.state.ops.get(event.op_id) if self.live else None
+        was = before.status if before is not None else None
         if self.state.apply(event, seq):
             self.wake.set()
+        if self.live:
+            self.measures.saw(event, self.state.ops, was)
 
     # ---- the queries ----
     async def answer(self, data: bytes) -> bytes:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from proto import subjects
 from proto.events import CostEstimated, CostRecorded, Event, OperationRunning, OperationSubmitted
+from services.cost import metrics
 from services.cost.ledger import LedgerStore
 from services.cost.recorder import ENDS, Recorder, consumed_subjects
 from services.cost.state import CostState
@@ -38,6 +39,10 @@ class Cost(Service):
 
     def tasks(self) -> list[Task]:
         return [self.state.catalogue.watch_file]
+
+    def metric_families(self) -> list:
+        """Spend, budgets left and the burn rate, as ``opsched cost`` shows them (``services.cost.metrics``)."""
+        return metrics.families(self.state.view.answer(self.state.budgets, self.clock.now()))
 
     @estimates.handles(OperationSubmitted)
     async def estimate(self, event: OperationSubmitted, ctx: Context) -> CostEstimated:

@@ -159,6 +159,10 @@ class Dispatcher(Service):
         watches = (*self.watchers, self.node_watcher)
         return super().liveness() | {w.name: why for w in watches if w is not None and (why := w.liveness()) is not None}
 
+    def metric_families(self) -> list:
+        """Its pod creates' latency and errors (``services.dispatcher.metrics``); none in null mode."""
+        return self.kube.measures.families() if self.kube is not None else []
+
     async def run_gang_checks(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.releaser is not None
         await check_gangs(self._gangs, self.releaser, bus.publish, self.clock, stop)

@@ -10,6 +10,9 @@ Common to every service (``Service.stats`` and its health):
   ``opsched_dead_letters_total{service}``, ``opsched_handler_retries_total{service}``,
   ``opsched_dependency_retries_total{service}``, ``opsched_messages_lost_total{service}``,
   ``opsched_poison_messages_total{service}``;
+- ``opsched_error_events_total{service,reason}``: bad input refused (each an ``error`` event and a dead letter);
+- ``opsched_consumer_pending_messages{service,durable}``: a consumer's lag, the messages of its stream after
+  the last one it fetched (JetStream's ``num_pending`` of that delivery; 0 when a fetch found none);
 - ``opsched_service_ready{service}`` (1 when its consumers are bound and it waits for nothing),
   ``opsched_service_waiting{service,dependency}`` (1 while it waits out that dependency),
   ``opsched_service_leading{service}`` for a service one instance leads (1 leader, 0 standby).
@@ -46,6 +49,7 @@ class ServicesCollector:
 
     def collect(self) -> Iterator[Metric]:
         yield from self._counters()
+        yield from self._by_label()
         yield from self._health()
         for service in self.services:
             yield from service.metric_families()
@@ -56,6 +60,17 @@ class ServicesCollector:
             for service in self.services:
                 family.add_metric([service.name], getattr(service.stats, field))
             yield family
+
+    def _by_label(self) -> Iterator[Metric]:
+        errors = CounterMetricFamily("opsched_error_events", "Bad input refused: an error event and a dead letter",
+                                     labels=["service", "reason"])
+        for service in self.services:
+            for reason, n in sorted(service.stats.dead_letter_reasons.items()):
+                errors.add_metric([service.name, reason], n)
+        yield errors
+        yield gauge("opsched_consumer_pending_messages", "Messages of the stream after the last one fetched",
+                    ["service", "durable"], [([service.name, durable], float(n)) for service in self.services
+                                             for durable, n in sorted(service.stats.pending.items())])
 
     def _health(self) -> Iterator[Metric]:
         ready = GaugeMetricFamily("opsched_service_ready", "1 when consumers are bound and nothing is waited for",

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections import Counter
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
@@ -80,6 +81,8 @@ class Stats:
     dependency_retries: int = 0  # tries again of a dependency found unavailable
     lost: int = 0  # messages whose last delivery nobody settled (max-deliveries advisories acted on)
     poisoned: int = 0  # messages dead-lettered unhandled: their handling died with the process too often
+    dead_letter_reasons: Counter[str] = field(default_factory=Counter)  # each with its error event, by reason
+    pending: dict[str, int] = field(default_factory=dict)  # durable -> messages after the last one fetched
 
 
 class Service(WaitsOut):
@@ -163,11 +166,13 @@ class Service(WaitsOut):
                 try:
                     msgs = [_received(raw, sub.durable) for raw in await psub.fetch(self.settings.fetch_batch, timeout=0.5)]
                 except (NatsTimeout, asyncio.TimeoutError):
+                    self.stats.pending[sub.durable] = 0
                     continue
                 except Exception as exc:  # noqa: BLE001 - connection trouble: back off, reconnect is automatic
                     self.log.warning("fetch_failed", error=f"{exc!r} {exc}")
                     await asyncio.sleep(0.5)
                     continue
+                self.stats.pending[sub.durable] = msgs[-1].raw.metadata.num_pending if msgs else 0
                 for msg in msgs:
                     await window.add(key_of(msg.subject), functools.partial(self.process, sub, msg))
             await window.drain()  # stopping: finish what is in hand
@@ -364,6 +369,7 @@ class Service(WaitsOut):
             return
         await msg.raw.term()
         self.stats.dead_lettered += 1
+        self.stats.dead_letter_reasons[reason] += 1
 
 
 def _by_op(events: list) -> list[list]:

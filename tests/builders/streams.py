@@ -112,6 +112,7 @@ class Metadata:
     num_delivered: int
     stream: str
     consumer: str
+    num_pending: int = 0  # JetStream's: messages for the consumer after this one (here: of any subject)
 
 
 Settle = Callable[[str, int, "float | None"], None]  # (ack | nak | term, stream seq, nak delay)
@@ -202,7 +203,8 @@ class Consumer:
         count = self.delivered[seq] = self.delivered.get(seq, 0) + 1
         self.consumer_seq += 1
         self.pending[seq] = asyncio.get_running_loop().call_later(self.ack_wait, self._expired, seq, count)
-        metadata = Metadata(SequencePair(seq, self.consumer_seq), count, self.stream.name, self.name)
+        metadata = Metadata(SequencePair(seq, self.consumer_seq), count, self.stream.name, self.name,
+                            max(0, self.stream.last_seq - self.next_seq + 1))
 
         def on_settle(kind: str, s: int, delay: float | None) -> None:
             settle(kind, s, delay)  # the connection's part first: it refuses when closed

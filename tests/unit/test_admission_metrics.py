@@ -5,9 +5,13 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from proto.events import RetryScheduled
 from services.admission import cycle, metrics
+from services.admission.measures import OTHER, Measures, reason_label
 from services.runtime.metrics import exposition
 from tests.builders import GPU, book, fold, op, queue, queued, t
+from tests.builders.events import admitted, dispatched, failed, running, succeeded
+from tests.builders.preemption import preempt_requested
 
 
 class Families:
@@ -34,7 +38,7 @@ def test_ops_quota_and_cost_per_queue_and_the_decisions_of_a_cycle():
     b = book(queue("a", cohort="lab", cost_quota=10.0, gpus={"h100": 2}),
              queue("b", cohort="lab", gpus={"h100": 2}), default="a")
     state = fold(gpu_op("x", 3, queue="a", amount=2.5), gpu_op("y", 4, queue="a", at=1))
-    measures = metrics.Measures()
+    measures = Measures()
     decisions = cycle.decide(state, b, t(5), "opsched")
     measures.decided(decisions, 0.002, state.ops, t(5))
 
@@ -52,3 +56,41 @@ def test_ops_quota_and_cost_per_queue_and_the_decisions_of_a_cycle():
     assert got[("opsched_admission_wait_seconds_count", (("queue", "a"),))] == 1
     assert got[("opsched_admission_wait_seconds_sum", (("queue", "a"),))] == 5.0
     assert got[("opsched_admission_cycle_duration_seconds_count", ())] == 1
+
+
+def live(state, measures: Measures, *events) -> None:
+    """Fold as admission does once it follows the op stream live: the op's status before, then ``saw``."""
+    for event in events:
+        before = state.ops.get(event.op_id)
+        was = before.status if before is not None else None
+        state.apply(event)
+        measures.saw(event, state.ops, was)
+
+
+def test_the_op_streams_moves_are_counted_per_queue_submitted_ends_retries_preemptions_and_start_latency():
+    measures, state = Measures(), fold()
+    spec = op("x").gpus(1).build()
+    live(state, measures, *queued(spec, op_id="x", queue="a"), *queued(spec, op_id="y", queue="b", at=1))
+    live(state, measures, admitted(spec, op_id="x", queue="a", at=t(2)), dispatched("x", at=t(2)),
+         running("x", at=t(5)), preempt_requested("x", preemptor="y", reason="reclaim", at=t(6)),
+         RetryScheduled(op_id="y", at=t(6), attempt=0, retry_after_s=1.0, reason="OOMKilled", retries_used=1),
+         succeeded("x", at=t(9)), succeeded("x", at=t(10)))
+    got = scrape(measures.families)
+    assert got[("opsched_ops_submitted_total", (("queue", "a"),))] == 1
+    assert got[("opsched_ops_submitted_total", (("queue", "b"),))] == 1
+    assert got[("opsched_admitted_to_running_seconds_sum", (("queue", "a"),))] == 3.0
+    assert got[("opsched_preemptions_total", (("queue", "b"), ("reason", "reclaim")))] == 1
+    assert got[("opsched_retries_total", (("queue", "b"), ("reason", "OOMKilled")))] == 1
+    ended = ("opsched_ops_ended_total", (("queue", "a"), ("reason", "Completed"), ("status", "succeeded")))
+    assert got[ended] == 1  # once, though the end was told twice
+
+
+def test_a_failure_ends_its_op_once_and_free_text_reasons_become_other():
+    measures, state = Measures(), fold()
+    spec = op("x").build()
+    live(state, measures, *queued(spec, op_id="x"), admitted(spec, op_id="x", at=t(1)),
+         failed("x", at=t(2), reason="exit code 1: see the logs"))
+    got = scrape(measures.families)
+    assert got[("opsched_ops_ended_total", (("queue", "default"), ("reason", OTHER), ("status", "failed")))] == 1
+    assert [reason_label(r) for r in ("OOMKilled", "rate_limited", "a b", "", "x" * 41)] == \
+        ["OOMKilled", "rate_limited", OTHER, OTHER, OTHER]

@@ -13,6 +13,7 @@ from proto.failures import will_retry
 from proto.podspec import LABEL_ATTEMPT, LABEL_OP
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.k8s import Kube
+from services.dispatcher.metrics import PodMeasures
 from services.dispatcher.preempt import Releaser
 from services.runtime import logging as oplog
 from services.runtime.errors import DependencyUnavailable
@@ -50,6 +51,7 @@ class Core:
 def kube(core: Core) -> Kube:
     k = Kube.__new__(Kube)
     k.core, k.request_timeout_s = core, 5.0  # type: ignore[assignment]
+    k.measures = PodMeasures()
     return k
 
 

@@ -8,6 +8,7 @@ import msgspec
 from proto.events import OperationDispatched, OperationRejected
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.k8s import Kube
+from services.dispatcher.metrics import PodMeasures
 from services.dispatcher.preempt import Releaser
 from services.runtime import logging as oplog
 from services.runtime.service import Context
@@ -34,6 +35,7 @@ async def run(spec, **fields):
     core = Core()
     k = Kube.__new__(Kube)
     k.core, k.request_timeout_s, k.namespaces = core, 5.0, ()  # type: ignore[assignment]
+    k.measures = PodMeasures()
     event = msgspec.structs.replace(admitted(spec.build(), op_id="a", queue="gpu"), **fields)
     ctx = Context("dispatcher", FakeClock(T0), Settings(), oplog.get("dispatcher"))
     return await dispatch(event, ctx, k, Releaser(k, Settings(), oplog.get("test"))), core.calls

@@ -14,6 +14,7 @@ from proto.events import OperationFailed
 from proto.failures import will_retry
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.k8s import Kube
+from services.dispatcher.metrics import PodMeasures
 from services.dispatcher.preempt import Releaser
 from services.dispatcher.watcher import PodWatcher
 from services.runtime import logging as oplog
@@ -49,6 +50,7 @@ def api_error(status: int, body: dict) -> ApiException:
 async def failed_dispatch(core: Core, namespace: str, namespaces: tuple[str, ...] = ()) -> OperationFailed:
     kube = Kube.__new__(Kube)
     kube.core, kube.request_timeout_s, kube.namespaces = core, 5.0, namespaces  # type: ignore[assignment]
+    kube.measures = PodMeasures()
     ctx = Context("dispatcher", FakeClock(T0), Settings(), oplog.get("dispatcher"))
     event = await dispatch(admitted(op("train").build(), namespace=namespace), ctx, kube,
                            Releaser(kube, Settings(), oplog.get("test")))

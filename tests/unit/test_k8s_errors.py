@@ -10,6 +10,7 @@ from kubernetes.client.rest import ApiException
 from proto.events import DispatchDelayed, OperationDispatched
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.k8s import KUBERNETES, Kube, unavailable
+from services.dispatcher.metrics import PodMeasures
 from services.dispatcher.preempt import Releaser
 from services.runtime import logging as oplog
 from services.runtime.errors import DependencyUnavailable
@@ -67,6 +68,7 @@ class Core:
 def kube(core: Core, timeout: float = 7.0) -> Kube:
     k = Kube.__new__(Kube)
     k.core, k.request_timeout_s = core, timeout  # type: ignore[assignment]
+    k.measures = PodMeasures()
     return k
 
 
@@ -106,3 +108,23 @@ async def test_a_dispatch_once_the_api_server_answers_is_dispatched():
     event = admitted(op("train").build(), op_id="op-1")
     result = await dispatch(event, context(FakeClock(T0)), k, Releaser(k, Settings(), oplog.get("test")))
     assert isinstance(result, OperationDispatched)
+
+
+async def test_pod_creates_are_timed_and_their_errors_counted_by_status():
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    ok, refused, away = kube(Core()), kube(Core(ApiException(status=422, reason="Invalid"))), \
+        kube(Core(ConnectionRefusedError(111, "Connection refused")))
+    away.measures = refused.measures = ok.measures
+    await ok.create_pod({"metadata": {"namespace": "ns", "name": "p"}})
+    for k in (refused, away):
+        with pytest.raises(Exception):  # noqa: B017 - any: what is counted is the point
+            await k.create_pod({"metadata": {"namespace": "ns", "name": "q"}})
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(type("C", (), {"collect": lambda self: ok.measures.families()})())  # type: ignore[arg-type]
+    got = {(s.name, tuple(s.labels.items())): s.value
+           for f in text_string_to_metric_families(generate_latest(registry).decode()) for s in f.samples}
+    assert got[("opsched_pod_create_duration_seconds_count", (("result", "created"),))] == 1
+    assert got[("opsched_pod_create_errors_total", (("code", "422"),))] == 1
+    assert got[("opsched_pod_create_errors_total", (("code", "unavailable"),))] == 1

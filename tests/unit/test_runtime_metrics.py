@@ -42,3 +42,16 @@ def test_a_service_waiting_out_a_dependency_is_not_ready_and_names_it():
     assert got[("opsched_service_ready", (("service", "admission"),))] == 1
     assert got[("opsched_service_leading", (("service", "admission"),))] == 0
     assert ("opsched_service_leading", (("service", "dispatcher"),)) not in got
+
+
+def test_error_events_by_reason_and_each_consumers_lag():
+    from collections import Counter
+
+    stats = Stats(dead_letter_reasons=Counter({"malformed_message": 2, "unknown_queue": 1}),
+                  pending={"admission-submit": 40, "admission-stop": 0})
+    got = samples([fake("admission", stats=stats), fake("cost")])
+    assert got[("opsched_error_events_total", (("reason", "malformed_message"), ("service", "admission")))] == 2
+    assert got[("opsched_error_events_total", (("reason", "unknown_queue"), ("service", "admission")))] == 1
+    assert got[("opsched_consumer_pending_messages", (("durable", "admission-submit"), ("service", "admission")))] == 40
+    assert got[("opsched_consumer_pending_messages", (("durable", "admission-stop"), ("service", "admission")))] == 0
+    assert not [key for key in got if key[0] == "opsched_consumer_pending_messages" and ("service", "cost") in key[1]]
