@@ -3,46 +3,13 @@ does not lose the operation; SIGTERM drains and exits cleanly."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 
 import pytest
 
 from opsched.client import Client
 from proto.events import OperationAdmitted, OperationSucceeded
 from tests.builders import op
-
-SERVICES = ("admission", "cost", "cache", "dispatcher")
-
-
-class Processes:
-    def __init__(self, env: dict[str, str], logs) -> None:
-        self.env = env
-        self.logs = logs
-        self.procs: dict[str, subprocess.Popen] = {}
-
-    def start(self, name: str) -> None:
-        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        self.procs[name] = subprocess.Popen([sys.executable, "-m", f"services.{name}"], env=self.env,
-                                            stdout=log, stderr=subprocess.STDOUT)
-
-    def kill(self, name: str) -> None:
-        self.procs[name].send_signal(signal.SIGKILL)
-        self.procs[name].wait(10)
-
-    def terminate_all(self) -> dict[str, int | None]:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        codes = {}
-        for name, proc in self.procs.items():
-            try:
-                codes[name] = proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                codes[name] = None
-        return codes
+from tests.integration.processes import SERVICES, Processes
 
 
 @pytest.fixture
