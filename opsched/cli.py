@@ -8,12 +8,11 @@ import sys
 import warnings
 from pathlib import Path
 
-from opsched import dryrun
+from opsched import completion, dryrun, reading
 from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
 from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
-from proto import codec
 from proto.templating import TemplateError
 
 QUEUES_HELP = ("queue configuration YAML whose pod security the op is checked against (default: the running "
@@ -99,8 +98,8 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
                   + (f", at most {limit} at once" if limit else ""), file=sys.stderr, flush=True)
             print(batch, flush=True)
         if args.wait:
-            codes = [await _watch(client, op_id, quiet=False) for op_id in ids]
-            return max(codes)
+            return await reading.watch(client, ids, args.output if args.output == "json" else None,
+                                       title=batch or ids[0])
     finally:
         await client.close()
     return 0
@@ -116,7 +115,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             await client.delete_schedule(args.delete, requested_by="cli")
             print(f"delete sent for schedule {args.delete}")
             return 0
-        return _with_client(args, delete)
+        return reading.with_client(args, delete)
     if not args.file:
         return _fail("opsched schedule needs a FILE (or --delete ID)")
     loaded = _scheduled_op(args)
@@ -127,7 +126,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     async def create(client) -> int:
         print(await client.create_schedule(schedule, spec, schedule_id=args.id, requested_by="cli"))
         return 0
-    return _with_client(args, create)
+    return reading.with_client(args, create)
 
 
 def _scheduled_op(args: argparse.Namespace):
@@ -159,45 +158,12 @@ def _scheduled_op(args: argparse.Namespace):
     return spec, schedule
 
 
-def cmd_ops(args: argparse.Namespace) -> int:
-    from opsched.view import table
-
-    async def show(client) -> int:
-        rows = await client.ops()
-        print(table(rows) if rows else "no operations yet")
-        return 0
-    return _with_client(args, show)
-
-
-def cmd_watch(args: argparse.Namespace) -> int:
-    return _with_client(args, lambda client: _watch(client, args.id, quiet=False, timeout=args.timeout))
-
-
-async def _watch(client, op_id: str, quiet: bool, timeout: float | None = None) -> int:
-    row = None
-    try:
-        async for event, row in client.watch(op_id, timeout=timeout):
-            if not quiet:
-                detail = f" node={row.node}" if row.node != "-" else ""
-                print(f"{event.at:%H:%M:%S} {op_id} {codec.type_of(event):<15} -> {row.status}{detail}"
-                      f"{'  ' + row.reason if row.reason else ''}", flush=True)
-    except asyncio.TimeoutError:
-        return _fail(f"no news of {op_id} within {timeout}s", 1)
-    if row is None and (summary := await client.summary(op_id)) is not None:  # it ended long ago
-        if not quiet:
-            ended = f" at {summary.ended_at:%Y-%m-%d %H:%M:%S}" if summary.ended_at else ""
-            print(f"{op_id} {summary.status}{ended}{'  ' + summary.reason if summary.reason else ''}"
-                  " (its events have expired)", flush=True)
-        return 0 if summary.status == "succeeded" else 1
-    return 0 if row is not None and row.status == "succeeded" else 1
-
-
 def cmd_stop(args: argparse.Namespace) -> int:
     async def stop(client) -> int:
         await client.stop(args.id)
         print(f"stop requested for {args.id}")
         return 0
-    return _with_client(args, stop)
+    return reading.with_client(args, stop)
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -208,7 +174,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
             await client.reject(args.id, comment=args.comment or "", requested_by="cli")
         print(f"{args.command} sent for {args.id}")
         return 0
-    return _with_client(args, approve)
+    return reading.with_client(args, approve)
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
@@ -222,28 +188,12 @@ def cmd_rerun(args: argparse.Namespace) -> int:
             new_id = await client.restart(args.id, params, copy=args.command == "copy", requested_by="cli")
             print(new_id)
         return 0
-    return _with_client(args, rerun)
-
-
-def cmd_why(args: argparse.Namespace) -> int:
-    from opsched.tables import why_text
-
-    async def run(client) -> int:
-        answer = await client.why(args.id)
-        print(why_text(answer))
-        return 0 if answer.found else 1
-    return _with_client(args, run)
+    return reading.with_client(args, rerun)
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
-    from opsched.tables import queues_table
-
-    async def show(client) -> int:
-        print(queues_table(await client.queues()))
-        return 0
-
     if args.apply is None:
-        return _with_client(args, show)
+        return reading.show_queues(args)
     from proto.queues_file import QueuesConfigError, load_queues
 
     try:
@@ -255,34 +205,7 @@ def cmd_queues(args: argparse.Namespace) -> int:
         await client.set_queues(config, requested_by="cli")
         print(f"queue configuration from {args.apply} sent ({len(config.queues)} queues)")
         return 0
-    return _with_client(args, apply)
-
-
-def cmd_cost(args: argparse.Namespace) -> int:
-    from opsched.tables import cost_text
-
-    async def show(client) -> int:
-        print(cost_text(await client.cost()))
-        return 0
-    return _with_client(args, show)
-
-
-def _with_client(args: argparse.Namespace, action) -> int:
-    from services.runtime.refusals import NotPermitted
-
-    async def run() -> int:
-        client = await _connect(args)
-        if client is None:
-            return EXIT_UNREACHABLE
-        try:
-            return await action(client)
-        except NotPermitted as exc:  # the server refused this user's role
-            return _fail(str(exc))
-        except Exception as exc:  # noqa: BLE001 - e.g. no admission answering the query
-            return _fail(f"{exc.__class__.__name__}: {exc or 'no answer'} (is admission running?)", 1)
-        finally:
-            await client.close()
-    return asyncio.run(run())
+    return reading.with_client(args, apply)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -312,15 +235,10 @@ def parser() -> argparse.ArgumentParser:
                    "(a sweep's ops are ID-0, ID-1, ...)")
     s.add_argument("--wait", "-w", action="store_true", help="watch until the op (every op of a sweep) ends")
     s.add_argument("--dry-run", action="store_true", help="print the pods each op would get; publish nothing")
-    s.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml", help="--dry-run's format")
+    s.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml",
+                   help="--dry-run's format; with --wait, json prints one JSON object per event")
     s.add_argument("--queues", type=Path, metavar="FILE", help=QUEUES_HELP)
     s.set_defaults(func=cmd_submit)
-    o = sub.add_parser("ops", help="list operations")
-    o.set_defaults(func=cmd_ops)
-    w = sub.add_parser("watch", help="follow one operation until it ends")
-    w.add_argument("id")
-    w.add_argument("--timeout", type=float, default=None, help="give up after this many quiet seconds")
-    w.set_defaults(func=cmd_watch)
     for verb, text in (("approve", "release an op held for approval"), ("reject", "refuse an op held for approval")):
         a = sub.add_parser(verb, help=text)
         a.add_argument("id")
@@ -333,14 +251,12 @@ def parser() -> argparse.ArgumentParser:
         r.add_argument("id")
         r.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")
         r.set_defaults(func=cmd_rerun)
-    y = sub.add_parser("why", help="why an operation is pending: ranked reasons and its queue position")
-    y.add_argument("id")
-    y.set_defaults(func=cmd_why)
     qs = sub.add_parser("queues", help="queues: running/concurrency, quota use per flavor, pending, borrowed")
     qs.add_argument("--apply", metavar="FILE", help="replace the queue configuration with this YAML file")
+    reading.add_output(qs)
     qs.set_defaults(func=cmd_queues)
-    co = sub.add_parser("cost", help="spend per queue and project (today, week, month), burn rate, budgets left")
-    co.set_defaults(func=cmd_cost)
+    reading.add_read_parsers(sub)
+    completion.add_parser(sub)
     _add_schedule_parser(sub)
     st = sub.add_parser("stop", help="stop a queued or running operation")
     st.add_argument("id")
@@ -362,7 +278,10 @@ def _add_schedule_parser(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    if argv is None:
+        completion.autocomplete(p)  # the shell asking for completions: answered, and exits
+    args = p.parse_args(argv)
     if args.command != "up":
         from services.runtime import logging as oplog
 

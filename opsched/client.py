@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -62,6 +62,13 @@ def new_schedule_id(name: str = "") -> str:
     slug = "-".join(part for part in slug.split("-") if part)[: MAX_SCHEDULE_ID - 7].strip("-")
     return f"{slug}-{uuid.uuid4().hex[:6]}" if slug else uuid.uuid4().hex[:12]
 
+
+
+def _decoded(data: bytes) -> Event | None:
+    try:
+        return codec.decode_event(data)
+    except Exception:  # noqa: BLE001 - somebody's malformed message: no op's event
+        return None
 
 
 class Client:
@@ -174,6 +181,50 @@ class Client:
 
     async def ops(self) -> list[OpRow]:
         return list((await self.view()).rows.values())
+
+    async def known(self, op_id: str) -> bool:
+        """Whether ``op_id`` names an op: events of it on the stream, or its summary."""
+        if await self.bus.last_stored(subjects.OPS_STREAM, subjects.events_for(op_id)):
+            return True
+        return await self.summary(op_id) is not None
+
+    async def batch_ops(self, batch: str) -> list[str]:
+        """The ids of a sweep's ops (``batch`` as ``opsched submit`` printed it), in submit order."""
+        return [row.op_id for row in (await self.view()).rows.values() if row.batch == batch]
+
+    async def follow_ops(self, op_ids: Sequence[str],
+                         timeout: float | None = None) -> AsyncIterator[tuple[Event | None, OpRow]]:
+        """``watch`` for several ops (a sweep): ``(None, row)`` for each op that already ended and left admission's
+        memory (its summary), then every event of the others, past and live, with its op's row, until all have
+        ended. ``timeout``: the longest quiet spell (``asyncio.TimeoutError``)."""
+        view, wanted = OpsView(), set(op_ids)
+        for op_id in op_ids:
+            summary = await self.summary(op_id)
+            if summary is not None:
+                wanted.discard(op_id)
+                yield None, view.add_summary(summary)
+        if not wanted:
+            return
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+
+        async def on_message(data: bytes, seq: int) -> None:
+            queue.put_nowait(data)
+
+        subject = subjects.events_for(next(iter(wanted))) if len(wanted) == 1 else subjects.OP_EVENTS
+        sub = await self.bus.follow(subjects.OPS_STREAM, subject, on_message)
+        try:
+            while wanted:
+                data = await asyncio.wait_for(queue.get(), timeout=timeout)
+                event = _decoded(data)
+                if event is None or event.op_id not in wanted:
+                    continue
+                row = view.fold(event)
+                if row is not None:
+                    yield event, row
+                    if row.terminal:
+                        wanted.discard(row.op_id)
+        finally:
+            await sub.unsubscribe()
 
     async def watch(self, op_id: str, timeout: float | None = None) -> AsyncIterator[tuple[Event, OpRow]]:
         """Every event of one op (past, then live) with the op's row after it, until it is terminal.

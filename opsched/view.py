@@ -53,6 +53,7 @@ class OpRow:
     failures: list[str] = field(default_factory=list)
     max_retries: int | None = None
     ignored: list[str] = field(default_factory=list)  # fields of its file with no effect in opsched
+    batch: str = ""  # the sweep it belongs to
 
     @property
     def active(self) -> bool:
@@ -143,6 +144,7 @@ def _details(row: OpRow, event: Event) -> None:
             row.reason = f"{event.relation} of {event.original_op_id}"
         row.gpus = _gpus(event)
         row.ignored = list(event.spec.ignored)
+        row.batch = event.spec.batch or ""
     elif isinstance(event, CostEstimated):
         row.cost = f"{event.estimate.amount:.2f} {event.estimate.currency}"
     elif isinstance(event, (OperationRunning, OperationSucceeded, OperationFailed)) and event.node:

@@ -111,3 +111,75 @@ def test_opsched_why_and_queues_show_the_live_state_of_a_waiting_op(up, tmp_path
     assert "1/4" in default and "nvidia.com/gpu[a100] 1/2" in default
     done = opsched("watch", short_id, data_dir=data_dir)
     assert done.returncode == 0 and "succeeded" in done.stdout
+
+
+SWEEP = """version: 1.1
+kind: operation
+name: tiny-sweep
+matrix:
+  kind: grid
+  params:
+    lr: {kind: choice, value: [0.1, 0.01, 0.001]}
+component:
+  name: train
+  inputs: [{name: lr, type: float}]
+  run:
+    kind: job
+    container:
+      image: busybox
+      command: ["sh", "-c", "echo lr={{ params.lr }}; sleep 0.2"]
+      resources:
+        limits: {nvidia.com/gpu: 1}
+"""
+
+
+def on_a_terminal(*args: str, data_dir: Path, timeout: float = 60) -> str:
+    """``opsched ARGS`` with stdout on a pseudo-terminal (as a person sees it): what it wrote there."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "opsched.cli", "--data-dir", str(data_dir), *args],
+                            stdout=follower, stderr=subprocess.PIPE, cwd=ROOT, env={**os.environ, "COLUMNS": "120"})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the command exited
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout) == 0, proc.stderr.read() if proc.stderr else ""
+    os.close(leader)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_a_sweep_waited_on_shows_progress_and_reads_as_json(up, tmp_path):
+    data_dir, _, _ = up
+    (tmp_path / "sweep.yaml").write_text(SWEEP)
+    waited = opsched("submit", str(tmp_path / "sweep.yaml"), "--wait", data_dir=data_dir)
+    assert waited.returncode == 0, waited.stderr
+    lines = waited.stdout.splitlines()
+    ids, batch = lines[:3], lines[3]
+    assert [line for line in lines if line.startswith("progress: ")][-1] == \
+        "progress: 3/3 ended: 3 succeeded, 0 failed; 0 running, 0 waiting"
+
+    watched = opsched("watch", batch, "-o", "json", data_dir=data_dir)
+    assert watched.returncode == 0, watched.stderr
+    objects = [json.loads(line) for line in watched.stdout.splitlines()]
+    assert {o["op_id"] for o in objects} == set(ids) and objects[-1]["progress"]["succeeded"] == 3
+
+    rows = json.loads(opsched("ops", "-o", "json", data_dir=data_dir).stdout)
+    assert {r["op_id"]: (r["status"], r["batch"]) for r in rows if r["op_id"] in ids} == \
+        {i: ("succeeded", batch) for i in ids}
+    queues = json.loads(opsched("queues", "-o", "json", data_dir=data_dir).stdout)
+    assert "default" in [q["name"] for q in queues["queues"]]
+    assert json.loads(opsched("cost", "-o", "json", data_dir=data_dir).stdout)["type"] == "cost_answer"
+    why = opsched("why", ids[0], "-o", "json", data_dir=data_dir)
+    assert json.loads(why.stdout)["found"] is True
+
+    screen = on_a_terminal("watch", batch, data_dir=data_dir)
+    assert "\x1b[" in screen  # drawn for a terminal
+    assert "3/3 ended: 3 succeeded, 0 failed; 0 running, 0 waiting" in screen
+    assert all(op_id in screen for op_id in ids)

@@ -1,0 +1,143 @@
+"""The CLI's read commands: `ops`, `watch`, `why`, `queues`, `cost`. Each prints a table for people, or with
+``--output json`` JSON for scripts (the answer exactly as the service gave it; `watch`: one object a line)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from opsched.connection import EXIT_UNREACHABLE
+from opsched.connection import connect as _connect
+from opsched.connection import fail as _fail
+
+TABLE, JSON = "table", "json"
+
+
+def add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--output", "-o", choices=(TABLE, JSON), default=TABLE,
+                   help="table for people (default), json for scripts")
+
+
+def print_json(value: Any) -> None:
+    print(msgspec.json.encode(value).decode())
+
+
+def with_client(args: argparse.Namespace, action: Callable[[Any], Awaitable[int]]) -> int:
+    """Connect as the CLI does (exit 3 when NATS cannot be reached), run ``action(client)``, close."""
+    from services.runtime.refusals import NotPermitted
+
+    async def run() -> int:
+        client = await _connect(args)
+        if client is None:
+            return EXIT_UNREACHABLE
+        try:
+            return await action(client)
+        except NotPermitted as exc:  # the server refused this user's role
+            return _fail(str(exc))
+        except Exception as exc:  # noqa: BLE001 - e.g. no admission answering the query
+            return _fail(f"{exc.__class__.__name__}: {exc or 'no answer'} (is admission running?)", 1)
+        finally:
+            await client.close()
+    return asyncio.run(run())
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    from opsched.view import table
+
+    async def show(client) -> int:
+        rows = await client.ops()
+        if args.output == JSON:
+            print_json([_row(r) for r in rows])
+        else:
+            print(table(rows) if rows else "no operations yet")
+        return 0
+    return with_client(args, show)
+
+
+def _row(row: Any) -> dict[str, Any]:
+    out = dataclasses.asdict(row)
+    del out["rank"]  # the view's own ordering detail
+    return out
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    async def run(client) -> int:
+        ids = await expand(client, args.id)
+        if ids is None:
+            return _fail(f"no operation or sweep {args.id[0]} is known", 1)
+        return await watch(client, ids, args.output, title=args.id[0] if ids != args.id else "",
+                           timeout=args.timeout)
+    return with_client(args, run)
+
+
+async def expand(client: Any, ids: list[str]) -> list[str] | None:
+    """``ids``, or the ops of the sweep when the one id given is a batch's; None: nothing by that id."""
+    if len(ids) > 1 or await client.known(ids[0]):
+        return ids
+    return await client.batch_ops(ids[0]) or None
+
+
+async def watch(client: Any, ids: list[str], output: str | None, *, title: str = "",
+                timeout: float | None = None) -> int:
+    """Follow ``ids`` to their ends (``opsched.watching``): 0 when all succeeded, else 1."""
+    from opsched.watching import follow, mode_for
+
+    try:
+        return await follow(client, ids, mode_for(output, sys.stdout), title=title, timeout=timeout)
+    except asyncio.TimeoutError:
+        return _fail(f"no news of {', '.join(ids)} within {timeout}s", 1)
+
+
+def cmd_why(args: argparse.Namespace) -> int:
+    from opsched.tables import why_text
+
+    async def run(client) -> int:
+        answer = await client.why(args.id)
+        print_json(answer) if args.output == JSON else print(why_text(answer))
+        return 0 if answer.found else 1
+    return with_client(args, run)
+
+
+def show_queues(args: argparse.Namespace) -> int:
+    from opsched.tables import queues_table
+
+    async def show(client) -> int:
+        answer = await client.queues()
+        print_json(answer) if args.output == JSON else print(queues_table(answer))
+        return 0
+    return with_client(args, show)
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    from opsched.tables import cost_text
+
+    async def show(client) -> int:
+        answer = await client.cost()
+        print_json(answer) if args.output == JSON else print(cost_text(answer))
+        return 0
+    return with_client(args, show)
+
+
+def add_read_parsers(sub: Any) -> None:
+    o = sub.add_parser("ops", help="list operations")
+    add_output(o)
+    o.set_defaults(func=cmd_ops)
+    w = sub.add_parser("watch", help="follow operations until they end: one op, several, or a sweep's batch id "
+                                     "(a live table on a terminal, one line per event otherwise)")
+    w.add_argument("id", nargs="+", help="op ids, or one sweep's batch id")
+    w.add_argument("--timeout", type=float, default=None, help="give up after this many quiet seconds")
+    w.add_argument("--output", "-o", choices=(TABLE, JSON), default=TABLE,
+                   help="json: one JSON object per event, for scripts")
+    w.set_defaults(func=cmd_watch)
+    y = sub.add_parser("why", help="why an operation is pending: ranked reasons and its queue position")
+    y.add_argument("id")
+    add_output(y)
+    y.set_defaults(func=cmd_why)
+    co = sub.add_parser("cost", help="spend per queue and project (today, week, month), burn rate, budgets left")
+    add_output(co)
+    co.set_defaults(func=cmd_cost)
