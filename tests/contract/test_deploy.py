@@ -124,3 +124,10 @@ def test_the_dispatchers_rbac_grants_exactly_the_kubernetes_calls_its_code_makes
 def test_the_dispatcher_runs_as_its_service_account():
     spec = deployment("opsched-dispatcher")["spec"]["template"]["spec"]
     assert spec["serviceAccountName"] == DISPATCHER_SA["name"]
+
+
+def test_each_deployment_runs_a_service_module_that_exists():
+    for service in ("admission", "cost", "cache", "dispatcher"):
+        (container,) = deployment(f"opsched-{service}")["spec"]["template"]["spec"]["containers"]
+        assert container["command"] == ["python", "-m", f"services.{service}"]
+        assert (DEPLOY.parent / "services" / service / "__main__.py").is_file()
