@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -331,3 +332,23 @@ def test_a_queue_namespace_added_as_deploy_readme_says_gets_the_dispatchers_pod_
     assert live["Namespace", "", team]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
     for namespace in ("opsched", team):
         assert granted(kubeconfig, namespace) == {"pods": POD_VERBS, "nodes": NODE_VERBS}, namespace
+
+
+def test_prod_with_nats_credentials_files_gives_each_service_its_own_and_no_password(prod, cluster, tmp_path):
+    """overlays/prod/nats-creds.yaml listed under patchesStrategicMerge (deploy/README.md, "An existing NATS"):
+    rendered, and accepted by the API server (a server-side dry run)."""
+    kubeconfig, _ = cluster
+    shutil.copy(DEPLOY / "overlays" / "prod" / "nats-creds.yaml", tmp_path)  # kustomize reads patches below it
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "bases": [os.path.relpath(DEPLOY / "overlays" / "prod", tmp_path)],
+        "patchesStrategicMerge": ["nats-creds.yaml"]}))
+    docs = for_this_server(kubeconfig, render(kubeconfig, tmp_path))
+    (tmp_path / "rendered.yaml").write_text(yaml.safe_dump_all(docs))
+    kubectl.run(kubeconfig, "apply", "--server-side", "--dry-run=server", "-f", str(tmp_path / "rendered.yaml"))
+    for service in SERVICES:
+        deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == f"opsched-{service}")
+        spec = pod_spec(deployment)
+        (container,) = spec["containers"]
+        env = env_of(container)
+        assert "OPSCHED_NATS_PASSWORD_FILE" not in env and env["OPSCHED_NATS_USER"] == service
+        assert mounted_secret(spec, container, env["OPSCHED_NATS_CREDS"]) == ("opsched-nats-auth", [f"{service}.creds"])
