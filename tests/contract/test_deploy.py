@@ -131,3 +131,28 @@ def test_each_deployment_runs_a_service_module_that_exists():
         (container,) = deployment(f"opsched-{service}")["spec"]["template"]["spec"]["containers"]
         assert container["command"] == ["python", "-m", f"services.{service}"]
         assert (DEPLOY.parent / "services" / service / "__main__.py").is_file()
+
+
+def settings_variables() -> set[str]:
+    """The environment variables Settings reads (``OPSCHED_<FIELD>`` and the upper-case aliases)."""
+    from pydantic import AliasChoices
+
+    from services.runtime.settings import Settings
+
+    names = {f"OPSCHED_{name.upper()}" for name in Settings.model_fields}
+    for field in Settings.model_fields.values():
+        if isinstance(field.validation_alias, AliasChoices):
+            names |= {c for c in field.validation_alias.choices if isinstance(c, str) and c.isupper()}
+    return names
+
+
+def test_every_variable_the_manifests_set_is_a_setting_the_services_read():
+    """Settings ignores variables it does not know, so a misspelt one in deploy/ would be silently lost."""
+    overlays = DEPLOY / "overlays"
+    literals = [literal for directory in (BASE, overlays / "prod") for generator in
+                kustomization(directory).get("configMapGenerator", []) for literal in generator["literals"]]
+    patched = [d for f in ("replicas.yaml", "resources.yaml", "nats-creds.yaml") for d in documents(overlays / "prod" / f)]
+    containers = [c for d in manifests() + patched if d["kind"] == "Deployment"
+                  for c in d["spec"]["template"]["spec"].get("containers", [])]
+    names = {literal.split("=", 1)[0] for literal in literals} | {e["name"] for c in containers for e in c.get("env", [])}
+    assert names and not names - settings_variables(), sorted(names - settings_variables())
