@@ -13,7 +13,7 @@ waits out. 404 and 409 are answers; other 4xx refuse the pod for good (``PodReje
 create is success only when the pod already there is of the same op and attempt (its opsched labels):
 another's is never adopted (``PodConflict``).
 
-Least privilege (deploy/kubernetes/20-rbac.yaml): given its queue namespaces (``OPSCHED_POD_NAMESPACES``),
+Least privilege (deploy/base/20-rbac.yaml): given its queue namespaces (``OPSCHED_POD_NAMESPACES``),
 the dispatcher touches pods only there, one namespace at a time, and creates no namespace. A pod in a
 namespace that is not one of them, does not exist, or forbids it (403) is refused for good with the reason
 (``NamespaceRefused``): an admin declares each queue namespace and its Role."""
@@ -90,14 +90,14 @@ class PodConflict(PodRejected):
 
 class NamespaceRefused(PodRejected):
     """The pod's namespace is not the dispatcher's to use: not one of its queue namespaces, missing, or
-    forbidden by RBAC. An admin fixes it (deploy/kubernetes/22-queue-namespace-*.yaml)."""
+    forbidden by RBAC. An admin fixes it (deploy/base/22-queue-namespace-*.yaml)."""
 
     reason = "NamespaceRefused"
 
     def __init__(self, status: int, namespace: str, why: str) -> None:
         super().__init__(status, f"namespace {namespace} {why}; an admin declares each queue namespace with the "
                                  "dispatcher's Role there and lists it in OPSCHED_POD_NAMESPACES "
-                                 "(deploy/kubernetes/22-queue-namespace-*.yaml)")
+                                 "(deploy/base/22-queue-namespace-*.yaml)")
         self.namespace = namespace
 
 

@@ -98,7 +98,7 @@ class NodeFacts:
 
 class NodeWatcher(ListWatch):
     name = "node_watch"
-    forbidden = "grant the dispatcher get, list and watch on nodes (deploy/kubernetes/20-rbac.yaml)"
+    forbidden = "grant the dispatcher get, list and watch on nodes (deploy/base/20-rbac.yaml)"
     decoders = NODES
 
     def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log) -> None:

@@ -55,7 +55,7 @@ Free = Callable[[list[PodView], dict[str, str]], Awaitable[Any]]  # release pods
 class PodWatcher(ListWatch):
     name = "pod_watch"
     forbidden = ("grant the dispatcher a Role on pods in each queue namespace and list them in "
-                 "OPSCHED_POD_NAMESPACES (deploy/kubernetes/22-queue-namespace-*.yaml)")
+                 "OPSCHED_POD_NAMESPACES (deploy/base/22-queue-namespace-*.yaml)")
     decoders = PODS
 
     def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log, free: Free | None = None,

@@ -1,4 +1,6 @@
-"""The Kubernetes manifests keep the rules the services rely on."""
+"""The Kubernetes manifests keep the rules the services rely on: read statically from deploy/base (the files its
+kustomization.yaml lists, and its opsched-config literals) and deploy/overlays/prod's patches. The overlays as
+kubectl renders and applies them: tests/integration/test_deploy.py."""
 from __future__ import annotations
 
 import re
@@ -6,19 +8,43 @@ from pathlib import Path
 
 import yaml
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+BASE = DEPLOY / "base"
+
+
+def documents(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def kustomization(directory: Path) -> dict:
+    return yaml.safe_load((directory / "kustomization.yaml").read_text())
+
+
+def manifests() -> list[dict]:
+    """deploy/base's objects: the files its kustomization lists."""
+    return [d for f in kustomization(BASE)["resources"] for d in documents(BASE / f)]
+
+
+def config() -> dict[str, str]:
+    """The opsched-config literals of deploy/base (every service's envFrom)."""
+    (generator,) = kustomization(BASE)["configMapGenerator"]
+    return dict(literal.split("=", 1) for literal in generator["literals"])
 
 
 def deployment(name: str) -> dict:
-    docs = [d for f in sorted(DEPLOY.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
-    return next(d for d in docs if d.get("kind") == "Deployment" and d["metadata"]["name"] == name)
+    return next(d for d in manifests() if d.get("kind") == "Deployment" and d["metadata"]["name"] == name)
+
+
+def prod_patch(name: str) -> dict:
+    """overlays/prod's replicas.yaml patch of Deployment ``name``."""
+    return next(d for d in documents(DEPLOY / "overlays" / "prod" / "replicas.yaml") if d["metadata"]["name"] == name)
 
 
 def test_admission_runs_a_standby_and_rolls_without_downtime():
     """One admission decides by its lease and fenced claim (services/runtime/leadership.py), whatever runs:
-    so two replicas (one a hot standby), and a rollout that starts a new pod before it stops an old one."""
+    so two replicas in prod (one a hot standby), and a rollout that starts a new pod before it stops an old one."""
+    assert prod_patch("opsched-admission")["spec"]["replicas"] >= 2
     spec = deployment("opsched-admission")["spec"]
-    assert spec["replicas"] >= 2
     assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
 
 
@@ -35,10 +61,6 @@ CALLS = {"create_namespaced_pod": ("pods", {"create"}), "read_namespaced_pod": (
          "list_namespaced_pod": ("pods", {"list", "watch"}), "patch_namespaced_pod": ("pods", {"patch"}),
          "delete_namespaced_pod": ("pods", {"delete"}), "list_node": ("nodes", {"list", "watch"}),
          "list_pod_for_all_namespaces": (None, set())}  # only when it has no queue namespaces: a cluster admin
-
-
-def manifests() -> list[dict]:
-    return [d for f in sorted(DEPLOY.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
 
 
 def dispatcher_roles(kind: str) -> list[dict]:
@@ -73,9 +95,10 @@ def test_the_dispatcher_uses_pods_only_in_the_queue_namespaces_it_is_told_of():
     (else it would watch a namespace it may not, or never watch one it may)."""
     roles = dispatcher_roles("Role")
     assert roles and all(grants(r) == {"pods": {"create", "get", "list", "watch", "patch", "delete"}} for r in roles)
-    env = {e["name"]: e.get("value") for e in deployment("opsched-dispatcher")["spec"]["template"]["spec"]
-           ["containers"][0]["env"]}
-    told = [ns.strip() for ns in env["OPSCHED_POD_NAMESPACES"].split(",") if ns.strip()]
+    (container,) = deployment("opsched-dispatcher")["spec"]["template"]["spec"]["containers"]
+    assert container["envFrom"] == [{"configMapRef": {"name": "opsched-config"}}]
+    assert "OPSCHED_POD_NAMESPACES" not in {e["name"] for e in container["env"]}
+    told = [ns.strip() for ns in config()["OPSCHED_POD_NAMESPACES"].split(",") if ns.strip()]
     assert sorted(told) == sorted(r["metadata"]["namespace"] for r in roles)
     declared = {d["metadata"]["name"] for d in manifests() if d["kind"] == "Namespace"}
     assert set(told) <= declared, "an admin declares every queue namespace: the dispatcher creates none"
@@ -101,3 +124,35 @@ def test_the_dispatchers_rbac_grants_exactly_the_kubernetes_calls_its_code_makes
 def test_the_dispatcher_runs_as_its_service_account():
     spec = deployment("opsched-dispatcher")["spec"]["template"]["spec"]
     assert spec["serviceAccountName"] == DISPATCHER_SA["name"]
+
+
+def test_each_deployment_runs_a_service_module_that_exists():
+    for service in ("admission", "cost", "cache", "dispatcher"):
+        (container,) = deployment(f"opsched-{service}")["spec"]["template"]["spec"]["containers"]
+        assert container["command"] == ["python", "-m", f"services.{service}"]
+        assert (DEPLOY.parent / "services" / service / "__main__.py").is_file()
+
+
+def settings_variables() -> set[str]:
+    """The environment variables Settings reads (``OPSCHED_<FIELD>`` and the upper-case aliases)."""
+    from pydantic import AliasChoices
+
+    from services.runtime.settings import Settings
+
+    names = {f"OPSCHED_{name.upper()}" for name in Settings.model_fields}
+    for field in Settings.model_fields.values():
+        if isinstance(field.validation_alias, AliasChoices):
+            names |= {c for c in field.validation_alias.choices if isinstance(c, str) and c.isupper()}
+    return names
+
+
+def test_every_variable_the_manifests_set_is_a_setting_the_services_read():
+    """Settings ignores variables it does not know, so a misspelt one in deploy/ would be silently lost."""
+    overlays = DEPLOY / "overlays"
+    literals = [literal for directory in (BASE, overlays / "prod") for generator in
+                kustomization(directory).get("configMapGenerator", []) for literal in generator["literals"]]
+    patched = [d for f in ("replicas.yaml", "resources.yaml", "nats-creds.yaml") for d in documents(overlays / "prod" / f)]
+    containers = [c for d in manifests() + patched if d["kind"] == "Deployment"
+                  for c in d["spec"]["template"]["spec"].get("containers", [])]
+    names = {literal.split("=", 1)[0] for literal in literals} | {e["name"] for c in containers for e in c.get("env", [])}
+    assert names and not names - settings_variables(), sorted(names - settings_variables())

@@ -1,4 +1,4 @@
-"""The dispatcher's RBAC in deploy/kubernetes/, applied with kubectl to the real API server (authorization
+"""The dispatcher's RBAC in deploy/base/, applied with kubectl to the real API server (authorization
 mode RBAC; the test's kubeconfig is system:masters): its ServiceAccount may do exactly what its code does
 with pods in its queue namespaces, read nodes, and nothing else; a queue namespace added the way the
 manifests say gets the same pod verbs. And the real dispatcher, run as that ServiceAccount, runs an op in
@@ -6,7 +6,6 @@ its queue namespace end to end (its pod watch works under RBAC) and refuses one 
 from __future__ import annotations
 
 import asyncio
-import re
 import secrets
 from pathlib import Path
 
@@ -17,52 +16,23 @@ from kubernetes import client
 from opsched.localcluster import kubectl
 from proto.events import OperationDispatched, OperationFailed, OperationRunning, OperationSucceeded
 from tests.builders import admitted, op
+from tests.integration.rbac import NODE_VERBS, POD_VERBS, can_i, granted
 
 pytestmark = pytest.mark.integration
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
-DISPATCHER = "system:serviceaccount:opsched-system:opsched-dispatcher"
-NOBODY = "system:serviceaccount:opsched-system:nobody"  # bound to nothing: what every account may do
-POD_VERBS = {"create", "get", "list", "watch", "patch", "delete"}
-NODE_VERBS = {"get", "list", "watch"}
-ROW = re.compile(r"^(\S+)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
-
-
-def can_i_list(kubeconfig: Path, user: str, namespace: str) -> dict[str, set[str]]:
-    """``kubectl auth can-i --list``: resource -> verbs (rows of non-resource URLs left out)."""
-    out = kubectl.run(kubeconfig, "auth", "can-i", "--list", f"--as={user}", "-n", namespace).stdout
-    rules: dict[str, set[str]] = {}
-    for line in out.splitlines()[1:]:
-        if (row := ROW.match(line)) is not None:
-            rules.setdefault(row.group(1), set()).update(row.group(4).split())
-    return rules
-
-
-def granted(kubeconfig: Path, namespace: str) -> dict[str, set[str]]:
-    """What the dispatcher may do in ``namespace`` beyond what an account bound to nothing may."""
-    everyone = can_i_list(kubeconfig, NOBODY, namespace)
-    return {resource: extra for resource, verbs in can_i_list(kubeconfig, DISPATCHER, namespace).items()
-            if (extra := verbs - everyone.get(resource, set()))}
-
-
-def can_i(kubeconfig: Path, verb: str, resource: str, namespace: str) -> str:
-    """``kubectl auth can-i VERB RESOURCE[/SUBRESOURCE]`` as the dispatcher: yes or no (exit code 1)."""
-    resource, _, sub = resource.partition("/")  # kubectl reads pods/exec as the pod named exec
-    args = ("auth", "can-i", verb, resource, f"--subresource={sub}", f"--as={DISPATCHER}", "-n", namespace)
-    return kubectl.run(kubeconfig, *args, check=False).stdout.strip()
+BASE = Path(__file__).resolve().parents[2] / "deploy" / "base"
 
 
 @pytest.fixture(scope="module")
 def applied(control_plane) -> tuple[Path, str]:
-    """deploy/'s namespaces and RBAC, and a second queue namespace added as 22-queue-namespace-opsched.yaml
-    says (its copy with the namespace replaced), applied with kubectl as the admin."""
+    """deploy/base's namespaces and RBAC, and a second queue namespace added as 22-queue-namespace-opsched.yaml
+    says (its copy with the marked namespace replaced), applied with kubectl as the admin."""
     kubeconfig = control_plane.kubeconfig
     extra = f"q-{secrets.token_hex(4)}"
-    template = (DEPLOY / "22-queue-namespace-opsched.yaml").read_text()
+    template = (BASE / "22-queue-namespace-opsched.yaml").read_text()
     added = control_plane.workdir / f"22-queue-namespace-{extra}.yaml"
-    added.write_text(template.replace("namespace: opsched  # QUEUE NAMESPACE", f"namespace: {extra}"))
-    control_plane.ensure_namespace(extra)
-    files = [DEPLOY / "00-namespace.yaml", DEPLOY / "20-rbac.yaml", DEPLOY / "22-queue-namespace-opsched.yaml", added]
+    added.write_text(template.replace("opsched  # QUEUE NAMESPACE", extra))
+    files = [BASE / "00-namespace.yaml", BASE / "20-rbac.yaml", BASE / "22-queue-namespace-opsched.yaml", added]
     kubectl.run(kubeconfig, "apply", *(f"--filename={f}" for f in files))
     control_plane.ensure_namespace("elsewhere")
     return kubeconfig, extra
