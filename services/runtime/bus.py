@@ -149,6 +149,7 @@ class Bus:
         return bus
 
     connected = property(lambda self: self.nc.is_connected)
+    closed = property(lambda self: self.nc.is_closed)  # it gave up reconnecting (or was closed): for good
 
     async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None) -> None:
         """Create the streams (file storage, ``self.replicas`` replicas) if missing; align their subjects

@@ -1,7 +1,8 @@
-"""A tiny HTTP health endpoint: GET /healthz (alive: connected to NATS, nothing dead or stuck, such as a handler loop or the
-dispatcher's watch threads) and /readyz (alive, consumers
-bound and waiting for no dependency). A service that waits out an outage (the Kubernetes API down) is
-alive, so /healthz stays 200 and nothing restarts it; /readyz is 503 and says what it waits for, since when:
+"""A tiny HTTP health endpoint: GET /healthz (alive: nothing dead or stuck, such as a handler loop or the
+dispatcher's watch threads, and its NATS connection not given up) and /readyz (alive, connected to NATS now,
+consumers bound and waiting for no dependency). A service that waits out an outage (NATS reconnecting, the
+Kubernetes API down) is alive, so /healthz stays 200 and nothing restarts it (a restart would not bring NATS
+back); /readyz is 503 and says what it waits for, since when:
 ``{"waiting_for": {"dispatcher": {"kubernetes": {"since": ..., "detail": ..., "failures": ...}}}}``.
 A service that is not alive (a handler loop stuck, see ``liveness``) makes both 503 and says why:
 ``{"not_alive": {"dispatcher": {"dispatcher-admitted": "handling ops.admitted.op-1 since ..., ..."}}}``.
@@ -54,11 +55,12 @@ class HealthServer:
 
     def _answer(self, path: str) -> tuple[str, dict]:
         report = self.report()
-        alive = report.get("connected", False) and not report.get("not_alive")
+        alive = not report.get("nats_closed") and not report.get("not_alive")
         if path.startswith("/healthz"):
             ok = alive
         elif path.startswith("/readyz"):
-            ok = alive and report.get("ready", False) and not report.get("waiting_for")
+            ok = (alive and report.get("connected", False) and report.get("ready", False)
+                  and not report.get("waiting_for"))
         else:
             return "404 Not Found", {"error": "try /healthz, /readyz or /metrics"}
         return ("200 OK" if ok else "503 Service Unavailable"), report

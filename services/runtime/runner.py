@@ -54,11 +54,12 @@ def _install_signals(stop: asyncio.Event) -> None:
 
 
 def _report(services: Sequence[Service], buses: Sequence[Bus]) -> dict:
-    return report(services, [b.connected for b in buses])
+    return report(services, [b.connected for b in buses], [b.closed for b in buses])
 
 
-def report(services: Sequence[Service], connected: Sequence[bool]) -> dict:
-    """What /healthz and /readyz answer: connected, ready (consumers bound), ``waiting_for``: per
+def report(services: Sequence[Service], connected: Sequence[bool], closed: Sequence[bool] = ()) -> dict:
+    """What /healthz and /readyz answer: connected (to NATS now), ``nats_closed`` (a connection that gave up
+    reconnecting: only a restart helps), ready (consumers bound), ``waiting_for``: per
     service, each dependency it cannot reach now (since when, the last error, failures so far),
     ``not_alive``: per service, what of it is dead or stuck (``Service.liveness``: a stuck handler loop, a
     dead watch thread, ...), and the ``role`` of a service that one instance leads (``leader`` or
@@ -66,6 +67,7 @@ def report(services: Sequence[Service], connected: Sequence[bool]) -> dict:
     liveness = {s.name: s.liveness() for s in services}
     return {
         "connected": all(connected),
+        "nats_closed": any(closed),
         "ready": all(s.ready.is_set() for s in services),
         "waiting_for": {s.name: s.waits.report() for s in services if s.waits},
         "not_alive": {name: problems for name, problems in liveness.items() if problems},
