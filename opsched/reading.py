@@ -68,18 +68,17 @@ def _row(row: Any) -> dict[str, Any]:
 def cmd_watch(args: argparse.Namespace) -> int:
     async def run(client) -> int:
         ids = await expand(client, args.id)
-        if ids is None:
-            return _fail(f"no operation or sweep {args.id[0]} is known", 1)
         return await watch(client, ids, args.output, title=args.id[0] if ids != args.id else "",
                            timeout=args.timeout)
     return with_client(args, run)
 
 
-async def expand(client: Any, ids: list[str]) -> list[str] | None:
-    """``ids``, or the ops of the sweep when the one id given is a batch's; None: nothing by that id."""
+async def expand(client: Any, ids: list[str]) -> list[str]:
+    """``ids``, or the ops of the sweep when the one id given is a batch's. An id nothing is known of yet is
+    an op's (one just submitted: its events are on their way), watched until they come or ``--timeout``."""
     if len(ids) > 1 or await client.known(ids[0]):
         return ids
-    return await client.batch_ops(ids[0]) or None
+    return await client.batch_ops(ids[0]) or ids
 
 
 async def watch(client: Any, ids: list[str], output: str | None, *, title: str = "",
