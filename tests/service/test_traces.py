@@ -3,11 +3,7 @@ cost, cache and the dispatcher share one trace id, each hop the child of the one
 tracing off the services add no ``traceparent`` to anything they publish."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -22,15 +18,6 @@ from tests.waiting import eventually
 HOPS = [("client", "send submit"), (subjects.ADMISSION_COMMANDS, "process submit"),
         (subjects.COST_ESTIMATOR, "process submitted"), (subjects.CACHE_LOOKUP, "process submitted"),
         ("admission", "decide admitted"), (subjects.DISPATCHER_ADMITTED, "process admitted")]
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """Tracing on for this test (every service of the process), its spans kept in memory."""
-    exporter = InMemorySpanExporter()
-    tracing.install(lambda: [SimpleSpanProcessor(exporter)])
-    yield exporter
-    tracing.shutdown()
 
 
 def hops_of(exporter: InMemorySpanExporter, op_id: str) -> dict[tuple[str, str], ReadableSpan]:
