@@ -3,6 +3,13 @@ cost, cache and the dispatcher share one trace id, each hop the child of the one
 tracing off the services add no ``traceparent`` to anything they publish."""
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
@@ -11,9 +18,12 @@ from opsched.client import Client
 from proto import subjects
 from proto.events import OperationDispatched
 from services.runtime import tracing
+from services.runtime.bus import Bus
 from tests.builders import op
+from tests.otlp import OtlpReceiver
 from tests.waiting import eventually
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # (the consumer, else the service; span name): every hop of an op submitted, estimated, looked up, admitted, dispatched
 HOPS = [("client", "send submit"), (subjects.ADMISSION_COMMANDS, "process submit"),
         (subjects.COST_ESTIMATOR, "process submitted"), (subjects.CACHE_LOOKUP, "process submitted"),
@@ -84,3 +94,44 @@ async def test_with_tracing_off_the_services_add_no_traceparent(stack_factory, b
     assert len(headers) >= 5  # submitted, cost_estimated, cache_missed, admitted, dispatched
     assert all("Nats-Msg-Id" in h for h in headers)
     assert [h for h in headers if tracing.TRACEPARENT in h or tracing.TRACESTATE in h] == []
+
+
+def run_cli(nats_url: str, *argv: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "opsched.cli", "--nats", nats_url, *argv], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **env})
+
+
+async def test_the_cli_submit_is_a_producer_span_exported_over_otlp_continuing_a_traceparent_from_its_env(
+        nats_server, tmp_path):
+    caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with OtlpReceiver() as receiver:
+        result = await asyncio.to_thread(run_cli, nats_server.url, "submit", str(EXAMPLES / "train-1gpu.yaml"),
+                                         "--id", "cli-traced", OTEL_TRACES_EXPORTER="otlp", TRACEPARENT=caller,
+                                         OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
+        assert result.returncode == 0, result.stderr
+        [span] = receiver.of_trace("4bf92f3577b34da6a3ce929d0e0e4736")  # exported before the CLI exited
+    assert (span.name, span.kind, span.parent_id, span.service) == (
+        "send submit", "PRODUCER", "00f067aa0ba902b7", "opsched-client")
+    assert span.attributes["opsched.op_id"] == "cli-traced"
+    bus = await Bus.connect(nats_server.url, "test")
+    try:
+        stored = await bus.stored(subjects.CMD_STREAM, await bus.last_seq(subjects.CMD_STREAM))
+    finally:
+        await bus.close()
+    assert stored is not None
+    assert stored.headers["traceparent"].startswith(f"00-4bf92f3577b34da6a3ce929d0e0e4736-{span.span_id}-")
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"TRACEPARENT": "00-xyz-01"}, "TRACEPARENT"),
+    ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER"),
+], ids=["a traceparent that is not one", "an exporter opsched does not have"])
+async def test_the_cli_refuses_tracing_settings_it_cannot_honour_before_it_sends_anything(nats_server, env, named):
+    result = await asyncio.to_thread(run_cli, nats_server.url, "submit", str(EXAMPLES / "train-1gpu.yaml"), **env)
+    assert result.returncode != 0 and named in result.stderr
+    bus = await Bus.connect(nats_server.url, "test")
+    try:
+        await bus.ensure_streams()
+        assert await bus.last_seq(subjects.CMD_STREAM) == 0
+    finally:
+        await bus.close()
