@@ -13,6 +13,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from opsched.client import Client
 from proto import codec, subjects
 from proto.events import CostEstimated, OperationSubmitted
+from proto.podspec import build_pods
 from services.admission import traces
 from services.admission.state import AdmissionState
 from services.dispatcher import podtrace
@@ -22,7 +23,7 @@ from services.runtime import tracing
 from services.runtime.natsclient import Headers
 from services.runtime.service import Service, Subscription
 from services.runtime.settings import Settings
-from tests.builders import T0, cost_estimated, op, submitted, succeeded
+from tests.builders import T0, admitted, cost_estimated, op, submitted, succeeded
 from tests.builders.bus import memory_bus
 from tests.builders.clock import FakeClock
 from tests.unit.test_runtime_service import on, published, received
@@ -277,3 +278,11 @@ async def test_off_a_pod_gets_no_traceparent_and_its_events_none():
     view = PodView(name="op-a-0", namespace="ns", op_id="a", attempt=0,
                    annotations={"opsched.io/traceparent": PARENT})
     assert podtrace.headers_of([view]) is None
+
+
+def test_a_users_traceparent_annotation_is_dropped_from_the_pod_the_dispatchers_is_reserved():
+    spec = op().build()
+    spec.environment.annotations = {"opsched.io/traceparent": PARENT, "team": "vision"}
+    [built] = build_pods(admitted(spec))
+    assert built["metadata"]["annotations"].get("opsched.io/traceparent") is None
+    assert built["metadata"]["annotations"]["team"] == "vision"
