@@ -21,7 +21,7 @@ async def create_pod(kube: Kube, pod: dict[str, Any], service: str) -> CreateRes
     meta = pod["metadata"]
     labels = meta.get("labels") or {}
     attributes = {"k8s.pod.name": meta["name"], "k8s.namespace.name": meta["namespace"],
-                  "opsched.op_id": labels.get(LABEL_OP), "opsched.attempt": labels.get(LABEL_ATTEMPT),
+                  "opsched.op_id": labels.get(LABEL_OP), "opsched.attempt": _number(labels.get(LABEL_ATTEMPT)),
                   "opsched.replica": labels.get(LABEL_REPLICA)}
     with tracing.span(tracer, "create pod", kind="CLIENT", attributes=attributes) as span:
         parent = tracing.current().get(tracing.TRACEPARENT)
@@ -30,6 +30,10 @@ async def create_pod(kube: Kube, pod: dict[str, Any], service: str) -> CreateRes
         result = await kube.create_pod(pod)
         span.set_attribute("opsched.pod.created", result.created)  # False: it existed (a redelivery)
         return result
+
+
+def _number(label: str | None) -> int | None:
+    return int(label) if label is not None and label.isdigit() else None
 
 
 def headers_of(views: Iterable[PodView]) -> dict[str, str] | None:

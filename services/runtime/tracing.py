@@ -30,6 +30,7 @@ _W3C = re.compile(r"[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9
 
 ON = False  # set by ``install``: read on every publish, so a plain module flag
 _providers: dict[str, Any] = {}  # service -> its TracerProvider (its own ``service.name``)
+_tracers: dict[str, Any] = {}  # service -> its tracer
 _processors: list[Callable[[], list[Any]]] = []  # makes the span processors of a new provider
 _otel: dict[str, Any] = {}  # what ``install`` imported: the API, the propagator, the span kinds
 
@@ -94,6 +95,7 @@ def install(processors: Callable[[], list[Any]]) -> None:
     _otel.update(trace=trace, propagator=TraceContextTextMapPropagator(), kinds=trace.SpanKind)
     _processors[:] = [processors]
     _providers.clear()
+    _tracers.clear()
     ON = True
 
 
@@ -104,16 +106,18 @@ def shutdown() -> None:
     for provider in _providers.values():
         provider.shutdown()
     _providers.clear()
+    _tracers.clear()
 
 
 def tracer(service: str) -> Any | None:
     """``service``'s tracer; None while tracing is off."""
     if not ON:
         return None
-    provider = _providers.get(service)
-    if provider is None:
+    found = _tracers.get(service)
+    if found is None:
         provider = _providers[service] = _provider(service)
-    return provider.get_tracer("opsched")
+        found = _tracers[service] = provider.get_tracer("opsched")
+    return found
 
 
 def _provider(service: str) -> Any:

@@ -254,7 +254,8 @@ class Kube:
 
 
 def pod(name: str = "op-a-0") -> dict:
-    return {"metadata": {"name": name, "namespace": "ns", "labels": {"opsched.io/op-id": "a"}, "annotations": {}}}
+    return {"metadata": {"name": name, "namespace": "ns", "labels": {"opsched.io/op-id": "a", "opsched.io/attempt": "2"},
+                         "annotations": {}}}
 
 
 async def test_on_a_pod_is_created_in_a_client_span_whose_context_it_carries(spans):
@@ -266,6 +267,7 @@ async def test_on_a_pod_is_created_in_a_client_span_whose_context_it_carries(spa
     assert annotation.startswith(f"00-{TRACE_ID}-{create.context.span_id:016x}-")
     assert create.kind == SpanKind.CLIENT and create.attributes["opsched.pod.created"] is True
     assert create.attributes["k8s.pod.name"] == "op-a-0" and create.attributes["opsched.op_id"] == "a"
+    assert create.attributes["opsched.attempt"] == 2
     view = PodView(name="op-a-0", namespace="ns", op_id="a", attempt=0,
                    annotations={"opsched.io/traceparent": annotation})
     assert podtrace.headers_of([view]) == {"traceparent": annotation}  # what the watch's events carry on
