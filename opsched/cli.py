@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -78,9 +79,14 @@ def _queue_config(args: argparse.Namespace):
 
 async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
     from proto.spec_size import SpecTooLarge
+    from services.runtime import tracing
     from services.runtime.errors import MessageTooLarge
     from services.runtime.refusals import NotPermitted
 
+    tracing.configure_or_exit()  # OTEL_TRACES_EXPORTER: the submit is the root of each op's trace
+    parent = os.environ.get("TRACEPARENT") or None  # ... or continues the caller's (W3C, the env carrier)
+    if parent is not None and not tracing.valid_traceparent(parent):
+        return _fail(f"TRACEPARENT={parent!r} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
     client = await _connect(args)
     if client is None:
         return EXIT_UNREACHABLE
@@ -88,7 +94,7 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
     try:
         for spec, op_id in zip(specs, ids):
             try:
-                await client.submit(spec, op_id=op_id, requested_by="cli")
+                await client.submit(spec, op_id=op_id, requested_by="cli", traceparent=parent)
             except (SpecTooLarge, MessageTooLarge, NotPermitted) as exc:  # refused: nothing stored
                 return _fail(f"{args.file}: refused: {exc}")
             print(op_id, flush=True)
@@ -102,6 +108,7 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
                                        title=batch or ids[0])
     finally:
         await client.close()
+        tracing.shutdown()  # its spans exported before the process ends
     return 0
 
 

@@ -41,6 +41,7 @@ from proto.schedules import (
 from proto.spec import OpSpec
 from proto.spec_size import SpecTooLarge, too_large
 from proto.summaries import OpSummary
+from services.runtime import tracing
 from services.runtime.bus import Bus
 from services.runtime.credentials import Credentials
 
@@ -88,16 +89,29 @@ class Client:
     async def close(self) -> None:
         await self.bus.close()
 
-    async def submit(self, spec: OpSpec, op_id: str | None = None, requested_by: str = "sdk") -> str:
+    async def submit(self, spec: OpSpec, op_id: str | None = None, requested_by: str = "sdk",
+                     traceparent: str | None = None) -> str:
         """Publish a submit command; the same op_id submitted twice is one operation. A spec over
-        ``MAX_SPEC_BYTES`` is refused before anything is published (``SpecTooLarge``)."""
+        ``MAX_SPEC_BYTES`` is refused before anything is published (``SpecTooLarge``). ``traceparent`` (W3C): the
+        op's trace continues the caller's; tracing on (``OTEL_TRACES_EXPORTER``), the submit is a PRODUCER span."""
         oversized = too_large(spec)
         if oversized is not None:
             raise SpecTooLarge(oversized)
+        if traceparent is not None and not tracing.valid_traceparent(traceparent):
+            raise ValueError(f"traceparent {traceparent!r} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
         op_id = op_id or new_op_id()
         cmd = codec.checked(SubmitOperation(op_id=op_id, spec=spec, requested_at=datetime.now(timezone.utc),
                                             requested_by=requested_by))  # raises codec.Refused, naming the field
-        await self.bus.publish(cmd)
+        given = {tracing.TRACEPARENT: traceparent} if traceparent else None
+        tracer = tracing.tracer("client")
+        if tracer is None:
+            await self.bus.publish(cmd, headers=given)
+            return op_id
+        subject = subjects.submit(spec.queue, self.bus.user)
+        attributes = {"messaging.system": "nats", "messaging.operation.type": "send", "messaging.operation.name":
+                      "send", "messaging.destination.name": subject, "opsched.op_id": op_id, "opsched.queue": spec.queue}
+        with tracing.span(tracer, "send submit", kind="PRODUCER", parent=given, attributes=attributes):
+            await self.bus.publish(cmd)
         return op_id
 
     async def stop(self, op_id: str, reason: str = "stopped by user") -> None:

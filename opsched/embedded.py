@@ -248,11 +248,12 @@ async def _serve(embedded: Embedded) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from services.runtime import eventloop
+    from services.runtime import eventloop, tracing
     from services.runtime import logging as oplog
 
     settings_log = "json" if args.demo else "auto"
     oplog.configure(settings_log, "warning" if args.demo else "info")
+    tracing.configure_or_exit()  # OTEL_TRACES_EXPORTER: the services' spans (README "Traces")
     embedded = Embedded(args)
     try:
         embedded.start()
@@ -262,3 +263,4 @@ def run_up(args: argparse.Namespace) -> int:
     finally:
         _say("stopping")
         embedded.close()
+        tracing.shutdown()

@@ -11,6 +11,7 @@ The exit code is 0 when every op succeeded, else 1."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,8 +22,10 @@ import msgspec
 from opsched.view import OpRow
 from proto import codec
 from proto.events import Event
+from proto.lifecycle import Status
 
 LIVE, PLAIN, JSON = "live", "plain", "json"
+SUCCEEDED, RUNNING = Status.SUCCEEDED.label, Status.RUNNING.label
 
 
 def mode_for(output: str | None, stream: IO[str]) -> str:
@@ -59,13 +62,13 @@ class Tally:
 
     def counts(self) -> Counts:
         rows = list(self.rows.values())
-        succeeded = sum(1 for r in rows if r.status == "succeeded")
+        succeeded = sum(1 for r in rows if r.status == SUCCEEDED)
         failed = sum(1 for r in rows if r.terminal) - succeeded
-        running = sum(1 for r in rows if r.status == "running")
+        running = sum(1 for r in rows if r.status == RUNNING)
         return Counts(len(rows), succeeded, failed, running, len(rows) - succeeded - failed - running)
 
     def exit_code(self) -> int:
-        return 0 if all(r.status == "succeeded" for r in self.rows.values()) else 1
+        return 0 if all(r.status == SUCCEEDED for r in self.rows.values()) else 1
 
 
 class Plain:
@@ -100,8 +103,7 @@ class Json:
         line = {"op_id": row.op_id, "event": codec.type_of(event) if event is not None else None,
                 "at": event.at if event is not None else None, "status": row.status, "attempt": row.attempt,
                 "node": None if row.node == "-" else row.node, "reason": row.reason,
-                "progress": {"total": c.total, "ended": c.ended, "succeeded": c.succeeded, "failed": c.failed,
-                             "running": c.running, "waiting": c.waiting}}
+                "progress": {**dataclasses.asdict(c), "ended": c.ended}}
         print(msgspec.json.encode(line).decode(), file=self.out, flush=True)
 
     def close(self, tally: Tally) -> None:
@@ -146,8 +148,9 @@ def render(tally: Tally, title: str) -> Any:
     return Group(Text(f"{title}  {c.line()}", style="bold"), bar, table)
 
 
-STYLES = {"succeeded": "green", "failed": "red", "timed_out": "red", "rejected": "red", "stopped": "yellow",
-          "running": "cyan", "retrying": "yellow", "on_hold": "magenta"}
+STYLES = {Status.SUCCEEDED.label: "green", Status.FAILED.label: "red", Status.TIMED_OUT.label: "red",
+          Status.REJECTED.label: "red", Status.STOPPED.label: "yellow", Status.RUNNING.label: "cyan",
+          Status.RETRYING.label: "yellow", Status.ON_HOLD.label: "magenta"}
 
 
 async def follow(client: Any, op_ids: Sequence[str], mode: str, *, title: str = "",

@@ -42,6 +42,9 @@ MAX_DESCRIPTION = 4096
 ANNOTATION_EVICTED = "opsched.io/evicted"  # why: "gang_timeout", "gang_failed", "pod_rejected"
 RELEASE_ANNOTATIONS = (ANNOTATION_PREEMPTED_BY, ANNOTATION_PREEMPT_REASON, ANNOTATION_PREEMPT_MESSAGE,
                        ANNOTATION_STOPPED, ANNOTATION_EVICTED)
+# Set by the dispatcher when tracing is on (never by users): the W3C traceparent of the span that created the pod
+ANNOTATION_TRACEPARENT = "opsched.io/traceparent"
+WATCHED_ANNOTATIONS = (*RELEASE_ANNOTATIONS, ANNOTATION_TRACEPARENT)  # what the pod watch reads of a pod
 
 
 def attempt_selector(op_id: str, attempt: int) -> str:
@@ -121,8 +124,8 @@ def _labels(admitted: OperationAdmitted) -> dict[str, str]:
 
 def _annotations(admitted: OperationAdmitted) -> dict[str, str]:
     annotations = {**admitted.spec.environment.annotations, ANNOTATION_NAME: admitted.spec.name}
-    for key in (ANNOTATION_FLAVORS, *RELEASE_ANNOTATIONS):
-        annotations.pop(key, None)  # a user annotation must not fake a release by the dispatcher
+    for key in (ANNOTATION_FLAVORS, *WATCHED_ANNOTATIONS):
+        annotations.pop(key, None)  # a user annotation must not fake a release (or a trace) by the dispatcher
     annotations.pop(ANNOTATION_TTL, None)
     annotations.pop(ANNOTATION_PENDING_TIMEOUT, None)
     spec = admitted.spec

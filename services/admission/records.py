@@ -68,6 +68,7 @@ class OpRecord:
     ended_at: datetime | None = None
     kinds: set[str] = field(default_factory=set)
     last_seq: int = 0
+    trace: dict[str, str] | None = None  # its ``submitted``'s trace context while it runs, tracing on (``traces``)
 
     @classmethod
     def submitted(cls, e: OperationSubmitted) -> "OpRecord":

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
+from datetime import datetime
 from typing import TypeVar
 
 import msgspec
@@ -42,7 +44,7 @@ from proto.schedules import (
     ScheduleEvent,
     refused_creation,
 )
-from services.admission import cycle, handlers, metrics, oversize, queries, schedule_runner
+from services.admission import cycle, handlers, metrics, oversize, queries, schedule_runner, traces
 from services.admission import schedules as sched
 from services.admission.catchup import FoldProgress
 from services.admission.config_source import ConfigSource, queues_configured
@@ -97,7 +99,7 @@ class Admission(Service):
         await bus.replay(subjects.CONFIG_STREAM, subjects.CONFIG_ALL, self.on_config)
         await self.config.publish_file(bus, at_start=True)
         await bus.replay(subjects.CLUSTER_STREAM, subjects.CLUSTER_ALL, self.on_cluster)
-        await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, self.fold)
+        await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, self.fold, headers=self.tracer is not None)
         await bus.serve(subjects.QUERY_WHY, self.answer, group="admission")
         await bus.serve(subjects.QUERY_QUEUES, self.answer, group="admission")
         self.log.info("state_rebuilt", ops=len(self.state.ops), nodes=len(self.state.nodes),
@@ -200,9 +202,9 @@ class Admission(Service):
         if self.state.observe(event):
             self.wake.set()
 
-    async def fold(self, data: bytes, seq: int) -> None:
+    async def fold(self, data: bytes, seq: int, headers: Mapping[str, str] | None = None) -> None:
         try:
-            self._fold(data, seq)
+            self._fold(data, seq, headers)
         finally:
             self.progress.advance(seq)
 
@@ -211,7 +213,7 @@ class Admission(Service):
         if op_id not in self.state.ops and op_id not in self.state.fold.gone and self.bus is not None:
             await self.progress.reach(await self.bus.last_stored(subjects.OPS_STREAM, subjects.OPS_ALL))
 
-    def _fold(self, data: bytes, seq: int = 0) -> None:
+    def _fold(self, data: bytes, seq: int = 0, headers: Mapping[str, str] | None = None) -> None:
         """Never raises: a message that does not decode is skipped (counted, logged; producers' bad messages
         are dead-lettered where they are consumed), an event the fold cannot take ends its op (``fold``)."""
         try:
@@ -241,6 +243,8 @@ class Admission(Service):
             self.wake.set()
         if self.live:
             self.measures.saw(event, self.state.ops, was)
+        if headers is not None:  # tracing on: an op's trace context (``traces``)
+            traces.remember(self.state.ops, event, headers)
 
     # ---- the queries ----
     async def answer(self, data: bytes) -> bytes:
@@ -271,16 +275,14 @@ class Admission(Service):
 
     async def cycle_once(self, bus: Bus, fence: Fence | None = None) -> None:
         """Decide on the state now and publish each decision (behind ``fence``, the leader's claim)."""
-        now, began = self.clock.now(), time.perf_counter()
+        now, began, began_ns = self.clock.now(), time.perf_counter(), time.time_ns()
         decisions = cycle.decide(self.state, self.book, now, self.settings.namespace)
         self.measures.decided(decisions, time.perf_counter() - began, self.state.ops, now)
         for index, decision in enumerate(decisions):
             try:
-                try:
-                    await bus.publish(decision, fence=fence)
-                except MessageTooLarge as exc:  # never retried: its op ends with the reason instead
-                    decision = decisions[index] = self._too_large_decision(decision, exc, now)
-                    await bus.publish(decision, fence=fence)
+                with traces.deciding(self.tracer, decision, self.state.ops.get(decision.op_id), began_ns,
+                                     len(decisions)):  # the decision's span (tracing on): its event carries it
+                    decision = await self._publish_decision(bus, decisions, index, fence, now)
             except Exception as exc:  # noqa: BLE001 - forget this and every later assumption
                 self.log.warning("publish_failed", op_id=decision.op_id, error=f"{exc!r} {exc}")
                 for unpublished in decisions[index:]:
@@ -292,6 +294,16 @@ class Admission(Service):
                 await asyncio.sleep(0.2)
                 return
             self.log.info(codec.type_of(decision), op_id=decision.op_id)
+
+    async def _publish_decision(self, bus: Bus, decisions: list[Event], index: int, fence: Fence | None,
+                                now: datetime) -> Event:
+        """Publish ``decisions[index]``; one too large ends its op instead (never retried), published in its place."""
+        try:
+            await bus.publish(decisions[index], fence=fence)
+        except MessageTooLarge as exc:
+            decisions[index] = self._too_large_decision(decisions[index], exc, now)
+            await bus.publish(decisions[index], fence=fence)
+        return decisions[index]
 
     def metric_families(self) -> list:
         return [*metrics.families(self.state, self.book), *self.measures.families()]

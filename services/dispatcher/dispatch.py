@@ -26,6 +26,7 @@ from proto.pod_security import Policy, check_pods
 from proto.podspec import ANNOTATION_EVICTED, build_pods
 from services.dispatcher.gang import POD_REJECTED
 from services.dispatcher.k8s import Kube, PodRejected
+from services.dispatcher.podtrace import create_pod
 from services.dispatcher.preempt import Releaser
 from services.runtime.errors import DependencyUnavailable
 from services.runtime.service import Context
@@ -53,7 +54,7 @@ async def create_attempt(kube: Kube, releaser: Releaser, event: OperationAdmitte
     """Create every pod of the attempt (409: it exists, as this attempt's). On a refusal or a conflict,
     release the pods of the gang already created (never another's) and return the first refusal."""
     pods = build_pods(event)
-    results = await asyncio.gather(*(kube.create_pod(p) for p in pods), return_exceptions=True)
+    results = await asyncio.gather(*(create_pod(kube, p, ctx.service) for p in pods), return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, PodRejected):
             raise result  # temporary: the redelivery creates what is missing

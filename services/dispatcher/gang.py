@@ -65,7 +65,7 @@ class PodView:
     created: datetime | None = None
     deleting: bool = False  # has a deletionTimestamp
     gone: bool = False  # deleted from the API
-    annotations: Mapping[str, str] = field(default_factory=dict)  # the dispatcher's release annotations
+    annotations: Mapping[str, str] = field(default_factory=dict)  # the dispatcher's (release, traceparent)
     failure: tuple[str, str, int | None] | None = None  # (reason, message, exit code) when Failed
 
     @property

@@ -7,7 +7,7 @@ from proto.podspec import (
     LABEL_OP,
     LABEL_REPLICA,
     MAIN_REPLICA,
-    RELEASE_ANNOTATIONS,
+    WATCHED_ANNOTATIONS,
 )
 from services.dispatcher.gang import PodView
 from services.dispatcher.kobjects import Pod
@@ -31,7 +31,7 @@ def view_of(pod: Pod, *, gone: bool = False) -> PodView | None:
         return None
     meta, labels = pod.metadata, pod.metadata.labels or {}
     phase = pod.status.phase if pod.status else None
-    annotations = {k: v for k, v in (meta.annotations or {}).items() if k in RELEASE_ANNOTATIONS}
+    annotations = {k: v for k, v in (meta.annotations or {}).items() if k in WATCHED_ANNOTATIONS}
     return PodView(
         name=meta.name, namespace=meta.namespace or "", op_id=ident[0], attempt=ident[1],
         replica=labels.get(LABEL_REPLICA, MAIN_REPLICA), gang_size=_size(labels.get(LABEL_GANG_SIZE)),

@@ -196,9 +196,9 @@ class Dispatcher(Service):
         ctx = Context(self.name, self.clock, self.settings, self.log.bind(op_id=attempt.op_id))
         return await self._dispatch(attempt.admitted, ctx)
 
-    async def _publish(self, event: Event) -> None:
+    async def _publish(self, event: Event, headers: dict[str, str] | None = None) -> None:
         assert self.bus is not None
-        await self.bus.publish(event)
+        await self.bus.publish(event, headers=headers)
 
 
 def _connections(settings: Settings) -> int:

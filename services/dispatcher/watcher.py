@@ -46,9 +46,10 @@ from services.dispatcher.gang import (
 from services.dispatcher.kobjects import PODS, Pod
 from services.dispatcher.listwatch import ListWatch
 from services.dispatcher.podstatus import view_of
+from services.dispatcher.podtrace import headers_of
 from services.runtime.clock import Clock
 
-Publish = Callable[[Event], Awaitable[Any]]
+Publish = Callable[..., Awaitable[Any]]  # (event), or (event, headers=...): the pods' trace context
 Free = Callable[[list[PodView], dict[str, str]], Awaitable[Any]]  # release pods: (pods, annotations)
 
 
@@ -111,7 +112,9 @@ class PodWatcher(ListWatch):
 
     def _report(self, key: AttemptKey, event: Event, views: list[PodView]) -> bool:
         """Publish the attempt's event; False if that failed (the attempt is kept: a re-list retries)."""
-        if not self.run_on_loop(self.publish(event), f"op {event.op_id}"):
+        headers = headers_of(views)  # the op's trace, carried on (tracing on)
+        publishing = self.publish(event, headers=headers) if headers else self.publish(event)
+        if not self.run_on_loop(publishing, f"op {event.op_id}"):
             return False
         with self.lock:
             if key in self.attempts:

@@ -18,6 +18,7 @@ from nats.js import api
 from nats.js.errors import NotFoundError
 
 from proto import codec, subjects
+from services.runtime import tracing
 from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
 from services.runtime.connecting import CaFile, open_connection
 from services.runtime.credentials import Credentials
@@ -224,6 +225,8 @@ class Bus:
         subj = subject or subject_for(message, self.user)
         hdrs = {"Nats-Msg-Id": mid, **cloudevent_headers(message, mid, self.name), **(headers or {}),
                 **(fence.headers_for(subj) if fence else {})}
+        if tracing.ON:  # the current span's context (``tracing``): off, nothing
+            tracing.inject(hdrs, subj, mid)
         deadline = asyncio.get_running_loop().time() + PUBLISH_PATIENCE_S
         while True:
             try:
@@ -266,18 +269,22 @@ class Bus:
     async def last_seq(self, stream: str) -> int:
         return (await self.js.stream_info(stream)).state.last_seq
 
-    async def follow(self, stream: str, subject: str | Sequence[str],
-                     on_message: Callable[[bytes, int], Awaitable[None]]):
+    async def follow(self, stream: str, subject: str | Sequence[str], on_message: Callable[..., Awaitable[None]],
+                     *, headers: bool = False):
         """Deliver every message of ``subject`` (or of any of several: only those, in stream order) from the start
-        of ``stream``, then live, in order."""
+        of ``stream``, then live, in order: ``on_message(data, seq)``, with ``headers``
+        ``on_message(data, seq, headers)`` (parsed when read)."""
         filters = [subject] if isinstance(subject, str) else list(subject)
 
         async def cb(msg) -> None:
             await on_message(msg.data, stream_sequence(msg))
+
+        async def cb_headers(msg) -> None:
+            await on_message(msg.data, stream_sequence(msg), msg.headers or {})
         config = api.ConsumerConfig(filter_subjects=filters) if len(filters) > 1 else None
         return await self.js.subscribe(filters[0] if config is None else "", stream=stream, ordered_consumer=True,
-                                       cb=cb, config=config, deliver_policy=api.DeliverPolicy.ALL,
-                                       idle_heartbeat=FOLLOW_HEARTBEAT_S)
+                                       cb=cb_headers if headers else cb, config=config,
+                                       deliver_policy=api.DeliverPolicy.ALL, idle_heartbeat=FOLLOW_HEARTBEAT_S)
 
     async def fence_holds(self, fence: Fence) -> bool:
         """The fence's claim is still the last message of its subject."""
@@ -291,18 +298,18 @@ class Bus:
         except NotFoundError:
             return 0
 
-    async def replay(self, stream: str, subject: str | Sequence[str],
-                     on_message: Callable[[bytes, int], Awaitable[None]]):
-        """``follow`` a subject (or several); return once every message of it stored at the start has been
-        delivered (the subscription then stays live). A message ``on_message`` fails on counts as consumed all the
-        same."""
+    async def replay(self, stream: str, subject: str | Sequence[str], on_message: Callable[..., Awaitable[None]],
+                     *, headers: bool = False):
+        """``follow`` a subject (or several, with ``headers`` or not); return once every message of it stored at the
+        start has been delivered (the subscription then stays live). A message ``on_message`` fails on counts as
+        consumed all the same."""
         filters = [subject] if isinstance(subject, str) else list(subject)
         target = max([await self.last_stored(stream, f) for f in filters])
         caught_up = asyncio.Event()
 
-        async def deliver(data: bytes, seq: int) -> None:
+        async def deliver(data: bytes, seq: int, hdrs: Any = None) -> None:
             try:
-                await on_message(data, seq)
+                await (on_message(data, seq) if hdrs is None else on_message(data, seq, hdrs))
             except Exception as exc:  # noqa: BLE001 - one bad message must not stop the replay
                 structlog.get_logger().error("replay_message_failed", stream=stream, seq=seq, error=f"{exc!r}")
             if seq >= target:
@@ -311,7 +318,7 @@ class Bus:
         if target == 0:
             caught_up.set()
         with replaying():  # no cyclic collection while the state is built (``rebuilding``)
-            sub = await self.follow(stream, subject, deliver)
+            sub = await self.follow(stream, subject, deliver, headers=headers)
             await caught_up.wait()
         return sub
 

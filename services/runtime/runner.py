@@ -7,7 +7,7 @@ import functools
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 
-from services.runtime import eventloop, metrics
+from services.runtime import eventloop, metrics, tracing
 from services.runtime import logging as oplog
 from services.runtime.bus import Bus
 from services.runtime.credentials import of_settings
@@ -80,4 +80,8 @@ def main(service_class: Callable[[Settings], Service]) -> None:
     """Entry point of ``python -m services.<name>``: ``main(Admission)`` serves one instance."""
     settings = Settings()
     oplog.configure(settings.log_format, settings.log_level)
-    eventloop.run(serve([service_class(settings)], settings), settings.event_loop)
+    tracing.configure_or_exit()  # before the service is built: it takes its tracer then (None: off)
+    try:
+        eventloop.run(serve([service_class(settings)], settings), settings.event_loop)
+    finally:
+        tracing.shutdown()  # the spans still buffered are exported

@@ -45,7 +45,7 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from proto import codec, subjects
 from services.runtime import logging as oplog
-from services.runtime import rebuilding
+from services.runtime import rebuilding, tracing
 from services.runtime.backoff import Backoff
 from services.runtime.bus import Bus, Fence, Received
 from services.runtime.clock import Clock, SystemClock
@@ -108,6 +108,7 @@ class Service(WaitsOut):
         self.backoff = Backoff(settings.dependency_backoff_base_s, settings.dependency_backoff_cap_s)
         self.handler_loops = HandlerLoops(self.clock.now)  # signs of life of its handler loops (liveness)
         self.in_hand: InHandRecords | Unrecorded = Unrecorded()  # the messages its loops hold, once ``run`` opened the bucket (inhand)
+        self.tracer = tracing.tracer(self.name)  # None: tracing off (``tracing``), no header read, none added
 
     async def start(self, bus: Bus) -> None:
         """Before any consumer is created: rebuild state by replay, open buckets, serve queries."""
@@ -213,7 +214,11 @@ class Service(WaitsOut):
         if self.leadership is not None and not self.leadership.deciding():
             await self.give_back(msg)  # fetched as the leader, no longer one: the leader takes it
             return
-        await self._handle(handler, message, msg)
+        if self.tracer is None:
+            await self._handle(handler, message, msg)
+            return
+        with tracing.consuming(self.tracer, msg, message):  # its events carry this span's context
+            await self._handle(handler, message, msg)
 
     async def _handle(self, handler: Handler, message: Any, msg: Received) -> None:
         op_id = getattr(message, "op_id", None)
@@ -322,6 +327,7 @@ class Service(WaitsOut):
         if msg.num_delivered >= self.settings.max_deliver:
             await self._give_up(msg, f"gave up after {msg.num_delivered} deliveries: {exc!r}", log, message)
             return
+        tracing.failed(f"{exc!r}")
         delay = NAK_BACKOFF_S[min(msg.num_delivered - 1, len(NAK_BACKOFF_S) - 1)]
         log.warning("handler_failed_will_retry", error=f"{exc!r} {exc}", delivery=msg.num_delivered, delay_s=delay)
         self.stats.retried += 1
@@ -358,6 +364,7 @@ class Service(WaitsOut):
         assert self.bus is not None
         bus = self.bus
         self.log.error("message_rejected", subject=msg.subject, reason=reason, error=message, op_id=op_id)
+        tracing.failed(f"{reason}: {message}")
         try:
             await self.until_available(lambda: dead_letter(bus, self.clock, self.name, msg, reason=reason,
                                                            message=message, op_id=op_id), msg, self.log)

@@ -43,7 +43,7 @@ from services.runtime.sizes import check_size
 from tests.builders.kv import MemoryKV
 from tests.builders.streams import Consumer, PullSubscription, Stored, Stream, matches
 
-OnMessage = Callable[[bytes, int], Awaitable[None]]
+OnMessage = Callable[..., Awaitable[None]]  # (data, seq), or (data, seq, headers)
 Answer = Callable[[bytes], Awaitable[bytes]]
 
 
@@ -130,8 +130,9 @@ class MemoryBroker:
 class Follower:
     """An ordered subscription: the matching messages already stored, then live ones; one at a time."""
 
-    def __init__(self, stream: Stream, subject: str | Sequence[str], on_message: OnMessage, log: Any) -> None:
-        self.stream, self.on_message, self.log = stream, on_message, log
+    def __init__(self, stream: Stream, subject: str | Sequence[str], on_message: OnMessage, log: Any,
+                 headers: bool = False) -> None:
+        self.stream, self.on_message, self.log, self.headers = stream, on_message, log, headers
         self.subjects = [subject] if isinstance(subject, str) else list(subject)
         self.queue: asyncio.Queue[Stored] = asyncio.Queue()
         for stored in stream.matching(">"):
@@ -147,7 +148,7 @@ class Follower:
         while True:
             stored = await self.queue.get()
             try:
-                await self.on_message(stored.data, stored.seq)
+                await self.on_message(stored.data, stored.seq, *((stored.headers,) if self.headers else ()))
             except Exception as exc:  # noqa: BLE001 - as nats: the error callback hears it, delivery goes on
                 self.log.warning("callback_failed", subject=stored.subject, error=repr(exc))
 
@@ -328,10 +329,11 @@ class MemoryBus:
         self._check_open()
         return self.broker.stream(stream).last_seq
 
-    async def follow(self, stream: str, subject: str | Sequence[str], on_message: OnMessage) -> Follower:
-        """Deliver every message of ``subject`` from the start of ``stream``, then live, in order."""
+    async def follow(self, stream: str, subject: str | Sequence[str], on_message: OnMessage, *,
+                     headers: bool = False) -> Follower:
+        """Deliver every message of ``subject`` (``headers`` too, if asked) from the start of ``stream``, then live."""
         self._check_open()
-        follower = Follower(self.broker.stream(stream), subject, on_message, self.log)
+        follower = Follower(self.broker.stream(stream), subject, on_message, self.log, headers)
         self._subs.append(follower)
         return follower
 

@@ -280,7 +280,7 @@ class FakeClient:
     def __init__(self) -> None:
         self.submitted: list = []
 
-    async def submit(self, spec, op_id=None, requested_by="sdk"):
+    async def submit(self, spec, op_id=None, requested_by="sdk", traceparent=None):
         op_id = op_id or f"op{len(self.submitted)}"
         self.submitted.append((op_id, spec))
         return op_id
