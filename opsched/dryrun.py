@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from proto import codec
+from proto import codec, reserved_keys
 from proto.events import OperationAdmitted
 from proto.gpu_accounting import violations
 from proto.naming import pod_name
@@ -72,7 +72,7 @@ def refusals(specs: list[OpSpec], rendered_specs: list[OpSpec], ids: list[str],
     from proto.pod_security import check_pods, policy_for
 
     config = config or QueuesConfig()
-    problems = [p for spec in rendered_specs for p in violations(spec)]
+    problems = [p for spec in rendered_specs for p in (*violations(spec), *reserved_keys.problems(spec))]
     for spec, op_id in zip(rendered_specs, ids):
         problems += check_pods(pods_of(spec, op_id, config), policy_for(config, spec.queue or config.default_queue))
     problems += [r for spec in specs for r in (codec.refusal(spec), too_large(spec), condition_problem(spec)) if r]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from proto import reserved_keys
 from proto.events import (
     DispatchDelayed,
     Event,
@@ -35,7 +36,7 @@ from services.runtime.service import Context
 async def dispatch(event: OperationAdmitted, ctx: Context, kube: Kube | None, releaser: Releaser | None) -> Event:
     base: dict[str, Any] = dict(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt)
     policy = Policy(event.queue, event.pod_security, event.allow_secret_volumes)
-    problems = violations(event.spec) + check_pods(build_pods(event), policy)
+    problems = violations(event.spec) + reserved_keys.problems(event.spec) + check_pods(build_pods(event), policy)
     if problems:
         return OperationRejected(**base, reason="forbidden_pod_spec", message="; ".join(problems))
     if kube is not None and releaser is not None:
