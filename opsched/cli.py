@@ -221,6 +221,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     return run_up(args)
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    from opsched.ui.server import cmd_ui as serve_ui
+
+    return serve_ui(args)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opsched", description=__doc__)
     p.add_argument("--nats", help="NATS URL (default: $NATS_URL, then the running `opsched up`)")
@@ -265,6 +271,10 @@ def parser() -> argparse.ArgumentParser:
     reading.add_read_parsers(sub)
     completion.add_parser(sub)
     _add_schedule_parser(sub)
+    ui = sub.add_parser("ui", help="serve the read-only web view: queues, ops, timelines, cost, live")
+    from opsched.ui.options import add_ui_arguments
+    add_ui_arguments(ui)
+    ui.set_defaults(func=cmd_ui)
     st = sub.add_parser("stop", help="stop a queued or running operation")
     st.add_argument("id")
     st.set_defaults(func=cmd_stop)

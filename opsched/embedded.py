@@ -38,7 +38,11 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
                    help="another name or address the NATS server certificate is valid for (besides localhost, "
                         "127.0.0.1)")
     p.add_argument("--fresh", action="store_true", help="wipe the data dir first")
-    p.add_argument("--demo", action="store_true", help="submit the examples, show them run, then exit")
+    p.add_argument("--demo", action="store_true", help="submit the examples, show them run, then exit "
+                   "(with --ui: then stay up until Ctrl-C, so the page can still be looked at)")
+    p.add_argument("--ui", action="store_true", help="serve the read-only web view too (`opsched ui`)")
+    from opsched.ui.options import add_ui_arguments
+    add_ui_arguments(p, prefix="ui-")
 
 
 def _say(message: str) -> None:
@@ -235,16 +239,47 @@ async def _serve(embedded: Embedded) -> int:
     _say("admission, cost, cache and dispatcher are serving; "
          f"try: opsched submit examples/train-1gpu.yaml --wait   (NATS_URL={embedded.nats_url}"
          + (f" OPSCHED_NATS_CA={embedded.tls.ca})" if embedded.tls else ")"))
-    code = 0
-    if embedded.args.demo:
-        from opsched.demo import run_demo
-
-        code = await run_demo(embedded.nats_url, embedded.kubeconfig, embedded.args.namespace, DEMO_EXAMPLES,
-                              credentials=embedded.client_credentials(),
-                              ca_file=embedded.tls.ca if embedded.tls else None)
+    try:
+        view = await _start_view(embedded) if embedded.args.ui else None
+    except OSError as exc:  # its port taken: said plainly, everything stopped
+        _say(f"error: {exc} (choose another with --ui-port)")
         running.stop.set()
-    await running.wait()
+        await running.wait()
+        return 2
+    code = 0
+    try:
+        if embedded.args.demo:
+            from opsched.demo import run_demo
+
+            code = await run_demo(embedded.nats_url, embedded.kubeconfig, embedded.args.namespace, DEMO_EXAMPLES,
+                                  credentials=embedded.client_credentials(),
+                                  ca_file=embedded.tls.ca if embedded.tls else None)
+            if view is None:
+                running.stop.set()
+            else:
+                _say(f"the demo has ended; everything stays up for the web view at {view.url} until Ctrl-C")
+        await running.wait()
+    finally:
+        if view is not None:
+            await view.close()
+            await view.client.close()
     return code
+
+
+async def _start_view(embedded: Embedded):
+    """The web view, reading the bus as the admin user (as the CLI of this `opsched up` does)."""
+    from opsched.client import Client
+    from opsched.ui.server import WebView, say_serving
+
+    client = await Client.connect(embedded.nats_url, "opsched-ui", credentials=embedded.client_credentials(),
+                                  ca_file=embedded.tls.ca if embedded.tls else None)
+    try:
+        view = await WebView(client, embedded.args.ui_host, embedded.args.ui_port).start()
+    except BaseException:
+        await client.close()
+        raise
+    say_serving(view)
+    return view
 
 
 def run_up(args: argparse.Namespace) -> int:

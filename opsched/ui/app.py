@@ -1,0 +1,76 @@
+"""The web view's ASGI app (Starlette), read-only: the page and its static files, ``/api/state`` (everything, as
+the page starts from), ``/api/ops/<id>`` (an op's row, timeline and `why`), ``/api/events`` (Server-Sent Events:
+a ``snapshot``, then one message per change) and ``/healthz``. Nothing here writes to the bus."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from opsched.ui.feed import Feed
+
+STATIC = Path(__file__).resolve().parent / "static"
+KEEPALIVE_S = 15.0  # a comment line on a quiet stream, so proxies and browsers keep it open
+HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+PAGE_HEADERS = {**HEADERS, "Content-Security-Policy": "default-src 'self'; img-src 'self' data:",
+                "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"}
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(msgspec.json.encode(value), status_code=status, media_type="application/json", headers=HEADERS)
+
+
+def sse(kind: str, data: Any) -> bytes:
+    """One Server-Sent Event (its JSON on one ``data:`` line: msgspec escapes newlines)."""
+    return b"event: " + kind.encode() + b"\ndata: " + msgspec.json.encode(data) + b"\n\n"
+
+
+def build_app(feed: Feed, keepalive: float = KEEPALIVE_S) -> Starlette:
+    async def page(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
+
+    async def state(request: Request) -> Response:
+        return _json(feed.snapshot())
+
+    async def one_op(request: Request) -> Response:
+        op_id = request.path_params["op_id"]
+        found = feed.op(op_id)
+        return _json(found) if found else _json({"error": f"no operation {op_id!r} on the bus"}, 404)
+
+    async def events(request: Request) -> Response:
+        return StreamingResponse(_stream(feed, keepalive), media_type="text/event-stream",
+                                 headers={**HEADERS, "X-Accel-Buffering": "no"})
+
+    async def healthz(request: Request) -> Response:
+        return _json({"ok": True, "ops": len(feed.view.rows), "pages": feed.pages})
+
+    return Starlette(routes=[
+        Route("/", page), Route("/api/state", state), Route("/api/ops/{op_id}", one_op),
+        Route("/api/events", events), Route("/healthz", healthz),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ])
+
+
+async def _stream(feed: Feed, keepalive: float) -> AsyncIterator[bytes]:
+    page = feed.subscribe()  # before the snapshot: no change falls between the two
+    try:
+        yield sse("snapshot", feed.snapshot())
+        while True:
+            try:
+                message = await asyncio.wait_for(page.get(), timeout=keepalive)
+            except asyncio.TimeoutError:
+                yield b": keep-alive\n\n"
+                continue
+            if message is None:  # dropped (too slow) or the view is closing: the browser reconnects
+                return
+            yield sse(message["kind"], message)
+    finally:
+        feed.unsubscribe(page)

@@ -1,0 +1,92 @@
+"""The web view serving in this event loop (uvicorn on a socket bound here): `opsched ui` runs it on its own,
+`opsched up --ui` beside the services. It reads the bus as a client (``opsched.client.Client``) and serves the
+page at ``url``; ``close`` ends every page's stream, stops the HTTP server, then stops reading."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import socket
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+
+from opsched.ui.app import build_app
+from opsched.ui.feed import Feed
+from opsched.ui.options import DEFAULT_HOST, DEFAULT_PORT
+from opsched.ui.sources import Sources
+
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield  # signals stay the process's own (Ctrl-C stops `opsched ui`; `opsched up` drains its services)
+
+
+class WebView:
+    def __init__(self, client: Any, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *,
+                 interval: float = 5.0) -> None:
+        self.client, self.host, self.port = client, host, port
+        self.feed = Feed()
+        self.sources = Sources(client, self.feed, interval=interval)
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    async def start(self) -> "WebView":
+        """Bind (``OSError`` naming the address if it cannot), read the bus, then serve."""
+        try:
+            sock = socket.create_server((self.host, self.port), reuse_port=False)
+        except OSError as exc:
+            raise OSError(f"the web view cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
+        self.port = sock.getsockname()[1]
+        await self.sources.start()
+        config = uvicorn.Config(build_app(self.feed), log_level="warning", access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=2)
+        self._server = _Server(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="ui-http")
+        return self
+
+    async def wait(self) -> None:
+        if self._task is not None:
+            await self._task
+
+    async def close(self) -> None:
+        self.feed.close()
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.sources.close()
+
+
+def say_serving(view: WebView) -> None:
+    print(f"[opsched ui] the web view is at {view.url} (read-only; Ctrl-C stops it)", file=sys.stderr, flush=True)
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    """`opsched ui`: the web view of the bus the CLI reaches, until Ctrl-C."""
+    from opsched.connection import fail
+    from opsched.reading import with_client
+
+    async def serve(client: Any) -> int:
+        try:
+            view = await WebView(client, args.host, args.port).start()
+        except OSError as exc:
+            return fail(str(exc))
+        say_serving(view)
+        try:
+            await view.wait()
+        finally:
+            await view.close()
+        return 0
+    try:
+        return with_client(args, serve)
+    except KeyboardInterrupt:
+        return 0
