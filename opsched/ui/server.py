@@ -19,7 +19,6 @@ from opsched.ui.options import DEFAULT_HOST, DEFAULT_PORT
 from opsched.ui.sources import Sources
 
 
-
 class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
