@@ -19,7 +19,17 @@ def queues_table(answer: QueuesAnswer) -> str:
         name = q.name + (" *" if q.name == answer.default_queue else "")
         rows.append((name, q.cohort or "-", running, q.pending, quota, borrowed, cost))
     table = grid(("QUEUE", "COHORT", "RUNNING", "PENDING", "USED/QUOTA", "BORROWED", "COST"), rows)
-    return f"{table}\n(* default queue; configuration from {answer.source})"
+    return f"{table}\n(* default queue; configuration from {answer.source})" + fragmentation_text(answer)
+
+
+def fragmentation_text(answer: QueuesAnswer) -> str:
+    """Free accelerators per flavor, and how many are stranded on nodes too full for the largest waiting pod."""
+    if not answer.fragmentation:
+        return ""
+    rows = [(f"{f.resource}[{f.flavor or '-'}]", f.nodes, f"{f.free:g}", f"{f.stranded:g}",
+             f"{f.largest_waiting:g}" if f.largest_waiting else "-") for f in answer.fragmentation]
+    return "\n\n" + grid(("ACCELERATOR[FLAVOR]", "NODES", "FREE", "STRANDED", "LARGEST WAITING POD"), rows) + (
+        "\n(stranded: free on nodes with less free than the largest waiting pod of that flavor asks)")
 
 
 def why_text(answer: WhyAnswer) -> str:

@@ -77,6 +77,9 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     pending_timeout_s: float | None = None  # its queue's pendingTimeout: Unschedulable longer is requeued
     pod_security: Level = DEFAULT_LEVEL  # its queue's podSecurity: what the dispatcher checks its pods against
     allow_secret_volumes: bool = False  # its queue's allowSecretVolumes
+    # per pod (main first, then replicas), the kubernetes.io/hostname of the node admission placed it on ("": none)
+    # under placement binpack/spread: the pod prefers that node (weight 100), so kube-scheduler agrees
+    preferred_hosts: list[str] = []
 
 
 class OperationDispatched(Event, tag="dispatched", kw_only=True):

@@ -47,6 +47,11 @@ ANNOTATION_TRACEPARENT = "opsched.io/traceparent"
 WATCHED_ANNOTATIONS = (*RELEASE_ANNOTATIONS, ANNOTATION_TRACEPARENT)  # what the pod watch reads of a pod
 
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+PREFERRED_WEIGHT = 100  # the most a preferred term may weigh: the node admission placed the pod on
+
+
 def attempt_selector(op_id: str, attempt: int) -> str:
     """The label selector of every pod of one attempt."""
     return f"{SELECTOR},{LABEL_OP}={op_id},{LABEL_ATTEMPT}={attempt}"
@@ -56,16 +61,22 @@ def build_pods(admitted: OperationAdmitted) -> list[dict[str, Any]]:
     """Every pod of the attempt: the main pod first, then each replica group's pods in order."""
     names = pod_names(admitted.op_id, admitted.attempt, admitted.spec)
     size = len(names)
-    pods = [build_pod(admitted, gang_size=size)]
+    hosts = list(admitted.preferred_hosts) + [""] * size
+    pods = [build_pod(admitted, gang_size=size, host=hosts[0])]
     replicas = [(f"{g.name}-{i}", g.container) for g in admitted.spec.replicas for i in range(g.count)]
-    for name, (replica, container) in zip(names[1:], replicas):
-        pods.append(build_pod(admitted, name=name, replica=replica, container=container, gang_size=size))
+    for i, (name, (replica, container)) in enumerate(zip(names[1:], replicas), 1):
+        pods.append(build_pod(admitted, name=name, replica=replica, container=container, gang_size=size,
+                              host=hosts[i]))
     return pods
 
 
 def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: str = MAIN_REPLICA,
-              container: Container | None = None, gang_size: int | None = None) -> dict[str, Any]:
-    """One pod of the attempt; by default its main pod (named by the admitted event)."""
+              container: Container | None = None, gang_size: int | None = None,
+              host: str | None = None) -> dict[str, Any]:
+    """One pod of the attempt; by default its main pod (named by the admitted event). ``host``: the node it
+    prefers (admission's placement; default: the main pod's ``preferred_hosts``)."""
+    if host is None:
+        host = admitted.preferred_hosts[0] if admitted.preferred_hosts else ""
     spec, env = admitted.spec, admitted.spec.environment
     size = gang_size if gang_size is not None else len(pod_names(admitted.op_id, admitted.attempt, spec))
     pod_spec: dict[str, Any] = {
@@ -74,7 +85,7 @@ def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: 
     }
     optional = {
         **_placement(admitted),
-        "affinity": env.affinity,
+        "affinity": preferring(env.affinity, host),
         "activeDeadlineSeconds": spec.termination.timeout or None,
         "priorityClassName": env.priority_class_name,
         "serviceAccountName": env.service_account_name,
@@ -98,6 +109,20 @@ def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: 
         },
         "spec": pod_spec,
     }
+
+
+def preferring(affinity: dict[str, Any] | None, host: str) -> dict[str, Any] | None:
+    """The pod's affinity with, for ``host``, a preferred node term of weight 100 on ``kubernetes.io/hostname``
+    added to the op's own preferred terms (its required terms stay as written)."""
+    if not host:
+        return affinity
+    term = {"weight": PREFERRED_WEIGHT, "preference": {"matchExpressions": [
+        {"key": HOSTNAME_LABEL, "operator": "In", "values": [host]}]}}
+    out = dict(affinity or {})
+    node = dict(out.get("nodeAffinity") or {})
+    node[PREFERRED] = [*(node.get(PREFERRED) or []), term]
+    out["nodeAffinity"] = node
+    return out
 
 
 def _unit(resource: str, value: str) -> str:

@@ -47,6 +47,18 @@ class QueueStatus(Wire, kw_only=True):
     usage: list[FlavorUsage] = []
 
 
+class Fragmentation(Wire, kw_only=True):
+    """Accelerators free but stranded: on the nodes of one flavor, free on nodes that have less free than the
+    largest waiting pod asks (no such pod can use them until more frees up there)."""
+
+    resource: str
+    flavor: str  # "": the nodes of no flavor (every node, in a configuration without flavors)
+    nodes: int = 0  # schedulable nodes of the flavor that have the resource
+    free: float = 0.0
+    stranded: float = 0.0
+    largest_waiting: float = 0.0  # the most of the resource one waiting pod asks (0: none waits)
+
+
 class QueuesRequest(Wire, tag_field="type", tag="queues_request", kw_only=True):
     pass
 
@@ -55,6 +67,7 @@ class QueuesAnswer(Wire, tag_field="type", tag="queues_answer", kw_only=True):
     queues: list[QueueStatus] = []
     default_queue: str = ""
     source: str = ""
+    fragmentation: list[Fragmentation] = []  # per flavor and accelerator, once the nodes are known
 
 
 class CostRequest(Wire, tag_field="type", tag="cost_request", kw_only=True):

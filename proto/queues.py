@@ -21,12 +21,20 @@ NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 
 
+# Where admission puts an accelerator pod among the nodes it fits (``services.admission.policies.placement``):
+# ``binpack`` the fullest node (big ops find whole nodes free), ``spread`` the emptiest, ``firstFit`` the first by
+# name. binpack and spread are carried to the pod as a preferred node affinity, so kube-scheduler agrees.
+Placement = Literal["binpack", "spread", "firstFit"]
+
+
 class Flavor(Wire, kw_only=True, forbid_unknown_fields=True):
-    """A kind of node: what labels select it and what taints its pods must tolerate."""
+    """A kind of node: what labels select it, what taints its pods must tolerate, and how its pods are placed
+    (``placement``; unset: the configuration's)."""
 
     name: str
     node_labels: dict[str, str] = {}
     tolerations: list[dict[str, Any]] = []
+    placement: Placement | None = None
 
 
 class FlavorQuota(Wire, kw_only=True, forbid_unknown_fields=True):
@@ -139,6 +147,7 @@ class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
     default_queue: str = "default"
     project_queues: dict[str, str] = {}  # project -> its default queue
     flavors: list[Flavor] = []
+    placement: Placement = "binpack"  # for accelerator pods whose flavor sets none (and queues without flavors)
     reject_unfittable: bool = True  # reject ops that no node could ever fit (once nodes are known)
     priority_classes: list[PriorityClass] = []
     fair_sharing: FairSharing = msgspec.field(default_factory=FairSharing)

@@ -240,7 +240,7 @@ class Cycle:
             flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
             borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op),
             pending_timeout_s=queue.pending_timeout_seconds, pod_security=queue.pod_security,
-            allow_secret_volumes=queue.allow_secret_volumes)
+            allow_secret_volumes=queue.allow_secret_volumes, preferred_hosts=verdict.hosts)
 
     def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
         op.blocked = verdict.reasons

@@ -11,6 +11,7 @@ from proto.queries import (
     WhyAnswer,
 )
 from proto.reasons import Reason, dependency_name, pending
+from services.admission.fragmentation import fragmentation
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
 from services.admission.policies.aging import effective
 from services.admission.policies.preemption import waiting_for
@@ -102,4 +103,6 @@ def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
         out.append(QueueStatus(name=name, cohort=q.cohort, running=snap.running[name], concurrency=q.concurrency,
                                pending=state.queues.waiting(name), cost_used=snap.cost_used[name],
                                cost_quota=q.cost_quota, usage=usage))
-    return QueuesAnswer(queues=out, default_queue=book.default_queue, source=book.source)
+    waiting = (o for o in state.ops.values() if not (o.status.active or o.status.terminal))
+    return QueuesAnswer(queues=out, default_queue=book.default_queue, source=book.source,
+                        fragmentation=fragmentation(snap.capacity, book, waiting))

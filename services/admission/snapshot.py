@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from services.admission.policies import placement
 from services.admission.policies.capacity import Capacity, NodeInfo
 from services.admission.policies.node_affinity import Terms, required_terms
 from services.admission.policies.quota import Usage
@@ -52,7 +53,8 @@ class Snapshot:
             else:
                 unplaced.append(op)
         for op in sorted(unplaced, key=lambda o: o.key):
-            nodes_of = snap.capacity.place(op.pods, selector_of(op), tolerations_of(op), affinity_of(op))
+            nodes_of = snap.capacity.place(op.pods, selector_of(op), tolerations_of(op), affinity_of(op),
+                                           placement.policy_of(book, op.flavors))
             snap.assume(op, nodes_of or [], counted=True)
         for held in ghosts.values():
             for ghost in held:
@@ -96,7 +98,8 @@ class Snapshot:
         if op.node and len(op.pods) == 1:
             nodes = [op.node]
         elif nodes is None and self.capacity.known:
-            nodes = self.capacity.place(op.pods, selector_of(op), tolerations_of(op), affinity_of(op))
+            nodes = self.capacity.place(op.pods, selector_of(op), tolerations_of(op), affinity_of(op),
+                                        placement.policy_of(self.book, op.flavors))
         self.placed[op.op_id] = list(nodes or [])
         self.capacity.take_all(nodes, op.pods)
         if not nodes and op.pods and self.capacity.known:

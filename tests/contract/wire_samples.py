@@ -110,7 +110,7 @@ SAMPLES: dict[str, msgspec.Struct] = {
                                   flavors={"nvidia.com/gpu": "a100"}, node_selector={"pool": "a100"},
                                   tolerations=[{"key": "gpu", "operator": "Exists"}], borrowing=True,
                                   effective_priority=12.5, pending_timeout_s=300.0, pod_security="restricted",
-                                  allow_secret_volumes=True),
+                                  allow_secret_volumes=True, preferred_hosts=["gpu-a"]),
     "dispatched": OperationDispatched(**_COMMON, pod_name="op-op-1-1", namespace="ml"),
     "running": OperationRunning(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1"),
     "succeeded": OperationSucceeded(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", reason="cache_hit",

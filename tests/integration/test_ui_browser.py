@@ -82,6 +82,7 @@ async def test_the_page_shows_the_demo_ops_move_to_their_ends_with_timelines_and
     assert timeline[0] == "submitted" and {"cost_estimated", "admitted", "running"} <= set(timeline)
     assert f"node={running.node}" in await page.text("#timeline")
     await page.wait_text("#queues .queue[data-queue='default'] .usage", "nvidia.com/gpu [a100] 0/2")
+    await page.wait_text("#fragmentation", "nvidia.com/gpu [a100]: 2 free on 1 nodes, 0 stranded")
 
     shots.append(await screenshot(browser, tmp_path / "ui-timeline.png"))
     if os.environ.get("OPSCHED_UI_SCREENSHOTS"):  # a folder: the README's pictures come from here

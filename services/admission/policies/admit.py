@@ -8,7 +8,7 @@ from typing import Any
 
 from proto.queries import PendingReason
 from proto.reasons import Reason, pending
-from services.admission.policies import budgets
+from services.admission.policies import budgets, placement
 from services.admission.policies import flavors as flavor_policy
 from services.admission.policies.capacity import describe
 from services.admission.policies.node_affinity import required_terms
@@ -27,6 +27,7 @@ class Verdict:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[str] | None = None  # where each pod would go (when capacity is known)
+    hosts: list[str] = field(default_factory=list)  # each pod's preferred host (policies.placement), or none
     queue_blocked: bool = False  # no later op of this queue can pass either
 
 
@@ -107,13 +108,15 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
     if lenders:
         reasons.append(pending(Reason.COHORT_LENDER_WAITING, lender=lenders[0], cohort=book.queues[op.queue].cohort))
         return Verdict(WAIT)
-    nodes = capacity.place(op.pods, full_selector, full_tolerations, affinity) if capacity.known else None
+    policy = placement.policy_of(book, combo)
+    nodes = capacity.place(op.pods, full_selector, full_tolerations, affinity, policy) if capacity.known else None
     if capacity.known and nodes is None:
         what = describe(op.pods[0], full_selector) if len(op.pods) == 1 else (
             f"a gang of {len(op.pods)} pods ({describe(op.request, full_selector)} in all)")
         reasons.append(pending(Reason.NO_CAPACITY, what=what))
         return Verdict(WAIT)
-    return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, nodes)
+    hosts = placement.preferred_hosts(policy, nodes, lambda n: capacity.nodes[n].labels, op.pods)
+    return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, nodes, hosts=hosts)
 
 
 def _wait(reason: PendingReason, blocked: bool = False) -> Verdict:

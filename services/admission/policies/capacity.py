@@ -11,6 +11,7 @@ from proto.cluster import NodeObserved
 from proto.resources import GPU_MEMORY, GPU_PRODUCT_LABELS, is_accelerator
 from proto.resources import amount as quantity_of
 from services.admission.policies import gpu_sharing as sharing
+from services.admission.policies import placement
 from services.admission.policies.node_affinity import Terms, key_of, matches
 from services.admission.policies.node_affinity import describe as describe_affinity
 
@@ -119,17 +120,20 @@ class Capacity:
                                           for n in self.nodes.values() if allows(n, selector, tolerations, affinity))
         return known
 
-    def place(self, pods: list[dict[str, float]], selector: dict[str, str],
-              tolerations: list[dict[str, Any]], affinity: Terms | None = None) -> list[str] | None:
-        """A node for every pod (first-fit, all or nothing), or None."""
+    def place(self, pods: list[dict[str, float]], selector: dict[str, str], tolerations: list[dict[str, Any]],
+              affinity: Terms | None = None, policy: str = placement.FIRST_FIT) -> list[str] | None:
+        """A node for every pod (all or nothing; which of those it fits: ``policy``), or None."""
         candidates = self._ordered(pods, selector, tolerations, affinity)
         scratch: dict[str, dict[str, float]] = {}  # nodes this placement already used
         asks: dict[str, list[float]] = {}  # GPU memory this placement already put on them
         out = []
+
+        def free(n: str) -> dict[str, float]:
+            return scratch.get(n) or self.free[n]
         for pod in pods:
             shares = sharing.ask_of(pod) > 0
-            node = next((n for n in candidates if _fits(scratch.get(n) or self.free[n], pod) and
-                         (not shares or self._room(n, scratch.get(n) or self.free[n], pod, asks.get(n, [])))), None)
+            node = placement.choose(candidates, pod, policy, lambda n: _fits(free(n), pod) and (
+                not shares or self._room(n, free(n), pod, asks.get(n, []))), free)
             if node is None:
                 return None
             left = scratch.setdefault(node, dict(self.free[node]))

@@ -1,0 +1,36 @@
+"""How fragmented the cluster is, for `opsched queues`: per flavor (the nodes its labels select; every node
+without flavors) and accelerator, the free amount, and how much of it is stranded on nodes with less free than
+the largest waiting pod of that flavor asks. binpack placement (``policies.placement``) keeps it low."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from proto.queries import Fragmentation
+from proto.resources import is_accelerator
+from services.admission.policies.capacity import Capacity, selects
+from services.admission.queues import Book
+from services.admission.records import OpRecord
+
+
+def fragmentation(capacity: Capacity, book: Book, waiting: Iterable[OpRecord]) -> list[Fragmentation]:
+    if not capacity.known:
+        return []
+    groups = {name: dict(f.node_labels) for name, f in sorted(book.flavors.items())} or {"": {}}
+    asks = [(op.spec.environment.node_selector, pod) for op in waiting for pod in op.pods]
+    out = []
+    for flavor, labels in groups.items():
+        nodes = [n for n, info in sorted(capacity.nodes.items()) if info.schedulable and selects(info, labels)]
+        resources = sorted({r for n in nodes for r in capacity.nodes[n].allocatable if is_accelerator(r)})
+        for resource in resources:
+            free = [capacity.free[n].get(resource, 0.0) for n in nodes if resource in capacity.nodes[n].allocatable]
+            largest = max((pod.get(resource, 0.0) for selector, pod in asks if _compatible(selector, labels)),
+                          default=0.0)
+            out.append(Fragmentation(resource=resource, flavor=flavor, nodes=len(free), free=sum(free),
+                                     stranded=sum(f for f in free if 1e-9 < f < largest - 1e-9),
+                                     largest_waiting=largest))
+    return out
+
+
+def _compatible(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    """A pod with ``selector`` may land on nodes with ``labels`` (no label they share differs)."""
+    return all(labels.get(k, v) == v for k, v in selector.items())

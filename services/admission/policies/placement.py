@@ -1,0 +1,63 @@
+"""Placement: to which of the nodes a pod fits admission assigns it (a flavor's ``placement``, else the
+configuration's; ``proto.queues.Placement``).
+
+- ``binpack`` (the default): the node with the least of the pod's accelerator free, ties by name. Free GPUs
+  gather on few nodes, so an op that needs a whole node finds one (kube-scheduler alone spreads pods).
+- ``spread``: the node with the most free, ties by name (fewer ops share a node's PCIe/NVLink and memory).
+- ``firstFit``: the first node by name (opsched before placement policies); kube-scheduler is not told.
+
+A pod that asks no accelerator is placed first-fit and gets no preference. binpack and spread are carried to the
+pod as a preferred node affinity on the node's ``kubernetes.io/hostname`` (``preferred_hosts``), so the scheduler
+that binds it agrees with the capacity admission assumed."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from proto.podspec import HOSTNAME_LABEL
+from proto.resources import is_accelerator
+
+if TYPE_CHECKING:
+    from services.admission.queues import Book
+
+BINPACK, SPREAD, FIRST_FIT = "binpack", "spread", "firstFit"
+
+
+def policy_of(book: "Book", assignment: dict[str, str]) -> str:
+    """The placement of an op given its flavors: its accelerator flavor's, else the configuration's."""
+    for resource, flavor in sorted(assignment.items()):
+        found = book.flavors.get(flavor)
+        if is_accelerator(resource) and found is not None and found.placement is not None:
+            return found.placement
+    return book.config.placement
+
+
+def accelerator_of(pod: dict[str, float]) -> str | None:
+    """The accelerator a pod asks most of (ties by name), or None."""
+    asked = [(-amount, resource) for resource, amount in pod.items() if amount > 0 and is_accelerator(resource)]
+    return min(asked)[1] if asked else None
+
+
+def choose(candidates: Sequence[str], pod: dict[str, float], policy: str, fits: Callable[[str], bool],
+           free: Callable[[str], dict[str, float]]) -> str | None:
+    """The node of ``candidates`` (sorted by name) ``pod`` goes to under ``policy``, among those it ``fits``."""
+    resource = accelerator_of(pod)
+    if policy == FIRST_FIT or resource is None:
+        return next((n for n in candidates if fits(n)), None)
+    sign = 1.0 if policy == BINPACK else -1.0
+    best: tuple[float, str] | None = None
+    for name in candidates:
+        if fits(name):
+            key = (sign * free(name).get(resource, 0.0), name)
+            if best is None or key < best:
+                best = key
+    return best[1] if best else None
+
+
+def preferred_hosts(policy: str, nodes: list[str] | None, labels: Callable[[str], dict[str, str]],
+                    pods: list[dict[str, float]]) -> list[str]:
+    """Each pod's preferred host (its node's hostname label), "" for none; [] when nothing is preferred."""
+    if policy == FIRST_FIT or not nodes:
+        return []
+    hosts = [labels(node).get(HOSTNAME_LABEL, "") if accelerator_of(pod) else "" for node, pod in zip(nodes, pods)]
+    return hosts if any(hosts) else []
