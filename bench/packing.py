@@ -1,4 +1,4 @@
-"""Packing (issue 18): the mixed 1/2/4/8-GPU workload of ``bench/workloads/packing.yaml`` admitted by admission's
+"""Packing (issue 18): the mixed 1/2/4/8-GPU workload of ``bench/workloads/packing/mixed.yaml`` admitted by admission's
 real cycle under each placement, on a simulated cluster and clock, the same arrival streams for every policy:
 
 - ``binpack`` and ``spread``: admission places the pod and the pod prefers that node; the simulated
@@ -31,7 +31,7 @@ from proto.cluster import NodeObserved
 from proto.events import OperationAdmitted
 from proto.queues import Queue, QueuesConfig
 
-WORKLOAD = Path(__file__).resolve().parent / "workloads" / "packing.yaml"
+WORKLOAD = Path(__file__).resolve().parent / "workloads" / "packing" / "mixed.yaml"
 POLICIES = {"binpack": "binpack", "spread": "spread", "today": "firstFit"}  # name -> admission's placement
 HOSTNAME = "kubernetes.io/hostname"
 

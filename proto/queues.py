@@ -29,12 +29,15 @@ Placement = Literal["binpack", "spread", "firstFit"]
 
 class Flavor(Wire, kw_only=True, forbid_unknown_fields=True):
     """A kind of node: what labels select it, what taints its pods must tolerate, and how its pods are placed
-    (``placement``; unset: the configuration's)."""
+    (``placement``; unset: the configuration's; ``topology_key``: a gang kept within one domain)."""
 
     name: str
     node_labels: dict[str, str] = {}
     tolerations: list[dict[str, Any]] = []
     placement: Placement | None = None
+    # a node label whose value names a topology domain (a rack, an NVLink domain): a gang's pods are placed
+    # within one domain when one can take them all (Kueue's topology-aware scheduling, preferred mode)
+    topology_key: str | None = None
 
 
 class FlavorQuota(Wire, kw_only=True, forbid_unknown_fields=True):

@@ -54,7 +54,7 @@ class Snapshot:
                 unplaced.append(op)
         for op in sorted(unplaced, key=lambda o: o.key):
             nodes_of = snap.capacity.place(op.pods, selector_of(op), tolerations_of(op), affinity_of(op),
-                                           placement.policy_of(book, op.flavors))
+                                           placement.rule_of(book, op.flavors))
             snap.assume(op, nodes_of or [], counted=True)
         for held in ghosts.values():
             for ghost in held:
@@ -99,7 +99,7 @@ class Snapshot:
             nodes = [op.node]
         elif nodes is None and self.capacity.known:
             nodes = self.capacity.place(op.pods, selector_of(op), tolerations_of(op), affinity_of(op),
-                                        placement.policy_of(self.book, op.flavors))
+                                        placement.rule_of(self.book, op.flavors))
         self.placed[op.op_id] = list(nodes or [])
         self.capacity.take_all(nodes, op.pods)
         if not nodes and op.pods and self.capacity.known:

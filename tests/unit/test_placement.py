@@ -10,6 +10,7 @@ from proto.podspec import PREFERRED, build_pods
 from proto.queues import Flavor
 from services.admission.policies import placement
 from services.admission.policies.capacity import Capacity, NodeInfo
+from services.admission.policies.placement import Rule
 from tests.builders import GPU, admitted, book, case, case_name, gpu_flavor, node, op, queue
 from tests.builders.admission import fold, queued
 from tests.unit.admission_scenarios import decide
@@ -50,15 +51,15 @@ def cluster(**used: tuple[int, int]) -> Capacity:
 ], ids=case_name)
 def test_where_a_policy_places_pods(c):
     pods = [{GPU: float(g)} for g in c.pods]
-    assert cluster(**c.nodes).place(pods, {}, [], None, c.policy) == c.placed
+    assert cluster(**c.nodes).place(pods, {}, [], None, Rule(c.policy)) == c.placed
 
 
 def test_binpack_keeps_a_whole_node_free_for_an_eight_gpu_op_where_first_fit_does_not():
     def after_small_ops(policy: str) -> list[str] | None:
         cap = cluster(a=(8, 0), b=(8, 1))
         for _ in range(3):
-            cap.take_all(cap.place([{GPU: 1.0}], {}, [], None, policy), [{GPU: 1.0}])
-        return cap.place([{GPU: 8.0}], {}, [], None, policy)
+            cap.take_all(cap.place([{GPU: 1.0}], {}, [], None, Rule(policy)), [{GPU: 1.0}])
+        return cap.place([{GPU: 8.0}], {}, [], None, Rule(policy))
     assert after_small_ops("binpack") == ["a"]
     assert after_small_ops("firstFit") is None
 
@@ -66,8 +67,8 @@ def test_binpack_keeps_a_whole_node_free_for_an_eight_gpu_op_where_first_fit_doe
 def test_a_pod_that_asks_no_accelerator_is_placed_first_fit_and_prefers_no_node():
     cap = cluster(a=(8, 0), b=(8, 7))
     cpu_pod = {"cpu": 1.0}
-    assert cap.place([cpu_pod], {}, [], None, "binpack") == ["a"]
-    assert placement.preferred_hosts("binpack", ["a"], lambda n: cap.nodes[n].labels, [cpu_pod]) == []
+    assert cap.place([cpu_pod], {}, [], None, Rule("binpack")) == ["a"]
+    assert placement.preferred_hosts(Rule("binpack"), ["a"], lambda n: cap.nodes[n].labels, [cpu_pod]) == []
 
 
 @pytest.mark.parametrize("c", [
@@ -79,17 +80,17 @@ def test_which_placement_an_op_gets(c):
     b = book(queue("q", gpus={"a100": 4}), flavors=[msgspec.structs.replace(gpu_flavor("a100"), placement=c.flavor)])
     if c.config:
         b.config = msgspec.structs.replace(b.config, placement=c.config)
-    assert placement.policy_of(b, {GPU: "a100"}) == c.policy
-    assert placement.policy_of(b, {}) == (c.config or "binpack")  # a queue without flavors
+    assert placement.rule_of(b, {GPU: "a100"}).policy == c.policy
+    assert placement.rule_of(b, {}).policy == (c.config or "binpack")  # a queue without flavors
 
 
 def test_each_pod_prefers_its_node_s_hostname_and_first_fit_prefers_none():
     cap = cluster(a=(8, 0), b=(8, 0))
     labels = {"a": {HOST: "host-a"}, "b": {}}.__getitem__
     pods = [{GPU: 1.0}, {GPU: 1.0}]
-    assert placement.preferred_hosts("spread", ["a", "b"], labels, pods) == ["host-a", ""]
-    assert placement.preferred_hosts("firstFit", ["a", "b"], labels, pods) == []
-    assert placement.preferred_hosts("binpack", None, labels, pods) == []
+    assert placement.preferred_hosts(Rule("spread"), ["a", "b"], labels, pods) == ["host-a", ""]
+    assert placement.preferred_hosts(Rule("firstFit"), ["a", "b"], labels, pods) == []
+    assert placement.preferred_hosts(Rule("binpack"), None, labels, pods) == []
     assert cap.nodes["a"].labels[HOST] == "host-a"
 
 
@@ -142,3 +143,47 @@ def test_a_placement_opsched_does_not_know_is_refused_naming_the_field(tmp_path)
     path.write_text("placement: spread\nflavors:\n  - {name: a100, nodeLabels: {x: y}, placement: firstFit}\n")
     config = load_queues(path)
     assert config.placement == "spread" and config.flavors[0].placement == "firstFit"
+
+
+RACK = "topology.kubernetes.io/rack"
+
+
+def racked(**nodes: tuple[str, int, int]) -> Capacity:
+    """``racked(a=("r1", 8, 3))``: node a in rack r1 with 8 GPUs, 3 of them in use ("" rack: no label)."""
+    cap = Capacity.of({name: NodeInfo.of(node(name, gpus=total, labels={HOST: name, **({RACK: rack} if rack else {})}))
+                       for name, (rack, total, _) in nodes.items()})
+    for name, (_, _, busy) in nodes.items():
+        cap.take(name, {GPU: float(busy)})
+    return cap
+
+
+@pytest.mark.parametrize("c", [
+    case("a gang goes within the one rack that can take it all, though another node by name comes first",
+         nodes={"a": ("r1", 8, 6), "b": ("r2", 8, 4), "c": ("r2", 8, 4)}, pods=[4, 4], policy="firstFit",
+         placed=["b", "c"]),
+    case("binpack picks the tightest rack that fits the whole gang",
+         nodes={"a": ("r1", 8, 0), "b": ("r1", 8, 0), "c": ("r2", 8, 4), "d": ("r2", 8, 4)}, pods=[4, 4],
+         policy="binpack", placed=["c", "d"]),
+    case("spread picks the roomiest rack",
+         nodes={"a": ("r1", 8, 0), "b": ("r1", 8, 0), "c": ("r2", 8, 4), "d": ("r2", 8, 4)}, pods=[4, 4],
+         policy="spread", placed=["a", "b"]),
+    case("a gang no rack can take whole is placed across racks rather than not at all",
+         nodes={"a": ("r1", 8, 4), "b": ("r2", 8, 4)}, pods=[4, 4], policy="binpack", placed=["a", "b"]),
+    case("nodes without the label belong to no rack but still take a gang that fits no rack",
+         nodes={"a": ("r1", 8, 6), "x": ("", 8, 0)}, pods=[4, 4], policy="binpack", placed=["x", "x"]),
+    case("a single pod is placed by the policy alone",
+         nodes={"a": ("r1", 8, 6), "b": ("r2", 8, 0)}, pods=[2], policy="binpack", placed=["a"]),
+], ids=case_name)
+def test_a_gang_is_kept_within_one_topology_domain_when_one_can_take_it(c):
+    pods = [{GPU: float(g)} for g in c.pods]
+    assert racked(**c.nodes).place(pods, {}, [], None, Rule(c.policy, RACK)) == c.placed
+
+
+def test_a_gang_in_a_domain_prefers_its_nodes_even_under_first_fit_and_its_flavor_names_the_key():
+    rule = Rule("firstFit", RACK)
+    pods = [{GPU: 4.0}, {GPU: 4.0}]
+    assert placement.preferred_hosts(rule, ["b", "c"], lambda n: {HOST: n}, pods) == ["b", "c"]
+    assert placement.preferred_hosts(rule, ["b"], lambda n: {HOST: n}, pods[:1]) == []  # one pod: no gang
+    flavor = msgspec.structs.replace(gpu_flavor("a100"), topology_key=RACK, placement="spread")
+    b = book(queue("q", gpus={"a100": 4}), flavors=[flavor])
+    assert placement.rule_of(b, {GPU: "a100"}) == Rule("spread", RACK)

@@ -108,14 +108,14 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
     if lenders:
         reasons.append(pending(Reason.COHORT_LENDER_WAITING, lender=lenders[0], cohort=book.queues[op.queue].cohort))
         return Verdict(WAIT)
-    policy = placement.policy_of(book, combo)
-    nodes = capacity.place(op.pods, full_selector, full_tolerations, affinity, policy) if capacity.known else None
+    rule = placement.rule_of(book, combo)
+    nodes = capacity.place(op.pods, full_selector, full_tolerations, affinity, rule) if capacity.known else None
     if capacity.known and nodes is None:
         what = describe(op.pods[0], full_selector) if len(op.pods) == 1 else (
             f"a gang of {len(op.pods)} pods ({describe(op.request, full_selector)} in all)")
         reasons.append(pending(Reason.NO_CAPACITY, what=what))
         return Verdict(WAIT)
-    hosts = placement.preferred_hosts(policy, nodes, lambda n: capacity.nodes[n].labels, op.pods)
+    hosts = placement.preferred_hosts(rule, nodes, lambda n: capacity.nodes[n].labels, op.pods)
     return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, nodes, hosts=hosts)
 
 

@@ -121,9 +121,20 @@ class Capacity:
         return known
 
     def place(self, pods: list[dict[str, float]], selector: dict[str, str], tolerations: list[dict[str, Any]],
-              affinity: Terms | None = None, policy: str = placement.FIRST_FIT) -> list[str] | None:
-        """A node for every pod (all or nothing; which of those it fits: ``policy``), or None."""
+              affinity: Terms | None = None, rule: placement.Rule = placement.Rule()) -> list[str] | None:
+        """A node for every pod (all or nothing; which of those it fits: ``rule.policy``), or None. A gang with a
+        topology key goes within one domain when one can take it all (the tightest first under binpack)."""
         candidates = self._ordered(pods, selector, tolerations, affinity)
+        if rule.topology and len(pods) > 1:
+            resource = placement.accelerator_of(max(pods, key=lambda p: sum(p.values())))
+            for domain in placement.domains(candidates, rule.topology, lambda n: self.nodes[n].labels, resource,
+                                            lambda n: self.free[n], rule.policy):
+                nodes = self._place_on(domain, pods, rule.policy)
+                if nodes is not None:
+                    return nodes
+        return self._place_on(candidates, pods, rule.policy)
+
+    def _place_on(self, candidates: list[str], pods: list[dict[str, float]], policy: str) -> list[str] | None:
         scratch: dict[str, dict[str, float]] = {}  # nodes this placement already used
         asks: dict[str, list[float]] = {}  # GPU memory this placement already put on them
         out = []

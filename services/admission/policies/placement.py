@@ -12,6 +12,7 @@ that binds it agrees with the capacity admission assumed."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from proto.podspec import HOSTNAME_LABEL
@@ -23,13 +24,40 @@ if TYPE_CHECKING:
 BINPACK, SPREAD, FIRST_FIT = "binpack", "spread", "firstFit"
 
 
-def policy_of(book: "Book", assignment: dict[str, str]) -> str:
-    """The placement of an op given its flavors: its accelerator flavor's, else the configuration's."""
+@dataclass(frozen=True)
+class Rule:
+    """How an op's pods are placed: ``policy``, and for a gang the node label whose value names a topology
+    domain (``topology``: a rack, an NVLink domain) it is kept within when it fits in one."""
+
+    policy: str = FIRST_FIT
+    topology: str | None = None
+
+
+def rule_of(book: "Book", assignment: dict[str, str]) -> Rule:
+    """The rule of an op given its flavors: its accelerator flavor's placement (else the configuration's) and
+    topology key."""
     for resource, flavor in sorted(assignment.items()):
         found = book.flavors.get(flavor)
-        if is_accelerator(resource) and found is not None and found.placement is not None:
-            return found.placement
-    return book.config.placement
+        if is_accelerator(resource) and found is not None:
+            return Rule(found.placement or book.config.placement, found.topology_key)
+    return Rule(book.config.placement)
+
+
+def domains(candidates: Sequence[str], key: str, labels: Callable[[str], dict[str, str]], resource: str | None,
+            free: Callable[[str], dict[str, float]], policy: str) -> list[list[str]]:
+    """The candidates grouped by their ``key`` label (nodes without it are in none), tightest first under
+    binpack (least of ``resource`` free), roomiest first under spread, by value under firstFit."""
+    groups: dict[str, list[str]] = {}
+    for name in candidates:
+        value = labels(name).get(key)
+        if value is not None:
+            groups.setdefault(value, []).append(name)
+    sign = {BINPACK: 1.0, SPREAD: -1.0}.get(policy, 0.0)
+
+    def order(value: str) -> tuple[float, str]:
+        room = sum(free(n).get(resource, 0.0) for n in groups[value]) if resource else 0.0
+        return sign * room, value
+    return [groups[value] for value in sorted(groups, key=order)]
 
 
 def accelerator_of(pod: dict[str, float]) -> str | None:
@@ -54,10 +82,11 @@ def choose(candidates: Sequence[str], pod: dict[str, float], policy: str, fits: 
     return best[1] if best else None
 
 
-def preferred_hosts(policy: str, nodes: list[str] | None, labels: Callable[[str], dict[str, str]],
+def preferred_hosts(rule: Rule, nodes: list[str] | None, labels: Callable[[str], dict[str, str]],
                     pods: list[dict[str, float]]) -> list[str]:
-    """Each pod's preferred host (its node's hostname label), "" for none; [] when nothing is preferred."""
-    if policy == FIRST_FIT or not nodes:
+    """Each pod's preferred host (its node's hostname label), "" for none; [] when nothing is preferred. A gang
+    kept in a topology domain prefers its nodes there, whatever the policy."""
+    if (rule.policy == FIRST_FIT and not (rule.topology and len(pods) > 1)) or not nodes:
         return []
     hosts = [labels(node).get(HOSTNAME_LABEL, "") if accelerator_of(pod) else "" for node, pod in zip(nodes, pods)]
     return hosts if any(hosts) else []
