@@ -25,8 +25,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench.common import GPU
-from bench.workload import NAMESPACE, at, pending_events, running_event, succeeded_event
 from bench.generator import Submission
+from bench.workload import NAMESPACE, at, pending_events, running_event, succeeded_event
 from proto.cluster import NodeObserved
 from proto.events import OperationAdmitted
 from proto.queues import Queue, QueuesConfig
