@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from proto import rendezvous
 from proto.events import OperationAdmitted
 from proto.naming import pod_names
 from proto.resources import GPU_MEMORY, gpu_memory_gib, is_accelerator
@@ -67,7 +68,17 @@ def build_pods(admitted: OperationAdmitted) -> list[dict[str, Any]]:
     for i, (name, (replica, container)) in enumerate(zip(names[1:], replicas), 1):
         pods.append(build_pod(admitted, name=name, replica=replica, container=container, gang_size=size,
                               host=hosts[i]))
+    rendezvous.apply(pods)
     return pods
+
+
+def rendezvous_service(admitted: OperationAdmitted) -> dict[str, Any] | None:
+    """The headless Service of a gang's rendezvous (``proto.rendezvous``); None for a one-pod attempt."""
+    if len(pod_names(admitted.op_id, admitted.attempt, admitted.spec)) < 2:
+        return None
+    labels = {MANAGED_BY: MANAGER, LABEL_OP: admitted.op_id, LABEL_ATTEMPT: str(admitted.attempt)}
+    main = {"metadata": {"name": admitted.pod_name, "namespace": admitted.namespace}}
+    return rendezvous.service(main, {**labels, LABEL_REPLICA: MAIN_REPLICA}, labels)
 
 
 def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: str = MAIN_REPLICA,

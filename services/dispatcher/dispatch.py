@@ -24,7 +24,7 @@ from proto.events import (
 )
 from proto.gpu_accounting import violations
 from proto.pod_security import Policy, check_pods
-from proto.podspec import ANNOTATION_EVICTED, build_pods
+from proto.podspec import ANNOTATION_EVICTED, build_pods, rendezvous_service
 from services.dispatcher.gang import POD_REJECTED
 from services.dispatcher.k8s import Kube, PodRejected
 from services.dispatcher.podtrace import create_pod
@@ -55,6 +55,12 @@ async def create_attempt(kube: Kube, releaser: Releaser, event: OperationAdmitte
     """Create every pod of the attempt (409: it exists, as this attempt's). On a refusal or a conflict,
     release the pods of the gang already created (never another's) and return the first refusal."""
     pods = build_pods(event)
+    service = rendezvous_service(event)
+    if service is not None:  # before its pods: the workers resolve the master's name as they start
+        try:
+            await kube.create_service(service)
+        except PodRejected as refusal:
+            return refusal
     results = await asyncio.gather(*(create_pod(kube, p, ctx.service) for p in pods), return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException) and not isinstance(result, PodRejected):

@@ -232,6 +232,33 @@ class Kube:
         data = await self.call(self.core.list_namespaced_pod, namespace, label_selector=selector)
         return [pod.metadata.name for pod in decode_pod_list(data).items]
 
+    async def create_service(self, body: dict[str, Any]) -> bool:
+        """Create a gang's rendezvous Service (``proto.rendezvous``); False when it exists (409: its name is
+        the attempt's). A refusal is the attempt's (``PodRejected``), as a pod's is."""
+        name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
+        if self.namespaces and ns not in self.namespaces:
+            raise NamespaceRefused(403, ns, f"is not one of the dispatcher's ({', '.join(self.namespaces)})")
+        try:
+            await self.call(self.core.create_namespaced_service, ns, body)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            if 400 <= exc.status < 500 and exc.status != 429:
+                raise PodRejected(exc.status, f"the gang's rendezvous Service {name} in {ns} was refused: "
+                                              f"{_api_message(exc)}") from None
+            raise
+        return True
+
+    async def delete_service(self, name: str, namespace: str) -> bool:
+        """Delete a gang's rendezvous Service; False if it was not there."""
+        try:
+            await self.call(self.core.delete_namespaced_service, name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     async def delete_pod(self, name: str, namespace: str, grace_s: int) -> bool:
         try:
             await self.call(self.core.delete_namespaced_pod, name, namespace,

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from proto import rendezvous
 from proto.events import (
     Event,
     OperationEvicted,
@@ -49,8 +50,10 @@ class Releaser:
         return [n for n, ok in zip(names, found) if ok]
 
     async def delete(self, namespace: str, names: list[str], grace_s: int) -> list[str]:
-        """Delete the pods; the names of those that were still there."""
+        """Delete the pods, and the rendezvous Service of a gang among them; the names of those still there."""
         found = await asyncio.gather(*(self.kube.delete_pod(n, namespace, grace_s) for n in names))
+        gangs = [n for n in names if any(other.startswith(f"{n}-") for other in names)]  # a main pod, replicas
+        await asyncio.gather(*(self.kube.delete_service(rendezvous.service_name(n), namespace) for n in gangs))
         return [n for n, ok in zip(names, found) if ok]
 
     async def release(self, namespace: str, names: Iterable[str], annotations: dict[str, str],

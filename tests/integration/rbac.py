@@ -12,6 +12,9 @@ DISPATCHER = "system:serviceaccount:opsched-system:opsched-dispatcher"
 NOBODY = "system:serviceaccount:opsched-system:nobody"  # bound to nothing: what every account may do
 POD_VERBS = {"create", "get", "list", "watch", "patch", "delete"}
 NODE_VERBS = {"get", "list", "watch"}
+SERVICE_VERBS = {"create", "delete"}  # a gang's rendezvous Service
+# what the dispatcher may do in a queue namespace (nodes: cluster-wide)
+QUEUE_NAMESPACE_GRANTS = {"pods": POD_VERBS, "services": SERVICE_VERBS, "nodes": NODE_VERBS}
 ROW = re.compile(r"^(\S+)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
 
 

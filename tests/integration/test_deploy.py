@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from opsched.localcluster import kubectl
-from tests.integration.rbac import NODE_VERBS, POD_VERBS, granted
+from tests.integration.rbac import NODE_VERBS, QUEUE_NAMESPACE_GRANTS, granted
 
 pytestmark = pytest.mark.integration
 
@@ -220,7 +220,7 @@ def test_the_dispatchers_rbac_is_pods_in_its_queue_namespaces_and_nodes(applied)
     queue_namespaces = applied.config()["OPSCHED_POD_NAMESPACES"].split(",")
     assert queue_namespaces == ["opsched"]
     for namespace in queue_namespaces:
-        assert granted(kubeconfig, namespace) == {"pods": POD_VERBS, "nodes": NODE_VERBS}, namespace
+        assert granted(kubeconfig, namespace) == QUEUE_NAMESPACE_GRANTS, namespace
     for namespace in ("opsched-system", "default", "kube-system"):
         assert granted(kubeconfig, namespace) == {"nodes": NODE_VERBS}, namespace
 
@@ -331,7 +331,7 @@ def test_a_queue_namespace_added_as_deploy_readme_says_gets_the_dispatchers_pod_
     assert config["data"]["OPSCHED_POD_NAMESPACES"] == f"opsched,{team}"
     assert live["Namespace", "", team]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
     for namespace in ("opsched", team):
-        assert granted(kubeconfig, namespace) == {"pods": POD_VERBS, "nodes": NODE_VERBS}, namespace
+        assert granted(kubeconfig, namespace) == QUEUE_NAMESPACE_GRANTS, namespace
 
 
 def test_prod_with_nats_credentials_files_gives_each_service_its_own_and_no_password(prod, cluster, tmp_path):

@@ -16,7 +16,7 @@ from kubernetes import client
 from opsched.localcluster import kubectl
 from proto.events import OperationDispatched, OperationFailed, OperationRunning, OperationSucceeded
 from tests.builders import admitted, op
-from tests.integration.rbac import NODE_VERBS, POD_VERBS, can_i, granted
+from tests.integration.rbac import NODE_VERBS, QUEUE_NAMESPACE_GRANTS, can_i, granted
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +41,7 @@ def applied(control_plane) -> tuple[Path, str]:
 def test_the_dispatcher_may_use_pods_in_its_queue_namespaces_and_read_nodes_nothing_more(applied):
     kubeconfig, extra = applied
     for queue_namespace in ("opsched", extra):
-        assert granted(kubeconfig, queue_namespace) == {"pods": POD_VERBS, "nodes": NODE_VERBS}, queue_namespace
+        assert granted(kubeconfig, queue_namespace) == QUEUE_NAMESPACE_GRANTS, queue_namespace
 
 
 @pytest.mark.parametrize("namespace", ["kube-system", "default", "elsewhere", "opsched-system"])
@@ -55,6 +55,8 @@ def test_elsewhere_the_dispatcher_may_only_read_nodes(applied, namespace):
     ("create", "pods", "kube-system"), ("list", "pods", "default"), ("update", "pods", "opsched"),
     ("create", "pods/exec", "opsched"), ("patch", "pods/status", "opsched"), ("create", "serviceaccounts/token", "opsched-system"),
     ("patch", "nodes", "opsched"), ("delete", "nodes", "opsched"),
+    ("get", "services", "opsched"), ("list", "services", "opsched"), ("update", "services", "opsched"),
+    ("create", "services", "default"), ("delete", "services", "kube-system"),
 ])
 def test_the_dispatcher_is_refused_what_it_does_not_do(applied, verb, resource, namespace):
     kubeconfig, _ = applied

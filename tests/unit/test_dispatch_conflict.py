@@ -47,6 +47,12 @@ class Core:
     def delete_namespaced_pod(self, name, namespace, **kwargs):
         self.calls.append(("delete", name))
 
+    def create_namespaced_service(self, namespace, body, **kwargs):
+        self.calls.append(("create_service", body["metadata"]["name"]))
+
+    def delete_namespaced_service(self, name, namespace, **kwargs):
+        self.calls.append(("delete_service", name))
+
 
 def kube(core: Core) -> Kube:
     k = Kube.__new__(Kube)
@@ -94,6 +100,7 @@ async def test_a_gang_meeting_another_ops_pod_releases_its_own_pods_and_leaves_t
     assert isinstance(failed, OperationFailed) and failed.reason == "PodConflict"
     released = {name for kind, name in core.calls if kind == "delete"}
     assert released == {"op-a-1", "op-a-1-w-1"}
+    assert core.calls[0] == ("create_service", "op-a-1") and ("delete_service", "op-a-1") in core.calls
 
 
 async def test_a_pod_deleted_between_the_409_and_the_read_is_created_again_once():

@@ -1,11 +1,13 @@
 """The dispatcher's pod: deterministic, labelled, GPUs only as limits; and the GPU-accounting refusals."""
 from __future__ import annotations
 
+import copy
 import json
 
 import msgspec
 import pytest
 
+from proto import rendezvous
 from proto.gpu_accounting import violations
 from proto.podspec import (
     ANNOTATION_FLAVORS,
@@ -286,7 +288,9 @@ def test_every_pod_of_a_gang_is_built_with_names_from_proto_naming():
     pods = build_pods(event)
     assert [p["metadata"]["name"] for p in pods] == pod_names("g1", 1, event.spec) == [
         "op-g1-1", "op-g1-1-worker-0", "op-g1-1-worker-1", "op-g1-1-ps-0"]
-    assert pods[0] == build_pod(event)  # the main pod is the pod of a one-pod op, with its gang labels
+    alone = build_pod(event)
+    rendezvous.apply([alone, *copy.deepcopy(pods[1:])])
+    assert pods[0] == alone  # the main pod is the pod of a one-pod op, with its gang labels and rendezvous
     assert build_pods(event) == pods
 
 
@@ -297,7 +301,7 @@ def test_replica_pods_run_their_own_container():
     assert main_container(pods[1])["command"] == ["python", "worker.py"]
     assert main_container(pods[1])["resources"] == {"limits": {GPU: "1"}, "requests": {GPU: "1"}}
     assert main_container(pods[3]) == {"name": "ps", "image": "ps:1", "resources": {"requests": {"cpu": "1"}},
-                                       "env": [VOID]}
+                                       "env": [VOID, *rendezvous_env(rank=3, size=4)]}
 
 
 def test_replica_pods_share_the_main_pods_labels_annotations_and_placement():
@@ -346,3 +350,43 @@ def test_a_tpu_replica_needs_the_tensorflow_version_annotation():
     spec.replicas = [ReplicaGroup(name="tpu", container=Container(
         image="t", resources=Resources(limits={"cloud-tpus.google.com/v2": "8"})))]
     assert any("tf-version.cloud-tpus.google.com" in p for p in violations(spec))
+
+
+def rendezvous_env(rank: int, size: int, main: str = "op-g1-1") -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in rendezvous.environment(main, rank, size).items()]
+
+
+def test_a_gang_s_pods_find_their_master_through_a_headless_service_and_a_one_pod_op_gets_none():
+    from proto.podspec import rendezvous_service
+
+    event = gang()
+    pods = build_pods(event)
+    assert pods[0]["spec"]["hostname"] == "master" and pods[0]["spec"]["subdomain"] == "op-g1-1"
+    assert all("hostname" not in p["spec"] for p in pods[1:])
+    for rank, pod in enumerate(pods):
+        env = {e["name"]: e["value"] for c in pod["spec"]["containers"] for e in c["env"]}
+        assert env["MASTER_ADDR"] == "master.op-g1-1" and env["MASTER_PORT"] == "29500"
+        assert (env["WORLD_SIZE"], env["RANK"]) == ("4", str(rank))
+    service = rendezvous_service(event)
+    assert service["metadata"]["name"] == "op-g1-1" and service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["selector"] == {**service["metadata"]["labels"], LABEL_REPLICA: "main"}
+    assert service["metadata"]["labels"][LABEL_OP] == "g1" and service["spec"]["publishNotReadyAddresses"]
+    assert rendezvous_service(admitted(op("one").gpus(1).build())) is None
+    assert "hostname" not in build_pods(admitted(op("one").gpus(1).build()))[0]["spec"]
+
+
+def test_a_rendezvous_variable_the_op_sets_keeps_its_value():
+    event = gang()
+    from proto.spec import EnvVar
+
+    event.spec.container.env.append(EnvVar(name="MASTER_PORT", value="23456"))
+    main = build_pods(event)[0]
+    values = [e["value"] for e in main_container(main)["env"] if e["name"] == "MASTER_PORT"]
+    assert values == ["23456"]
+
+
+def test_a_service_name_stays_a_dns_label_however_long_the_op_id():
+    long_pod = "op-" + "x" * 63 + "-12"
+    name = rendezvous.service_name(long_pod)
+    assert len(name) <= 63 and name == rendezvous.service_name(long_pod) and name[0].isalpha()
+    assert rendezvous.master_addr(long_pod) == f"master.{name}"
