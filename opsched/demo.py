@@ -87,13 +87,13 @@ async def _explain_waiting(client: Client, rows) -> None:
 
 
 async def _print_pods(kubeconfig: Path, namespace: str) -> None:
-    """The pods opsched made, as the API server holds them (through the dispatcher's client)."""
+    """The pods opsched made, as the API server holds them."""
+    from opsched.localcluster.pods import listed
     from proto.podspec import SELECTOR
-    from services.dispatcher.k8s import Kube, load_api_client
 
-    pods = await Kube(load_api_client(kubeconfig)).list_pods(SELECTOR)
+    pods = await asyncio.to_thread(listed, kubeconfig, SELECTOR, namespace)
     print(f"\npods on the API server (namespace {namespace}):")
-    for pod in sorted((p for p in pods if p["metadata"]["namespace"] == namespace), key=lambda p: p["metadata"]["name"]):
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
         print(f"  {pod['metadata']['name']:<22} node={pod['spec'].get('nodeName') or '-':<12} "
               f"phase={pod['status'].get('phase', '?'):<10} limits={limits}")
