@@ -31,7 +31,8 @@ def browser(tmp_path: Path):
 @pytest.fixture
 async def demo_stack(control_plane, k8s_namespace, sim_nodes, stack_factory, bus):
     sim_nodes(("gpu-ui-a100", 2, "A100"), ("gpu-ui-t4", 1, "T4"))
-    await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace,
+    # pods of its own namespace only: other tests' pods left on the shared API server make no events here
+    await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, pod_namespaces=k8s_namespace,
                         queues_file=EXAMPLES_DIR / "queues.yaml")
     view = await WebView(Client(bus), port=0, interval=1.0).start()
     yield view

@@ -25,12 +25,13 @@ def get(port: int, path: str) -> tuple[int, dict]:
         return 0, {}
 
 
-def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> dict:
+def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30.0, until=lambda body: True) -> dict:
+    """/readyz's body once it is 200 (and ``until`` it holds)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else "exited"
         status, body = get(port, "/readyz")
-        if status == 200:
+        if status == 200 and until(body):
             return body
         time.sleep(0.1)
     raise AssertionError(f"/readyz not 200 within {timeout}s")
@@ -47,7 +48,9 @@ def test_a_service_started_alone_reports_ready_and_exits_0_on_sigterm(service, n
     try:
         body = wait_ready(port, proc)
         assert body["connected"] is True and service in body["services"]
-        assert body["role"] == ({"admission": "leader"} if service == "admission" else {})  # alone: it leads
+        if service == "admission":  # ready as a standby (HA); alone, it takes the lease and leads
+            body = wait_ready(port, proc, until=lambda b: b["role"] != {"admission": "standby"})
+        assert body["role"] == ({"admission": "leader"} if service == "admission" else {})
         assert get(port, "/healthz")[0] == 200
         assert get(port, "/nope")[0] == 404
         proc.send_signal(signal.SIGTERM)
