@@ -26,9 +26,9 @@ def fragmentation_text(answer: QueuesAnswer) -> str:
     """Free accelerators per flavor, and how many are stranded on nodes too full for the largest waiting pod."""
     if not answer.fragmentation:
         return ""
-    rows = [(f"{f.resource}[{f.flavor or '-'}]", f.nodes, f"{f.free:g}", f"{f.stranded:g}",
+    rows = [(f"{f.agent + '/' if f.agent else ''}{f.resource}[{f.flavor or '-'}]", f.nodes, f"{f.free:g}", f"{f.stranded:g}",
              f"{f.largest_waiting:g}" if f.largest_waiting else "-") for f in answer.fragmentation]
-    return "\n\n" + grid(("ACCELERATOR[FLAVOR]", "NODES", "FREE", "STRANDED", "LARGEST WAITING POD"), rows) + (
+    return "\n\n" + grid(("[AGENT/]ACCELERATOR[FLAVOR]", "NODES", "FREE", "STRANDED", "LARGEST WAITING POD"), rows) + (
         "\n(stranded: free on nodes with less free than the largest waiting pod of that flavor asks)")
 
 

@@ -11,6 +11,7 @@ from proto.spec import Wire
 class ClusterEvent(Wire, tag_field="type", kw_only=True):
     node: str
     at: datetime
+    agent: str = ""  # whose cluster the node is in ("": the default agent's)
 
 
 class NodeObserved(ClusterEvent, tag="node_observed", kw_only=True):

@@ -80,6 +80,7 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     # per pod (main first, then replicas), the kubernetes.io/hostname of the node admission placed it on ("": none)
     # under placement binpack/spread: the pod prefers that node (weight 100), so kube-scheduler agrees
     preferred_hosts: list[str] = []
+    agent: str = ""  # the agent whose dispatcher runs it ("": the default one): its subject is ops.admitted.<agent>.<id>
 
 
 class OperationDispatched(Event, tag="dispatched", kw_only=True):
@@ -121,6 +122,7 @@ class StopRequested(Event, tag="stop_requested", kw_only=True):
     pod_name: str
     namespace: str
     reason: str = "stopped"
+    agent: str = ""  # the agent running the attempt (its dispatcher's subject)
 
 
 class PreemptRequested(Event, tag="preempt_requested", kw_only=True):
@@ -129,6 +131,7 @@ class PreemptRequested(Event, tag="preempt_requested", kw_only=True):
     pod_names: list[str]
     namespace: str
     preemptor: str
+    agent: str = ""  # the agent running the victim (its dispatcher's subject)
     reason: str  # "within_queue" or "reclaim"
     message: str = ""
 

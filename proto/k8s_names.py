@@ -60,6 +60,13 @@ def queue(value: str) -> str | None:
     return None
 
 
+def agent(value: str) -> str | None:
+    """An agent's name: a subject token (it is one in ``ops.admitted.<agent>.<id>``)."""
+    if not valid_token(value):
+        return f"{value[:80]!r} is not an agent name (lowercase letters, digits and '-', at most {MAX_NAME_CHARS})"
+    return None
+
+
 def qualified_key(key: str) -> str | None:
     """A label or annotation key (also a resource or node-selector key): ``[prefix/]name``, the prefix a DNS
     subdomain of at most 253 characters, the name at most 63 alphanumerics, '-', '_' or '.'."""

@@ -53,6 +53,7 @@ class Fragmentation(Wire, kw_only=True):
 
     resource: str
     flavor: str  # "": the nodes of no flavor (every node, in a configuration without flavors)
+    agent: str = ""  # whose cluster ("": the default agent's)
     nodes: int = 0  # schedulable nodes of the flavor that have the resource
     free: float = 0.0
     stranded: float = 0.0

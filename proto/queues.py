@@ -38,6 +38,7 @@ class Flavor(Wire, kw_only=True, forbid_unknown_fields=True):
     # a node label whose value names a topology domain (a rack, an NVLink domain): a gang's pods are placed
     # within one domain when one can take them all (Kueue's topology-aware scheduling, preferred mode)
     topology_key: str | None = None
+    agent: str | None = None  # the agent (a dispatcher with its own cluster) whose nodes it selects; None: the queue's
 
 
 class FlavorQuota(Wire, kw_only=True, forbid_unknown_fields=True):
@@ -134,6 +135,7 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     approval: ApprovalPolicy = msgspec.field(default_factory=ApprovalPolicy)
     pod_security: Level = DEFAULT_LEVEL  # its pods' Pod Security Standards level (``proto.pod_security``)
     allow_secret_volumes: bool = False  # `secret` volumes (and projected secrets) in its pods; refused unless set
+    agent: str | None = None  # the agent that runs its ops (flavors may name their own); None: the default agent
 
 
 class FairSharing(Wire, kw_only=True, forbid_unknown_fields=True):
@@ -145,12 +147,20 @@ class FairSharing(Wire, kw_only=True, forbid_unknown_fields=True):
     history_weight: Annotated[float, msgspec.Meta(ge=0)] = 0.0  # 0: current usage only
 
 
+class Agent(Wire, kw_only=True, forbid_unknown_fields=True):
+    """A dispatcher deployment with its own cluster (or a namespace of one): Polyaxon's agent. Its dispatcher runs
+    with ``OPSCHED_AGENT=<name>``; queues and flavors name it (``agent: <name>``), polyaxonfiles as ``agent/queue``."""
+
+    name: str
+
+
 class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
     queues: list[Queue] = msgspec.field(default_factory=lambda: [Queue(name="default", concurrency=10)])
     default_queue: str = "default"
     project_queues: dict[str, str] = {}  # project -> its default queue
     flavors: list[Flavor] = []
     placement: Placement = "binpack"  # for accelerator pods whose flavor sets none (and queues without flavors)
+    agents: list[Agent] = []  # besides the default agent (the dispatcher without OPSCHED_AGENT)
     reject_unfittable: bool = True  # reject ops that no node could ever fit (once nodes are known)
     priority_classes: list[PriorityClass] = []
     fair_sharing: FairSharing = msgspec.field(default_factory=FairSharing)

@@ -11,6 +11,7 @@ import msgspec
 import yaml
 
 from proto.access import problems as access_problems
+from proto.agent_checks import agent_problems
 from proto.limits import MAX_PRIORITY
 from proto.pod_security import SYSTEM_NAMESPACES
 from proto.queues import Queue, QueuesConfig
@@ -50,7 +51,7 @@ def problems(config: QueuesConfig) -> list[str]:
             problems.append(f"projectQueues.{project}: {queue!r} is not one of the queues {names}")
     for i, q in enumerate(config.queues):
         problems += _queue_problems(f"queues[{i}]", q, flavor_names)
-    return problems + access_problems(config.access)
+    return problems + agent_problems(config) + access_problems(config.access)
 
 
 def _priority_problems(config: QueuesConfig) -> list[str]:

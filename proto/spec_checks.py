@@ -36,6 +36,8 @@ def check_spec(spec: OpSpec) -> None:
     _named("project", spec.project, k8s_names.op_name)
     if spec.queue is not None:
         _named("queue", spec.queue, k8s_names.queue)
+    if spec.agent is not None:
+        _named("agent", spec.agent, k8s_names.agent)
     if spec.priority_class is not None:
         _named("priorityClass", spec.priority_class, k8s_names.dns_label)
     if spec.cost is not None:

@@ -18,6 +18,11 @@ CMD_ALL = "cmd.>"
 CMD_SUBMIT_ALL = "cmd.*.submit.>"
 OPS_ALL = "ops.>"
 OP_EVENTS = "ops.*.*"  # the events of every op (and schedule), not the leader claims (ops.lease.<role>.claimed)
+# what admission asks of a named agent's dispatcher goes on ops.<kind>.<agent>.<op id> (``routed``): a view
+# follows both (a leader claim also matches the second: it is no op's event and is skipped)
+ROUTED_EVENTS = "ops.*.*.*"
+VIEW_EVENTS = (OP_EVENTS, ROUTED_EVENTS)
+ROUTED_KINDS = ("admitted", "stop_requested", "preempt_requested")  # what a dispatcher consumes
 DLQ_ALL = "dlq.>"
 CLUSTER_ALL = "cluster.>"
 CONFIG_ALL = "config.>"
@@ -126,6 +131,25 @@ def event(kind: str, op_id: str) -> str:
     return f"ops.{kind}.{op_id}"
 
 
+def routed(kind: str, op_id: str, agent: str) -> str:
+    """A request to the dispatcher of ``agent`` ("": the default agent, on the plain ``event`` subject)."""
+    return f"ops.{kind}.{agent}.{op_id}" if agent else event(kind, op_id)
+
+
+def dispatcher_filters(agent: str) -> list[str]:
+    """What the dispatcher of ``agent`` consumes: the routed kinds of its own agent only."""
+    return [f"ops.{kind}.{agent}.*" if agent else f"ops.{kind}.*" for kind in ROUTED_KINDS]
+
+
+def dispatcher_durable(agent: str) -> str:
+    return f"{DISPATCHER_ADMITTED}-{agent}" if agent else DISPATCHER_ADMITTED
+
+
+def all_events_for(op_id: str) -> list[str]:
+    """Every event of an op, routed ones included (a view of one op, its purge)."""
+    return [events_for(op_id), f"ops.*.*.{op_id}"]
+
+
 def op_of(subject: str) -> str | None:
     """The op an op event's subject names (``ops.<type>.<op id>``), else None."""
     if not subject.startswith("ops."):
@@ -160,9 +184,10 @@ def attempt_fate_key(op_id: str, attempt: int) -> str:
     return f"{op_id}.{attempt}"
 
 
-def node(name: str) -> str:
-    """Node names may hold dots (DNS subdomains); a subject token may not."""
-    return "cluster.node." + name.replace(".", "_")
+def node(name: str, agent: str = "") -> str:
+    """Node names may hold dots (DNS subdomains); a subject token may not. A named agent's nodes:
+    ``cluster.node.<agent>.<name>`` (two clusters may both have a node ``gpu-0``)."""
+    return f"cluster.node.{agent + '.' if agent else ''}" + name.replace(".", "_")
 
 
 def lease_claim(role: str) -> str:

@@ -15,7 +15,7 @@ import msgspec
 from pydantic import BaseModel
 
 from opsched.polyaxonfile.errors import Loc, Problems
-from opsched.polyaxonfile.fields import valid_name
+from opsched.polyaxonfile.fields import split_queue, valid_name
 from opsched.polyaxonfile.hashing import component_hash
 from opsched.polyaxonfile.models_container import ContainerModel
 from opsched.polyaxonfile.models_operation import (
@@ -97,11 +97,13 @@ def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel
         return _first(*(getattr(m, attr) for m in layers))
 
     container, environment, replicas = _run_parts(comp.run)
+    agent, queue = split_queue(_first(extra.queue, pick("queue")))
     return OpSpec(
         name=pick("name") or fallback,
         container=container,
         project=_first(extra.project, pick("project"), "default"),
-        queue=_first(extra.queue, pick("queue")),
+        queue=queue,
+        agent=agent,
         priority=_first(extra.priority, pick("priority"), 0),
         params=params, inputs=inputs, outputs=outputs, environment=environment,
         termination=_merged(Termination, comp.termination, op and op.termination),

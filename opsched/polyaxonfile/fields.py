@@ -72,17 +72,28 @@ def _name(value: str) -> str:
 
 
 def normalize_queue(value: str) -> str:
-    """``agent/queue`` routes to ``queue`` (opsched has one agent); the queue must be a token.
-    A templated queue (``{{ ... }}``) is kept as written: admission renders it, then routes."""
+    """``queue`` or ``agent/queue`` (both tokens; ``split_queue`` takes them apart). A templated queue
+    (``{{ ... }}``) is kept as written: admission renders it, then routes."""
     if has_template(value):
         return value
     agent, slash, queue = value.rpartition("/")
     if slash and (not agent or "/" in agent):
         raise ValueError(f"invalid queue {value!r}: expected 'queue' or 'agent/queue'")
+    if slash and not valid_token(agent):
+        raise ValueError(f"invalid agent name {agent!r}: use lowercase letters, digits and '-' "
+                         "(at most 63, starting with a letter or digit)")
     if not valid_token(queue):
         raise ValueError(f"invalid queue name {queue!r}: use lowercase letters, digits and '-' "
                          "(at most 63, starting with a letter or digit)")
-    return queue
+    return value
+
+
+def split_queue(value: str | None) -> tuple[str | None, str | None]:
+    """``agent/queue`` -> (agent, queue); ``queue`` -> (None, queue); a templated queue stays whole."""
+    if value is None or has_template(value) or "/" not in value:
+        return None, value
+    agent, _, queue = value.rpartition("/")
+    return agent, queue
 
 
 def env_name(value: str) -> str:

@@ -9,8 +9,8 @@
   * ``priorityClass`` (opsched's own, → ``OpSpec.priority_class``): the name of a priority class
     of opsched's queue config, a DNS label; whether it exists is checked by admission, not here.
     It is NOT the pod's ``run.environment.priorityClassName``, which is passed to Kubernetes.
-  * ``queue``: a lowercase subject token (``proto.subjects.valid_token``). Polyaxon's
-    ``agent/queue`` is accepted and only ``queue`` is kept: opsched has a single agent.
+  * ``queue``: a lowercase subject token (``proto.subjects.valid_token``), or Polyaxon's ``agent/queue``:
+    the agent is kept (``OpSpec.agent``) and admission refuses the op unless its queue runs on that agent.
 
 ``overrides`` (``OverridesModel``) may hold ``params`` (bare or ``{value: ...}``), ``queue``, ``priority``, ``project``,
 ``priority_class`` and ``preemptible`` (plain Python names, not Polyaxon's camelCase).

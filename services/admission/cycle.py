@@ -240,7 +240,7 @@ class Cycle:
             flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
             borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op),
             pending_timeout_s=queue.pending_timeout_seconds, pod_security=queue.pod_security,
-            allow_secret_volumes=queue.allow_secret_volumes, preferred_hosts=verdict.hosts)
+            allow_secret_volumes=queue.allow_secret_volumes, preferred_hosts=verdict.hosts, agent=verdict.agent)
 
     def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
         op.blocked = verdict.reasons
@@ -271,7 +271,7 @@ def _preempt(victim: preemption.Victim, op: OpRecord, priority: float, now: date
     why = "reclaims quota lent to" if victim.reason == "reclaim" else "outranks"
     return PreemptRequested(
         op_id=v.op_id, at=now, attempt=v.attempt, pod_names=pod_names(v.op_id, v.attempt, v.spec),
-        namespace=v.namespace or "", preemptor=op.op_id, reason=victim.reason,
+        namespace=v.namespace or "", preemptor=op.op_id, reason=victim.reason, agent=v.agent,
         message=f"{op.op_id} (queue {op.queue}, priority {priority:g}) {why} {v.op_id} "
                 f"(queue {v.queue}, priority {v.admitted_priority:g})")
 

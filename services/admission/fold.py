@@ -40,6 +40,7 @@ from proto.failures import BLOCKING_MESSAGES, HANDLER_FAILED, is_infrastructure,
 from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from services.admission.fold_failures import FoldFailures
 from services.admission.fold_preemptions import PreemptionsInFlight
+from services.admission.policies.agents import node_key
 from services.admission.policies.capacity import NodeInfo
 from services.admission.records import Ghost, OpRecord
 from services.admission.retention import Strays, Tombstones
@@ -65,10 +66,10 @@ class OpFold(PreemptionsInFlight):
         """Fold a node fact. Returns True when the nodes changed."""
         if isinstance(event, NodeObserved):
             info = NodeInfo.of(event)
-            if self.nodes.get(event.node) == info:
+            if self.nodes.get(info.name) == info:
                 return False
-            self.nodes[event.node] = info
-        elif self.nodes.pop(event.node, None) is None:
+            self.nodes[info.name] = info
+        elif self.nodes.pop(node_key(event.agent, event.node), None) is None:
             return False
         for f in self.followers:
             f.nodes_changed()
@@ -223,9 +224,10 @@ class OpFold(PreemptionsInFlight):
         op.status, op.attempt = status, e.attempt
         op.waiting_for = op.waiting_since = None  # dispatched (or ended): no longer waiting for a dependency
         node = getattr(e, "node", None)
+        node = node_key(op.agent, node) if node else None  # another agent's cluster may have a node of that name
         located = bool(node) and node != op.node
-        for attr in ("pod_name", "namespace", "node"):
-            value = getattr(e, attr, None)
+        for attr, value in (("pod_name", getattr(e, "pod_name", None)), ("namespace", getattr(e, "namespace", None)),
+                            ("node", node)):
             if value:
                 setattr(op, attr, value)
         if located:
@@ -237,7 +239,7 @@ class OpFold(PreemptionsInFlight):
         return True
 
     def _admitted(self, op: OpRecord, e: OperationAdmitted) -> None:
-        op.flavors, op.borrowing = dict(e.flavors), e.borrowing
+        op.flavors, op.borrowing, op.agent = dict(e.flavors), e.borrowing, e.agent
         op.node_selector, op.tolerations = dict(e.node_selector), list(e.tolerations)
         op.admitted_at, op.running_since, op.node, op.preempted_by = e.at, None, None, None
         op.admitted_priority = e.effective_priority
@@ -267,7 +269,7 @@ class OpFold(PreemptionsInFlight):
         else:
             op.retries_used += 1
         self._set_active(op, False)
-        op.status, op.reason, op.node = Status.RETRYING, e.reason, e.node or op.node
+        op.status, op.reason, op.node = Status.RETRYING, e.reason, node_key(op.agent, e.node) if e.node else op.node
         op.attempts.append((op.attempt, "failed", e.reason))
         for f in self.followers:
             f.retry_due(op)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from proto.queries import Fragmentation
 from proto.resources import is_accelerator
+from services.admission.policies import agents
 from services.admission.policies.capacity import Capacity, selects
 from services.admission.queues import Book
 from services.admission.records import OpRecord
@@ -15,17 +16,20 @@ from services.admission.records import OpRecord
 def fragmentation(capacity: Capacity, book: Book, waiting: Iterable[OpRecord]) -> list[Fragmentation]:
     if not capacity.known:
         return []
-    groups = {name: dict(f.node_labels) for name, f in sorted(book.flavors.items())} or {"": {}}
+    flavors = {name: dict(f.node_labels) for name, f in sorted(book.flavors.items())} or {"": {}}
+    in_agents = sorted({info.labels.get(agents.AGENT_LABEL, "") for info in capacity.nodes.values()})
+    groups = [(agent, flavor, {**labels, **agents.selector(agent)}) for agent in in_agents
+              for flavor, labels in flavors.items() if (book.flavors[flavor].agent or agent if flavor else agent) == agent]
     asks = [(op.spec.environment.node_selector, pod) for op in waiting for pod in op.pods]
     out = []
-    for flavor, labels in groups.items():
+    for agent, flavor, labels in groups:
         nodes = [n for n, info in sorted(capacity.nodes.items()) if info.schedulable and selects(info, labels)]
         resources = sorted({r for n in nodes for r in capacity.nodes[n].allocatable if is_accelerator(r)})
         for resource in resources:
             free = [capacity.free[n].get(resource, 0.0) for n in nodes if resource in capacity.nodes[n].allocatable]
             largest = max((pod.get(resource, 0.0) for selector, pod in asks if _compatible(selector, labels)),
                           default=0.0)
-            out.append(Fragmentation(resource=resource, flavor=flavor, nodes=len(free), free=sum(free),
+            out.append(Fragmentation(resource=resource, flavor=flavor, agent=agent, nodes=len(free), free=sum(free),
                                      stranded=sum(f for f in free if 1e-9 < f < largest - 1e-9),
                                      largest_waiting=largest))
     return out

@@ -30,6 +30,7 @@ from proto.reasons import message as reason_message
 from proto.spec import EnvVar, OpSpec
 from proto.spec_size import SPEC_TOO_LARGE, too_large
 from proto.templating import TemplateError
+from services.admission.policies import agents
 from services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
 from services.admission.queues import Book
@@ -86,6 +87,11 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
     if config is None:
         return [OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_queue",
                                   message=f"unknown queue {queue!r}; known queues: {', '.join(book.names)}")]
+    runs_on = agents.agents_of(book, queue)
+    if spec.agent is not None and spec.agent not in runs_on:
+        return [OperationRejected(op_id=cmd.op_id, at=now, reason="agent_mismatch",
+                                  message=f"queue {queue} runs on {', '.join(sorted(map(agents.named, runs_on)))}, "
+                                          f"not on agent {spec.agent} (the file's queue {spec.agent}/{queue})")]
     waiting = state.queues.waiting(queue)
     if config.max_queued is not None and waiting >= config.max_queued:
         return [OperationRejected(op_id=cmd.op_id, at=now, reason="queue_full",
@@ -178,7 +184,7 @@ def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | 
         return None
     if op.status.active and op.pod_name and op.namespace:
         return StopRequested(op_id=op.op_id, at=now, attempt=op.attempt, pod_name=op.pod_name,
-                             namespace=op.namespace, reason=cmd.reason)
+                             namespace=op.namespace, reason=cmd.reason, agent=op.agent)
     return OperationStopped(op_id=op.op_id, at=now, attempt=op.attempt, reason="stopped", message=cmd.reason)
 
 

@@ -54,6 +54,7 @@ class OpRecord:
     attempts: list[tuple[int, str, str]] = field(default_factory=list)  # (attempt, how it ended, reason)
     holds_quota: bool = False  # admitted and not ended: counted in its queue's usage (the fold keeps it)
     assumed_nodes: list[str] | None = None  # where the cycle that admitted it placed its pods
+    agent: str = ""  # the agent its attempt was admitted to ("": the default agent)
     requested_by: str | None = None  # who submitted it ({{ globals.owner_name }})
     waiting_for: str | None = None  # its dispatch waits for this dependency (``dispatch_delayed``) ...
     waiting_since: datetime | None = None  # ... since then

@@ -41,17 +41,23 @@ def rendered(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, name
 
 
 def routing_fields(spec: OpSpec, op_id: str, now: datetime) -> tuple[OpSpec, bool | None]:
-    """Evaluate ``conditions`` and render a templated ``queue`` (``agent/queue`` keeps the queue) and node
+    """Evaluate ``conditions`` and render a templated ``queue`` (``agent/queue``: the agent is kept) and node
     selector values, before routing (raises ``ConditionError`` or ``TemplateError``)."""
     values = {**spec.inputs, **spec.params}
     condition = bool(evaluate(spec.conditions, values)) if spec.conditions else None
     if not has_template(spec.queue) and not any(has_template(v) for v in spec.environment.node_selector.values()):
+        if spec.queue and "/" in spec.queue:  # any producer's ``agent/queue``
+            named, _, plain = spec.queue.rpartition("/")
+            return msgspec.structs.replace(spec, queue=plain, agent=named), condition
         return spec, condition
     context = template_values(spec, Globals(uuid=op_id, name=spec.name, project_name=spec.project,
                                             created_at=now, iteration=spec.iteration))
     with time_budget():  # one budget for the queue and every selector value
-        queue = render_text(spec.queue, context, ("queue",)).strip().rpartition("/")[2] if spec.queue else spec.queue
+        agent, queue = "", spec.queue
+        if spec.queue:
+            agent, _, name = render_text(spec.queue, context, ("queue",)).strip().rpartition("/")
+            queue = name
         selector = {k: render_text(v, context, ("environment", "nodeSelector", k)).strip()
                     for k, v in spec.environment.node_selector.items()}
     environment = msgspec.structs.replace(spec.environment, node_selector=selector)
-    return msgspec.structs.replace(spec, queue=queue, environment=environment), condition
+    return msgspec.structs.replace(spec, queue=queue, agent=agent or spec.agent, environment=environment), condition

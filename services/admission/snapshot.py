@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from services.admission.policies import placement
+from services.admission.policies import agents, placement
 from services.admission.policies.capacity import Capacity, NodeInfo
 from services.admission.policies.node_affinity import Terms, required_terms
 from services.admission.policies.quota import Usage
@@ -97,12 +97,12 @@ class Snapshot:
             self._count(op, +1)
         if op.node and len(op.pods) == 1:
             nodes = [op.node]
-        elif nodes is None and self.capacity.known:
+        elif nodes is None and self.capacity.knows(op.agent):
             nodes = self.capacity.place(op.pods, selector_of(op), tolerations_of(op), affinity_of(op),
                                         placement.rule_of(self.book, op.flavors))
         self.placed[op.op_id] = list(nodes or [])
         self.capacity.take_all(nodes, op.pods)
-        if not nodes and op.pods and self.capacity.known:
+        if not nodes and op.pods and self.capacity.knows(op.agent):
             self.unplaced.add(op.op_id)
 
     def locate(self, op: OpRecord) -> None:
@@ -127,7 +127,7 @@ class Snapshot:
 
 
 def selector_of(op: OpRecord) -> dict[str, str]:
-    return {**op.spec.environment.node_selector, **op.node_selector}
+    return {**op.spec.environment.node_selector, **op.node_selector, **agents.selector(op.agent)}
 
 
 def affinity_of(op: OpRecord) -> Terms | None:

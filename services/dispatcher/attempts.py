@@ -58,8 +58,12 @@ STAGE_OF: dict[type[Event], Stage] = {
     OperationRejected: Stage.ENDED,
     **{end: Stage.ENDED for end in ATTEMPT_ENDS},
 }
-# what the table folds: the dispatcher's follow of the op stream takes only these subjects
-FOLDED_SUBJECTS = sorted({subjects.events_of(event_type(kind)) for kind in STAGE_OF})
+
+
+def folded_subjects(agent: str = "") -> list[str]:
+    """What the table folds: the requests routed to its agent's dispatcher, and every op's own events."""
+    own = {subjects.events_of(event_type(kind)) for kind in STAGE_OF if event_type(kind) not in subjects.ROUTED_KINDS}
+    return sorted(own) + subjects.dispatcher_filters(agent)
 
 
 @dataclass
@@ -92,6 +96,8 @@ class Attempts:
             return
         current = self.latest.get(event.op_id)
         if current is None or event.attempt > current.attempt:
+            if not isinstance(event, OperationAdmitted):
+                return  # an attempt not admitted to this dispatcher's agent (another agent's): not its to repair
             current = self.latest[event.op_id] = Attempt(event.op_id, event.attempt, stage)
         elif event.attempt < current.attempt:
             return  # an earlier attempt's late event

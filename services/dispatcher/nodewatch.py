@@ -32,10 +32,10 @@ Outgoing = tuple[ClusterEvent, str]  # the event and its Nats-Msg-Id
 
 # ---- pure: a node → its fact, and what to publish -----------------------------------------------
 
-def observed(node: Node, at: datetime) -> NodeObserved:
+def observed(node: Node, at: datetime, agent: str = "") -> NodeObserved:
     status, spec = node.status, node.spec
     return NodeObserved(
-        node=node.metadata.name, at=at,
+        node=node.metadata.name, at=at, agent=agent,
         labels=dict(node.metadata.labels or {}),
         allocatable=dict((status.allocatable if status else None) or {}),
         taints=[_taint(t) for t in (spec.taints if spec else None) or []],
@@ -61,15 +61,21 @@ def fact_of(event: NodeObserved) -> str:
 
 
 class NodeFacts:
-    """The fact last published per node; decides what to publish next (no I/O, no threads)."""
+    """The fact last published per node of its agent's cluster; decides what to publish next (no I/O, no
+    threads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, agent: str = "") -> None:
+        self.agent = agent
         self.published: dict[str, str] = {}  # node name -> digest of its last published fact
 
     def seed(self, events: Iterable[ClusterEvent]) -> None:
-        """Start from what the stream holds (in stream order)."""
+        """Start from what the stream holds (in stream order): its own agent's facts."""
         for event in events:
-            self.mark(event)
+            if event.agent == self.agent:
+                self.mark(event)
+
+    def _mid(self, name: str, rest: str) -> str:
+        return f"node.{self.agent + '.' if self.agent else ''}{name}.{rest}"
 
     def mark(self, event: ClusterEvent) -> None:
         """``event`` is now stored."""
@@ -81,17 +87,18 @@ class NodeFacts:
     def on_node(self, kind: str, node: Node, at: datetime) -> Outgoing | None:
         name, rv = node.metadata.name, node.metadata.resource_version or ""
         if kind == "DELETED":
-            return NodeRemoved(node=name, at=at), f"node.{name}.removed.{rv}"
-        event = observed(node, at)
+            return NodeRemoved(node=name, at=at, agent=self.agent), self._mid(name, f"removed.{rv}")
+        event = observed(node, at, self.agent)
         fact = fact_of(event)
         if self.published.get(name) == fact:
             return None
-        return event, f"node.{name}.{rv}.{fact[:16]}"
+        return event, self._mid(name, f"{rv}.{fact[:16]}")
 
     def gone(self, listed: Iterable[str], rv: str, at: datetime) -> list[Outgoing]:
         """Nodes published as present that a fresh list no longer holds."""
         missing = sorted(set(self.published) - set(listed))
-        return [(NodeRemoved(node=name, at=at), f"node.{name}.removed.{rv}") for name in missing]
+        return [(NodeRemoved(node=name, at=at, agent=self.agent), self._mid(name, f"removed.{rv}"))
+                for name in missing]
 
 
 # ---- the thread -----------------------------------------------------------------------------------
@@ -101,11 +108,11 @@ class NodeWatcher(ListWatch):
     forbidden = "grant the dispatcher get, list and watch on nodes (deploy/base/20-rbac.yaml)"
     decoders = NODES
 
-    def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log) -> None:
+    def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log, agent: str = "") -> None:
         super().__init__(log, clock)
         self.core = core
         self.publish = publish
-        self.facts = NodeFacts()  # touched by the thread only, once started
+        self.facts = NodeFacts(agent)  # touched by the thread only, once started
 
     async def seed(self, bus) -> None:
         """Read the latest fact per node from the stream (best effort: else everything is new)."""
@@ -129,7 +136,7 @@ class NodeWatcher(ListWatch):
             self._hand_over(*out)
 
     def _hand_over(self, event: ClusterEvent, mid: str) -> None:
-        coro = self.publish(event, subject=subjects.node(event.node), msg_id=mid)
+        coro = self.publish(event, subject=subjects.node(event.node, event.agent), msg_id=mid)
         if self.run_on_loop(coro, f"node {event.node}"):
             self.facts.mark(event)
             self.log.info(codec.type_of(event), node=event.node)

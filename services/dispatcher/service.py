@@ -14,6 +14,7 @@ namespaces (``OPSCHED_POD_NAMESPACES``: its RBAC Roles), it watches and lists po
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import msgspec
 
@@ -27,7 +28,7 @@ from proto.events import (
     StopRequested,
 )
 from proto.podspec import ANNOTATION_EVICTED, SELECTOR
-from services.dispatcher.attempts import FOLDED_SUBJECTS, Attempt, Attempts
+from services.dispatcher.attempts import Attempt, Attempts, folded_subjects
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.expiry import check_expiry
 from services.dispatcher.fates import Fates
@@ -50,19 +51,21 @@ UNWANTED = "unwanted"  # evicted: created for an attempt that a stop or preempti
 
 class Dispatcher(Service):
     name = "dispatcher"
-    ops = Consumer(subjects.DISPATCHER_ADMITTED, subjects.OPS_STREAM,
-                   [subjects.events_of("admitted"), subjects.events_of("stop_requested"),
-                    subjects.events_of("preempt_requested")])
+    ops = Consumer(subjects.DISPATCHER_ADMITTED, subjects.OPS_STREAM, subjects.dispatcher_filters(""))
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         super().__init__(settings, clock)
+        agent = settings.agent  # a named agent's dispatcher consumes only what admission routes to it
+        self.subscriptions = [dataclasses.replace(s, durable=subjects.dispatcher_durable(agent),
+                                                  filters=subjects.dispatcher_filters(agent))
+                              for s in self.subscriptions]
         self.kube = None if settings.dispatcher_mode == "null" else Kube(
             load_api_client(settings.kubeconfig, _connections(settings)), settings.kube_request_timeout_s,
             settings.queue_namespaces(), settings.kube_concurrency)
         self.releaser: Releaser | None = None
         self.watchers: list[PodWatcher] = []  # one per queue namespace, or one of every namespace
         self.node_watcher: NodeWatcher | None = None
-        self.attempts = Attempts()  # which attempts should have pods
+        self.attempts = Attempts()  # which attempts should have pods (routed to its agent)
         self.fates: Fates | None = None  # what every replica decided per attempt (opened by ``start``)
         if self.kube is not None:
             self.releaser = Releaser(self.kube, settings, self.log)
@@ -80,7 +83,7 @@ class Dispatcher(Service):
         self.fates = Fates(await bus.ensure_cache_bucket(subjects.ATTEMPT_FATE_BUCKET,
                                                          max_age_s=self.settings.attempt_fate_max_age_s))
         if self.kube is not None:
-            await bus.replay(subjects.OPS_STREAM, FOLDED_SUBJECTS, self.fold)  # only what it folds
+            await bus.replay(subjects.OPS_STREAM, folded_subjects(self.settings.agent), self.fold)  # what it folds
             self.log.info("attempts_rebuilt", ops=len(self.attempts.latest))
 
     async def fold(self, data: bytes, seq: int) -> None:
@@ -147,7 +150,8 @@ class Dispatcher(Service):
 
     async def watch_nodes(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None
-        watcher = self.node_watcher = NodeWatcher(self.kube.core, bus.publish, self.clock, self.log)
+        watcher = self.node_watcher = NodeWatcher(self.kube.core, bus.publish, self.clock, self.log,
+                                                  self.settings.agent)
         await watcher.seed(bus)  # node facts for admission's flavors
         watcher.start()
         await stop.wait()

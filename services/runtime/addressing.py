@@ -16,8 +16,8 @@ from proto.leases import LeaderClaimed
 
 def subject_for(message: msgspec.Struct, user: str = subjects.ANONYMOUS) -> str:
     """Commands go on the sending ``user``'s subjects (``cmd.<user>.…``)."""
-    if isinstance(message, Event):
-        return subjects.event(codec.type_of(message), message.op_id)
+    if isinstance(message, Event):  # a request to a named agent's dispatcher: on its own subject
+        return subjects.routed(codec.type_of(message), message.op_id, getattr(message, "agent", ""))
     if isinstance(message, SubmitOperation):
         return subjects.submit(message.spec.queue, user)
     if isinstance(message, Command) and not isinstance(message, SubmitOperation):

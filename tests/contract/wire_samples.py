@@ -74,7 +74,7 @@ FULL_CONTAINER = Container(
     termination_message_policy="File", stdin=True, stdin_once=True, tty=True,
 )
 FULL_SPEC = OpSpec(
-    name="train", project="vision", queue="gpu-a", priority=7,
+    name="train", project="vision", queue="gpu-a", agent="agent-b", priority=7,
     container=FULL_CONTAINER,
     params={"lr": 0.1, "layers": [1, 2]}, inputs={"dataset": "s3://bucket/x"}, outputs={"model": "m.pt"},
     environment=Environment(
@@ -110,7 +110,7 @@ SAMPLES: dict[str, msgspec.Struct] = {
                                   flavors={"nvidia.com/gpu": "a100"}, node_selector={"pool": "a100"},
                                   tolerations=[{"key": "gpu", "operator": "Exists"}], borrowing=True,
                                   effective_priority=12.5, pending_timeout_s=300.0, pod_security="restricted",
-                                  allow_secret_volumes=True, preferred_hosts=["gpu-a"]),
+                                  allow_secret_volumes=True, preferred_hosts=["gpu-a"], agent="agent-b"),
     "dispatched": OperationDispatched(**_COMMON, pod_name="op-op-1-1", namespace="ml"),
     "running": OperationRunning(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1"),
     "succeeded": OperationSucceeded(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", reason="cache_hit",
@@ -119,9 +119,10 @@ SAMPLES: dict[str, msgspec.Struct] = {
                               message="boom", exit_code=2),
     "rejected": OperationRejected(**_COMMON, reason="unknown_queue", message="unknown queue 'x'"),
     "stopped": OperationStopped(**_COMMON, reason="stopped_by_user", message="bye"),
-    "stop_requested": StopRequested(**_COMMON, pod_name="op-op-1-1", namespace="ml", reason="preempted"),
+    "stop_requested": StopRequested(**_COMMON, pod_name="op-op-1-1", namespace="ml", reason="preempted",
+                                    agent="agent-b"),
     "preempt_requested": PreemptRequested(**_COMMON, pod_names=["op-op-1-1"], namespace="ml", preemptor="op-2",
-                                          reason="within_queue", message="priority 100 > 0"),
+                                          reason="within_queue", message="priority 100 > 0", agent="agent-b"),
     "preempted": OperationPreempted(**_COMMON, preemptor="op-2", reason="within_queue", message="m"),
     "evicted": OperationEvicted(**_COMMON, reason="gang_timeout", message="2/3 running", retry_after_s=30.0),
     "on_hold": OperationOnHold(**_COMMON, reason="is_approved_false", message="waiting for approval"),

@@ -123,7 +123,7 @@ def capacity(*nodes) -> Capacity:
 def test_a_node_observed_is_read_as_numbers():
     info = NodeInfo.of(node("gpu-a", gpus=2, product="A100", cpu="500m", memory="1Gi"))
     assert info.allocatable == {"cpu": 0.5, "memory": 2.0**30, GPU: 2.0}
-    assert info.labels == {GPU_PRODUCT: "A100"}
+    assert info.labels == {GPU_PRODUCT: "A100", "opsched.io/agent": ""}  # admission's own: the default agent
 
 
 def test_a_node_quantity_that_does_not_parse_is_left_out():

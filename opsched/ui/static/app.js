@@ -121,7 +121,7 @@ function drawFragmentation() {
   // Free accelerators per flavor; "stranded": on nodes with less free than the largest waiting pod asks.
   const figures = (state.queues && state.queues.fragmentation) || [];
   document.getElementById("fragmentation").replaceChildren(...figures.map((f) => el("li", { "data-flavor": f.flavor || "" },
-    `${f.resource} [${f.flavor || "any node"}]: ${fmt(f.free)} free on ${f.nodes || 0} nodes, ${fmt(f.stranded)} stranded` +
+    `${f.agent ? f.agent + ": " : ""}${f.resource} [${f.flavor || "any node"}]: ${fmt(f.free)} free on ${f.nodes || 0} nodes, ${fmt(f.stranded)} stranded` +
     (f.largestWaiting ? ` (largest waiting pod asks ${fmt(f.largestWaiting)})` : ""))));
 }
 

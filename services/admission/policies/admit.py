@@ -8,7 +8,7 @@ from typing import Any
 
 from proto.queries import PendingReason
 from proto.reasons import Reason, pending
-from services.admission.policies import budgets, placement
+from services.admission.policies import agents, budgets, placement
 from services.admission.policies import flavors as flavor_policy
 from services.admission.policies.capacity import describe
 from services.admission.policies.node_affinity import required_terms
@@ -27,6 +27,7 @@ class Verdict:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[str] | None = None  # where each pod would go (when capacity is known)
+    agent: str = ""  # whose cluster (policies.agents)
     hosts: list[str] = field(default_factory=list)  # each pod's preferred host (policies.placement), or none
     queue_blocked: bool = False  # no later op of this queue can pass either
 
@@ -87,12 +88,16 @@ def _assign(op: OpRecord, snap: Snapshot, allow_borrow: bool) -> Verdict:
 
 def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[PendingReason]) -> Verdict:
     book = snap.book
+    agent = agents.agent_of(book, op.queue, combo)
+    if agent is None or (op.spec.agent is not None and agent != op.spec.agent):
+        return Verdict(UNFITTABLE)  # flavors in two clusters, or not on the agent its file names
     node_selector, tolerations = flavor_policy.placement(book, op.queue, combo)
-    full_selector = {**op.spec.environment.node_selector, **node_selector}
+    full_selector = {**op.spec.environment.node_selector, **node_selector, **agents.selector(agent)}
     full_tolerations = list(op.spec.environment.tolerations) + tolerations
     affinity = required_terms(op.spec.environment.affinity) if op.spec.environment.affinity else None
     capacity = snap.capacity
-    if capacity.known and not capacity.ever_all(op.pods, full_selector, full_tolerations, affinity):
+    known = capacity.knows(agent)
+    if known and not capacity.ever_all(op.pods, full_selector, full_tolerations, affinity):
         biggest = max(op.pods, key=lambda p: sum(p.values())) if op.pods else op.request
         reasons.append(pending(Reason.UNFITTABLE, what=describe(biggest, full_selector, affinity)))
         return Verdict(UNFITTABLE)
@@ -109,14 +114,15 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
         reasons.append(pending(Reason.COHORT_LENDER_WAITING, lender=lenders[0], cohort=book.queues[op.queue].cohort))
         return Verdict(WAIT)
     rule = placement.rule_of(book, combo)
-    nodes = capacity.place(op.pods, full_selector, full_tolerations, affinity, rule) if capacity.known else None
-    if capacity.known and nodes is None:
+    nodes = capacity.place(op.pods, full_selector, full_tolerations, affinity, rule) if known else None
+    if known and nodes is None:
         what = describe(op.pods[0], full_selector) if len(op.pods) == 1 else (
             f"a gang of {len(op.pods)} pods ({describe(op.request, full_selector)} in all)")
         reasons.append(pending(Reason.NO_CAPACITY, what=what))
         return Verdict(WAIT)
     hosts = placement.preferred_hosts(rule, nodes, lambda n: capacity.nodes[n].labels, op.pods)
-    return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, nodes, hosts=hosts)
+    return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, nodes, hosts=hosts,
+                   agent=agent)
 
 
 def _wait(reason: PendingReason, blocked: bool = False) -> Verdict:

@@ -10,8 +10,8 @@ from typing import Any
 from proto.cluster import NodeObserved
 from proto.resources import GPU_MEMORY, GPU_PRODUCT_LABELS, is_accelerator
 from proto.resources import amount as quantity_of
+from services.admission.policies import agents, placement
 from services.admission.policies import gpu_sharing as sharing
-from services.admission.policies import placement
 from services.admission.policies.node_affinity import Terms, key_of, matches
 from services.admission.policies.node_affinity import describe as describe_affinity
 
@@ -34,7 +34,8 @@ class NodeInfo:
                 alloc[resource] = quantity_of(resource, qty)
             except ValueError:
                 continue
-        return cls(event.node, dict(event.labels), alloc, list(event.taints), event.schedulable)
+        labels = {**event.labels, **agents.selector(event.agent)}  # the agent: admission's own label
+        return cls(agents.node_key(event.agent, event.node), labels, alloc, list(event.taints), event.schedulable)
 
 
 def selects(node: NodeInfo, selector: dict[str, str]) -> bool:
@@ -74,6 +75,7 @@ class Capacity:
     shared: dict[str, list[float]] = field(default_factory=dict)  # GiB of GPU memory each shared pod asks, per node
     _matching: dict[tuple, tuple[list[str], set[str]]] = field(default_factory=dict)
     _ever: dict[tuple, bool] = field(default_factory=dict)
+    _agents: set[str] | None = None  # the agents with nodes (worked out once: the nodes are fixed)
 
     @classmethod
     def of(cls, nodes: dict[str, NodeInfo]) -> "Capacity":
@@ -84,6 +86,12 @@ class Capacity:
     @property
     def known(self) -> bool:
         return bool(self.nodes)
+
+    def knows(self, agent: str) -> bool:
+        """Whether ``agent``'s dispatcher has reported nodes (before that, capacity does not bind its ops)."""
+        if self._agents is None:
+            self._agents = {n.labels.get(agents.AGENT_LABEL, "") for n in self.nodes.values()}
+        return agent in self._agents
 
     def candidates(self, selector: dict[str, str], tolerations: list[dict[str, Any]],
                    affinity: Terms | None = None) -> list[NodeInfo]:
@@ -215,7 +223,10 @@ def describe(request: dict[str, float], selector: dict[str, str], affinity: Term
     text = " and ".join(parts)
     if product:
         text += f" of product {product}"
-    others = {k: v for k, v in selector.items() if k not in GPU_PRODUCT_LABELS}
+    agent = selector.get(agents.AGENT_LABEL)
+    if agent:
+        text += f" in agent {agent}'s cluster"
+    others = {k: v for k, v in selector.items() if k not in GPU_PRODUCT_LABELS and k != agents.AGENT_LABEL}
     if others:
         text += " on nodes labelled " + ", ".join(f"{k}={v}" for k, v in sorted(others.items()))
     if affinity:

@@ -1,0 +1,32 @@
+"""The agents of a queue configuration, checked when it is loaded: each declared once, with a name that is a
+subject token (``OPSCHED_AGENT``, ``ops.admitted.<agent>.<id>``); every agent a queue or flavor names declared;
+a queue of one agent lists no flavor that lives in another."""
+from __future__ import annotations
+
+from proto.queues import QueuesConfig
+from proto.subjects import valid_token
+
+
+def agent_problems(config: QueuesConfig) -> list[str]:
+    out: list[str] = []
+    declared = [a.name for a in config.agents]
+    for i, name in enumerate(declared):
+        if not valid_token(name):
+            out.append(f"agents[{i}].name: {name!r} is not a valid agent name (lowercase letters, digits and '-')")
+    for dup in sorted({n for n in declared if declared.count(n) > 1}):
+        out.append(f"agents: the name {dup!r} is used twice")
+    known = ", ".join(declared) or "none"
+    flavor_agents = {f.name: f.agent for f in config.flavors}
+    for i, f in enumerate(config.flavors):
+        if f.agent is not None and f.agent not in declared:
+            out.append(f"flavors[{i}].agent: {f.agent!r} is not declared under agents (declared: {known})")
+    for i, q in enumerate(config.queues):
+        if q.agent is not None and q.agent not in declared:
+            out.append(f"queues[{i}].agent: {q.agent!r} is not declared under agents (declared: {known})")
+        for j, rq in enumerate(q.resources):
+            for k, fq in enumerate(rq.flavors):
+                other = flavor_agents.get(fq.name)
+                if q.agent is not None and other is not None and other != q.agent:
+                    out.append(f"queues[{i}].resources[{j}].flavors[{k}]: flavor {fq.name!r} lives in agent "
+                               f"{other!r}, not in the queue's agent {q.agent!r}")
+    return out

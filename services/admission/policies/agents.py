@@ -1,0 +1,45 @@
+"""Agents: which agent (a dispatcher with its own cluster, Polyaxon's agent) runs an op. A flavor's ``agent``,
+else its queue's, else the default agent (""). A queue whose flavors live in several agents places its ops
+across them by flavor order, like MultiKueue's dispatch; one attempt never spans two clusters (an assignment
+whose flavors name two agents is no option). A polyaxonfile's ``agent/queue`` must name an agent its queue runs
+on. Admission keeps every agent's nodes apart: a node is keyed ``<agent>/<name>`` and carries the label
+``AGENT_LABEL`` (for capacity matching only; never on a pod)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.admission.queues import Book
+
+AGENT_LABEL = "opsched.io/agent"  # admission's own, on its node records: the agent whose cluster holds the node
+DEFAULT = ""
+
+
+def node_key(agent: str, name: str) -> str:
+    """A node as admission keys it: its name in the default agent's cluster, ``<agent>/<name>`` in another's."""
+    return f"{agent}/{name}" if agent else name
+
+
+def agent_of(book: "Book", queue: str, assignment: dict[str, str]) -> str | None:
+    """The agent of one flavor assignment; None when its flavors live in two agents."""
+    fallback = (book.queues[queue].agent if queue in book.queues else None) or DEFAULT
+    found = {(book.flavors[f].agent if f in book.flavors else None) or fallback for f in assignment.values()}
+    if len(found) > 1:
+        return None
+    return found.pop() if found else fallback
+
+
+def agents_of(book: "Book", queue: str) -> set[str]:
+    """Every agent an op of ``queue`` may run on."""
+    fallback = book.queues[queue].agent or DEFAULT
+    flavors = {f for per_resource in book.flavor_order.get(queue, {}).values() for f in per_resource}
+    return {(book.flavors[f].agent if f in book.flavors else None) or fallback for f in flavors} or {fallback}
+
+
+def selector(agent: str) -> dict[str, str]:
+    """What restricts capacity matching to ``agent``'s nodes."""
+    return {AGENT_LABEL: agent}
+
+
+def named(agent: str) -> str:
+    return f"agent {agent}" if agent else "the default agent"
