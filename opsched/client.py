@@ -184,7 +184,7 @@ class Client:
         view = OpsView()
         for data in await self.bus.read_bucket(subjects.OPS_BUCKET):
             view.add_summary(msgspec.json.decode(data, type=OpSummary))
-        for data in await self.bus.read_all(subjects.OPS_STREAM, subjects.OP_EVENTS):
+        for data in await self.bus.read_all(subjects.OPS_STREAM, subjects.VIEW_EVENTS):
             view.fold_bytes(data)
         return view
 
@@ -224,7 +224,7 @@ class Client:
         async def on_message(data: bytes, seq: int) -> None:
             queue.put_nowait(data)
 
-        subject = subjects.events_for(next(iter(wanted))) if len(wanted) == 1 else subjects.OP_EVENTS
+        subject = subjects.all_events_for(next(iter(wanted))) if len(wanted) == 1 else subjects.VIEW_EVENTS
         sub = await self.bus.follow(subjects.OPS_STREAM, subject, on_message)
         try:
             while wanted:
@@ -251,7 +251,7 @@ class Client:
             queue.put_nowait(data)
 
         view = OpsView()
-        sub = await self.bus.follow(subjects.OPS_STREAM, subjects.events_for(op_id), on_message)
+        sub = await self.bus.follow(subjects.OPS_STREAM, subjects.all_events_for(op_id), on_message)
         try:
             while True:
                 data = await asyncio.wait_for(queue.get(), timeout=timeout)

@@ -15,6 +15,11 @@ def agent_problems(config: QueuesConfig) -> list[str]:
             out.append(f"agents[{i}].name: {name!r} is not a valid agent name (lowercase letters, digits and '-')")
     for dup in sorted({n for n in declared if declared.count(n) > 1}):
         out.append(f"agents: the name {dup!r} is used twice")
+    if config.default_agent is not None and not valid_token(config.default_agent):
+        out.append(f"defaultAgent: {config.default_agent!r} is not a valid agent name (lowercase letters, digits "
+                   "and '-')")
+    if config.default_agent is not None and config.default_agent in declared:
+        out.append(f"defaultAgent: {config.default_agent!r} is also declared under agents; name it once")
     known = ", ".join(declared) or "none"
     flavor_agents = {f.name: f.agent for f in config.flavors}
     for i, f in enumerate(config.flavors):

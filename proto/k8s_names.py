@@ -61,8 +61,8 @@ def queue(value: str) -> str | None:
 
 
 def agent(value: str) -> str | None:
-    """An agent's name: a subject token (it is one in ``ops.admitted.<agent>.<id>``)."""
-    if not valid_token(value):
+    """An agent's name: a subject token (it is one in ``ops.admitted.<agent>.<id>``); "": the default agent."""
+    if value and not valid_token(value):
         return f"{value[:80]!r} is not an agent name (lowercase letters, digits and '-', at most {MAX_NAME_CHARS})"
     return None
 

@@ -161,6 +161,7 @@ class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
     flavors: list[Flavor] = []
     placement: Placement = "binpack"  # for accelerator pods whose flavor sets none (and queues without flavors)
     agents: list[Agent] = []  # besides the default agent (the dispatcher without OPSCHED_AGENT)
+    default_agent: str | None = None  # the default agent's name, as polyaxonfiles write it (``<name>/<queue>``)
     reject_unfittable: bool = True  # reject ops that no node could ever fit (once nodes are known)
     priority_classes: list[PriorityClass] = []
     fair_sharing: FairSharing = msgspec.field(default_factory=FairSharing)

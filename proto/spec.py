@@ -114,7 +114,7 @@ class OpSpec(Wire, kw_only=True):
     container: Container
     project: str = "default"
     queue: str | None = None
-    agent: str | None = None  # Polyaxon's ``agent/queue``: the agent its queue must run on (admission checks)
+    agent: str | None = None  # Polyaxon's ``agent/queue``: the agent its queue must run on ("": the default one)
     priority: Annotated[int, msgspec.Meta(ge=-MAX_PRIORITY, le=MAX_PRIORITY)] = 0
     params: dict[str, Any] = {}
     inputs: dict[str, Any] = {}

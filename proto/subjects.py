@@ -18,10 +18,9 @@ CMD_ALL = "cmd.>"
 CMD_SUBMIT_ALL = "cmd.*.submit.>"
 OPS_ALL = "ops.>"
 OP_EVENTS = "ops.*.*"  # the events of every op (and schedule), not the leader claims (ops.lease.<role>.claimed)
-# what admission asks of a named agent's dispatcher goes on ops.<kind>.<agent>.<op id> (``routed``): a view
-# follows both (a leader claim also matches the second: it is no op's event and is skipped)
-ROUTED_EVENTS = "ops.*.*.*"
-VIEW_EVENTS = (OP_EVENTS, ROUTED_EVENTS)
+# ... and what admission asks of a named agent's dispatcher, ops.<kind>.<agent>.<op id> (``routed``): a view reads
+# everything (the leader claims too: no op's events, skipped where decoded)
+VIEW_EVENTS = OPS_ALL
 ROUTED_KINDS = ("admitted", "stop_requested", "preempt_requested")  # what a dispatcher consumes
 DLQ_ALL = "dlq.>"
 CLUSTER_ALL = "cluster.>"

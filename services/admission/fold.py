@@ -240,6 +240,7 @@ class OpFold(PreemptionsInFlight):
 
     def _admitted(self, op: OpRecord, e: OperationAdmitted) -> None:
         op.flavors, op.borrowing, op.agent = dict(e.flavors), e.borrowing, e.agent
+        op.routed = op.routed or bool(e.agent)
         op.node_selector, op.tolerations = dict(e.node_selector), list(e.tolerations)
         op.admitted_at, op.running_since, op.node, op.preempted_by = e.at, None, None, None
         op.admitted_priority = e.effective_priority

@@ -87,6 +87,8 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
     if config is None:
         return [OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_queue",
                                   message=f"unknown queue {queue!r}; known queues: {', '.join(book.names)}")]
+    if spec.agent is not None and spec.agent == book.config.default_agent:
+        spec = msgspec.structs.replace(spec, agent=agents.DEFAULT)  # the default agent, by its name
     runs_on = agents.agents_of(book, queue)
     if spec.agent is not None and spec.agent not in runs_on:
         return [OperationRejected(op_id=cmd.op_id, at=now, reason="agent_mismatch",

@@ -29,10 +29,11 @@ IN_FLIGHT = 64  # an op's summary and purge calls in flight at once
 def purge_order(op: OpRecord) -> list[str]:
     """The subjects of the op's events to remove: all at once, or, when it announced a budget limit (kept
     for its window), kind by kind, ``submitted`` last."""
+    routed = subjects.all_events_for(op.op_id)[1:] if op.routed else []  # requests to a named agent's dispatcher
     if "budget_exceeded" not in op.kinds:
-        return [subjects.event("*", op.op_id)]
+        return [subjects.event("*", op.op_id), *routed]
     kinds = sorted(op.kinds - {"budget_exceeded", "submitted"})
-    return [subjects.event(kind, op.op_id) for kind in kinds + (["submitted"] if "submitted" in op.kinds else [])]
+    return routed + [subjects.event(kind, op.op_id) for kind in kinds + (["submitted"] if "submitted" in op.kinds else [])]
 
 
 class Retention:

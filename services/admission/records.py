@@ -55,6 +55,7 @@ class OpRecord:
     holds_quota: bool = False  # admitted and not ended: counted in its queue's usage (the fold keeps it)
     assumed_nodes: list[str] | None = None  # where the cycle that admitted it placed its pods
     agent: str = ""  # the agent its attempt was admitted to ("": the default agent)
+    routed: bool = False  # some attempt went to a named agent: its requests are on ops.<kind>.<agent>.<id>
     requested_by: str | None = None  # who submitted it ({{ globals.owner_name }})
     waiting_for: str | None = None  # its dispatch waits for this dependency (``dispatch_delayed``) ...
     waiting_since: datetime | None = None  # ... since then

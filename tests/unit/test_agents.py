@@ -147,3 +147,32 @@ def test_a_submit_naming_an_agent_its_queue_does_not_run_on_is_rejected():
     (event,) = _submitted(cmd, spec, Ctx(), fold(), book)
     assert isinstance(event, OperationRejected) and event.reason == "agent_mismatch"
     assert event.message == "queue only-b runs on agent b, not on agent a (the file's queue a/only-b)"
+
+
+def test_an_op_that_ran_on_a_named_agent_leaves_the_stream_with_its_routed_requests():
+    from services.admission.purge import purge_order
+
+    state = fold(agent_node("gpu-0", "b"), *gpu_op("remote", agent="b"))
+    admitted_events(state, compile_book(config()))
+    assert purge_order(state.ops["remote"]) == ["ops.*.remote", "ops.*.*.remote"]
+    plain = fold(agent_node("gpu-0", ""), *gpu_op("home"))
+    admitted_events(plain, compile_book(config()))
+    assert purge_order(plain.ops["home"]) == ["ops.*.home"]  # no routed request: one purge, as before
+
+
+def test_the_default_agent_may_be_named_and_a_file_naming_it_runs_there():
+    from services.admission.handlers import _submitted
+
+    book = compile_book(msgspec.structs.replace(config(), default_agent="main"))
+    spec = msgspec.structs.replace(op("x").build(), queue="gpu", agent="main")
+    cmd = SubmitOperation(op_id="x", spec=spec, requested_at=datetime(2026, 1, 1, tzinfo=timezone.utc))
+
+    class Ctx:
+        clock = type("Clock", (), {"now": staticmethod(lambda: T0)})()
+
+    (event,) = _submitted(cmd, spec, Ctx(), fold(), book)
+    assert event.spec.agent == ""  # pinned to the default agent
+    state = fold(agent_node("gpu-0", ""), agent_node("gpu-0", "b"), event, *queued(event.spec, op_id="x")[1:])
+    assert admitted_events(state, book)["x"].agent == ""
+    assert problems(msgspec.structs.replace(config(), default_agent="b")) == [
+        "defaultAgent: 'b' is also declared under agents; name it once"]

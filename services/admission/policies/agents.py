@@ -42,4 +42,4 @@ def selector(agent: str) -> dict[str, str]:
 
 
 def named(agent: str) -> str:
-    return f"agent {agent}" if agent else "the default agent"
+    return f"agent {agent}" if agent else "the default agent"  # (``defaultAgent`` names it in polyaxonfiles)
