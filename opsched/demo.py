@@ -20,7 +20,7 @@ LATE_EXAMPLES = ["urgent-1gpu.yaml", "ddp-3x1gpu.yaml"]  # once GPUs are busy: p
 
 
 async def run_demo(nats_url: str, kubeconfig: Path | None, namespace: str, examples: list[str],
-                   credentials=None, ca_file: Path | None = None) -> int:
+                   credentials=None, ca_file: Path | None = None, agents: dict[str, Path] | None = None) -> int:
     client = await Client.connect(nats_url, "opsched-demo", credentials=credentials, ca_file=ca_file)
     try:
         expected = await _submit_all(client, examples)
@@ -33,6 +33,8 @@ async def run_demo(nats_url: str, kubeconfig: Path | None, namespace: str, examp
         await client.close()
     if kubeconfig is not None:
         await _print_pods(kubeconfig, namespace)
+    for agent, cluster in (agents or {}).items():
+        await _print_pods(cluster, namespace, f"{agent}'s API server")
     return _verdict(rows, expected)
 
 
@@ -86,13 +88,13 @@ async def _explain_waiting(client: Client, rows) -> None:
             row.reason = f"waiting: {answer.reasons[0].message}"
 
 
-async def _print_pods(kubeconfig: Path, namespace: str) -> None:
+async def _print_pods(kubeconfig: Path, namespace: str, where: str = "the API server") -> None:
     """The pods opsched made, as the API server holds them."""
     from opsched.localcluster.pods import listed
     from proto.podspec import SELECTOR
 
     pods = await asyncio.to_thread(listed, kubeconfig, SELECTOR, namespace)
-    print(f"\npods on the API server (namespace {namespace}):")
+    print(f"\npods on {where} (namespace {namespace}):")
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
         print(f"  {pod['metadata']['name']:<22} node={pod['spec'].get('nodeName') or '-':<12} "

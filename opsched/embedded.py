@@ -38,6 +38,9 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
                    help="another name or address the NATS server certificate is valid for (besides localhost, "
                         "127.0.0.1)")
     p.add_argument("--fresh", action="store_true", help="wipe the data dir first")
+    p.add_argument("--agents", type=int, default=1, metavar="N",
+                   help="N agents, each a local control plane of its own with the same nodes and a dispatcher "
+                        "(default 1; 2 without --queues uses examples/queues-agents.yaml)")
     p.add_argument("--demo", action="store_true", help="submit the examples, show them run, then exit "
                    "(with --ui: then stay up until Ctrl-C, so the page can still be looked at)")
     p.add_argument("--ui", action="store_true", help="serve the read-only web view too (`opsched ui`)")
@@ -63,6 +66,10 @@ class Embedded:
         self.kubelet = None
         self.kubeconfig: Path | None = Path(args.kubeconfig) if args.kubeconfig else None
         self.auth_dir: Path | None = None if args.no_auth else self.data_dir / "auth"
+        self.agents = None  # opsched.agents_local.LocalAgents with --agents N > 1
+        if args.agents > 1 and args.queues == EXAMPLE_QUEUES:
+            from opsched.agents_local import AGENTS_QUEUES
+            args.queues = AGENTS_QUEUES
 
     def start(self) -> None:
         from opsched.natsserver import NatsServer
@@ -83,6 +90,8 @@ class Embedded:
             self._start_local_cluster()
         else:
             _say(f"using the cluster in {self.kubeconfig}")
+        if self.args.agents > 1:
+            self._start_agents()
         (self.data_dir / "up.json").write_text(json.dumps(
             {"nats_url": self.nats_url, "kubeconfig": str(self.kubeconfig), "pid": os.getpid(),
              "auth_dir": str(self.auth_dir) if self.auth_dir else None,
@@ -152,6 +161,15 @@ class Embedded:
         self.kubelet = spawn(self.kubeconfig, nodes, log_file=self.data_dir / "simkubelet.log")
         _say(f"simulated kubelet registered GPU nodes: {', '.join(nodes)}")
 
+    def _start_agents(self) -> None:
+        from opsched.agents_local import LocalAgents, agent_names
+
+        if self.control_plane is None:
+            raise SystemExit("opsched up: --agents starts local control planes; it cannot be used with --kubeconfig")
+        namespaces = namespace_levels_of(self.args.namespace, self.args.queues)
+        self.agents = LocalAgents(self.data_dir, agent_names(self.args.agents), self.args.node or DEFAULT_NODES,
+                                  namespaces).start()
+
     def settings(self):
         from services.runtime.settings import Settings
 
@@ -163,6 +181,8 @@ class Embedded:
     def close(self) -> None:
         from opsched.localcluster.simkubelet import terminate
 
+        if self.agents is not None:
+            self.agents.close()
         if self.kubelet is not None:
             terminate(self.kubelet)
         if self.control_plane is not None:
@@ -236,6 +256,10 @@ class ServicesInProcess:
 
 async def _serve(embedded: Embedded) -> int:
     running = await ServicesInProcess(embedded.settings(), connect=embedded.connect).start()
+    others = []
+    if embedded.agents is not None:
+        from opsched.agents_local import start_dispatchers
+        others = await start_dispatchers(embedded.agents, embedded.settings(), embedded.connect, running.stop)
     _say("admission, cost, cache and dispatcher are serving; "
          f"try: opsched submit examples/train-1gpu.yaml --wait   (NATS_URL={embedded.nats_url}"
          + (f" OPSCHED_NATS_CA={embedded.tls.ca})" if embedded.tls else ")"))
@@ -253,12 +277,15 @@ async def _serve(embedded: Embedded) -> int:
 
             code = await run_demo(embedded.nats_url, embedded.kubeconfig, embedded.args.namespace, DEMO_EXAMPLES,
                                   credentials=embedded.client_credentials(),
-                                  ca_file=embedded.tls.ca if embedded.tls else None)
+                                  ca_file=embedded.tls.ca if embedded.tls else None,
+                                  agents=embedded.agents.kubeconfigs if embedded.agents else {})
             if view is None:
                 running.stop.set()
             else:
                 _say(f"the demo has ended; everything stays up for the web view at {view.url} until Ctrl-C")
         await running.wait()
+        for other in others:
+            await other.wait()
     finally:
         if view is not None:
             await view.close()

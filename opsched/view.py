@@ -54,6 +54,7 @@ class OpRow:
     max_retries: int | None = None
     ignored: list[str] = field(default_factory=list)  # fields of its file with no effect in opsched
     batch: str = ""  # the sweep it belongs to
+    agent: str = ""  # the agent its attempt was admitted to ("": the default one); its node reads <agent>/<node>
 
     @property
     def active(self) -> bool:
@@ -147,8 +148,10 @@ def _details(row: OpRow, event: Event) -> None:
         row.batch = event.spec.batch or ""
     elif isinstance(event, CostEstimated):
         row.cost = f"{event.estimate.amount:.2f} {event.estimate.currency}"
+    elif isinstance(event, OperationAdmitted):
+        row.agent = event.agent
     elif isinstance(event, (OperationRunning, OperationSucceeded, OperationFailed)) and event.node:
-        row.node = event.node
+        row.node = f"{row.agent}/{event.node}" if row.agent else event.node
     if isinstance(event, (OperationFailed, OperationRejected)):
         row.reason = f"{event.reason}: {event.message}" if event.message else event.reason
     elif isinstance(event, OperationSucceeded) and event.reason != "Completed":

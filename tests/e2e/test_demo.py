@@ -1,6 +1,6 @@
 """The main job, as the README's first command runs it (`./scripts/demo` = `opsched up --demo --fresh`): every
 example ends as expected and the pods it made are listed as the API server holds them, each bound to a GPU node
-with its GPUs as limits."""
+with its GPUs as limits; with `--agents 2`, in two clusters."""
 from __future__ import annotations
 
 import os
@@ -15,16 +15,28 @@ from opsched.localcluster.controlplane import ControlPlaneError, ensure_built
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_demo_runs_every_example_to_its_expected_end_and_lists_their_gpu_pods(tmp_path):
+def run_demo(tmp_path, *args: str) -> str:
     try:
         ensure_built(build=False)
     except ControlPlaneError as exc:
         pytest.skip(f"local Kubernetes control plane unavailable: {exc}")
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     done = subprocess.run([sys.executable, "-m", "opsched.cli", "--data-dir", str(tmp_path / "opsched"), "up",
-                           "--demo", "--fresh"], capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
+                           "--demo", "--fresh", *args], capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "demo: every operation ended as expected" in done.stdout
-    listing = done.stdout.split("pods on the API server (namespace opsched):")[1]
+    return done.stdout
+
+
+def test_the_demo_runs_every_example_to_its_expected_end_and_lists_their_gpu_pods(tmp_path):
+    listing = run_demo(tmp_path).split("pods on the API server (namespace opsched):")[1]
     gpu_pods = [line for line in listing.splitlines() if "'nvidia.com/gpu'" in line]
     assert len(gpu_pods) >= 6 and all("node=gpu-" in line for line in gpu_pods), listing
+
+
+def test_with_two_agents_the_demos_ops_land_in_both_clusters(tmp_path):
+    out = run_demo(tmp_path, "--agents", "2")
+    first, second = out.split("pods on the API server (namespace opsched):")[1].split(
+        "pods on agent-2's API server (namespace opsched):")
+    assert "'nvidia.com/gpu'" in first and "'nvidia.com/gpu'" in second, out[-3000:]
+    assert "agent-2/gpu-" in out  # the ops table names the agent with the node
