@@ -25,4 +25,12 @@ class NodeRemoved(ClusterEvent, tag="node_removed", kw_only=True):
     pass
 
 
-CLUSTER_EVENTS: tuple[type[ClusterEvent], ...] = (NodeObserved, NodeRemoved)
+class AgentHeartbeat(ClusterEvent, tag="agent_heartbeat", kw_only=True):
+    """A named agent's dispatcher is alive (every ``OPSCHED_AGENT_HEARTBEAT_S``, on ``cluster.agent.<agent>``: the
+    stream keeps the latest). One silent past its ``heartbeatTimeoutSeconds`` gets no new ops; its running ops are
+    reported lost past ``lostAfterSeconds`` (``services.admission.policies.agents``)."""
+
+    node: str = ""  # no node: the agent itself
+
+
+CLUSTER_EVENTS: tuple[type[ClusterEvent], ...] = (NodeObserved, NodeRemoved, AgentHeartbeat)

@@ -5,8 +5,9 @@ whether a ``failed`` attempt is final)."""
 from __future__ import annotations
 
 HANDLER_FAILED = "HandlerFailed"  # a service's handler gave up on a message the attempt waited on (a bug)
+AGENT_LOST = "AgentLost"  # admission: the attempt's agent stopped sending heartbeats (policies.agents)
 INFRASTRUCTURE_REASONS = frozenset({
-    HANDLER_FAILED, "PodDeleted", "NodeLost", "NodeShutdown", "Evicted", "Preempted", "Terminated", "Shutdown",
+    HANDLER_FAILED, "PodDeleted", "NodeLost", AGENT_LOST, "NodeShutdown", "Evicted", "Preempted", "Terminated", "Shutdown",
     "UnexpectedAdmissionError", "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu",
 })
 # retrying cannot help: the pod is refused, its namespace is not the dispatcher's to use (missing, forbidden:

@@ -152,6 +152,8 @@ class Agent(Wire, kw_only=True, forbid_unknown_fields=True):
     with ``OPSCHED_AGENT=<name>``; queues and flavors name it (``agent: <name>``), polyaxonfiles as ``agent/queue``."""
 
     name: str
+    heartbeat_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 30.0  # silent longer: no new ops for it
+    lost_after_seconds: Annotated[float, msgspec.Meta(gt=0)] = 120.0  # silent longer: its running ops are lost
 
 
 class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):

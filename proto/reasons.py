@@ -32,6 +32,7 @@ class Reason(StrEnum):
     COHORT_LENDER_WAITING = "cohort_lender_waiting"
     BORROW_LATER = "borrow_later"
     NO_CAPACITY = "no_capacity"
+    AGENT_SILENT = "agent_silent"
     UNFITTABLE = "unfittable"
     BUDGET_EXHAUSTED = "budget_exhausted"
     BATCH_CONCURRENCY = "batch_concurrency"
@@ -112,6 +113,9 @@ REASONS: dict[Reason, Rule] = {
     Reason.NO_CAPACITY: Rule(
         "no node its pods may use has room now",
         "no free capacity now for {what}", True, WaitsOn.CAPACITY),
+    Reason.AGENT_SILENT: Rule(
+        "the agent its flavor lives in has stopped sending heartbeats: it gets no new ops",
+        "agent {agent} is silent (its last heartbeat at {since:%H:%M:%S}); no new ops go to it"),
     Reason.UNFITTABLE: Rule(
         "no node its pods may use could ever hold it",
         "no node offers {what}", False, WaitsOn.CAPACITY),

@@ -189,6 +189,10 @@ def node(name: str, agent: str = "") -> str:
     return f"cluster.node.{agent + '.' if agent else ''}" + name.replace(".", "_")
 
 
+def agent_heartbeat(agent: str) -> str:
+    return f"cluster.agent.{agent}"
+
+
 def lease_claim(role: str) -> str:
     """``ops.lease.<role>.claimed``: the claims of a role's leaders (``proto.leases.LeaderClaimed``), in the op
     stream so that they fence decisions; four tokens, so no op's ``events_for`` filter matches them."""

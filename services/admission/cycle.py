@@ -25,13 +25,13 @@ from proto.events import (
     PreemptRequested,
     RetryScheduled,
 )
-from proto.failures import is_infrastructure
+from proto.failures import AGENT_LOST, is_infrastructure
 from proto.lifecycle import CACHE_HIT_REASON
 from proto.naming import pod_name, pod_names
 from proto.reasons import Reason
 from proto.templating import TemplateError
 from services.admission import parking
-from services.admission.policies import aging, approval, budgets, preemption
+from services.admission.policies import agents, aging, approval, budgets, preemption
 from services.admission.policies.admit import (
     ADMIT,
     BORROW,
@@ -59,6 +59,7 @@ class Cycle:
         if self.queues.scoped_book is not book:
             self.queues.configure_scopes(book, {q.name: q.cohort for q in book.config.queues if q.cohort})
         self.snap = self.usage.current(book, now)
+        self.snap.silent = agents.silent(book, self.fold.heartbeats, now)
         if VERIFY:
             differences = same(self.snap, self.usage.build(book, now))
             assert not differences, f"tracked snapshot drifted: {differences}"
@@ -71,6 +72,7 @@ class Cycle:
         if fair.enabled:
             self.usage.history.advance(self.now, self.snap.usage, fair.half_life_seconds)
         self._end_handler_failures()
+        self._agents_lost()
         self._finish_cache_hits()
         self._cleared()
         self._retries()
@@ -83,6 +85,21 @@ class Cycle:
                 self.snap.starved.add(queue)  # still waiting for its lent quota
         self._admit_borrowers(borrowers)
         return self.decisions
+
+    def _agents_lost(self) -> None:
+        """Active ops of an agent silent past its lostAfterSeconds: their attempt failed (``AgentLost``, an
+        infrastructure failure: the retry rules queue them again, for an agent that answers). Pods it still runs
+        are released by its dispatcher when it returns (their attempt is over)."""
+        deadline = agents.next_deadline(self.book, self.fold.heartbeats, self.now)
+        if deadline is not None and deadline not in self.queues.timers:
+            self.queues.timers.append(deadline)  # a cycle then, heartbeat or not
+        lost = agents.silent(self.book, self.fold.heartbeats, self.now, lost=True)
+        for op in [o for o in self.fold.ops.values() if lost and o.status.active and o.agent in lost]:
+            event = OperationFailed(op_id=op.op_id, at=self.now, attempt=op.attempt, pod_name=op.pod_name,
+                                    reason=AGENT_LOST, message=f"agent {op.agent} silent since "
+                                    f"{lost[op.agent]:%H:%M:%S}: its dispatcher stopped sending heartbeats")
+            self.state.apply(event)
+            self.decisions.append(event)
 
     def _admit_borrowers(self, borrowers: list[OpRecord]) -> None:
         """Queue order, then op order; with fair sharing, always the queue with the lowest share now."""

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from proto.cluster import ClusterEvent, NodeObserved
+from proto.cluster import AgentHeartbeat, ClusterEvent, NodeObserved
 from proto.codec import type_of
 from proto.events import (
     CacheHit,
@@ -54,6 +54,7 @@ class OpFold(PreemptionsInFlight):
         self.gone = Tombstones(tombstones)  # the final status of ops that left memory (``retention``)
         self.strays = Strays()  # events about ops not held, to remove from the stream in time
         self.nodes: dict[str, NodeInfo] = {}  # the cluster as the dispatcher reports it
+        self.heartbeats: dict[str, datetime] = {}  # named agent -> its dispatcher's last heartbeat
         self.spend = Spend()  # actual cost per budget window (from cost_recorded)
         self.nominated: dict[str, set[str]] = {}  # preemptor -> victims whose pods are not gone yet
         self.ghosts: dict[str, list[Ghost]] = {}  # preemptor -> what its gone victims held (held for it)
@@ -63,7 +64,12 @@ class OpFold(PreemptionsInFlight):
 
     # ---- facts that are not an op's ----
     def observe(self, event: ClusterEvent) -> bool:
-        """Fold a node fact. Returns True when the nodes changed."""
+        """Fold a node fact. Returns True when the nodes changed (or an agent's heartbeat came: a cycle looks at
+        which agents answer)."""
+        if isinstance(event, AgentHeartbeat):
+            if event.at > self.heartbeats.get(event.agent, event.at - timedelta(days=1)):
+                self.heartbeats[event.agent] = event.at
+            return True
         if isinstance(event, NodeObserved):
             info = NodeInfo.of(event)
             if self.nodes.get(info.name) == info:

@@ -38,6 +38,7 @@ class Snapshot:
     batch_running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     spend: Spend = field(default_factory=Spend)  # actual spend per budget window (shared, read-only)
     committed: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # expected of active ops
+    silent: dict[str, datetime] = field(default_factory=dict)  # agents that get no new ops now -> last heartbeat
 
     @classmethod
     def of(cls, book: Book, nodes: dict[str, NodeInfo], active: Iterable[OpRecord],

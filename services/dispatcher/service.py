@@ -19,6 +19,7 @@ import dataclasses
 import msgspec
 
 from proto import codec, subjects
+from proto.cluster import AgentHeartbeat
 from proto.events import (
     Event,
     OperationAdmitted,
@@ -75,7 +76,8 @@ class Dispatcher(Service):
     def tasks(self) -> list[Task]:
         if self.kube is None:
             return []  # null mode: no cluster to watch
-        return [self.watch_pods, self.watch_nodes, self.run_gang_checks, self.run_expiry_checks, self.reconcile]
+        beat = [self.heartbeat] if self.settings.agent else []
+        return [self.watch_pods, self.watch_nodes, self.run_gang_checks, self.run_expiry_checks, self.reconcile, *beat]
 
     async def start(self, bus: Bus) -> None:
         """The bucket of fates; the op stream, replayed into the table of attempts, then followed live
@@ -140,6 +142,21 @@ class Dispatcher(Service):
         await self.fates.release(event.op_id, event.attempt, ctx.clock.now(), codec.type_of(event))
 
     # ---- the background tasks (not in null mode) ----
+    async def heartbeat(self, bus: Bus, stop: asyncio.Event) -> None:
+        """A named agent's dispatcher says it is alive, every ``agent_heartbeat_s`` (``AgentHeartbeat``)."""
+        agent = self.settings.agent
+        while not stop.is_set():
+            now = self.clock.now()
+            try:
+                await bus.publish(AgentHeartbeat(agent=agent, at=now), subject=subjects.agent_heartbeat(agent),
+                                  msg_id=f"agent.{agent}.{now.timestamp():.3f}")
+            except Exception as exc:  # noqa: BLE001 - NATS away: the next beat tries again (admission waits)
+                self.log.warning("heartbeat_failed", error=repr(exc))
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.settings.agent_heartbeat_s)
+            except asyncio.TimeoutError:
+                pass
+
     async def watch_pods(self, bus: Bus, stop: asyncio.Event) -> None:
         for watcher in self.watchers:
             await watcher.seed(bus)  # the preemptions asked for and not yet reported

@@ -74,6 +74,7 @@ class Settings(BaseSettings):
     pod_namespaces: str = Field("", description="the dispatcher's queue namespaces, comma-separated: it creates and "
                                 "watches pods only there (its RBAC Roles); empty: every namespace (a cluster admin)")
     dispatcher_mode: Literal["kubernetes", "null"] = "kubernetes"
+    agent_heartbeat_s: float = Field(5.0, gt=0, description="a named agent's dispatcher says it is alive this often")
     agent: str = Field("", pattern=r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)?$",
                        description="the agent this dispatcher is (queues and flavors name it; its cluster is its "
                                    "kubeconfig's); empty: the default agent")

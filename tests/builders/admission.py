@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from proto.cluster import NodeObserved, NodeRemoved
+from proto.cluster import ClusterEvent
 from proto.spec import OpSpec
 from tests.builders.clock import T0
 from tests.builders.events import cache_missed, cost_estimated, submitted
@@ -22,14 +22,14 @@ def queued(spec: OpSpec, *, op_id: str = "op-1", at: datetime = T0, amount: floa
 
 
 def fold(*events: Any, state: Any = None):
-    """Fold events (lists are flattened; NodeObserved/NodeRemoved are observed) into an AdmissionState."""
+    """Fold events (lists are flattened; cluster facts are observed) into an AdmissionState."""
     from services.admission.state import AdmissionState
 
     state = state if state is not None else AdmissionState()
     for event in events:
         if isinstance(event, (list, tuple)):
             fold(*event, state=state)
-        elif isinstance(event, (NodeObserved, NodeRemoved)):
+        elif isinstance(event, ClusterEvent):  # nodes, agents' heartbeats
             state.observe(event)
         else:
             state.apply(event)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
 import pytest
 from kubernetes import client
 
@@ -14,7 +15,14 @@ from opsched.client import Client
 from opsched.localcluster.controlplane import ControlPlane
 from opsched.localcluster.launcher import spawn, terminate
 from opsched.polyaxonfile import load_polyaxonfile
-from proto.events import OperationAdmitted, OperationRejected, OperationRunning, OperationStopped, OperationSucceeded
+from proto.events import (
+    OperationAdmitted,
+    OperationFailed,
+    OperationRejected,
+    OperationRunning,
+    OperationStopped,
+    OperationSucceeded,
+)
 from tests.builders import op
 from tests.waiting import eventually
 
@@ -22,7 +30,7 @@ pytestmark = pytest.mark.integration
 
 QUEUES = """
 defaultQueue: gpu
-agents: [{name: agent-b}]
+agents: [{name: agent-b, heartbeatTimeoutSeconds: 3, lostAfterSeconds: 6}]
 flavors:
   - {name: home, nodeLabels: {nvidia.com/gpu.product: A100}}
   - {name: remote, nodeLabels: {nvidia.com/gpu.product: A100}, agent: agent-b}
@@ -31,6 +39,10 @@ queues:
     resources:
       - resource: nvidia.com/gpu
         flavors: [{name: home, nominal: 2}, {name: remote, nominal: 2}]
+  - name: burst
+    resources:
+      - resource: nvidia.com/gpu
+        flavors: [{name: remote, nominal: 2}, {name: home, nominal: 2}]
 """
 FILE = """
 version: 1.1
@@ -65,13 +77,16 @@ async def agents(control_plane, second_cluster, k8s_namespace, sim_nodes, stack_
     path.write_text(QUEUES)
     common = dict(namespace=k8s_namespace, pod_namespaces=k8s_namespace)
     stack = await stack_factory(kubeconfig=control_plane.kubeconfig, queues_file=path, **common)
-    await stack_factory(names=("dispatcher",), kubeconfig=second_cluster.kubeconfig, agent="agent-b", **common)
-    nodes = stack.service("admission").state.nodes
+    remote = await stack_factory(names=("dispatcher",), kubeconfig=second_cluster.kubeconfig, agent="agent-b",
+                                 agent_heartbeat_s=0.5, **common)
+    fold = stack.service("admission").state.fold
 
     async def both_known() -> bool:
-        return {"twin-0", "agent-b/twin-0"} <= set(nodes)
-    await eventually(both_known, "admission to know both clusters' nodes", timeout=30)
-    return Client(bus)
+        return {"twin-0", "agent-b/twin-0"} <= set(fold.nodes) and "agent-b" in fold.heartbeats
+    await eventually(both_known, "admission to know both clusters' nodes and hear agent-b", timeout=30)
+    client = Client(bus)
+    client.remote_dispatcher = remote  # the test that silences agent-b stops it
+    return client
 
 
 def pod_in(plane: ControlPlane, namespace: str, name: str):
@@ -120,3 +135,19 @@ async def test_a_queue_spanning_agents_fills_the_first_cluster_then_the_second_a
     await eventually(gone, "the stopped op's pod to leave the second cluster", timeout=30)
     await agents.stop(first)
     await events.expect(OperationStopped, first, timeout=30)
+
+
+async def test_an_agent_that_goes_silent_gets_no_new_ops_and_its_running_op_is_retried_in_the_other_cluster(
+        agents, events):
+    spec = op("far").gpus(1, product="A100").runs("sleep 120").build()
+    burst = await agents.submit(msgspec.structs.replace(spec, queue="burst"))
+    first = await events.expect(OperationAdmitted, burst, timeout=30)
+    assert first.agent == "agent-b"
+    await events.expect(OperationRunning, burst, timeout=30)
+    await agents.remote_dispatcher.close()  # agent-b's dispatcher goes away: no more heartbeats
+    lost = await events.expect(OperationFailed, burst, timeout=30)
+    assert lost.reason == "AgentLost" and lost.attempt == 0 and "agent agent-b silent since" in lost.message
+    again = await events.expect(OperationAdmitted, burst, timeout=30, where=lambda e: e.attempt == 1)
+    assert again.agent == ""  # retried where a dispatcher answers
+    await events.expect(OperationRunning, burst, timeout=30, where=lambda e: e.attempt == 1)
+    await agents.stop(burst)

@@ -176,3 +176,57 @@ def test_the_default_agent_may_be_named_and_a_file_naming_it_runs_there():
     assert admitted_events(state, book)["x"].agent == ""
     assert problems(msgspec.structs.replace(config(), default_agent="b")) == [
         "defaultAgent: 'b' is also declared under agents; name it once"]
+
+
+def beat(agent: str, seconds: float):
+    from datetime import timedelta
+
+    from proto.cluster import AgentHeartbeat
+
+    return AgentHeartbeat(agent=agent, at=T0 + timedelta(seconds=seconds))
+
+
+def at(seconds: float):
+    from datetime import timedelta
+
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_a_silent_agent_gets_no_new_ops_and_they_go_to_the_next_agent_that_answers():
+    from proto.queues import Agent
+    from services.admission.cycle import Cycle
+
+    timed = msgspec.structs.replace(config(), agents=[Agent(name="b", heartbeat_timeout_seconds=30,
+                                                            lost_after_seconds=120)])
+    # agent b is first in the flavor order of queue "burst"; the default agent is second
+    flavors = [msgspec.structs.replace(f, agent=None) if f.name == "home" else f for f in timed.flavors]
+    quota = ResourceQuota(resource=GPU, flavors=[FlavorQuota(name="remote", nominal=8),
+                                                 FlavorQuota(name="home", nominal=8)])
+    book = compile_book(msgspec.structs.replace(timed, flavors=flavors, default_queue="burst",
+                                                queues=[Queue(name="burst", resources=[quota])]))
+    state = fold(agent_node("gpu-0", ""), agent_node("gpu-0", "b"), beat("b", 0), *gpu_op("early", queue="burst"))
+    early = [d for d in Cycle(state, book, at(10), "ns").run() if isinstance(d, OperationAdmitted)]
+    assert [d.agent for d in early] == ["b"]
+    fold(*gpu_op("late", queue="burst"), state=state)
+    late = [d for d in Cycle(state, book, at(31), "ns").run() if isinstance(d, OperationAdmitted)]
+    assert [d.agent for d in late] == [""]  # b silent for 31 s: the default agent's cluster takes it
+    assert state.queues.timers and min(state.queues.timers) == at(120)  # the next look: b lost, if still silent
+
+
+def test_an_agent_silent_past_its_grace_loses_its_running_ops_which_are_retried_on_one_that_answers():
+    from proto.events import OperationFailed
+    from proto.queues import Agent
+    from services.admission.cycle import Cycle
+
+    book = compile_book(msgspec.structs.replace(config(), agents=[Agent(name="b", heartbeat_timeout_seconds=30,
+                                                                        lost_after_seconds=120)]))
+    state = fold(agent_node("gpu-0", "b"), beat("b", 0), *gpu_op("remote", agent="b"))
+    (admitted_b,) = [d for d in Cycle(state, book, at(1), "ns").run() if isinstance(d, OperationAdmitted)]
+    fold(OperationRunning(op_id="remote", at=at(2), pod_name=admitted_b.pod_name, node="gpu-0"), state=state)
+    assert not [d for d in Cycle(state, book, at(100), "ns").run() if isinstance(d, OperationFailed)]  # silent
+    lost = [d for d in Cycle(state, book, at(121), "ns").run() if isinstance(d, OperationFailed)]
+    assert [(d.op_id, d.reason, d.attempt) for d in lost] == [("remote", "AgentLost", 0)]
+    assert "agent b silent since 12:00:00" in lost[0].message
+    assert state.ops["remote"].status.name in ("RETRYING", "QUEUED")  # an infrastructure failure: retried
+    fold(beat("b", 125), state=state)  # b answers again: its ops go there
+    assert "b" not in agents.silent(book, state.fold.heartbeats, at(126))

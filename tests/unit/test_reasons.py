@@ -82,6 +82,7 @@ SAMPLES: dict[Reason, dict[str, object]] = {  # fields that fill each reason's t
                                         detail="503 Service Unavailable"),
     Reason.HANDLER_FAILED: dict(service="dispatcher", failed="admitted", error="gave up after 5 deliveries"),
     Reason.UNKNOWN_OP: {},
+    Reason.AGENT_SILENT: dict(agent="agent-b", since=datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)),
     Reason.BAD_REQUEST: dict(error="Expected `object`, got `int`"),
 }
 

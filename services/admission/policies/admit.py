@@ -91,6 +91,9 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
     agent = agents.agent_of(book, op.queue, combo)
     if agent is None or (op.spec.agent is not None and agent != op.spec.agent):
         return Verdict(UNFITTABLE)  # flavors in two clusters, or not on the agent its file names
+    if agent in snap.silent:
+        reasons.append(pending(Reason.AGENT_SILENT, agent=agent, since=snap.silent[agent]))
+        return Verdict(WAIT)
     node_selector, tolerations = flavor_policy.placement(book, op.queue, combo)
     full_selector = {**op.spec.environment.node_selector, **node_selector, **agents.selector(agent)}
     full_tolerations = list(op.spec.environment.tolerations) + tolerations
