@@ -33,7 +33,7 @@ from bench.targets import TargetsError
 from services.runtime import eventloop
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SCENARIOS = ("cal", "a", "b", "c", "d", "e", "f", "s")
+SCENARIOS = ("cal", "a", "b", "c", "d", "e", "f", "p", "s")  # p: packing (bench.packing), run once
 DEFAULT_SCENARIOS = SCENARIOS[:-1]  # (s) only when named: it starts 5 stacks of processes a round
 SIZES = {
     "full": dict(cal_seq=2000, cal_flight=10_000, cal_kv=1000, k8s=300, b_unloaded=100, b_burst=2000,
@@ -196,6 +196,15 @@ def exit_code(args, rounds: list[dict], written: report.Written) -> int:
     return 0
 
 
+def packing_table() -> str:
+    """(p): binpack vs spread vs today on bench/workloads/packing/mixed.yaml (deterministic: once, not per round)."""
+    from bench import packing
+
+    workload = packing.load(packing.WORKLOAD)
+    say("(p) packing: binpack, spread and today on the mixed 1/2/4/8-GPU workload")
+    return "## Packing (p): binpack vs spread vs today\n\n" + packing.table(packing.compare(workload), workload)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     sizes = dict(SIZES["quick" if args.quick else "full"])
@@ -222,11 +231,14 @@ def main(argv: list[str] | None = None) -> int:
             "command": ("python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])).strip(),
             "rounds": len(rounds), "quick": args.quick, "sizes": sizes, "versions": versions(apiserver),
             "machine": {**machine_at_start, "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]},
-            "workload": workload_meta(args), "targets": str(args.targets or report.tg.DEFAULT)}
+            "workload": workload_meta(args), "targets": str(args.targets or report.tg.DEFAULT),
+            "packing": packing_table() if "p" in args.only else ""}
     written = report.write(args.out, meta, rounds, notes, args.spec)
     print(report.tables(written.summary, written.ratios))
     if "s" in args.only:
         print("\n" + report.scaling_text(written.summary))
+    if meta["packing"]:
+        print("\n" + meta["packing"])
     print("\n" + report.check_text(written.verdicts))
     print("\nwritten: " + ", ".join(str(f) for f in written.files)
           + (f"\n{written.png_note}" if written.png_note else ""))

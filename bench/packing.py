@@ -191,7 +191,7 @@ def compare(w: PackingWorkload) -> dict[str, dict[str, float]]:
 
 def table(results: dict[str, dict[str, float]], w: PackingWorkload) -> str:
     lines = [f"{w.ops.count} ops ({', '.join(f'{g} GPU {s:.0%}' for g, s in w.ops.sizes.items())}) on "
-             f"{w.nodes.count} x {w.nodes.gpus_per_node}-GPU nodes, medians of {len(w.seeds)} seeds",
+             f"{w.nodes.count} x {w.nodes.gpus_per_node}-GPU nodes, medians of {len(w.seeds)} seeds", "",
              "| placement | GPU utilisation | 8-GPU op wait, mean | 8-GPU op wait, p90 | every op's wait, mean | span |",
              "|---|---|---|---|---|---|"]
     for policy, r in results.items():

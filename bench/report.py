@@ -218,7 +218,7 @@ def markdown(meta: dict, summary: dict, ratios: dict, notes: list[str], verdicts
         head += ["Notes:", *[f"- {n}" for n in notes], ""]
     check = ["", "## Targets (" + meta.get("targets", "bench/targets.yaml") + ")", "", "```",
              check_text(verdicts), "```"]
-    scaling = scaling_text(summary)
+    scaling = scaling_text(summary) + ("\n\n" + meta["packing"] if meta.get("packing") else "")
     return "\n".join(head) + tables(summary, ratios) + "\n" + ("\n" + scaling + "\n" if scaling else "") + \
         "\n".join(check) + "\n\n## Every figure\n\n" + \
         tables(summary, {}, all_metrics=True).split("\n\n")[0] + "\n"
