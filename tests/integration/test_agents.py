@@ -58,10 +58,10 @@ run:
 """
 
 
-@pytest.fixture
-def second_cluster(tmp_path_factory, k8s_namespace):
+@pytest.fixture(scope="module")
+def second_cluster(tmp_path_factory):
+    """Agent-b's cluster, shared by this module's tests (each has its own namespace there too)."""
     plane = ControlPlane(tmp_path_factory.mktemp("agent-b")).start()
-    plane.ensure_namespace(k8s_namespace)
     kubelet = spawn(plane.kubeconfig, [("twin-0", 2, "A100")], log_file=tmp_path_factory.mktemp("kubelet") / "log")
     try:
         yield plane
@@ -72,6 +72,7 @@ def second_cluster(tmp_path_factory, k8s_namespace):
 
 @pytest.fixture
 async def agents(control_plane, second_cluster, k8s_namespace, sim_nodes, stack_factory, bus, tmp_path):
+    second_cluster.ensure_namespace(k8s_namespace)
     sim_nodes(("twin-0", 2, "A100"))
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES)
