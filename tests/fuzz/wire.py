@@ -67,6 +67,7 @@ HINTS: dict[str, st.SearchStrategy[Any]] = {  # python field name -> its values
     "cron": st.sampled_from(CRONS), "frequency_s": st.integers(60, 86400), "max_runs": st.integers(1, 5),
     "image": st.just("python:3.11-slim"), "failed_type": st.sampled_from(("admitted", "submitted", "x")),
     "dependency": st.just("kubernetes"), "currency": st.just("USD"),
+    "agent": st.sampled_from(("", "agent-b")),  # "": the default agent; a name is a subject token
 }
 # labels, annotations and node selectors follow Kubernetes' key and value syntax (the contract's)
 _key = st.from_regex(re.compile(r"([a-z]{1,8}\.[a-z]{2,4}/)?[A-Za-z0-9]([A-Za-z0-9_.-]{0,10}[A-Za-z0-9])?"), fullmatch=True)
