@@ -72,17 +72,18 @@ def _quoted(values: tuple[str, ...]) -> str:
     return "[" + ", ".join(json.dumps(v) for v in values) + "]"
 
 
-def _entry(user: User, password: str) -> str:
-    p = permissions.for_user(user.name, user.role)
+def _entry(user: User, password: str, agents: tuple[str, ...] = ()) -> str:
+    p = permissions.for_user(user.name, user.role, agents)
     deny = f", deny: {_quoted(p.deny)}" if p.deny else ""
     return (f"    {{user: {json.dumps(user.name)}, password: {json.dumps(password)}, permissions: {{\n"
             f"      publish: {{allow: {_quoted(p.publish)}{deny}}},\n"
             f"      subscribe: {{allow: {_quoted(p.subscribe)}}}}}}}")
 
 
-def authorization_block(auth_dir: Path, users: list[User]) -> str:
-    """nats-server's ``authorization`` block for ``users`` (creating the password files that are missing)."""
-    entries = ",\n".join(_entry(user, _password(auth_dir, user.name)) for user in users)
+def authorization_block(auth_dir: Path, users: list[User], agents: tuple[str, ...] = ()) -> str:
+    """nats-server's ``authorization`` block for ``users`` (creating the password files that are missing);
+    ``agents``: the named agents, whose dispatchers' durable consumers no client may create."""
+    entries = ",\n".join(_entry(user, _password(auth_dir, user.name), agents) for user in users)
     return f"authorization {{\n  users = [\n{entries}\n  ]\n}}\n"
 
 

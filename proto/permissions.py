@@ -67,8 +67,9 @@ def service(name: str) -> Permissions:
     return Permissions(publish=publish, subscribe=subscribe)
 
 
-def client(role: str, user: str) -> Permissions:
-    """A person or external system: its role's verbs under its own ``cmd.<user>.``, the queries, reads."""
+def client(role: str, user: str, agents: tuple[str, ...] = ()) -> Permissions:
+    """A person or external system: its role's verbs under its own ``cmd.<user>.``, the queries, reads; never a
+    service's durable consumer (``agents``: the named agents' dispatchers too)."""
     if role not in VERBS:
         raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
     if not subjects.valid_token(user) or user in SERVICES or user == subjects.ANONYMOUS:
@@ -77,9 +78,9 @@ def client(role: str, user: str) -> Permissions:
     verbs = tuple(subjects.commands_of(user, verb) for verb in VERBS[role])
     admin = subjects.JS_ADMIN if role == "admin" else ()
     publish = (*verbs, *QUERIES, *subjects.JS_READ, *admin, subjects.JS_ACK, subjects.JS_FLOW, subjects.REPLIES)
-    return Permissions(publish=publish, subscribe=(subjects.REPLIES,), deny=subjects.JS_CLIENT_DENY)
+    return Permissions(publish=publish, subscribe=(subjects.REPLIES,), deny=subjects.client_deny(agents))
 
 
-def for_user(user: str, role: str) -> Permissions:
-    """``role``: a service name or a client role."""
-    return service(user) if role == "service" else client(role, user)
+def for_user(user: str, role: str, agents: tuple[str, ...] = ()) -> Permissions:
+    """``role``: a service name or a client role; ``agents``: the named agents (their dispatchers' durables)."""
+    return service(user) if role == "service" else client(role, user, agents)

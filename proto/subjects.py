@@ -81,6 +81,14 @@ JS_CLIENT_DENY = ("$JS.API.CONSUMER.DURABLE.CREATE.>",
                   *(f"$JS.API.CONSUMER.CREATE.*.{durable}" for durable in DURABLES),
                   *(f"$JS.API.CONSUMER.CREATE.*.{durable}.>" for durable in DURABLES))
 
+
+
+def client_deny(agents: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``JS_CLIENT_DENY``, and the durable consumers of the named agents' dispatchers (a name, not a wildcard)."""
+    durables = [dispatcher_durable(agent) for agent in agents]
+    return JS_CLIENT_DENY + tuple(f"$JS.API.CONSUMER.CREATE.*.{d}{tail}" for d in durables for tail in ("", ".>"))
+
+
 _TOKEN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 

@@ -78,6 +78,15 @@ def test_no_client_deletes_purges_or_takes_over_what_the_services_keep(role, api
     assert not may_publish(permissions.client(role, "alice"), api)
 
 
+@pytest.mark.parametrize("role", permissions.ROLES)
+def test_no_client_takes_over_a_named_agents_dispatcher_consumer_it_is_told_of(role):
+    p = permissions.client(role, "alice", ("agent-2",))
+    for api in ("$JS.API.CONSUMER.CREATE.OPSCHED_OPS.dispatcher-admitted-agent-2",
+                "$JS.API.CONSUMER.CREATE.OPSCHED_OPS.dispatcher-admitted-agent-2.ops.admitted.agent-2.*"):
+        assert not may_publish(p, api), api
+    assert may_publish(p, "$JS.API.CONSUMER.CREATE.OPSCHED_OPS")  # its own ephemeral reads still
+
+
 def test_a_client_reads_streams_and_only_admin_creates_them():
     read = "$JS.API.CONSUMER.CREATE.OPSCHED_OPS"
     assert all(may_publish(permissions.client(role, "alice"), read) for role in permissions.ROLES)
