@@ -7,8 +7,8 @@ from __future__ import annotations
 HANDLER_FAILED = "HandlerFailed"  # a service's handler gave up on a message the attempt waited on (a bug)
 AGENT_LOST = "AgentLost"  # admission: the attempt's agent stopped sending heartbeats (policies.agents)
 INFRASTRUCTURE_REASONS = frozenset({
-    HANDLER_FAILED, "PodDeleted", "NodeLost", AGENT_LOST, "NodeShutdown", "Evicted", "Preempted", "Terminated", "Shutdown",
-    "UnexpectedAdmissionError", "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu",
+    HANDLER_FAILED, "PodDeleted", "NodeLost", AGENT_LOST, "NodeShutdown", "Evicted", "Preempted", "Terminated",
+    "Shutdown", "UnexpectedAdmissionError", "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu",
 })
 # retrying cannot help: the pod is refused, its namespace is not the dispatcher's to use (missing, forbidden:
 # an admin's fix), its deadline passed, a pod of its name belongs to another op or attempt (PodConflict), its

@@ -77,16 +77,19 @@ JS_READ = ("$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.NAMES", "$JS
 JS_ADMIN = ("$JS.API.STREAM.CREATE.*", "$JS.API.STREAM.UPDATE.*")
 # ... and never (re)configures the services' durable consumers, nor creates a durable one
 DURABLES = (ADMISSION_COMMANDS, COST_ESTIMATOR, COST_LEDGER, CACHE_LOOKUP, DISPATCHER_ADMITTED)
-JS_CLIENT_DENY = ("$JS.API.CONSUMER.DURABLE.CREATE.>",
-                  *(f"$JS.API.CONSUMER.CREATE.*.{durable}" for durable in DURABLES),
-                  *(f"$JS.API.CONSUMER.CREATE.*.{durable}.>" for durable in DURABLES))
 
+
+def _creating(durables) -> tuple[str, ...]:
+    """The JetStream API subjects that create (or bind) these durable consumers, with or without a filter."""
+    return tuple(f"$JS.API.CONSUMER.CREATE.*.{d}{tail}" for d in durables for tail in ("", ".>"))
+
+
+JS_CLIENT_DENY = ("$JS.API.CONSUMER.DURABLE.CREATE.>", *_creating(DURABLES))
 
 
 def client_deny(agents: tuple[str, ...] = ()) -> tuple[str, ...]:
     """``JS_CLIENT_DENY``, and the durable consumers of the named agents' dispatchers (a name, not a wildcard)."""
-    durables = [dispatcher_durable(agent) for agent in agents]
-    return JS_CLIENT_DENY + tuple(f"$JS.API.CONSUMER.CREATE.*.{d}{tail}" for d in durables for tail in ("", ".>"))
+    return JS_CLIENT_DENY + _creating([dispatcher_durable(agent) for agent in agents])
 
 
 _TOKEN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")

@@ -59,7 +59,6 @@ class Cycle:
         if self.queues.scoped_book is not book:
             self.queues.configure_scopes(book, {q.name: q.cohort for q in book.config.queues if q.cohort})
         self.snap = self.usage.current(book, now)
-        self.snap.silent = agents.silent(book, self.fold.heartbeats, now)
         if VERIFY:
             differences = same(self.snap, self.usage.build(book, now))
             assert not differences, f"tracked snapshot drifted: {differences}"
@@ -94,7 +93,9 @@ class Cycle:
         if deadline is not None and deadline not in self.queues.timers:
             self.queues.timers.append(deadline)  # a cycle then, heartbeat or not
         lost = agents.silent(self.book, self.fold.heartbeats, self.now, lost=True)
-        for op in [o for o in self.fold.ops.values() if lost and o.status.active and o.agent in lost]:
+        if not lost:
+            return
+        for op in [o for o in self.usage.active_ops() if o.agent in lost]:  # the active ones only, never all
             event = OperationFailed(op_id=op.op_id, at=self.now, attempt=op.attempt, pod_name=op.pod_name,
                                     reason=AGENT_LOST, message=f"agent {op.agent} silent since "
                                     f"{lost[op.agent]:%H:%M:%S}: its dispatcher stopped sending heartbeats")

@@ -67,8 +67,8 @@ class OpFold(PreemptionsInFlight):
         """Fold a node fact. Returns True when the nodes changed (or an agent's heartbeat came: a cycle looks at
         which agents answer)."""
         if isinstance(event, AgentHeartbeat):
-            if event.at > self.heartbeats.get(event.agent, event.at - timedelta(days=1)):
-                self.heartbeats[event.agent] = event.at
+            last = self.heartbeats.get(event.agent)
+            self.heartbeats[event.agent] = event.at if last is None else max(last, event.at)
             return True
         if isinstance(event, NodeObserved):
             info = NodeInfo.of(event)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from services.admission.policies import agents
 from services.admission.records import Ghost, OpRecord
 from services.admission.snapshot import Snapshot
 from services.admission.transitions import Transitions
@@ -36,13 +37,16 @@ class UsageCache(Transitions):
     def build(self, book: Book, now: datetime | None = None) -> Snapshot:
         """A snapshot built afresh from the active ops (queries, and the check of the tracked one)."""
         f = self.fold
-        return Snapshot.of(book, f.nodes, self.active_ops(), f.ghosts, f.spend, now)
+        snap = Snapshot.of(book, f.nodes, self.active_ops(), f.ghosts, f.spend, now)
+        snap.silent = agents.silent(book, f.heartbeats, now) if now is not None else {}
+        return snap
 
     def current(self, book: Book, now: datetime | None) -> Snapshot:
         """The tracked snapshot, for a cycle at ``now`` under ``book``."""
         if self.snap is None:
             self.snap = self.build(book, now)
         self.snap.book, self.snap.now, self.snap.starved = book, now, set()
+        self.snap.silent = agents.silent(book, self.fold.heartbeats, now) if now is not None else {}
         return self.snap
 
     # ---- the fold's transitions ----
