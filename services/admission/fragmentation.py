@@ -19,7 +19,7 @@ def fragmentation(capacity: Capacity, book: Book, waiting: Iterable[OpRecord]) -
     flavors = {name: dict(f.node_labels) for name, f in sorted(book.flavors.items())} or {"": {}}
     in_agents = sorted({info.labels.get(agents.AGENT_LABEL, "") for info in capacity.nodes.values()})
     groups = [(agent, flavor, {**labels, **agents.selector(agent)}) for agent in in_agents
-              for flavor, labels in flavors.items() if _lives_in(book, flavor, agent)]
+              for flavor, labels in flavors.items() if not flavor or agent in agents.agents_of_flavor(book, flavor)]
     asks = [(op.spec.environment.node_selector, pod) for op in waiting for pod in op.pods]
     out = []
     for agent, flavor, labels in groups:
@@ -33,12 +33,6 @@ def fragmentation(capacity: Capacity, book: Book, waiting: Iterable[OpRecord]) -
                                      stranded=sum(f for f in free if 1e-9 < f < largest - 1e-9),
                                      largest_waiting=largest))
     return out
-
-
-def _lives_in(book: Book, flavor: str, agent: str) -> bool:
-    """A flavor that names an agent lives there only; one that names none, in every agent's cluster."""
-    named = book.flavors[flavor].agent if flavor else None
-    return named is None or named == agent
 
 
 def _compatible(selector: dict[str, str], labels: dict[str, str]) -> bool:

@@ -230,3 +230,12 @@ def test_an_agent_silent_past_its_grace_loses_its_running_ops_which_are_retried_
     assert state.ops["remote"].status.name in ("RETRYING", "QUEUED")  # an infrastructure failure: retried
     fold(beat("b", 125), state=state)  # b answers again: its ops go there
     assert "b" not in agents.silent(book, state.fold.heartbeats, at(126))
+
+
+def test_fragmentation_counts_a_flavor_in_the_clusters_its_queues_run_on():
+    from services.admission import queries
+
+    book = compile_book(config())
+    state = fold(agent_node("gpu-0", ""), agent_node("gpu-0", "b"))
+    figures = {(f.agent, f.flavor) for f in queries.queues(state, book).fragmentation}
+    assert figures == {("", "home"), ("b", "remote")}  # home (no agent, queue gpu's: default) is not in b's cluster

@@ -39,6 +39,17 @@ def agents_of(book: "Book", queue: str) -> set[str]:
     return {(book.flavors[f].agent if f in book.flavors else None) or fallback for f in flavors} or {fallback}
 
 
+def agents_of_flavor(book: "Book", flavor: str) -> set[str]:
+    """The clusters a flavor's nodes are in: its own agent, else those of the queues that use it ("": the
+    default agent's)."""
+    found = book.flavors.get(flavor)
+    if found is not None and found.agent:
+        return {found.agent}
+    users = {book.queues[q].agent or DEFAULT for q, order in book.flavor_order.items()
+             if any(flavor in names for names in order.values())}
+    return users or {DEFAULT}
+
+
 def silent(book: "Book", heartbeats: dict[str, datetime], now: datetime, lost: bool = False) -> dict[str, datetime]:
     """The declared agents silent past their ``heartbeatTimeoutSeconds`` (``lost``: their ``lostAfterSeconds``) at
     ``now``: agent -> its last heartbeat. An agent never heard from is not silent (a dispatcher that sends none)."""
