@@ -14,10 +14,13 @@ from proto import subjects
 SERVICES = ("admission", "cost", "cache", "dispatcher")
 ROLES = ("submitter", "approver", "admin")
 
-# the events each service alone emits (``ops.<type>.<op_id>``): the README's subject table
+# the events each service emits (``ops.<type>.<op_id>``): the README's subject table. Checked against what each
+# service's code can build (tests/contract/test_emits.py): a service that may build an event its user may not
+# publish fails that test, not a user's scheduler (a cache hit's ``succeeded`` once wedged admission).
 EMITS: dict[str, tuple[str, ...]] = {
     "admission": ("submitted", "admitted", "rejected", "skipped", "on_hold", "preempt_requested",
                   "retry_scheduled", "stopped", "stop_requested", "approved", "resumed", "failed",
+                  "succeeded",  # a cache hit ends its op with the original's outputs, never dispatched
                   "schedule_created", "schedule_fired", "schedule_deleted", "schedule_finished", "lease",
                   "spend_rolled"),
     "cost": ("cost_estimated", "cost_recorded", "budget_exceeded"),

@@ -25,12 +25,18 @@ def test_an_event_is_published_only_by_the_services_that_emit_it(kind):
 
 @pytest.mark.parametrize("subject,owner", [
     (subjects.event("admitted", "x"), "admission"), (subjects.event("running", "x"), "dispatcher"),
-    (subjects.event("succeeded", "x"), "dispatcher"), (subjects.event("cost_estimated", "x"), "cost"),
+    (subjects.event("cost_estimated", "x"), "cost"),
     (subjects.event("cache_hit", "x"), "cache"), (subjects.CONFIG_QUEUES, "admission"),
     (subjects.CONFIG_PRICES, "cost"), (subjects.node("gpu-0"), "dispatcher"),
 ])
 def test_the_subject_table_of_the_readme_each_subject_one_owner(subject, owner):
     assert [n for n in permissions.SERVICES if may_publish(permissions.service(n), subject)] == [owner]
+
+
+def test_an_op_succeeds_by_its_pod_or_by_a_cache_hit():
+    """The dispatcher reports a pod that succeeded; admission ends a cache hit with the original's outputs."""
+    assert [n for n in permissions.SERVICES
+            if may_publish(permissions.service(n), subjects.event("succeeded", "x"))] == ["admission", "dispatcher"]
 
 
 def test_a_service_dead_letters_only_under_its_own_name_and_reports_errors():
