@@ -44,7 +44,7 @@ from proto.schedules import (
     ScheduleEvent,
     refused_creation,
 )
-from services.admission import cycle, handlers, metrics, oversize, queries, schedule_runner, traces
+from services.admission import cycle, handlers, metrics, queries, schedule_runner, traces, unpublishable
 from services.admission import schedules as sched
 from services.admission.catchup import FoldProgress
 from services.admission.config_source import ConfigSource, queues_configured
@@ -58,6 +58,7 @@ from services.runtime.clock import Clock
 from services.runtime.deadletter import UNKNOWN_OP, guess_op_id
 from services.runtime.errors import Fenced, MessageTooLarge
 from services.runtime.leadership import Leadership
+from services.runtime.refusals import NotPermitted
 from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
 
@@ -283,6 +284,9 @@ class Admission(Service):
                 with traces.deciding(self.tracer, decision, self.state.ops.get(decision.op_id), began_ns,
                                      len(decisions)):  # the decision's span (tracing on): its event carries it
                     decision = await self._publish_decision(bus, decisions, index, fence, now)
+            except unpublishable.UNPUBLISHABLE as exc:  # its op's end could not be published either
+                self._unpublished(decisions[index], exc, now)
+                continue  # ended here all the same: the ops behind it are not held up
             except Exception as exc:  # noqa: BLE001 - forget this and every later assumption
                 self.log.warning("publish_failed", op_id=decision.op_id, error=f"{exc!r} {exc}")
                 for unpublished in decisions[index:]:
@@ -290,35 +294,49 @@ class Admission(Service):
                 if isinstance(exc, Fenced):  # another replica leads now: it decides again, not us
                     self.leadership.refused()
                     return
+                self.stalls.failed("cycle", f"publishing {codec.type_of(decision)} of {decision.op_id}: {exc!r}",
+                                   now)
                 self.wake.set()
                 await asyncio.sleep(0.2)
                 return
             self.log.info(codec.type_of(decision), op_id=decision.op_id)
+        self.stalls.succeeded("cycle")
 
     async def _publish_decision(self, bus: Bus, decisions: list[Event], index: int, fence: Fence | None,
                                 now: datetime) -> Event:
-        """Publish ``decisions[index]``; one too large ends its op instead (never retried), published in its place."""
+        """Publish ``decisions[index]``; one that cannot be published (too large, or refused by the server) ends
+        its op instead (never retried), published in its place (``unpublishable``)."""
         try:
             await bus.publish(decisions[index], fence=fence)
-        except MessageTooLarge as exc:
-            decisions[index] = self._too_large_decision(decisions[index], exc, now)
+        except unpublishable.UNPUBLISHABLE as exc:
+            decisions[index] = self._end_instead(decisions[index], exc, now)
             await bus.publish(decisions[index], fence=fence)
         return decisions[index]
+
+    def _unpublished(self, end: Event, exc: MessageTooLarge | NotPermitted, now: datetime) -> None:
+        """The end of an op whose decision could not be published could not be published either: it stays ended
+        here (holding nothing), logged and reported by readiness; a restart replays the op and decides it again."""
+        self.log.error("op_end_unpublishable", op_id=end.op_id, event_type=codec.type_of(end), error=str(exc))
+        if isinstance(exc, NotPermitted):
+            self.stalls.refused(exc.subject, str(exc), now)
 
     def metric_families(self) -> list:
         return [*metrics.families(self.state, self.book), *self.measures.families()]
 
-    def _too_large_decision(self, decision: Event, exc: MessageTooLarge, now) -> Event:
-        """Forget ``decision`` and assume the end of its op instead (``oversize``)."""
-        self.log.error("decision_too_large", op_id=decision.op_id, event_type=codec.type_of(decision), error=str(exc))
+    def _end_instead(self, decision: Event, exc: MessageTooLarge | NotPermitted, now: datetime) -> Event:
+        """Forget ``decision`` and assume the end of its op instead (``unpublishable``)."""
+        self.log.error("decision_unpublishable", op_id=decision.op_id, event_type=codec.type_of(decision),
+                       error=str(exc))
+        if isinstance(exc, NotPermitted):
+            self.stalls.refused(exc.subject, str(exc), now)
         self.state.fold.unassume(decision.op_id, now, type(decision))
-        end = oversize.ending(self.state.ops[decision.op_id], decision, exc, now)
+        end = unpublishable.ending(self.state.ops[decision.op_id], decision, exc, now)
         self.state.apply(end)
         return end
 
     def too_large(self, message: object, msg: Received, exc: MessageTooLarge) -> list:
         """A submit, restart or copy whose ``submitted`` is too large: the op is rejected with the reason."""
-        return oversize.refused_command(message, exc, self.clock.now()) or super().too_large(message, msg, exc)
+        return unpublishable.refused_command(message, exc, self.clock.now()) or super().too_large(message, msg, exc)
 
     async def run_schedule_runs(self, bus: Bus, stop: asyncio.Event) -> None:
         await schedule_runner.run_schedules(bus, self.clock, self.schedules,

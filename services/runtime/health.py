@@ -6,6 +6,9 @@ back); /readyz is 503 and says what it waits for, since when:
 ``{"waiting_for": {"dispatcher": {"kubernetes": {"since": ..., "detail": ..., "failures": ...}}}}``.
 A service that is not alive (a handler loop stuck, see ``liveness``) makes both 503 and says why:
 ``{"not_alive": {"dispatcher": {"dispatcher-admitted": "handling ops.admitted.op-1 since ..., ..."}}}``.
+A service that is alive but cannot make progress (a publish the NATS server refused for its user's permissions,
+a cycle that keeps failing: ``stalls``) makes /readyz 503 and says what:
+``{"not_progressing": {"admission": {"publish ops.succeeded.op-1": {"since": ..., "count": ..., "detail": ...}}}}``.
 GET /metrics: the Prometheus text format of ``metrics`` (``services.runtime.metrics``), when given."""
 from __future__ import annotations
 
@@ -60,7 +63,7 @@ class HealthServer:
             ok = alive
         elif path.startswith("/readyz"):
             ok = (alive and report.get("connected", False) and report.get("ready", False)
-                  and not report.get("waiting_for"))
+                  and not report.get("waiting_for") and not report.get("not_progressing"))
         else:
             return "404 Not Found", {"error": "try /healthz, /readyz or /metrics"}
         return ("200 OK" if ok else "503 Service Unavailable"), report

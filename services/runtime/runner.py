@@ -62,7 +62,8 @@ def report(services: Sequence[Service], connected: Sequence[bool], closed: Seque
     reconnecting: only a restart helps), ready (consumers bound), ``waiting_for``: per
     service, each dependency it cannot reach now (since when, the last error, failures so far),
     ``not_alive``: per service, what of it is dead or stuck (``Service.liveness``: a stuck handler loop, a
-    dead watch thread, ...), and the ``role`` of a service that one instance leads (``leader`` or
+    dead watch thread, ...), ``not_progressing``: per service, what keeps it from progressing although alive (a
+    publish the server refused, a cycle that keeps failing: ``stalls``), and the ``role`` of a service that one instance leads (``leader`` or
     ``standby``: a standby is ready too)."""
     liveness = {s.name: s.liveness() for s in services}
     return {
@@ -71,6 +72,7 @@ def report(services: Sequence[Service], connected: Sequence[bool], closed: Seque
         "ready": all(s.ready.is_set() for s in services),
         "waiting_for": {s.name: s.waits.report() for s in services if s.waits},
         "not_alive": {name: problems for name, problems in liveness.items() if problems},
+        "not_progressing": {s.name: stalled for s in services if (stalled := s.stalls.report(s.clock.now()))},
         "services": {s.name: vars(s.stats) for s in services},
         "role": {s.name: s.leadership.state for s in services if s.leadership is not None},
     }

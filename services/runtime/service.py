@@ -61,7 +61,9 @@ from services.runtime.leadership import Leadership, holder_id
 from services.runtime.liveness import HandlerLoops
 from services.runtime.maxdeliveries import listen as listen_for_lost
 from services.runtime.outages import Draining, WaitsOut
+from services.runtime.refusals import NotPermitted
 from services.runtime.settings import Settings
+from services.runtime.stalls import Stalls
 from services.runtime.waits import Waits
 from services.runtime.window import Window, key_of
 
@@ -105,6 +107,7 @@ class Service(WaitsOut):
         self.ready = asyncio.Event()
         self.stopping = asyncio.Event()  # ``run``'s stop: a wait for a dependency ends when it is set
         self.waits = Waits()  # the dependencies its handler loops wait for now (readiness reports them)
+        self.stalls = Stalls(settings.stall_window_s)  # what keeps it from progressing: refused publishes (readiness)
         self.backoff = Backoff(settings.dependency_backoff_base_s, settings.dependency_backoff_cap_s)
         self.handler_loops = HandlerLoops(self.clock.now)  # signs of life of its handler loops (liveness)
         self.in_hand: InHandRecords | Unrecorded = Unrecorded()  # the messages its loops hold, once ``run`` opened the bucket (inhand)
@@ -240,6 +243,9 @@ class Service(WaitsOut):
         except InvalidInput as exc:
             await self._invalid(exc, msg, log, op_id, fence)
             return
+        except NotPermitted as exc:  # a bug or a misconfiguration, not an outage: retrying changes nothing
+            await self._refused(exc, msg, log, message)
+            return
         except Exception as exc:  # noqa: BLE001 - a bug: retry with backoff, then dead-letter
             await self._retry(msg, exc, log, message)
             return
@@ -273,6 +279,9 @@ class Service(WaitsOut):
             return
         except Fenced as refused:
             await self._fenced(refused, msg, log)
+            return
+        except NotPermitted as refused:
+            await self._refused(refused, msg, log, None)
             return
         except Exception as failure:  # noqa: BLE001 - not published: retry the message later
             await self._retry(msg, failure, log, None)
@@ -333,6 +342,14 @@ class Service(WaitsOut):
         self.stats.retried += 1
         await self.give_back(msg, delay=delay)
 
+    async def _refused(self, exc: NotPermitted, msg: Received, log: Any, message: Any) -> None:
+        """The server refused an event this message's handler returned (its user's permissions): given up at once,
+        as a handler that kept failing is (``handler_failed``: the op ends, its quota is released), and reported
+        by readiness until the refusals stop (``stalls``)."""
+        log.error("publish_refused", subject=exc.subject, error=str(exc))
+        self.stalls.refused(exc.subject, str(exc), self.clock.now())
+        await self._give_up(msg, f"its events cannot be published: {exc}", log, message)
+
     async def _give_up(self, msg: Received, text: str, log: Any, message: Any, reason: str = HANDLER_FAILED) -> None:
         """The last delivery failed: a ``handler_failed`` about the op (if the message names one), then
         the dead-letter copy and the error event."""
@@ -342,6 +359,9 @@ class Service(WaitsOut):
                 await self._publish_all([failed], msg, log)
         except Draining:
             return
+        except NotPermitted as exc:  # not even that: the dead letter and error event still say what happened
+            log.error("publish_refused", subject=exc.subject, error=str(exc))
+            self.stalls.refused(exc.subject, str(exc), self.clock.now())
         await self._reject(msg, reason, text, op_id=failed.op_id if failed else None)
 
     async def _lost(self, durable: str, msg: Received) -> None:

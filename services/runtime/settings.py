@@ -41,6 +41,8 @@ class Settings(BaseSettings):
         10.0, gt=0, le=20.0, description="longest wait between tries (below the 30 s ack wait: the message stays ours)")
     handler_stuck_s: float = Field(300.0, gt=0, description="a handler loop without a sign of life this long is "
                                    "stuck: /healthz 503 (a wait for a dependency is not: readiness reports it)")
+    stall_window_s: float = Field(600.0, gt=0, description="a publish the NATS server refused (permissions) keeps "
+                                  "/readyz 503, naming it, this long after the last refusal")
     poison_crashes: int = Field(2, ge=0, description="a message whose handling died with its process (OOM-kill, "
                                 "kill -9) this many times is dead-lettered before it is handled again; 0: off")
 

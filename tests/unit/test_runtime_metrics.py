@@ -8,6 +8,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from services.runtime import metrics
 from services.runtime.service import Stats
+from services.runtime.stalls import Stalls
+from tests.builders.clock import FakeClock
 
 
 def fake(name: str, *, ready=True, waits=None, leading=None, stats=None):
@@ -15,7 +17,7 @@ def fake(name: str, *, ready=True, waits=None, leading=None, stats=None):
     if ready:
         event.set()
     return SimpleNamespace(name=name, stats=stats or Stats(), ready=event,
-                           waits=SimpleNamespace(report=lambda: waits or {}),
+                           waits=SimpleNamespace(report=lambda: waits or {}), stalls=Stalls(), clock=FakeClock(),
                            leadership=None if leading is None else SimpleNamespace(state=leading),
                            metric_families=lambda: [])
 
