@@ -11,6 +11,9 @@ class Command(Wire, tag_field="type", kw_only=True):
     op_id: str
     requested_at: datetime | None = None
     requested_by: str = ""
+    # the sender's id of this request (a subject token): its Nats-Msg-Id is ``<op_id>.<type>.<request_id>``, and
+    # admission's answer carries it (the events it returns: ``request_id``; a refusal's error event: the msg id)
+    request_id: str = ""
 
 
 class SubmitOperation(Command, tag="submit", kw_only=True):

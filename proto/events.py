@@ -36,6 +36,7 @@ class OperationSubmitted(Event, tag="submitted", kw_only=True):
     original_op_id: str | None = None  # set for a restart or a copy
     relation: str | None = None  # "restart" or "copy"
     requested_by: str | None = None  # who submitted it ({{ globals.owner_name }})
+    request_id: str = ""  # the command's ``request_id`` (a restart or copy): its sender reads its verdict here
 
 
 class CostEstimated(Event, tag="cost_estimated", kw_only=True):
@@ -111,11 +112,15 @@ class OperationFailed(Event, tag="failed", kw_only=True):
 class OperationRejected(Event, tag="rejected", kw_only=True):
     reason: str  # a short machine code: "invalid_spec", "unknown_queue", "forbidden_pod_spec", ...
     message: str
+    name: str = ""  # a submit rejected before it was an op: the op's name and the queue it asked for ...
+    queue: str = ""  # ... (views show them: no ``submitted`` names it)
+    request_id: str = ""  # the reject command's ``request_id``: its sender reads its verdict here
 
 
 class OperationStopped(Event, tag="stopped", kw_only=True):
     reason: str = "stopped"
     message: str = ""
+    request_id: str = ""  # the stop command's ``request_id`` (admission stopping an op that held no pod)
 
 
 class StopRequested(Event, tag="stop_requested", kw_only=True):
@@ -123,6 +128,7 @@ class StopRequested(Event, tag="stop_requested", kw_only=True):
     namespace: str
     reason: str = "stopped"
     agent: str = ""  # the agent running the attempt (its dispatcher's subject)
+    request_id: str = ""  # the stop command's ``request_id``: its sender reads its verdict here
 
 
 class PreemptRequested(Event, tag="preempt_requested", kw_only=True):
@@ -163,6 +169,7 @@ class OperationOnHold(Event, tag="on_hold", kw_only=True):
 class OperationApproved(Event, tag="approved", kw_only=True):
     approved_by: str = ""
     comment: str = ""
+    request_id: str = ""  # the approve command's ``request_id``: its sender reads its verdict here
 
 
 class OperationSkipped(Event, tag="skipped", kw_only=True):
@@ -194,6 +201,7 @@ class OperationResumed(Event, tag="resumed", kw_only=True):
 
     params: dict[str, Any] = {}
     resumed_by: str = ""
+    request_id: str = ""  # the resume command's ``request_id``: its sender reads its verdict here
 
 
 class CostRecorded(Event, tag="cost_recorded", kw_only=True):
@@ -264,6 +272,9 @@ class ErrorRaised(Event, tag="error", kw_only=True):
     reason: str
     message: str
     payload: str = ""  # the start of the offending payload, for humans
+    # the refused message's Nats-Msg-Id: a command's sender matches the refusal to its own command with it
+    # (``opsched.verdicts``), not to another user's about the same op
+    command_msg_id: str = ""
 
 
 class DispatchDelayed(Event, tag="dispatch_delayed", kw_only=True):

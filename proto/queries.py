@@ -24,6 +24,8 @@ class WhyAnswer(Wire, tag_field="type", tag="why_answer", kw_only=True):
     queued_total: int = 0
     reasons: list[PendingReason] = []  # most binding first
     ignored: list[str] = []  # fields of its file that have no effect in opsched (warned at submit)
+    end_reason: str = ""  # an op that ended: the reason code it ended with ("unknown_queue", "Completed", ...) ...
+    end_message: str = ""  # ... and its message
 
 
 class FlavorUsage(Wire, kw_only=True):

@@ -35,6 +35,7 @@ from proto.events import (
     PreemptRequested,
     RetryScheduled,
     SpendRolled,
+    StopRequested,
 )
 from proto.failures import BLOCKING_MESSAGES, HANDLER_FAILED, is_infrastructure, will_retry
 from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
@@ -133,6 +134,9 @@ class OpFold(PreemptionsInFlight):
             return self._delayed(op, event)
         if isinstance(event, HandlerFailed):
             return self._handler_failed(op, event)
+        if isinstance(event, StopRequested):  # a second stop of this attempt has nothing to do (``handlers``)
+            op.stop_requested = event.attempt
+            return False
         return self._lifecycle(op, event)
 
     # ---- leaving memory (``retention``) ----
@@ -241,6 +245,9 @@ class OpFold(PreemptionsInFlight):
                 f.located(op)  # its pods are where the node says, no longer where assumed
         # an end always says why: its event's reason, else the last one known, else the end itself
         op.reason = getattr(e, "reason", "") or op.reason or (type_of(e) if status.terminal else "")
+        message = getattr(e, "message", None)
+        if status.terminal and isinstance(message, str) and message:  # ... and its message (``why`` of an ended op)
+            op.reason_message = message
         self._set_active(op, status.active)
         return True
 

@@ -43,6 +43,28 @@ from services.runtime.service import Context
 
 def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: Book,
               rate: SubmitRate | None = None) -> Event | list[Event] | None:
+    """``submitted`` (and ``skipped`` when its conditions are false), or ``rejected``: a rejected op keeps its
+    name and queue on its ``rejected`` (views show them)."""
+    try:
+        events = _on_submit(cmd, ctx, state, book, rate)
+    except InvalidInput as exc:
+        for event in exc.events:
+            _named(event, cmd)
+        raise
+    for event in events if isinstance(events, list) else [events] if events is not None else []:
+        _named(event, cmd)
+    return events
+
+
+def _named(event: Event, cmd: SubmitOperation) -> None:
+    if isinstance(event, OperationRejected) and event.op_id == cmd.op_id:
+        event.name = event.name or cmd.spec.name or ""
+        event.queue = event.queue or cmd.spec.queue or ""
+        event.request_id = event.request_id or cmd.request_id
+
+
+def _on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: Book,
+               rate: SubmitRate | None) -> Event | list[Event] | None:
     if not subjects.valid_token(cmd.op_id):
         raise InvalidInput("invalid_op_id", f"op id {cmd.op_id!r} must be lowercase letters, digits and dashes")
     if cmd.op_id in state.ops or cmd.op_id in state.fold.gone:
@@ -85,28 +107,28 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
     queue = route(spec, book)
     config = book.queues.get(queue)
     if config is None:
-        return [OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_queue",
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason="unknown_queue",
                                   message=f"unknown queue {queue!r}; known queues: {', '.join(book.names)}")]
     if spec.agent is not None and spec.agent == book.config.default_agent:
         spec = msgspec.structs.replace(spec, agent=agents.DEFAULT)  # the default agent, by its name
     runs_on = agents.agents_of(book, queue)
     if spec.agent is not None and spec.agent not in runs_on:
-        return [OperationRejected(op_id=cmd.op_id, at=now, reason="agent_mismatch",
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason="agent_mismatch",
                                   message=f"queue {queue} runs on {', '.join(sorted(map(agents.named, runs_on)))}, "
                                           f"not on agent {spec.agent} (the file's queue {spec.agent}/{queue})")]
     waiting = state.queues.waiting(queue)
     if config.max_queued is not None and waiting >= config.max_queued:
-        return [OperationRejected(op_id=cmd.op_id, at=now, reason="queue_full",
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason="queue_full",
                                   message=f"queue {queue} already holds {waiting} waiting ops (maxQueued "
                                           f"{config.max_queued}); retry later or use another queue")]
     try:
         priority = priority_of(spec, queue, book)
     except UnknownPriorityClass as exc:
-        return [OperationRejected(op_id=cmd.op_id, at=now, reason="unknown_priority_class", message=str(exc))]
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason="unknown_priority_class", message=str(exc))]
     except PriorityTooHigh as exc:
-        return [OperationRejected(op_id=cmd.op_id, at=now, reason=TOO_HIGH, message=str(exc))]
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=TOO_HIGH, message=str(exc))]
     return [OperationSubmitted(op_id=cmd.op_id, at=now, spec=spec, queue=queue, submitted_at=now, priority=priority,
-                               requested_by=cmd.requested_by or None)]
+                               requested_by=cmd.requested_by or None, request_id=cmd.request_id)]
 
 
 def _check_templates(e: OperationSubmitted, ctx: Context, book: Book) -> None:
@@ -127,28 +149,47 @@ def _invalid(op_id: str, now, reason: str, message: str) -> InvalidInput:
     return InvalidInput(reason, message, op_id=op_id, events=[rejected])
 
 
+ALREADY_ENDED = "already_ended"  # a stop, approve or reject of an op that has ended: refused
+ALREADY_APPROVED = "already_approved"  # an approve of an op approved before: nothing to do (its sender exits 0)
+ALREADY_STOPPING = "already_stopping"  # a stop of an attempt whose stop was requested before: nothing to do
+
+
 def on_approve(cmd: ApproveOperation, ctx: Context, state: AdmissionState) -> Event | None:
-    if _finished_and_gone(cmd.op_id, state):
-        return None
-    op = _known(cmd.op_id, state)
-    if op.status.terminal or op.approved:
-        return None
+    """``approved``; refused (an error event its sender reads) when the op is unknown or has ended, and
+    ``already_approved`` when it was approved before (nothing to do)."""
+    op = _acting_on("approve", cmd.op_id, state)
+    if op.approved:
+        raise InvalidInput(ALREADY_APPROVED, f"nothing to do: {op.op_id} is already approved", op_id=op.op_id)
     return OperationApproved(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt,
-                             approved_by=cmd.requested_by, comment=cmd.comment)
+                             approved_by=cmd.requested_by, comment=cmd.comment, request_id=cmd.request_id)
 
 
 def on_reject(cmd: RejectOperation, ctx: Context, state: AdmissionState) -> Event | None:
-    if _finished_and_gone(cmd.op_id, state):
-        return None
-    op = _known(cmd.op_id, state)
-    if op.status.terminal:
-        return None
+    op = _acting_on("reject", cmd.op_id, state)
     if op.status not in (Status.ON_HOLD, Status.PENDING):
         raise InvalidInput("not_on_hold", f"cannot reject {op.op_id}: it is {op.status.name.lower()}, not on hold; "
                                           f"use stop", op_id=op.op_id)
     who = f" by {cmd.requested_by}" if cmd.requested_by else ""
     return OperationRejected(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt, reason="approval_rejected",
-                             message=f"rejected{who}" + (f": {cmd.comment}" if cmd.comment else ""))
+                             message=f"rejected{who}" + (f": {cmd.comment}" if cmd.comment else ""),
+                             request_id=cmd.request_id)
+
+
+def _acting_on(verb: str, op_id: str, state: AdmissionState):
+    """The op a stop, approve or reject acts on; refused when it is unknown (``unknown_op``) or has ended
+    (``already_ended``, also for an op that left memory)."""
+    gone = state.fold.gone.get(op_id) if op_id not in state.ops else None
+    if gone is not None:
+        raise InvalidInput(ALREADY_ENDED, f"cannot {verb} {op_id}: it already {gone.label} (and left memory after "
+                                          f"its retention ttl)", op_id=op_id)
+    op = state.ops.get(op_id)
+    if op is None:
+        raise InvalidInput(Reason.UNKNOWN_OP, f"cannot {verb} {op_id!r}: {reason_message(Reason.UNKNOWN_OP)}",
+                           op_id=op_id)
+    if op.status.terminal:
+        ended = f" ({op.reason})" if op.reason and op.reason != op.status.label else ""
+        raise InvalidInput(ALREADY_ENDED, f"cannot {verb} {op_id}: it already {op.status.label}{ended}", op_id=op_id)
+    return op
 
 
 def check_owner(verb: str, op_id: str, ctx: Context, state: AdmissionState, book: Book) -> None:
@@ -169,25 +210,19 @@ def _known(op_id: str, state: AdmissionState):
     return op
 
 
-def _finished_and_gone(op_id: str, state: AdmissionState) -> bool:
-    """An op that ended and left memory: an approve, reject or stop of it has nothing left to do."""
-    return op_id not in state.ops and op_id in state.fold.gone
-
-
 def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | None:
-    op = state.ops.get(cmd.op_id)
+    """``stop_requested`` (its pods deleted by the dispatcher, then ``stopped``) or, holding no pod, ``stopped``;
+    refused when the op is unknown or has ended; ``already_stopping`` when this attempt's stop was requested."""
+    op = _acting_on("stop", cmd.op_id, state)
     now = ctx.clock.now()
-    if _finished_and_gone(cmd.op_id, state):
-        return None
-    if op is None:
-        raise InvalidInput(Reason.UNKNOWN_OP, f"cannot stop {cmd.op_id!r}: {reason_message(Reason.UNKNOWN_OP)}",
-                           op_id=cmd.op_id)
-    if op.status.terminal:
-        return None
     if op.status.active and op.pod_name and op.namespace:
+        if op.stop_requested == op.attempt:  # the same request again would be a duplicate JetStream drops
+            raise InvalidInput(ALREADY_STOPPING, f"nothing to do: a stop of {op.op_id} (attempt {op.attempt}) was "
+                                                 f"requested already; its pods are being deleted", op_id=op.op_id)
         return StopRequested(op_id=op.op_id, at=now, attempt=op.attempt, pod_name=op.pod_name,
-                             namespace=op.namespace, reason=cmd.reason, agent=op.agent)
-    return OperationStopped(op_id=op.op_id, at=now, attempt=op.attempt, reason="stopped", message=cmd.reason)
+                             namespace=op.namespace, reason=cmd.reason, agent=op.agent, request_id=cmd.request_id)
+    return OperationStopped(op_id=op.op_id, at=now, attempt=op.attempt, reason="stopped", message=cmd.reason,
+                            request_id=cmd.request_id)
 
 
 COPY_ENV = "OPSCHED_COPY_FROM"  # a copy's container learns which op's outputs to start from
@@ -205,9 +240,12 @@ def on_rerun(cmd: RestartOperation | CopyOperation, ctx: Context, state: Admissi
         spec = msgspec.structs.replace(spec, inputs={**spec.inputs, "copy_from": original.op_id},
                                        container=msgspec.structs.replace(spec.container, env=env))
     submit = SubmitOperation(op_id=cmd.new_op_id, spec=spec, requested_at=cmd.requested_at,
-                             requested_by=cmd.requested_by)
+                             requested_by=cmd.requested_by, request_id=cmd.request_id)
     events = on_submit(submit, ctx, state, book, rate)
-    for event in events if isinstance(events, list) else [events] if events else []:
+    if events is None:  # the new op id names an op already: nothing new was made
+        raise InvalidInput("duplicate_op_id", f"cannot {relation} {original.op_id} as {cmd.new_op_id}: an op "
+                                              f"{cmd.new_op_id} exists already; choose another id", op_id=cmd.op_id)
+    for event in events if isinstance(events, list) else [events]:
         if isinstance(event, OperationSubmitted):
             event.original_op_id, event.relation = original.op_id, relation
     return events
@@ -229,4 +267,4 @@ def on_resume(cmd: ResumeOperation, ctx: Context, state: AdmissionState, book: B
         raise InvalidInput(INVALID_TEMPLATE, f"cannot resume {op.op_id} with these params: {exc}",
                            op_id=op.op_id) from None
     return OperationResumed(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt + 1, params=cmd.params,
-                            resumed_by=cmd.requested_by)
+                            resumed_by=cmd.requested_by, request_id=cmd.request_id)

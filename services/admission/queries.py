@@ -27,12 +27,15 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         gone = state.fold.gone.get(op_id)  # it ended and left memory: its summary is in the ops bucket
         if gone is not None:
             return WhyAnswer(op_id=op_id, found=True, status=gone.label)
-        ended = state.fold.strays.ended(op_id)  # rejected before it was an op (e.g. its spec refused on decode)
-        if ended is not None:
-            return WhyAnswer(op_id=op_id, found=True, status=ended.label)
+        ended = state.fold.strays.end_of(op_id)  # rejected before it was an op (e.g. its spec refused on decode)
+        if ended is not None and ended.status is not None:
+            return WhyAnswer(op_id=op_id, found=True, status=ended.status.label, end_reason=ended.reason,
+                             end_message=ended.message)
         return WhyAnswer(op_id=op_id, found=False, reasons=[pending(Reason.UNKNOWN_OP)])
     answer = WhyAnswer(op_id=op_id, found=True, status=op.status.name.lower(), queue=op.queue,
                        ignored=list(op.spec.ignored))
+    if op.status.terminal:  # how it ended (an op that left memory: its summary says, ``opsched why`` reads it)
+        answer.end_reason, answer.end_message = op.reason, op.handler_failure or op.reason_message
     if op.status == Status.PENDING:
         answer.reasons = _gate_reasons(op)
     elif op.status == Status.QUEUED:

@@ -48,6 +48,7 @@ class OpRecord:
     preemptions: int = 0
     queued_at: datetime | None = None  # when it (re-)entered its queue: order and aging start here
     approved: bool = False  # an approve command arrived
+    stop_requested: int = -1  # the attempt whose pods a stop command asked the dispatcher to delete
     reason_message: str = ""
     retries_used: int = 0  # own (application) failures so far
     infra_failures: int = 0

@@ -75,7 +75,9 @@ class Stray:
     seq: int
     at: datetime
     op_id: str
-    status: Status | None  # the op's end, when the event is one (a submit rejected before it was an op)
+    status: Status | None  # the op's end, when the event is one (a submit rejected before it was an op) ...
+    reason: str = ""  # ... with its reason and message (``why``)
+    message: str = ""
 
 
 class Strays:
@@ -87,8 +89,10 @@ class Strays:
         kind = event_type(type(event))
         if seq and kind not in subjects.KEPT_PAST_PURGE:
             status = STATUS_OF.get(type(event))
-            self.found.append(Stray(subjects.event(kind, event.op_id), seq, event.at, event.op_id,
-                                    status if status is not None and status.terminal else None))
+            end = status if status is not None and status.terminal else None
+            self.found.append(Stray(subjects.event(kind, event.op_id), seq, event.at, event.op_id, end,
+                                    getattr(event, "reason", "") if end else "",
+                                    getattr(event, "message", "") if end else ""))
 
     def due(self, now: datetime, ttl_s: float, consumed_seq: int, limit: int) -> list[Stray]:
         """The strays whose ttl has passed and which every service has consumed, oldest first; forgotten."""
@@ -102,7 +106,12 @@ class Strays:
 
     def ended(self, op_id: str) -> Status | None:
         """How an op admission never held ended, if a stray says so (a submit rejected before it was an op)."""
-        return next((s.status for s in reversed(self.found) if s.op_id == op_id and s.status is not None), None)
+        stray = self.end_of(op_id)
+        return stray.status if stray is not None else None
+
+    def end_of(self, op_id: str) -> Stray | None:
+        """The stray that ended an op admission never held (its status, reason and message), if any."""
+        return next((s for s in reversed(self.found) if s.op_id == op_id and s.status is not None), None)
 
     def __len__(self) -> int:
         return len(self.found)

@@ -41,6 +41,8 @@ def default_msg_id(message: msgspec.Struct) -> str:
     if isinstance(message, Event):
         return subjects.msg_id(message.op_id, kind, message.attempt)
     if isinstance(message, Command):
+        if message.request_id:  # one per request its sender made (``opsched.verdicts`` matches the answer by it)
+            return subjects.msg_id(message.op_id, kind, message.request_id)
         # a rerun is one per new op id; a resume one per request; the others one per op
         distinct = getattr(message, "new_op_id", None) or (
             int(message.requested_at.timestamp() * 1000) if kind == "resume" and message.requested_at else 0)

@@ -40,6 +40,7 @@ async def dead_letter(bus: Bus, clock: Clock, service: str, msg: Received, *,
     error = ErrorRaised(
         op_id=op, at=clock.now(), service=service, subject=msg.subject, reason=reason,
         message=message, payload=msg.data[:200].decode("utf-8", errors="replace"),
+        command_msg_id=(msg.headers or {}).get("Nats-Msg-Id", "")[:200],  # its sender matches its refusal by it
     )
     await bus.publish(error, msg_id=subjects.error_msg_id(service, msg.durable, msg.stream_seq))
     return error

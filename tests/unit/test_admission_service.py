@@ -107,9 +107,12 @@ def test_stop_of_an_active_op_requests_the_stop_of_its_pod(ctx, c):
     assert event == StopRequested(op_id="a", at=T0, pod_name="op-a-0", namespace="ml", reason="bye")
 
 
-def test_stop_of_a_finished_op_returns_nothing(ctx):
+def test_stop_of_a_finished_op_is_refused_already_ended(ctx):
     state = fold(ready("a"), succeeded("a"))
-    assert on_stop(stop("a"), ctx, state) is None
+    with pytest.raises(InvalidInput) as info:  # its sender reads the refusal (``opsched.verdicts``)
+        on_stop(stop("a"), ctx, state)
+    assert (info.value.reason, info.value.op_id) == ("already_ended", "a")
+    assert "already succeeded" in info.value.message
 
 
 def test_stop_of_an_unknown_op_raises_invalid_input(ctx):

@@ -16,6 +16,7 @@ from services.admission import handlers
 from services.admission.purge import Retention, purge_order
 from services.admission.schedules import run_status
 from services.admission.state import AdmissionState, Status
+from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import (
@@ -181,7 +182,9 @@ async def test_dependants_and_commands_still_see_the_status_of_an_op_that_left()
     await w.after(TTL)
     assert run_status(w.state.fold.status_of("a")) == "succeeded"  # schedules' dependsOnPast
     ctx = Context("admission", w.clock, w.settings, _Log())
-    assert handlers.on_stop(stop("a"), ctx, w.state) is None  # it ended: nothing to stop
+    with pytest.raises(InvalidInput) as info:  # it ended: refused, saying how it ended
+        handlers.on_stop(stop("a"), ctx, w.state)
+    assert info.value.reason == "already_ended" and "already succeeded" in info.value.message
     assert handlers.on_submit(submit(op("a").build(), op_id="a"), ctx, w.state, _book()) is None  # a duplicate
 
 
