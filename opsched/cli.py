@@ -64,7 +64,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         built = [p for spec, op_id in zip(pods, ids) for p in dryrun.pods_of(spec, op_id, config)]
         print(dryrun.dump(built, args.output), end="")
         return 0
-    return asyncio.run(_submit(args, specs, ids))
+    return asyncio.run(_submit(args, specs, ids, [spec.queue for spec in pods]))
 
 
 def _queue_config(args: argparse.Namespace):
@@ -77,7 +77,19 @@ def _queue_config(args: argparse.Namespace):
         raise SystemExit(_fail(str(exc))) from None
 
 
-async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
+def _unknown_queue(file: str, specs: list, queues: list[str | None], config) -> str | None:
+    """Why the file's ops cannot go where they ask in ``config`` (the queue configuration in force), or None."""
+    known = [q.name for q in config.queues]
+    asked = [queue or config.project_queues.get(spec.project, config.default_queue)
+             for spec, queue in zip(specs, queues)]
+    unknown = sorted({q for q in asked if q not in known})
+    if not unknown:
+        return None
+    return (f"{file}: unknown queue {', '.join(map(repr, unknown))}; known queues: {', '.join(known) or 'none'} "
+            "(the queue configuration in force: `opsched queues`)")
+
+
+async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues: list[str | None]) -> int:
     from proto.spec_size import SpecTooLarge
     from services.runtime import tracing
     from services.runtime.errors import MessageTooLarge
@@ -92,6 +104,10 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str]) -> int:
         return EXIT_UNREACHABLE
     batch = specs[0].batch
     try:
+        config = await client.queue_config()  # none in force yet: admission routes (and rejects) as it starts
+        unknown = _unknown_queue(args.file, specs, queues, config) if config is not None else None
+        if unknown is not None:  # refused before anything is published
+            return _fail(unknown)
         for spec, op_id in zip(specs, ids):
             try:
                 await client.submit(spec, op_id=op_id, requested_by="cli", traceparent=parent)
@@ -165,37 +181,47 @@ def _scheduled_op(args: argparse.Namespace):
     return spec, schedule
 
 
+def _with_verdict(args: argparse.Namespace, send) -> int:
+    """Run ``send(client)`` (a command waiting for admission's verdict, ``opsched.verdicts``) and say the verdict:
+    done or nothing to do -> stdout, exit 0; refused -> stderr, exit 1 (2: what was typed names nothing or is
+    invalid); no verdict within --timeout -> stderr, exit 4 (it may or may not have taken effect)."""
+    from opsched.verdicts import EXIT_NO_VERDICT, CommandRefused, VerdictUnknown
+
+    async def run(client) -> int:
+        try:
+            verdict = await send(client)
+        except CommandRefused as exc:
+            return _fail(str(exc), exc.verdict.exit_code)
+        except VerdictUnknown as exc:
+            return _fail(str(exc), EXIT_NO_VERDICT)
+        if verdict.new_op_id:  # a restart or copy: its new id alone on stdout (for scripts), the verdict on stderr
+            print(f"opsched: {verdict.message}", file=sys.stderr, flush=True)
+            print(verdict.new_op_id)
+        else:
+            print(verdict.message)
+        return verdict.exit_code
+    return reading.with_client(args, run)
+
+
 def cmd_stop(args: argparse.Namespace) -> int:
-    async def stop(client) -> int:
-        await client.stop(args.id)
-        print(f"stop requested for {args.id}")
-        return 0
-    return reading.with_client(args, stop)
+    return _with_verdict(args, lambda client: client.stop(args.id, timeout=args.timeout))
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    async def approve(client) -> int:
-        if args.command == "approve":
-            await client.approve(args.id, comment=args.comment or "", requested_by="cli")
-        else:
-            await client.reject(args.id, comment=args.comment or "", requested_by="cli")
-        print(f"{args.command} sent for {args.id}")
-        return 0
-    return reading.with_client(args, approve)
+    def send(client):
+        act = client.approve if args.command == "approve" else client.reject
+        return act(args.id, comment=args.comment or "", requested_by="cli", timeout=args.timeout)
+    return _with_verdict(args, send)
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
     params = parse_params(args.param)
 
-    async def rerun(client) -> int:
+    def send(client):
         if args.command == "resume":
-            await client.resume(args.id, params, requested_by="cli")
-            print(f"resume sent for {args.id}")
-        else:
-            new_id = await client.restart(args.id, params, copy=args.command == "copy", requested_by="cli")
-            print(new_id)
-        return 0
-    return reading.with_client(args, rerun)
+            return client.resume(args.id, params, requested_by="cli", timeout=args.timeout)
+        return client.rerun(args.id, params, copy=args.command == "copy", requested_by="cli", timeout=args.timeout)
+    return _with_verdict(args, send)
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
@@ -242,7 +268,8 @@ def parser() -> argparse.ArgumentParser:
                                       "every op of its sweep")
     s.add_argument("file")
     s.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")
-    s.add_argument("--queue", "-q")
+    s.add_argument("--queue", "-q", help="the queue (default: the file's, else its project's, else the default "
+                   "queue); one the configuration in force does not have is refused (exit 2, the known ones listed)")
     s.add_argument("--priority", type=int)
     s.add_argument("--id", help="operation id (default: random); the same id submitted twice is one op "
                    "(a sweep's ops are ID-0, ID-1, ...)")
@@ -253,15 +280,13 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--queues", type=Path, metavar="FILE", help=QUEUES_HELP)
     s.set_defaults(func=cmd_submit)
     for verb, text in (("approve", "release an op held for approval"), ("reject", "refuse an op held for approval")):
-        a = sub.add_parser(verb, help=text)
-        a.add_argument("id")
+        a = _verdict_parser(sub, verb, text)
         a.add_argument("--comment", "-m")
         a.set_defaults(func=cmd_approve)
-    for verb, text in (("restart", "run an op again as a new op linked to it"),
-                       ("copy", "a new op from an op's spec, starting from its outputs"),
+    for verb, text in (("restart", "run an op again as a new op linked to it (prints the new op's id)"),
+                       ("copy", "a new op from an op's spec, starting from its outputs (prints the new op's id)"),
                        ("resume", "continue a stopped/failed/timed-out op in place (same id, new attempt)")):
-        r = sub.add_parser(verb, help=text)
-        r.add_argument("id")
+        r = _verdict_parser(sub, verb, text)
         r.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")
         r.set_defaults(func=cmd_rerun)
     qs = sub.add_parser("queues", help="queues: running/concurrency, quota use per flavor, pending, borrowed")
@@ -275,9 +300,29 @@ def parser() -> argparse.ArgumentParser:
     from opsched.ui.options import add_ui_arguments
     add_ui_arguments(ui)
     ui.set_defaults(func=cmd_ui)
-    st = sub.add_parser("stop", help="stop a queued or running operation")
-    st.add_argument("id")
+    st = _verdict_parser(sub, "stop", "stop a queued or running operation")
     st.set_defaults(func=cmd_stop)
+    return p
+
+
+VERDICT_EPILOG = """\
+Waits for admission's verdict on this command and prints it: done (e.g. "stop requested", "approved",
+"resumed as attempt 2"; restart/copy print the new op's id) or nothing to do ("already approved", "a stop was
+requested already") on stdout, exit 0. Refused: the reason on stderr, exit 1 (the op has ended, is not
+resumable, is not on hold, your user may not act on its project, ...) or 2 (what you typed names nothing or is
+invalid: an unknown op id, params that cannot render; also a verb your NATS role may not send). No verdict
+within --timeout seconds: exit 4, the command may or may not have taken effect. NATS unreachable: exit 3."""
+
+
+def _verdict_parser(sub, verb: str, text: str) -> argparse.ArgumentParser:
+    """A command on one op that waits for admission's verdict (``_with_verdict``)."""
+    from opsched.verdicts import VERDICT_TIMEOUT_S
+
+    p = sub.add_parser(verb, help=text, description=text, epilog=VERDICT_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("id")
+    p.add_argument("--timeout", type=float, default=VERDICT_TIMEOUT_S,
+                   help=f"seconds to wait for admission's verdict (default {VERDICT_TIMEOUT_S:g})")
     return p
 
 

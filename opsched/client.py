@@ -10,10 +10,20 @@ from pathlib import Path
 
 import msgspec
 
+from opsched.verdicts import (  # noqa: F401 - VerdictUnknown: the SDK's callers catch it from here
+    VERDICT_TIMEOUT_S,
+    CommandRefused,
+    Request,
+    Verdict,
+    VerdictUnknown,
+    await_verdict,
+    new_request_id,
+)
 from opsched.view import OpRow, OpsView
 from proto import codec, subjects
 from proto.commands import (
     ApproveOperation,
+    Command,
     CopyOperation,
     RejectOperation,
     RestartOperation,
@@ -21,8 +31,9 @@ from proto.commands import (
     StopOperation,
     SubmitOperation,
 )
-from proto.config import SetQueues
+from proto.config import QueuesConfigured, SetQueues
 from proto.events import Event
+from proto.health import HealthAnswer, HealthRequest
 from proto.queries import (
     CostAnswer,
     CostRequest,
@@ -114,31 +125,65 @@ class Client:
             await self.bus.publish(cmd)
         return op_id
 
-    async def stop(self, op_id: str, reason: str = "stopped by user") -> None:
-        await self.bus.publish(StopOperation(op_id=op_id, reason=reason,
-                                             requested_at=datetime.now(timezone.utc)),
-                               msg_id=subjects.msg_id(op_id, "stop", int(datetime.now().timestamp())))
+    async def stop(self, op_id: str, reason: str = "stopped by user", *, wait: bool = True,
+                   timeout: float = VERDICT_TIMEOUT_S) -> Verdict | None:
+        """Stop an op; with ``wait`` (the default) return admission's verdict (``opsched.verdicts``): raises
+        ``CommandRefused`` (unknown op, already ended, not allowed, ...) or ``VerdictUnknown`` (no answer in
+        ``timeout`` s). ``wait=False``: publish and return None at once."""
+        return await self._command(StopOperation(op_id=op_id, reason=reason), wait, timeout)
 
-    async def approve(self, op_id: str, comment: str = "", requested_by: str = "sdk") -> None:
-        await self.bus.publish(ApproveOperation(op_id=op_id, comment=comment, requested_by=requested_by,
-                                                requested_at=datetime.now(timezone.utc)))
+    async def approve(self, op_id: str, comment: str = "", requested_by: str = "sdk", *, wait: bool = True,
+                      timeout: float = VERDICT_TIMEOUT_S) -> Verdict | None:
+        """Release an op held for approval; the verdict as ``stop``'s (approved twice: ``nothing_to_do``)."""
+        return await self._command(ApproveOperation(op_id=op_id, comment=comment, requested_by=requested_by),
+                                   wait, timeout)
 
-    async def reject(self, op_id: str, comment: str = "", requested_by: str = "sdk") -> None:
-        await self.bus.publish(RejectOperation(op_id=op_id, comment=comment, requested_by=requested_by,
-                                               requested_at=datetime.now(timezone.utc)))
+    async def reject(self, op_id: str, comment: str = "", requested_by: str = "sdk", *, wait: bool = True,
+                     timeout: float = VERDICT_TIMEOUT_S) -> Verdict | None:
+        """Refuse an op held for approval (it ends rejected); the verdict as ``stop``'s."""
+        return await self._command(RejectOperation(op_id=op_id, comment=comment, requested_by=requested_by),
+                                   wait, timeout)
 
     async def restart(self, op_id: str, params: dict | None = None, copy: bool = False,
-                      as_op_id: str | None = None, requested_by: str = "sdk") -> str:
-        """A new op from ``op_id``'s spec (a copy also gets the original's outputs to start from)."""
-        new_id = as_op_id or new_op_id()
-        kind = CopyOperation if copy else RestartOperation
-        await self.bus.publish(kind(op_id=op_id, new_op_id=new_id, params=params or {},
-                                    requested_by=requested_by, requested_at=datetime.now(timezone.utc)))
-        return new_id
+                      as_op_id: str | None = None, requested_by: str = "sdk", *, wait: bool = True,
+                      timeout: float = VERDICT_TIMEOUT_S) -> str:
+        """A new op from ``op_id``'s spec (a copy also gets the original's outputs to start from): its id, once
+        submitted (``wait``; refused: ``CommandRefused``, no answer: ``VerdictUnknown``). ``rerun`` returns the
+        verdict itself."""
+        if not wait:
+            kind = CopyOperation if copy else RestartOperation
+            new_id = as_op_id or new_op_id()
+            await self.bus.publish(kind(op_id=op_id, new_op_id=new_id, params=params or {}, requested_by=requested_by,
+                                        requested_at=datetime.now(timezone.utc), request_id=new_request_id()))
+            return new_id
+        return (await self.rerun(op_id, params, copy, as_op_id, requested_by, timeout=timeout)).new_op_id
 
-    async def resume(self, op_id: str, params: dict | None = None, requested_by: str = "sdk") -> None:
-        await self.bus.publish(ResumeOperation(op_id=op_id, params=params or {}, requested_by=requested_by,
-                                               requested_at=datetime.now(timezone.utc)))
+    async def rerun(self, op_id: str, params: dict | None = None, copy: bool = False, as_op_id: str | None = None,
+                    requested_by: str = "sdk", *, timeout: float = VERDICT_TIMEOUT_S) -> Verdict:
+        """``restart`` (or ``copy``), returning admission's verdict: the new op submitted (``new_op_id``)."""
+        kind = CopyOperation if copy else RestartOperation
+        cmd = kind(op_id=op_id, new_op_id=as_op_id or new_op_id(), params=params or {}, requested_by=requested_by)
+        verdict = await self._command(cmd, True, timeout)
+        assert verdict is not None
+        return verdict
+
+    async def resume(self, op_id: str, params: dict | None = None, requested_by: str = "sdk", *, wait: bool = True,
+                     timeout: float = VERDICT_TIMEOUT_S) -> Verdict | None:
+        """Continue a stopped, failed or timed-out op in place; the verdict as ``stop``'s (``not_resumable``...)."""
+        return await self._command(ResumeOperation(op_id=op_id, params=params or {}, requested_by=requested_by),
+                                   wait, timeout)
+
+    async def _command(self, cmd: Command, wait: bool, timeout: float) -> Verdict | None:
+        """Publish ``cmd`` with a new request id; with ``wait``, follow its op first and return the verdict."""
+        cmd = msgspec.structs.replace(cmd, requested_at=datetime.now(timezone.utc), request_id=new_request_id())
+        if not wait:
+            await self.bus.publish(cmd)
+            return None
+        request = Request(codec.type_of(cmd), cmd.op_id, cmd.request_id, getattr(cmd, "new_op_id", ""))
+        verdict = await await_verdict(self.bus, request, lambda: self.bus.publish(cmd), timeout)
+        if verdict.refused:
+            raise CommandRefused(verdict)
+        return verdict
 
     async def create_schedule(self, spec: ScheduleSpec, op: OpSpec, schedule_id: str | None = None,
                               requested_by: str = "sdk") -> str:
@@ -175,9 +220,24 @@ class Client:
         data = await self.bus.request(subjects.QUERY_COST, CostRequest(), timeout=timeout)
         return msgspec.json.decode(data, type=CostAnswer)
 
+    async def health(self, service: str, timeout: float = 2.0) -> HealthAnswer:
+        """Ask ``service`` (one of its replicas) how it is: what keeps it from progressing, what it waits for, what
+        of it is not alive (``proto.health``; none: fine)."""
+        data = await self.bus.request(subjects.health_query(service), HealthRequest(), timeout=timeout)
+        return msgspec.json.decode(data, type=HealthAnswer)
+
     async def set_queues(self, config: QueuesConfig, requested_by: str = "sdk") -> None:
         """Replace the queue configuration (admission validates it; an error event says why not)."""
         await self.bus.publish(SetQueues(config=config, requested_by=requested_by))
+
+    async def queue_config(self) -> QueuesConfig | None:
+        """The queue configuration last put in force (the config stream's ``config.queues``; None: none yet)."""
+        seq = await self.bus.last_stored(subjects.CONFIG_STREAM, subjects.CONFIG_QUEUES)
+        stored = await self.bus.stored(subjects.CONFIG_STREAM, seq) if seq else None
+        if stored is None:
+            return None
+        message = codec.decode_config(stored.data)
+        return message.config if isinstance(message, QueuesConfigured) else None
 
     async def view(self) -> OpsView:
         """Every op: those that left admission's memory from their summaries, the others from the stream."""

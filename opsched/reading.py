@@ -97,6 +97,13 @@ def cmd_why(args: argparse.Namespace) -> int:
 
     async def run(client) -> int:
         answer = await client.why(args.id)
+        from proto.lifecycle import TERMINAL_LABELS
+
+        if answer.status in TERMINAL_LABELS and not (answer.end_reason or answer.end_message):
+            summary = await client.summary(args.id)  # it ended and left admission's memory: its summary says how
+            if summary is not None:
+                answer.queue = answer.queue or summary.queue
+                answer.end_reason, answer.end_message = summary.reason or summary.status, summary.message
         print_json(answer) if args.output == JSON else print(why_text(answer))
         return 0 if answer.found else 1
     return with_client(args, run)
@@ -133,7 +140,8 @@ def add_read_parsers(sub: Any) -> None:
     w.add_argument("--output", "-o", choices=(TABLE, JSON), default=TABLE,
                    help="json: one JSON object per event, for scripts")
     w.set_defaults(func=cmd_watch)
-    y = sub.add_parser("why", help="why an operation is pending: ranked reasons and its queue position")
+    y = sub.add_parser("why", help="why an operation is pending: ranked reasons and its queue position; an op "
+                                   "that ended: its status and the reason and message it ended with")
     y.add_argument("id")
     add_output(y)
     y.set_defaults(func=cmd_why)

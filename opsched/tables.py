@@ -35,7 +35,12 @@ def fragmentation_text(answer: QueuesAnswer) -> str:
 def why_text(answer: WhyAnswer) -> str:
     if not answer.found:
         return f"{answer.op_id}: no such operation"
-    head = f"{answer.op_id}: {answer.status} in queue {answer.queue}"
+    head = f"{answer.op_id}: {answer.status}" + (f" in queue {answer.queue}" if answer.queue else "")
+    if answer.end_reason or answer.end_message:  # it ended: how
+        ended = ": ".join(p for p in (answer.end_reason, answer.end_message) if p)
+        return "\n".join([f"{head} (ended: {ended})",
+                          *([f"  ignored (no effect in opsched): {', '.join(answer.ignored)}"] if answer.ignored
+                            else [])])
     if answer.position is not None:
         head += f", position {answer.position} of {answer.queued_total}"
     note = [f"  ignored (no effect in opsched): {', '.join(answer.ignored)}"] if answer.ignored else []

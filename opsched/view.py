@@ -152,6 +152,8 @@ def _details(row: OpRow, event: Event) -> None:
         row.agent = event.agent
     elif isinstance(event, (OperationRunning, OperationSucceeded, OperationFailed)) and event.node:
         row.node = f"{row.agent}/{event.node}" if row.agent else event.node
+    if isinstance(event, OperationRejected) and row.name == "?":  # rejected at submit: no ``submitted`` named it
+        row.name, row.queue = event.name or "?", event.queue or row.queue
     if isinstance(event, (OperationFailed, OperationRejected)):
         row.reason = f"{event.reason}: {event.message}" if event.message else event.reason
     elif isinstance(event, OperationSucceeded) and event.reason != "Completed":

@@ -1,0 +1,184 @@
+"""Admission's verdict on one command (stop, approve, reject, restart, copy, resume), read from the op stream.
+
+A command carries a ``request_id`` chosen by its sender; its Nats-Msg-Id is ``<op_id>.<verb>.<request_id>``
+(``services.runtime.addressing``). Admission answers every such command, on the op's subjects:
+
+- done: the event its handler returns carries the ``request_id`` (stop: ``stop_requested``, or ``stopped`` for an
+  op that held no pod; approve: ``approved``; reject: ``rejected``; resume: ``resumed``); a restart or copy is
+  answered by the NEW op's ``submitted`` (or ``rejected``), whose id the sender chose;
+- refused, or nothing to do: an ``error`` event whose ``command_msg_id`` is the command's Nats-Msg-Id (reasons
+  ``unknown_op``, ``already_ended``, ``not_resumable``, ``not_on_hold``, ``not_allowed``, ...; nothing to do:
+  ``already_approved``, ``already_stopping``).
+
+So a sender never takes another user's answer about the same op for its own. It follows the op's subjects
+(from the start of the stream: nothing published after it subscribed can be missed) BEFORE it publishes, and
+waits for the first event that matches (``verdict_of``), at most ``timeout`` seconds (``VerdictUnknown``)."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from proto import codec, subjects
+from proto.events import (
+    ErrorRaised,
+    Event,
+    OperationApproved,
+    OperationRejected,
+    OperationResumed,
+    OperationStopped,
+    OperationSubmitted,
+    StopRequested,
+)
+
+VERDICT_TIMEOUT_S = 10.0
+NOTHING_TO_DO = frozenset({"already_approved", "already_stopping"})  # the op is as asked already: exit 0
+# refusals of what was typed (an id naming nothing, params that cannot render, ...): exit 2; others exit 1
+BAD_INPUT = frozenset({"unknown_op", "invalid_op_id", "invalid_template", "invalid_condition", "spec_too_large",
+                       "invalid_spec", "malformed_message", "duplicate_op_id", "unknown_queue",
+                       "unknown_priority_class", "agent_mismatch"})
+EXIT_DONE, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_NO_VERDICT = 0, 1, 2, 4
+RERUNS = ("restart", "copy")
+# the events that say a command was done (a rerun's: of the new op)
+DONE: dict[str, tuple[type[Event], ...]] = {
+    "stop": (StopRequested, OperationStopped), "approve": (OperationApproved,), "reject": (OperationRejected,),
+    "resume": (OperationResumed,), "restart": (OperationSubmitted,), "copy": (OperationSubmitted,),
+}
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One command as its sender knows it: what it asked, of which op, and the ids its answer carries."""
+
+    verb: str
+    op_id: str
+    request_id: str
+    new_op_id: str = ""  # a restart or copy: the new op
+
+    @property
+    def msg_id(self) -> str:
+        return subjects.msg_id(self.op_id, self.verb, self.request_id)
+
+    @property
+    def filters(self) -> list[str]:
+        """The subjects the answer comes on: the op's (and a rerun's new op's), routed ones too."""
+        return subjects.all_events_for(self.op_id) + (subjects.all_events_for(self.new_op_id) if self.new_op_id
+                                                       else [])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verb: str
+    op_id: str
+    outcome: str  # the answering event's type ("stop_requested", "approved", ...) or the refusal's reason
+    message: str  # for people
+    refused: bool = False
+    nothing_to_do: bool = False
+    new_op_id: str = ""  # a restart or copy: the new op's id
+
+    @property
+    def done(self) -> bool:
+        return not self.refused and not self.nothing_to_do
+
+    @property
+    def exit_code(self) -> int:
+        """0 done or nothing to do, 2 a refusal of what was typed (``BAD_INPUT``), 1 any other refusal."""
+        if not self.refused:
+            return EXIT_DONE
+        return EXIT_BAD_INPUT if self.outcome in BAD_INPUT else EXIT_REFUSED
+
+
+class CommandRefused(Exception):
+    """Admission refused the command (``verdict`` says why); the op is as it was."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(f"{verdict.verb} {verdict.op_id} refused ({verdict.outcome}): {verdict.message}")
+        self.verdict = verdict
+
+
+class VerdictUnknown(Exception):
+    """No verdict came within the timeout: the command may or may not have taken effect."""
+
+    def __init__(self, request: Request, timeout: float) -> None:
+        super().__init__(f"no verdict on {request.verb} {request.op_id} within {timeout:g}s: it may or may not "
+                         f"have taken effect (is admission running? see `opsched why {request.op_id}`)")
+        self.request, self.timeout = request, timeout
+
+
+def verdict_of(event: Event, request: Request) -> Verdict | None:
+    """``event``'s verdict on ``request``, or None: it is not the answer to that command."""
+    if isinstance(event, ErrorRaised):
+        if not event.command_msg_id or event.command_msg_id != request.msg_id:
+            return None
+        idle = event.reason in NOTHING_TO_DO
+        return Verdict(request.verb, request.op_id, event.reason, event.message, refused=not idle,
+                       nothing_to_do=idle, new_op_id=request.new_op_id)
+    if request.verb in RERUNS:
+        return _rerun_verdict(event, request)
+    if event.op_id != request.op_id or getattr(event, "request_id", "") != request.request_id:
+        return None
+    if not isinstance(event, DONE[request.verb]):
+        return None
+    return Verdict(request.verb, request.op_id, codec.type_of(event), _done_text(event))
+
+
+def _rerun_verdict(event: Event, request: Request) -> Verdict | None:
+    if event.op_id != request.new_op_id:
+        return None
+    if isinstance(event, OperationSubmitted):
+        return Verdict(request.verb, request.op_id, "submitted", f"{request.new_op_id}: submitted, a "
+                       f"{event.relation or request.verb} of {request.op_id}", new_op_id=request.new_op_id)
+    if isinstance(event, OperationRejected):
+        return Verdict(request.verb, request.op_id, event.reason, f"{request.new_op_id} rejected: {event.message}",
+                       refused=True, new_op_id=request.new_op_id)
+    return None
+
+
+def _done_text(event: Event) -> str:
+    if isinstance(event, StopRequested):
+        return f"{event.op_id}: stop requested (attempt {event.attempt}); its pods are being deleted"
+    if isinstance(event, OperationStopped):
+        return f"{event.op_id}: stopped"
+    if isinstance(event, OperationApproved):
+        return f"{event.op_id}: approved" + (f" by {event.approved_by}" if event.approved_by else "")
+    if isinstance(event, OperationRejected):
+        return f"{event.op_id}: rejected ({event.message})"
+    if isinstance(event, OperationResumed):
+        return f"{event.op_id}: resumed as attempt {event.attempt}"
+    return f"{event.op_id}: {codec.type_of(event)}"
+
+
+async def await_verdict(bus: Any, request: Request, publish: Callable[[], Awaitable[Any]],
+                        timeout: float = VERDICT_TIMEOUT_S) -> Verdict:
+    """Follow ``request``'s subjects, ``publish()`` the command, and return admission's verdict on it (a refusal
+    too: the caller decides whether to raise); ``VerdictUnknown`` after ``timeout`` seconds without one."""
+    got: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def on_message(data: bytes, seq: int) -> None:
+        got.put_nowait(data)
+
+    sub = await bus.follow(subjects.OPS_STREAM, request.filters, on_message)
+    try:
+        await publish()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                data = await asyncio.wait_for(got.get(), max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                raise VerdictUnknown(request, timeout) from None
+            try:
+                event = codec.decode_event(data)
+            except Exception:  # noqa: BLE001 - somebody's malformed message, or a leader's claim: no answer
+                continue
+            verdict = verdict_of(event, request)
+            if verdict is not None:
+                return verdict
+    finally:
+        await sub.unsubscribe()
