@@ -1,5 +1,9 @@
 """Shared fixtures: a real nats-server per test, the services running in process, an event log.
 
+The nats-server is secured as `opsched up` runs it by default (``tests.securebus``): TLS, a NATS user per
+service with its subject permissions, ``admin`` for clients; the test's own ``bus`` is the test-only harness
+user. ``open_nats_server`` is a plain, open one, for the tests about that configuration (``--no-auth``).
+
 CI sets OPSCHED_REQUIRE_INTEGRATION=1: then the run fails if any integration test was skipped
 (tests marked ``docker`` may skip: this machine has no Docker engine).
 Every admission cycle in the tests checks its tracked snapshot against one built afresh.
@@ -17,8 +21,10 @@ import structlog
 
 from opsched.embedded import ServicesInProcess
 from opsched.localcluster.controlplane import ControlPlane, ControlPlaneError, ensure_built
-from opsched.natsserver import NatsCluster, NatsServer
+from opsched.natsserver import NatsServer
+from tests.builders.identities import HARNESS
 from tests.eventlog import EventLog
+from tests.securebus import SecureNats, open_server
 
 _skipped_integration: list[str] = []
 
@@ -48,8 +54,10 @@ def spans() -> Iterator[object]:
 
 
 @pytest.fixture
-def nats_server(tmp_path: Path):
-    server = NatsServer(tmp_path / "nats").start()
+def nats_server(tmp_path: Path) -> Iterator[SecureNats]:
+    """A nats-server with TLS and the generated users (``tests.securebus.SecureNats``: ``url``, ``connect``,
+    ``client``, ``env``, ``settings``)."""
+    server = SecureNats(tmp_path / "secure-nats").start()
     try:
         yield server
     finally:
@@ -57,9 +65,20 @@ def nats_server(tmp_path: Path):
 
 
 @pytest.fixture
-def nats_cluster(tmp_path: Path):
-    """Three nats-server processes on loopback forming one JetStream cluster (``urls`` for clients)."""
-    cluster = NatsCluster(tmp_path / "nats-cluster", n=3).start()
+def open_nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    """A plain nats-server without users (``opsched up --no-tls --no-auth``): only for tests about that."""
+    server = open_server(tmp_path / "open-nats").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def nats_cluster(tmp_path: Path) -> Iterator[SecureNats]:
+    """Three nats-server processes on loopback forming one JetStream cluster, secured as ``nats_server`` (its
+    ``server`` is the ``NatsCluster``: kill and restart nodes there)."""
+    cluster = SecureNats(tmp_path / "secure-nats", nodes=3).start()
     try:
         yield cluster
     finally:
@@ -83,13 +102,20 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 
 
 @pytest.fixture
-async def bus(nats_server):
-    from services.runtime.bus import Bus
-
-    b = await Bus.connect(nats_server.url, "test")
+async def bus(nats_server: SecureNats):
+    """The test's own connection: the harness user (it may forge any event; read what it published)."""
+    b = await nats_server.connect(nats_server.url, "test", HARNESS)
     await b.ensure_streams()
     yield b
     await b.close()
+
+
+@pytest.fixture
+async def client(nats_server: SecureNats, bus):
+    """The SDK as ``admin`` (what the CLI of `opsched up` is), on a connection of its own."""
+    c = await nats_server.client()
+    yield c
+    await c.close()
 
 
 @pytest.fixture
@@ -103,14 +129,12 @@ Stack = ServicesInProcess  # the four services in this process, as `opsched up` 
 
 
 @pytest.fixture
-async def stack_factory(nats_server):
-    from services.runtime.settings import Settings
-
+async def stack_factory(nats_server: SecureNats):
     stacks: list[Stack] = []
 
     async def make(names=("admission", "cost", "cache", "dispatcher"), **overrides) -> Stack:
-        settings = Settings(nats_url=nats_server.url, log_format="console", **overrides)
-        stack = await Stack(settings, tuple(names)).start()
+        """Services in this process, each as its own NATS user."""
+        stack = await Stack(nats_server.settings(**overrides), tuple(names), nats_server.connect).start()
         stacks.append(stack)
         return stack
 

@@ -3,7 +3,14 @@ client and the tests call, with their semantics, on a ``MemoryBroker`` that seve
 (each service gets its own, as with a real nats-server):
 
     broker = MemoryBroker()
-    admission, test = broker.connect("opsched-admission"), broker.connect("test")
+    admission, test = broker.connect("opsched-admission"), broker.connect("test", HARNESS)
+
+Each connection is a NATS user with the permissions the generated nats-server configuration gives it
+(``tests.builders.identities``, from ``proto.permissions``): ``opsched-<service>`` is that service, any other
+name the ``admin`` client unless an identity is given (``HARNESS``: the tests' own, unrestricted). What it may
+not publish raises what the real ``Bus`` raises once the server refused it, ``NotPermitted(user, subject)``; so
+do the JetStream calls its role may not make (creating a service's durable consumer, a stream, purging; the real
+server refuses them too, and the call times out) and a subscription it may not make (``serve``, ``listen``).
 
 Streams are those of ``proto.subjects`` (created by ``ensure_streams``); a publish gets a sequence number
 or, for a Nats-Msg-Id seen before, the duplicate's; durable pull consumers are shared by name
@@ -14,7 +21,7 @@ message back by sequence; ``ensure_cache_bucket`` returns the one ``MemoryKV`` o
 
 For unit tests: ``trace`` records what this connection published and how it settled the messages it
 fetched, in order; ``fail_publish`` makes publishes fail; ``memory_bus()`` is a connection to a fresh
-broker whose streams exist.
+broker whose streams exist (``OPEN`` unless told otherwise: anonymous and unrestricted, as on ``--no-auth``).
 """
 from __future__ import annotations
 
@@ -38,8 +45,10 @@ from services.runtime.bus import (
     Bus,
     Received,
 )
+from services.runtime.refusals import NotPermitted
 from services.runtime.requesting import PubAck
 from services.runtime.sizes import check_size
+from tests.builders.identities import OPEN, Identity, of_connection
 from tests.builders.kv import MemoryKV
 from tests.builders.streams import Consumer, PullSubscription, Stored, Stream, matches
 
@@ -73,8 +82,9 @@ class MemoryBroker:
         self.listeners: list[Listener] = []
         self._turn = itertools.count()
 
-    def connect(self, name: str = "test") -> MemoryBus:
-        return MemoryBus(self, name)
+    def connect(self, name: str, identity: Identity | None = None) -> MemoryBus:
+        """A connection named ``name``, as ``identity`` (default: by its name, ``identities.of_connection``)."""
+        return MemoryBus(self, name, identity or of_connection(name))
 
     def add_streams(self) -> None:
         """The streams of ``proto.subjects`` (subjects and per-subject limits aligned if they drifted)."""
@@ -236,10 +246,11 @@ class MemoryBus:
     """One connection to a ``MemoryBroker``, with the interface of ``services.runtime.bus.Bus``."""
 
     max_payload = 1024 * 1024  # nats-server's default max payload
-    user = subjects.ANONYMOUS  # an open server: nothing authenticates a connection
 
-    def __init__(self, broker: MemoryBroker, name: str) -> None:
+    def __init__(self, broker: MemoryBroker, name: str, identity: Identity) -> None:
         self.broker, self.name = broker, name
+        self.identity = identity
+        self.user = identity.user  # as the real Bus's: the commands it publishes go on cmd.<user>.
         self.closed = False
         self.trace: list[tuple] = []  # ("publish", Published) | ("ack" | "term", seq) | ("nak", seq, delay)
         self.log = structlog.get_logger().bind(memory_bus=name)
@@ -264,20 +275,35 @@ class MemoryBus:
         """Whether a publish failure is still to come."""
         return self._fail is not None and self._fail.left
 
+    def _may_publish(self, subject: str) -> None:
+        if not self.identity.may_publish(subject):
+            raise NotPermitted(self.user, subject)
+
+    def _may_subscribe(self, subject: str) -> None:
+        if not self.identity.may_subscribe(subject):
+            raise NotPermitted(self.user, subject)
+
     async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None) -> None:
         self._check_open()
+        for name in subjects.STREAMS:
+            if name not in self.broker.streams:
+                self._may_publish(f"$JS.API.STREAM.CREATE.{name}")
         self.broker.add_streams()  # limits by age and size: not simulated (tests keep little)
 
     async def ensure_cache_bucket(self, bucket: str, *, max_age_s: float | None = None) -> MemoryKV:
         self._check_open()
+        if bucket not in self.broker.buckets:
+            self._may_publish(f"$JS.API.STREAM.CREATE.{subjects.kv_stream(bucket)}")
         return self.broker.buckets.setdefault(bucket, MemoryKV())
 
     async def purge(self, stream: str, subject: str, *, before_seq: int | None = None, keep: int | None = None) -> None:
         self._check_open()
+        self._may_publish(f"$JS.API.STREAM.PURGE.{stream}")
         self.broker.stream(stream).purge(subject, before_seq, keep)
 
     async def consumed_up_to(self, stream: str) -> int:
         self._check_open()
+        self._may_publish(f"$JS.API.CONSUMER.LIST.{stream}")
         return self.broker.stream(stream).consumed_up_to()
 
     async def last_stored(self, stream: str, subject: str) -> int:
@@ -302,6 +328,7 @@ class MemoryBus:
     async def publish_raw(self, subject: str, data: bytes, headers: dict[str, str]) -> PubAck:
         self._check_open()
         check_size(subject, data, headers, self.max_payload)  # as the runtime's: the server's limit, headers counted
+        self._may_publish(subject)
         if self._fail is not None and self._fail.strikes(subject):
             raise NatsTimeout
         ack = self.broker.stream_for(subject).store(subject, data, headers)
@@ -312,6 +339,7 @@ class MemoryBus:
                       max_deliver: int, ack_wait: float = 30.0) -> PullSubscription:
         """Create (or align) a durable pull consumer and bind to it. Connections share it by name."""
         self._check_open()
+        self._may_publish(f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{durable}")  # the call nats-py makes of it
         s = self.broker.stream(stream)
         consumer = s.consumers.get(durable)
         if consumer is None:
@@ -341,12 +369,14 @@ class MemoryBus:
 
     async def serve(self, subject: str, answer: Answer, group: str) -> Server:
         self._check_open()
+        self._may_subscribe(subject)
         server = Server(self.broker, subject, group, answer, self.log)
         self._subs.append(server)
         return server
 
     async def listen(self, subject: str, on_message: Callable[[bytes], Awaitable[None]], group: str) -> Listener:
         self._check_open()
+        self._may_subscribe(subject)
         listener = Listener(self.broker, subject, group, on_message, self.log)
         self._subs.append(listener)
         return listener
@@ -360,6 +390,7 @@ class MemoryBus:
 
     async def request(self, subject: str, message: msgspec.Struct, timeout: float = 5.0) -> bytes:
         self._check_open()
+        self._may_publish(subject)
         servers = self.broker.servers_for(subject)
         if not servers:
             raise NoRespondersError
@@ -390,8 +421,9 @@ class MemoryBus:
             raise ConnectionClosedError
 
 
-def memory_bus(name: str = "test") -> MemoryBus:
-    """A connection to a fresh broker whose streams exist (as after ``ensure_streams``)."""
+def memory_bus(name: str = "test", identity: Identity = OPEN) -> MemoryBus:
+    """A connection to a fresh broker whose streams exist (as after ``ensure_streams``): anonymous and
+    unrestricted (``OPEN``, a unit test's view of one component) unless another ``identity`` is given."""
     broker = MemoryBroker()
     broker.add_streams()
-    return broker.connect(name)
+    return broker.connect(name, identity)

@@ -2,7 +2,11 @@
 handler table), its replay fold (``Admission._fold``: decode, then fold), its cycle and its queries; the
 cost service's estimator and ledger (on an in-memory key-value bucket); the cache's decider.
 
-``Fed`` collects what the services said; ``allowed`` is what a handler may raise (the designed refusal)."""
+``Fed`` collects what the services said; ``allowed`` is what a handler may raise (the designed refusal).
+
+What a service says it publishes as its own NATS user, whose subject permissions are the generated nats-server
+configuration's (``proto.permissions``): ``permitted`` asserts the server would take it (``opsched up`` runs
+so by default; a subject refused there wedges a consumer on a real bus)."""
 from __future__ import annotations
 
 import asyncio
@@ -27,9 +31,11 @@ from services.cache.store import CacheStore
 from services.cost.ledger import LedgerStore
 from services.cost.recorder import Recorder
 from services.cost.service import Cost
+from services.runtime.addressing import subject_for
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
+from tests.builders import identities
 from tests.builders.clock import FakeClock
 from tests.builders.kv import MemoryKV
 from tests.fuzz.wire import NODES, T0
@@ -47,6 +53,15 @@ def run(coro: Any) -> Any:
 
 def ctx(service: str, clock: FakeClock) -> Context:
     return Context(service, clock, SETTINGS, structlog.get_logger())
+
+
+def permitted(service: str, messages: list) -> list:
+    """``messages``, each on a subject that ``service``'s NATS user may publish (else AssertionError naming it)."""
+    user = identities.service(service)
+    for message in messages:
+        subject = subject_for(message, user.user)
+        assert user.may_publish(subject), f"{service} may not publish {subject} ({type(message).__name__})"
+    return messages
 
 
 class AdmissionHarness:
@@ -87,7 +102,7 @@ class AdmissionHarness:
         except InvalidInput as exc:
             events = exc.events
         events = events if isinstance(events, list) else [events] if events is not None else []
-        self.publish(events)
+        self.publish(permitted("admission", events))
         return events
 
     def publish(self, events: list) -> None:
@@ -102,7 +117,7 @@ class AdmissionHarness:
     def cycle(self) -> list[Event]:
         """One scheduling cycle; its decisions are published (folded back, as the stream returns them)."""
         decisions = cycle.decide(self.state, self.service.book, self.clock.now(), NAMESPACE)
-        self.publish(decisions)
+        self.publish(permitted("admission", decisions))
         return decisions
 
     def tick(self) -> None:
@@ -144,7 +159,7 @@ class CostHarness:
             if handler is not None:
                 result = run(handler(event, ctx("cost", self.clock)))
                 out += result if isinstance(result, list) else [result]
-        return out
+        return permitted("cost", [e for e in out if e is not None])
 
     def fold(self, data: bytes) -> None:
         run(self.service.state.fold(data, 0))
@@ -157,6 +172,5 @@ class CacheHarness:
 
     def handle(self, event: Event) -> list[Event]:
         decider = Decider(CacheStore(self.kv), ctx("cache", self.clock))
-        if isinstance(event, ENDS):
-            return run(decider.ended(event))
-        return run(decider.submitted(event))  # type: ignore[arg-type]
+        out = run(decider.ended(event)) if isinstance(event, ENDS) else run(decider.submitted(event))  # type: ignore[arg-type]
+        return permitted("cache", out)

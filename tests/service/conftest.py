@@ -1,15 +1,22 @@
 """Service tests run the real services in this process (no Kubernetes: the dispatcher in null mode), each
 case twice: on the in-memory bus (``tests.builders.bus``: no server, fast) and on a real nats-server
 (marked ``integration``). A test that needs the server itself (a service in its own process, the CLI)
-asks for ``nats_server`` instead of ``bus`` and runs on it alone."""
+asks for ``nats_server`` instead of ``bus`` and runs on it alone.
+
+Both enforce the subject permissions `opsched up` configures (``proto.permissions``; the server is TLS as well,
+``tests.securebus``): each service connects as its own user, ``client`` is the SDK as ``admin``, and ``bus`` is
+the test's own connection, the test-only harness user that may publish anything (forged events)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
+from opsched.client import Client
 from opsched.embedded import ServicesInProcess
+from tests.builders import identities
 from tests.builders.bus import MemoryBroker
+from tests.builders.identities import HARNESS, Identity
 
 _HERE = Path(__file__).resolve().parent
 BUSES = ["memory", "nats"]
@@ -36,35 +43,59 @@ def bus_url(bus_kind: str, request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def connect(bus_kind: str):
-    """``await connect(url, name)``: a new connection to this test's bus, as each service opens one."""
+def connect(bus_kind: str, request: pytest.FixtureRequest):
+    """``await connect(url, name, identity=None)``: a new connection to this test's bus, as each service opens
+    one: as ``identity``, by default the service of ``opsched-<service>``, else the ``admin`` client."""
     if bus_kind == "nats":
-        from services.runtime.bus import Bus
-
-        return Bus.connect
+        return request.getfixturevalue("nats_server").connect
     broker = MemoryBroker()
 
-    async def to_memory(url: str, name: str):
-        return broker.connect(name)
+    async def to_memory(url: str, name: str, identity: Identity | None = None):
+        return broker.connect(name, identity)
     return to_memory
 
 
 @pytest.fixture
 async def bus(connect, bus_url):
-    b = await connect(bus_url, "test")
+    """The test's own connection: the harness user (it may forge any event; read what it published)."""
+    b = await connect(bus_url, "test", HARNESS)
     await b.ensure_streams()
     yield b
     await b.close()
 
 
 @pytest.fixture
-async def stack_factory(connect, bus_url):
+async def client(connect, bus_url, bus):
+    """The SDK as ``admin`` (what the CLI of `opsched up` is), on a connection of its own."""
+    c = Client(await connect(bus_url, "test-client"))
+    yield c
+    await c.close()
+
+
+@pytest.fixture
+async def client_as(connect, bus_url, bus):
+    """``await client_as("ann")``: the SDK as one of the test users (``identities.USERS``: its role's
+    permissions, its name the requester of its commands), on a connection of its own."""
+    made: list[Client] = []
+
+    async def make(user: str) -> Client:
+        made.append(Client(await connect(bus_url, f"test-{user}", identities.user(user))))
+        return made[-1]
+    yield make
+    for c in made:
+        await c.close()
+
+
+@pytest.fixture
+async def stack_factory(bus_kind, connect, bus_url, request: pytest.FixtureRequest):
     from services.runtime.settings import Settings
 
     stacks: list[ServicesInProcess] = []
+    ca = request.getfixturevalue("nats_server").ca if bus_kind == "nats" else None
 
     async def make(names=("admission", "cost", "cache", "dispatcher"), **overrides) -> ServicesInProcess:
-        settings = Settings(nats_url=bus_url, log_format="console", **overrides)
+        """Services in this process, each as its own NATS user."""
+        settings = Settings(**{"nats_url": bus_url, "nats_ca_file": ca, "log_format": "console", **overrides})
         stack = await ServicesInProcess(settings, tuple(names), connect).start()
         stacks.append(stack)
         return stack

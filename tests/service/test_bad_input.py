@@ -1,6 +1,7 @@
 """Bad input gets a clear error event and a dead-letter copy; the services keep serving."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -8,7 +9,6 @@ from pathlib import Path
 
 import msgspec
 
-from opsched.client import Client
 from proto import subjects
 from proto.events import (
     ErrorRaised,
@@ -17,6 +17,7 @@ from proto.events import (
     OperationSubmitted,
 )
 from tests.builders import op
+from tests.builders.identities import ADMIN, HARNESS
 from tests.waiting import eventually
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -36,10 +37,10 @@ async def dead_letters(bus, service: str) -> list:
 
 
 async def test_a_malformed_command_is_dead_lettered_and_the_next_op_is_still_admitted(
-        stack_factory, bus, events):
+        stack_factory, bus, client, events):
     await stack_factory(dispatcher_mode="null")
     await bus.publish_raw(subjects.submit(None), b"{this is not json", {"Nats-Msg-Id": "garbage-1"})
-    op_id = await Client(bus).submit(op("after-garbage").build())
+    op_id = await client.submit(op("after-garbage").build())
     await events.expect(OperationAdmitted, op_id)
     error = await events.expect(ErrorRaised, "-")
     assert error.service == "admission" and error.reason == "malformed_message"
@@ -59,7 +60,7 @@ async def test_a_submit_missing_its_spec_names_the_op_and_the_missing_field(stac
     assert not events.of("no-spec-here", OperationSubmitted)
 
 
-async def test_a_malformed_event_is_dead_lettered_by_the_service_that_consumes_it(stack_factory, bus, events):
+async def test_a_malformed_event_is_dead_lettered_by_the_service_that_consumes_it(stack_factory, bus, client, events):
     await stack_factory(dispatcher_mode="null")
     await bus.publish_raw(subjects.event("submitted", "broken"), b'{"type":"submitted","opId":"broken"}',
                           {"Nats-Msg-Id": "garbage-3"})
@@ -69,21 +70,20 @@ async def test_a_malformed_event_is_dead_lettered_by_the_service_that_consumes_i
             return len([e for e in events.of("broken", ErrorRaised) if e.service == s])
         assert await eventually(answered, f"{service}'s error events") == n
         assert len(await dead_letters(bus, service)) == n
-    op_id = await Client(bus).submit(op("still-served").build())
+    op_id = await client.submit(op("still-served").build())
     await events.expect(OperationAdmitted, op_id)
 
 
-async def test_an_unknown_queue_is_rejected_with_the_list_of_known_queues(stack_factory, bus, events):
+async def test_an_unknown_queue_is_rejected_with_the_list_of_known_queues(stack_factory, client, events):
     await stack_factory(dispatcher_mode="null")
-    op_id = await Client(bus).submit(op("lost").queue("nowhere").build())
+    op_id = await client.submit(op("lost").queue("nowhere").build())
     rejected = await events.expect(OperationRejected, op_id)
     assert rejected.reason == "unknown_queue"
     assert "'nowhere'" in rejected.message and "default" in rejected.message
 
 
-async def test_submitting_the_same_op_id_twice_makes_one_operation(stack_factory, bus, events):
+async def test_submitting_the_same_op_id_twice_makes_one_operation(stack_factory, client, events):
     await stack_factory(dispatcher_mode="null")
-    client = Client(bus)
     spec = op("once").build()
     await client.submit(spec, op_id="same-id")
     await client.submit(spec, op_id="same-id")
@@ -91,10 +91,10 @@ async def test_submitting_the_same_op_id_twice_makes_one_operation(stack_factory
     assert len(events.of("same-id", OperationSubmitted)) == 1
 
 
-async def test_a_forbidden_pod_spec_is_rejected_by_the_dispatcher_with_the_reason(stack_factory, bus, events):
+async def test_a_forbidden_pod_spec_is_rejected_by_the_dispatcher_with_the_reason(stack_factory, client, events):
     await stack_factory(dispatcher_mode="null")
     spec = op("sneaky").env("NVIDIA_VISIBLE_DEVICES", "all").build()
-    op_id = await Client(bus).submit(spec)
+    op_id = await client.submit(spec)
     rejected = await events.expect(OperationRejected, op_id)
     assert rejected.reason == "forbidden_pod_spec" and "NVIDIA_VISIBLE_DEVICES" in rejected.message
 
@@ -102,22 +102,22 @@ async def test_a_forbidden_pod_spec_is_rejected_by_the_dispatcher_with_the_reaso
 def test_an_invalid_spec_is_refused_by_the_cli_with_field_errors_and_nothing_is_published(nats_server):
     # nats only: the CLI runs in its own process
     cli = [sys.executable, "-m", "opsched.cli", "--nats", nats_server.url, "submit"]
-    result = subprocess.run([*cli, str(EXAMPLES / "invalid.yaml")], capture_output=True, text=True, timeout=60)
+    env = {**os.environ, **nats_server.env(ADMIN)}  # the CLI as admin, over TLS
+    result = subprocess.run([*cli, str(EXAMPLES / "invalid.yaml")], capture_output=True, text=True, timeout=60,
+                            env=env)
     assert result.returncode == 2
     assert "termination.maxRetries" in result.stderr and "not a Kubernetes quantity" in result.stderr
     forbidden = EXAMPLES.parent / "tests" / "service" / "forbidden.yaml"
-    result = subprocess.run([*cli, str(forbidden)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([*cli, str(forbidden)], capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 2 and "privileged" in result.stderr
-    assert _stream_messages(nats_server.url) == 0
+    assert _stream_messages(nats_server) == 0
 
 
-def _stream_messages(url: str) -> int:
+def _stream_messages(nats_server) -> int:
     import asyncio
 
-    from services.runtime.bus import Bus
-
     async def count() -> int:
-        bus = await Bus.connect(url, "count")
+        bus = await nats_server.connect(name="count", identity=HARNESS)
         try:
             await bus.ensure_streams()
             return sum([await bus.last_seq(s) for s in subjects.STREAMS])
@@ -126,9 +126,9 @@ def _stream_messages(url: str) -> int:
     return asyncio.run(count())
 
 
-async def test_events_carry_cloudevents_binary_mode_headers(stack_factory, bus, events):
+async def test_events_carry_cloudevents_binary_mode_headers(stack_factory, bus, client, events):
     await stack_factory(dispatcher_mode="null")
-    op_id = await Client(bus).submit(op("ce").build())
+    op_id = await client.submit(op("ce").build())
     await events.expect(OperationAdmitted, op_id)
     [msg] = await stored(bus, subjects.OPS_STREAM, subjects.event("admitted", op_id))
     assert msg.headers["ce-specversion"] == "1.0"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from opsched.client import Client
 from proto import codec, subjects
 from proto.commands import SubmitOperation
 from proto.events import ErrorRaised, OperationAdmitted, OperationRejected, OperationSubmitted
@@ -62,12 +61,12 @@ async def _dead_lettered(bus, count: int) -> dict[str, bytes]:
     return {json.loads(m.data)["opId"]: m.data for m in msgs}
 
 
-async def test_each_hostile_submit_is_refused_naming_the_field_and_its_op_ends_rejected(stack_factory, bus, events):
+async def test_each_hostile_submit_is_refused_naming_the_field_and_its_op_ends_rejected(stack_factory, bus, client, events):
     await stack_factory(dispatcher_mode="null")
     payloads = {op_id: _payload(op_id, mutate) for op_id, (mutate, _) in HOSTILE.items()}
     for op_id, payload in payloads.items():
         await bus.publish_raw(subjects.submit(None), payload, {"Nats-Msg-Id": f"hostile-{op_id}"})
-    after = await Client(bus).submit(op("after-hostile").build())
+    after = await client.submit(op("after-hostile").build())
     for op_id, (_, says) in HOSTILE.items():
         error = await events.expect(ErrorRaised, op_id)
         assert error.service == "admission" and error.reason == "malformed_message" and says in error.message
@@ -76,18 +75,18 @@ async def test_each_hostile_submit_is_refused_naming_the_field_and_its_op_ends_r
         assert not events.of(op_id, OperationSubmitted)
     assert await _dead_lettered(bus, len(HOSTILE) + 1) == payloads
     await events.expect(OperationAdmitted, after)  # admission kept serving
-    answer = await Client(bus).why("gpu-two")
+    answer = await client.why("gpu-two")
     assert answer.found and answer.status == "rejected"
 
 
 async def test_a_refused_submit_redelivered_or_repeated_for_a_known_op_rejects_nothing_twice(
-        stack_factory, bus, events):
+        stack_factory, bus, client, events):
     await stack_factory(names=("admission",))
-    known = await Client(bus).submit(op("known").build())
+    known = await client.submit(op("known").build())
     await events.expect(OperationSubmitted, known)
     await bus.publish_raw(subjects.submit(None), _payload(known, _gpus("two")), {"Nats-Msg-Id": "hostile-known"})
     await events.expect(ErrorRaised, known)
-    after = await Client(bus).submit(op("after").build())
+    after = await client.submit(op("after").build())
     await events.expect(OperationSubmitted, after)
     assert not events.of(known, OperationRejected)  # its submit was judged: the malformed repeat changes nothing
 

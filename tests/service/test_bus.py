@@ -13,6 +13,8 @@ from nats.js.errors import NoStreamResponseError
 
 from proto import subjects
 from proto.queries import WhyRequest
+from services.runtime.refusals import NotPermitted
+from tests.builders.identities import HARNESS
 
 QUIET_S = 0.3  # how long "nothing more is delivered" is watched for
 
@@ -23,10 +25,31 @@ def msg(msg_id: str) -> dict[str, str]:
 
 @pytest.fixture
 async def other(connect, bus_url, bus):
-    """A second connection to the same bus (as another service or replica has)."""
-    b = await connect(bus_url, "other")
+    """A second connection to the same bus (as another service or replica has), the harness's too."""
+    b = await connect(bus_url, "other", HARNESS)
     yield b
     await b.close()
+
+
+async def test_a_connection_may_publish_only_what_its_nats_user_may_and_is_told_so(connect, bus_url, bus):
+    """The permissions of the generated nats-server configuration (``proto.permissions``), on both buses: a
+    service publishes its own events, not another's; a client its own ``cmd.<user>.``, not another user's."""
+    cost, client = await connect(bus_url, "opsched-cost"), await connect(bus_url, "test-client")
+    try:
+        assert (cost.user, client.user) == ("cost", "admin")
+        admitted = subjects.event("admitted", "x")
+        with pytest.raises(NotPermitted) as refused:
+            await cost.publish_raw(admitted, b"{}", msg("x.admitted.0"))
+        assert (refused.value.user, refused.value.subject) == ("cost", admitted)
+        await cost.publish_raw(subjects.event("cost_estimated", "x"), b"{}", msg("x.cost_estimated.0"))
+        with pytest.raises(NotPermitted, match="refused user 'admin' publishing to cmd.ann.stop"):
+            await client.publish_raw(subjects.command("stop", "ann"), b"{}", msg("ann-stop"))
+        await client.publish_raw(subjects.command("stop", "admin"), b"{}", msg("admin-stop"))
+        assert await bus.read_all(subjects.OPS_STREAM, subjects.OPS_ALL) == [b"{}"]  # the harness reads all
+        assert await bus.read_all(subjects.CMD_STREAM, subjects.CMD_ALL) == [b"{}"]
+    finally:
+        await cost.close()
+        await client.close()
 
 
 async def test_a_message_id_seen_before_is_stored_once(bus):
@@ -163,14 +186,13 @@ async def test_the_cache_bucket_is_shared_and_changed_only_by_compare_and_set(bu
 
 
 async def test_stream_limits_are_applied_to_an_existing_store_and_a_client_does_not_undo_them(nats_server):
-    from services.runtime.bus import Bus
     from services.runtime.settings import Settings
 
-    old = await Bus.connect(nats_server.url, "before-limits")
+    old = await nats_server.connect(name="before-limits")  # a client (admin): it may create the streams
     await old.ensure_streams()  # a store made before streams had limits
-    await old.publish_raw(subjects.command("stop"), b"kept", msg("s1"))
+    await old.publish_raw(subjects.command("stop", old.user), b"kept", msg("s1"))
     limits = Settings(cmd_max_age_s=3600, dlq_max_age_s=7200, dlq_max_bytes=1 << 20).stream_limits()
-    service = await Bus.connect(nats_server.url, "service")
+    service = await nats_server.connect(name="opsched-admission")
     await service.ensure_streams(limits)
     await old.ensure_streams()  # a client: no limits of its own
     cmd = (await service.js.stream_info(subjects.CMD_STREAM)).config

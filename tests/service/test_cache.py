@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from opsched.client import Client
 from proto import subjects
 from proto.events import (
     CacheHit,
@@ -53,9 +52,8 @@ async def cache_hit_of(events, original: str, op_id: str) -> OperationSucceeded:
     return done
 
 
-async def test_the_same_op_twice_the_second_is_a_cache_hit_and_never_admitted(stack_factory, bus, events):
+async def test_the_same_op_twice_the_second_is_a_cache_hit_and_never_admitted(stack_factory, bus, client, events):
     await stack_factory(names=("admission", "cost", "cache", "dispatcher"), dispatcher_mode="null")
-    client = Client(bus)
     first = await client.submit(cached())
     assert (await events.expect(CacheMissed, first)).reason == "not_found"
     await events.expect(OperationAdmitted, first)
@@ -64,9 +62,8 @@ async def test_the_same_op_twice_the_second_is_a_cache_hit_and_never_admitted(st
     await cache_hit_of(events, first, second)
 
 
-async def test_an_op_waits_for_its_running_original_and_takes_its_result(stack_factory, bus, events):
+async def test_an_op_waits_for_its_running_original_and_takes_its_result(stack_factory, bus, client, events):
     await stack_factory(names=("admission", "cost", "cache", "dispatcher"), dispatcher_mode="null")
-    client = Client(bus)
     first = await client.submit(cached())
     await events.expect(OperationAdmitted, first)
     second = await client.submit(cached())
@@ -77,9 +74,8 @@ async def test_an_op_waits_for_its_running_original_and_takes_its_result(stack_f
     await cache_hit_of(events, first, second)
 
 
-async def test_an_op_waiting_for_an_original_that_fails_is_scheduled_normally(stack_factory, bus, events):
+async def test_an_op_waiting_for_an_original_that_fails_is_scheduled_normally(stack_factory, bus, client, events):
     await stack_factory(names=("admission", "cost", "cache", "dispatcher"), dispatcher_mode="null")
-    client = Client(bus)
     first = await client.submit(cached())
     await events.expect(OperationAdmitted, first)
     second = await client.submit(cached())
@@ -91,10 +87,9 @@ async def test_an_op_waiting_for_an_original_that_fails_is_scheduled_normally(st
     assert not events.of(second, CacheHit)
 
 
-async def test_waiters_and_results_survive_a_restart_of_the_cache_service(stack_factory, bus, events):
+async def test_waiters_and_results_survive_a_restart_of_the_cache_service(stack_factory, bus, client, events):
     await stack_factory(names=("admission", "cost", "dispatcher"), dispatcher_mode="null")
     cache = await stack_factory(names=("cache",), dispatcher_mode="null")
-    client = Client(bus)
     first = await client.submit(cached())
     await events.expect(OperationAdmitted, first)
     second = await client.submit(cached())

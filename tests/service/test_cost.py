@@ -49,9 +49,8 @@ async def why_code(client: Client, op_id: str, code: str, timeout: float = 10.0)
     return await eventually(waiting, f"{op_id} waiting with reason {code}", timeout)
 
 
-async def test_a_finished_attempt_records_its_actual_cost(stack_factory, bus, events, tmp_path):
+async def test_a_finished_attempt_records_its_actual_cost(stack_factory, bus, client, events, tmp_path):
     await stack_factory(dispatcher_mode="null")
-    client = Client(bus)
     op_id = await client.submit(gpu_op("train"))
     await events.expect(OperationAdmitted, op_id)
     await ran(bus, op_id, 1800)
@@ -64,11 +63,10 @@ async def test_a_finished_attempt_records_its_actual_cost(stack_factory, bus, ev
     assert abs((await store.op(op_id)).total - cost.amount) < 1e-9
 
 
-async def test_a_daily_budget_admits_the_first_op_and_holds_the_second(stack_factory, bus, events, tmp_path):
+async def test_a_daily_budget_admits_the_first_op_and_holds_the_second(stack_factory, bus, client, events, tmp_path):
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES)
     await stack_factory(dispatcher_mode="null", queues_file=path)
-    client = Client(bus)
     first = await client.submit(gpu_op("first"))
     await events.expect(OperationAdmitted, first)
     second = await client.submit(gpu_op("second"))

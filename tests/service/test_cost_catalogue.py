@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from opsched.client import Client
 from proto import subjects
 from proto.config import QueuesConfigured
 from proto.events import (
@@ -46,11 +45,11 @@ async def ran(bus, op_id: str, start: float, seconds: float, node_name: str | No
     await bus.publish(OperationSucceeded(op_id=op_id, at=t(start + seconds), pod_name=f"op-{op_id}-0"))
 
 
-async def test_editing_the_prices_file_changes_the_next_estimate(stack_factory, bus, events, tmp_path):
+async def test_editing_the_prices_file_changes_the_next_estimate(stack_factory, client, events, tmp_path):
     path = tmp_path / "prices.yaml"
     path.write_text(PRICES)
     stack = await stack_factory(dispatcher_mode="null", prices_file=path)
-    cost, client = stack.service("cost").state, Client(bus)
+    cost = stack.service("cost").state
     first = await client.submit(op("first").gpus(1).timeout(3600).build())
     before = await events.expect(CostEstimated, first)
     assert before.estimate.amount == 2.0 and before.prices_source.startswith(f"file:{path}#")

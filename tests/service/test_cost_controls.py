@@ -40,11 +40,10 @@ async def held_by_budget(client: Client, op_id: str) -> str:
     return await eventually(waiting, f"{op_id} held by the daily budget", timeout=10)
 
 
-async def test_a_spec_cannot_make_an_op_free_nor_outrank_its_queue(stack_factory, bus, events, tmp_path):
+async def test_a_spec_cannot_make_an_op_free_nor_outrank_its_queue(stack_factory, bus, client, events, tmp_path):
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES)
     await stack_factory(dispatcher_mode="null", queues_file=path)
-    client = Client(bus)
 
     first = await client.submit(free_op("first"))
     estimate = await events.expect(CostEstimated, first)

@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 
 from opsched.natsserver import free_port
+from tests.builders import identities
 
 
 def get(port: int, path: str) -> tuple[int, dict]:
@@ -41,7 +42,7 @@ def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 30.0, until=l
 def test_a_service_started_alone_reports_ready_and_exits_0_on_sigterm(service, nats_server):
     # nats only: the service runs in its own process, and /readyz reports its NATS connection
     port = free_port()
-    env = {**os.environ, "NATS_URL": nats_server.url, "OPSCHED_HEALTH_PORT": str(port),
+    env = {**os.environ, **nats_server.env(identities.service(service)), "OPSCHED_HEALTH_PORT": str(port),
            "OPSCHED_LOG_FORMAT": "json"}
     proc = subprocess.Popen([sys.executable, "-m", f"services.{service}"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -137,7 +137,7 @@ async def instances(connect, bus_url, bus, clock):
     made: list[Instance] = []
 
     async def make(holder: str) -> Instance:
-        instance = Instance(await connect(bus_url, holder), clock, holder)
+        instance = Instance(await connect(bus_url, "opsched-admission"), clock, holder)  # replicas of admission
         made.append(instance)
         return instance
     yield make

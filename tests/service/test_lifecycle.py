@@ -5,7 +5,6 @@ from datetime import datetime, timezone
 
 import msgspec
 
-from opsched.client import Client
 from proto.events import (
     ErrorRaised,
     OperationAdmitted,
@@ -36,11 +35,11 @@ def spec(name: str, **fields):
     return msgspec.structs.replace(op(name).build(), **fields)
 
 
-async def start(stack_factory, tmp_path, bus):
+async def start(stack_factory, tmp_path, client):
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES)
     await stack_factory(queues_file=path, dispatcher_mode="null")
-    return Client(bus)
+    return client
 
 
 def fail(op_id: str, attempt: int, reason: str = "Error") -> OperationFailed:
@@ -48,19 +47,21 @@ def fail(op_id: str, attempt: int, reason: str = "Error") -> OperationFailed:
                            reason=reason, message="boom", exit_code=1)
 
 
-async def test_an_op_that_is_not_approved_waits_on_hold_until_approved(stack_factory, tmp_path, bus, events):
-    client = await start(stack_factory, tmp_path, bus)
+async def test_an_op_that_is_not_approved_waits_on_hold_until_approved(stack_factory, tmp_path, client, client_as,
+                                                                       events):
+    client = await start(stack_factory, tmp_path, client)
     op_id = await client.submit(spec("held", is_approved=False))
     hold = await events.expect(OperationOnHold, op_id)
     assert hold.reason == "is_approved_false" and f"opsched approve {op_id}" in hold.message
     assert (await client.why(op_id)).reasons[0].code == "on_hold"
-    await client.approve(op_id, requested_by="alice")
+    approver = await client_as("alice")  # an approver: its approval is in its name, whatever the payload says
+    await approver.approve(op_id, requested_by="someone-else")
     assert (await events.expect(OperationApproved, op_id)).approved_by == "alice"
     await events.expect(OperationAdmitted, op_id)
 
 
-async def test_a_rejected_op_ends_rejected_and_never_runs(stack_factory, tmp_path, bus, events):
-    client = await start(stack_factory, tmp_path, bus)
+async def test_a_rejected_op_ends_rejected_and_never_runs(stack_factory, tmp_path, client, events):
+    client = await start(stack_factory, tmp_path, client)
     op_id = await client.submit(spec("nope", is_approved=False))
     await events.expect(OperationOnHold, op_id)
     await client.reject(op_id, comment="too big")
@@ -69,16 +70,16 @@ async def test_a_rejected_op_ends_rejected_and_never_runs(stack_factory, tmp_pat
     assert not events.of(op_id, OperationAdmitted)
 
 
-async def test_a_queue_holds_ops_above_its_gpu_threshold_for_approval(stack_factory, tmp_path, bus, events):
-    client = await start(stack_factory, tmp_path, bus)
+async def test_a_queue_holds_ops_above_its_gpu_threshold_for_approval(stack_factory, tmp_path, client, events):
+    client = await start(stack_factory, tmp_path, client)
     large = await client.submit(op("large").queue("big").gpus(8).build())
     small = await client.submit(op("small").queue("big").gpus(2).build())
     assert (await events.expect(OperationOnHold, large)).reason == "gpus_above_threshold"
     await events.expect(OperationAdmitted, small)
 
 
-async def test_a_false_condition_skips_the_op_and_a_bad_one_is_refused(stack_factory, tmp_path, bus, events):
-    client = await start(stack_factory, tmp_path, bus)
+async def test_a_false_condition_skips_the_op_and_a_bad_one_is_refused(stack_factory, tmp_path, client, events):
+    client = await start(stack_factory, tmp_path, client)
     skipped = await client.submit(spec("cond", params={"lr": 0.001}, conditions="{{ lr > 0.01 }}"))
     runs = await client.submit(spec("cond2", params={"lr": 0.1}, conditions="{{ lr > 0.01 }}"))
     bad = await client.submit(spec("cond3", conditions="{{ __import__('os').system('x') }}"))
@@ -90,8 +91,8 @@ async def test_a_false_condition_skips_the_op_and_a_bad_one_is_refused(stack_fac
 
 
 async def test_a_condition_bomb_is_rejected_and_dead_lettered_and_the_next_op_is_admitted(
-        stack_factory, tmp_path, bus, events):
-    client = await start(stack_factory, tmp_path, bus)
+        stack_factory, tmp_path, bus, client, events):
+    client = await start(stack_factory, tmp_path, client)
     power = await client.submit(spec("power", conditions="{{ (((10**64)**64)**64)**64 }}"))  # was 13 s of CPU
     deep = await client.submit(spec("deep", conditions="{{ " + "-" * 3000 + "1 }}"))  # was a RecursionError, retried
     after = await client.submit(spec("after", params={"lr": 0.1}, conditions="{{ lr > 0.01 }}"))
@@ -105,16 +106,16 @@ async def test_a_condition_bomb_is_rejected_and_dead_lettered_and_the_next_op_is
     assert len(await dead_letters(bus, "admission")) == 2
 
 
-async def test_a_templated_queue_is_chosen_from_params(stack_factory, tmp_path, bus, events):
-    client = await start(stack_factory, tmp_path, bus)
+async def test_a_templated_queue_is_chosen_from_params(stack_factory, tmp_path, client, events):
+    client = await start(stack_factory, tmp_path, client)
     template = "{{ 'big' if gpus > 2 else 'small' }}"
     op_id = await client.submit(spec("routed", params={"gpus": 1}, queue=template))
     assert (await events.expect(OperationAdmitted, op_id)).queue == "small"
 
 
 async def test_an_op_is_retried_up_to_max_retries_and_infrastructure_failures_are_free(
-        stack_factory, tmp_path, bus, events):
-    client = await start(stack_factory, tmp_path, bus)
+        stack_factory, tmp_path, bus, client, events):
+    client = await start(stack_factory, tmp_path, client)
     base = op("flaky").build()
     op_id = await client.submit(msgspec.structs.replace(
         base, termination=msgspec.structs.replace(base.termination, max_retries=2)))
@@ -136,8 +137,8 @@ async def test_an_op_is_retried_up_to_max_retries_and_infrastructure_failures_ar
     assert (await client.why(op_id)).status == "failed"
 
 
-async def test_a_batch_never_runs_more_than_its_concurrency(stack_factory, tmp_path, bus, events):
-    client = await start(stack_factory, tmp_path, bus)
+async def test_a_batch_never_runs_more_than_its_concurrency(stack_factory, tmp_path, bus, client, events):
+    client = await start(stack_factory, tmp_path, client)
     # distinct params, as a sweep has: identical ops of a batch would be answered from the cache
     ids = [await client.submit(spec(f"trial-{i}", batch="sweep-1", batch_concurrency=2, params={"trial": i}))
            for i in range(4)]
@@ -152,17 +153,17 @@ async def test_a_batch_never_runs_more_than_its_concurrency(stack_factory, tmp_p
     assert not events.of(ids[3], OperationAdmitted)
 
 
-async def test_stopping_a_held_op_ends_it_stopped(stack_factory, tmp_path, bus, events):
-    client = await start(stack_factory, tmp_path, bus)
+async def test_stopping_a_held_op_ends_it_stopped(stack_factory, tmp_path, client, events):
+    client = await start(stack_factory, tmp_path, client)
     op_id = await client.submit(spec("held", is_approved=False))
     await events.expect(OperationOnHold, op_id)
     await client.stop(op_id)
     assert (await events.expect(OperationStopped, op_id)).reason == "stopped"
 
 
-async def test_a_stop_sent_right_after_its_submit_stops_the_op_and_is_never_dropped(stack_factory, tmp_path, bus,
+async def test_a_stop_sent_right_after_its_submit_stops_the_op_and_is_never_dropped(stack_factory, tmp_path, client,
                                                                                     events):
-    client = await start(stack_factory, tmp_path, bus)
+    client = await start(stack_factory, tmp_path, client)
     op_ids = []
     for i in range(20):  # back to back: admission may not have folded the op when the stop arrives
         op_ids.append(await client.submit(spec(f"quick-{i}", is_approved=False)))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-from opsched.client import Client
 from proto import subjects
 from proto.events import OperationAdmitted, OperationSubmitted
 from services.runtime.errors import DependencyUnavailable
@@ -46,7 +45,7 @@ async def start(stack_factory, tmp_path, **overrides):
     return await stack_factory(queues_file=path, dispatcher_mode="null", handler_stuck_s=BOUND_S, **overrides)
 
 
-async def test_a_handler_that_never_returns_makes_healthz_503_naming_it(stack_factory, tmp_path, bus):
+async def test_a_handler_that_never_returns_makes_healthz_503_naming_it(stack_factory, tmp_path, client):
     stack = await start(stack_factory, tmp_path)
     cost = stack.service("cost")
     [estimates] = [s for s in cost.subscriptions if s.durable == subjects.COST_ESTIMATOR]
@@ -58,7 +57,7 @@ async def test_a_handler_that_never_returns_makes_healthz_503_naming_it(stack_fa
     server, port = await health_of(stack)
     try:
         assert (await get(port, "/healthz"))[0] == 200
-        op_id = await Client(bus).submit(op("hangs").build())
+        op_id = await client.submit(op("hangs").build())
 
         async def dead() -> dict | None:
             status, body = await get(port, "/healthz")
@@ -79,7 +78,7 @@ async def _alive(port: int) -> bool:
     return (await get(port, "/healthz"))[0] == 200
 
 
-async def test_a_handler_waiting_out_a_dependency_is_alive_and_not_ready(stack_factory, tmp_path, bus, events):
+async def test_a_handler_waiting_out_a_dependency_is_alive_and_not_ready(stack_factory, tmp_path, client, events):
     # each wait between two tries (2.4-3 s) is longer than the bound: only the wait keeps it alive
     stack = await start(stack_factory, tmp_path, dependency_backoff_base_s=3.0, dependency_backoff_cap_s=3.0)
     dispatcher = stack.service("dispatcher")
@@ -95,7 +94,7 @@ async def test_a_handler_waiting_out_a_dependency_is_alive_and_not_ready(stack_f
     replace_handler(dispatcher, OperationAdmitted, unavailable)
     server, port = await health_of(stack)
     try:
-        op_id = await Client(bus).submit(op("waits").build())
+        op_id = await client.submit(op("waits").build())
         loop = await eventually(lambda: _quiet_and_waiting(dispatcher), "a wait past the bound", timeout=20)
         assert loop.subject == subjects.event("admitted", op_id)
         status, body = await get(port, "/healthz")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 
-from opsched.client import Client
 from proto import subjects
 from proto.events import ErrorRaised, HandlerFailed, OperationRejected, OperationSubmitted
 from proto.reasons import Reason
@@ -48,10 +47,10 @@ async def cost_replicas_dying_with_it(stack_factory, tmp_path, dying: dict) -> t
 
 
 async def test_a_message_held_by_a_killed_process_on_its_last_delivery_is_dead_lettered_once(
-        stack_factory, tmp_path, bus, events):
+        stack_factory, tmp_path, bus, client, events):
     costs, held, release = await cost_replicas_dying_with_it(stack_factory, tmp_path, DYING)
     try:
-        op_id = await Client(bus).submit(op("doomed").build())
+        op_id = await client.submit(op("doomed").build())
         failed = await events.expect(HandlerFailed, op_id, timeout=30)
         rejected = await events.expect(OperationRejected, op_id, timeout=30)
     finally:

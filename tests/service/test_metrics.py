@@ -6,7 +6,6 @@ import asyncio
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from opsched.client import Client
 from services.runtime import metrics
 from services.runtime.health import HealthServer
 from services.runtime.runner import report
@@ -28,7 +27,7 @@ async def scrape(port: int) -> tuple[str, dict[tuple[str, tuple], float]]:
     return head.decode(), samples
 
 
-async def test_a_scrape_shows_the_counters_and_the_ops_per_queue_move_as_ops_run(stack_factory, tmp_path, bus):
+async def test_a_scrape_shows_the_counters_and_the_ops_per_queue_move_as_ops_run(stack_factory, tmp_path, client):
     stack = await start(stack_factory, tmp_path)
     registry = metrics.registry_of(stack.services)
     server = HealthServer(lambda: report(stack.services, [True] * len(stack.services)),
@@ -42,7 +41,7 @@ async def test_a_scrape_shows_the_counters_and_the_ops_per_queue_move_as_ops_run
         assert before[("opsched_service_leading", (("service", "admission"),))] == 1
         handled = ("opsched_messages_handled_total", (("service", "dispatcher"),))
         assert before[handled] == 0
-        ids = [await Client(bus).submit(op(f"m{i}").build()) for i in range(3)]
+        ids = [await client.submit(op(f"m{i}").build()) for i in range(3)]
 
         async def moved() -> dict | None:
             _, now = await scrape(port)

@@ -3,7 +3,6 @@ unavailable for a while is waited out (the message handled once, never dead-lett
 what the service waits for); a handler bug that repeats ends the op and frees its quota."""
 from __future__ import annotations
 
-from opsched.client import Client
 from proto import subjects
 from proto.events import (
     DispatchDelayed,
@@ -28,11 +27,11 @@ queues:
 FAST = dict(dependency_backoff_base_s=0.01, dependency_backoff_cap_s=0.05)
 
 
-async def start(stack_factory, tmp_path, bus, **overrides):
+async def start(stack_factory, tmp_path, client, **overrides):
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES)
     stack = await stack_factory(queues_file=path, dispatcher_mode="null", **overrides)
-    return stack, Client(bus)
+    return stack, client
 
 
 def replace_handler(service, kind: type, make):
@@ -42,8 +41,8 @@ def replace_handler(service, kind: type, make):
 
 
 async def test_an_api_server_down_for_a_while_is_waited_out_and_the_op_dispatched_once(stack_factory, tmp_path,
-                                                                                        bus, events):
-    stack, client = await start(stack_factory, tmp_path, bus, **FAST)
+                                                                                        bus, client, events):
+    stack, client = await start(stack_factory, tmp_path, client, **FAST)
     dispatcher = stack.service("dispatcher")
     deliveries: list[int] = []
     readiness: list[dict] = []
@@ -73,8 +72,8 @@ async def test_an_api_server_down_for_a_while_is_waited_out_and_the_op_dispatche
     assert dispatcher.stats.dead_lettered == 0 and await bus.read_all(subjects.DLQ_STREAM, subjects.DLQ_ALL) == []
 
 
-async def test_a_dispatch_that_keeps_failing_ends_the_op_and_frees_its_quota(stack_factory, tmp_path, bus, events):
-    stack, client = await start(stack_factory, tmp_path, bus, max_deliver=1)
+async def test_a_dispatch_that_keeps_failing_ends_the_op_and_frees_its_quota(stack_factory, tmp_path, client, events):
+    stack, client = await start(stack_factory, tmp_path, client, max_deliver=1)
 
     def broken(original):
         async def handle(event, ctx):

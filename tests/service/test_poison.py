@@ -4,7 +4,6 @@ two of them dead-letters it at once, well before its last delivery, and says so 
 (``handler_failed``), which admission ends. On the in-memory bus and a real nats-server."""
 from __future__ import annotations
 
-from opsched.client import Client
 from proto import subjects
 from proto.events import HandlerFailed, OperationRejected
 from proto.reasons import Reason
@@ -21,10 +20,10 @@ DYING = dict(handler_window=1,
 
 
 async def test_a_message_that_died_in_hand_twice_is_dead_lettered_by_the_next_replica_unhandled(
-        stack_factory, tmp_path, bus, events):
+        stack_factory, tmp_path, bus, client, events):
     costs, held, release = await cost_replicas_dying_with_it(stack_factory, tmp_path, DYING)
     try:
-        op_id = await Client(bus).submit(op("poison").build())
+        op_id = await client.submit(op("poison").build())
         failed = await events.expect(HandlerFailed, op_id, timeout=30)
         rejected = await events.expect(OperationRejected, op_id, timeout=30)
     finally:

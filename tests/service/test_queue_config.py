@@ -17,11 +17,10 @@ async def until_queues(client: Client, names: list[str], timeout: float = 15.0) 
     await eventually(in_force, f"queues {names} in force", timeout)
 
 
-async def test_editing_the_queues_file_takes_effect_without_a_restart(stack_factory, bus, events, tmp_path):
+async def test_editing_the_queues_file_takes_effect_without_a_restart(stack_factory, client, events, tmp_path):
     path = tmp_path / "queues.yaml"
     path.write_text(ONE)
     await stack_factory(queues_file=path, dispatcher_mode="null")
-    client = Client(bus)
     early = await client.submit(op("early").queue("b").build())
     assert (await events.expect(OperationRejected, early)).reason == "unknown_queue"
     path.write_text(TWO)
@@ -30,23 +29,21 @@ async def test_editing_the_queues_file_takes_effect_without_a_restart(stack_fact
     assert (await events.expect(OperationAdmitted, late)).queue == "b"
 
 
-async def test_a_set_queues_command_replaces_the_config_and_survives_a_restart(stack_factory, bus, events, tmp_path):
+async def test_a_set_queues_command_replaces_the_config_and_survives_a_restart(stack_factory, client, events, tmp_path):
     path = tmp_path / "queues.yaml"
     path.write_text(ONE)
     first = await stack_factory(names=("admission",), queues_file=path)
-    client = Client(bus)
     config = QueuesConfig(default_queue="c", queues=[Queue(name="c", concurrency=2)])
     await client.set_queues(config, requested_by="test")
     await until_queues(client, ["c"])
     await first.close()
     await stack_factory(names=("admission",), queues_file=path)
     await until_queues(client, ["c"])
-    assert (await client.queues()).source.startswith("command:test#")
+    assert (await client.queues()).source.startswith(f"command:{client.bus.user}#")  # admin, the connection's user
 
 
-async def test_an_invalid_set_queues_command_is_refused_and_the_config_in_force_stays(stack_factory, bus, events):
+async def test_an_invalid_set_queues_command_is_refused_and_the_config_in_force_stays(stack_factory, client, events):
     await stack_factory(names=("admission",))
-    client = Client(bus)
     bad = QueuesConfig(queues=[Queue(name="default", resources=[
         ResourceQuota(resource="nvidia.com/gpu", flavors=[FlavorQuota(name="h200", nominal=4)])])])
     await client.set_queues(bad, requested_by="test")

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from opsched.client import Client
 from proto.events import OperationAdmitted, OperationSucceeded
 from tests.builders import op
 
@@ -16,10 +15,9 @@ queues:
 
 
 async def test_a_restarted_admission_keeps_the_concurrency_slot_of_an_op_admitted_before(
-        stack_factory, bus, events, tmp_path):
+        stack_factory, bus, client, events, tmp_path):
     queues = tmp_path / "queues.yaml"
     queues.write_text(QUEUES)
-    client = Client(bus)
     first = await stack_factory(queues_file=queues, dispatcher_mode="null")
     running = await client.submit(op("first").build())
     await events.expect(OperationAdmitted, running)
@@ -37,8 +35,8 @@ async def test_a_restarted_admission_keeps_the_concurrency_slot_of_an_op_admitte
 
 
 async def test_a_submit_sent_while_admission_is_down_is_admitted_when_it_comes_back(
-        stack_factory, bus, events):
+        stack_factory, client, events):
     await stack_factory(names=("cost", "cache", "dispatcher"), dispatcher_mode="null")
-    op_id = await Client(bus).submit(op("patient").build())
+    op_id = await client.submit(op("patient").build())
     await stack_factory(names=("admission",), dispatcher_mode="null")
     await events.expect(OperationAdmitted, op_id)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from opsched.client import Client
 from proto import subjects
 from proto.events import (
     CacheHit,
@@ -42,8 +41,7 @@ async def start(stack_factory, tmp_path):
     return [await stack_factory(REPLICATED, **SHARING) for _ in range(2)]
 
 
-async def submit(bus, n: int, prefix: str) -> list[str]:
-    client = Client(bus)
+async def submit(client, n: int, prefix: str) -> list[str]:
     return [await client.submit(op(f"{prefix}-{i}").runs(f"echo {i}").cpu("90").build(),  # distinct: no cache waits
                                 op_id=f"{prefix}-{i}") for i in range(n)]
 
@@ -77,9 +75,9 @@ def handled(stack, name: str) -> int:
     return stack.service(name).stats.handled
 
 
-async def test_two_replicas_of_each_share_the_work_and_answer_every_op_once(stack_factory, tmp_path, bus, events):
+async def test_two_replicas_of_each_share_the_work_and_answer_every_op_once(stack_factory, tmp_path, bus, client, events):
     replicas = await start(stack_factory, tmp_path)
-    op_ids = await submit(bus, 60, "shared")
+    op_ids = await submit(client, 60, "shared")
     for op_id in op_ids:
         await events.expect(OperationDispatched, op_id, timeout=60)
     assert_exactly_once(events, op_ids)
@@ -109,14 +107,14 @@ async def _folded(view, n: int, timeout: float = 20.0) -> None:
     await eventually(folded, f"{n} cost records folded", timeout=timeout, interval=0.05)
 
 
-async def test_a_replica_of_each_killed_mid_run_the_others_finish_every_op_once(stack_factory, tmp_path, bus,
+async def test_a_replica_of_each_killed_mid_run_the_others_finish_every_op_once(stack_factory, tmp_path, client,
                                                                               events):
     survivor, doomed = await start(stack_factory, tmp_path)
-    op_ids = await submit(bus, 100, "killed")
+    op_ids = await submit(client, 100, "killed")
     await events.expect(OperationDispatched, op_ids[10], timeout=60)  # mid-run
     await kill(doomed)
     before = {name: handled(survivor, name) for name in REPLICATED}
-    op_ids += await submit(bus, 10, "after")  # work for every service after the kill (a fast one may be done)
+    op_ids += await submit(client, 10, "after")  # work for every service after the kill (a fast one may be done)
     for op_id in op_ids:
         await events.expect(OperationDispatched, op_id, timeout=90)
     assert_exactly_once(events, op_ids)

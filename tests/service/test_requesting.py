@@ -9,16 +9,19 @@ import nats.js.errors
 import pytest
 
 from services.runtime.requesting import Requester
+from tests.builders.identities import HARNESS
 
 
 @pytest.fixture
 async def nc(nats_server):
+    """A plain nats-py connection (the harness user's: it may make a stream of its own)."""
     from nats.js import api
 
-    conn = await nats.connect(nats_server.url)
+    bus = await nats_server.connect(name="test", identity=HARNESS)
+    conn = bus.nc
     await conn.jetstream().add_stream(api.StreamConfig(name="S", subjects=["s.>"]))
     yield conn
-    await conn.close()
+    await bus.close()
 
 
 async def test_a_publish_is_acked_with_its_sequence_and_a_repeat_as_a_duplicate(nc):
@@ -48,9 +51,7 @@ async def test_a_request_nobody_answers_times_out_and_leaves_nothing_behind(nc):
 
 @pytest.fixture
 async def bucket(nats_server):
-    from services.runtime.bus import Bus
-
-    bus = await Bus.connect(nats_server.url, "test-kv")
+    bus = await nats_server.connect(name="opsched-cache")  # a service: it makes its buckets
     yield await bus.ensure_cache_bucket("probe")
     await bus.close()
 

@@ -50,12 +50,11 @@ async def month_spend(client: Client) -> float:
 
 
 async def test_finished_ops_leave_memory_and_the_stream_but_not_the_views_nor_the_budget(
-        stack_factory, bus, events, tmp_path):
+        stack_factory, bus, client, events, tmp_path):
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES)
     settings = dict(dispatcher_mode="null", queues_file=path, retention_ttl_s=TTL, retention_interval_s=3600.0)
     stack = await stack_factory(**settings)
-    client = Client(bus)
     done = [await client.submit(gpu_op(f"done{i}"), op_id=f"done-{i}") for i in range(N)]
     live = [await client.submit(gpu_op(f"live{i}"), op_id=f"live-{i}") for i in range(2)]
     for op_id in done + live:

@@ -7,7 +7,6 @@ import json
 
 import msgspec
 
-from opsched.client import Client
 from proto import codec, subjects
 from proto.commands import SubmitOperation
 from proto.events import ErrorRaised
@@ -160,14 +159,14 @@ async def submits_on_the_bus(bus) -> list[str]:
             if isinstance(codec.decode_command(d), SubmitOperation)]
 
 
-async def test_runs_fire_on_the_bus_and_a_restart_fires_the_missed_run_once(bus_url, bus):
+async def test_runs_fire_on_the_bus_and_a_restart_fires_the_missed_run_once(bus_url, bus, client):
     log = ScheduleLog()
     await bus.follow(subjects.OPS_STREAM, subjects.OPS_ALL, log.on)
     clock, submitted, first = CountingClock(), [], Folded()
     task, stop = await start(schedule_service(bus_url, clock, first, submitted), bus)
 
     spec = ScheduleSpec(kind="interval", frequency_s=60, max_runs=4)
-    await Client(bus).create_schedule(spec, TEMPLATE, schedule_id="nightly", requested_by="test")
+    await client.create_schedule(spec, TEMPLATE, schedule_id="nightly", requested_by="test")
     created = await log.expect(ScheduleCreated, "nightly")
     assert created.at == T0 and created.op == TEMPLATE
     await first.until(lambda s: "nightly" in s)
@@ -193,12 +192,11 @@ async def test_runs_fire_on_the_bus_and_a_restart_fires_the_missed_run_once(bus_
     await asyncio.wait_for(task, TIMEOUT)
 
 
-async def test_a_deleted_schedule_stops_firing_and_a_bad_one_gets_an_error_event(bus_url, bus, events):
+async def test_a_deleted_schedule_stops_firing_and_a_bad_one_gets_an_error_event(bus_url, bus, client, events):
     log = ScheduleLog()
     await bus.follow(subjects.OPS_STREAM, subjects.OPS_ALL, log.on)
     clock, submitted, folded = CountingClock(), [], Folded()
     task, stop = await start(schedule_service(bus_url, clock, folded, submitted), bus)
-    client = Client(bus)
 
     await client.create_schedule(ScheduleSpec(kind="cron", cron="*/5 * * * *"), TEMPLATE, schedule_id="often")
     await log.expect(ScheduleCreated, "often")
@@ -220,7 +218,7 @@ async def test_a_deleted_schedule_stops_firing_and_a_bad_one_gets_an_error_event
 
 
 async def test_admission_disables_a_stored_schedule_out_of_bounds_with_its_reason_and_fires_the_others(
-        stack_factory, bus, events):
+        stack_factory, bus, client, events):
     """A schedule stored before the bounds (startAt 9999-12-31: every pass overflowed, no schedule fired)
     is disabled with the contract's refusal; a schedule created next to it fires and its run is admitted."""
     from proto.events import OperationAdmitted
@@ -233,7 +231,7 @@ async def test_admission_disables_a_stored_schedule_out_of_bounds_with_its_reaso
     await bus.publish_raw(subjects.schedule_event("schedule_created", "old"), json.dumps(old).encode(),
                           {"Nats-Msg-Id": "old.schedule_created.0"})
     await stack_factory(dispatcher_mode="null")
-    await Client(bus).create_schedule(ScheduleSpec(kind="interval", frequency_s=60, max_runs=1), op("tick").build(),
+    await client.create_schedule(ScheduleSpec(kind="interval", frequency_s=60, max_runs=1), op("tick").build(),
                                       schedule_id="tick")
 
     disabled = await log.expect(ScheduleFinished, "old")

@@ -8,19 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from opsched.client import Client
 from opsched.embedded import ServicesInProcess
-from opsched.natsserver import NatsServer, free_port
 from proto import codec, subjects
 from proto.events import OperationAdmitted, OperationRejected, OperationSubmitted
 from proto.queues import Queue, QueuesConfig
 from proto.spec_size import spec_bytes
 from services.runtime.addressing import cloudevent_headers, default_msg_id
-from services.runtime.bus import Bus
-from services.runtime.settings import Settings
 from services.runtime.sizes import wire_size
 from tests.builders import op
 from tests.builders.commands import submit
+from tests.builders.identities import HARNESS
+from tests.securebus import SecureNats
 from tests.waiting import eventually
 
 MAX_PAYLOAD = 64 * 1024
@@ -28,18 +26,15 @@ MAX_PAYLOAD = 64 * 1024
 
 @pytest.fixture
 def small_server(tmp_path: Path):
-    port = free_port()
-    config = tmp_path / "nats.conf"
-    config.write_text(f'listen: "127.0.0.1:{port}"\nmax_payload: {MAX_PAYLOAD}\n'
-                      f'jetstream {{ store_dir: "{tmp_path / "js"}" }}\n')
-    server = NatsServer(tmp_path / "nats", port=port, config_file=config).start()
+    """Secured as every test nats-server is (``tests.securebus``)."""
+    server = SecureNats(tmp_path, config=f"max_payload: {MAX_PAYLOAD}\n").start()
     yield server
     server.stop()
 
 
 @pytest.fixture
 async def bus(small_server):
-    b = await Bus.connect(small_server.url, "test")
+    b = await small_server.connect(name="test", identity=HARNESS)
     await b.ensure_streams()
     assert b.nc.max_payload == MAX_PAYLOAD
     yield b
@@ -47,12 +42,19 @@ async def bus(small_server):
 
 
 @pytest.fixture
+async def client(small_server, bus):
+    c = await small_server.client()
+    yield c
+    await c.close()
+
+
+@pytest.fixture
 async def stack(small_server):
     stacks: list[ServicesInProcess] = []
 
     async def start() -> ServicesInProcess:
-        settings = Settings(nats_url=small_server.url, log_format="console", dispatcher_mode="null")
-        stacks.append(await ServicesInProcess(settings).start())
+        settings = small_server.settings(dispatcher_mode="null")
+        stacks.append(await ServicesInProcess(settings, connect=small_server.connect).start())
         return stacks[-1]
     yield start
     for s in stacks:
@@ -74,35 +76,35 @@ def still_connected(admission) -> None:
 
 
 async def test_a_submit_within_130_bytes_of_the_max_payload_is_refused_and_admission_stays_connected(
-        stack, bus, events):
+        stack, client, events):
     services = await stack()
     admission = services.service("admission")
-    op_id = await Client(bus).submit(spec_of_wire(MAX_PAYLOAD - 100, "near-limit"), op_id="near-limit")
+    op_id = await client.submit(spec_of_wire(MAX_PAYLOAD - 100, "near-limit"), op_id="near-limit")
     rejected = await events.expect(OperationRejected, op_id)
     assert rejected.reason == "message_too_large"
     assert f"max payload of {MAX_PAYLOAD} bytes" in rejected.message and "ops.submitted" in rejected.message
     assert not events.of(op_id, OperationSubmitted)
     still_connected(admission)
-    after = await Client(bus).submit(op("after").build())
+    after = await client.submit(op("after").build())
     await events.expect(OperationAdmitted, after)
     still_connected(admission)
 
 
-async def test_an_op_whose_admitted_alone_overflows_is_rejected_once_not_retried(stack, bus, events):
+async def test_an_op_whose_admitted_alone_overflows_is_rejected_once_not_retried(stack, client, events):
     services = await stack()
     admission = services.service("admission")
     wide = {f"example.com/label-{i:03d}": "v" * 60 for i in range(100)}  # ~9 KB added to its admitted
     config = QueuesConfig(queues=[Queue(name="default", concurrency=5),
                                   Queue(name="wide", concurrency=5, node_selector=wide)], default_queue="default")
-    await Client(bus).set_queues(config)
+    await client.set_queues(config)
     await eventually(lambda: _has_queue(admission, "wide"), "admission to apply the queue configuration")
     spec = op("wide-op").queue("wide").params(blob="x" * (MAX_PAYLOAD - 3000)).build()
     assert spec_bytes(spec) < MAX_PAYLOAD - 2000
-    op_id = await Client(bus).submit(spec, op_id="wide-op")
+    op_id = await client.submit(spec, op_id="wide-op")
     rejected = await events.expect(OperationRejected, op_id)
     assert rejected.reason == "message_too_large" and "admitted" in rejected.message
     assert events.of(op_id, OperationSubmitted)
-    after = await Client(bus).submit(op("after-wide").queue("wide").build())
+    after = await client.submit(op("after-wide").queue("wide").build())
     await events.expect(OperationAdmitted, after)  # a later cycle ran: the too-large one was not retried
     assert len(events.of(op_id, OperationRejected)) == 1 and not events.of(op_id, OperationAdmitted)
     still_connected(admission)
@@ -113,7 +115,7 @@ async def _has_queue(admission, name: str) -> bool:
 
 
 async def test_a_poisoned_op_stream_still_lets_admission_become_ready_and_the_op_ends_with_the_reason(
-        stack, bus, events, monkeypatch):
+        stack, bus, client, events, monkeypatch):
     from services.admission.fold import OpFold
 
     original = OpFold._submitted
@@ -134,6 +136,6 @@ async def test_a_poisoned_op_stream_still_lets_admission_become_ready_and_the_op
     rejected = await events.expect(OperationRejected, "poison")
     assert rejected.reason == "fold_failed" and "OverflowError" in rejected.message
     assert admission.state.fold.failures.count >= 1 and admission.undecodable >= 1
-    after = await Client(bus).submit(op("after-poison").build())
+    after = await client.submit(op("after-poison").build())
     await events.expect(OperationAdmitted, after)
     assert len(events.of("poison", OperationRejected)) == 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-from opsched.client import Client
 from proto.events import ErrorRaised, OperationRejected, OperationSubmitted
 from services.admission.submit_rate import RATE_LIMITED
 from tests.builders import op
@@ -14,14 +13,14 @@ from tests.service.test_max_deliveries import QUEUES
 
 
 async def test_a_submit_over_the_requesters_rate_is_rejected_with_the_reason_and_dead_lettered(
-        stack_factory, tmp_path, bus, events):
+        stack_factory, tmp_path, bus, client_as, events):
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES)
     await stack_factory(("admission",), queues_file=path, submit_rate_per_min=1, submit_burst=2)
-    client = Client(bus)
-    allowed = [await client.submit(op(f"ok-{i}").build(), requested_by="ann") for i in range(2)]
-    over = await client.submit(op("over").build(), requested_by="ann")
-    other = await client.submit(op("other").build(), requested_by="bob")
+    ann, bob = await client_as("ann"), await client_as("bob")  # the requester: the connection's user
+    allowed = [await ann.submit(op(f"ok-{i}").build()) for i in range(2)]
+    over = await ann.submit(op("over").build())
+    other = await bob.submit(op("other").build())
     for op_id in [*allowed, other]:
         await events.expect(OperationSubmitted, op_id)
     rejected = await events.expect(OperationRejected, over)

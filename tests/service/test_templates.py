@@ -9,7 +9,6 @@ from pathlib import Path
 
 import yaml
 
-from opsched.client import Client
 from proto.events import ErrorRaised, OperationAdmitted, OperationRejected
 from tests.builders import op
 from tests.service.test_bad_input import dead_letters
@@ -17,9 +16,8 @@ from tests.service.test_bad_input import dead_letters
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-async def test_an_op_on_the_bus_that_cannot_render_is_rejected_and_dead_lettered(stack_factory, bus, events):
+async def test_an_op_on_the_bus_that_cannot_render_is_rejected_and_dead_lettered(stack_factory, bus, client, events):
     await stack_factory(dispatcher_mode="null")
-    client = Client(bus)
     bad = await client.submit(op("bad").params(lr=0.1).args("--lr={{ lrr }}").build())
     rejected = await events.expect(OperationRejected, bad)
     assert rejected.reason == "invalid_template"

@@ -15,12 +15,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from opsched.client import Client
 from proto import subjects
 from proto.events import OperationAdmitted, OperationDispatched, OperationOnHold
 from services.runtime import tracing
-from services.runtime.bus import Bus
 from tests.builders import op
+from tests.builders.identities import ADMIN, HARNESS
 from tests.otlp import OtlpReceiver
 from tests.waiting import eventually
 
@@ -43,9 +42,9 @@ def hops_of(exporter: InMemorySpanExporter, op_id: str) -> dict[tuple[str, str],
 
 
 async def test_one_ops_spans_across_the_services_are_one_trace_each_hop_the_child_of_the_last(
-        spans, stack_factory, bus):
+        spans, stack_factory, client):
     await stack_factory(dispatcher_mode="null")
-    op_id = await Client(bus).submit(op("traced").build())
+    op_id = await client.submit(op("traced").build())
 
     async def all_hops() -> dict | None:
         found = hops_of(spans, op_id)
@@ -70,10 +69,10 @@ async def test_one_ops_spans_across_the_services_are_one_trace_each_hop_the_chil
     assert publishes == [subjects.event("cost_estimated", op_id)]
 
 
-async def test_a_caller_traceparent_makes_the_op_part_of_the_callers_trace(spans, stack_factory, bus):
+async def test_a_caller_traceparent_makes_the_op_part_of_the_callers_trace(spans, stack_factory, client):
     await stack_factory(names=("admission", "cost", "cache"))
     caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-    op_id = await Client(bus).submit(op("continued").build(), traceparent=caller)
+    op_id = await client.submit(op("continued").build(), traceparent=caller)
 
     async def decided() -> dict | None:
         found = hops_of(spans, op_id)
@@ -85,9 +84,8 @@ async def test_a_caller_traceparent_makes_the_op_part_of_the_callers_trace(spans
 
 
 async def test_an_admission_started_after_the_submit_finds_the_ops_context_in_the_stream(
-        spans, stack_factory, bus, events):
+        spans, stack_factory, client, events):
     first = await stack_factory(names=("admission", "cost", "cache"))
-    client = Client(bus)
     op_id = await client.submit(msgspec.structs.replace(op("held").build(), is_approved=False))
     await events.expect(OperationOnHold, op_id)
     await first.close()
@@ -103,10 +101,10 @@ async def test_an_admission_started_after_the_submit_finds_the_ops_context_in_th
     assert found[("admission", "decide admitted")].parent.span_id == submit.context.span_id
 
 
-async def test_with_tracing_off_the_services_add_no_traceparent(stack_factory, bus, events):
+async def test_with_tracing_off_the_services_add_no_traceparent(stack_factory, bus, client, events):
     assert not tracing.ON
     await stack_factory(dispatcher_mode="null")
-    op_id = await Client(bus).submit(op("untraced").build())
+    op_id = await client.submit(op("untraced").build())
     await events.expect(OperationDispatched, op_id, timeout=30)
     last = await bus.last_seq(subjects.OPS_STREAM)
     stored = [await bus.stored(subjects.OPS_STREAM, seq) for seq in range(1, last + 1)]
@@ -116,16 +114,17 @@ async def test_with_tracing_off_the_services_add_no_traceparent(stack_factory, b
     assert [h for h in headers if tracing.TRACEPARENT in h or tracing.TRACESTATE in h] == []
 
 
-def run_cli(nats_url: str, *argv: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "opsched.cli", "--nats", nats_url, *argv], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **env})
+def run_cli(nats_server, *argv: str, **env: str) -> subprocess.CompletedProcess:
+    """The CLI as admin, over TLS."""
+    return subprocess.run([sys.executable, "-m", "opsched.cli", *argv], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **nats_server.env(ADMIN), **env})
 
 
 async def test_the_cli_submit_is_a_producer_span_exported_over_otlp_continuing_a_traceparent_from_its_env(
         nats_server, tmp_path):
     caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     with OtlpReceiver() as receiver:
-        result = await asyncio.to_thread(run_cli, nats_server.url, "submit", str(EXAMPLES / "train-1gpu.yaml"),
+        result = await asyncio.to_thread(run_cli, nats_server, "submit", str(EXAMPLES / "train-1gpu.yaml"),
                                          "--id", "cli-traced", OTEL_TRACES_EXPORTER="otlp", TRACEPARENT=caller,
                                          OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint)
         assert result.returncode == 0, result.stderr
@@ -133,7 +132,7 @@ async def test_the_cli_submit_is_a_producer_span_exported_over_otlp_continuing_a
     assert (span.name, span.kind, span.parent_id, span.service) == (
         "send submit", "PRODUCER", "00f067aa0ba902b7", "opsched-client")
     assert span.attributes["opsched.op_id"] == "cli-traced"
-    bus = await Bus.connect(nats_server.url, "test")
+    bus = await nats_server.connect(name="test", identity=HARNESS)
     try:
         stored = await bus.stored(subjects.CMD_STREAM, await bus.last_seq(subjects.CMD_STREAM))
     finally:
@@ -148,9 +147,9 @@ async def test_the_cli_submit_is_a_producer_span_exported_over_otlp_continuing_a
 ], ids=["a traceparent that is not one", "an exporter opsched does not have"])
 async def test_the_cli_refuses_tracing_settings_it_cannot_honour_before_it_sends_anything(
         nats_server, env, named, code):
-    result = await asyncio.to_thread(run_cli, nats_server.url, "submit", str(EXAMPLES / "train-1gpu.yaml"), **env)
+    result = await asyncio.to_thread(run_cli, nats_server, "submit", str(EXAMPLES / "train-1gpu.yaml"), **env)
     assert result.returncode == code and named in result.stderr
-    bus = await Bus.connect(nats_server.url, "test")
+    bus = await nats_server.connect(name="test", identity=HARNESS)
     try:
         await bus.ensure_streams()
         assert await bus.last_seq(subjects.CMD_STREAM) == 0

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from opsched.client import Client
 from opsched.ui.server import WebView
 from proto import subjects
 from proto.events import ErrorRaised, OperationAdmitted, OperationDispatched, OperationRunning, OperationSucceeded
@@ -63,18 +62,18 @@ async def get(view: WebView, path: str) -> tuple[int, Any]:
 
 
 @pytest.fixture
-async def view(bus):
-    started = await WebView(Client(bus), port=0, interval=60.0).start()
+async def view(client):
+    started = await WebView(client, port=0, interval=60.0).start()
     yield started
     await started.close()
 
 
-async def test_a_page_gets_a_snapshot_then_every_change_of_an_op_until_it_succeeds(bus, stack_factory, events, view):
+async def test_a_page_gets_a_snapshot_then_every_change_of_an_op_until_it_succeeds(bus, client, stack_factory, events, view):
     await stack_factory(dispatcher_mode="null")
     stream = await EventStream.open(view)
     kind, snapshot = await stream.next()
     assert kind == "snapshot" and snapshot["ops"] == []
-    op_id = await Client(bus).submit(op("shown").gpus(1).build())
+    op_id = await client.submit(op("shown").gpus(1).build())
     dispatched = await events.expect(OperationDispatched, op_id)
     now = datetime.now(timezone.utc)
     await bus.publish(OperationRunning(op_id=op_id, at=now, pod_name=dispatched.pod_name, node="gpu-ui"))
@@ -110,11 +109,10 @@ async def test_queues_and_cost_come_from_the_services_and_a_silent_one_is_named(
 
 
 async def test_waiting_ops_get_their_position_and_reasons_and_lose_them_when_admitted(
-        bus, stack_factory, events, view, tmp_path):
+        bus, client, stack_factory, events, view, tmp_path):
     queues = tmp_path / "queues.yaml"
     queues.write_text("defaultQueue: default\nqueues:\n  - {name: default, concurrency: 1}\n")
     await stack_factory(queues_file=queues, dispatcher_mode="null")
-    client = Client(bus)
     ids = [await client.submit(op(f"w{i}").build(), op_id=f"w{i}") for i in range(3)]
     await events.expect(OperationAdmitted, "w0")
     stream = await EventStream.open(view)
@@ -149,6 +147,6 @@ async def test_bad_input_is_listed_and_unknown_ops_and_paths_are_404(bus, stack_
     assert status == 200 and "EventSource" in script
 
 
-async def test_a_port_taken_is_a_clear_error(bus, view):
+async def test_a_port_taken_is_a_clear_error(client, view):
     with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{view.port}"):
-        await WebView(Client(bus), port=view.port).start()
+        await WebView(client, port=view.port).start()
