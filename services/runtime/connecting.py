@@ -3,6 +3,7 @@ them (monitoring calls use the same context), and a certificate not trusted repo
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,27 @@ from services.runtime import natsclient
 from services.runtime.refusals import Refusals
 
 CaFile = Path | str | None  # a CA certificate (PEM) that verifies the server: TLS; None: as the URL says
+
+# asyncio's SSL transport logs this (on the ``asyncio`` logger, uvloop's too) each time a TLS connection of
+# nats-py's is closed by the server: nats-py upgrades to TLS with ``loop.start_tls`` after the server's INFO,
+# which never calls ``connection_made`` on its new ``StreamReaderProtocol``, so the protocol does not know it
+# is over SSL and its ``eof_received`` returns True. Nothing is wrong (the transport closes either way); the
+# line would reach every CLI user's terminal. Only this message is dropped.
+SSL_EOF_NOISE = "returning true from eof_received() has no effect when using ssl"
+
+
+class _SslEofNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != SSL_EOF_NOISE
+
+
+def _quiet_ssl_eof() -> None:
+    asyncio_logger = logging.getLogger("asyncio")
+    if not any(isinstance(f, _SslEofNoise) for f in asyncio_logger.filters):
+        asyncio_logger.addFilter(_SslEofNoise())
+
+
+_quiet_ssl_eof()  # once, where every NATS connection of opsched is opened
 
 
 def server_urls(url: str) -> list[str]:

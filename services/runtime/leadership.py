@@ -31,6 +31,7 @@ from services.runtime.clock import Clock
 from services.runtime.lease import KVLease
 
 LEADER, STANDBY = "leader", "standby"
+STOPPING = "stopping"  # why a leader steps down when its process is told to stop (logged at info, not warning)
 MARGIN_FRACTION = 1 / 6  # a holder stops counting on its lease this share of the ttl before it runs out
 RETRY_FRACTION = 1 / 4  # after a failed try, try again after this share of the renewal interval
 CatchUp = Callable[[int], Awaitable[bool]]  # wait until stream sequence n is folded; False: not yet
@@ -88,7 +89,7 @@ class Leadership:
                 await self._pause(await self._tick(bus), stop)
         finally:
             held = self.lease.held is not None
-            self._step_down("stopping" if stop.is_set() else "killed", forget=not stop.is_set())
+            self._step_down(STOPPING if stop.is_set() else "killed", forget=not stop.is_set())
             if held and stop.is_set():
                 await self._release()
 
@@ -164,8 +165,9 @@ class Leadership:
         self.since = None
         if forget and self.lease is not None:
             self.lease.forget()
-        if was:
-            self.log.warning("stepped_down", holder=self.holder, why=why)
+        if was:  # a planned stop (SIGTERM, Ctrl-C on `opsched up`) is no warning: the lease is handed on
+            log = self.log.info if why == STOPPING else self.log.warning
+            log("stepped_down", holder=self.holder, why=why)
 
     def _stand_by(self) -> None:
         self.leading.clear()

@@ -206,6 +206,23 @@ async def test_a_clean_stop_releases_the_lease_so_the_standby_takes_over_without
     assert await advance_until(clock, b.leadership.leading.is_set, "b to take over") <= RENEW + STEP
 
 
+async def test_a_clean_stop_steps_down_at_info_and_a_lost_lease_with_a_warning(instances, kv, clock):
+    """Ctrl-C on `opsched up` is no warning on its terminal; losing the lease is."""
+    with structlog.testing.capture_logs() as logs:
+        a = await instances("a")
+        await a.leads()
+        await kv.update(KEY, msgspec.json.encode(Lease(holder="b", expires_at=T0 + timedelta(hours=1))),
+                        last=a.leadership.lease.held.revision)
+        await advance_until(clock, a.leadership.standing_by.is_set, "a to step down")
+        await a.close()  # not leading: nothing to step down from
+        await kv.delete(KEY)
+        c = await instances("c")
+        await advance_until(clock, c.leadership.leading.is_set, "c to lead")
+        await c.close()
+    assert [(e["log_level"], e["why"]) for e in logs if e["event"] == "stepped_down"] == [
+        ("warning", "the lease was written by another instance"), ("info", "stopping")]
+
+
 async def test_a_leader_loses_the_lease_to_a_conflicting_write_at_its_next_renewal(instances, kv, clock):
     a = await instances("a")
     await a.leads()
