@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from opsched.client import Client
 from proto.events import (
     ErrorRaised,
     OperationAdmitted,
@@ -15,9 +14,8 @@ from proto.events import (
 from tests.builders import op
 
 
-async def test_restart_and_copy_make_new_ops_linked_to_the_original(stack_factory, bus, events):
+async def test_restart_and_copy_make_new_ops_linked_to_the_original(stack_factory, client, events):
     await stack_factory(dispatcher_mode="null")
-    client = Client(bus)
     original = await client.submit(op("train").params(lr=0.1).build())
     await events.expect(OperationAdmitted, original)
     restarted = await client.restart(original, {"lr": 0.01})
@@ -32,9 +30,8 @@ async def test_restart_and_copy_make_new_ops_linked_to_the_original(stack_factor
     await events.expect(OperationAdmitted, copied)
 
 
-async def test_resume_continues_a_failed_op_in_place_as_a_new_attempt(stack_factory, bus, events):
+async def test_resume_continues_a_failed_op_in_place_as_a_new_attempt(stack_factory, bus, client, events):
     await stack_factory(dispatcher_mode="null")
-    client = Client(bus)
     op_id = await client.submit(op("train").build())
     await events.expect(OperationAdmitted, op_id)
     await bus.publish(OperationFailed(op_id=op_id, at=datetime.now(timezone.utc), pod_name=f"op-{op_id}-0",
@@ -47,9 +44,8 @@ async def test_resume_continues_a_failed_op_in_place_as_a_new_attempt(stack_fact
     assert admitted.pod_name == f"op-{op_id}-1" and admitted.spec.params["epochs"] == 5
 
 
-async def test_a_running_op_cannot_be_resumed_and_a_stopped_one_can(stack_factory, bus, events):
+async def test_a_running_op_cannot_be_resumed_and_a_stopped_one_can(stack_factory, client, events):
     await stack_factory(dispatcher_mode="null")
-    client = Client(bus)
     op_id = await client.submit(op("busy").build())
     await events.expect(OperationAdmitted, op_id)
     await client.resume(op_id)
