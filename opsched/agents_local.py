@@ -59,7 +59,9 @@ async def start_dispatchers(agents: LocalAgents, settings: Any, connect: Any, st
 
     running = []
     for name, kubeconfig in agents.kubeconfigs.items():
-        dispatcher = ServicesInProcess(settings.model_copy(update={"agent": name, "kubeconfig": kubeconfig}),
+        # no health port of its own: `opsched up`'s metrics port serves the four main services
+        dispatcher = ServicesInProcess(settings.model_copy(update={"agent": name, "kubeconfig": kubeconfig,
+                                                                   "health_port": None}),
                                        ("dispatcher",), connect)
         dispatcher.stop = stop  # one signal handler (the last serve's) stops them all
         running.append(await dispatcher.start())

@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 from opsched import completion, dryrun, reading
-from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE
+from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE, add_connection_arguments
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
 from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
@@ -255,10 +255,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opsched", description=__doc__)
-    p.add_argument("--nats", help="NATS URL (default: $NATS_URL, then the running `opsched up`)")
-    p.add_argument("--nats-ca", help="CA certificate verifying the NATS server (TLS; default: "
-                   "$OPSCHED_NATS_CA, then DATA_DIR/tls/ca.pem)")
-    p.add_argument("--data-dir", default=".opsched", help="where `opsched up` keeps its state")
+    add_connection_arguments(p)
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start nats-server, a local control plane with GPU nodes, and all services")
     from opsched.embedded import add_up_arguments

@@ -97,6 +97,16 @@ class Client:
         await bus.ensure_streams()
         return cls(bus)
 
+    @classmethod
+    async def from_context(cls, path: Path | str | None = None, name: str = "opsched-client") -> "Client":
+        """Connect as a context file says (``path``, else ``$OPSCHED_CONTEXT``, else ``.opsched/context.json``,
+        which `opsched up` writes): its URL, CA and user, each overridden by ``NATS_URL``, ``OPSCHED_NATS_CA``,
+        ``OPSCHED_NATS_USER`` (+ ``_PASSWORD_FILE`` or ``_CREDS``) when set (``opsched.context``)."""
+        from opsched import context
+
+        target = context.resolve(context=path)
+        return await cls.connect(target.url, name, target.credentials, ca_file=target.ca_file)
+
     async def close(self) -> None:
         await self.bus.close()
 

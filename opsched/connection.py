@@ -1,12 +1,12 @@
-"""How the CLI reaches NATS: the server's URL and CA (``endpoint``) and the user it connects as."""
+"""How the CLI reaches NATS: the URL, CA and user ``opsched.context`` resolves from the command's options
+(``--nats``, ``--nats-ca``, ``--context``, ``--data-dir``), the environment and the context file."""
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from opsched.endpoint import nats_ca, nats_url, unreachable
-from opsched.natsauth import client_credentials
+from opsched import context
+from opsched.endpoint import unreachable
 from services.runtime.credentials import CredentialsError
 
 EXIT_INVALID = 2
@@ -18,20 +18,34 @@ def fail(message: str, code: int = EXIT_INVALID) -> int:
     return code
 
 
+def add_connection_arguments(p: argparse.ArgumentParser) -> None:
+    """The options that say where the bus is (every command but ``up`` uses them)."""
+    p.add_argument("--context", metavar="FILE", help="a context file naming the NATS URL, CA and user (default: "
+                   f"${context.CONTEXT_ENV}, then DATA_DIR/{context.FILE_NAME}, which `opsched up` writes)")
+    p.add_argument("--nats", help="NATS URL (default: $NATS_URL, then the context's)")
+    p.add_argument("--nats-ca", help="CA certificate verifying the NATS server (TLS; default: "
+                   "$OPSCHED_NATS_CA, then the context's, then DATA_DIR/tls/ca.pem)")
+    p.add_argument("--data-dir", default=context.DEFAULT_DATA_DIR, help="where `opsched up` keeps its state")
+
+
+def target(args: argparse.Namespace) -> context.Target:
+    """Where the command connects, and as whom; exits 2 naming what cannot be used."""
+    try:
+        return context.resolve(url=getattr(args, "nats", None), ca_file=getattr(args, "nats_ca", None),
+                               context=getattr(args, "context", None),
+                               data_dir=getattr(args, "data_dir", context.DEFAULT_DATA_DIR))
+    except CredentialsError as exc:
+        raise SystemExit(fail(f"cannot use the NATS credentials: {exc}")) from None
+    except ValueError as exc:  # a context or CA named but absent or unusable: the user's input
+        raise SystemExit(fail(str(exc))) from None
+
+
 async def connect(args: argparse.Namespace):
     from opsched.client import Client
 
-    url = nats_url(args)
+    where = target(args)
     try:
-        credentials = client_credentials(Path(args.data_dir))
-    except CredentialsError as exc:
-        raise SystemExit(fail(f"cannot use the NATS credentials: {exc}")) from None
-    try:
-        ca = nats_ca(args)
-    except ValueError as exc:  # a CA named but absent: the user's input
-        raise SystemExit(fail(str(exc))) from None
-    try:
-        return await Client.connect(url, credentials=credentials, ca_file=ca)
+        return await Client.connect(where.url, credentials=where.credentials, ca_file=where.ca_file)
     except Exception as exc:  # noqa: BLE001 - no server, or one we do not trust: say so plainly
-        fail(unreachable(url, ca, exc), EXIT_UNREACHABLE)
+        fail(unreachable(where.url, where.ca_file, exc), EXIT_UNREACHABLE)
         return None

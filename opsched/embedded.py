@@ -7,11 +7,13 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import sys
 from pathlib import Path
 
 DEFAULT_NODES = ["gpu-a100-0:2:A100", "gpu-a100-1:1:A100", "gpu-t4-0:1:T4"]
 EXAMPLE_QUEUES = Path(__file__).resolve().parents[1] / "examples" / "queues.yaml"
+METRICS_HOST, METRICS_PORT = "127.0.0.1", 8090  # `opsched up`'s /metrics, /healthz, /readyz (the web view: 8089)
 DEMO_EXAMPLES = ["train-2gpu.yaml", "train-1gpu.yaml", "train-1gpu.yaml", "eval-fails.yaml", "cpu-preprocess.yaml"]
 
 
@@ -44,6 +46,9 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--demo", action="store_true", help="submit the examples, show them run, then exit "
                    "(with --ui: then stay up until Ctrl-C, so the page can still be looked at)")
     p.add_argument("--ui", action="store_true", help="serve the read-only web view too (`opsched ui`)")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help=f"serve /metrics (Prometheus), /healthz and /readyz of the services on 127.0.0.1:PORT "
+                        f"(default {METRICS_PORT}, off if taken; 0: off)")
     from opsched.ui.options import add_ui_arguments
     add_ui_arguments(p, prefix="ui-")
 
@@ -67,6 +72,7 @@ class Embedded:
         self.kubeconfig: Path | None = Path(args.kubeconfig) if args.kubeconfig else None
         self.auth_dir: Path | None = None if args.no_auth else self.data_dir / "auth"
         self.agents = None  # opsched.agents_local.LocalAgents with --agents N > 1
+        self.metrics_port: int | None = None  # where /metrics, /healthz and /readyz are served (None: off)
         if args.agents > 1 and args.queues == EXAMPLE_QUEUES:
             from opsched.agents_local import AGENTS_QUEUES
             args.queues = AGENTS_QUEUES
@@ -77,6 +83,7 @@ class Embedded:
         if self.args.fresh and self.data_dir.exists():
             shutil.rmtree(self.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_port = self._metrics_port()
         self._ensure_tls()
         if self.args.nats_cluster:
             self._start_nats_cluster(self.args.nats_cluster)
@@ -97,6 +104,42 @@ class Embedded:
              "auth_dir": str(self.auth_dir) if self.auth_dir else None,
              "nats_ca": str(self.tls.ca) if self.tls else None,
              "queues_file": str(Path(self.args.queues).resolve()) if self.args.queues else None}))
+        self._write_context()
+
+    @property
+    def context_file(self) -> Path:
+        from opsched import context
+
+        return context.default_path(self.data_dir)
+
+    def _write_context(self) -> None:
+        """The context file clients connect with (``opsched.context``): the URL, the CA, ``admin`` and its
+        password file (never the password)."""
+        from opsched import context, natsauth
+
+        password_file = natsauth.password_file(self.auth_dir, natsauth.ADMIN) if self.auth_dir else None
+        context.write(self.context_file, url=self.nats_url, ca=self.tls.ca if self.tls else None,
+                      user=natsauth.ADMIN if self.auth_dir else None, password_file=password_file,
+                      description=f"opsched up in {self.data_dir}")
+
+    def _metrics_port(self) -> int | None:
+        """``--metrics-port`` (0: off), else ``METRICS_PORT``; the default taken by another process: off, said so;
+        a port given that is taken: exit 2 before anything starts."""
+        given = self.args.metrics_port
+        if given == 0:
+            return None
+        port = METRICS_PORT if given is None else given
+        try:
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the health server binds
+                probe.bind((METRICS_HOST, port))
+        except OSError as exc:
+            if given is not None:
+                _say(f"error: --metrics-port {port}: {exc.strerror} (choose another, or 0 for none)")
+                raise SystemExit(2) from None
+            _say(f"metrics port {port} is taken ({exc.strerror}): no /metrics (choose one with --metrics-port)")
+            return None
+        return port
 
     def _authorization(self) -> str:
         """The users' ``authorization`` block ("" without auth); their password files under ``auth_dir``."""
@@ -130,8 +173,7 @@ class Embedded:
             _say("TLS is off (--no-tls): NATS connections are plain")
             return
         self.tls = ensure_tls(self.data_dir / "tls", tuple(self.args.tls_host))
-        _say(f"TLS on every NATS connection; CA {self.tls.ca} (the CLI finds it in --data-dir; other "
-             f"clients: OPSCHED_NATS_CA={self.tls.ca} or --nats-ca)")
+        _say(f"TLS on every NATS connection; CA {self.tls.ca} (clients find it in the context file)")
 
     def _start_nats_cluster(self, n: int) -> None:
         from opsched.natsserver import NatsCluster
@@ -177,7 +219,8 @@ class Embedded:
         return Settings(nats_url=self.nats_url, nats_ca_file=self.tls.ca if self.tls else None,
                         stream_replicas=self.replicas, kubeconfig=self.kubeconfig, namespace=self.args.namespace,
                         queues_file=self.args.queues, prices_file=self.args.prices,
-                        log_format="json" if self.args.demo else "auto")
+                        log_format="json" if self.args.demo else "auto",
+                        health_port=self.metrics_port, health_host=METRICS_HOST)
 
     def close(self) -> None:
         from opsched.localcluster.simkubelet import terminate
@@ -191,6 +234,7 @@ class Embedded:
         if self.nats is not None:
             self.nats.stop()
         (self.data_dir / "up.json").unlink(missing_ok=True)
+        self.context_file.unlink(missing_ok=True)
 
 
 def namespace_levels_of(default: str, queues: Path | None) -> dict[str, str]:
@@ -256,14 +300,18 @@ class ServicesInProcess:
 
 
 async def _serve(embedded: Embedded) -> int:
+    from opsched.context import CONTEXT_ENV
+
     running = await ServicesInProcess(embedded.settings(), connect=embedded.connect).start()
     others = []
     if embedded.agents is not None:
         from opsched.agents_local import start_dispatchers
         others = await start_dispatchers(embedded.agents, embedded.settings(), embedded.connect, running.stop)
-    _say("admission, cost, cache and dispatcher are serving; "
-         f"try: opsched submit examples/train-1gpu.yaml --wait   (NATS_URL={embedded.nats_url}"
-         + (f" OPSCHED_NATS_CA={embedded.tls.ca})" if embedded.tls else ")"))
+    if embedded.metrics_port is not None:
+        _say(f"metrics (Prometheus) at http://{METRICS_HOST}:{embedded.metrics_port}/metrics, "
+             "health at /healthz and /readyz (--metrics-port: another port, 0: off)")
+    _say("admission, cost, cache and dispatcher are serving; try: opsched submit examples/train-1gpu.yaml --wait")
+    _say(f"other shells and the SDK (Client.from_context()): export {CONTEXT_ENV}={embedded.context_file}")
     try:
         view = await _start_view(embedded) if embedded.args.ui else None
     except OSError as exc:  # its port taken: said plainly, everything stopped

@@ -98,20 +98,3 @@ def service_of(connection_name: str) -> str:
     if name not in permissions.SERVICES:
         raise ValueError(f"no NATS user for connection {connection_name!r}")
     return name
-
-
-
-def client_credentials(data_dir: Path, env: dict[str, str] | None = None) -> Credentials | None:
-    """The CLI's: ``OPSCHED_NATS_USER`` with ``OPSCHED_NATS_PASSWORD_FILE`` or ``OPSCHED_NATS_CREDS``; else the
-    running `opsched up`'s (``<data dir>/up.json``): ``OPSCHED_NATS_USER`` (default ``admin``) with its password
-    file there; else none (an open server). ``CredentialsError`` names what cannot be used."""
-    env = dict(os.environ) if env is None else env
-    user = env.get("OPSCHED_NATS_USER") or None
-    password, creds = env.get("OPSCHED_NATS_PASSWORD_FILE"), env.get("OPSCHED_NATS_CREDS")
-    if password or creds:
-        return Credentials.of(user, Path(password) if password else None, Path(creds) if creds else None)
-    state = Path(data_dir) / "up.json"
-    auth_dir = json.loads(state.read_text()).get("auth_dir") if state.exists() else None
-    if not auth_dir:
-        return Credentials.of(user) if user else None
-    return credentials(Path(auth_dir), user or ADMIN)

@@ -3,16 +3,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from opsched.localcluster.controlplane import ControlPlaneError, ensure_built
+from opsched.natsserver import free_port
 from services.dispatcher.k8s import load_api_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,8 +37,8 @@ def up(tmp_path):
     log = open(tmp_path / "up.log", "wb")  # noqa: SIM115
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     proc = subprocess.Popen([sys.executable, "-m", "opsched.cli", "--data-dir", str(data_dir), "up",
-                             "--node", "gpu-e2e:1:A100"], stdout=log, stderr=subprocess.STDOUT,
-                            cwd=ROOT, env=env)
+                             "--node", "gpu-e2e:1:A100", "--metrics-port", str(free_port())],
+                            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
     state = data_dir / "up.json"
     deadline = time.monotonic() + 90
     while not state.exists():
@@ -73,7 +77,43 @@ def test_a_1_gpu_example_runs_on_a_gpu_node_and_ends_succeeded_in_opsched_ops(up
 
     proc.send_signal(signal.SIGINT)
     assert proc.wait(30) == 0, "SIGINT stops `opsched up` cleanly"
-    assert not (data_dir / "up.json").exists()
+    assert not (data_dir / "up.json").exists() and not (data_dir / "context.json").exists()
+
+
+def printed(log: Path, pattern: str, proc: subprocess.Popen, timeout: float = 60) -> re.Match:
+    """The first match of ``pattern`` in what `opsched up` printed, once it has printed it."""
+    deadline = time.monotonic() + timeout
+    while not (found := re.search(pattern, log.read_text())):
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.2)
+    return found
+
+
+def test_opsched_up_prints_its_context_for_other_shells_and_serves_metrics(up, tmp_path):
+    data_dir, state, proc = up
+    context_file = data_dir.resolve() / "context.json"
+    assert stat.S_IMODE(context_file.stat().st_mode) == 0o600
+    body = json.loads(context_file.read_text())
+    assert (body["url"], body["ca"], body["user"]) == (state["nats_url"], state["nats_ca"], "admin")
+    assert Path(body["password_file"]).read_text().strip() not in context_file.read_text()
+    printed(tmp_path / "up.log", f"export OPSCHED_CONTEXT={re.escape(str(context_file))}\n", proc)
+    port = int(printed(tmp_path / "up.log", r"metrics \(Prometheus\) at http://127\.0\.0\.1:(\d+)/metrics", proc)[1])
+
+    elsewhere = tmp_path / "elsewhere"  # another directory and shell: the pasted line is all it needs
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "OPSCHED_NATS_"))}
+    env["OPSCHED_CONTEXT"] = str(context_file)
+    for command in (["queues"], ["ops"], ["cost"]):
+        ran = subprocess.run([sys.executable, "-m", "opsched.cli", *command], capture_output=True, text=True,
+                             timeout=60, cwd=elsewhere, env=env)
+        assert ran.returncode == 0 and ran.stderr == "", (command, ran.stderr)
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as ready:
+        assert ready.status == 200
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as scraped:
+        metrics = scraped.read().decode()
+    assert 'opsched_service_ready{service="dispatcher"} 1.0' in metrics
+    assert "# TYPE opsched_messages_handled_total counter" in metrics
 
 
 LONG = """version: 1.1

@@ -2,7 +2,6 @@
 (``services.runtime.credentials``): private files, passwords kept across restarts, clear refusals."""
 from __future__ import annotations
 
-import json
 import stat
 from pathlib import Path
 
@@ -86,20 +85,6 @@ def test_credentials_that_cannot_be_used_are_refused_naming_the_setting(tmp_path
     (tmp_path / "empty").write_text("\n")
     with pytest.raises(CredentialsError, match=error):
         Credentials.of(user, tmp_path / password if password else None, tmp_path / creds if creds else None)
-
-
-def test_the_cli_uses_the_environment_then_the_running_opsched_up_then_nothing(tmp_path):
-    assert natsauth.client_credentials(tmp_path, env={}) is None
-    auth = tmp_path / "auth"
-    natsauth.authorization_block(auth, natsauth.users_of([natsauth.User("alice", "submitter")]))
-    (tmp_path / "up.json").write_text(json.dumps({"nats_url": "nats://x", "auth_dir": str(auth)}))
-    assert natsauth.client_credentials(tmp_path, env={}).user == "admin"  # type: ignore[union-attr]
-    assert natsauth.client_credentials(tmp_path, env={"OPSCHED_NATS_USER": "alice"}).user == "alice"  # type: ignore[union-attr]
-    (tmp_path / "pw").write_text("p")
-    env = {"OPSCHED_NATS_USER": "zed", "OPSCHED_NATS_PASSWORD_FILE": str(tmp_path / "pw")}
-    assert natsauth.client_credentials(tmp_path, env=env) == Credentials("zed", password="p")
-    with pytest.raises(CredentialsError, match="cannot read"):
-        natsauth.client_credentials(tmp_path, env={"OPSCHED_NATS_USER": "nobody"})
 
 
 def test_a_service_connection_name_maps_to_its_user():

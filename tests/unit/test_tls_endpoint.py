@@ -1,44 +1,15 @@
-"""Where the CLI finds the NATS CA (opsched/endpoint.py), what it says when the server is not trusted, and the
-TLS parts of nats-server's configuration (opsched/natsserver.py)."""
+"""What the CLI says when the server is not trusted or a CA is missing (opsched/endpoint.py; where it finds the CA:
+tests/unit/test_context.py), and the TLS parts of nats-server's configuration (opsched/natsserver.py)."""
 from __future__ import annotations
 
-import argparse
-import json
 import ssl
 from pathlib import Path
 
 import pytest
 
-from opsched.endpoint import nats_ca, unreachable
+from opsched.endpoint import unreachable
 from opsched.natsserver import NatsCluster, NatsServer, tls_block
-from opsched.tls import TlsFiles, ensure_tls
-
-
-def args(data_dir: Path, nats_ca: str | None = None) -> argparse.Namespace:
-    return argparse.Namespace(data_dir=str(data_dir), nats=None, nats_ca=nats_ca)
-
-
-def test_the_ca_is_the_option_then_the_environment_then_up_json_then_the_data_dir(tmp_path: Path,
-                                                                                  monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.delenv("OPSCHED_NATS_CA", raising=False)
-    assert nats_ca(args(tmp_path)) is None  # nothing anywhere: plain, or the system's CAs
-    cas = {where: ensure_tls(tmp_path / where).ca for where in ("tls", "up", "env", "opt")}
-    assert nats_ca(args(tmp_path)) == cas["tls"]
-    (tmp_path / "up.json").write_text(json.dumps({"nats_url": "tls://h:1", "nats_ca": str(cas["up"])}))
-    assert nats_ca(args(tmp_path)) == cas["up"]
-    monkeypatch.setenv("OPSCHED_NATS_CA", str(cas["env"]))
-    assert nats_ca(args(tmp_path)) == cas["env"]
-    assert nats_ca(args(tmp_path, nats_ca=str(cas["opt"]))) == cas["opt"]
-
-
-def test_a_ca_named_but_missing_or_no_certificate_is_refused_naming_where(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("OPSCHED_NATS_CA", str(tmp_path / "nope.pem"))
-    with pytest.raises(ValueError, match=r"\$OPSCHED_NATS_CA: no CA certificate file at .*nope.pem"):
-        nats_ca(args(tmp_path))
-    (tmp_path / "junk.pem").write_text("not a certificate")
-    with pytest.raises(ValueError, match=r"--nats-ca: .*junk.pem is not a usable CA certificate"):
-        nats_ca(args(tmp_path, nats_ca=str(tmp_path / "junk.pem")))
+from opsched.tls import TlsFiles
 
 
 def test_the_cli_refuses_a_missing_ca_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
