@@ -12,6 +12,7 @@ import pytest
 from opsched import natsauth
 from opsched.client import Client
 from opsched.embedded import ServicesInProcess
+from opsched.verdicts import CommandRefused
 from opsched.natsserver import NatsServer
 from proto import codec, subjects
 from proto.access import NOT_ALLOWED
@@ -154,7 +155,8 @@ async def test_a_submitter_acts_only_on_its_projects_and_is_named_by_its_connect
     assert submitted.requested_by == "alice"
     await events.expect(OperationOnHold, op_id)
 
-    await carol.stop(op_id)  # carol is not of project vision: admission refuses, the op is unaffected
+    with pytest.raises(CommandRefused, match="not_allowed"):  # carol is not of project vision: admission
+        await carol.stop(op_id)  # refuses, the op is unaffected, and the SDK says so (its verdict)
     error = await events.expect(ErrorRaised, op_id)
     assert error.reason == NOT_ALLOWED and "carol" in error.message and "vision" in error.message
     assert not [e for e in events.of(op_id) if isinstance(e, (OperationStopped, StopRequested, OperationRejected))]

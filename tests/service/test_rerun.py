@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
+from opsched.verdicts import CommandRefused
 from proto.events import (
     ErrorRaised,
     OperationAdmitted,
@@ -48,7 +51,9 @@ async def test_a_running_op_cannot_be_resumed_and_a_stopped_one_can(stack_factor
     await stack_factory(dispatcher_mode="null")
     op_id = await client.submit(op("busy").build())
     await events.expect(OperationAdmitted, op_id)
-    await client.resume(op_id)
+    with pytest.raises(CommandRefused) as refused:  # the SDK waits for admission's verdict
+        await client.resume(op_id)
+    assert refused.value.verdict.outcome == "not_resumable"
     error = await events.expect(ErrorRaised, op_id)
     assert error.reason == "not_resumable" and "only stopped, failed or timed-out" in error.message
     await client.stop(op_id)
