@@ -45,7 +45,7 @@ VERBS: dict[str, tuple[str, ...]] = {
     "admin": ("submit", "stop", "restart", "copy", "resume", "approve", "reject", subjects.SET_QUEUES,
               subjects.SCHEDULE_CREATE, subjects.SCHEDULE_DELETE),
 }
-QUERIES = (subjects.QUERY_WHY, subjects.QUERY_QUEUES, subjects.QUERY_COST)
+QUERIES = (subjects.QUERY_WHY, subjects.QUERY_QUEUES, subjects.QUERY_COST, subjects.QUERY_HEALTH_ALL)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,8 @@ def service(name: str) -> Permissions:
         raise ValueError(f"unknown service {name!r}; services: {', '.join(SERVICES)}")
     publish = (*_events(EMITS[name] + SHARED_EMITS), subjects.dead_letter(name), *OTHER_PUBLISH[name],
                subjects.JS_API, subjects.JS_ACK, subjects.JS_FLOW, subjects.kv_entries("*"), subjects.REPLIES)
-    subscribe = (*QUERIES, subjects.JS_ADVISORIES, subjects.REPLIES)  # stream messages reach it on its inboxes
+    answers = (*(q for q in QUERIES if q != subjects.QUERY_HEALTH_ALL), subjects.health_query(name))  # its own health
+    subscribe = (*answers, subjects.JS_ADVISORIES, subjects.REPLIES)  # stream messages reach it on its inboxes
     return Permissions(publish=publish, subscribe=subscribe)
 
 

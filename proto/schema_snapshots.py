@@ -11,6 +11,7 @@ from proto.cluster import CLUSTER_EVENTS
 from proto.commands import COMMANDS
 from proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from proto.events import EVENTS
+from proto.health import HealthAnswer, HealthRequest
 from proto.leases import LeaderClaimed
 from proto.queries import (
     CostAnswer,
@@ -33,7 +34,8 @@ def render() -> dict[str, str]:
     out: dict[str, str] = {}
     groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed),
               "command": COMMANDS + (SetQueues,),
-              "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer),
+              "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer, HealthRequest,
+                        HealthAnswer),
               "record": (OpSummary,)}
     for kind, types in groups.items():
         for cls in types:

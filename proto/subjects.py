@@ -31,6 +31,7 @@ CMD_SCHEDULE_ALL = "cmd.*.schedule.>"
 QUERY_WHY = "opsched.query.why"  # request/reply, answered by admission
 QUERY_QUEUES = "opsched.query.queues"
 QUERY_COST = "opsched.query.cost"  # request/reply, answered by cost
+QUERY_HEALTH_ALL = "opsched.query.health.*"  # request/reply, each service on its own (``health_query``)
 DEFAULT_ROUTE = "_"
 
 # stream -> (subjects, max messages kept per subject; -1 = all)
@@ -202,6 +203,11 @@ def node(name: str, agent: str = "") -> str:
 
 def agent_heartbeat(agent: str) -> str:
     return f"cluster.agent.{agent}"
+
+
+def health_query(service: str) -> str:
+    """Where ``service`` answers how it is (``proto.health``): one replica of it."""
+    return f"opsched.query.health.{service}"
 
 
 def lease_claim(role: str) -> str:

@@ -45,7 +45,7 @@ class Feed:
         self.view = OpsView()
         self.timelines: dict[str, deque[dict[str, Any]]] = {}
         self.errors: deque[dict[str, Any]] = deque(maxlen=ERRORS_KEPT)
-        self.answers: dict[str, Any] = {"queues": None, "cost": None}
+        self.answers: dict[str, Any] = {"queues": None, "cost": None, "health": None}
         self.unavailable: dict[str, str] = {}  # query -> why its last answer did not come
         self.why: dict[str, Any] = {}  # op id -> its last `why` answer (ops still waiting)
         self.buffer = buffer
@@ -79,6 +79,13 @@ class Feed:
         if value != self.answers.get(query):
             self.answers[query] = value
             self._send({"kind": query, query: value})
+
+    def answered_health(self, answers: dict[str, msgspec.Struct | None]) -> None:
+        """Each service's health answer (``proto.health``), None for one that did not answer."""
+        value = {service: None if answer is None else msgspec.to_builtins(answer) for service, answer in answers.items()}
+        if value != self.answers.get("health"):
+            self.answers["health"] = value
+            self._send({"kind": "health", "health": value})
 
     def not_answered(self, query: str, why: str) -> None:
         if self.unavailable.get(query) != why:

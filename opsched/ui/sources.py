@@ -1,6 +1,6 @@
 """What feeds the web view, through the same subjects as the CLI: the op stream followed from its start (after the
-summaries of ops that left admission's memory), and the CLI's queries — queues, cost, and `why` for each waiting
-op — asked again after each burst of events (at most every ``debounce`` seconds) and every ``interval`` seconds."""
+summaries of ops that left admission's memory), and the CLI's queries — queues, cost, `why` for each waiting op,
+and each service's health — asked again after each burst of events (at most every ``debounce`` seconds) and every ``interval`` seconds."""
 from __future__ import annotations
 
 import asyncio
@@ -12,6 +12,7 @@ from opsched.ui.feed import Feed
 from proto import codec, subjects
 from proto.summaries import OpSummary
 
+SERVICES = ("admission", "cost", "cache", "dispatcher")  # each asked how it is (``proto.health``)
 WHY_LIMIT = 100  # waiting ops asked `why` about in one round (the first submitted first)
 ANSWERED_BY = {"queues": "admission", "cost": "cost"}
 
@@ -49,7 +50,8 @@ class Sources:
 
     async def refresh(self) -> None:
         """Ask every query once: queues and cost, then `why` for the waiting ops."""
-        await asyncio.gather(self._ask("queues", self.client.queues), self._ask("cost", self.client.cost))
+        await asyncio.gather(self._ask("queues", self.client.queues), self._ask("cost", self.client.cost),
+                             self._ask_health())
         waiting = self.feed.waiting()[:WHY_LIMIT]
         answers = await asyncio.gather(*(self.client.why(op_id, timeout=self.query_timeout) for op_id in waiting),
                                        return_exceptions=True)
@@ -63,6 +65,13 @@ class Sources:
             self.feed.answered(query, await ask(timeout=self.query_timeout))
         except Exception as exc:  # noqa: BLE001 - a service not answering is weather: the page says so
             self.feed.not_answered(query, f"no answer from {ANSWERED_BY[query]} ({exc.__class__.__name__})")
+
+    async def _ask_health(self) -> None:
+        """Each service's own account of itself (``proto.health``); one that does not answer is named as such."""
+        answers = await asyncio.gather(*(self.client.health(s, timeout=self.query_timeout) for s in SERVICES),
+                                       return_exceptions=True)
+        self.feed.answered_health({service: None if isinstance(answer, BaseException) else answer
+                                   for service, answer in zip(SERVICES, answers)})
 
     async def _refreshing(self) -> None:
         while True:

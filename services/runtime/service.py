@@ -45,7 +45,7 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from proto import codec, subjects
 from services.runtime import logging as oplog
-from services.runtime import rebuilding, tracing
+from services.runtime import rebuilding, selfreport, tracing
 from services.runtime.backoff import Backoff
 from services.runtime.bus import Bus, Fence, Received
 from services.runtime.clock import Clock, SystemClock
@@ -132,6 +132,10 @@ class Service(WaitsOut):
         its stuck handler loops; a service adds its own facts (``super().liveness() | {...}``)."""
         return self.handler_loops.stuck(self.settings.handler_stuck_s)
 
+    async def _health(self, data: bytes) -> bytes:
+        """The answer to ``opsched.query.health.<name>`` (``selfreport``): what its /readyz would say."""
+        return selfreport.answer(self, holder_id())
+
     def metric_families(self) -> list[Any]:
         """This service's own Prometheus metric families, read at a scrape (``services.runtime.metrics``)."""
         return []
@@ -142,6 +146,7 @@ class Service(WaitsOut):
         await bus.ensure_streams(self.settings.stream_limits())
         await self.start(bus)
         self.in_hand = await open_records(bus, holder_id(), self.settings.poison_crashes)
+        await bus.serve(subjects.health_query(self.name), self._health, group=f"{self.name}-health")
         subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver,
                                       ack_wait=self.settings.ack_wait_s)) for s in self.subscriptions]
         advised = await listen_for_lost(bus, [(s.durable, s.stream) for s in self.subscriptions], self._lost,

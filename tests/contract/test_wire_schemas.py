@@ -18,6 +18,7 @@ REGENERATE = "the wire contract changed: run `python -m proto.schema_snapshots` 
 def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
     from proto.cluster import CLUSTER_EVENTS
     from proto.config import PricesConfigured, QueuesConfigured
+    from proto.health import HealthAnswer, HealthRequest
     from proto.leases import LeaderClaimed
     from proto.queries import (
         CostAnswer,
@@ -32,7 +33,7 @@ def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
     expected = {f"event.{tag_of(c)}.json" for c in events} | {f"command.{tag_of(c)}.json" for c in COMMANDS}
     expected |= {"command.set_queues.json"}
     expected |= {f"query.{tag_of(c)}.json" for c in (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer,
-                                                             CostRequest, CostAnswer)}
+                                                             CostRequest, CostAnswer, HealthRequest, HealthAnswer)}
     expected |= {"record.op_summary.json"}  # the summary of an op that left admission's memory (ops bucket)
     assert set(render()) == expected | {"spec.json"}
 

@@ -1,7 +1,8 @@
 """A publish the NATS server refuses is not an outage (issue 27): on a server with the users and permissions
 `opsched up` generates, with TLS, a cache hit ends ``succeeded`` and the next op is admitted; with a permission
 deliberately taken away, the op whose event is refused ends with the reason, its quota is released, the ops behind
-it are decided, and readiness names the refused subject."""
+it are decided, and readiness — /readyz, and each service's answer on the bus that the web view shows — names the
+refused subject."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -74,7 +75,8 @@ async def run_twice_then_another(tmp_path: Path):
         await events.expect(CacheHit, second)
         other = await admin.submit(op("other").gpus(1).runs("python other.py").build())
         await events.expect(OperationAdmitted, other)  # concurrency 1: the hit holds nothing, nor blocks anyone
-        return events, stack, second
+        health = {service: await admin.health(service) for service in permissions.SERVICES}  # as the web view asks
+        return events, stack, second, health
     finally:
         await events.stop()
         await stack.close()
@@ -84,19 +86,24 @@ async def run_twice_then_another(tmp_path: Path):
 
 
 async def test_under_the_default_configuration_a_cache_hit_succeeds_and_the_next_op_is_admitted(tmp_path):
-    events, stack, second = await run_twice_then_another(tmp_path)
+    events, stack, second, health = await run_twice_then_another(tmp_path)
     done = events.of(second, OperationSucceeded)
     assert [e.reason for e in done] == ["cache_hit"] and done[0].outputs == OUTPUTS
     assert not report(stack.services, [True])["not_progressing"]
+    assert {name: answer.problems for name, answer in health.items()} == {name: [] for name in permissions.SERVICES}
+    assert health["admission"].role == "leader" and health["cost"].role == ""
 
 
 async def test_a_refused_decision_ends_its_op_and_the_cycle_goes_on(tmp_path, without_cache_hit_end):
-    events, stack, second = await run_twice_then_another(tmp_path)
+    events, stack, second, health = await run_twice_then_another(tmp_path)
     assert not events.of(second, OperationSucceeded)
     (ended,) = events.of(second, OperationRejected)
     assert ended.reason == "publish_refused" and f"ops.succeeded.{second}" in ended.message
     stalled = report(stack.services, [True])["not_progressing"]
     assert list(stalled) == ["admission"] and f"publish ops.succeeded.{second}" in stalled["admission"]
+    (problem,) = health["admission"].problems  # what the web view shows, over the bus
+    assert problem.kind == "not_progressing" and problem.what == f"publish ops.succeeded.{second}"
+    assert "refused user 'admission'" in problem.detail and not health["cost"].problems
 
 
 async def test_a_handler_whose_event_is_refused_gives_up_at_once_and_the_op_ends(tmp_path, monkeypatch):

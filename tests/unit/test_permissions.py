@@ -111,3 +111,15 @@ def test_an_unknown_role_or_service_is_refused_by_name():
         permissions.client("root", "alice")
     with pytest.raises(ValueError, match="unknown service 'gpu'"):
         permissions.service("gpu")
+
+
+def may_subscribe(p: permissions.Permissions, subject: str) -> bool:
+    return any(matches(allowed, subject) for allowed in p.subscribe)
+
+
+def test_each_service_answers_for_its_own_health_only_and_every_client_may_ask():
+    for name in permissions.SERVICES:
+        answers = [s for s in permissions.SERVICES if may_subscribe(permissions.service(name), subjects.health_query(s))]
+        assert answers == [name]
+    for role in permissions.ROLES:
+        assert all(may_publish(permissions.client(role, "alice"), subjects.health_query(s)) for s in permissions.SERVICES)

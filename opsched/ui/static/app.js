@@ -2,7 +2,7 @@
 // rendered into queues, ops, an op's timeline, cost and errors. Read-only; every text goes in as textContent.
 "use strict";
 
-const state = { ops: new Map(), why: {}, queues: null, cost: null, errors: [], unavailable: {} };
+const state = { ops: new Map(), why: {}, queues: null, cost: null, health: null, errors: [], unavailable: {} };
 let selected = null;      // the op whose timeline is open
 let timeline = [];        // its events
 let drawPending = false;
@@ -25,6 +25,7 @@ function applySnapshot(snap) {
   state.why = snap.why || {};
   state.queues = snap.queues;
   state.cost = snap.cost;
+  state.health = snap.health;
   state.errors = snap.errors || [];
   state.unavailable = snap.unavailable || {};
   if (selected) openDetail(selected);
@@ -42,6 +43,7 @@ const handlers = {
   why: (msg) => { state.why[msg.op_id] = msg.why; },
   queues: (msg) => { state.queues = msg.queues; delete state.unavailable.queues; },
   cost: (msg) => { state.cost = msg.cost; delete state.unavailable.cost; },
+  health: (msg) => { state.health = msg.health; },
   unavailable: (msg) => { state.unavailable[msg.query] = msg.why; },
   error: (msg) => { state.errors.push(msg.error); state.errors = state.errors.slice(-20); },
 };
@@ -64,6 +66,7 @@ function scheduleDraw() {
 
 function draw() {
   drawTally();
+  drawServices();
   drawQueues();
   drawFragmentation();
   drawOps();
@@ -83,6 +86,19 @@ function unavailable(query) {
   const note = document.getElementById(`${query}-unavailable`);
   note.hidden = !state.unavailable[query];
   note.textContent = state.unavailable[query] || "";
+}
+
+function drawServices() {
+  // Each service's own account (proto/schemas/query.health_answer.json): fine, its problems, or no answer.
+  const health = state.health || {};
+  document.getElementById("services").replaceChildren(...Object.entries(health).map(([service, answer]) => {
+    if (!answer) return el("li", { "data-service": service, "data-state": "silent" }, `${service}: no answer`);
+    const problems = answer.problems || [];
+    if (!problems.length) return el("li", { "data-service": service, "data-state": "ok" }, `${service}: ok`);
+    return el("li", { "data-service": service, "data-state": problems[0].kind },
+      `${service}: ` + problems.map((p) => `${p.kind.replace("_", " ")}: ${p.what}` + (p.count ? ` (${p.count}×)` : "") +
+        (p.detail ? ` — ${p.detail}` : "")).join("; "));
+  }));
 }
 
 function bar(used, nominal, borrowed, kind) {
