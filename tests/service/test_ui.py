@@ -95,17 +95,22 @@ async def test_a_page_gets_a_snapshot_then_every_change_of_an_op_until_it_succee
                                                  "reason": "Completed"}}
 
 
-async def test_queues_and_cost_come_from_the_services_and_a_silent_one_is_named(bus, stack_factory, view):
+async def test_queues_cost_and_health_come_from_the_services_and_a_silent_one_is_named(bus, stack_factory, view):
     await stack_factory(names=("cost", "cache"), dispatcher_mode="null")  # no admission to answer `queues`
     view.sources.query_timeout = 0.5
     await view.sources.refresh()
     _, state = await get(view, "/api/state")
     assert state["queues"] is None and state["unavailable"]["queues"].startswith("no answer from admission")
     assert state["cost"]["type"] == "cost_answer" and "cost" not in state["unavailable"]
+    health = state["health"]  # each service's own account of itself; one that does not answer: None
+    assert health["admission"] is None and health["dispatcher"] is None
+    assert health["cost"] == {"type": "health_answer", "service": "cost", "instance": health["cost"]["instance"]}
+    assert "problems" not in health["cache"]  # as sent: the wire leaves defaults out (none: fine)
     await stack_factory(names=("admission",), dispatcher_mode="null")
     await view.sources.refresh()
     _, state = await get(view, "/api/state")
     assert state["queues"]["defaultQueue"] == "default" and state["unavailable"] == {}
+    assert state["health"]["admission"]["service"] == "admission"  # leader or standby yet: it answers
 
 
 async def test_waiting_ops_get_their_position_and_reasons_and_lose_them_when_admitted(
