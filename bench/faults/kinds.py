@@ -8,11 +8,13 @@ started it (Linux's parent-death signal), and a worker thread may end before the
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.faults.stage import Stage
+from opsched import natsauth
 from opsched.natsserver import NatsCluster, NatsServer
 from proto import subjects
 
@@ -140,7 +142,7 @@ class NatsDown(Fault):
     async def hold(self, stage: Stage) -> None:
         began = asyncio.get_running_loop().time()
         if self.op_file is not None:
-            self.refusals.append(await cli_submit(stage.nats_url, self.op_file))
+            self.refusals.append(await cli_submit(stage.nats_url, self.op_file, stage.user_env(natsauth.ADMIN)))
         await asyncio.sleep(max(0.0, self.lasts_s - (asyncio.get_running_loop().time() - began)))
 
     async def heal(self, stage: Stage) -> None:
@@ -154,10 +156,11 @@ def nodes_of(nats: NatsServer | NatsCluster) -> list[NatsServer]:
     return list(nats.nodes) if isinstance(nats, NatsCluster) else [nats]
 
 
-async def cli_submit(nats_url: str, op_file: Path) -> tuple[int, str]:
-    """``opsched --nats URL submit FILE`` as a user runs it: its exit code and what it printed on stderr."""
+async def cli_submit(nats_url: str, op_file: Path, env: dict[str, str]) -> tuple[int, str]:
+    """``opsched --nats URL submit FILE`` as a user runs it (``env``: its NATS user and CA): its exit code and what
+    it printed on stderr."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "opsched.cli", "--nats", nats_url, "submit", str(op_file),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, **env})
     _, err = await proc.communicate()
     return proc.returncode if proc.returncode is not None else -1, err.decode(errors="replace")

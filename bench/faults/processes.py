@@ -10,6 +10,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from opsched.children import die_with_parent
@@ -19,11 +20,14 @@ SERVICES = ("admission", "cost", "cache", "dispatcher")
 
 
 class ServiceProcesses:
-    """``replicas`` processes of each service, started with ``env`` (NATS_URL, kubeconfig, ...); each
-    serves /healthz on a port of its own, logs to ``<log_dir>/<name>-<i>.log``."""
+    """``replicas`` processes of each service, started with ``env`` (NATS_URL, kubeconfig, ...) and what
+    ``env_of(service)`` adds (its NATS user's credentials); each serves /healthz on a port of its own, logs to
+    ``<log_dir>/<name>-<i>.log``."""
 
-    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+    def __init__(self, env: dict[str, str], log_dir: Path,
+                 env_of: Callable[[str], dict[str, str]] = lambda name: {}) -> None:
         self.env = env
+        self.env_of = env_of
         self.log_dir = Path(log_dir)
         self.procs: dict[tuple[str, int], subprocess.Popen[bytes]] = {}
         self.ports: dict[tuple[str, int], int] = {}
@@ -40,7 +44,8 @@ class ServiceProcesses:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / f"{name}-{i}.log", "ab") as log:
             self.procs[(name, i)] = subprocess.Popen(
-                [sys.executable, "-m", f"services.{name}"], env={**self.env, "OPSCHED_HEALTH_PORT": str(port)},
+                [sys.executable, "-m", f"services.{name}"],
+                env={**self.env, **self.env_of(name), "OPSCHED_HEALTH_PORT": str(port)},
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
 
     def kill(self, name: str, i: int = 0) -> None:

@@ -1,6 +1,9 @@
 """The stage a fault is played on: NATS (one server or a 3-node JetStream cluster), the real control plane
 with simulated GPU nodes of its own, the four services as processes (any number of replicas each), and
-the harness's own connection (a client to submit, the op stream followed, a pod ledger)."""
+the harness's own connection (a client to submit, the op stream followed, a pod ledger).
+
+NATS is configured as `opsched up` configures it by default: TLS (a CA made in the stage's directory) and the
+generated users (``opsched.natsauth``), each service connecting as its own, the harness as ``admin``."""
 from __future__ import annotations
 
 import asyncio
@@ -16,11 +19,13 @@ from kubernetes import client
 from bench.faults.opwatch import OpWatch
 from bench.faults.pods import PodLedger
 from bench.faults.processes import SERVICES, ServiceProcesses
+from opsched import natsauth
 from opsched.client import Client
 from opsched.localcluster.controlplane import ControlPlane
 from opsched.localcluster.nodes import delete_nodes
 from opsched.localcluster.simkubelet import spawn, terminate
 from opsched.natsserver import NatsCluster, NatsServer
+from opsched.tls import ensure_tls
 from services.runtime.bus import Bus
 
 QUEUES = """\
@@ -65,9 +70,12 @@ class Stage:
         self.namespace = f"faults-{tag}"
         self.product = f"sim-{tag}"
         self.node_names = [f"gpu-{tag}-{i}" for i in range(layout.nodes)]
+        self.tls = ensure_tls(self.root / "tls")
+        self.auth_dir = self.root / "auth"
+        users = natsauth.authorization_block(self.auth_dir, natsauth.users_of([]))
         self.nats: NatsServer | NatsCluster = (
-            NatsCluster(self.root / "nats-cluster", n=layout.nats_nodes) if layout.nats_nodes > 1
-            else NatsServer(self.root / "nats"))
+            NatsCluster(self.root / "nats-cluster", n=layout.nats_nodes, authorization=users, tls=self.tls)
+            if layout.nats_nodes > 1 else NatsServer(self.root / "nats", authorization=users, tls=self.tls))
         self.services: ServiceProcesses | None = None
         self.kubelet: subprocess.Popen[bytes] | None = None
         self.bus: Bus | None = None
@@ -86,11 +94,13 @@ class Stage:
     async def start(self) -> "Stage":
         self.nats.start()  # processes start on this thread: see bench.faults.kinds
         self._start_kubernetes_side()
-        self.bus = await Bus.connect(self.nats_url, "faults-harness", replicas=self.replicas)
+        self.bus = await Bus.connect(self.nats_url, "faults-harness", replicas=self.replicas,
+                                     credentials=natsauth.credentials(self.auth_dir, natsauth.ADMIN),
+                                     tls_ca_file=self.tls.ca)
         await self.bus.ensure_streams()
         self.client = Client(self.bus)
         self.ops = await OpWatch(self.bus).start()
-        self.services = ServiceProcesses(self._env(), self.root / "logs")
+        self.services = ServiceProcesses(self._env(), self.root / "logs", self.user_env)
         await self.services.until_ready(self.services.start(self.layout.replicas))
         return self
 
@@ -101,6 +111,11 @@ class Stage:
         self.kubelet = spawn(self.control_plane.kubeconfig, nodes, start_delay=self.layout.pod_start_s,
                              log_file=self.root / "logs" / "simkubelet.log")
         self.pods = PodLedger(self.control_plane.kubeconfig, self.namespace).start()
+
+    def user_env(self, user: str) -> dict[str, str]:
+        """What a process connecting as ``user`` (a service, or ``admin``: the CLI) adds to its environment."""
+        return {"OPSCHED_NATS_USER": user, "OPSCHED_NATS_CA": str(self.tls.ca),
+                "OPSCHED_NATS_PASSWORD_FILE": str(natsauth.password_file(self.auth_dir, user))}
 
     def _env(self) -> dict[str, str]:
         queues = self.root / "queues.yaml"

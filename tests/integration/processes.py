@@ -1,26 +1,32 @@
 """Each service in its own process, as in production (``python -m services.<name>``), for integration tests:
-started, killed, restarted and stopped with SIGTERM; each logs to ``<logs>/<name>.log``."""
+started, killed, restarted and stopped with SIGTERM; each logs to ``<logs>/<name>.log``. With ``nats`` (a
+``tests.securebus.SecureNats``) each connects as its own NATS user, over TLS."""
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from tests.builders import identities
 
 SERVICES = ("admission", "cost", "cache", "dispatcher")
 
 
 class Processes:
-    def __init__(self, env: dict[str, str], logs: Path) -> None:
+    def __init__(self, env: dict[str, str], logs: Path, nats: Any = None) -> None:
         self.env = env
         self.logs = logs
+        self.nats = nats
         self.procs: dict[str, subprocess.Popen] = {}
 
     def start(self, name: str, **env: str) -> None:
         """``services.<name>`` with the common environment and ``env`` (e.g. ``OPSCHED_HEALTH_PORT``)."""
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        self.procs[name] = subprocess.Popen([sys.executable, "-m", f"services.{name}"], env={**self.env, **env},
-                                            stdout=log, stderr=subprocess.STDOUT)
+        user = self.nats.env(identities.service(name)) if self.nats is not None else {}
+        self.procs[name] = subprocess.Popen([sys.executable, "-m", f"services.{name}"],
+                                            env={**self.env, **user, **env}, stdout=log, stderr=subprocess.STDOUT)
 
     def kill(self, name: str) -> None:
         self.procs[name].send_signal(signal.SIGKILL)

@@ -12,10 +12,9 @@ import urllib.request
 
 import pytest
 
-from opsched.client import Client
 from opsched.natsserver import free_port
 from proto.events import OperationAdmitted, OperationSubmitted
-from tests.builders import op
+from tests.builders import identities, op
 from tests.waiting import eventually
 
 TTL, RENEW = 6.0, 2.0  # the defaults
@@ -30,15 +29,18 @@ def role(port: int) -> str | None:
 
 
 class Admissions:
-    def __init__(self, env: dict[str, str], logs) -> None:
-        self.env, self.logs = env, logs
+    """Services as processes (admission replicas among them), each as its own NATS user of ``nats``."""
+
+    def __init__(self, env: dict[str, str], logs, nats) -> None:
+        self.env, self.logs, self.nats = env, logs, nats
         self.procs: dict[str, tuple[subprocess.Popen, int]] = {}
 
     def start(self, name: str, module: str = "admission") -> int:
         port = free_port()
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen([sys.executable, "-m", f"services.{module}"], stdout=log, stderr=subprocess.STDOUT,
-                                env={**self.env, "OPSCHED_HEALTH_PORT": str(port)})
+                                env={**self.env, **self.nats.env(identities.service(module)),
+                                     "OPSCHED_HEALTH_PORT": str(port)})
         self.procs[name] = (proc, port)
         return port
 
@@ -64,22 +66,21 @@ class Admissions:
 
 @pytest.fixture
 def admissions(nats_server, tmp_path):
-    env = {**os.environ, "NATS_URL": nats_server.url, "OPSCHED_LOG_FORMAT": "json", "OPSCHED_DISPATCHER_MODE": "null",
-           "PYTHONUNBUFFERED": "1"}
-    procs = Admissions(env, tmp_path)
+    env = {**os.environ, "OPSCHED_LOG_FORMAT": "json", "OPSCHED_DISPATCHER_MODE": "null", "PYTHONUNBUFFERED": "1"}
+    procs = Admissions(env, tmp_path, nats_server)
     yield procs
     procs.stop_all()
 
 
 async def test_kill_9_of_the_leading_admission_process_hands_over_to_the_standby_admitting_nothing_twice(
-        admissions, bus, events):
+        admissions, client, events):
     admissions.start("a")
     await admissions.role_of("a", "leader")
     admissions.start("b")
     await admissions.role_of("b", "standby")
     for name in ("cost", "cache", "dispatcher"):
         admissions.start(name, module=name)
-    client = Client(bus)  # ten ops in all: the default queue's concurrency (null dispatcher: none ends)
+    client = client  # ten ops in all: the default queue's concurrency (null dispatcher: none ends)
     before = [await client.submit(op(f"before-{i}").build(), op_id=f"before-{i}") for i in range(5)]
     for op_id in before:
         await events.expect(OperationSubmitted, op_id, timeout=30)

@@ -11,7 +11,6 @@ import msgspec
 import pytest
 from kubernetes import client
 
-from opsched.client import Client
 from opsched.localcluster.controlplane import ControlPlane
 from opsched.localcluster.launcher import spawn, terminate
 from opsched.polyaxonfile import load_polyaxonfile
@@ -71,7 +70,7 @@ def second_cluster(tmp_path_factory):
 
 
 @pytest.fixture
-async def agents(control_plane, second_cluster, k8s_namespace, sim_nodes, stack_factory, bus, tmp_path):
+async def agents(control_plane, second_cluster, k8s_namespace, sim_nodes, stack_factory, client, tmp_path):
     second_cluster.ensure_namespace(k8s_namespace)
     sim_nodes(("twin-0", 2, "A100"))
     path = tmp_path / "queues.yaml"
@@ -85,7 +84,6 @@ async def agents(control_plane, second_cluster, k8s_namespace, sim_nodes, stack_
     async def both_known() -> bool:
         return {"twin-0", "agent-b/twin-0"} <= set(fold.nodes) and "agent-b" in fold.heartbeats
     await eventually(both_known, "admission to know both clusters' nodes and hear agent-b", timeout=30)
-    client = Client(bus)
     client.remote_dispatcher = remote  # the test that silences agent-b stops it
     return client
 

@@ -5,7 +5,6 @@ import asyncio
 
 import pytest
 
-from opsched.client import Client
 from proto.events import (
     CacheMissed,
     CostEstimated,
@@ -21,10 +20,10 @@ from tests.builders import op
 
 
 @pytest.fixture
-async def gpu_cluster(control_plane, k8s_namespace, sim_nodes, stack_factory, bus, events):
+async def gpu_cluster(control_plane, k8s_namespace, sim_nodes, stack_factory, client, events):
     sim_nodes(("gpu-big", 2, "A100"), ("gpu-small", 1, "A100"))
     stack = await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace)
-    return Client(bus), stack
+    return client, stack
 
 
 def pod(core_v1, namespace: str, name: str):

@@ -6,7 +6,6 @@ import asyncio
 
 import pytest
 
-from opsched.client import Client
 from proto.events import (
     CacheHit,
     CacheMissed,
@@ -21,10 +20,10 @@ MANAGED = "app.kubernetes.io/managed-by=opsched"
 
 
 @pytest.fixture
-async def gpu_cluster(control_plane, k8s_namespace, sim_nodes, stack_factory, bus, events):
+async def gpu_cluster(control_plane, k8s_namespace, sim_nodes, stack_factory, client, events):
     sim_nodes(("gpu-a", 2, "A100"))
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace)
-    return Client(bus)
+    return client
 
 
 def train():

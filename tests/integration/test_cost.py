@@ -8,6 +8,7 @@ charged always comes from the catalogue (the built-in prices), never from the op
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from proto.events import (
 )
 from proto.queries import PendingReason
 from tests.builders import op
+from tests.builders.identities import ADMIN
 from tests.waiting import eventually
 
 MANAGED = "app.kubernetes.io/managed-by=opsched"
@@ -52,13 +54,13 @@ budgets:
 
 
 @pytest.fixture
-async def start(control_plane, k8s_namespace, sim_nodes, stack_factory, bus, tmp_path):
+async def start(control_plane, k8s_namespace, sim_nodes, stack_factory, client, tmp_path):
     async def go(queues_yaml: str, *nodes) -> Client:
         sim_nodes(*nodes)
         path = tmp_path / "queues.yaml"
         path.write_text(queues_yaml)
         await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, queues_file=path)
-        return Client(bus)
+        return client
     return go
 
 
@@ -130,9 +132,10 @@ async def spent_today(client: Client, queue: str) -> float:
     return line.day if line else 0.0
 
 
-def opsched_cost(nats_url: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "opsched.cli", "--nats", nats_url, "cost"],
-                          capture_output=True, text=True, timeout=60, cwd=REPO)
+def opsched_cost(nats_server) -> subprocess.CompletedProcess:
+    """The CLI as admin, over TLS."""
+    return subprocess.run([sys.executable, "-m", "opsched.cli", "cost"], capture_output=True, text=True, timeout=60,
+                          cwd=REPO, env={**os.environ, **nats_server.env(ADMIN)})
 
 
 async def test_a_daily_budget_holds_an_op_once_the_days_spend_leaves_no_room_and_opsched_cost_reports_it(
@@ -162,7 +165,7 @@ async def test_a_daily_budget_holds_an_op_once_the_days_spend_leaves_no_room_and
 
     await eventually(lambda: _close(spent_today(client, "metered"), spent.amount),
                      "the cost service to have folded the first's cost", timeout=10)
-    result = await asyncio.to_thread(opsched_cost, nats_server.url)
+    result = await asyncio.to_thread(opsched_cost, nats_server)
     assert result.returncode == 0, result.stderr
     assert_cost_report(result.stdout, spent.amount, next_utc_midnights(before, after))
     assert (await client.why(second)).reasons[0].code == "budget_exhausted"  # still held

@@ -14,9 +14,7 @@ from proto.failures import will_retry
 from proto.naming import pod_name
 from proto.podspec import LABEL_ATTEMPT, LABEL_OP
 from services.dispatcher.service import Dispatcher
-from services.runtime.bus import Bus
 from services.runtime.service import Context
-from services.runtime.settings import Settings
 from tests.builders import admitted, op
 
 pytestmark = pytest.mark.integration
@@ -24,9 +22,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 async def dispatcher(nats_server, control_plane, k8s_namespace):
-    settings = Settings(nats_url=nats_server.url, kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace,
-                        log_format="console", stop_grace_s=0)
-    bus = await Bus.connect(nats_server.url, "opsched-dispatcher-conflict")
+    settings = nats_server.settings(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, stop_grace_s=0)
+    bus = await nats_server.connect(name="opsched-dispatcher")
     await bus.ensure_streams()
     made = Dispatcher(settings)
     made.bus = bus

@@ -19,8 +19,8 @@ from proto.podspec import attempt_selector
 from services.dispatcher.service import Dispatcher
 from services.runtime.bus import Bus
 from services.runtime.service import Context
-from services.runtime.settings import Settings
 from tests.builders import admitted, op, preempt_requested, stop_requested
+from tests.builders.identities import HARNESS
 from tests.kube import pod_gone
 
 pytestmark = pytest.mark.integration
@@ -30,11 +30,10 @@ pytestmark = pytest.mark.integration
 async def replicas(nats_server, control_plane, k8s_namespace):
     """Two dispatchers, each with its own connection, started as ``Service.run`` starts them (buckets,
     replay), their handlers called directly."""
-    settings = Settings(nats_url=nats_server.url, kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace,
-                        log_format="console", stop_grace_s=0)
+    settings = nats_server.settings(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, stop_grace_s=0)
     made: list[tuple[Dispatcher, Bus]] = []
-    for name in ("a", "b"):
-        bus = await Bus.connect(nats_server.url, f"opsched-dispatcher-{name}")
+    for _ in ("a", "b"):
+        bus = await nats_server.connect(name="opsched-dispatcher")
         await bus.ensure_streams()
         dispatcher = Dispatcher(settings)
         dispatcher.bus = bus
@@ -112,7 +111,7 @@ async def test_the_record_of_a_released_attempt_is_shared_and_keeps_who_released
     await a.on_stop(stop_requested("kept-1", namespace=a.settings.namespace), ctx(a))
     assert b.fates is not None and await b.fates.released("kept-1", 0)
     assert not await b.fates.released("kept-1", 1)  # a later attempt is its own
-    bus = await Bus.connect(nats_server.url, "test")
+    bus = await nats_server.connect(name="test", identity=HARNESS)
     try:
         kv = await bus.ensure_cache_bucket(subjects.ATTEMPT_FATE_BUCKET)
         status = await kv.status()

@@ -8,7 +8,6 @@ import secrets
 
 import pytest
 
-from opsched.client import Client
 from proto.events import OperationAdmitted, OperationFailed, OperationRunning, OperationSucceeded
 from tests.builders import op
 from tests.kube import pod_gone
@@ -45,13 +44,12 @@ async def pods_by_op(core_v1, namespace: str) -> dict[str, list[str]]:
 
 
 async def test_ops_running_and_admitted_while_the_api_server_restarts_all_finish_with_one_pod_per_attempt(
-        control_plane, k8s_namespace, sim_nodes, stack_factory, bus, events, core_v1, queues_file):
+        control_plane, k8s_namespace, sim_nodes, stack_factory, client, events, core_v1, queues_file):
     sim_nodes((f"gpu-rec-{secrets.token_hex(2)}", 6, "A100"))
     # max_deliver=2: an admitted handled while the API is down is dead-lettered at once; only the
     # reconciler can give it its pod
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, queues_file=queues_file,
                         max_deliver=2, **FAST)
-    client = Client(bus)
     before = [await client.submit(spec(f"before-{i}", "sleep 3")) for i in range(3)]
     for op_id in before:
         await events.expect(OperationRunning, op_id, timeout=30)
@@ -73,12 +71,12 @@ async def test_ops_running_and_admitted_while_the_api_server_restarts_all_finish
 
 
 async def test_a_pod_deleted_while_the_dispatcher_was_down_is_reported_failed(
-        control_plane, k8s_namespace, sim_nodes, stack_factory, bus, events, core_v1, queues_file):
+        control_plane, k8s_namespace, sim_nodes, stack_factory, client, events, core_v1, queues_file):
     sim_nodes((f"gpu-rec-{secrets.token_hex(2)}", 1, "A100"))
     await stack_factory(names=("admission", "cost", "cache"), namespace=k8s_namespace, queues_file=queues_file)
     dispatcher = await stack_factory(names=("dispatcher",), kubeconfig=control_plane.kubeconfig,
                                      namespace=k8s_namespace, **FAST)
-    op_id = await Client(bus).submit(spec("doomed", "sleep 60"))
+    op_id = await client.submit(spec("doomed", "sleep 60"))
     running = await events.expect(OperationRunning, op_id, timeout=30)
 
     await dispatcher.close()

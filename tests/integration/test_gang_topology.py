@@ -9,7 +9,6 @@ import asyncio
 import pytest
 from kubernetes.client.rest import ApiException
 
-from opsched.client import Client
 from proto import rendezvous
 from proto.events import OperationAdmitted, OperationRunning, OperationStopped
 from tests.builders import op
@@ -32,7 +31,7 @@ RACKS = {"rdzv-a": "r1", "rdzv-b": "r2", "rdzv-c": "r2"}
 
 
 @pytest.fixture
-async def cluster(control_plane, k8s_namespace, sim_nodes, core_v1, stack_factory, bus, tmp_path):
+async def cluster(control_plane, k8s_namespace, sim_nodes, core_v1, stack_factory, client, tmp_path):
     sim_nodes(*((name, 2, "A100") for name in RACKS))
     for name, rack in RACKS.items():
         await asyncio.to_thread(core_v1.patch_node, name, {"metadata": {"labels": {RACK: rack}}})
@@ -45,7 +44,7 @@ async def cluster(control_plane, k8s_namespace, sim_nodes, core_v1, stack_factor
         nodes = admission.state.nodes
         return all(nodes.get(n) is not None and nodes[n].labels.get(RACK) == r for n, r in RACKS.items())
     await eventually(racks_known, "admission to know the racks", timeout=30)
-    return Client(bus)
+    return client
 
 
 async def test_a_gang_runs_within_one_rack_finds_its_master_and_its_service_goes_with_its_pods(

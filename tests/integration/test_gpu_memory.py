@@ -14,10 +14,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def client(control_plane, k8s_namespace, sim_nodes, stack_factory, bus) -> Client:
+async def client(control_plane, k8s_namespace, sim_nodes, stack_factory, client) -> Client:
     sim_nodes(("share", "2x16Gi", "T4"))
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace)
-    return Client(bus)
+    return client
 
 
 def shared(name: str, gib: int, script: str = "sleep 60"):

@@ -6,7 +6,6 @@ import os
 
 import pytest
 
-from opsched.client import Client
 from proto.events import OperationAdmitted, OperationSucceeded
 from tests.builders import op
 from tests.integration.processes import SERVICES, Processes
@@ -14,24 +13,24 @@ from tests.integration.processes import SERVICES, Processes
 
 @pytest.fixture
 def processes(nats_server, control_plane, k8s_namespace, tmp_path):
-    env = {**os.environ, "NATS_URL": nats_server.url, "OPSCHED_KUBECONFIG": str(control_plane.kubeconfig),
+    env = {**os.environ, "OPSCHED_KUBECONFIG": str(control_plane.kubeconfig),
            "OPSCHED_NAMESPACE": k8s_namespace, "OPSCHED_LOG_FORMAT": "json"}
-    procs = Processes(env, tmp_path)
+    procs = Processes(env, tmp_path, nats_server)
     yield procs
     procs.terminate_all()
 
 
 @pytest.mark.parametrize("victim", SERVICES)
 async def test_an_op_submitted_while_one_service_is_killed_succeeds_once_it_restarts(
-        victim, processes, sim_nodes, bus, events):
+        victim, processes, sim_nodes, client, events):
     sim_nodes(("gpu-only", 1, "A100"))
     for name in SERVICES:
         processes.start(name)
-    warmup = await Client(bus).submit(op("warmup").gpus(1).runs("sleep 0.2").build())
+    warmup = await client.submit(op("warmup").gpus(1).runs("sleep 0.2").build())
     await events.expect(OperationSucceeded, warmup, timeout=60)
 
     processes.kill(victim)
-    op_id = await Client(bus).submit(op("survivor").gpus(1).runs("sleep 0.5").build())
+    op_id = await client.submit(op("survivor").gpus(1).runs("sleep 0.5").build())
     if victim == "dispatcher":
         await events.expect(OperationAdmitted, op_id)
     processes.start(victim)

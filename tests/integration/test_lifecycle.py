@@ -43,13 +43,13 @@ OP_LABEL = "opsched.io/op-id"
 
 
 @pytest.fixture
-async def client(control_plane, k8s_namespace, sim_nodes, stack_factory, bus, tmp_path) -> Client:
+async def client(control_plane, k8s_namespace, sim_nodes, stack_factory, client, tmp_path) -> Client:
     # 8 GPUs: more than any test needs at once, so only the op's own rules hold it back.
     sim_nodes(("gpu-a", 4, "A100"), ("gpu-b", 4, "A100"))
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES)
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, queues_file=path)
-    return Client(bus)
+    return client
 
 
 def spec(name: str, script: str = "sleep 0.3", *, exit_codes: str | None = None, retries: int | None = None,

@@ -7,7 +7,6 @@ import os
 
 import pytest
 
-from opsched.client import Client
 from opsched.natsserver import free_port
 from proto import subjects
 from proto.events import ErrorRaised, OperationSucceeded
@@ -19,9 +18,9 @@ from tests.waiting import eventually
 
 @pytest.fixture
 def ported(nats_server, control_plane, k8s_namespace, tmp_path):
-    env = {**os.environ, "NATS_URL": nats_server.url, "OPSCHED_KUBECONFIG": str(control_plane.kubeconfig),
+    env = {**os.environ, "OPSCHED_KUBECONFIG": str(control_plane.kubeconfig),
            "OPSCHED_NAMESPACE": k8s_namespace, "OPSCHED_LOG_FORMAT": "json"}
-    procs, ports = Processes(env, tmp_path), {name: free_port() for name in SERVICES}
+    procs, ports = Processes(env, tmp_path, nats_server), {name: free_port() for name in SERVICES}
     for name in SERVICES:
         procs.start(name, OPSCHED_HEALTH_PORT=str(ports[name]))
     yield ports
@@ -40,11 +39,11 @@ def of(samples: dict, metric: str, **labels: str) -> float:
     return samples.get((metric, tuple(sorted(labels.items()))), 0.0)
 
 
-async def test_every_service_is_scraped_and_its_series_move_as_ops_run(ported, sim_nodes, bus, events):
+async def test_every_service_is_scraped_and_its_series_move_as_ops_run(ported, sim_nodes, bus, client, events):
     sim_nodes(("gpu-metrics", 2, "A100"))
     for name, port in ported.items():
         await eventually(lambda n=name, p=port: ready(p, n), f"{name}'s /metrics, ready", timeout=60)
-    ids = [await Client(bus).submit(op(f"scraped-{i}").gpus(1).runs("sleep 0.2").build()) for i in range(2)]
+    ids = [await client.submit(op(f"scraped-{i}").gpus(1).runs("sleep 0.2").build()) for i in range(2)]
     await bus.publish_raw(subjects.submit(None), b"{not json", {"Nats-Msg-Id": "scrape-garbage"})
     for op_id in ids:
         await events.expect(OperationSucceeded, op_id, timeout=60)

@@ -13,7 +13,6 @@ from opsched import natsauth
 from opsched.client import Client
 from opsched.embedded import ServicesInProcess
 from opsched.verdicts import CommandRefused
-from opsched.natsserver import NatsServer
 from proto import codec, subjects
 from proto.access import NOT_ALLOWED
 from proto.commands import ApproveOperation, SubmitOperation
@@ -29,11 +28,11 @@ from proto.events import (
     StopRequested,
 )
 from proto.queues import QueuesConfig
-from services.runtime.bus import Bus
+from services.runtime.connecting import tls_options
 from services.runtime.refusals import NotPermitted
-from services.runtime.settings import Settings
 from tests.builders import op
 from tests.eventlog import EventLog
+from tests.securebus import SecureNats
 from tests.waiting import eventually
 
 QUEUES = """
@@ -50,23 +49,17 @@ USERS = [natsauth.User("alice", "submitter"), natsauth.User("carol", "submitter"
 
 
 class Secured:
-    """A nats-server with the generated users, the four services each as its own user, and clients."""
+    """The test nats-server (``tests.securebus``: TLS, the generated users, these users too), the four services
+    each as its own user, and clients."""
 
     def __init__(self, root: Path) -> None:
-        self.auth_dir = root / "auth"
-        users = natsauth.users_of(USERS)
-        self.server = NatsServer(root / "nats", authorization=natsauth.authorization_block(self.auth_dir, users))
+        self.nats = SecureNats(root, USERS)
         (root / "queues.yaml").write_text(QUEUES)
-        self.settings = Settings(nats_url=self.server.url, queues_file=root / "queues.yaml", dispatcher_mode="null",
-                                 log_format="console")
+        self.settings = self.nats.settings(queues_file=root / "queues.yaml", dispatcher_mode="null")
         self.clients: list[Client] = []
 
-    async def connect_service(self, url: str, name: str) -> Bus:
-        creds = natsauth.credentials(self.auth_dir, natsauth.service_of(name))
-        return await Bus.connect(url, name, credentials=creds)
-
     async def client(self, user: str) -> Client:
-        client = await Client.connect(self.server.url, f"test-{user}", natsauth.credentials(self.auth_dir, user))
+        client = await self.nats.client(self.nats.identity(user), f"test-{user}")
         self.clients.append(client)
         return client
 
@@ -74,24 +67,25 @@ class Secured:
         """A plain NATS connection as ``user``; the server's refusals land in ``errors``."""
         async def on_error(exc: Exception) -> None:
             errors.append(exc)
-        options = natsauth.credentials(self.auth_dir, user).connect_options()
-        return await nats.connect(self.server.url, error_cb=on_error, max_reconnect_attempts=0, **options)
+        options = self.nats.credentials(self.nats.identity(user)).connect_options()
+        return await nats.connect(self.nats.url, error_cb=on_error, max_reconnect_attempts=0,
+                                  **tls_options(self.nats.ca), **options)
 
 
 @pytest.fixture
 async def secured(tmp_path: Path):
     world = Secured(tmp_path)
-    world.server.start()
+    world.nats.start()
     stack = None
     try:
-        stack = await ServicesInProcess(world.settings, connect=world.connect_service).start()
+        stack = await ServicesInProcess(world.settings, connect=world.nats.connect).start()
         yield world
     finally:
         for client in world.clients:
             await client.close()
         if stack is not None:
             await stack.close()
-        world.server.stop()
+        world.nats.stop()
 
 
 @pytest.fixture
@@ -117,7 +111,8 @@ def held(name: str, project: str):
 
 async def test_a_client_without_credentials_is_refused(secured: Secured):
     with pytest.raises(Exception, match="(?i)authorization"):
-        await nats.connect(secured.server.url, max_reconnect_attempts=0, allow_reconnect=False)
+        await nats.connect(secured.nats.url, max_reconnect_attempts=0, allow_reconnect=False,
+                           **tls_options(secured.nats.ca))
 
 
 async def test_a_submitter_cannot_admit_approve_reconfigure_or_speak_for_another(secured: Secured, events: EventLog):

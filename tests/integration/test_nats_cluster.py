@@ -14,8 +14,8 @@ from opsched.natsserver import NatsCluster
 from proto import codec, subjects
 from proto.events import OperationAdmitted, OperationDispatched
 from services.runtime.bus import Bus
-from services.runtime.settings import Settings
 from tests.builders import op
+from tests.builders.identities import HARNESS
 from tests.conftest import Stack
 from tests.eventlog import EventLog
 from tests.waiting import eventually
@@ -29,8 +29,8 @@ STALL_BOUND_S = 12.0
 
 
 @pytest.fixture
-async def cluster_bus(nats_cluster: NatsCluster):
-    bus = await Bus.connect(nats_cluster.urls, "test", replicas=3)
+async def cluster_bus(nats_cluster):
+    bus = await nats_cluster.connect(name="test", identity=HARNESS)  # replicas: 3
     await bus.ensure_streams()
     yield bus
     await bus.close()
@@ -63,18 +63,18 @@ async def test_killing_the_op_stream_leader_loses_nothing_and_stalls_less_than_t
     events = await EventLog(cluster_bus).start()
     # A fetch answered by the killed node's consumer leader may die with the connection: the new leader
     # delivers those messages again after the ack wait (30 s by default; 6 s here, as in the fault suite).
-    stack = await Stack(Settings(nats_url=nats_cluster.urls, stream_replicas=3, dispatcher_mode="null",
-                                 queues_file=queues, log_format="console", ack_wait_s=6.0,
-                                 dependency_backoff_cap_s=2.5)).start()
-    client, started = Client(cluster_bus), {}
+    stack = await Stack(nats_cluster.settings(dispatcher_mode="null", queues_file=queues, ack_wait_s=6.0,
+                                              dependency_backoff_cap_s=2.5), connect=nats_cluster.connect).start()
+    cluster: NatsCluster = nats_cluster.server
+    client, started = Client(await nats_cluster.connect(name="test-client")), {}  # admin; reconnects for good
     ids = [f"nc-{i:02d}" for i in range(BEFORE + AFTER)]
     try:
         assert (await cluster_bus.js.stream_info(f"KV_{subjects.CACHE_BUCKET}")).config.num_replicas == 3
         for op_id in ids[:BEFORE]:
             await submit_until_acked(client, op_id, started)
         await events.expect(OperationAdmitted, ids[0], timeout=20)
-        victim = nats_cluster.index(await stream_leader(cluster_bus, subjects.OPS_STREAM))
-        nats_cluster.kill(victim)  # mid-run: most of the first batch is still on its way
+        victim = cluster.index(await stream_leader(cluster_bus, subjects.OPS_STREAM))
+        cluster.kill(victim)  # mid-run: most of the first batch is still on its way
         for op_id in ids[BEFORE:]:
             await submit_until_acked(client, op_id, started)
         for op_id in ids:
@@ -83,15 +83,16 @@ async def test_killing_the_op_stream_leader_loses_nothing_and_stalls_less_than_t
         stall = max((events.of(i, OperationDispatched)[0].at - started[i]).total_seconds() for i in ids)
         print(f"\nlongest submit-to-dispatched across the kill of node n{victim}: {stall:.2f}s")
         assert stall < STALL_BOUND_S
-        await asyncio.to_thread(nats_cluster.wait_meta_leader, 15.0)  # reading the stream needs one
+        await asyncio.to_thread(cluster.wait_meta_leader, 15.0)  # reading the stream needs one
         assert await submits_stored(cluster_bus) == Counter({op_id: 1 for op_id in ids})
 
         restarted = asyncio.get_running_loop().time()
-        nats_cluster.restart(victim)
-        await caught_up(nats_cluster, cluster_bus, victim)
+        cluster.restart(victim)
+        await caught_up(cluster, cluster_bus, victim)
         print(f"node n{victim} restarted and caught up in {asyncio.get_running_loop().time() - restarted:.2f}s")
     finally:
         await stack.close()
+        await client.close()
         await events.stop()
 
 

@@ -28,12 +28,11 @@ queues:
 """
 
 
-async def start(policy: str, control_plane, k8s_namespace, sim_nodes, stack_factory, bus, tmp_path) -> Client:
+async def start(policy: str, control_plane, k8s_namespace, sim_nodes, stack_factory, client, tmp_path) -> Client:
     sim_nodes(("pack-a", 4, "A100"), ("pack-b", 4, "A100"))
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES.format(placement=policy))
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, queues_file=path)
-    client = Client(bus)
 
     async def both_nodes_known() -> bool:  # before that, admission admits on quota alone and places nothing
         return [f.nodes for f in (await client.queues()).fragmentation if f.flavor == "a100"] == [2]
@@ -50,8 +49,8 @@ async def run_two_small_ops(client: Client, events) -> list[OperationRunning]:
 
 
 async def test_binpack_puts_small_ops_on_one_node_and_keeps_a_whole_node_for_a_big_one(
-        control_plane, k8s_namespace, sim_nodes, stack_factory, bus, events, core_v1, tmp_path):
-    client = await start("binpack", control_plane, k8s_namespace, sim_nodes, stack_factory, bus, tmp_path)
+        control_plane, k8s_namespace, sim_nodes, stack_factory, client, events, core_v1, tmp_path):
+    client = await start("binpack", control_plane, k8s_namespace, sim_nodes, stack_factory, client, tmp_path)
     first, second = await run_two_small_ops(client, events)
     assert first.node == "pack-a" and second.node == "pack-a"  # kube-scheduler alone would have spread them
     admitted = events.of(second.op_id, OperationAdmitted)[0]
@@ -65,8 +64,8 @@ async def test_binpack_puts_small_ops_on_one_node_and_keeps_a_whole_node_for_a_b
 
 
 async def test_spread_puts_small_ops_on_different_nodes_and_a_big_op_waits_for_a_whole_one(
-        control_plane, k8s_namespace, sim_nodes, stack_factory, bus, events, tmp_path):
-    client = await start("spread", control_plane, k8s_namespace, sim_nodes, stack_factory, bus, tmp_path)
+        control_plane, k8s_namespace, sim_nodes, stack_factory, client, events, tmp_path):
+    client = await start("spread", control_plane, k8s_namespace, sim_nodes, stack_factory, client, tmp_path)
     first, second = await run_two_small_ops(client, events)
     assert (first.node, second.node) == ("pack-a", "pack-b")
     big = await client.submit(op("big").gpus(4, product="A100").runs("sleep 1").build())

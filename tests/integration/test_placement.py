@@ -34,14 +34,14 @@ def affinity(*expressions):
 
 
 @pytest.fixture
-async def client(control_plane, k8s_namespace, sim_nodes, core_v1, stack_factory, bus, tmp_path) -> Client:
+async def client(control_plane, k8s_namespace, sim_nodes, core_v1, stack_factory, client, tmp_path) -> Client:
     sim_nodes(("gpu-a", 1, "A100"), ("gpu-b", 1, "A100"), ("gpu-taint", 2, "A100"))
     taint = {"spec": {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]}}
     await asyncio.to_thread(core_v1.patch_node, "gpu-taint", taint)
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES)
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, queues_file=path)
-    return Client(bus)
+    return client
 
 
 async def test_affinity_and_taints_decide_where_an_op_is_admitted(client, events):

@@ -39,10 +39,10 @@ run:
 
 
 @pytest.fixture
-async def client(control_plane, k8s_namespace, sim_nodes, stack_factory, bus) -> Client:
+async def client(control_plane, k8s_namespace, sim_nodes, stack_factory, client) -> Client:
     sim_nodes(("gpu-a", 1, "A100"))
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace)
-    return Client(bus)
+    return client
 
 
 async def test_the_api_server_takes_every_pod_field_and_returns_it(client, core_v1, k8s_namespace, events):

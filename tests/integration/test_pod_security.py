@@ -7,7 +7,6 @@ import asyncio
 
 import pytest
 
-from opsched.client import Client
 from proto.events import OperationRejected, OperationSucceeded
 from tests.builders import op
 
@@ -22,12 +21,11 @@ queues:
 
 
 async def test_a_forbidden_pod_is_refused_by_the_dispatcher_and_an_allowed_one_runs(
-        control_plane, k8s_namespace, sim_nodes, stack_factory, bus, events, core_v1, tmp_path):
+        control_plane, k8s_namespace, sim_nodes, stack_factory, client, events, core_v1, tmp_path):
     sim_nodes(("gpu-psa", 1, "A100"))
     (tmp_path / "queues.yaml").write_text(QUEUES)
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace,
                         queues_file=tmp_path / "queues.yaml")
-    client = Client(bus)
     host_root = op("host-root").gpus(1).volume("root", host_path="/", mount_path="/host")
 
     refused_id = await client.submit(host_root.build())  # the SDK sends it: the dispatcher is the one to refuse

@@ -52,12 +52,11 @@ def spec(name: str, *, cls: str | None = None, seconds: float = 30, queue: str =
 
 
 @pytest.fixture
-async def cluster(control_plane, k8s_namespace, sim_nodes, stack_factory, bus, events, tmp_path, core_v1):
+async def cluster(control_plane, k8s_namespace, sim_nodes, stack_factory, client, events, tmp_path, core_v1):
     sim_nodes(("gpu-a", 1, "A100"), ("gpu-b", 1, "A100"))
     path = tmp_path / "queues.yaml"
     path.write_text(QUEUES)
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, queues_file=path)
-    client = Client(bus)
     probe = await client.submit(spec("probe", gpus=9))  # rejected once admission knows the nodes
     await events.expect(OperationRejected, probe)
     return client

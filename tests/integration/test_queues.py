@@ -46,13 +46,12 @@ queues:
 
 
 @pytest.fixture
-async def start(control_plane, k8s_namespace, sim_nodes, stack_factory, bus, tmp_path):
+async def start(control_plane, k8s_namespace, sim_nodes, stack_factory, client, tmp_path):
     async def go(queues_yaml: str, *nodes):
         sim_nodes(*nodes)
         path = tmp_path / "queues.yaml"
         path.write_text(queues_yaml)
         await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, queues_file=path)
-        client = Client(bus)
         await _wait_nodes_known(client, len(nodes))
         return client
     return go

@@ -17,10 +17,10 @@ OP_LABEL = "opsched.io/op-id"
 
 
 @pytest.fixture
-async def client(control_plane, k8s_namespace, sim_nodes, stack_factory, bus) -> Client:
+async def client(control_plane, k8s_namespace, sim_nodes, stack_factory, client) -> Client:
     sim_nodes(("gpu-a", 2, "A100"))
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace)
-    return Client(bus)
+    return client
 
 
 async def command_of(core_v1, namespace: str, op_id: str) -> str:

@@ -1,10 +1,12 @@
 """TLS on a real nats-server started with the generated configuration (``opsched.tls`` certificates, the
 ``tls {}`` block): a client with the CA connects and the services run over it; a client without the CA fails
 certificate verification; a plain client is refused by the server; the monitoring port answers https only;
-a 3-node cluster's routes speak TLS."""
+a 3-node cluster's routes speak TLS. The servers are the tests' secured ones (``tests.securebus``: the users
+`opsched up` generates too), as `opsched up` runs by default."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import ssl
 import subprocess
@@ -15,41 +17,37 @@ from pathlib import Path
 
 import pytest
 
-from opsched.client import Client
-from opsched.natsserver import NatsCluster, NatsServer, get_json
+from opsched.natsserver import get_json
 from opsched.tls import TlsFiles, ensure_tls
 from proto import subjects
 from proto.events import OperationAdmitted
 from services.runtime.bus import Bus
-from services.runtime.settings import Settings
 from tests.builders import op
+from tests.builders.identities import ADMIN, HARNESS
 from tests.conftest import Stack
 from tests.eventlog import EventLog
+from tests.securebus import SecureNats
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def tls_files(tmp_path: Path) -> TlsFiles:
-    return ensure_tls(tmp_path / "tls")
+def tls_files(nats_server: SecureNats) -> TlsFiles:
+    return nats_server.tls
 
 
 @pytest.fixture
-def tls_server(tmp_path: Path, tls_files: TlsFiles):
-    server = NatsServer(tmp_path / "nats", tls=tls_files).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def tls_server(nats_server: SecureNats):
+    return nats_server.server
 
 
-async def test_a_client_with_the_ca_connects_and_the_services_run_over_tls(tls_server, tls_files):
-    bus = await Bus.connect(tls_server.url, "test", tls_ca_file=tls_files.ca)
+async def test_a_client_with_the_ca_connects_and_the_services_run_over_tls(nats_server):
+    bus = await nats_server.connect(name="test", identity=HARNESS)
     await bus.ensure_streams()
     log = await EventLog(bus).start()
-    stack = await Stack(Settings(nats_url=tls_server.url, nats_ca_file=tls_files.ca, dispatcher_mode="null",
-                                 log_format="console"), ("admission", "cost", "cache")).start()
-    client = await Client.connect(tls_server.url, ca_file=tls_files.ca)
+    stack = await Stack(nats_server.settings(dispatcher_mode="null"), ("admission", "cost", "cache"),
+                        nats_server.connect).start()
+    client = await nats_server.client()  # admin, verifying the server with the CA
     try:
         assert client.bus.nc.is_connected and client.bus.nc._transport is not None
         op_id = await client.submit(op("tls").build())
@@ -70,11 +68,15 @@ async def test_a_client_without_the_ca_fails_certificate_verification(tls_server
                           tls_ca_file=other.ca)
 
 
-def test_the_cli_says_the_certificate_is_not_trusted_and_works_with_the_ca(tls_server, tls_files, tmp_path):
+def test_the_cli_says_the_certificate_is_not_trusted_and_works_with_the_ca(nats_server, tls_server, tls_files,
+                                                                          tmp_path):
+    user = {k: v for k, v in nats_server.env(ADMIN).items() if k != "OPSCHED_NATS_CA"}  # admin; no CA but --nats-ca
+
     def opsched(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "opsched.cli", "--data-dir", str(tmp_path / "none"),
                                "--nats", tls_server.url, *args, "ops"],
-                              capture_output=True, text=True, timeout=60, cwd=ROOT)
+                              capture_output=True, text=True, timeout=60, cwd=ROOT,
+                              env={**{k: v for k, v in os.environ.items() if k != "OPSCHED_NATS_CA"}, **user})
 
     refused = opsched()
     assert refused.returncode == 3, refused.stderr
@@ -107,14 +109,14 @@ def test_the_monitoring_port_answers_https_verified_with_the_ca_only(tls_server,
     assert answer.value.code == 400
 
 
-async def test_a_cluster_routes_over_tls_and_serves_tls_clients(tmp_path, tls_files):
-    cluster = NatsCluster(tmp_path / "cluster", n=3, tls=tls_files).start()  # a meta leader: routes are up
+async def test_a_cluster_routes_over_tls_and_serves_tls_clients(nats_cluster: SecureNats):
+    tls_files = nats_cluster.tls  # started: a meta leader, so the routes are up
     try:
-        for node in cluster.nodes:  # every node's routes require TLS, both ends verified, and are up
+        for node in nats_cluster.server.nodes:  # every node's routes require TLS, both ends verified, and are up
             varz = get_json(f"{node.monitor_url}/varz", tls_files)
             assert varz["cluster"]["tls_required"] is True and varz["cluster"]["tls_verify"] is True
             assert get_json(f"{node.monitor_url}/routez", tls_files)["num_routes"] >= 2
-        bus = await Bus.connect(cluster.urls, "test", replicas=3, tls_ca_file=tls_files.ca)
+        bus = await nats_cluster.connect(name="test", identity=HARNESS)  # replicas: 3
         try:
             await bus.ensure_streams()  # replicated over the TLS routes
             info = await bus.js.stream_info(subjects.OPS_STREAM)
@@ -122,4 +124,4 @@ async def test_a_cluster_routes_over_tls_and_serves_tls_clients(tmp_path, tls_fi
         finally:
             await bus.close()
     finally:
-        cluster.stop()
+        nats_cluster.stop()

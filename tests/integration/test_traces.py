@@ -9,7 +9,6 @@ import os
 
 import pytest
 
-from opsched.client import Client
 from proto import subjects
 from proto.events import OperationSucceeded
 from proto.podspec import ANNOTATION_TRACEPARENT, LABEL_OP
@@ -36,11 +35,11 @@ def receiver():
 
 @pytest.fixture
 def traced(nats_server, control_plane, k8s_namespace, tmp_path, receiver):
-    env = {**os.environ, "NATS_URL": nats_server.url, "OPSCHED_KUBECONFIG": str(control_plane.kubeconfig),
+    env = {**os.environ, "OPSCHED_KUBECONFIG": str(control_plane.kubeconfig),
            "OPSCHED_NAMESPACE": k8s_namespace, "OPSCHED_LOG_FORMAT": "json", "OTEL_TRACES_EXPORTER": "otlp",
            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
     env.pop("OTEL_SERVICE_NAME", None)
-    procs = Processes(env, tmp_path)
+    procs = Processes(env, tmp_path, nats_server)
     yield procs
     procs.terminate_all()
 
@@ -51,12 +50,12 @@ def hops(spans: list[ReceivedSpan]) -> dict[tuple[str, str, str], ReceivedSpan]:
 
 
 async def test_an_ops_path_from_its_submit_to_its_pod_is_one_trace_exported_over_otlp(
-        traced, receiver, sim_nodes, bus, events, core_v1, k8s_namespace):
+        traced, receiver, sim_nodes, client, events, core_v1, k8s_namespace):
     assert not tracing.ON  # the test's own client: it passes the caller's traceparent on as it is
     sim_nodes(("gpu-t", 1, "A100"))
     for name in SERVICES:
         traced.start(name)
-    op_id = await Client(bus).submit(op("traced").gpus(1).runs("sleep 0.2").build(),
+    op_id = await client.submit(op("traced").gpus(1).runs("sleep 0.2").build(),
                                      traceparent=f"00-{CALLER_TRACE}-{CALLER_SPAN}-01")
     await events.expect(OperationSucceeded, op_id, timeout=90)
 

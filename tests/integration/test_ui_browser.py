@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from opsched.client import Client
 from opsched.demo import EXAMPLES_DIR
 from opsched.polyaxonfile import load_polyaxonfile
 from opsched.ui.server import WebView
@@ -29,25 +28,24 @@ def browser(tmp_path: Path):
 
 
 @pytest.fixture
-async def demo_stack(control_plane, k8s_namespace, sim_nodes, stack_factory, bus):
+async def demo_stack(control_plane, k8s_namespace, sim_nodes, stack_factory, client):
     sim_nodes(("gpu-ui-a100", 2, "A100"), ("gpu-ui-t4", 1, "T4"))
     # pods of its own namespace only: other tests' pods left on the shared API server make no events here
     await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, pod_namespaces=k8s_namespace,
                         queues_file=EXAMPLES_DIR / "queues.yaml")
-    view = await WebView(Client(bus), port=0, interval=1.0).start()
+    view = await WebView(client, port=0, interval=1.0).start()
     yield view
     await view.close()
 
 
 async def test_the_page_shows_the_demo_ops_move_to_their_ends_with_timelines_and_quota(
-        demo_stack, browser, bus, events, tmp_path):
+        demo_stack, browser, client, events, tmp_path):
     page = Page(browser, demo_stack.url)
     await page.open()
     await page.wait_text("#conn", "live")
     await page.wait_text("#no-ops", "no operations yet")
     await page.wait_text("#queues", "nvidia.com/gpu [a100]")  # admission's queues answer, with quota
 
-    client = Client(bus)
     ids = {}
     for name in EXAMPLES:
         op_id = await client.submit(load_polyaxonfile(EXAMPLES_DIR / name), requested_by="demo")
