@@ -158,7 +158,7 @@ def on_approve(cmd: ApproveOperation, ctx: Context, state: AdmissionState) -> Ev
     """``approved``; refused (an error event its sender reads) when the op is unknown or has ended, and
     ``already_approved`` when it was approved before (nothing to do)."""
     op = _acting_on("approve", cmd.op_id, state)
-    if op.approved:
+    if op.approved or _answered_another(op, "approve", cmd.request_id):
         raise InvalidInput(ALREADY_APPROVED, f"nothing to do: {op.op_id} is already approved", op_id=op.op_id)
     return OperationApproved(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt,
                              approved_by=cmd.requested_by, comment=cmd.comment, request_id=cmd.request_id)
@@ -169,10 +169,23 @@ def on_reject(cmd: RejectOperation, ctx: Context, state: AdmissionState) -> Even
     if op.status not in (Status.ON_HOLD, Status.PENDING):
         raise InvalidInput("not_on_hold", f"cannot reject {op.op_id}: it is {op.status.name.lower()}, not on hold; "
                                           f"use stop", op_id=op.op_id)
+    if _answered_another(op, "reject", cmd.request_id):
+        raise InvalidInput(ALREADY_ENDED, f"cannot reject {op.op_id}: it was rejected already", op_id=op.op_id)
     who = f" by {cmd.requested_by}" if cmd.requested_by else ""
     return OperationRejected(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt, reason="approval_rejected",
                              message=f"rejected{who}" + (f": {cmd.comment}" if cmd.comment else ""),
                              request_id=cmd.request_id)
+
+
+def _answered_another(op, verb: str, request_id: str) -> bool:
+    """Whether another request to ``verb`` this attempt was answered already (its answer perhaps not folded back
+    yet: the same answer again would be a duplicate JetStream drops, and its sender would hear nothing); else
+    this request is noted as answered. The same request again (a redelivery) is answered again."""
+    key = f"{verb}.{op.attempt}"
+    if op.answered.get(key, request_id) != request_id:
+        return True
+    op.answered[key] = request_id
+    return False
 
 
 def _acting_on(verb: str, op_id: str, state: AdmissionState):
@@ -215,10 +228,11 @@ def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | 
     refused when the op is unknown or has ended; ``already_stopping`` when this attempt's stop was requested."""
     op = _acting_on("stop", cmd.op_id, state)
     now = ctx.clock.now()
+    folded = op.stop_requested == op.attempt and f"stop.{op.attempt}" not in op.answered  # another leader's
+    if folded or _answered_another(op, "stop", cmd.request_id):
+        raise InvalidInput(ALREADY_STOPPING, f"nothing to do: a stop of {op.op_id} (attempt {op.attempt}) was "
+                                             f"requested already", op_id=op.op_id)
     if op.status.active and op.pod_name and op.namespace:
-        if op.stop_requested == op.attempt:  # the same request again would be a duplicate JetStream drops
-            raise InvalidInput(ALREADY_STOPPING, f"nothing to do: a stop of {op.op_id} (attempt {op.attempt}) was "
-                                                 f"requested already; its pods are being deleted", op_id=op.op_id)
         return StopRequested(op_id=op.op_id, at=now, attempt=op.attempt, pod_name=op.pod_name,
                              namespace=op.namespace, reason=cmd.reason, agent=op.agent, request_id=cmd.request_id)
     return OperationStopped(op_id=op.op_id, at=now, attempt=op.attempt, reason="stopped", message=cmd.reason,

@@ -49,6 +49,9 @@ class OpRecord:
     queued_at: datetime | None = None  # when it (re-)entered its queue: order and aging start here
     approved: bool = False  # an approve command arrived
     stop_requested: int = -1  # the attempt whose pods a stop command asked the dispatcher to delete
+    # the leader's answers to commands not folded back yet: "<verb>.<attempt>" -> the request id answered (a second
+    # request gets "nothing to do", not an answer JetStream drops as a duplicate of the first's)
+    answered: dict[str, str] = field(default_factory=dict)
     reason_message: str = ""
     retries_used: int = 0  # own (application) failures so far
     infra_failures: int = 0

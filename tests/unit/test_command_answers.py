@@ -57,6 +57,20 @@ def test_a_second_stop_of_the_same_attempt_has_nothing_to_do(ctx):
     assert again.reason == "already_stopping" and again.message.startswith("nothing to do: a stop of a (attempt 0)")
 
 
+def test_a_second_request_answered_before_its_answer_is_folded_has_nothing_to_do_and_a_redelivery_is_answered(ctx):
+    """Two stops (approves) back to back: the first's answer is not on the stream yet when the second is judged; the
+    same answer again would be a duplicate JetStream drops and its sender would hear nothing."""
+    state = running()
+    first = handlers.on_stop(StopOperation(op_id="a", request_id="r1"), ctx, state)
+    assert handlers.on_stop(StopOperation(op_id="a", request_id="r1"), ctx, state) == first  # a redelivery
+    assert refusal(lambda: handlers.on_stop(StopOperation(op_id="a", request_id="r2"), ctx, state)).reason == \
+        "already_stopping"
+    held = fold(ready("b"))
+    handlers.on_approve(ApproveOperation(op_id="b", request_id="r1"), ctx, held)
+    assert refusal(lambda: handlers.on_approve(ApproveOperation(op_id="b", request_id="r2"), ctx, held)).reason == \
+        "already_approved"
+
+
 def test_a_second_approve_has_nothing_to_do(ctx):
     state = fold(ready("a"))
     fold(handlers.on_approve(ApproveOperation(op_id="a"), ctx, state), state=state)
