@@ -80,8 +80,8 @@ def _queue_config(args: argparse.Namespace):
 def _unknown_queue(file: str, specs: list, queues: list[str | None], config) -> str | None:
     """Why the file's ops cannot go where they ask in ``config`` (the queue configuration in force), or None."""
     known = [q.name for q in config.queues]
-    asked = [queue or config.project_queues.get(spec.project, config.default_queue)
-             for spec, queue in zip(specs, queues)]
+    asked = [queue.rpartition("/")[2] if queue else config.project_queues.get(spec.project, config.default_queue)
+             for spec, queue in zip(specs, queues)]  # (a rendered ``agent/queue``: its queue)
     unknown = sorted({q for q in asked if q not in known})
     if not unknown:
         return None
