@@ -121,6 +121,7 @@ def test_an_urgent_op_preempts_a_batch_op_and_a_gang_runs_whole(default_up: User
 
 
 def test_why_for_a_waiting_a_rejected_and_an_ended_op_and_cost_with_budgets(default_up: User):
+    default_up.ok("queues", "--apply", str(default_up.files / "queues.yaml"))  # the example queues and a day budget
     waiting = default_up.submit("capped", job("capped", "sleep 1", extra="project: capped"))
     default_up.until(lambda rows: "budget" in json.dumps(default_up.why(waiting)).lower(), "the capped op waiting for its budget")
     rejected = default_up.submit("nosuch", job("nosuch", "sleep 1", extra="priorityClass: nosuch"))
