@@ -5,49 +5,45 @@ it are decided, and readiness — /readyz, and each service's answer on the bus 
 refused subject."""
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from opsched import natsauth
-from opsched.client import Client
 from opsched.embedded import ServicesInProcess
-from opsched.natsserver import NatsServer
-from opsched.tls import ensure_tls
 from proto import permissions
 from proto.events import CacheHit, ErrorRaised, HandlerFailed, OperationAdmitted, OperationRejected, OperationSucceeded
-from services.runtime.bus import Bus
 from services.runtime.runner import report
-from services.runtime.settings import Settings
-from tests.builders import op
+from tests.builders import identities, op
 from tests.eventlog import EventLog
+from tests.securebus import SecureNats
 from tests.waiting import eventually
 
 QUEUES = "defaultQueue: default\nqueues:\n  - name: default\n    concurrency: 1\n"
 OUTPUTS = {"model": "s3://bucket/model.pt"}
 
 
-class Default:
-    """nats-server as `opsched up` starts it (TLS, a user per service, ``admin``), the four services in process
-    as their own users (dispatcher in null mode: the test reports a pod's end as the dispatcher's user)."""
-
-    def __init__(self, root: Path) -> None:
-        self.auth = root / "auth"
-        self.tls = ensure_tls(root / "tls", ())
-        users = natsauth.users_of([])
-        self.server = NatsServer(root / "nats", tls=self.tls,
-                                 authorization=natsauth.authorization_block(self.auth, users)).start()
-        (root / "queues.yaml").write_text(QUEUES)
-        self.settings = Settings(nats_url=self.server.url, nats_ca_file=self.tls.ca, queues_file=root / "queues.yaml",
-                                 dispatcher_mode="null", log_format="console")
-        self.buses: list[Bus] = []
-
-    async def connect(self, url: str, name: str) -> Bus:
-        user = natsauth.service_of(name) if name.startswith("opsched-") else name
-        bus = await Bus.connect(url, name, credentials=natsauth.credentials(self.auth, user), tls_ca_file=self.tls.ca)
-        self.buses.append(bus)
-        return bus
+@asynccontextmanager
+async def default_world(tmp_path: Path):
+    """nats-server as `opsched up` starts it (``tests.securebus``: TLS, a user per service, ``admin``), the four
+    services in process as their own users (dispatcher in null mode: the test reports a pod's end as the
+    dispatcher's user, ``dispatcher``), an admin client and its event log."""
+    (tmp_path / "queues.yaml").write_text(QUEUES)
+    nats = SecureNats(tmp_path).start()
+    stack = await ServicesInProcess(nats.settings(queues_file=tmp_path / "queues.yaml", dispatcher_mode="null"),
+                                    connect=nats.connect).start()
+    admin = await nats.client()
+    dispatcher = await nats.connect(name="test-dispatcher", identity=identities.service("dispatcher"))
+    events = await EventLog(admin.bus).start()
+    try:
+        yield stack, admin, dispatcher, events
+    finally:
+        await events.stop()
+        await stack.close()
+        await admin.close()
+        await dispatcher.close()
+        nats.stop()
 
 
 @pytest.fixture
@@ -60,12 +56,7 @@ def without_cache_hit_end(monkeypatch):
 
 async def run_twice_then_another(tmp_path: Path):
     """Submit a cached op, end it with outputs, submit it again, then an op that is no cache hit."""
-    world = Default(tmp_path)
-    stack = await ServicesInProcess(world.settings, connect=world.connect).start()
-    admin = Client(await world.connect(world.server.url, natsauth.ADMIN))
-    dispatcher = await world.connect(world.server.url, "dispatcher")
-    events = await EventLog(admin.bus).start()
-    try:
+    async with default_world(tmp_path) as (stack, admin, dispatcher, events):
         spec = op("train").gpus(1).runs("python train.py").cache(disable=False).build()
         first = await admin.submit(spec)
         await events.expect(OperationAdmitted, first)
@@ -77,12 +68,6 @@ async def run_twice_then_another(tmp_path: Path):
         await events.expect(OperationAdmitted, other)  # concurrency 1: the hit holds nothing, nor blocks anyone
         health = {service: await admin.health(service) for service in permissions.SERVICES}  # as the web view asks
         return events, stack, second, health
-    finally:
-        await events.stop()
-        await stack.close()
-        for bus in world.buses:
-            await bus.close()
-        world.server.stop()
 
 
 async def test_under_the_default_configuration_a_cache_hit_succeeds_and_the_next_op_is_admitted(tmp_path):
@@ -112,11 +97,7 @@ async def test_a_handler_whose_event_is_refused_gives_up_at_once_and_the_op_ends
     emits = dict(permissions.EMITS)
     emits["cost"] = tuple(kind for kind in emits["cost"] if kind != "cost_estimated")
     monkeypatch.setattr(permissions, "EMITS", emits)
-    world = Default(tmp_path)
-    stack = await ServicesInProcess(world.settings, connect=world.connect).start()
-    admin = Client(await world.connect(world.server.url, natsauth.ADMIN))
-    events = await EventLog(admin.bus).start()
-    try:
+    async with default_world(tmp_path) as (stack, admin, _, events):
         op_id = await admin.submit(op("train").gpus(1).runs("python train.py").build())
         failed = await events.expect(HandlerFailed, op_id)
         assert failed.service == "cost" and f"ops.cost_estimated.{op_id}" in failed.error
@@ -124,14 +105,9 @@ async def test_a_handler_whose_event_is_refused_gives_up_at_once_and_the_op_ends
         assert ended.reason == "handler_failed"
         await events.expect(ErrorRaised, op_id)  # and its dead-letter copy
         cost = stack.service("cost")
+
         async def counted() -> bool:
             return cost.stats.dead_lettered == 1
         await eventually(counted, "cost counting its dead letter", 5.0, interval=0.02)
         assert cost.stats.retried == 0
         assert f"publish ops.cost_estimated.{op_id}" in report(stack.services, [True])["not_progressing"]["cost"]
-    finally:
-        await events.stop()
-        await stack.close()
-        for bus in world.buses:
-            await bus.close()
-        world.server.stop()
