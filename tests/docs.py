@@ -60,7 +60,7 @@ def snippets(readme: Path = README) -> dict[str, str]:
         if match["name"] in found:
             raise ValueError(f"{readme}: doc-test {match['name']!r} marks two blocks")
         found[match["name"]] = match["code"]
-    markers = re.findall(r"<!-- doc-test: ([^ ]+) -->", readme.read_text())
+    markers = re.findall(r"^<!-- doc-test: ([^ ]+) -->", readme.read_text(), re.MULTILINE)  # a line of its own
     unmatched = [name for name in markers if name not in found]
     if unmatched:
         raise ValueError(f"{readme}: doc-test {', '.join(unmatched)} not right before a fenced code block")
