@@ -285,6 +285,9 @@ class FakeClient:
         self.submitted.append((op_id, spec))
         return op_id
 
+    async def queue_config(self):
+        return None  # none in force yet: the CLI leaves routing (and refusing) to admission
+
     async def close(self) -> None:
         pass
 

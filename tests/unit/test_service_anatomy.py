@@ -80,6 +80,10 @@ class FakeBus:
         self.journal.append(("listen", subject, group))
         return IdleListener()
 
+    async def serve(self, subject: str, answer, group: str):
+        self.journal.append(("serve", subject, group))
+        return IdleListener()
+
     async def ensure_cache_bucket(self, bucket: str, max_age_s: float | None = None) -> MemoryKV:
         return MemoryKV()  # the in-hand records (services.runtime.inhand)
 
@@ -143,7 +147,8 @@ def test_a_type_handled_twice_by_one_consumer_is_refused():
 async def test_run_starts_the_service_then_creates_its_consumers_then_serves_the_tasks():
     service, journal = probe(), Journal()
     await asyncio.wait_for(service.run(FakeBus(journal), asyncio.Event()), timeout=5)  # the task sets stop
-    assert journal == ["streams", ("durable", "probe-events", 3, 12.0), ("durable", "probe-commands", 3, 12.0),
+    assert journal == ["streams", ("serve", subjects.health_query("probe"), "probe-health"),  # how it is (proto.health)
+                       ("durable", "probe-events", 3, 12.0), ("durable", "probe-commands", 3, 12.0),
                        ("listen", subjects.max_deliveries_advisory(subjects.OPS_STREAM, "probe-events"),
                         subjects.max_deliveries_group("probe-events")),
                        ("listen", subjects.max_deliveries_advisory(subjects.CMD_STREAM, "probe-commands"),
