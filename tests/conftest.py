@@ -22,6 +22,7 @@ import structlog
 from opsched.embedded import ServicesInProcess
 from opsched.localcluster.controlplane import ControlPlane, ControlPlaneError, ensure_built
 from opsched.natsserver import NatsServer
+from tests.builders import identities
 from tests.builders.identities import HARNESS
 from tests.eventlog import EventLog
 from tests.securebus import SecureNats, open_server
@@ -116,6 +117,20 @@ async def client(nats_server: SecureNats, bus):
     c = await nats_server.client()
     yield c
     await c.close()
+
+
+@pytest.fixture
+async def client_as(nats_server: SecureNats, bus):
+    """``await client_as("alice")``: the SDK as one of the test users (``identities.USERS``: its role's
+    permissions, its name the requester of its commands), on a connection of its own."""
+    made = []
+
+    async def make(user: str):
+        made.append(await nats_server.client(identities.user(user), f"test-{user}"))
+        return made[-1]
+    yield make
+    for c in made:
+        await c.close()
 
 
 @pytest.fixture

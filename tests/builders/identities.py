@@ -80,7 +80,6 @@ def covers(pattern: str, subject: str) -> bool:
     for i, token in enumerate(want):
         if token == ">":
             return len(have) > i
-        if i >= len(have) or have[i] == ">" or (token != "*" and token != have[i]) or (
-                token == "*" and have[i] == ">"):
+        if i >= len(have) or have[i] == ">" or token not in ("*", have[i]):
             return False
     return len(want) == len(have)

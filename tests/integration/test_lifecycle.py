@@ -114,14 +114,14 @@ async def test_an_op_that_keeps_failing_ends_failed_after_max_retries_with_no_fu
 # --- approval and conditions ------------------------------------------------------------------
 
 async def test_an_op_that_is_not_approved_gets_no_pod_until_it_is_approved_then_runs(
-        client, events, core_v1, k8s_namespace):
+        client, client_as, events, core_v1, k8s_namespace):
     op_id = await client.submit(spec("held", is_approved=False))
     hold = await events.expect(OperationOnHold, op_id)
     assert hold.reason == "is_approved_false"
     await settled(client, events)  # a cycle ran after the hold: still no pod
     assert await pods_of(core_v1, k8s_namespace, op_id) == {}
     assert not events.of(op_id, OperationAdmitted)
-    await client.approve(op_id, requested_by="alice")
+    await (await client_as("alice")).approve(op_id, requested_by="someone-else")  # an approver, in its own name
     assert (await events.expect(OperationApproved, op_id)).approved_by == "alice"
     running = await events.expect(OperationRunning, op_id)
     await events.expect(OperationSucceeded, op_id, timeout=30)
