@@ -170,7 +170,7 @@ async def test_opsched_up_serves_metrics_health_and_readiness_on_its_metrics_por
     assert json.loads((await asyncio.to_thread(get, "/healthz"))[1])["ready"] is True
 
 
-def test_opsched_up_removes_its_context_when_it_stops(tmp_path: Path):
+def test_an_open_opsched_up_writes_a_context_without_ca_nor_user_and_removes_it_when_it_stops(tmp_path: Path):
     args = parser().parse_args(["--data-dir", str(tmp_path), "up", "--kubeconfig", str(tmp_path / "none"),
                                 "--metrics-port", "0", "--no-auth", "--no-tls"])
     embedded = Embedded(args)
