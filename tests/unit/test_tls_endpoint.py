@@ -70,3 +70,10 @@ def test_a_tls_cluster_secures_clients_monitoring_and_routes(tmp_path: Path):
     assert config.count("cert_file") == 2 and "verify: true" in config.split("cluster {")[1]
     assert cluster.urls.startswith("tls://")
     assert "tls {" not in NatsCluster(tmp_path, n=2)._config(0)
+
+
+def test_opsched_up_leaves_the_monitoring_endpoint_off_unless_asked_for():
+    from opsched.cli import parser
+
+    assert parser().parse_args(["up"]).nats_monitor_port is None
+    assert parser().parse_args(["up", "--nats-monitor-port", "8222"]).nats_monitor_port == 8222
