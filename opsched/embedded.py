@@ -27,6 +27,9 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
                    help="queue configuration YAML (default: examples/queues.yaml)")
     p.add_argument("--prices", type=Path, help="price catalogue YAML")
     p.add_argument("--nats-port", type=int, default=None, help="default: a free port (a cluster: PORT, PORT+1, ...)")
+    p.add_argument("--nats-monitor-port", type=int, default=None, metavar="PORT",
+                   help="serve nats-server's monitoring endpoint on 127.0.0.1:PORT (https with TLS; it needs no "
+                        "password and lists connections and subscriptions: default off)")
     p.add_argument("--nats-cluster", type=int, default=0, metavar="N",
                    help="start a JetStream cluster of N nats-servers (3: streams and KV with 3 replicas, "
                         "losing one node loses nothing) instead of one")
@@ -89,7 +92,8 @@ class Embedded:
             self._start_nats_cluster(self.args.nats_cluster)
         else:
             self.nats = NatsServer(self.data_dir / "nats", port=self.args.nats_port, tls=self.tls,
-                                   authorization=self._authorization() or None).start()
+                                   authorization=self._authorization() or None,
+                                   monitor_port=getattr(self.args, "nats_monitor_port", None)).start()
             self.nats_url = self.nats.url
             _say(f"nats-server (JetStream) on {self.nats.url}, store {self.data_dir / 'nats'}, "
                  f"monitoring {self.nats.monitor_url or 'off'}")

@@ -62,7 +62,9 @@ class NatsServer:
         self.config_file = config_file  # a cluster node: everything (ports, store, routes) is in it
         self.authorization = authorization  # an ``authorization {}`` block (``opsched.natsauth``): users only
         self.tls = tls  # TLS only on the client port, https on the monitoring port
-        self.monitor_port = monitor_port or (free_port() if tls else None)
+        # the monitoring endpoint (connections, users, subscriptions: unauthenticated) only when asked for, and then
+        # on loopback only (``127.0.0.1``, as every port here); ``opsched up --nats-monitor-port``
+        self.monitor_port = monitor_port
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -83,7 +85,7 @@ class NatsServer:
         cmd = [binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)]
         if self.tls:  # the tls block lives in a config file; the flags still name ports and store
             tls_conf = self.store_dir / "tls.conf"
-            tls_conf.write_text(f'{tls_block(self.tls)}\nhttps: "127.0.0.1:{self.monitor_port}"\n')
+            tls_conf.write_text(f'{tls_block(self.tls)}\n{self._monitoring()}')
             return [binary(), "-c", str(tls_conf), *cmd[1:]]
         return [*cmd, "-m", str(self.monitor_port)] if self.monitor_port else cmd
 
@@ -95,16 +97,19 @@ class NatsServer:
         self._wait_ready(timeout)
         return self
 
+    def _monitoring(self) -> str:
+        """The config line of the monitoring endpoint: https with TLS, on loopback; none unless asked for."""
+        if not self.monitor_port:
+            return ""
+        return f'{"https" if self.tls else "http"}: "127.0.0.1:{self.monitor_port}"\n'
+
     def _write_config(self) -> Path:
         """One server's config (it holds passwords: 0600)."""
         path = self.store_dir / "nats-server.conf"
         self.store_dir.mkdir(parents=True, exist_ok=True)
         text = (f'listen: "127.0.0.1:{self.port}"\n'
                 f'jetstream {{ store_dir: "{self.store_dir}" }}\n{self.authorization}\n')
-        if self.tls:
-            text += f'{tls_block(self.tls)}\nhttps: "127.0.0.1:{self.monitor_port}"\n'
-        elif self.monitor_port:
-            text += f'http: "127.0.0.1:{self.monitor_port}"\n'
+        text += (f"{tls_block(self.tls)}\n" if self.tls else "") + self._monitoring()
         path.touch(mode=0o600)
         path.chmod(0o600)
         path.write_text(text)

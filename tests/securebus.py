@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from opsched import natsauth
-from opsched.natsserver import NatsCluster, NatsServer
+from opsched.natsserver import NatsCluster, NatsServer, free_port
 from opsched.tls import TlsFiles, ensure_tls
 from services.runtime.credentials import Credentials
 from tests.builders import identities
@@ -68,7 +68,8 @@ class SecureNats:
         self.replicas = min(nodes, 3)  # of the streams the services and the harness create
         self.server: NatsServer | NatsCluster = (
             NatsCluster(self.root / "nats-cluster", n=nodes, base_port=port, authorization=block, tls=self.tls)
-            if nodes > 1 else NatsServer(self.root / "nats", port=port, tls=self.tls, authorization=block))
+            if nodes > 1 else NatsServer(self.root / "nats", port=port, tls=self.tls, authorization=block,
+                                         monitor_port=free_port()))  # the tests read it (test_tls)
 
     @property
     def url(self) -> str:

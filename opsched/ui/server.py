@@ -15,6 +15,7 @@ import uvicorn
 
 from opsched.ui.app import build_app
 from opsched.ui.feed import Feed
+from opsched.ui.hosts import HostCheck
 from opsched.ui.options import DEFAULT_HOST, DEFAULT_PORT
 from opsched.ui.sources import Sources
 
@@ -47,7 +48,8 @@ class WebView:
             raise OSError(f"the web view cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
         self.port = sock.getsockname()[1]
         await self.sources.start()
-        config = uvicorn.Config(build_app(self.feed), log_level="warning", access_log=False, lifespan="off",
+        app = HostCheck(build_app(self.feed), self.host, self.port)  # DNS rebinding: only its own address
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=2)
         self._server = _Server(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="ui-http")

@@ -6,8 +6,9 @@ moves its op's latest attempt forward through the stages below, never back:
     admitted -> dispatched -> running -> releasing (stop or preemption asked) -> ended
 
 An attempt is **live** (it should have pods) while admitted, dispatched or running. It is **unwanted**
-once a stop or preemption was asked for it, it ended (``proto.lifecycle.ATTEMPT_ENDS``, or rejected), or
-a later attempt of its op exists: the admitted handler then creates nothing (a stop or preemption handled
+once a stop or preemption was asked for it, it ended (``proto.lifecycle.ATTEMPT_ENDS``, rejected, or a retry
+was scheduled after it: a handler gave up on its ``admitted``), or any event of a later attempt of its op
+was folded (a stop of a retry not admitted yet ends the op): the admitted handler then creates nothing (a stop or preemption handled
 while an ``admitted`` waited for redelivery wins), and the reconciler deletes its pods still running.
 An ended attempt keeps only its key and stage (no spec), so memory is a few dozen bytes per op.
 """
@@ -25,6 +26,7 @@ from proto.events import (
     OperationRejected,
     OperationRunning,
     PreemptRequested,
+    RetryScheduled,
     StopRequested,
     event_type,
 )
@@ -56,6 +58,7 @@ STAGE_OF: dict[type[Event], Stage] = {
     StopRequested: Stage.RELEASING,
     PreemptRequested: Stage.RELEASING,
     OperationRejected: Stage.ENDED,
+    RetryScheduled: Stage.ENDED,  # the attempt is over (a handler gave up on it, or it failed): the retry is another
     **{end: Stage.ENDED for end in ATTEMPT_ENDS},
 }
 
@@ -97,6 +100,8 @@ class Attempts:
         current = self.latest.get(event.op_id)
         if current is None or event.attempt > current.attempt:
             if not isinstance(event, OperationAdmitted):
+                if current is not None:  # a later attempt exists (a stop of a retry not admitted yet, another
+                    current.stage, current.admitted = Stage.ENDED, None  # agent's): this one is over
                 return  # an attempt not admitted to this dispatcher's agent (another agent's): not its to repair
             current = self.latest[event.op_id] = Attempt(event.op_id, event.attempt, stage)
         elif event.attempt < current.attempt:

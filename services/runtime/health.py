@@ -9,7 +9,11 @@ A service that is not alive (a handler loop stuck, see ``liveness``) makes both 
 A service that is alive but cannot make progress (a publish the NATS server refused for its user's permissions,
 a cycle that keeps failing: ``stalls``) makes /readyz 503 and says what:
 ``{"not_progressing": {"admission": {"publish ops.succeeded.op-1": {"since": ..., "count": ..., "detail": ...}}}}``.
-GET /metrics: the Prometheus text format of ``metrics`` (``services.runtime.metrics``), when given."""
+GET /metrics: the Prometheus text format of ``metrics`` (``services.runtime.metrics``), when given.
+
+A client cannot hold it: the whole request head (request line and headers) must arrive within ``read_timeout_s``
+(5 s), in at most ``MAX_HEADER_LINES`` lines of at most ``MAX_LINE`` bytes each; one that sends nothing, trickles
+its headers or sends too many is cut off (nothing answered), and the answer is written within the same time."""
 from __future__ import annotations
 
 import asyncio
@@ -18,17 +22,25 @@ from collections.abc import Callable
 
 from services.runtime.metrics import CONTENT_TYPE as METRICS_TYPE
 
+READ_TIMEOUT_S = 5.0  # for the whole request head, however it trickles in; and again for writing the answer
+MAX_HEADER_LINES, MAX_LINE = 100, 8192
+
+
+class _TooLarge(Exception):
+    """A request head over the limits: cut off."""
+
 
 class HealthServer:
     def __init__(self, report: Callable[[], dict], port: int = 0, host: str = "127.0.0.1",
-                 metrics: Callable[[], bytes] | None = None) -> None:
+                 metrics: Callable[[], bytes] | None = None, read_timeout_s: float = READ_TIMEOUT_S) -> None:
         self.report, self.metrics = report, metrics
+        self.read_timeout_s = read_timeout_s
         self.host = host
         self.port = port
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_LINE)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -39,9 +51,7 @@ class HealthServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request = await asyncio.wait_for(reader.readline(), timeout=5)
-            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                pass
+            request = await asyncio.wait_for(_head(reader), timeout=self.read_timeout_s)
             path = request.split()[1].decode() if len(request.split()) > 1 else "/"
             if path.startswith("/metrics") and self.metrics is not None:
                 status, content_type, payload = "200 OK", METRICS_TYPE, self.metrics()
@@ -50,8 +60,8 @@ class HealthServer:
                 content_type, payload = "application/json", json.dumps(body).encode()
             writer.write(f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
                          f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode() + payload)
-            await writer.drain()
-        except (asyncio.TimeoutError, ConnectionError, IndexError):
+            await asyncio.wait_for(writer.drain(), timeout=self.read_timeout_s)
+        except (asyncio.TimeoutError, ConnectionError, IndexError, ValueError, _TooLarge):  # ValueError: a line too long
             pass
         finally:
             writer.close()
@@ -67,3 +77,12 @@ class HealthServer:
         else:
             return "404 Not Found", {"error": "try /healthz, /readyz or /metrics"}
         return ("200 OK" if ok else "503 Service Unavailable"), report
+
+
+async def _head(reader: asyncio.StreamReader) -> bytes:
+    """The request line, once the headers after it were read (and dropped) up to the blank line."""
+    request = await reader.readline()
+    for _ in range(MAX_HEADER_LINES):
+        if await reader.readline() in (b"\r\n", b"\n", b""):
+            return request
+    raise _TooLarge(f"over {MAX_HEADER_LINES} header lines")

@@ -37,6 +37,8 @@ COUNTERS = {  # Stats field -> (metric name without _total, help)
     "dependency_retries": ("opsched_dependency_retries", "Tries again of a dependency found unavailable"),
     "lost": ("opsched_messages_lost", "Messages whose last delivery nobody settled (max-deliveries advisories)"),
     "poisoned": ("opsched_poison_messages", "Messages dead-lettered unhandled: their handling died too often"),
+    "inbox_garbage": ("opsched_inbox_garbage_dropped",
+                      "Messages on a consumer's delivery inbox that were no delivery of it, dropped unhandled"),
 }
 
 

@@ -44,8 +44,8 @@ import msgspec
 from nats.errors import TimeoutError as NatsTimeout
 
 from proto import codec, subjects
+from services.runtime import inbox, rebuilding, selfreport, tracing
 from services.runtime import logging as oplog
-from services.runtime import rebuilding, selfreport, tracing
 from services.runtime.backoff import Backoff
 from services.runtime.bus import Bus, Fence, Received
 from services.runtime.clock import Clock, SystemClock
@@ -83,6 +83,7 @@ class Stats:
     dependency_retries: int = 0  # tries again of a dependency found unavailable
     lost: int = 0  # messages whose last delivery nobody settled (max-deliveries advisories acted on)
     poisoned: int = 0  # messages dead-lettered unhandled: their handling died with the process too often
+    inbox_garbage: int = 0  # messages on a consumer's delivery inbox that were no delivery of it: dropped (``inbox``)
     dead_letter_reasons: Counter[str] = field(default_factory=Counter)  # each with its error event, by reason
     pending: dict[str, int] = field(default_factory=dict)  # durable -> messages after the last one fetched
 
@@ -112,6 +113,7 @@ class Service(WaitsOut):
         self.handler_loops = HandlerLoops(self.clock.now)  # signs of life of its handler loops (liveness)
         self.in_hand: InHandRecords | Unrecorded = Unrecorded()  # the messages its loops hold, once ``run`` opened the bucket (inhand)
         self.tracer = tracing.tracer(self.name)  # None: tracing off (``tracing``), no header read, none added
+        self.pulls: dict[str, Any] = {}  # durable -> its pull subscription, once ``run`` bound it
 
     async def start(self, bus: Bus) -> None:
         """Before any consumer is created: rebuild state by replay, open buckets, serve queries."""
@@ -149,6 +151,9 @@ class Service(WaitsOut):
         await bus.serve(subjects.health_query(self.name), self._health, group=f"{self.name}-health")
         subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver,
                                       ack_wait=self.settings.ack_wait_s)) for s in self.subscriptions]
+        for s, psub in subs:  # before any fetch: what lands on its inbox and is no delivery of it is dropped
+            inbox.screen(psub, s.stream, s.durable, functools.partial(self._garbage, s.durable))
+            self.pulls[s.durable] = psub
         advised = await listen_for_lost(bus, [(s.durable, s.stream) for s in self.subscriptions], self._lost,
                                         lambda call: self.until_available(call, None, self.log), self.log)
         self.ready.set()
@@ -173,7 +178,7 @@ class Service(WaitsOut):
                 if not await self._my_turn():
                     continue
                 try:
-                    msgs = [_received(raw, sub.durable) for raw in await psub.fetch(self.settings.fetch_batch, timeout=0.5)]
+                    fetched = await psub.fetch(self.settings.fetch_batch, timeout=0.5)
                 except (NatsTimeout, asyncio.TimeoutError):
                     self.stats.pending[sub.durable] = 0
                     continue
@@ -181,12 +186,33 @@ class Service(WaitsOut):
                     self.log.warning("fetch_failed", error=f"{exc!r} {exc}")
                     await asyncio.sleep(0.5)
                     continue
+                msgs = self._deliveries(sub, fetched)
                 self.stats.pending[sub.durable] = msgs[-1].raw.metadata.num_pending if msgs else 0
                 for msg in msgs:
                     await window.add(key_of(msg.subject), functools.partial(self.process, sub, msg))
             await window.drain()  # stopping: finish what is in hand
         finally:
             window.cancel()
+
+    def _deliveries(self, sub: Subscription, fetched: list[Any]) -> list[Received]:
+        """The fetched messages that are deliveries of ``sub``'s consumer; anything else is dropped (``inbox``)."""
+        msgs = []
+        for raw in fetched:
+            why = inbox.garbage(raw, sub.stream, sub.durable)
+            if why is None:
+                msgs.append(_received(raw, sub.durable))
+            else:
+                self._garbage(sub.durable, raw, why)
+        return msgs
+
+    def _garbage(self, durable: str, raw: Any, why: str) -> None:
+        """A message on ``durable``'s inbox that is no delivery of it: counted, logged (the first ones, then
+        one in ``inbox.LOG_EVERY``: a flood of them floods no log), never handled nor answered."""
+        self.stats.inbox_garbage += 1
+        n = self.stats.inbox_garbage
+        if n <= inbox.LOG_FIRST or n % inbox.LOG_EVERY == 0:
+            self.log.warning("inbox_garbage_dropped", durable=durable, subject=str(getattr(raw, "subject", ""))[:200],
+                             why=why, dropped=n)
 
     def window_size(self) -> int:
         """How many messages a handler loop handles at once (``window``): ``OPSCHED_HANDLER_WINDOW``, or 1 for a

@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import BadRequestError
@@ -246,10 +247,24 @@ class PullSubscription:
 
     def __init__(self, consumer: Consumer, settle: Settle, check_open: Callable[[], None]) -> None:
         self.consumer, self._settle, self._check_open = consumer, settle, check_open
+        self.garbage: list[Any] = []  # published on its inbox by someone else (``inject``): in its next batch
 
-    async def fetch(self, batch: int = 1, timeout: float = 5.0) -> list[MemoryMsg]:
+    def inject(self, msg: Any) -> None:
+        """``msg`` lands on this binding's inbox as any client's publish would (nats-py then hands it out with
+        the batch it is fetching, beside the real deliveries): it comes first in the batch of the next fetch."""
+        self.garbage.append(msg)
+        self.consumer.wake()
+
+    async def fetch(self, batch: int = 1, timeout: float = 5.0) -> list[Any]:
         self._check_open()
-        return await self.consumer.fetch(batch, timeout, self._settle)
+        try:
+            real: list[Any] = await self.consumer.fetch(batch, 0.0 if self.garbage else timeout, self._settle)
+        except NatsTimeout:
+            if not self.garbage:
+                raise
+            real = []
+        garbage, self.garbage = self.garbage, []
+        return [*garbage, *real]
 
     async def unsubscribe(self) -> None:
         """The durable stays (as on the server); this binding fetches no more."""

@@ -27,7 +27,8 @@ class EventStream:
     @classmethod
     async def open(cls, view: WebView) -> "EventStream":
         reader, writer = await asyncio.open_connection("127.0.0.1", view.port)
-        writer.write(b"GET /api/events HTTP/1.1\r\nHost: ui\r\nAccept: text/event-stream\r\n\r\n")
+        writer.write(f"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{view.port}\r\n"
+                     "Accept: text/event-stream\r\n\r\n".encode())
         head = await reader.readuntil(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200") and b"text/event-stream" in head, head
         return cls(reader, writer)
@@ -155,3 +156,23 @@ async def test_bad_input_is_listed_and_unknown_ops_and_paths_are_404(bus, stack_
 async def test_a_port_taken_is_a_clear_error(client, view):
     with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{view.port}"):
         await WebView(client, port=view.port).start()
+
+
+async def raw_get(view: WebView, host: str | None) -> bytes:
+    """GET /api/state with ``host`` as its Host header (None: none): the status line the view answers."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", view.port)
+    head = "GET /api/state HTTP/1.1\r\n" + (f"Host: {host}\r\n" if host is not None else "") + "\r\n"
+    writer.write(head.encode())
+    answer = await asyncio.wait_for(reader.readuntil(b"\r\n"), 10)
+    writer.close()
+    return answer
+
+
+async def test_the_view_answers_only_its_own_address_a_rebound_name_gets_421(view):
+    port = view.port
+    for own in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", f"LOCALHOST.:{port}"):
+        assert (await raw_get(view, own)).startswith(b"HTTP/1.1 200"), own
+    for other in (f"evil.example:{port}", "127.0.0.1:1", f"127.0.0.2:{port}", "localhost"):  # 80: not its port
+        assert (await raw_get(view, other)).startswith(b"HTTP/1.1 421"), other
+    assert (await raw_get(view, f"user@localhost:{port}")).startswith(b"HTTP/1.1 400")
+    assert (await get(view, "/api/state"))[0] == 200  # what its URL says is its own

@@ -12,8 +12,10 @@ from proto.events import (
     OperationRunning,
     OperationStopped,
     PreemptRequested,
+    RetryScheduled,
     StopRequested,
 )
+from proto.reasons import Reason
 from services.dispatcher.attempts import Attempts, Stage
 from services.dispatcher.gang import DELETED_REASON
 from services.dispatcher.podstatus import view_of
@@ -152,6 +154,32 @@ def test_an_ended_attempt_forgets_its_spec_and_an_earlier_attempt_is_unwanted():
     table = fold(adm(), preempted(), adm(1), failed(1))
     assert table.get("g").admitted is None
     assert not table.wanted(("g", 0)) and not table.wanted(("g", 1))
+
+
+def retry_scheduled(attempt: int = 0):
+    return RetryScheduled(op_id="g", at=T0, attempt=attempt, retry_after_s=60.0, reason=Reason.HANDLER_FAILED,
+                          retries_used=0)
+
+
+@pytest.mark.parametrize("c", [
+    case("an attempt a retry was scheduled for is over: the retry is a new attempt",
+         events=[adm(), retry_scheduled()]),
+    case("a stop of the retry not admitted yet ends the op: the attempt before it is not dispatched again",
+         events=[adm(), retry_scheduled(), OperationStopped(op_id="g", at=T0, attempt=1)]),
+    case("a stop of a later attempt ends the earlier one even if its retry_scheduled was not folded",
+         events=[adm(), OperationStopped(op_id="g", at=T0, attempt=1)]),
+], ids=case_name)
+def test_an_attempt_followed_by_a_retry_or_a_later_stop_is_not_dispatched_again(c):
+    table = fold(*c.events)
+    assert not table.wanted(("g", 0))
+    assert table.get("g").stage == Stage.ENDED and table.get("g").admitted is None
+    plan = decide({a.op_id: a for a in table.snapshot()}, [], NOW, GRACE, frozenset())
+    assert [described(a) for a in plan.actions] == []
+
+
+def test_a_late_event_of_a_later_attempt_does_not_make_its_admitted_unwanted():
+    table = fold(adm(), retry_scheduled(), adm(1))
+    assert table.wanted(("g", 1)) and table.get("g").stage == Stage.ADMITTED
 
 
 # ---- the loop, with a fake kube and a fake clock --------------------------------------------------------

@@ -43,11 +43,24 @@ def test_the_tls_block_names_the_certificate_key_and_ca():
     assert tls_block(FILES, verify=True).endswith("timeout: 2, verify: true }")
 
 
-def test_a_tls_server_is_reached_by_tls_urls_and_monitored_over_https(tmp_path: Path):
-    server = NatsServer(tmp_path, port=4999, tls=FILES)
-    assert server.url == "tls://127.0.0.1:4999" and server.monitor_url.startswith("https://127.0.0.1:")
+def test_a_tls_server_is_reached_by_tls_urls_and_monitored_over_https_on_loopback_only_when_asked(tmp_path: Path):
+    server = NatsServer(tmp_path, port=4999, tls=FILES, monitor_port=5999)
+    assert server.url == "tls://127.0.0.1:4999" and server.monitor_url == "https://127.0.0.1:5999"
+    assert NatsServer(tmp_path, port=4999, tls=FILES).monitor_url is None  # off unless asked for
     plain = NatsServer(tmp_path, port=4999)
     assert plain.url == "nats://127.0.0.1:4999" and plain.monitor_url is None
+
+
+def test_the_monitoring_endpoint_is_off_by_default_and_on_loopback_when_asked(tmp_path: Path):
+    secured = NatsServer(tmp_path / "a", port=4999, tls=FILES, authorization="authorization { users = [] }\n")
+    secured._command()
+    assert "http" not in secured.config_file.read_text().replace("https_", "")  # no http: nor https: line
+    asked = NatsServer(tmp_path / "b", port=4999, tls=FILES, authorization="authorization { users = [] }\n",
+                       monitor_port=5999)
+    asked._command()
+    assert 'https: "127.0.0.1:5999"' in asked.config_file.read_text()
+    plain = NatsServer(tmp_path / "c", port=4999, monitor_port=5999)._command()
+    assert plain[plain.index("-a") + 1] == "127.0.0.1" and plain[plain.index("-m") + 1] == "5999"  # -m binds -a's host
 
 
 def test_a_tls_cluster_secures_clients_monitoring_and_routes(tmp_path: Path):
@@ -57,3 +70,10 @@ def test_a_tls_cluster_secures_clients_monitoring_and_routes(tmp_path: Path):
     assert config.count("cert_file") == 2 and "verify: true" in config.split("cluster {")[1]
     assert cluster.urls.startswith("tls://")
     assert "tls {" not in NatsCluster(tmp_path, n=2)._config(0)
+
+
+def test_opsched_up_leaves_the_monitoring_endpoint_off_unless_asked_for():
+    from opsched.cli import parser
+
+    assert parser().parse_args(["up"]).nats_monitor_port is None
+    assert parser().parse_args(["up", "--nats-monitor-port", "8222"]).nats_monitor_port == 8222

@@ -1,0 +1,52 @@
+"""Red team (issue 28): a submitter, allowed to publish on ``_INBOX.>`` (every client may: the replies to its
+requests), puts garbage on a service's pull consumer inbox while real work is pending, on the secured nats-server
+as `opsched up` runs it. The service drops and counts the garbage and handles the real deliveries at once; a
+forged JetStream delivery (a ``$JS.ACK`` reply subject) never lands: the server refuses that publish."""
+from __future__ import annotations
+
+import asyncio
+
+import nats
+
+from proto import subjects
+from proto.events import CostEstimated
+from services.runtime import inbox
+from services.runtime.connecting import client_context
+from tests.builders import garbage, identities, op
+from tests.builders.events import submitted
+from tests.waiting import eventually
+
+OPS = 5
+
+
+async def test_a_submitter_publishing_garbage_into_a_services_inbox_neither_stops_it_nor_forges_a_delivery(
+        nats_server, stack_factory, bus, events):
+    stack = await stack_factory(("cost",), ack_wait_s=120.0)  # a lost batch would come back far too late
+    cost = stack.service("cost")
+    target = inbox.inbox_of(cost.pulls[subjects.COST_ESTIMATOR])
+    assert target is not None and target.startswith("_INBOX.")
+    refused: asyncio.Queue[Exception] = asyncio.Queue()
+
+    async def on_error(exc: Exception) -> None:
+        await refused.put(exc)
+    ann = nats_server.credentials(identities.client("ann", "submitter"))
+    mallory = await nats.connect(nats_server.url, name="mallory", error_cb=on_error, allow_reconnect=False,
+                                 tls=client_context(nats_server.ca), **ann.connect_options())
+    try:
+        landed = await garbage.land(cost.pulls[subjects.COST_ESTIMATOR], publish=mallory.publish)
+        for i in range(OPS):
+            await bus.publish(submitted(op("real").build(), op_id=f"real-{i}"))
+        forged = f"$JS.ACK.{subjects.OPS_STREAM}.{subjects.COST_ESTIMATOR}.1.1.1.1700000000000000000.0"
+        await mallory.publish(target, b'{"forged": true}', reply=forged)  # a delivery of that very consumer
+        error = await asyncio.wait_for(refused.get(), timeout=10)
+        assert "permissions violation" in str(error).lower() and "$js.ack" in str(error).lower()
+    finally:
+        await mallory.close()
+
+    for i in range(OPS):
+        await events.expect(CostEstimated, f"real-{i}", timeout=15)
+
+    async def all_dropped() -> bool:
+        return cost.stats.inbox_garbage == landed
+    assert await eventually(all_dropped, f"the {landed} garbage messages dropped", timeout=10)
+    assert (cost.stats.retried, cost.stats.dead_lettered) == (0, 0)  # nothing handled, answered nor dead-lettered
