@@ -160,7 +160,8 @@ async def stack_factory(nats_server: SecureNats):
 
 _TESTS = Path(__file__).resolve().parent
 # What runs against real parts (nats-server, the control plane): a skip there fails CI (below).
-MARKS = {_TESTS / "integration": ("integration",), _TESTS / "faults": ("integration", "faults")}
+MARKS = {_TESTS / "integration": ("integration",), _TESTS / "faults": ("integration", "faults"),
+         _TESTS / "security": ("integration",)}
 
 
 def pytest_configure(config: pytest.Config) -> None:
