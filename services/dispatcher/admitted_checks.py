@@ -5,14 +5,16 @@ attempt whose
 
 - op id is not a valid name (``proto.subjects.valid_token``): refused before it reaches the Kubernetes API
   or a subject (its error event is about op ``-``);
-- queue is not in the configuration in force (or no configuration was seen yet);
+- queue is not in the configuration in force (the latest on the stream; none there: the built-in default, one
+  queue ``default`` at ``baseline`` in ``OPSCHED_NAMESPACE``, which is what admission then has in force too);
 - namespace, pod security level or ``allowSecretVolumes`` are not its queue's (``proto.pod_security.run_policy``,
   the rule admission admits with);
 - main pod is not named for the attempt (``proto.naming.pod_name``).
 
 A refusal is bad input: the op is ``rejected`` (``forbidden_pod_spec``), the message is dead-lettered with an
-``error`` event, and no pod is created. Before refusing, the dispatcher makes sure it has folded every queue
-configuration stored when it looked (an admission may follow a configuration change by milliseconds)."""
+``error`` event, and no pod is created. Before refusing, and before allowing on the built-in default, the
+dispatcher makes sure it has folded every queue configuration stored when it looked (an admission may follow a
+configuration change by milliseconds, and the follow may lag its start)."""
 from __future__ import annotations
 
 import asyncio
@@ -34,6 +36,7 @@ REFUSED = "forbidden_pod_spec"  # the op's rejection, as for a pod spec its queu
 INVALID_OP_ID = "invalid_op_id"
 NO_OP = "-"  # the error event of an op id that is no name is about no op (``ErrorRaised``)
 CATCH_UP_S = 10.0  # at most this long to fold the configurations stored before refusing on an older one
+BUILT_IN = "the built-in default"  # the configuration in force while the stream holds none (admission's too)
 
 
 class QueuesInForce:
@@ -42,8 +45,8 @@ class QueuesInForce:
     def __init__(self, default_namespace: str, log: Any) -> None:
         self.default_namespace = default_namespace
         self.log = log
-        self.config: QueuesConfig | None = None
-        self.source = ""
+        self.config: QueuesConfig | None = None  # None: none seen on the stream, the built-in default is in force
+        self.source = BUILT_IN
         self.seq = 0  # the stream sequence of the last config.queues message folded
         self._moved = asyncio.Condition()
 
@@ -62,10 +65,7 @@ class QueuesInForce:
 
     def problems(self, event: OperationAdmitted) -> list[str]:
         """Every way ``event`` asks for more than its queue allows under the configuration folded so far."""
-        if self.config is None:
-            return ["no queue configuration is in force yet (none seen on config.queues): nothing is dispatched "
-                    "without one"]
-        allowed = run_policy(self.config, event.queue, self.default_namespace)
+        allowed = run_policy(self.config or QueuesConfig(), event.queue, self.default_namespace)
         if allowed is None:
             return [f"queue {event.queue!r} is not in the queue configuration in force ({self.source})"]
         namespace, policy = allowed
@@ -88,7 +88,7 @@ class QueuesInForce:
             return InvalidInput(INVALID_OP_ID, f"admitted: op id {event.op_id[:80]!r} is not a valid name "
                                 "(lowercase letters, digits and '-', at most 63)", op_id=NO_OP)
         problems = self.problems(event)
-        if problems and bus is not None and await self.caught_up(bus):
+        if (problems or self.config is None) and bus is not None and await self.caught_up(bus):
             problems = self.problems(event)  # judged on every configuration stored when it looked
         if not problems:
             return None

@@ -2,7 +2,8 @@
 the dispatcher folded itself, with the rule admission admits with (``proto.pod_security.run_policy``). An op
 asking for another queue's namespace, a level or secret volumes its queue does not have, an unknown queue, a pod
 not named for the attempt, or an op id that is no name is refused as bad input (the op rejected
-``forbidden_pod_spec``, no pod), and so is everything before any configuration was seen."""
+``forbidden_pod_spec``, no pod). Before any configuration is seen, the built-in default is in force (as in
+admission): queue ``default`` at ``baseline`` in the default namespace."""
 from __future__ import annotations
 
 import asyncio
@@ -99,10 +100,21 @@ async def test_an_op_id_that_is_no_name_is_refused_about_no_op_and_with_no_event
     assert "is not a valid name" in refusal.message
 
 
-async def test_before_any_queue_configuration_nothing_is_dispatched():
+async def test_before_any_queue_configuration_the_built_in_default_is_in_force():
     queues = await in_force(None)
-    assert queues.problems(event()) == ["no queue configuration is in force yet (none seen on config.queues): "
-                                        "nothing is dispatched without one"]
+    assert queues.problems(event()) == []
+    assert queues.problems(event(pod_security="privileged")) == [
+        "pod security level 'privileged' is not queue default's ('baseline')"]
+    assert queues.problems(event("infra", pod_security="privileged", allow_secret_volumes=True)) == [
+        "queue 'infra' is not in the queue configuration in force (the built-in default)"]
+
+
+async def test_on_the_built_in_default_an_admitted_is_allowed_only_once_the_stream_holds_no_other():
+    queues = await in_force(None)
+    bus = LaggingBus(queues, configured("queues:\n  - name: default\n    podSecurity: restricted\n", "file"), 3)
+    refusal = await queues.refusal(event(), bus, T0)  # type: ignore[arg-type]
+    assert refusal is not None and "pod security level 'baseline' is not queue default's ('restricted')" in \
+        refusal.message
 
 
 async def test_a_later_configuration_is_in_force_once_folded():
