@@ -224,9 +224,9 @@ class Dispatcher(Service):
     async def _redispatch(self, attempt: Attempt) -> Event | None:
         assert attempt.admitted is not None
         ctx = Context(self.name, self.clock, self.settings, self.log.bind(op_id=attempt.op_id))
-        problems = self.queues.problems(attempt.admitted)
-        if problems:  # its admitted handler refuses it (and ends the op)
-            ctx.log.warning("not_redispatched", attempt=attempt.attempt, problems=problems)
+        refusal = await self.queues.refusal(attempt.admitted, self.bus, self.clock.now())
+        if refusal is not None:  # its admitted handler refuses it (and ends the op)
+            ctx.log.warning("not_redispatched", attempt=attempt.attempt, why=refusal.message)
             return None
         return await self._dispatch(attempt.admitted, ctx)
 

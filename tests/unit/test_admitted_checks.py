@@ -163,3 +163,12 @@ async def test_what_admission_admits_passes_the_dispatcher_s_checks():
                if isinstance(e, OperationAdmitted)]
     assert sorted(e.op_id for e in decided) == ["default", "infra", "ml"]
     assert {e.op_id: queues.problems(e) for e in decided} == {"default": [], "infra": [], "ml": []}
+
+
+async def test_the_reconciler_never_redispatches_what_the_handler_refuses():
+    from services.dispatcher.attempts import Attempt, Stage
+
+    dispatcher = Dispatcher(Settings(dispatcher_mode="null"))
+    await dispatcher.queues.on_message(configured(), 1)
+    forged = event(namespace="kube-system", pod_security="privileged")
+    assert await dispatcher._redispatch(Attempt(forged.op_id, 0, Stage.ADMITTED, forged)) is None
