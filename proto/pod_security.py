@@ -58,12 +58,27 @@ def policy_for(config: QueuesConfig, queue: str) -> Policy:
     return Policy(queue, own.pod_security, own.allow_secret_volumes)
 
 
+def queue_namespace(namespace: str | None, default_namespace: str) -> str:
+    """Where a queue's pods go: the queue's own ``namespace``, else the default one (``OPSCHED_NAMESPACE``)."""
+    return namespace or default_namespace
+
+
+def run_policy(config: QueuesConfig, queue: str, default_namespace: str) -> tuple[str, Policy] | None:
+    """What an admitted op of ``queue`` may run with under ``config``: its namespace and its policy (level,
+    secret volumes); None when ``config`` has no such queue. Admission admits with exactly this and the
+    dispatcher refuses anything else."""
+    own = next((q for q in config.queues if q.name == queue), None)
+    if own is None:
+        return None
+    return queue_namespace(own.namespace, default_namespace), policy_for(config, queue)
+
+
 def namespace_levels(config: QueuesConfig, default_namespace: str) -> dict[str, Level]:
     """The Pod Security admission level of each namespace opsched puts pods into: the least restrictive level
     of the queues sharing it (a namespace no queue uses, the default one, gets the default level)."""
     levels: dict[str, Level] = {}
     for q in config.queues:
-        ns = q.namespace or default_namespace
+        ns = queue_namespace(q.namespace, default_namespace)
         levels[ns] = min(levels.get(ns, q.pod_security), q.pod_security, key=LEVELS.index)
     levels.setdefault(default_namespace, DEFAULT_LEVEL)
     return levels

@@ -15,10 +15,12 @@ from typing import Any
 from proto import rendezvous
 from proto.events import OperationAdmitted
 from proto.naming import pod_names
-from proto.resources import GPU_MEMORY, gpu_memory_gib, is_accelerator
+from proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_accelerator, parse_quantity
 from proto.spec import Container, Environment
 
 NVIDIA_RESOURCES = ("nvidia.com/gpu", GPU_MEMORY)  # their device plugins set NVIDIA_VISIBLE_DEVICES
+NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+VOID = "void"  # the NVIDIA container runtime's "no device": set on every container given none
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "opsched"
 LABEL_OP = "opsched.io/op-id"
@@ -136,6 +138,18 @@ def preferring(affinity: dict[str, Any] | None, host: str) -> dict[str, Any] | N
     return out
 
 
+def gets_nvidia_device(limits: dict[str, str]) -> bool:
+    """Whether a container's limits give it an NVIDIA device (a GPU, or shared GPU memory) for the device plugin to
+    expose: a limit above zero. Absent, ``0`` or not a quantity: none (the container gets ``NVIDIA_VISIBLE_DEVICES=void``)."""
+    for name in NVIDIA_RESOURCES:
+        try:
+            if name in limits and parse_quantity(limits[name]) > 0:
+                return True
+        except QuantityError:
+            continue
+    return False
+
+
 def _unit(resource: str, value: str) -> str:
     """Shared GPU memory in the device plugin's unit (a count of GiB: ``8Gi`` -> ``8``); else as written."""
     return str(gpu_memory_gib(value)) if resource == GPU_MEMORY else value
@@ -201,8 +215,8 @@ def _container(c: Container) -> dict[str, Any]:
     if c.args:
         container["args"] = list(c.args)
     env = [{"name": e.name, "value": e.value} for e in c.env]
-    if not any(name in limits for name in NVIDIA_RESOURCES):
-        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})  # an image's default `all` reaches no GPU
+    if not gets_nvidia_device(limits):
+        env.append({"name": NVIDIA_VISIBLE_DEVICES, "value": VOID})  # an image's default `all` reaches no GPU
     container["env"] = env
     resources = {k: v for k, v in (("limits", limits), ("requests", requests)) if v}
     if resources:

@@ -28,6 +28,7 @@ from proto.events import (
 from proto.failures import AGENT_LOST, is_infrastructure
 from proto.lifecycle import CACHE_HIT_REASON
 from proto.naming import pod_name, pod_names
+from proto.pod_security import run_policy
 from proto.reasons import Reason
 from proto.templating import TemplateError
 from services.admission import parking
@@ -252,13 +253,16 @@ class Cycle:
                                      message=f"cannot render the op's templates: {exc}")
         op.flavors, op.assumed_nodes = dict(verdict.flavors), verdict.nodes  # counted when applied
         queue = self.book.queues[op.queue]
+        allowed = run_policy(self.book.config, op.queue, self.namespace)  # what the dispatcher checks it against
+        assert allowed is not None  # the op's queue is in the book
+        namespace, policy = allowed
         return OperationAdmitted(
             op_id=op.op_id, at=self.now, attempt=op.attempt, spec=spec, queue=op.queue,
-            namespace=queue.namespace or self.namespace, pod_name=pod_name(op.op_id, op.attempt),
+            namespace=namespace, pod_name=pod_name(op.op_id, op.attempt),
             flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
             borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op),
-            pending_timeout_s=queue.pending_timeout_seconds, pod_security=queue.pod_security,
-            allow_secret_volumes=queue.allow_secret_volumes, preferred_hosts=verdict.hosts, agent=verdict.agent)
+            pending_timeout_s=queue.pending_timeout_seconds, pod_security=policy.level,
+            allow_secret_volumes=policy.secret_volumes, preferred_hosts=verdict.hosts, agent=verdict.agent)
 
     def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
         op.blocked = verdict.reasons

@@ -8,7 +8,9 @@ and emits ``dispatched`` (or ``rejected``, ``failed``); releases pods on preempt
 (``nodewatch``: node facts on the cluster stream), repair what those paths missed by comparing the
 attempts folded from the op stream (``attempts``) with the pods on the API server (``reconciler``), evict gangs not all Running in time
 (``preempt.check_gangs``) and expire what outlived its ttl (``expiry``). A stop or preemption wins over an
-``admitted`` handled later or elsewhere: each attempt's fate is kept in KV (``fates``). Given its queue
+``admitted`` handled later or elsewhere: each attempt's fate is kept in KV (``fates``). It folds the queue
+configuration itself (``admitted_checks``) and refuses an ``admitted`` that asks for more than its queue allows
+(bad input: ``rejected``, a dead letter and an ``error`` event; no pod). Given its queue
 namespaces (``OPSCHED_POD_NAMESPACES``: its RBAC Roles), it watches and lists pods in each of them only. In null mode
 (``OPSCHED_DISPATCHER_MODE=null``) there is no cluster: admitted attempts are dispatched at once."""
 from __future__ import annotations
@@ -29,6 +31,7 @@ from proto.events import (
     StopRequested,
 )
 from proto.podspec import ANNOTATION_EVICTED, SELECTOR
+from services.dispatcher.admitted_checks import QueuesInForce
 from services.dispatcher.attempts import Attempt, Attempts, folded_subjects
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.expiry import check_expiry
@@ -68,6 +71,7 @@ class Dispatcher(Service):
         self.node_watcher: NodeWatcher | None = None
         self.attempts = Attempts()  # which attempts should have pods (routed to its agent)
         self.fates: Fates | None = None  # what every replica decided per attempt (opened by ``start``)
+        self.queues = QueuesInForce(settings.namespace, self.log)  # what an admitted op may run with
         if self.kube is not None:
             self.releaser = Releaser(self.kube, settings, self.log)
             self.watchers = [PodWatcher(self.kube.core, self._publish, self.clock, self.log, free=self.releaser.free,
@@ -80,8 +84,9 @@ class Dispatcher(Service):
         return [self.watch_pods, self.watch_nodes, self.run_gang_checks, self.run_expiry_checks, self.reconcile, *beat]
 
     async def start(self, bus: Bus) -> None:
-        """The bucket of fates; the op stream, replayed into the table of attempts, then followed live
-        (not in null mode)."""
+        """The queue configuration in force (replayed, then followed live); the bucket of fates; the op stream,
+        replayed into the table of attempts, then followed live (not in null mode)."""
+        await bus.replay(subjects.CONFIG_STREAM, subjects.CONFIG_QUEUES, self.queues.on_message)
         self.fates = Fates(await bus.ensure_cache_bucket(subjects.ATTEMPT_FATE_BUCKET,
                                                          max_age_s=self.settings.attempt_fate_max_age_s))
         if self.kube is not None:
@@ -93,13 +98,17 @@ class Dispatcher(Service):
             event = codec.decode_ops_stream(data)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return  # bad messages are dead-lettered where they are consumed
-        self.attempts.apply(event)
+        if subjects.valid_token(event.op_id):  # an op id that is no name is refused where it is consumed
+            self.attempts.apply(event)
 
     @ops.handles(OperationAdmitted)
     async def on_admitted(self, event: OperationAdmitted, ctx: Context) -> Event | None:
         if not self.attempts.wanted((event.op_id, event.attempt)):
             ctx.log.info("admitted_not_dispatched", attempt=event.attempt, why="stopped, preempted or ended since")
             return None  # a stop or preemption handled while this waited for redelivery wins
+        refusal = await self.queues.refusal(event, self.bus, ctx.clock.now())
+        if refusal is not None:
+            raise refusal  # bad input: the op rejected, the message dead-lettered; nothing created
         return await self._dispatch(event, ctx)
 
     async def _dispatch(self, event: OperationAdmitted, ctx: Context) -> Event | None:
@@ -215,6 +224,10 @@ class Dispatcher(Service):
     async def _redispatch(self, attempt: Attempt) -> Event | None:
         assert attempt.admitted is not None
         ctx = Context(self.name, self.clock, self.settings, self.log.bind(op_id=attempt.op_id))
+        refusal = await self.queues.refusal(attempt.admitted, self.bus, self.clock.now())
+        if refusal is not None:  # its admitted handler refuses it (and ends the op)
+            ctx.log.warning("not_redispatched", attempt=attempt.attempt, why=refusal.message)
+            return None
         return await self._dispatch(attempt.admitted, ctx)
 
     async def _publish(self, event: Event, headers: dict[str, str] | None = None) -> None:

@@ -38,14 +38,14 @@ from tests.builders.preemption import (
     preempt_requested,
     preempted,
 )
-from tests.builders.queues import book, gpu_flavor, queue, quota, resource_quota
+from tests.builders.queues import book, gpu_flavor, queue, queues_configured, quota, resource_quota
 from tests.builders.specs import GPU, GPU_PRODUCT, OpBuilder, op
 
 __all__ = [
     "GPU", "GPU_PRODUCT", "NAMESPACE", "T0", "Case", "OpBuilder", "admitted", "book", "cache_hit", "cache_missed",
     "case", "case_name", "configure_aging", "cost_estimated", "dispatched", "evicted", "failed", "fold",
     "first_fit", "gates_cleared", "gpu_flavor", "node", "node_removed", "op", "preempt_requested", "preempted", "queue",
-    "queued", "quota", "rejected", "resource_quota", "running", "stop", "stop_requested", "stopped", "submit",
+    "queued", "queues_configured", "quota", "rejected", "resource_quota", "running", "stop", "stop_requested", "stopped", "submit",
     "submitted", "succeeded", "t", "taint",
 ]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from proto.config import QueuesConfigured
 from proto.queues import (
     Flavor,
     FlavorQuota,
@@ -15,6 +16,7 @@ from proto.queues import (
     QueuesConfig,
     ResourceQuota,
 )
+from tests.builders.clock import T0
 from tests.builders.specs import GPU, GPU_PRODUCT
 
 
@@ -67,3 +69,11 @@ def book(*queues: Queue, flavors: list[Flavor] | None = None, default: str | Non
                                             for n, v in (priority_classes or {}).items()],
                           **({"fair_sharing": fair_sharing} if fair_sharing is not None else {}))
     return compile_book(config)
+
+
+def queues_configured(text: str, source: str = "test") -> QueuesConfigured:
+    """A queue configuration in force, as published on ``config.queues`` (``await bus.publish(...)``): what a
+    dispatcher run without admission checks the ``admitted`` events a test forges against."""
+    from proto.queues_file import parse_queues
+
+    return QueuesConfigured(config=parse_queues(text, source), at=T0, source=source)

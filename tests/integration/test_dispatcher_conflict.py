@@ -15,21 +15,22 @@ from proto.naming import pod_name
 from proto.podspec import LABEL_ATTEMPT, LABEL_OP
 from services.dispatcher.service import Dispatcher
 from services.runtime.service import Context
-from tests.builders import admitted, op
+from tests.builders import admitted, op, queues_configured
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def dispatcher(nats_server, control_plane, k8s_namespace):
+async def dispatcher(nats_server, control_plane, k8s_namespace, bus):
     settings = nats_server.settings(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, stop_grace_s=0)
-    bus = await nats_server.connect(name="opsched-dispatcher")
-    await bus.ensure_streams()
+    await bus.publish(queues_configured("queues:\n  - name: default\n"))  # admission's: what it checks against
+    own = await nats_server.connect(name="opsched-dispatcher")
+    await own.ensure_streams()
     made = Dispatcher(settings)
-    made.bus = bus
-    await made.start(bus)
+    made.bus = own
+    await made.start(own)
     yield made
-    await bus.close()
+    await own.close()
 
 
 def foreign_pod(name: str, owner: str) -> client.V1Pod:

@@ -19,7 +19,7 @@ from proto.podspec import attempt_selector
 from services.dispatcher.service import Dispatcher
 from services.runtime.bus import Bus
 from services.runtime.service import Context
-from tests.builders import admitted, op, preempt_requested, stop_requested
+from tests.builders import admitted, op, preempt_requested, queues_configured, stop_requested
 from tests.builders.identities import HARNESS
 from tests.kube import pod_gone
 
@@ -27,21 +27,22 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-async def replicas(nats_server, control_plane, k8s_namespace):
+async def replicas(nats_server, control_plane, k8s_namespace, bus):
     """Two dispatchers, each with its own connection, started as ``Service.run`` starts them (buckets,
     replay), their handlers called directly."""
     settings = nats_server.settings(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, stop_grace_s=0)
+    await bus.publish(queues_configured("queues:\n  - name: default\n"))  # admission's: what they check against
     made: list[tuple[Dispatcher, Bus]] = []
     for _ in ("a", "b"):
-        bus = await nats_server.connect(name="opsched-dispatcher")
-        await bus.ensure_streams()
+        own = await nats_server.connect(name="opsched-dispatcher")
+        await own.ensure_streams()
         dispatcher = Dispatcher(settings)
-        dispatcher.bus = bus
-        await dispatcher.start(bus)
-        made.append((dispatcher, bus))
+        dispatcher.bus = own
+        await dispatcher.start(own)
+        made.append((dispatcher, own))
     yield [d for d, _ in made]
-    for _, bus in made:
-        await bus.close()
+    for _, own in made:
+        await own.close()
 
 
 def ctx(dispatcher: Dispatcher) -> Context:

@@ -18,7 +18,7 @@ from proto import codec, subjects
 from proto.cluster import ClusterEvent, NodeObserved, NodeRemoved
 from proto.events import OperationAdmitted, OperationDispatched, OperationFailed
 from proto.podspec import ANNOTATION_FLAVORS, LABEL_BORROWING
-from tests.builders import GPU, GPU_PRODUCT, admitted, op
+from tests.builders import GPU, GPU_PRODUCT, admitted, op, queues_configured
 
 pytestmark = pytest.mark.integration
 
@@ -118,6 +118,9 @@ async def test_a_heartbeat_publishes_nothing_a_label_change_publishes_once(
 
 async def test_an_admitted_op_gets_its_pod_placed_and_one_in_a_missing_namespace_fails_without_creating_it(
         stack_factory, control_plane, k8s_namespace, core_v1, bus, events):
+    missing, lost = f"ns-{secrets.token_hex(4)}", f"nsop-{secrets.token_hex(3)}"
+    # admission's configuration, which the dispatcher checks admitted events against: a queue in a missing namespace
+    await bus.publish(queues_configured(f"queues:\n  - name: default\n  - name: lost\n    namespace: {missing}\n"))
     await stack_factory(names=("dispatcher",), kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace)
     ns, op_id = k8s_namespace, f"nsop-{secrets.token_hex(3)}"
     spec = op("train").gpus(1, product="T4").command("sh", "-c", "sleep 30").build()
@@ -138,8 +141,7 @@ async def test_an_admitted_op_gets_its_pod_placed_and_one_in_a_missing_namespace
     finally:
         await asyncio.to_thread(_force_delete, core_v1, event.pod_name, ns)
 
-    missing, lost = f"ns-{secrets.token_hex(4)}", f"nsop-{secrets.token_hex(3)}"
-    await bus.publish(admitted(spec, op_id=lost, namespace=missing))
+    await bus.publish(admitted(spec, op_id=lost, queue="lost", namespace=missing))
     failed = await events.expect(OperationFailed, lost)
     assert failed.reason == "NamespaceRefused" and f"namespace {missing} does not exist" in failed.message
     with pytest.raises(client.ApiException) as raised:

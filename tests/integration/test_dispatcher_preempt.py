@@ -33,7 +33,7 @@ from proto.podspec import (
     attempt_selector,
 )
 from proto.spec import OpSpec, ReplicaGroup
-from tests.builders import admitted, op
+from tests.builders import admitted, op, queues_configured
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,9 @@ def gang_spec(product: str, *, main: str, workers: str, count: int = 2) -> OpSpe
     return msgspec.structs.replace(spec, replicas=[ReplicaGroup(name="worker", count=count, container=worker)])
 
 
-async def start_dispatcher(stack_factory, control_plane, namespace: str, **settings):
+async def start_dispatcher(stack_factory, control_plane, namespace: str, bus, **settings):
+    """The dispatcher alone, and the queue configuration it checks the admitted events against (admission's)."""
+    await bus.publish(queues_configured("queues:\n  - name: default\n"))
     return await stack_factory(names=("dispatcher",), kubeconfig=control_plane.kubeconfig, namespace=namespace,
                                **settings)
 
@@ -75,7 +77,7 @@ async def poll(wait_for, predicate, message: str, timeout: float = 30.0):
 
 async def test_a_gang_runs_only_once_all_its_pods_run_and_succeeds_with_its_main_pod(
         stack_factory, control_plane, k8s_namespace, sim_nodes, core_v1, bus, events, wait_for):
-    await start_dispatcher(stack_factory, control_plane, k8s_namespace)
+    await start_dispatcher(stack_factory, control_plane, k8s_namespace, bus)
     await asyncio.to_thread(sim_nodes, ("gpu-gang-a0", 2, "GANGA"))
     event = await admit(bus, gang_spec("GANGA", main="sleep 15", workers="sleep 30"), k8s_namespace, "gang")
     names = pod_names(event.op_id, 0, event.spec)
@@ -104,7 +106,7 @@ async def test_a_gang_runs_only_once_all_its_pods_run_and_succeeds_with_its_main
 
 async def test_a_gang_without_room_for_all_its_pods_is_evicted_after_the_gang_timeout(
         stack_factory, control_plane, k8s_namespace, sim_nodes, core_v1, bus, events, wait_for):
-    await start_dispatcher(stack_factory, control_plane, k8s_namespace, gang_timeout_s=3)
+    await start_dispatcher(stack_factory, control_plane, k8s_namespace, bus, gang_timeout_s=3)
     await asyncio.to_thread(sim_nodes, ("gpu-gang-b0", 2, "GANGB"))
     event = await admit(bus, gang_spec("GANGB", main="sleep 60", workers="sleep 60"), k8s_namespace, "stuck")
 
@@ -119,7 +121,7 @@ async def test_a_gang_without_room_for_all_its_pods_is_evicted_after_the_gang_ti
 
 async def test_preemption_deletes_the_victims_pods_and_reports_the_preemptor_not_a_failure(
         stack_factory, control_plane, k8s_namespace, sim_nodes, core_v1, bus, events, wait_for):
-    await start_dispatcher(stack_factory, control_plane, k8s_namespace)
+    await start_dispatcher(stack_factory, control_plane, k8s_namespace, bus)
     await asyncio.to_thread(sim_nodes, ("gpu-gang-c0", 2, "GANGC"))
     event = await admit(bus, gang_spec("GANGC", main="sleep 60", workers="sleep 60", count=1),
                         k8s_namespace, "victim")
@@ -137,7 +139,7 @@ async def test_preemption_deletes_the_victims_pods_and_reports_the_preemptor_not
 
 async def test_a_stopped_op_has_its_pod_deleted_and_is_stopped_not_failed(
         stack_factory, control_plane, k8s_namespace, sim_nodes, core_v1, bus, events, wait_for):
-    await start_dispatcher(stack_factory, control_plane, k8s_namespace)
+    await start_dispatcher(stack_factory, control_plane, k8s_namespace, bus)
     await asyncio.to_thread(sim_nodes, ("gpu-gang-d0", 2, "GANGD"))
     event = await admit(bus, op("stoppable").gpus(1, product="GANGD").runs("sleep 60").build(),
                         k8s_namespace, "stop")
@@ -165,7 +167,7 @@ class Restart:
     a sentinel runs, the new dispatcher's watcher has seen everything that happened before it."""
 
     def __init__(self, stack_factory, control_plane, namespace, sim_nodes, core, bus, events, prefix: str):
-        self.args = (stack_factory, control_plane, namespace)
+        self.args = (stack_factory, control_plane, namespace, bus)
         self.namespace, self.sim_nodes, self.core, self.bus, self.events = namespace, sim_nodes, core, bus, events
         self.prefix, self.product = prefix, prefix.upper()
         self.stack = None

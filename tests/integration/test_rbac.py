@@ -15,7 +15,7 @@ from kubernetes import client
 
 from opsched.localcluster import kubectl
 from proto.events import OperationDispatched, OperationFailed, OperationRunning, OperationSucceeded
-from tests.builders import admitted, op
+from tests.builders import admitted, op, queues_configured
 from tests.integration.rbac import NODE_VERBS, QUEUE_NAMESPACE_GRANTS, can_i, granted
 
 pytestmark = pytest.mark.integration
@@ -81,8 +81,11 @@ async def test_the_dispatcher_as_its_service_account_runs_ops_in_its_queue_names
     await stack_factory(names=("dispatcher",), kubeconfig=kubeconfig, namespace=queue_namespace,
                         pod_namespaces=queue_namespace)
     ours, theirs = f"rbac-{secrets.token_hex(3)}", f"rbac-{secrets.token_hex(3)}"
+    # admission's configuration (the dispatcher checks admitted events against it): a queue in a namespace not its
+    await bus.publish(queues_configured("queues:\n  - name: default\n  - name: other\n    namespace: elsewhere\n"))
     await bus.publish(admitted(op("ok").gpus(1).runs("sleep 0.5").build(), op_id=ours, namespace=queue_namespace))
-    await bus.publish(admitted(op("no").gpus(1).runs("sleep 0.5").build(), op_id=theirs, namespace="elsewhere"))
+    await bus.publish(admitted(op("no").gpus(1).runs("sleep 0.5").build(), op_id=theirs, queue="other",
+                               namespace="elsewhere"))
 
     await events.expect(OperationDispatched, ours)
     await events.expect(OperationRunning, ours, timeout=30)  # its pod watch, a namespaced one, works

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import msgspec
 import pytest
 
 from opsched.polyaxonfile import SpecError
@@ -126,10 +127,30 @@ def test_the_pod_asks_for_gpu_memory_in_the_device_plugin_s_unit():
     case("an AMD GPU pod gets no NVIDIA devices either", spec=op("amd").gpus(1, resource="amd.com/gpu").build(),
          void=True),
     case("an NVIDIA GPU pod is left to its device plugin", spec=op("gpu").gpus(1).build(), void=False),
+    case("a pod with a GPU limit of 0 gets no NVIDIA device", spec=op("zero").gpus(0).build(), void=True),
+    case("a pod with a GPU limit of 0 written as a quantity gets none either", spec=op("z").gpus("0k").build(),
+         void=True),
+    case("a pod with shared GPU memory of 0 gets no NVIDIA device", spec=op("m0").limits(**{MEM: "0"}).build(),
+         void=True),
+    case("a pod with shared GPU memory is left to its device plugin", spec=op("m").limits(**{MEM: "8Gi"}).build(),
+         void=False),
 ], ids=case_name)
 def test_pods_without_an_nvidia_gpu_get_nvidia_visible_devices_void(c):
     env = build_pod(admitted(c.spec, op_id="x"))["spec"]["containers"][0].get("env", [])
     assert ({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in env) is c.void
+
+
+def test_every_container_of_a_gang_without_an_nvidia_gpu_gets_void_and_only_those():
+    from proto.podspec import build_pods
+    from proto.spec import ReplicaGroup
+
+    cpu = op("worker").cpu("1").build().container
+    spec = msgspec.structs.replace(op("dist").gpus(1).build(), replicas=[ReplicaGroup(name="worker", count=2,
+                                                                                       container=cpu)])
+    void = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
+    got = {p["metadata"]["name"]: [void in c["env"] for c in p["spec"]["containers"]]
+           for p in build_pods(admitted(spec, op_id="g"))}
+    assert got == {"op-g-0": [False], "op-g-0-worker-0": [True], "op-g-0-worker-1": [True]}
 
 
 def test_the_ops_table_shows_gpu_memory_as_memory():
