@@ -8,7 +8,9 @@ from typing import Any
 from nats.aio.msg import Msg
 
 from proto import subjects
+from proto.events import CostEstimated
 from services.runtime import inbox
+from tests.waiting import eventually
 
 # (subject suffix, reply, headers, data): what each is not
 SHAPES: list[tuple[str | None, dict[str, str] | None, bytes]] = [
@@ -41,3 +43,15 @@ async def land(pull: Any, *, publish: Any = None) -> int:
         else:
             await publish(subject, data, reply=reply or "", headers=headers)
     return landed
+
+
+async def survived(events: Any, service: Any, landed: int, real: list[str]) -> None:
+    """``service`` handled every ``real`` op (their ``cost_estimated``), dropped exactly the ``landed`` garbage, and
+    neither retried nor dead-lettered anything for it."""
+    for op_id in real:
+        await events.expect(CostEstimated, op_id, timeout=15)
+
+    async def all_dropped() -> bool:
+        return service.stats.inbox_garbage == landed
+    assert await eventually(all_dropped, f"the {landed} garbage messages dropped", timeout=10)
+    assert (service.stats.retried, service.stats.dead_lettered) == (0, 0)  # nothing handled, answered nor dead-lettered
