@@ -318,7 +318,7 @@ class Admission(Service):
         here (holding nothing), logged and reported by readiness; a restart replays the op and decides it again."""
         self.log.error("op_end_unpublishable", op_id=end.op_id, event_type=codec.type_of(end), error=str(exc))
         if isinstance(exc, NotPermitted):
-            self.stalls.refused(exc.subject, str(exc), now)
+            self.refused(exc)
 
     def metric_families(self) -> list:
         return [*metrics.families(self.state, self.book), *self.measures.families()]
@@ -328,7 +328,7 @@ class Admission(Service):
         self.log.error("decision_unpublishable", op_id=decision.op_id, event_type=codec.type_of(decision),
                        error=str(exc))
         if isinstance(exc, NotPermitted):
-            self.stalls.refused(exc.subject, str(exc), now)
+            self.refused(exc)
         self.state.fold.unassume(decision.op_id, now, type(decision))
         end = unpublishable.ending(self.state.ops[decision.op_id], decision, exc, now)
         self.state.apply(end)

@@ -19,9 +19,9 @@ def problems(service: Any) -> list[Problem]:
     for dependency, wait in sorted(service.waits.report().items()):
         found.append(Problem(kind="waiting_for", what=dependency, detail=wait["detail"], since=_when(wait["since"]),
                              count=wait["failures"]))
-    for what, stall in service.stalls.report(service.clock.now()).items():
-        found.append(Problem(kind="not_progressing", what=what, detail=stall["detail"], since=_when(stall["since"]),
-                             count=stall["count"]))
+    for what, stall in service.stalls.current(service.clock.now()).items():
+        found.append(Problem(kind="not_progressing", what=what, detail=stall.detail, since=stall.since,
+                             count=stall.count))
     return found
 
 

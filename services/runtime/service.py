@@ -377,9 +377,13 @@ class Service(WaitsOut):
         """The server refused an event this message's handler returned (its user's permissions): given up at once,
         as a handler that kept failing is (``handler_failed``: the op ends, its quota is released), and reported
         by readiness until the refusals stop (``stalls``)."""
-        log.error("publish_refused", subject=exc.subject, error=str(exc))
-        self.stalls.refused(exc.subject, str(exc), self.clock.now())
+        self.refused(exc, log)
         await self._give_up(msg, f"its events cannot be published: {exc}", log, message)
+
+    def refused(self, exc: NotPermitted, log: Any = None) -> None:
+        """The server refused this service a publish: logged, and kept for readiness (``stalls``)."""
+        (log or self.log).error("publish_refused", subject=exc.subject, error=str(exc))
+        self.stalls.refused(exc.subject, str(exc), self.clock.now())
 
     async def _give_up(self, msg: Received, text: str, log: Any, message: Any, reason: str = HANDLER_FAILED) -> None:
         """The last delivery failed: a ``handler_failed`` about the op (if the message names one), then
@@ -391,8 +395,7 @@ class Service(WaitsOut):
         except Draining:
             return
         except NotPermitted as exc:  # not even that: the dead letter and error event still say what happened
-            log.error("publish_refused", subject=exc.subject, error=str(exc))
-            self.stalls.refused(exc.subject, str(exc), self.clock.now())
+            self.refused(exc, log)
         await self._reject(msg, reason, text, op_id=failed.op_id if failed else None)
 
     async def _lost(self, durable: str, msg: Received) -> None:

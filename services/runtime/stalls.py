@@ -47,10 +47,14 @@ class Stalls:
         else:
             stall.last, stall.detail, stall.count = at, detail[:500], stall.count + 1
 
+    def current(self, now: datetime) -> dict[str, Stall]:
+        """What keeps it from progressing now."""
+        return {what: s for what, s in sorted(self._stalls.items()) if self._current(s, now)}
+
     def report(self, now: datetime) -> dict[str, dict]:
-        """What -> since, last, count and the last error, of what keeps it from progressing now."""
+        """What -> since, last, count and the last error (``/readyz``)."""
         return {what: {"since": s.since.isoformat(), "last": s.last.isoformat(), "count": s.count, "detail": s.detail}
-                for what, s in sorted(self._stalls.items()) if self._current(s, now)}
+                for what, s in self.current(now).items()}
 
     def _current(self, stall: Stall, now: datetime) -> bool:
         if stall.kind == REFUSED:
