@@ -24,6 +24,9 @@ from tests.waiting import advance_until, eventually
 
 TTL, MARGIN, RENEW = 6.0, 1.0, 2.0  # Leadership's margin: ttl / 6
 STEP = 0.05  # fake seconds per step of ``advance_until``
+# fake seconds that pass while an instance's NATS round trips take real time (the clock keeps stepping):
+# 0.2 s seen on a loaded CI machine; well under RENEW, so "at the next renewal" stays what is tested
+SLACK = 1.0
 KEY = subjects.ADMISSION_ROLE
 
 
@@ -178,7 +181,7 @@ async def test_a_killed_leader_is_taken_over_once_its_lease_runs_out_and_the_new
     await eventually(lambda: _async(b.read_the_lease()), "b to read the lease")
     a.kill()
     took = await advance_until(clock, b.leadership.leading.is_set, "b to take over")
-    assert TTL - STEP <= took <= TTL + 1.0  # not before a's lease ran out, and soon after
+    assert TTL - STEP <= took <= TTL + SLACK  # not before a's lease ran out, and soon after
     assert [c.holder for c in await claims(bus)] == ["a", "b"]
     assert b.folded == b.leadership.fence.seq  # caught up to its own claim before leading
 
@@ -203,7 +206,7 @@ async def test_a_clean_stop_releases_the_lease_so_the_standby_takes_over_without
     b = await instances("b")
     await eventually(lambda: _async(b.read_the_lease()), "b to read the lease")
     await a.close()
-    assert await advance_until(clock, b.leadership.leading.is_set, "b to take over") <= RENEW + STEP
+    assert await advance_until(clock, b.leadership.leading.is_set, "b to take over") <= RENEW + SLACK
 
 
 async def test_a_clean_stop_steps_down_at_info_and_a_lost_lease_with_a_warning(instances, kv, clock):
@@ -228,7 +231,7 @@ async def test_a_leader_loses_the_lease_to_a_conflicting_write_at_its_next_renew
     await a.leads()
     await kv.update(KEY, msgspec.json.encode(Lease(holder="b", expires_at=T0 + timedelta(hours=1))),
                     last=a.leadership.lease.held.revision)
-    assert await advance_until(clock, a.leadership.standing_by.is_set, "a to step down") <= RENEW + STEP
+    assert await advance_until(clock, a.leadership.standing_by.is_set, "a to step down") <= RENEW + SLACK
     await advance_until(clock, lambda: clock.now() >= T0 + timedelta(seconds=3 * RENEW), "three renewals' time")
     assert a.leadership.state == STANDBY  # b's lease has not run out
 
