@@ -7,9 +7,11 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
+from opsched.directreads import reads_for
 from opsched.verdicts import (  # noqa: F401 - VerdictUnknown: the SDK's callers catch it from here
     VERDICT_TIMEOUT_S,
     CommandRefused,
@@ -84,17 +86,21 @@ def _decoded(data: bytes) -> Event | None:
 
 
 class Client:
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, reads: Any = None) -> None:
         self.bus = bus
+        self.reads = reads if reads is not None else reads_for(bus)  # how it reads the streams
 
     @classmethod
     async def connect(cls, nats_url: str, name: str = "opsched-client",
                       credentials: Credentials | None = None, *, ca_file: Path | str | None = None) -> "Client":
-        """As ``credentials``' user (none: an open server); its commands go on ``cmd.<user>.``. ``ca_file``: the
-        CA that signed the server's certificate (TLS, the server verified)."""
+        """As ``credentials``' user, in the clients' account (none: an open server, one account for all); its
+        commands go on ``cmd.<user>.``. ``ca_file``: the CA that signed the server's certificate (TLS, the server
+        verified). A user reads the streams through what the services' account exports (``DirectReads``); on an
+        open server the client creates the streams if the services have not yet (its commands are kept)."""
         bus = await Bus.connect(nats_url, name, connect_timeout=3.0, max_reconnect_attempts=2,
                                 credentials=credentials, tls_ca_file=ca_file)
-        await bus.ensure_streams()
+        if bus.user == subjects.ANONYMOUS:
+            await bus.ensure_streams()
         return cls(bus)
 
     @classmethod
@@ -190,7 +196,7 @@ class Client:
             await self.bus.publish(cmd)
             return None
         request = Request(codec.type_of(cmd), cmd.op_id, cmd.request_id, getattr(cmd, "new_op_id", ""))
-        verdict = await await_verdict(self.bus, request, lambda: self.bus.publish(cmd), timeout)
+        verdict = await await_verdict(self.reads, request, lambda: self.bus.publish(cmd), timeout)
         if verdict.refused:
             raise CommandRefused(verdict)
         return verdict
@@ -242,8 +248,8 @@ class Client:
 
     async def queue_config(self) -> QueuesConfig | None:
         """The queue configuration last put in force (the config stream's ``config.queues``; None: none yet)."""
-        seq = await self.bus.last_stored(subjects.CONFIG_STREAM, subjects.CONFIG_QUEUES)
-        stored = await self.bus.stored(subjects.CONFIG_STREAM, seq) if seq else None
+        seq = await self.reads.last_stored(subjects.CONFIG_STREAM, subjects.CONFIG_QUEUES)
+        stored = await self.reads.stored(subjects.CONFIG_STREAM, seq) if seq else None
         if stored is None:
             return None
         message = codec.decode_config(stored.data)
@@ -252,15 +258,15 @@ class Client:
     async def view(self) -> OpsView:
         """Every op: those that left admission's memory from their summaries, the others from the stream."""
         view = OpsView()
-        for data in await self.bus.read_bucket(subjects.OPS_BUCKET):
+        for data in await self.reads.read_bucket(subjects.OPS_BUCKET):
             view.add_summary(msgspec.json.decode(data, type=OpSummary))
-        for data in await self.bus.read_all(subjects.OPS_STREAM, subjects.VIEW_EVENTS):
+        for data in await self.reads.read_all(subjects.OPS_STREAM, subjects.VIEW_EVENTS):
             view.fold_bytes(data)
         return view
 
     async def summary(self, op_id: str) -> OpSummary | None:
         """The summary of an op that ended and left admission's memory (None: it did not, or is unknown)."""
-        data = await self.bus.read_key(subjects.OPS_BUCKET, op_id)
+        data = await self.reads.read_key(subjects.OPS_BUCKET, op_id)
         return msgspec.json.decode(data, type=OpSummary) if data else None
 
     async def ops(self) -> list[OpRow]:
@@ -268,7 +274,7 @@ class Client:
 
     async def known(self, op_id: str) -> bool:
         """Whether ``op_id`` names an op: events of it on the stream, or its summary."""
-        if await self.bus.last_stored(subjects.OPS_STREAM, subjects.events_for(op_id)):
+        if await self.reads.last_stored(subjects.OPS_STREAM, subjects.events_for(op_id)):
             return True
         return await self.summary(op_id) is not None
 
@@ -295,7 +301,7 @@ class Client:
             queue.put_nowait(data)
 
         subject = subjects.all_events_for(next(iter(wanted))) if len(wanted) == 1 else subjects.VIEW_EVENTS
-        sub = await self.bus.follow(subjects.OPS_STREAM, subject, on_message)
+        sub = await self.reads.follow(subjects.OPS_STREAM, subject, on_message)
         try:
             while wanted:
                 data = await asyncio.wait_for(queue.get(), timeout=timeout)
@@ -321,7 +327,7 @@ class Client:
             queue.put_nowait(data)
 
         view = OpsView()
-        sub = await self.bus.follow(subjects.OPS_STREAM, subjects.all_events_for(op_id), on_message)
+        sub = await self.reads.follow(subjects.OPS_STREAM, subjects.all_events_for(op_id), on_message)
         try:
             while True:
                 data = await asyncio.wait_for(queue.get(), timeout=timeout)

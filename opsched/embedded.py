@@ -154,7 +154,7 @@ class Embedded:
         users = natsauth.users_of([natsauth.parse_user(u) for u in self.args.user])
         _say(f"NATS users (password files in {self.auth_dir}): {', '.join(f'{u.name} ({u.role})' for u in users)}")
         from opsched.agents_local import agent_names
-        return natsauth.authorization_block(self.auth_dir, users, tuple(agent_names(self.args.agents)))
+        return natsauth.accounts_block(self.auth_dir, users, tuple(agent_names(self.args.agents)))
 
     async def connect(self, url: str, name: str):
         """A service's bus, as the service's own NATS user (the runner's ``connect``)."""

@@ -1,6 +1,7 @@
 """The NATS users of `opsched up`: one per service, one ``admin``, and any ``--user NAME:ROLE``; each with a
 random password kept in its own file (``<data dir>/auth/<user>.password``, 0600, kept across restarts) and
-the allow-lists of ``proto.permissions``, written as nats-server's ``authorization { users = [...] }``.
+the accounts, exports and allow-lists of ``proto.permissions``, written as nats-server's ``accounts { ... }``: the
+services in the services' account, ``admin`` and the ``--user``s in the clients' account.
 
 Passwords are stored in plain text in the server config, which is 0600 like the password files next to it:
 whoever can read one can read the others, so a hash would protect nothing here (and nats-server has no
@@ -14,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from proto import permissions
+from proto import permissions, subjects
 from services.runtime.credentials import Credentials
 
 ADMIN = "admin"  # the client user `opsched up` always creates (the CLI's default)
@@ -75,16 +76,47 @@ def _quoted(values: tuple[str, ...]) -> str:
 def _entry(user: User, password: str, agents: tuple[str, ...] = ()) -> str:
     p = permissions.for_user(user.name, user.role, agents)
     deny = f", deny: {_quoted(p.deny)}" if p.deny else ""
-    return (f"    {{user: {json.dumps(user.name)}, password: {json.dumps(password)}, permissions: {{\n"
-            f"      publish: {{allow: {_quoted(p.publish)}{deny}}},\n"
-            f"      subscribe: {{allow: {_quoted(p.subscribe)}}}}}}}")
+    responses = ", allow_responses: true" if p.allow_responses else ""
+    return (f"      {{user: {json.dumps(user.name)}, password: {json.dumps(password)}, permissions: {{\n"
+            f"        publish: {{allow: {_quoted(p.publish)}{deny}}},\n"
+            f"        subscribe: {{allow: {_quoted(p.subscribe)}}}{responses}}}}}")
 
 
-def authorization_block(auth_dir: Path, users: list[User], agents: tuple[str, ...] = ()) -> str:
-    """nats-server's ``authorization`` block for ``users`` (creating the password files that are missing);
-    ``agents``: the named agents, whose dispatchers' durable consumers no client may create."""
-    entries = ",\n".join(_entry(user, _password(auth_dir, user.name), agents) for user in users)
-    return f"authorization {{\n  users = [\n{entries}\n  ]\n}}\n"
+def _exports() -> str:
+    lines = []
+    for kind, subject, response in permissions.EXPORTS:
+        answer = f", response_type: {response}" if kind == "service" and response != "singleton" else ""
+        lines.append(f"      {{{kind}: {json.dumps(subject)}, accounts: [{subjects.CLIENTS_ACCOUNT}]{answer}}}")
+    return ",\n".join(lines)
+
+
+def _imports() -> str:
+    lines = []
+    for kind, subject, _ in permissions.EXPORTS:
+        local = permissions.imported_as(subject)
+        to = f", to: {json.dumps(local)}" if local != subject else ""
+        lines.append(f"      {{{kind}: {{account: {subjects.SERVICES_ACCOUNT}, subject: {json.dumps(subject)}}}{to}}}")
+    return ",\n".join(lines)
+
+
+def accounts_block(auth_dir: Path, users: list[User], agents: tuple[str, ...] = (),
+                   more_services: tuple[str, ...] = ()) -> str:
+    """nats-server's ``accounts`` block for ``users`` (creating the password files that are missing): the services'
+    account (JetStream, the services' users and ``more_services``: entries written as these are) and the clients'
+    (``admin``, the others), which imports what the services' account exports. ``agents``: the named agents, whose
+    dispatchers' durables only the dispatcher's user may reach."""
+    entries: dict[str, list[str]] = {subjects.SERVICES_ACCOUNT: [], subjects.CLIENTS_ACCOUNT: []}
+    for user in users:
+        account = permissions.for_user(user.name, user.role, agents).account
+        entries[account].append(_entry(user, _password(auth_dir, user.name), agents))
+    entries[subjects.SERVICES_ACCOUNT].extend(more_services)
+    services = ",\n".join(entries[subjects.SERVICES_ACCOUNT])
+    clients = ",\n".join(entries[subjects.CLIENTS_ACCOUNT])
+    return (f"accounts {{\n"
+            f"  {subjects.SERVICES_ACCOUNT}: {{\n    jetstream: enabled\n    users: [\n{services}\n    ]\n"
+            f"    exports: [\n{_exports()}\n    ]\n  }}\n"
+            f"  {subjects.CLIENTS_ACCOUNT}: {{\n    users: [\n{clients}\n    ]\n"
+            f"    imports: [\n{_imports()}\n    ]\n  }}\n}}\n")
 
 
 def credentials(auth_dir: Path, user: str) -> Credentials:

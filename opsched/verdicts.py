@@ -154,16 +154,16 @@ def _done_text(event: Event) -> str:
     return f"{event.op_id}: {codec.type_of(event)}"
 
 
-async def await_verdict(bus: Any, request: Request, publish: Callable[[], Awaitable[Any]],
+async def await_verdict(reads: Any, request: Request, publish: Callable[[], Awaitable[Any]],
                         timeout: float = VERDICT_TIMEOUT_S) -> Verdict:
-    """Follow ``request``'s subjects, ``publish()`` the command, and return admission's verdict on it (a refusal
+    """Follow ``request``'s subjects (``reads``: what follows a stream, ``opsched.directreads.DirectReads``), ``publish()`` the command, and return admission's verdict on it (a refusal
     too: the caller decides whether to raise); ``VerdictUnknown`` after ``timeout`` seconds without one."""
     got: asyncio.Queue[bytes] = asyncio.Queue()
 
     async def on_message(data: bytes, seq: int) -> None:
         got.put_nowait(data)
 
-    sub = await bus.follow(subjects.OPS_STREAM, request.filters, on_message)
+    sub = await reads.follow(subjects.OPS_STREAM, request.filters, on_message)
     try:
         await publish()
         loop = asyncio.get_running_loop()

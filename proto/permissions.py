@@ -1,10 +1,14 @@
-"""Who may publish and subscribe to what: the NATS allow-lists of each service and client role, derived here
-once from the subject table (README "Architecture"), and written into nats-server's configuration
-(``opsched.natsauth``). The server enforces them; nothing in opsched checks them again.
+"""Who may publish and subscribe to what: the NATS accounts, exports and allow-lists of each service and client
+role, derived here once from the subject table (README "Architecture", docs/security.md), and written into
+nats-server's configuration (``opsched.natsauth``). The server enforces them; nothing in opsched checks them again.
 
-JetStream is reached through its API subjects: ``$JS.API.>`` calls (stream/consumer/KV management, reads),
-``$JS.ACK.>`` acknowledgements, ``$JS.FC.>`` flow control, ``$KV.<bucket>.>`` key writes, ``_INBOX.>`` replies.
-A client role may read (info, consumers of its own, direct gets) but never delete, purge or reconfigure."""
+Two accounts. The services' (``subjects.SERVICES_ACCOUNT``) owns the streams, their consumers and the key-value
+buckets; each service user reaches only its own durables, writes only its own buckets, and answers only requests
+it was sent (``allow_responses``). The clients' (``subjects.CLIENTS_ACCOUNT``) has no JetStream of its own and sees
+only what the services' account exports (``EXPORTS``): the command subjects (each user may publish only its own
+``cmd.<user>.`` verbs), the queries, direct gets of the streams a view reads, and the op events as they happen.
+No client reaches a stream's consumers, acks or configuration, nor another connection's inbox: every connection
+takes its replies on ``_INBOX.<user>.`` (``subjects.inbox_prefix``) and may subscribe only there."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,43 +52,91 @@ VERBS: dict[str, tuple[str, ...]] = {
 QUERIES = (subjects.QUERY_WHY, subjects.QUERY_QUEUES, subjects.QUERY_COST, subjects.QUERY_HEALTH_ALL)
 
 
+# each service's durable consumers (a dispatcher also those of the named agents: ``durables_of``) and the key-value
+# buckets it writes (``$KV.<bucket>.>``); every service keeps its in-hand record (``services.runtime.inhand``)
+DURABLES: dict[str, tuple[str, ...]] = {
+    "admission": (subjects.ADMISSION_COMMANDS,),
+    "cost": (subjects.COST_ESTIMATOR, subjects.COST_LEDGER),
+    "cache": (subjects.CACHE_LOOKUP,),
+    "dispatcher": (subjects.DISPATCHER_ADMITTED,),
+}
+BUCKETS: dict[str, tuple[str, ...]] = {
+    "admission": (subjects.LEASE_BUCKET, subjects.OPS_BUCKET),
+    "cost": (subjects.COST_BUCKET,),
+    "cache": (subjects.CACHE_BUCKET,),
+    "dispatcher": (subjects.ATTEMPT_FATE_BUCKET,),
+}
+SHARED_BUCKETS = (subjects.IN_HAND_BUCKET,)
+STREAM_KEEPER = "admission"  # the one service that updates the streams (aligns them) and purges the op stream
+# what the services' account exports to the clients' (``opsched.natsauth``): (kind, subject, response type)
+READ_STREAMS = (subjects.OPS_STREAM, subjects.CONFIG_STREAM, subjects.kv_stream(subjects.OPS_BUCKET))
+EXPORTS: tuple[tuple[str, str, str], ...] = (
+    ("service", subjects.CMD_ALL, "singleton"),  # the command stream stores it and acks it to the client
+    ("service", subjects.QUERY_ALL, "singleton"),
+    *(("service", get, "stream" if i == 0 else "singleton")  # a batch answers with several messages
+      for stream in READ_STREAMS for i, get in enumerate(subjects.direct_gets(stream))),
+    ("stream", subjects.OPS_ALL, ""),  # the events as they happen: what tells a follower to read on
+)
+
+
+def imported_as(subject: str) -> str:
+    """An export's subject in the clients' account: direct gets under ``subjects.READ_API_PREFIX``, others as is."""
+    if subject.startswith(subjects.JS_API_PREFIX + "."):
+        return subjects.READ_API_PREFIX + subject.removeprefix(subjects.JS_API_PREFIX)
+    return subject
+
+
 @dataclass(frozen=True)
 class Permissions:
     publish: tuple[str, ...]
     subscribe: tuple[str, ...]
     deny: tuple[str, ...] = ()  # publish subjects refused even where an allow matches
+    allow_responses: bool = False  # may answer the requests it receives (their reply subjects), once each
+    account: str = subjects.CLIENTS_ACCOUNT
 
 
 def _events(kinds: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(subjects.events_of(kind) for kind in kinds)
 
 
-def service(name: str) -> Permissions:
-    """A service publishes its own events, the dead letters of its consumers, and what it alone configures;
-    it reads every stream and answers its queries."""
+def durables_of(name: str, agents: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``name``'s durable consumers; a dispatcher's include the named agents' dispatchers' (one user for all)."""
+    extra = tuple(subjects.dispatcher_durable(a) for a in agents) if name == "dispatcher" else ()
+    return DURABLES[name] + extra
+
+
+def service(name: str, agents: tuple[str, ...] = ()) -> Permissions:
+    """A service publishes its own events, the dead letters of its consumers, and what it alone configures; it
+    calls JetStream for its own durables and buckets (admission alone aligns streams and purges the op stream),
+    answers its queries, and reads its own inbox."""
     if name not in EMITS:
         raise ValueError(f"unknown service {name!r}; services: {', '.join(SERVICES)}")
+    kv = tuple(subjects.kv_entries(b) for b in BUCKETS[name] + SHARED_BUCKETS)
+    admin = (subjects.STREAM_ALIGN, subjects.stream_purge(subjects.OPS_STREAM)) if name == STREAM_KEEPER else ()
     publish = (*_events(EMITS[name] + SHARED_EMITS), subjects.dead_letter(name), *OTHER_PUBLISH[name],
-               subjects.JS_API, subjects.JS_ACK, subjects.JS_FLOW, subjects.kv_entries("*"), subjects.REPLIES)
+               *subjects.JS_SERVICE, *admin, *kv, *QUERIES)
+    others = tuple(d for other in SERVICES if other != name for d in durables_of(other, agents))
+    deny = tuple(s for d in others for s in subjects.durable_subjects(d))
     answers = (*(q for q in QUERIES if q != subjects.QUERY_HEALTH_ALL), subjects.health_query(name))  # its own health
-    subscribe = (*answers, subjects.JS_ADVISORIES, subjects.REPLIES)  # stream messages reach it on its inboxes
-    return Permissions(publish=publish, subscribe=subscribe)
+    subscribe = (*answers, subjects.JS_ADVISORIES, subjects.inbox_prefix(name) + ".>")
+    return Permissions(publish=publish, subscribe=subscribe, deny=deny, allow_responses=True,
+                       account=subjects.SERVICES_ACCOUNT)
 
 
-def client(role: str, user: str, agents: tuple[str, ...] = ()) -> Permissions:
-    """A person or external system: its role's verbs under its own ``cmd.<user>.``, the queries, reads; never a
-    service's durable consumer (``agents``: the named agents' dispatchers too)."""
+def client(role: str, user: str) -> Permissions:
+    """A person or external system, in the clients' account: its role's verbs under its own ``cmd.<user>.``, the
+    queries, direct gets of what a view reads, the op events live; replies on its own inbox only."""
     if role not in VERBS:
         raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
     if not subjects.valid_token(user) or user in SERVICES or user == subjects.ANONYMOUS:
         raise ValueError(f"user name {user!r} must be lowercase letters, digits and dashes, and not a service "
                          f"name nor {subjects.ANONYMOUS!r}")
     verbs = tuple(subjects.commands_of(user, verb) for verb in VERBS[role])
-    admin = subjects.JS_ADMIN if role == "admin" else ()
-    publish = (*verbs, *QUERIES, *subjects.JS_READ, *admin, subjects.JS_ACK, subjects.JS_FLOW, subjects.REPLIES)
-    return Permissions(publish=publish, subscribe=(subjects.REPLIES,), deny=subjects.client_deny(agents))
+    reads = tuple(get for stream in READ_STREAMS for get in subjects.direct_gets(stream, subjects.READ_API_PREFIX))
+    return Permissions(publish=(*verbs, *QUERIES, *reads),
+                       subscribe=(subjects.inbox_prefix(user) + ".>", subjects.OPS_ALL))
 
 
 def for_user(user: str, role: str, agents: tuple[str, ...] = ()) -> Permissions:
     """``role``: a service name or a client role; ``agents``: the named agents (their dispatchers' durables)."""
-    return service(user) if role == "service" else client(role, user, agents)
+    return service(user, agents) if role == "service" else client(role, user)

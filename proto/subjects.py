@@ -63,34 +63,51 @@ COST_LEDGER = "cost-ledger"
 CACHE_LOOKUP = "cache-lookup"
 DISPATCHER_ADMITTED = "dispatcher-admitted"
 
+# NATS accounts (``opsched.natsauth``): the services' account owns the streams, consumers and buckets; clients are
+# in an account of their own, which sees only what the services' account exports (``proto.permissions.EXPORTS``)
+SERVICES_ACCOUNT = "OPSCHED"
+CLIENTS_ACCOUNT = "CLIENTS"
+QUERY_ALL = "opsched.query.>"
+
 # JetStream's and NATS' own subjects, as the permissions (``proto.permissions``) name them
-REPLIES = "_INBOX.>"
-JS_API = "$JS.API.>"  # services manage their streams, consumers and buckets
+JS_API_PREFIX = "$JS.API"  # the JetStream API of the connection's own account
+# ... and the services' direct gets as the clients' account imports them: reads, nothing else of that API
+READ_API_PREFIX = "$JS.opsched.API"
 JS_ACK = "$JS.ACK.>"
 JS_FLOW = "$JS.FC.>"
 JS_ADVISORIES = "$JS.EVENT.ADVISORY.>"
-# what a reading client calls: account info, stream info/names, its own (ephemeral, ordered) consumers, message
-# gets, the KV bucket reads of a view. Not: stream create/update/delete/purge, message delete, durable deletes.
-JS_READ = ("$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
-           "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>", "$JS.API.CONSUMER.CREATE.>",
-           "$JS.API.CONSUMER.INFO.>", "$JS.API.CONSUMER.MSG.NEXT.>")
-# admin also creates the streams (a client that starts before the services does: ``Bus.ensure_streams``)
-JS_ADMIN = ("$JS.API.STREAM.CREATE.*", "$JS.API.STREAM.UPDATE.*")
-# ... and never (re)configures the services' durable consumers, nor creates a durable one
-DURABLES = (ADMISSION_COMMANDS, COST_ESTIMATOR, COST_LEDGER, CACHE_LOOKUP, DISPATCHER_ADMITTED)
+# what every service calls: account and stream info, stream creation (never an update of one that exists, but
+# admission's: ``STREAM_ALIGN``), message and direct gets, ephemeral consumers (ordered followers, the replays), and
+# its own durables (``durables_of``: the others' are denied by name)
+JS_SERVICE = ("$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
+              "$JS.API.STREAM.CREATE.*", "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>",
+              "$JS.API.CONSUMER.CREATE.>", "$JS.API.CONSUMER.DURABLE.CREATE.>", "$JS.API.CONSUMER.INFO.>",
+              "$JS.API.CONSUMER.LIST.*", "$JS.API.CONSUMER.NAMES.*", "$JS.API.CONSUMER.DELETE.>",
+              "$JS.API.CONSUMER.MSG.NEXT.>", JS_ACK, JS_FLOW)
+STREAM_ALIGN = "$JS.API.STREAM.UPDATE.*"  # admission aligns the streams' subjects, limits and replicas
+# Durable consumers' subjects: creating, binding, pulling, acking, deleting one (a service: only its own)
+DURABLE_API = ("$JS.API.CONSUMER.CREATE.*.{d}", "$JS.API.CONSUMER.CREATE.*.{d}.>",
+               "$JS.API.CONSUMER.DURABLE.CREATE.*.{d}", "$JS.API.CONSUMER.DELETE.*.{d}",
+               "$JS.API.CONSUMER.MSG.NEXT.*.{d}", "$JS.ACK.*.{d}.>", "$JS.ACK.*.*.*.{d}.>")
 
 
-def _creating(durables) -> tuple[str, ...]:
-    """The JetStream API subjects that create (or bind) these durable consumers, with or without a filter."""
-    return tuple(f"$JS.API.CONSUMER.CREATE.*.{d}{tail}" for d in durables for tail in ("", ".>"))
+def durable_subjects(durable: str) -> tuple[str, ...]:
+    """The JetStream subjects that create, bind, pull, ack or delete ``durable`` (on any stream)."""
+    return tuple(form.format(d=durable) for form in DURABLE_API)
 
 
-JS_CLIENT_DENY = ("$JS.API.CONSUMER.DURABLE.CREATE.>", *_creating(DURABLES))
+def inbox_prefix(user: str) -> str:
+    """Where a connection of ``user`` gets its replies and deliveries: ``_INBOX.<user>`` (only it may subscribe)."""
+    return f"_INBOX.{user}"
 
 
-def client_deny(agents: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """``JS_CLIENT_DENY``, and the durable consumers of the named agents' dispatchers (a name, not a wildcard)."""
-    return JS_CLIENT_DENY + _creating([dispatcher_durable(agent) for agent in agents])
+def stream_purge(stream: str) -> str:
+    return f"$JS.API.STREAM.PURGE.{stream}"
+
+
+def direct_gets(stream: str, prefix: str = JS_API_PREFIX) -> tuple[str, str]:
+    """A stream's direct gets: by sequence or batch (a JSON body), and the last of a subject."""
+    return f"{prefix}.DIRECT.GET.{stream}", f"{prefix}.DIRECT.GET.{stream}.>"
 
 
 _TOKEN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -182,6 +199,7 @@ def kv_stream(bucket: str) -> str:
 
 
 def kv_entries(bucket: str) -> str:
+    """Every key of ``bucket``: where it is written (a put, a delete) and what a reader filters on."""
     return f"$KV.{bucket}.>"
 
 

@@ -30,7 +30,7 @@ from tests.builders.identities import HARNESS, Identity
 
 
 def _harness_entry(auth_dir: Path) -> str:
-    """The harness's user in nats-server's ``authorization`` block (its password in ``auth_dir`` as the others')."""
+    """The harness's user in the services' account (its password in ``auth_dir`` as the others')."""
     path = natsauth.password_file(auth_dir, HARNESS.user)
     if not path.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -38,16 +38,15 @@ def _harness_entry(auth_dir: Path) -> str:
         with os.fdopen(fd, "w") as out:
             out.write(secrets.token_urlsafe(32) + "\n")
     allowed = json.dumps(list(identities.EVERYTHING.publish))
-    return (f"    {{user: {json.dumps(HARNESS.user)}, password: {json.dumps(path.read_text().strip())}, "
+    return (f"      {{user: {json.dumps(HARNESS.user)}, password: {json.dumps(path.read_text().strip())}, "
             f"permissions: {{publish: {{allow: {allowed}}}, subscribe: {{allow: {allowed}}}}}}}")
 
 
 def authorization(auth_dir: Path, users: Sequence[natsauth.User] = (), agents: tuple[str, ...] = ()) -> str:
-    """``opsched up``'s ``authorization`` block for its services, ``admin`` and ``users``, and the harness's."""
-    block = natsauth.authorization_block(auth_dir, natsauth.users_of(list(users)), agents)
-    end = "\n  ]\n}\n"
-    assert block.endswith(end), "natsauth's block changed shape: add the harness where its users are listed"
-    return block.removesuffix(end) + ",\n" + _harness_entry(auth_dir) + end
+    """``opsched up``'s accounts for its services, ``admin`` and ``users``, and the harness's user (among the
+    services: it forges their events and reads their streams)."""
+    return natsauth.accounts_block(auth_dir, natsauth.users_of(list(users)), agents,
+                                   more_services=(_harness_entry(auth_dir),))
 
 
 class SecureNats:

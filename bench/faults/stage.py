@@ -72,7 +72,7 @@ class Stage:
         self.node_names = [f"gpu-{tag}-{i}" for i in range(layout.nodes)]
         self.tls = ensure_tls(self.root / "tls")
         self.auth_dir = self.root / "auth"
-        users = natsauth.authorization_block(self.auth_dir, natsauth.users_of([]))
+        users = natsauth.accounts_block(self.auth_dir, natsauth.users_of([]))
         self.nats: NatsServer | NatsCluster = (
             NatsCluster(self.root / "nats-cluster", n=layout.nats_nodes, authorization=users, tls=self.tls)
             if layout.nats_nodes > 1 else NatsServer(self.root / "nats", authorization=users, tls=self.tls))

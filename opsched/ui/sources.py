@@ -27,9 +27,9 @@ class Sources:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> "Sources":
-        for data in await self.client.bus.read_bucket(subjects.OPS_BUCKET):
+        for data in await self.client.reads.read_bucket(subjects.OPS_BUCKET):
             self.feed.add_summary(msgspec.json.decode(data, type=OpSummary))
-        self._sub = await self.client.bus.follow(subjects.OPS_STREAM, subjects.VIEW_EVENTS, self._on_message)
+        self._sub = await self.client.reads.follow(subjects.OPS_STREAM, subjects.VIEW_EVENTS, self._on_message)
         self._task = asyncio.create_task(self._refreshing(), name="ui-refresh")
         return self
 

@@ -144,7 +144,8 @@ class Bus:
         closing, refusals = {"now": False}, Refusals()
         nc = await open_connection(url, name, closing, connect_timeout=connect_timeout,
                                    max_reconnect_attempts=max_reconnect_attempts, tls_ca_file=tls_ca_file,
-                                   auth=credentials.connect_options(), refusals=refusals)
+                                   auth=credentials.connect_options(), refusals=refusals,
+                                   inbox_prefix=subjects.inbox_prefix(credentials.user))
         bus = cls(nc, name, replicas, credentials.user)
         bus._closing, bus.refusals = closing, refusals
         return bus
@@ -152,16 +153,17 @@ class Bus:
     connected = property(lambda self: self.nc.is_connected)
     closed = property(lambda self: self.nc.is_closed)  # it gave up reconnecting (or was closed): for good
 
-    async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None) -> None:
-        """Create the streams (file storage, ``self.replicas`` replicas) if missing; align their subjects
-        if they drifted; raise their replicas to ``self.replicas``, never lower them (a client that
-        does not know the cluster's setting must not shrink it). ``limits`` (stream -> max age in seconds,
-        max bytes; services pass their settings', clients none) are applied to new and existing streams."""
+    async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None, *, align: bool = True) -> None:
+        """Create the streams (file storage, ``self.replicas`` replicas, direct gets: how clients read) if missing;
+        with ``align`` (admission: the one service allowed to update a stream) align their subjects and direct gets
+        if they drifted; raise their replicas to ``self.replicas``, never lower them (one that does not know the
+        cluster's setting must not shrink it). ``limits`` (stream -> max age in seconds, max bytes; services pass
+        their settings') are applied to new and (aligning) existing streams."""
         for name, (subj, per_subject) in subjects.STREAMS.items():
             config = api.StreamConfig(
                 name=name, subjects=subj, storage=api.StorageType.FILE,
                 duplicate_window=DUPLICATE_WINDOW_S, retention=api.RetentionPolicy.LIMITS,
-                max_msgs_per_subject=per_subject, num_replicas=self.replicas,
+                max_msgs_per_subject=per_subject, num_replicas=self.replicas, allow_direct=True,
             )
             wanted = (limits or {}).get(name)
             if wanted is not None:
@@ -174,12 +176,14 @@ class Bus:
                 except nats.js.errors.BadRequestError:
                     pass  # another replica created it first
                 continue
+            if not align:
+                continue
             config.num_replicas = max(self.replicas, info.config.num_replicas or 1)
             if wanted is None:
                 config.max_age, config.max_bytes = info.config.max_age, info.config.max_bytes
             if (sorted(info.config.subjects or []) != sorted(subj)
                     or (info.config.max_msgs_per_subject or -1) != per_subject
-                    or config.num_replicas != (info.config.num_replicas or 1)
+                    or config.num_replicas != (info.config.num_replicas or 1) or not info.config.allow_direct
                     or _limits_of(info.config) != _limits_of(config)):
                 await self.js.update_stream(config)
 
@@ -366,24 +370,6 @@ class Bus:
         finally:
             await sub.unsubscribe()
         return out
-
-    async def read_bucket(self, bucket: str) -> list[bytes]:
-        """The value of every key of a key-value bucket (history 1: one message per key; none if the
-        bucket does not exist yet), for clients that build a view."""
-        try:
-            data = await self.read_all(subjects.kv_stream(bucket), subjects.kv_entries(bucket))
-        except NotFoundError:
-            return []
-        return [d for d in data if d]  # a deleted or purged key leaves an empty marker
-
-    async def read_key(self, bucket: str, key: str) -> bytes | None:
-        """One key's value, or None (no such key, or no such bucket)."""
-        try:
-            kv = await self.js.key_value(bucket)
-            entry = await kv.get(key)
-        except (NotFoundError, nats.js.errors.BucketNotFoundError, nats.js.errors.KeyNotFoundError):
-            return None
-        return entry.value or None
 
     async def close(self) -> None:
         """Flush what was published, then close. Handler loops finish their message in hand first."""

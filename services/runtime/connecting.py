@@ -60,12 +60,13 @@ def tls_options(ca_file: CaFile) -> dict[str, Any]:
 
 async def open_connection(url: str, name: str, closing: dict[str, bool], *, connect_timeout: float,
                           max_reconnect_attempts: int, tls_ca_file: CaFile, auth: dict[str, Any] | None = None,
-                          refusals: Refusals | None = None) -> nats.NATS:
+                          refusals: Refusals | None = None, inbox_prefix: str = "_INBOX") -> nats.NATS:
     """Connect to any of the servers in ``url``; reconnect ``max_reconnect_attempts`` times (-1: forever).
     A server whose certificate the CA does not verify raises ``ssl.SSLCertVerificationError`` at once: no
     retry helps, and nats-py would hang closing the failed TLS upgrade. ``closing["now"]`` quiets the logs.
     ``auth``: the options that authenticate (``Credentials.connect_options``); ``refusals`` notes the server's
-    refusals of publishes (its permissions)."""
+    refusals of publishes (its permissions); ``inbox_prefix``: where its replies and deliveries come
+    (``subjects.inbox_prefix``: the only inbox its user may subscribe to)."""
     log = structlog.get_logger().bind(nats=name)
     refusal: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
 
@@ -86,7 +87,7 @@ async def open_connection(url: str, name: str, closing: dict[str, bool], *, conn
     connecting = asyncio.ensure_future(natsclient.connect(
         servers=server_urls(url), name=name, connect_timeout=connect_timeout,
         max_reconnect_attempts=max_reconnect_attempts, reconnect_time_wait=0.5,
-        allow_reconnect=True, error_cb=on_error, disconnected_cb=on_disconnected,
+        allow_reconnect=True, inbox_prefix=inbox_prefix, error_cb=on_error, disconnected_cb=on_disconnected,
         reconnected_cb=on_reconnected, **tls_options(tls_ca_file), **(auth or {})))
     either: set[asyncio.Future[Any]] = {connecting, refusal}
     await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)

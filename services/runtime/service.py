@@ -43,7 +43,7 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 from nats.errors import TimeoutError as NatsTimeout
 
-from proto import codec, subjects
+from proto import codec, permissions, subjects
 from services.runtime import inbox, rebuilding, selfreport, tracing
 from services.runtime import logging as oplog
 from services.runtime.backoff import Backoff
@@ -145,7 +145,7 @@ class Service(WaitsOut):
     async def run(self, bus: Bus, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; then finish the message in hand and return (drain)."""
         self.bus, self.stopping = bus, stop
-        await bus.ensure_streams(self.settings.stream_limits())
+        await bus.ensure_streams(self.settings.stream_limits(), align=self.name == permissions.STREAM_KEEPER)
         await self.start(bus)
         self.in_hand = await open_records(bus, holder_id(), self.settings.poison_crashes)
         await bus.serve(subjects.health_query(self.name), self._health, group=f"{self.name}-health")

@@ -258,6 +258,11 @@ class MemoryBus:
         self._fail: FailPlan | None = None
 
     @property
+    def reads(self) -> "MemoryBus":
+        """What a client reads the streams with (``opsched.directreads.reads_for``): this bus itself."""
+        return self
+
+    @property
     def connected(self) -> bool:
         return not self.closed
 
@@ -283,8 +288,8 @@ class MemoryBus:
         if not self.identity.may_subscribe(subject):
             raise NotPermitted(self.user, subject)
 
-    async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None) -> None:
-        self._check_open()
+    async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None, *, align: bool = True) -> None:
+        self._check_open()  # aligning: nothing drifts here
         for name in subjects.STREAMS:
             if name not in self.broker.streams:
                 self._may_publish(f"$JS.API.STREAM.CREATE.{name}")

@@ -45,7 +45,7 @@ def deployed(tmp_path: Path):
     files = ensure_tls(etc / "tls", ("nats.opsched-system", "nats.opsched-system.svc"))
     passwords = tmp_path / "nats-auth"
     (etc / "auth").mkdir(parents=True)
-    (etc / "auth" / "auth.conf").write_text(natsauth.authorization_block(passwords, natsauth.users_of([])))
+    (etc / "auth" / "auth.conf").write_text(natsauth.accounts_block(passwords, natsauth.users_of([])))
     (config,) = [d for d in manifests() if d["kind"] == "ConfigMap"]
     port, monitor = free_port(), free_port()
     (etc / "nats.conf").write_text(laid_out(config["data"]["nats.conf"], tmp_path, port, monitor))

@@ -185,16 +185,19 @@ async def test_the_cache_bucket_is_shared_and_changed_only_by_compare_and_set(bu
     assert (await mine.get("k")).value == b"2"
 
 
-async def test_stream_limits_are_applied_to_an_existing_store_and_a_client_does_not_undo_them(nats_server):
+async def test_stream_limits_are_applied_to_an_existing_store_and_a_service_that_does_not_align_keeps_them(
+        nats_server):
     from services.runtime.settings import Settings
 
-    old = await nats_server.connect(name="before-limits")  # a client (admin): it may create the streams
+    old = await nats_server.connect(name="before-limits", identity=HARNESS)
     await old.ensure_streams()  # a store made before streams had limits
     await old.publish_raw(subjects.command("stop", old.user), b"kept", msg("s1"))
     limits = Settings(cmd_max_age_s=3600, dlq_max_age_s=7200, dlq_max_bytes=1 << 20).stream_limits()
     service = await nats_server.connect(name="opsched-admission")
-    await service.ensure_streams(limits)
-    await old.ensure_streams()  # a client: no limits of its own
+    await service.ensure_streams(limits)  # admission aligns the streams
+    cost = await nats_server.connect(name="opsched-cost")
+    await cost.ensure_streams(align=False)  # the others create what is missing, and leave the rest alone
+    await cost.close()
     cmd = (await service.js.stream_info(subjects.CMD_STREAM)).config
     dlq = (await service.js.stream_info(subjects.DLQ_STREAM)).config
     ops = (await service.js.stream_info(subjects.OPS_STREAM)).config

@@ -18,7 +18,7 @@ def up_dir(tmp_path: Path) -> Path:
     """A data dir as `opsched up` leaves it: a CA, password files of admin and alice, and the context."""
     data = tmp_path / "data"
     ensure_tls(data / "tls")
-    natsauth.authorization_block(data / "auth", natsauth.users_of([natsauth.User("alice", "submitter")]))
+    natsauth.accounts_block(data / "auth", natsauth.users_of([natsauth.User("alice", "submitter")]))
     context.write(context.default_path(data), url="tls://127.0.0.1:4999", ca=data / "tls" / "ca.pem", user="admin",
                   password_file=data / "auth" / "admin.password", description="test")
     return data

@@ -32,22 +32,25 @@ def test_a_user_flag_that_cannot_be_used_is_refused_naming_it(text, error):
         natsauth.parse_user(text)
 
 
-def test_the_authorization_block_holds_each_users_password_and_permissions(tmp_path):
+def test_the_accounts_block_holds_each_users_password_and_permissions_in_its_account(tmp_path):
     users = natsauth.users_of([natsauth.User("alice", "submitter")])
-    block = natsauth.authorization_block(tmp_path / "auth", users)
+    block = natsauth.accounts_block(tmp_path / "auth", users)
     password = (tmp_path / "auth" / "alice.password").read_text().strip()
     alice = next(line for line in block.splitlines() if '"alice"' in line)
     assert f'password: "{password}"' in alice and len(password) >= 32
-    assert '"cmd.alice.submit.>"' in block and '"ops.admitted.>"' in block and block.startswith("authorization {")
+    assert '"cmd.alice.submit.>"' in block and '"ops.admitted.>"' in block and block.startswith("accounts {")
+    clients = block.index(f"{subjects.CLIENTS_ACCOUNT}: {{")
+    assert block.index('{user: "admission"') < clients < block.index('{user: "alice"')  # services apart from clients
+    assert block.index('{user: "admin"') > clients
 
 
 def test_password_files_are_private_and_kept_across_restarts(tmp_path):
     auth = tmp_path / "auth"
-    natsauth.authorization_block(auth, natsauth.users_of([]))
+    natsauth.accounts_block(auth, natsauth.users_of([]))
     first = {p.name: p.read_text() for p in auth.iterdir()}
     assert sorted(first) == sorted(f"{u}.password" for u in (*permissions.SERVICES, "admin"))
     assert mode(auth) == 0o700 and all(mode(p) == 0o600 for p in auth.iterdir())
-    natsauth.authorization_block(auth, natsauth.users_of([]))
+    natsauth.accounts_block(auth, natsauth.users_of([]))
     assert {p.name: p.read_text() for p in auth.iterdir()} == first
     assert natsauth.credentials(auth, "cost") == Credentials("cost", password=first["cost.password"].strip())
 
@@ -55,9 +58,9 @@ def test_password_files_are_private_and_kept_across_restarts(tmp_path):
 def test_the_server_config_that_holds_the_passwords_is_private(tmp_path):
     from opsched.natsserver import NatsServer
 
-    server = NatsServer(tmp_path / "nats", authorization="authorization { users = [] }\n")
+    server = NatsServer(tmp_path / "nats", authorization=natsauth.accounts_block(tmp_path / "auth", []))
     path = server._write_config()
-    assert mode(path) == 0o600 and "authorization" in path.read_text()
+    assert mode(path) == 0o600 and "accounts {" in path.read_text()
 
 
 def test_no_credentials_is_an_open_server_as_anonymous():

@@ -13,6 +13,10 @@ def may_publish(p: permissions.Permissions, subject: str) -> bool:
         matches(denied, subject) for denied in p.deny)
 
 
+def may_subscribe(p: permissions.Permissions, subject: str) -> bool:
+    return any(matches(allowed, subject) for allowed in p.subscribe)
+
+
 EVERY_EVENT = sorted({kind for kinds in permissions.EMITS.values() for kind in kinds})
 
 
@@ -75,29 +79,52 @@ def test_a_client_never_speaks_for_another_user_nor_emits_events(role):
 
 @pytest.mark.parametrize("role", permissions.ROLES)
 @pytest.mark.parametrize("api", ["$JS.API.STREAM.DELETE.OPSCHED_OPS", "$JS.API.STREAM.PURGE.OPSCHED_OPS",
-                                 "$JS.API.STREAM.MSG.DELETE.OPSCHED_OPS", "$JS.API.CONSUMER.DELETE.OPSCHED_CMD.x",
-                                 "$JS.API.CONSUMER.DURABLE.CREATE.OPSCHED_CMD.admission-commands",
-                                 "$JS.API.CONSUMER.CREATE.OPSCHED_CMD.admission-commands",
-                                 "$JS.API.CONSUMER.CREATE.OPSCHED_OPS.dispatcher-admitted.ops.admitted.>",
-                                 "$KV.opsched_leases.admission"])
-def test_no_client_deletes_purges_or_takes_over_what_the_services_keep(role, api):
+                                 "$JS.API.STREAM.INFO.OPSCHED_OPS", "$JS.API.CONSUMER.CREATE.OPSCHED_CMD",
+                                 "$JS.API.CONSUMER.CREATE.OPSCHED_OPS.x", "$JS.API.CONSUMER.MSG.NEXT.OPSCHED_CMD.x",
+                                 "$JS.ACK.OPSCHED_CMD.admission-commands.1.2.3.4.0", "$JS.FC.x",
+                                 "$KV.opsched_leases.admission", "$JS.opsched.API.STREAM.INFO.OPSCHED_OPS",
+                                 "$JS.opsched.API.CONSUMER.CREATE.OPSCHED_OPS", "$JS.opsched.API.DIRECT.GET.OPSCHED_CMD",
+                                 "_INBOX.admission.x", "_INBOX.bob.x"])
+def test_a_client_reaches_no_jetstream_api_but_the_direct_gets_nor_another_inbox(role, api):
     assert not may_publish(permissions.client(role, "alice"), api)
 
 
 @pytest.mark.parametrize("role", permissions.ROLES)
-def test_no_client_takes_over_a_named_agents_dispatcher_consumer_it_is_told_of(role):
-    p = permissions.client(role, "alice", ("agent-2",))
-    for api in ("$JS.API.CONSUMER.CREATE.OPSCHED_OPS.dispatcher-admitted-agent-2",
-                "$JS.API.CONSUMER.CREATE.OPSCHED_OPS.dispatcher-admitted-agent-2.ops.admitted.agent-2.*"):
-        assert not may_publish(p, api), api
-    assert may_publish(p, "$JS.API.CONSUMER.CREATE.OPSCHED_OPS")  # its own ephemeral reads still
+def test_a_client_reads_the_views_streams_by_direct_gets_and_takes_its_replies_on_its_own_inbox(role):
+    p = permissions.client(role, "alice")
+    for stream in permissions.READ_STREAMS:
+        assert may_publish(p, f"{subjects.READ_API_PREFIX}.DIRECT.GET.{stream}")
+    assert may_subscribe(p, "_INBOX.alice.x") and not may_subscribe(p, "_INBOX.bob.x")
+    assert not may_subscribe(p, "_INBOX.admission.x") and may_subscribe(p, subjects.event("admitted", "x"))
+    assert p.account == subjects.CLIENTS_ACCOUNT and not p.allow_responses
 
 
-def test_a_client_reads_streams_and_only_admin_creates_them():
-    read = "$JS.API.CONSUMER.CREATE.OPSCHED_OPS"
-    assert all(may_publish(permissions.client(role, "alice"), read) for role in permissions.ROLES)
-    create = "$JS.API.STREAM.CREATE.OPSCHED_OPS"
-    assert [r for r in permissions.ROLES if may_publish(permissions.client(r, "alice"), create)] == ["admin"]
+def test_what_the_clients_import_is_what_they_may_publish_and_nothing_more():
+    imported = {permissions.imported_as(subject) for kind, subject, _ in permissions.EXPORTS if kind == "service"}
+    admin = permissions.client("admin", "admin")
+    assert all(any(matches(i, allowed) or matches(allowed, i) for i in imported) for allowed in admin.publish)
+
+
+def test_each_service_reaches_only_its_own_durables_and_writes_only_its_own_buckets():
+    for name in permissions.SERVICES:
+        p = permissions.service(name, ("agent-2",))
+        for other in permissions.SERVICES:
+            for durable in permissions.durables_of(other, ("agent-2",)):
+                for api in (f"$JS.API.CONSUMER.DURABLE.CREATE.OPSCHED_CMD.{durable}",
+                            f"$JS.API.CONSUMER.MSG.NEXT.OPSCHED_CMD.{durable}",
+                            f"$JS.API.CONSUMER.DELETE.OPSCHED_OPS.{durable}",
+                            f"$JS.ACK.OPSCHED_OPS.{durable}.1.2.3.4.0"):
+                    assert may_publish(p, api) is (other == name), (name, api)
+        for bucket in (subjects.LEASE_BUCKET, subjects.CACHE_BUCKET, subjects.COST_BUCKET):
+            assert may_publish(p, f"$KV.{bucket}.k") is (bucket in permissions.BUCKETS[name]), (name, bucket)
+        assert may_publish(p, f"$KV.{subjects.IN_HAND_BUCKET}.k")
+        assert not may_publish(p, "$JS.API.STREAM.DELETE.OPSCHED_OPS")
+        keeper = name == permissions.STREAM_KEEPER
+        assert may_publish(p, "$JS.API.STREAM.UPDATE.OPSCHED_OPS") is keeper
+        assert may_publish(p, "$JS.API.STREAM.PURGE.OPSCHED_OPS") is keeper
+        assert not may_publish(p, "$JS.API.STREAM.PURGE.OPSCHED_CMD")
+        assert not may_subscribe(p, "_INBOX.alice.x") and may_subscribe(p, f"_INBOX.{name}.x")
+        assert p.allow_responses and p.account == subjects.SERVICES_ACCOUNT
 
 
 @pytest.mark.parametrize("name", ["admission", subjects.ANONYMOUS, "Alice", "a.b", "a*", ""])
@@ -111,10 +138,6 @@ def test_an_unknown_role_or_service_is_refused_by_name():
         permissions.client("root", "alice")
     with pytest.raises(ValueError, match="unknown service 'gpu'"):
         permissions.service("gpu")
-
-
-def may_subscribe(p: permissions.Permissions, subject: str) -> bool:
-    return any(matches(allowed, subject) for allowed in p.subscribe)
 
 
 def test_each_service_answers_for_its_own_health_only_and_every_client_may_ask():

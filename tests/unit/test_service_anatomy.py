@@ -69,7 +69,7 @@ class FakeBus:
     async def publish(self, message, **_) -> None:
         self.journal.append(("publish", type(message).__name__))
 
-    async def ensure_streams(self, limits=None) -> None:
+    async def ensure_streams(self, limits=None, *, align=True) -> None:
         self.journal.append("streams")
 
     async def durable(self, durable: str, stream: str, filters: list[str], max_deliver: int, ack_wait: float):
