@@ -146,7 +146,7 @@ class Embedded:
         return port
 
     def _authorization(self) -> str:
-        """The users' ``authorization`` block ("" without auth); their password files under ``auth_dir``."""
+        """The accounts and users (``natsauth.accounts_block``; "" without auth); their password files under ``auth_dir``."""
         from opsched import natsauth
 
         if self.auth_dir is None:

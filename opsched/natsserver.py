@@ -60,7 +60,7 @@ class NatsServer:
         self.port = port or free_port()
         self.log_file = log_file or self.store_dir / "nats-server.log"
         self.config_file = config_file  # a cluster node: everything (ports, store, routes) is in it
-        self.authorization = authorization  # an ``authorization {}`` block (``opsched.natsauth``): users only
+        self.authorization = authorization  # the ``accounts {}`` block of ``opsched.natsauth``: accounts and users
         self.tls = tls  # TLS only on the client port, https on the monitoring port
         # the monitoring endpoint (connections, users, subscriptions: unauthenticated) only when asked for, and then
         # on loopback only (``127.0.0.1``, as every port here); ``opsched up --nats-monitor-port``
@@ -163,7 +163,7 @@ class NatsCluster:
                  authorization: str = "", tls: TlsFiles | None = None) -> None:
         if n < 1:
             raise ValueError("a cluster needs at least one node")
-        self.authorization = authorization  # an ``authorization {}`` block for every node (``opsched.natsauth``)
+        self.authorization = authorization  # the ``accounts {}`` block of ``opsched.natsauth``, for every node
         self.root = Path(root)
         self.name = name
         self.names = [f"n{i}" for i in range(n)]

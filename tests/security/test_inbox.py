@@ -1,7 +1,9 @@
-"""Red team (issue 28): a submitter, allowed to publish on ``_INBOX.>`` (every client may: the replies to its
-requests), puts garbage on a service's pull consumer inbox while real work is pending, on the secured nats-server
-as `opsched up` runs it. The service drops and counts the garbage and handles the real deliveries at once; a
-forged JetStream delivery (a ``$JS.ACK`` reply subject) never lands: the server refuses that publish."""
+"""Red team (issue 28): garbage on a service's pull consumer inbox. No client can put it there (the inbox is
+``_INBOX.<service>.``, in the services' account: tested below, and in ``test_side_doors``); a connection of the
+services' account allowed to publish there can (here the tests' harness, on the secured nats-server as `opsched up`
+runs it; on an open bus, anyone). The service drops and counts the
+garbage and handles the real deliveries at once; a forged JetStream delivery (a ``$JS.ACK`` reply subject) never
+lands: the server refuses that publish."""
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +19,7 @@ from tests.builders.events import submitted
 OPS = 5
 
 
-async def test_a_submitter_publishing_garbage_into_a_services_inbox_neither_stops_it_nor_forges_a_delivery(
+async def test_garbage_in_a_services_inbox_neither_stops_it_nor_forges_a_delivery_and_no_client_can_put_it_there(
         nats_server, stack_factory, bus, events):
     stack = await stack_factory(("cost",), ack_wait_s=120.0)  # a lost batch would come back far too late
     cost = stack.service("cost")
@@ -28,8 +30,17 @@ async def test_a_submitter_publishing_garbage_into_a_services_inbox_neither_stop
     async def on_error(exc: Exception) -> None:
         await refused.put(exc)
     ann = nats_server.credentials(identities.client("ann", "submitter"))
+    submitter = await nats.connect(nats_server.url, name="ann", error_cb=on_error, allow_reconnect=False,
+                                   tls=client_context(nats_server.ca), **ann.connect_options())
+    try:
+        await submitter.publish(target, b'{"garbage": true}')
+        error = await asyncio.wait_for(refused.get(), timeout=10)
+        assert "permissions violation" in str(error).lower() and target.lower() in str(error).lower()
+    finally:
+        await submitter.close()
+    insider = nats_server.credentials(identities.HARNESS)
     mallory = await nats.connect(nats_server.url, name="mallory", error_cb=on_error, allow_reconnect=False,
-                                 tls=client_context(nats_server.ca), **ann.connect_options())
+                                 tls=client_context(nats_server.ca), **insider.connect_options())
     try:
         landed = await garbage.land(cost.pulls[subjects.COST_ESTIMATOR], publish=mallory.publish)
         for i in range(OPS):
