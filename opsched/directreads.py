@@ -69,7 +69,8 @@ class DirectReads:
         try:
             await self.nc.publish(subject, body, reply=inbox)
             while True:
-                msg = await asyncio.wait_for(answers.get(), ANSWER_TIMEOUT_S)
+                async with asyncio.timeout(ANSWER_TIMEOUT_S):  # not wait_for: on 3.11 it can lose a cancellation
+                    msg = await answers.get()
                 out.append(msg)
                 if not batch or _status(msg) is not None:
                     return out
@@ -191,8 +192,9 @@ class Following:
     async def _run(self) -> None:
         await self._safely_read_on()  # the past
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.rung.wait(), POLL_S)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POLL_S):
+                    await self.rung.wait()
             if not self.rung.is_set():
                 await self._safely_read_on()  # the slow poll
                 continue
@@ -212,10 +214,9 @@ class Following:
             return 0
 
     async def unsubscribe(self) -> None:
-        if self._task is not None:
+        if self._task is not None:  # ended, without taking the caller's own cancellation for its own
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await asyncio.wait({self._task}, timeout=ANSWER_TIMEOUT_S)
         for sub in self._subs:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
