@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from proto.pod_security import DEFAULT_LEVEL, Level
+from proto.pod_security import DEFAULT_LEVEL, AllowableVolume, Level
 from proto.spec import OpSpec, Wire
 from proto.spec_checks import money
 
@@ -78,6 +78,11 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     pending_timeout_s: float | None = None  # its queue's pendingTimeout: Unschedulable longer is requeued
     pod_security: Level = DEFAULT_LEVEL  # its queue's podSecurity: what the dispatcher checks its pods against
     allow_secret_volumes: bool = False  # its queue's allowSecretVolumes
+    service_accounts: list[str] = []  # its queue's serviceAccounts (the rest as well: ``proto.pod_security.CARRIED``)
+    allow_service_account_token: bool = False
+    priority_class_names: list[str] = []
+    allow_volumes: list[AllowableVolume] = []
+    image_pull_secrets: list[str] = []
     # per pod (main first, then replicas), the kubernetes.io/hostname of the node admission placed it on ("": none)
     # under placement binpack/spread: the pod prefers that node (weight 100), so kube-scheduler agrees
     preferred_hosts: list[str] = []

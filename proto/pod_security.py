@@ -6,11 +6,21 @@ default: no known privilege escalation) and ``restricted`` (hardened). On top of
 ``restricted``, opsched refuses what would undo its own isolation: a projected service-account token
 volume (it undoes ``automountServiceAccountToken``), ``gitRepo`` volumes, ``secret`` volumes (and projected
 secrets) unless the queue sets ``allowSecretVolumes``, a toleration of every taint, and the system priority
-classes. At every level, opsched never puts a pod into a system namespace. The GPU-accounting refusals
-(``proto.gpu_accounting``) apply at every level too; they are a separate policy.
+classes; and what the queue does not list: a ``serviceAccountName`` not in its ``serviceAccounts``, a token
+(``automountServiceAccountToken`` true, or unset with a service account named: the account's own setting,
+which mounts one by default) without ``allowServiceAccountToken``, a ``priorityClassName`` not in its
+``priorityClassNames``, a ``persistentVolumeClaim`` or ``nfs`` volume whose kind is not in its ``allowVolumes``
+(``restricted`` refuses ``nfs`` whatever the queue allows: Pod Security admission would), an
+``imagePullSecrets`` name not in its ``imagePullSecrets``. At ``privileged`` none of these apply (such a pod
+may mount the node's files, the tokens of every pod on it included). At every level, opsched never puts a pod
+into a system namespace, and no probe or lifecycle hook of a container may name a ``host`` (the kubelet would
+connect there, from the node: the cloud metadata server at 169.254.169.254, another pod, the API server); the
+pod's own IP is the default. The GPU-accounting refusals (``proto.gpu_accounting``) apply at every level too;
+they are a separate policy.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -40,6 +50,12 @@ CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 SECCOMP_ANNOTATIONS = ("seccomp.security.alpha.kubernetes.io/pod", "container.seccomp.security.alpha.kubernetes.io/")
 UNSET_OR_FALSE = (None, False)  # the only allowed values of a flag: "true", 1, "yes" are all refused
+AllowableVolume = Literal["persistentVolumeClaim", "nfs"]
+ALLOWABLE_VOLUMES: tuple[AllowableVolume, ...] = ("persistentVolumeClaim", "nfs")  # volume kinds refused unless the queue's allowVolumes lists them
+PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
+LIFECYCLE_HOOKS = ("postStart", "preStop")
+HOST_HANDLERS = ("httpGet", "tcpSocket")  # the handlers the kubelet connects to a host of (grpc and exec: none)
+LINK_LOCAL = (ipaddress.ip_network("169.254.0.0/16"), ipaddress.ip_network("fe80::/10"))
 
 
 class Policy(NamedTuple):
@@ -48,6 +64,59 @@ class Policy(NamedTuple):
     queue: str
     level: Level = DEFAULT_LEVEL
     secret_volumes: bool = False  # the queue's allowSecretVolumes
+    service_accounts: tuple[str, ...] = ()  # its serviceAccounts: the serviceAccountName its pods may name
+    service_account_token: bool = False  # its allowServiceAccountToken
+    priority_class_names: tuple[str, ...] = ()  # its priorityClassNames: the pods' priorityClassName
+    volumes: tuple[str, ...] = ()  # its allowVolumes: of ALLOWABLE_VOLUMES
+    pull_secrets: tuple[str, ...] = ()  # its imagePullSecrets: the secrets its pods may pull images with
+
+
+# Each Policy field after queue and level: (the attribute of a Queue and of an admitted event that carries it,
+# the queue configuration's YAML key). Admission copies them from the queue into the event; the dispatcher
+# builds its policy from the event and refuses an event whose values are not its queue's.
+CARRIED = {
+    "secret_volumes": ("allow_secret_volumes", "allowSecretVolumes"),
+    "service_accounts": ("service_accounts", "serviceAccounts"),
+    "service_account_token": ("allow_service_account_token", "allowServiceAccountToken"),
+    "priority_class_names": ("priority_class_names", "priorityClassNames"),
+    "volumes": ("allow_volumes", "allowVolumes"),
+    "pull_secrets": ("image_pull_secrets", "imagePullSecrets"),
+}
+
+
+def policy_of(queue: str, source: Any) -> Policy:
+    """The policy carried by ``source``: a ``proto.queues.Queue`` or an ``OperationAdmitted`` (same attributes)."""
+    return Policy(queue, source.pod_security, secret_volumes=source.allow_secret_volumes,
+                  service_accounts=tuple(source.service_accounts),
+                  service_account_token=source.allow_service_account_token,
+                  priority_class_names=tuple(source.priority_class_names), volumes=tuple(source.allow_volumes),
+                  pull_secrets=tuple(source.image_pull_secrets))
+
+
+def carried(policy: Policy) -> dict[str, Any]:
+    """The event fields that carry ``policy`` (``OperationAdmitted(**carried(policy))``), level included."""
+    out: dict[str, Any] = {"pod_security": policy.level}
+    for field, (attr, _) in CARRIED.items():
+        value = getattr(policy, field)
+        out[attr] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def mismatches(carried_policy: Policy, own: Policy) -> list[str]:
+    """How an event's policy differs from its queue's, each naming the queue key, the event's value and the
+    queue's."""
+    out: list[str] = []
+    if carried_policy.level != own.level:
+        out.append(f"pod security level {carried_policy.level!r} is not queue {own.queue}'s ({own.level!r})")
+    for field, (_, key) in CARRIED.items():
+        theirs, ours = getattr(carried_policy, field), getattr(own, field)
+        if theirs != ours:
+            out.append(f"{key} {_show(_listed(theirs))} is not queue {own.queue}'s ({_show(_listed(ours))})")
+    return out
+
+
+def _listed(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def policy_for(config: QueuesConfig, queue: str) -> Policy:
@@ -55,7 +124,7 @@ def policy_for(config: QueuesConfig, queue: str) -> Policy:
     own = next((q for q in config.queues if q.name == queue), None)
     if own is None:
         return Policy(queue)
-    return Policy(queue, own.pod_security, own.allow_secret_volumes)
+    return policy_of(queue, own)
 
 
 def queue_namespace(namespace: str | None, default_namespace: str) -> str:
@@ -65,7 +134,7 @@ def queue_namespace(namespace: str | None, default_namespace: str) -> str:
 
 def run_policy(config: QueuesConfig, queue: str, default_namespace: str) -> tuple[str, Policy] | None:
     """What an admitted op of ``queue`` may run with under ``config``: its namespace and its policy (level,
-    secret volumes); None when ``config`` has no such queue. Admission admits with exactly this and the
+    the allowances of ``CARRIED``); None when ``config`` has no such queue. Admission admits with exactly this and the
     dispatcher refuses anything else."""
     own = next((q for q in config.queues if q.name == queue), None)
     if own is None:
@@ -101,15 +170,16 @@ def check_pod(pod: dict[str, Any], policy: Policy) -> list[str]:
     if namespace in SYSTEM_NAMESPACES:
         found.refuse("metadata.namespace", namespace, "opsched never schedules into " + ", ".join(SYSTEM_NAMESPACES),
                      every_level=True)
+    spec = _dict(pod.get("spec")) if policy.level == "privileged" else found.obj("spec", pod.get("spec"))
+    _probe_hosts(spec, found)
     if policy.level == "privileged":
-        return found.items
-    spec = found.obj("spec", pod.get("spec"))
+        return list(dict.fromkeys(found.items))
     _baseline_pod(spec, pod.get("metadata", {}).get("annotations") or {}, found)
     for path, sc in _security_contexts(spec, found):
         _baseline_context(path, sc, found)
     _opsched_rules(spec, policy, found)
     if policy.level == "restricted":
-        _restricted(spec, found)
+        _restricted(spec, policy, found)
     return list(dict.fromkeys(found.items))
 
 
@@ -232,13 +302,18 @@ def _capability(cap: Any) -> str:
 
 
 def _opsched_rules(spec: dict[str, Any], policy: Policy, found: _Found) -> None:
-    """What would undo opsched's own isolation of an op's pod (baseline and restricted)."""
+    """What would undo opsched's own isolation of an op's pod, and what its queue does not list (baseline and
+    restricted)."""
     for i, vol in enumerate(found.items_of("spec.volumes", spec.get("volumes"))):
         vol = vol if isinstance(vol, dict) else {}
         if "gitRepo" in vol:
             found.refuse(f"spec.volumes[{i}].gitRepo", vol["gitRepo"], "gitRepo volumes run git on the node")
         if "secret" in vol and not policy.secret_volumes:
             found.refuse(f"spec.volumes[{i}].secret", vol["secret"], "the queue does not set allowSecretVolumes")
+        for kind in ALLOWABLE_VOLUMES:
+            if kind in vol and kind not in policy.volumes:
+                found.refuse(f"spec.volumes[{i}].{kind}", vol[kind], "the queue's allowVolumes "
+                             f"{_allows(policy.volumes)} does not list {kind}")
         projected = found.obj(f"spec.volumes[{i}].projected", vol.get("projected"))
         for j, source in enumerate(found.items_of(f"spec.volumes[{i}].projected.sources", projected.get("sources"))):
             at = f"spec.volumes[{i}].projected.sources[{j}]"
@@ -251,16 +326,72 @@ def _opsched_rules(spec: dict[str, Any], policy: Policy, found: _Found) -> None:
     for i, tol in enumerate(found.items_of("spec.tolerations", spec.get("tolerations"))):
         if isinstance(tol, dict) and not tol.get("key") and tol.get("operator") == "Exists":
             found.refuse(f"spec.tolerations[{i}]", tol, "it tolerates every taint of every node")
-    if spec.get("priorityClassName") in SYSTEM_PRIORITY_CLASSES:
-        found.refuse("spec.priorityClassName", spec["priorityClassName"], "system priority classes are for the "
+    priority_class = spec.get("priorityClassName")
+    if priority_class in SYSTEM_PRIORITY_CLASSES:
+        found.refuse("spec.priorityClassName", priority_class, "system priority classes are for the "
                      "cluster's own components")
+    elif priority_class is not None and priority_class not in policy.priority_class_names:
+        found.refuse("spec.priorityClassName", priority_class,
+                     f"the queue's priorityClassNames {_allows(policy.priority_class_names)} does not list it")
+    _identity(spec, policy, found)
 
 
-def _restricted(spec: dict[str, Any], found: _Found) -> None:
+def _identity(spec: dict[str, Any], policy: Policy, found: _Found) -> None:
+    """The service account, its token and the image pull secrets: only what the queue lists."""
+    account = spec.get("serviceAccountName")
+    if account is not None and account not in policy.service_accounts:
+        found.refuse("spec.serviceAccountName", account,
+                     f"the queue's serviceAccounts {_allows(policy.service_accounts)} does not list it")
+    automount = spec.get("automountServiceAccountToken")
+    if automount is not False and not policy.service_account_token:
+        why = ("unset, the service account's own setting holds, which mounts a token by default; set it false"
+               if automount is None else "it mounts the service account's token")
+        found.refuse("spec.automountServiceAccountToken", automount,
+                     f"{why}; the queue does not set allowServiceAccountToken")
+    for i, secret in enumerate(found.items_of("spec.imagePullSecrets", spec.get("imagePullSecrets"))):
+        name = secret.get("name") if isinstance(secret, dict) else secret
+        if not isinstance(secret, dict) or name not in policy.pull_secrets:
+            found.refuse(f"spec.imagePullSecrets[{i}].name", name,
+                         f"the queue's imagePullSecrets {_allows(policy.pull_secrets)} does not list it")
+
+
+def _allows(names: tuple[str, ...]) -> str:
+    return "[" + ", ".join(names) + "]" if names else "(unset: none)"
+
+
+def _probe_hosts(spec: dict[str, Any], found: _Found) -> None:
+    """Every level: no probe or lifecycle hook connects the kubelet to a host but the pod's own IP."""
+    for kind in CONTAINER_LISTS:
+        for i, c in enumerate(_list(spec.get(kind))):
+            c = _dict(c)
+            handlers = [(p, _dict(c.get(p))) for p in PROBES]
+            lifecycle = _dict(c.get("lifecycle"))
+            handlers += [(f"lifecycle.{h}", _dict(lifecycle.get(h))) for h in LIFECYCLE_HOOKS]
+            for name, handler in handlers:
+                for action in HOST_HANDLERS:
+                    host = _dict(handler.get(action)).get("host")
+                    if host not in (None, ""):
+                        path = f"spec.{kind}[{i}].{name}.{action}.host"
+                        why = ("it is link-local (the cloud metadata server is 169.254.169.254)" if _link_local(host)
+                               else "the kubelet would connect to it from the node; only the pod's own IP, the "
+                               "default, is allowed")
+                        found.refuse(path, host, why, every_level=True)
+
+
+def _link_local(host: Any) -> bool:
+    try:
+        address = ipaddress.ip_address(str(host).strip("[]"))
+    except ValueError:
+        return False
+    return any(address in net for net in LINK_LOCAL if net.version == address.version)
+
+
+def _restricted(spec: dict[str, Any], policy: Policy, found: _Found) -> None:
+    refused = {"hostPath", "gitRepo", *(k for k in ALLOWABLE_VOLUMES if k not in policy.volumes)}  # already
     for i, vol in enumerate(found.items_of("spec.volumes", spec.get("volumes"))):
         kinds = sorted(k for k in (vol if isinstance(vol, dict) else {}) if k != "name")
         for kind in kinds:
-            if kind not in RESTRICTED_VOLUMES and kind not in ("hostPath", "gitRepo"):  # refused already
+            if kind not in RESTRICTED_VOLUMES and kind not in refused:
                 found.refuse(f"spec.volumes[{i}].{kind}", vol[kind], "restricted allows only "
                              + ", ".join(sorted(RESTRICTED_VOLUMES)) + " volumes")
     pod_sc = _dict(spec.get("securityContext"))

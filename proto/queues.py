@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from proto.access import Access
-from proto.pod_security import DEFAULT_LEVEL, Level
+from proto.pod_security import DEFAULT_LEVEL, AllowableVolume, Level
 from proto.spec import Wire
 
 Quantity = str | int | float
@@ -135,6 +135,12 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     approval: ApprovalPolicy = msgspec.field(default_factory=ApprovalPolicy)
     pod_security: Level = DEFAULT_LEVEL  # its pods' Pod Security Standards level (``proto.pod_security``)
     allow_secret_volumes: bool = False  # `secret` volumes (and projected secrets) in its pods; refused unless set
+    # What its pods may name (at baseline and restricted; ``proto.pod_security``): each unset, none
+    service_accounts: list[str] = []  # serviceAccountName
+    allow_service_account_token: bool = False  # automountServiceAccountToken true (or unset with an account named)
+    priority_class_names: list[str] = []  # the pods' priorityClassName (Kubernetes', not priorityClasses above)
+    allow_volumes: list[AllowableVolume] = []  # persistentVolumeClaim, nfs volumes
+    image_pull_secrets: list[str] = []  # imagePullSecrets
     agent: str | None = None  # the agent that runs its ops (flavors may name their own); None: the default agent
 
 

@@ -13,7 +13,7 @@ import yaml
 from proto.access import problems as access_problems
 from proto.agent_checks import agent_problems
 from proto.limits import MAX_PRIORITY
-from proto.pod_security import SYSTEM_NAMESPACES
+from proto.pod_security import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES
 from proto.queues import Queue, QueuesConfig
 from proto.resources import QuantityError, amount
 from proto.subjects import valid_token
@@ -87,6 +87,10 @@ def _queue_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:
     if q.namespace in SYSTEM_NAMESPACES:
         out.append(f"{where}.namespace: {q.namespace!r} is a system namespace; opsched never schedules into "
                    f"{', '.join(SYSTEM_NAMESPACES)} (at any podSecurity level)")
+    for j, name in enumerate(q.priority_class_names):
+        if name in SYSTEM_PRIORITY_CLASSES:
+            out.append(f"{where}.priorityClassNames[{j}]: {name!r} is a system priority class, for the cluster's own "
+                       "components; no queue's pods may use one")
     seen_resources: set[str] = set()
     for j, rq in enumerate(q.resources):
         if rq.resource in seen_resources:

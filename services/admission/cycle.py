@@ -28,7 +28,7 @@ from proto.events import (
 from proto.failures import AGENT_LOST, is_infrastructure
 from proto.lifecycle import CACHE_HIT_REASON
 from proto.naming import pod_name, pod_names
-from proto.pod_security import run_policy
+from proto.pod_security import carried, run_policy
 from proto.reasons import Reason
 from proto.templating import TemplateError
 from services.admission import parking
@@ -261,8 +261,8 @@ class Cycle:
             namespace=namespace, pod_name=pod_name(op.op_id, op.attempt),
             flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
             borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op),
-            pending_timeout_s=queue.pending_timeout_seconds, pod_security=policy.level,
-            allow_secret_volumes=policy.secret_volumes, preferred_hosts=verdict.hosts, agent=verdict.agent)
+            pending_timeout_s=queue.pending_timeout_seconds, **carried(policy), preferred_hosts=verdict.hosts,
+            agent=verdict.agent)
 
     def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
         op.blocked = verdict.reasons

@@ -7,8 +7,10 @@ attempt whose
   or a subject (its error event is about op ``-``);
 - queue is not in the configuration in force (the latest on the stream; none there: the built-in default, one
   queue ``default`` at ``baseline`` in ``OPSCHED_NAMESPACE``, which is what admission then has in force too);
-- namespace, pod security level or ``allowSecretVolumes`` are not its queue's (``proto.pod_security.run_policy``,
-  the rule admission admits with);
+- namespace, pod security level or allowances (``allowSecretVolumes``, ``serviceAccounts``,
+  ``allowServiceAccountToken``, ``priorityClassNames``, ``allowVolumes``, ``imagePullSecrets``: the dispatcher checks
+  the pods against what the event carries) are not its queue's (``proto.pod_security.run_policy``, the rule
+  admission admits with);
 - main pod is not named for the attempt (``proto.naming.pod_name``).
 
 A refusal is bad input: the op is ``rejected`` (``forbidden_pod_spec``), the message is dead-lettered with an
@@ -27,7 +29,7 @@ from proto import codec, subjects
 from proto.config import QueuesConfigured
 from proto.events import OperationAdmitted, OperationRejected
 from proto.naming import pod_name
-from proto.pod_security import run_policy
+from proto.pod_security import mismatches, policy_of, run_policy
 from proto.queues import QueuesConfig
 from services.runtime.bus import Bus
 from services.runtime.errors import DependencyUnavailable, InvalidInput
@@ -72,11 +74,7 @@ class QueuesInForce:
         out: list[str] = []
         if event.namespace != namespace:
             out.append(f"namespace {event.namespace!r} is not queue {event.queue}'s ({namespace!r})")
-        if event.pod_security != policy.level:
-            out.append(f"pod security level {event.pod_security!r} is not queue {event.queue}'s ({policy.level!r})")
-        if event.allow_secret_volumes != policy.secret_volumes:
-            out.append(f"allowSecretVolumes {str(event.allow_secret_volumes).lower()} is not queue "
-                       f"{event.queue}'s ({str(policy.secret_volumes).lower()})")
+        out += mismatches(policy_of(event.queue, event), policy)
         expected = pod_name(event.op_id, event.attempt)
         if event.pod_name != expected:
             out.append(f"pod name {event.pod_name!r} is not the attempt's ({expected!r})")

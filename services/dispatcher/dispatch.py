@@ -23,7 +23,7 @@ from proto.events import (
     OperationRejected,
 )
 from proto.gpu_accounting import violations
-from proto.pod_security import Policy, check_pods
+from proto.pod_security import check_pods, policy_of
 from proto.podspec import ANNOTATION_EVICTED, build_pods, rendezvous_service
 from services.dispatcher.gang import POD_REJECTED
 from services.dispatcher.k8s import Kube, PodRejected
@@ -35,7 +35,7 @@ from services.runtime.service import Context
 
 async def dispatch(event: OperationAdmitted, ctx: Context, kube: Kube | None, releaser: Releaser | None) -> Event:
     base: dict[str, Any] = dict(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt)
-    policy = Policy(event.queue, event.pod_security, event.allow_secret_volumes)
+    policy = policy_of(event.queue, event)
     problems = violations(event.spec) + reserved_keys.problems(event.spec) + check_pods(build_pods(event), policy)
     if problems:
         return OperationRejected(**base, reason="forbidden_pod_spec", message="; ".join(problems))

@@ -38,10 +38,19 @@ run:
 """
 
 
+QUEUES = """
+queues:
+  - name: default
+    imagePullSecrets: [regcred]  # the pull secret FILE names: refused unless its queue lists it
+"""
+
+
 @pytest.fixture
-async def client(control_plane, k8s_namespace, sim_nodes, stack_factory, client) -> Client:
+async def client(control_plane, k8s_namespace, sim_nodes, stack_factory, client, tmp_path) -> Client:
     sim_nodes(("gpu-a", 1, "A100"))
-    await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace)
+    queues = tmp_path / "queues.yaml"
+    queues.write_text(QUEUES)
+    await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, queues_file=queues)
     return client
 
 

@@ -35,7 +35,15 @@ queues:
   - name: infra
     podSecurity: privileged
     allowSecretVolumes: true
+  - name: train
+    serviceAccounts: [trainer]
+    allowServiceAccountToken: true
+    priorityClassNames: [high]
+    allowVolumes: [persistentVolumeClaim]
+    imagePullSecrets: [regcred]
 """
+TRAIN = dict(service_accounts=["trainer"], allow_service_account_token=True, priority_class_names=["high"],
+             allow_volumes=["persistentVolumeClaim"], image_pull_secrets=["regcred"])
 
 
 def configured(text: str = QUEUES, source: str = "test") -> bytes:
@@ -73,6 +81,17 @@ def event(queue: str = "default", op_id: str = "a", **fields):
                   "pod security level 'privileged' is not queue default's ('baseline')"]),
     case("secret volumes its queue does not allow are refused", event=event(allow_secret_volumes=True),
          refused=["allowSecretVolumes true is not queue default's (false)"]),
+    case("an op carrying its queue's allow-lists is allowed", event=event("train", **TRAIN), refused=[]),
+    case("a service account its queue does not list is refused", event=event(service_accounts=["admin"]),
+         refused=['serviceAccounts ["admin"] is not queue default\'s ([])']),
+    case("a token its queue does not allow is refused", event=event(allow_service_account_token=True),
+         refused=["allowServiceAccountToken true is not queue default's (false)"]),
+    case("allow-lists other than its queue's are refused",
+         event=event("train", **{**TRAIN, "priority_class_names": ["high", "urgent"], "allow_volumes": ["nfs"],
+                                 "image_pull_secrets": []}),
+         refused=['priorityClassNames ["high", "urgent"] is not queue train\'s (["high"])',
+                  'allowVolumes ["nfs"] is not queue train\'s (["persistentVolumeClaim"])',
+                  'imagePullSecrets [] is not queue train\'s (["regcred"])']),
     case("an unknown queue is refused", event=event("nope"),
          refused=["queue 'nope' is not in the queue configuration in force (test)"]),
     case("a main pod not named for the attempt is refused", event=event(pod_name="kube-apiserver"),

@@ -171,6 +171,19 @@ def test_an_admitted_op_carries_its_queues_pod_security_for_the_dispatcher():
     assert (decisions["y"].pod_security, decisions["y"].allow_secret_volumes) == ("baseline", False)
 
 
+def test_an_admitted_op_carries_its_queues_allow_lists_for_the_dispatcher():
+    b = book(queue("gpu", gpus={"h100": 8}, service_accounts=["trainer"], allow_service_account_token=True,
+                   priority_class_names=["high"], allow_volumes=["nfs"], image_pull_secrets=["regcred"]),
+             queue("plain", gpus={"h100": 8}))
+    state = fold(node("h-1", gpus=8, product="H100"), gpu_op("x", 1, queue="gpu"), gpu_op("y", 1, queue="plain"))
+    decisions = by_id(decide(state, b))
+    x, y = decisions["x"], decisions["y"]
+    assert (x.service_accounts, x.allow_service_account_token, x.priority_class_names, x.allow_volumes,
+            x.image_pull_secrets) == (["trainer"], True, ["high"], ["nfs"], ["regcred"])
+    assert (y.service_accounts, y.allow_service_account_token, y.priority_class_names, y.allow_volumes,
+            y.image_pull_secrets) == ([], False, [], [], [])
+
+
 # ---- unfittable -------------------------------------------------------------------------------
 
 BIG_H100 = book(queue("gpu", gpus={"h100": 16}))

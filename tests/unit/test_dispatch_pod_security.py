@@ -36,7 +36,7 @@ async def run(spec, **fields):
     k = Kube.__new__(Kube)
     k.core, k.request_timeout_s, k.namespaces = core, 5.0, ()  # type: ignore[assignment]
     k.measures = PodMeasures()
-    event = msgspec.structs.replace(admitted(spec.build(), op_id="a", queue="gpu"), **fields)
+    event = msgspec.structs.replace(admitted(spec.build() if hasattr(spec, "build") else spec, op_id="a", queue="gpu"), **fields)
     ctx = Context("dispatcher", FakeClock(T0), Settings(), oplog.get("dispatcher"))
     return await dispatch(event, ctx, k, Releaser(k, Settings(), oplog.get("test"))), core.calls
 
@@ -61,6 +61,26 @@ async def test_a_secret_volume_runs_only_where_the_queue_allows_it():
     assert isinstance(refused, OperationRejected) and "allowSecretVolumes" in refused.message
     allowed, _ = await run(secret, allow_secret_volumes=True)
     assert isinstance(allowed, OperationDispatched)
+
+
+async def test_a_service_account_runs_only_where_the_queue_lists_it_and_its_token_where_allowed():
+    trainer = op().environment(service_account_name="trainer")
+    refused, calls = await run(trainer)
+    assert isinstance(refused, OperationRejected) and calls == []
+    assert "spec.serviceAccountName" in refused.message and "serviceAccounts (unset: none)" in refused.message
+    refused, _ = await run(trainer, service_accounts=["trainer"])
+    assert isinstance(refused, OperationRejected) and "allowServiceAccountToken" in refused.message
+    allowed, _ = await run(trainer, service_accounts=["trainer"], allow_service_account_token=True)
+    assert isinstance(allowed, OperationDispatched)
+
+
+async def test_a_probe_of_another_host_is_refused_even_in_a_privileged_queue():
+    spec = op().build()
+    probed = msgspec.structs.replace(spec, container=msgspec.structs.replace(
+        spec.container, liveness_probe={"httpGet": {"host": "169.254.169.254", "port": 80}}))
+    result, calls = await run(probed, pod_security="privileged")
+    assert isinstance(result, OperationRejected) and calls == []
+    assert "spec.containers[0].livenessProbe.httpGet.host" in result.message
 
 
 async def test_a_hardened_pod_runs_in_a_restricted_queue_and_the_dispatcher_creates_no_namespace():

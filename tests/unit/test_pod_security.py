@@ -5,11 +5,23 @@ from __future__ import annotations
 
 import copy
 
+import msgspec
 import pytest
 
 from proto.gpu_accounting import violations
-from proto.pod_security import LEVELS, Policy, check_pod, check_pods, namespace_levels, policy_for
+from proto.pod_security import (
+    CARRIED,
+    LEVELS,
+    Policy,
+    carried,
+    check_pod,
+    check_pods,
+    namespace_levels,
+    policy_for,
+    policy_of,
+)
 from proto.podspec import build_pods
+from proto.queues import Queue
 from proto.queues_file import QueuesConfigError, parse_queues
 from tests.builders import admitted, case, case_name, op
 
@@ -135,7 +147,36 @@ RULES = [
     case("runAsUser \"0\" on the container", pods=pods(op().security_context(**HARDENED, runAsUser="0")),
          field="spec.containers[0].securityContext.runAsUser", refused_at=RESTRICTED),
     case("an nfs volume", pods=pods(op().volume("data", nfs={"server": "nas", "path": "/x"})),
-         field="spec.volumes[0].nfs", refused_at=RESTRICTED),
+         field="spec.volumes[0].nfs", refused_at=BASE),
+    # what the queue does not list (issue 28, part 5)
+    case("a serviceAccountName", pods=pods(op().environment(service_account_name="trainer",
+                                                            automount_service_account_token=False)),
+         field="spec.serviceAccountName", refused_at=BASE),
+    case("automountServiceAccountToken true", pods=pods(op().environment(automount_service_account_token=True)),
+         field="spec.automountServiceAccountToken", refused_at=BASE),
+    case("automountServiceAccountToken unset with a service account named",
+         pods=pods(op().environment(service_account_name="trainer")),
+         field="spec.automountServiceAccountToken", refused_at=BASE),
+    case("a priorityClassName", pods=pods(op().environment(priority_class_name="high")),
+         field="spec.priorityClassName", refused_at=BASE),
+    case("a persistentVolumeClaim volume", pods=pods(op().volume("data", persistentVolumeClaim={"claimName": "d"})),
+         field="spec.volumes[0].persistentVolumeClaim", refused_at=BASE),
+    case("an image pull secret", pods=pods(op().environment(image_pull_secrets=["regcred"])),
+         field="spec.imagePullSecrets[0].name", refused_at=BASE),
+    case("a liveness probe of the metadata server",
+         pods=raw(containers__0__livenessProbe={"httpGet": {"host": "169.254.169.254", "path": "/", "port": 80}}),
+         field="spec.containers[0].livenessProbe.httpGet.host", refused_at=EVERY),
+    case("a readiness probe of another host", pods=raw(containers__0__readinessProbe={"tcpSocket": {
+        "host": "kubernetes.default", "port": 443}}), field="spec.containers[0].readinessProbe.tcpSocket.host",
+         refused_at=EVERY),
+    case("a startup probe of a link-local IPv6 host", pods=raw(containers__0__startupProbe={"httpGet": {
+        "host": "fe80::1", "port": 80}}), field="spec.containers[0].startupProbe.httpGet.host", refused_at=EVERY),
+    case("a preStop hook of another host", pods=raw(containers__0__lifecycle={"preStop": {"httpGet": {
+        "host": "10.0.0.1", "port": 80}}}), field="spec.containers[0].lifecycle.preStop.httpGet.host",
+         refused_at=EVERY),
+    case("an init container's probe of another host", pods=raw(initContainers=[{
+        "name": "i", "image": "busybox", "livenessProbe": {"tcpSocket": {"host": "10.0.0.1", "port": 22}}}]),
+         field="spec.initContainers[0].livenessProbe.tcpSocket.host", refused_at=EVERY),
 ]
 
 
@@ -182,11 +223,12 @@ def test_a_queue_that_allows_secret_volumes_gets_them_at_every_level():
     case("the container SELinux type", builder=op().security_context(seLinuxOptions={"type": "container_t"})),
     case("privileged false and procMount Default", builder=op().security_context(privileged=False,
                                                                                  procMount="Default")),
-    case("a service account without a projected token", builder=op().environment(service_account_name="reader")),
-    case("an ordinary priority class", builder=op().environment(priority_class_name="batch-low")),
+    case("a listed service account without a projected token",
+         builder=op().environment(service_account_name="trainer")),
+    case("a listed ordinary priority class", builder=op().environment(priority_class_name="high")),
 ], ids=case_name)
 def test_baseline_allows(allowed):
-    assert problems(pods(allowed.builder), "baseline") == []
+    assert check_pods(pods(allowed.builder), LISTING) == []  # a queue listing what these name
 
 
 def test_a_malformed_security_context_is_refused_not_read_as_unset():
@@ -208,6 +250,91 @@ def test_check_pod_of_the_privileged_level_refuses_only_the_system_namespaces():
     assert check_pod(built[0], Policy("gpu", "privileged")) == []
 
 
+# ---- what each queue lists (issue 28, part 5) ------------------------------------------------------
+
+LISTING = Policy("gpu", "baseline", service_accounts=("trainer",), service_account_token=True,
+                 priority_class_names=("high",), volumes=("persistentVolumeClaim", "nfs"), pull_secrets=("regcred",))
+EVERYTHING_LISTED = op().environment(service_account_name="trainer", automount_service_account_token=True,
+                                     priority_class_name="high", image_pull_secrets=["regcred"]).volume(
+    "data", persistentVolumeClaim={"claimName": "d"}).volume("share", nfs={"server": "nas", "path": "/x"})
+
+
+def test_what_the_queue_lists_is_allowed_and_only_that():
+    assert check_pods(pods(EVERYTHING_LISTED), LISTING) == []
+    assert sorted(p.split(":")[0] for p in problems(pods(EVERYTHING_LISTED), "baseline")) == [
+        "spec.automountServiceAccountToken", "spec.imagePullSecrets[0].name", "spec.priorityClassName",
+        "spec.serviceAccountName", "spec.volumes[0].persistentVolumeClaim", "spec.volumes[1].nfs"]
+    other = op().environment(service_account_name="admin", automount_service_account_token=False,
+                             priority_class_name="urgent", image_pull_secrets=["regcred", "prod"])
+    assert check_pods(pods(other), LISTING) == [
+        'spec.priorityClassName: "urgent" is not allowed by queue gpu\'s pod security level baseline '
+        "(the queue's priorityClassNames [high] does not list it)",
+        'spec.serviceAccountName: "admin" is not allowed by queue gpu\'s pod security level baseline '
+        "(the queue's serviceAccounts [trainer] does not list it)",
+        'spec.imagePullSecrets[1].name: "prod" is not allowed by queue gpu\'s pod security level baseline '
+        "(the queue's imagePullSecrets [regcred] does not list it)"]
+
+
+def test_the_refusals_name_the_field_its_value_and_what_the_queue_allows_unset_none():
+    found = problems(pods(op().environment(service_account_name="trainer", image_pull_secrets=["regcred"])),
+                     "baseline")
+    assert found == [
+        'spec.serviceAccountName: "trainer" is not allowed by queue gpu\'s pod security level baseline '
+        "(the queue's serviceAccounts (unset: none) does not list it)",
+        "spec.automountServiceAccountToken: unset is not allowed by queue gpu's pod security level baseline "
+        "(unset, the service account's own setting holds, which mounts a token by default; set it false; "
+        "the queue does not set allowServiceAccountToken)",
+        'spec.imagePullSecrets[0].name: "regcred" is not allowed by queue gpu\'s pod security level baseline '
+        "(the queue's imagePullSecrets (unset: none) does not list it)"]
+    (pvc,) = problems(pods(op().volume("d", persistentVolumeClaim={"claimName": "d"})), "baseline")
+    assert pvc.endswith("(the queue's allowVolumes (unset: none) does not list persistentVolumeClaim)")
+
+
+def test_a_listed_service_account_still_needs_the_token_allowed_or_automount_false():
+    policy = Policy("gpu", "baseline", service_accounts=("trainer",))
+    assert check_pods(pods(op().environment(service_account_name="trainer", automount_service_account_token=False)),
+                      policy) == []
+    (token,) = check_pods(pods(op().environment(service_account_name="trainer")), policy)
+    assert token.startswith("spec.automountServiceAccountToken: unset")
+    (token,) = check_pods(pods(op().environment(automount_service_account_token=True)), policy)
+    assert token.startswith("spec.automountServiceAccountToken: true") and "allowServiceAccountToken" in token
+
+
+def test_a_system_priority_class_is_refused_even_when_listed():
+    policy = Policy("gpu", "baseline", priority_class_names=("system-node-critical",))
+    (found,) = check_pods(pods(op().environment(priority_class_name="system-node-critical")), policy)
+    assert "system priority classes" in found
+    with pytest.raises(QueuesConfigError, match=r"queues\[1\]\.priorityClassNames\[0\]: 'system-cluster-critical' "
+                                                r"is a system priority class"):
+        parse_queues("queues: [{name: default}, {name: gpu, priorityClassNames: [system-cluster-critical]}]")
+
+
+def test_restricted_refuses_nfs_even_when_the_queue_allows_it_and_allows_a_listed_claim():
+    policy = LISTING._replace(level="restricted")
+    hardened = op().security_context(**HARDENED)
+    assert check_pods(pods(hardened.volume("d", persistentVolumeClaim={"claimName": "d"})), policy) == []
+    (nfs,) = check_pods(pods(op().security_context(**HARDENED).volume("s", nfs={"server": "n", "path": "/"})),
+                        policy)
+    assert nfs.startswith("spec.volumes[0].nfs:") and "restricted allows only" in nfs
+    (nfs,) = problems(pods(op().security_context(**HARDENED).volume("s", nfs={"server": "n", "path": "/"})),
+                      "restricted")
+    assert "allowVolumes (unset: none) does not list nfs" in nfs  # once, not twice
+
+
+def test_the_privileged_level_checks_no_allow_list_but_probe_hosts():
+    assert problems(pods(EVERYTHING_LISTED), "privileged") == []
+    found = problems(raw(containers__0__livenessProbe={"httpGet": {"host": "169.254.169.254", "port": 80}}),
+                     "privileged")
+    assert found == ['spec.containers[0].livenessProbe.httpGet.host: "169.254.169.254" is not allowed by any pod '
+                     "security level (queue gpu) (it is link-local (the cloud metadata server is 169.254.169.254))"]
+
+
+def test_a_probe_of_the_pod_itself_is_allowed():
+    probe = {"httpGet": {"path": "/healthz", "port": 8080, "httpHeaders": [{"name": "Host", "value": "x"}]}}
+    empty = {"tcpSocket": {"host": "", "port": 22}}
+    assert problems(raw(containers__0__livenessProbe=probe, containers__0__readinessProbe=empty), "baseline") == []
+
+
 def test_the_gpu_bypass_rules_hold_at_every_level_privileged_included():
     spec = op().security_context(privileged="true").build()  # gpu_accounting: what a runtime reads as true
     assert any("privileged" in p for p in violations(spec))
@@ -220,6 +347,33 @@ def test_a_queue_config_gives_each_queue_its_level_and_the_default_is_baseline()
     assert policy_for(config, "gpu") == Policy("gpu", "restricted", True)
     assert policy_for(config, "default") == Policy("default", "baseline", False)
     assert policy_for(config, "unknown") == Policy("unknown", "baseline", False)
+
+
+def test_a_queue_config_gives_each_queue_its_allow_lists_and_the_defaults_list_nothing():
+    config = parse_queues("""
+queues:
+- {name: default}
+- name: gpu
+  serviceAccounts: [trainer]
+  allowServiceAccountToken: true
+  priorityClassNames: [high]
+  allowVolumes: [persistentVolumeClaim, nfs]
+  imagePullSecrets: [regcred]
+""")
+    assert policy_for(config, "gpu") == LISTING
+    assert policy_for(config, "default") == Policy("default")
+
+
+def test_every_allowance_goes_from_the_queue_into_the_admitted_event_and_back():
+    assert set(Policy._fields) == {"queue", "level", *CARRIED}
+    event = msgspec.structs.replace(admitted(op().build(), queue="gpu"), **carried(LISTING))
+    assert policy_of("gpu", event) == LISTING
+    assert policy_of("gpu", Queue(name="gpu", **{k: v for k, v in carried(LISTING).items()})) == LISTING
+
+
+def test_an_unknown_volume_kind_to_allow_is_refused_naming_the_field():
+    with pytest.raises(QueuesConfigError, match=r"hostPath.*queues\[1\]\.allowVolumes\[0\]"):
+        parse_queues("queues: [{name: default}, {name: gpu, allowVolumes: [hostPath]}]")
 
 
 def test_an_unknown_level_is_refused_naming_the_field():
@@ -244,3 +398,16 @@ queues:
     assert namespace_levels(config, "opsched") == {"opsched": "baseline", "ml": "privileged", "secure": "restricted"}
     assert namespace_levels(parse_queues("queues: [{name: default, namespace: x}]"), "opsched") == {
         "x": "baseline", "opsched": "baseline"}
+
+
+def test_the_cli_dry_run_refuses_what_the_queue_does_not_list_and_takes_what_it_does():
+    from opsched import dryrun
+
+    spec = op().queue("gpu").environment(service_account_name="trainer", image_pull_secrets=["regcred"]).build()
+    config = parse_queues("queues: [{name: default}, {name: gpu}]")
+    refused = dryrun.refusals([spec], [spec], ["x"], config)
+    assert [p.split(":")[0] for p in refused] == [
+        "spec.serviceAccountName", "spec.automountServiceAccountToken", "spec.imagePullSecrets[0].name"]
+    config = parse_queues("queues: [{name: default}, {name: gpu, serviceAccounts: [trainer], "
+                          "allowServiceAccountToken: true, imagePullSecrets: [regcred]}]")
+    assert dryrun.refusals([spec], [spec], ["x"], config) == []
