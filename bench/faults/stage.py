@@ -94,11 +94,15 @@ class Stage:
     async def start(self) -> "Stage":
         self.nats.start()  # processes start on this thread: see bench.faults.kinds
         self._start_kubernetes_side()
+        # the observer (stream leaders, every event) is in the services' account, as admission's user: a client
+        # reads by direct gets only; the submitter is admin, a client as `opsched up`'s CLI is
         self.bus = await Bus.connect(self.nats_url, "faults-harness", replicas=self.replicas,
-                                     credentials=natsauth.credentials(self.auth_dir, natsauth.ADMIN),
+                                     credentials=natsauth.credentials(self.auth_dir, "admission"),
                                      tls_ca_file=self.tls.ca)
         await self.bus.ensure_streams()
-        self.client = Client(self.bus)
+        self.client = Client(await Bus.connect(self.nats_url, "faults-client", replicas=self.replicas,
+                                               credentials=natsauth.credentials(self.auth_dir, natsauth.ADMIN),
+                                               tls_ca_file=self.tls.ca))
         self.ops = await OpWatch(self.bus).start()
         self.services = ServiceProcesses(self._env(), self.root / "logs", self.user_env)
         await self.services.until_ready(self.services.start(self.layout.replicas))
@@ -137,6 +141,8 @@ class Stage:
             codes = await asyncio.to_thread(self.services.stop_all)
         if self.ops is not None:
             await self.ops.stop()
+        if self.client is not None:
+            await self.client.close()
         if self.bus is not None:
             await self.bus.close()
         await asyncio.to_thread(self._stop_kubernetes_side)

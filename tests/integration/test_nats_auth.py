@@ -31,6 +31,7 @@ from proto.queues import QueuesConfig
 from services.runtime.connecting import tls_options
 from services.runtime.refusals import NotPermitted
 from tests.builders import op
+from tests.builders.identities import HARNESS
 from tests.eventlog import EventLog
 from tests.securebus import SecureNats
 from tests.waiting import eventually
@@ -90,9 +91,12 @@ async def secured(tmp_path: Path):
 
 @pytest.fixture
 async def events(secured: Secured):
-    log = await EventLog((await secured.client("admin")).bus).start()
+    """Every event, read by the tests' harness (in the services' account: a client reads by direct gets only)."""
+    harness = await secured.nats.connect(name="events", identity=HARNESS)
+    log = await EventLog(harness).start()
     yield log
     await log.stop()
+    await harness.close()
 
 
 async def refused(nc: nats.NATS, errors: list[Exception], subject: str, data: bytes = b"{}") -> str:

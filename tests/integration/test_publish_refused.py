@@ -28,18 +28,20 @@ OUTPUTS = {"model": "s3://bucket/model.pt"}
 async def default_world(tmp_path: Path):
     """nats-server as `opsched up` starts it (``tests.securebus``: TLS, a user per service, ``admin``), the four
     services in process as their own users (dispatcher in null mode: the test reports a pod's end as the
-    dispatcher's user, ``dispatcher``), an admin client and its event log."""
+    dispatcher's user, ``dispatcher``), an admin client, and the event log the tests' harness reads."""
     (tmp_path / "queues.yaml").write_text(QUEUES)
     nats = SecureNats(tmp_path).start()
     stack = await ServicesInProcess(nats.settings(queues_file=tmp_path / "queues.yaml", dispatcher_mode="null"),
                                     connect=nats.connect).start()
     admin = await nats.client()
     dispatcher = await nats.connect(name="test-dispatcher", identity=identities.service("dispatcher"))
-    events = await EventLog(admin.bus).start()
+    harness = await nats.connect(name="test-events", identity=identities.HARNESS)
+    events = await EventLog(harness).start()
     try:
         yield stack, admin, dispatcher, events
     finally:
         await events.stop()
+        await harness.close()
         await stack.close()
         await admin.close()
         await dispatcher.close()
