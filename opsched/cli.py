@@ -90,6 +90,8 @@ def _unknown_queue(file: str, specs: list, queues: list[str | None], config) -> 
 
 
 async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues: list[str | None]) -> int:
+    from nats.js.errors import NoStreamResponseError
+
     from proto.spec_size import SpecTooLarge
     from services.runtime import tracing
     from services.runtime.errors import MessageTooLarge
@@ -113,6 +115,9 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues:
                 await client.submit(spec, op_id=op_id, requested_by="cli", traceparent=parent)
             except (SpecTooLarge, MessageTooLarge, NotPermitted) as exc:  # refused: nothing stored
                 return _fail(f"{args.file}: refused: {exc}")
+            except NoStreamResponseError:  # nothing stores commands: the services never created their streams
+                return _fail(f"{args.file}: not sent: no stream stores commands on this server yet (the scheduler's "
+                             "services create it when they start: start them, or `opsched up`)", EXIT_UNREACHABLE)
             print(op_id, flush=True)
         if batch:  # the ids on stdout, then the batch id; a summary on stderr
             limit = specs[0].batch_concurrency

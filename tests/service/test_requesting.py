@@ -8,6 +8,7 @@ import nats.errors
 import nats.js.errors
 import pytest
 
+from proto import subjects
 from services.runtime.requesting import Requester
 from tests.builders.identities import HARNESS
 
@@ -52,7 +53,7 @@ async def test_a_request_nobody_answers_times_out_and_leaves_nothing_behind(nc):
 @pytest.fixture
 async def bucket(nats_server):
     bus = await nats_server.connect(name="opsched-cache")  # a service: it makes its buckets
-    yield await bus.ensure_cache_bucket("probe")
+    yield await bus.ensure_cache_bucket(subjects.CACHE_BUCKET)  # its own: a service writes only those
     await bus.close()
 
 

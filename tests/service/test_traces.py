@@ -122,6 +122,9 @@ def run_cli(nats_server, *argv: str, **env: str) -> subprocess.CompletedProcess:
 
 async def test_the_cli_submit_is_a_producer_span_exported_over_otlp_continuing_a_traceparent_from_its_env(
         nats_server, tmp_path):
+    insider = await nats_server.connect(name="test", identity=HARNESS)
+    await insider.ensure_streams()  # as the services do: a client cannot create them
+    await insider.close()
     caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     with OtlpReceiver() as receiver:
         result = await asyncio.to_thread(run_cli, nats_server, "submit", str(EXAMPLES / "train-1gpu.yaml"),
