@@ -90,10 +90,9 @@ def _unknown_queue(file: str, specs: list, queues: list[str | None], config) -> 
 
 
 async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues: list[str | None]) -> int:
-    from nats.js.errors import NoStreamResponseError
-
     from proto.spec_size import SpecTooLarge
     from services.runtime import tracing
+    from services.runtime.bus import no_stream
     from services.runtime.errors import MessageTooLarge
     from services.runtime.refusals import NotPermitted
 
@@ -115,7 +114,9 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues:
                 await client.submit(spec, op_id=op_id, requested_by="cli", traceparent=parent)
             except (SpecTooLarge, MessageTooLarge, NotPermitted) as exc:  # refused: nothing stored
                 return _fail(f"{args.file}: refused: {exc}")
-            except NoStreamResponseError:  # nothing stores commands: the services never created their streams
+            except Exception as exc:  # nothing stores commands: the services never created their streams
+                if not no_stream(exc):
+                    raise
                 return _fail(f"{args.file}: not sent: no stream stores commands on this server yet (the scheduler's "
                              "services create it when they start: start them, or `opsched up`)", EXIT_UNREACHABLE)
             print(op_id, flush=True)

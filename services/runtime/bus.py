@@ -65,6 +65,11 @@ def as_unavailable(exc: BaseException) -> DependencyUnavailable | None:
     return None
 
 
+def no_stream(exc: BaseException) -> bool:
+    """No stream answered the publish: none stores its subject (yet), or none has a leader."""
+    return isinstance(exc, nats.js.errors.NoStreamResponseError)
+
+
 def refused_by_fence(exc: BaseException) -> bool:
     return isinstance(exc, nats.js.errors.BadRequestError) and exc.err_code in _FENCE_CODES
 
