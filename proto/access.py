@@ -11,8 +11,10 @@ access:
   projects:
     - {name: vision, users: [dave], groups: [vision-team]}
 ```
-With no ``projects`` listed every user may act on every op (as without authentication). Once projects are
-listed, an op of a project not listed is the admins' only."""
+With no ``projects`` listed a user acts on its own ops only (those it submitted: the op's ``requested_by``), the
+admins on all; on an open server every client is ``anonymous`` and acts on every op, as before. Once projects are
+listed, the project rules decide (a member acts on every op of its projects) and an op of a project not listed is
+the admins' only."""
 from __future__ import annotations
 
 import msgspec
@@ -44,10 +46,22 @@ def requester(subject: str, claimed: str) -> str:
     return (claimed or user) if user == subjects.ANONYMOUS else user
 
 
-def refusal(user: str, project: str, access: Access) -> str | None:
-    """Why ``user`` may not act on an op of ``project`` (None: it may)."""
-    if user == subjects.ANONYMOUS or user in SERVICES or user in access.admins or not access.projects:
+def acts_on_all(user: str, access: Access) -> bool:
+    """Whether ``user`` may act on every op: an admin, a service, or anyone on an open server (``anonymous``)."""
+    return user == subjects.ANONYMOUS or user in SERVICES or user in access.admins
+
+
+def refusal(user: str, project: str, access: Access, owner: str | None = None) -> str | None:
+    """Why ``user`` may not act on an op of ``project`` submitted by ``owner`` (None: it may). ``owner`` None: a
+    new op (a submit), its requester's own; "": an op whose submitter was not recorded (the admins' only)."""
+    if acts_on_all(user, access):
         return None
+    if not access.projects:
+        if owner is None or owner == user:
+            return None
+        return (f"user {user!r} may act only on its own ops, and this one was submitted by "
+                f"{repr(owner) if owner else 'no recorded user'} (the queue configuration lists no "
+                f"access.projects: a submitter acts on its own ops, access.admins on all)")
     listed = next((p for p in access.projects if p.name == project), None)
     if listed is None:
         return (f"user {user!r} may not act on ops of project {project!r}: the queue configuration's "

@@ -41,12 +41,14 @@ class OperationSubmitted(Event, tag="submitted", kw_only=True):
 
 class CostEstimated(Event, tag="cost_estimated", kw_only=True):
     estimate: Money
-    basis: str  # "explicit", "timeout", "history" (median of past runs) or "default": where duration_s came from
+    # "explicit", "timeout", "history" (median of past runs), "floor" (past runs whose median is below the
+    # catalogue's ``historyFloorSeconds``: the floor) or "default": where duration_s came from
+    basis: str
     duration_s: float
     breakdown: dict[str, float] = {}  # per resource, summed over all the op's pods
     prices_source: str = ""  # the catalogue that priced it: "file:<path>#<sha>" or "builtin"
     pool: str = ""  # the catalogue's node pool that priced it (matched by the op's nodeSelector)
-    runs: int = 0  # basis "history": how many past runs of the same component the median is of
+    runs: int = 0  # basis "history" or "floor": how many past runs of the same component the median is of
 
     def __post_init__(self) -> None:
         money("durationS", self.duration_s)

@@ -43,3 +43,7 @@ class Prices(Wire, kw_only=True, forbid_unknown_fields=True):
     gib_hour: Price = 0.005
     accelerators: AcceleratorPrices = msgspec.field(default_factory=_builtin_accelerators)
     pools: list[PricePool] = []
+    # an expected duration learnt from past runs (basis "history") is never below this: a component's short runs
+    # cannot drive the estimate of its next op (one without a timeout) below the catalogue's price for this long.
+    # None: the cost service's default duration (OPSCHED_DEFAULT_DURATION_S), so history only ever raises an estimate
+    history_floor_seconds: Annotated[float, msgspec.Meta(ge=0)] | None = None

@@ -14,6 +14,7 @@ import msgspec
 
 from proto.access import Access
 from proto.pod_security import DEFAULT_LEVEL, AllowableVolume, Level
+from proto.resources import is_accelerator
 from proto.spec import Wire
 
 Quantity = str | int | float
@@ -142,6 +143,16 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     allow_volumes: list[AllowableVolume] = []  # persistentVolumeClaim, nfs volumes
     image_pull_secrets: list[str] = []  # imagePullSecrets
     agent: str | None = None  # the agent that runs its ops (flavors may name their own); None: the default agent
+
+
+def not_covered(queue: Queue, request: dict[str, float]) -> list[str]:
+    """The accelerators (``proto.resources.is_accelerator``: GPUs, TPUs, any extended resource) ``request`` asks
+    for that ``queue`` sets no quota for, as Kueue refuses what a ClusterQueue does not cover. A queue that lists no
+    ``resources`` at all sets no quota and limits nothing (the built-in ``default``): none is refused there."""
+    if not queue.resources:
+        return []
+    covered = {q.resource for q in queue.resources}
+    return sorted(r for r, amount in request.items() if amount > 0 and is_accelerator(r) and r not in covered)
 
 
 class FairSharing(Wire, kw_only=True, forbid_unknown_fields=True):

@@ -51,6 +51,7 @@ class Reason(StrEnum):
     HANDLER_FAILED = "handler_failed"
     UNKNOWN_OP = "unknown_op"
     BAD_REQUEST = "bad_request"
+    RESOURCE_NOT_COVERED = "resource_not_covered"
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,10 @@ REASONS: dict[Reason, Rule] = {
     Reason.BAD_REQUEST: Rule(
         "the query could not be answered",
         "{error}"),  # what decoding the query said
+    Reason.RESOURCE_NOT_COVERED: Rule(  # a refusal at submit, never a wait: the op ends rejected
+        "it asks for an accelerator its queue sets no quota for (a queue that lists resources covers only those)",
+        "queue {queue} sets no quota for {resource} (its resources: {covered}); the op asks for {amount:g} x "
+        "{resource}: submit it to a queue with {resource} quota, or give queue {queue} one"),
 }
 DEPENDENCY_NAMES = {"kubernetes": "the Kubernetes API", "nats": "NATS"}  # as ``why`` names what an op waits for
 

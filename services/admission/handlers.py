@@ -4,7 +4,7 @@ from __future__ import annotations
 import msgspec
 
 from proto import subjects
-from proto.access import NOT_ALLOWED, refusal
+from proto.access import NOT_ALLOWED, Access, acts_on_all, refusal
 from proto.commands import (
     ApproveOperation,
     CopyOperation,
@@ -25,6 +25,7 @@ from proto.events import (
     OperationSubmitted,
     StopRequested,
 )
+from proto.queues import not_covered
 from proto.reasons import Reason
 from proto.reasons import message as reason_message
 from proto.spec import EnvVar, OpSpec
@@ -34,6 +35,7 @@ from services.admission.policies import agents
 from services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
 from services.admission.queues import Book
+from services.admission.records import requests_of
 from services.admission.rendering import INVALID_CONDITION, INVALID_TEMPLATE, rendered, routing_fields
 from services.admission.state import AdmissionState, Status
 from services.admission.submit_rate import RATE_LIMITED, SubmitRate, requester
@@ -116,6 +118,14 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
         return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason="agent_mismatch",
                                   message=f"queue {queue} runs on {', '.join(sorted(map(agents.named, runs_on)))}, "
                                           f"not on agent {spec.agent} (the file's queue {spec.agent}/{queue})")]
+    request = requests_of(spec)[1]
+    uncovered = not_covered(config, request)
+    if uncovered:
+        resource = uncovered[0]
+        covered = ", ".join(q.resource for q in config.resources)
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=Reason.RESOURCE_NOT_COVERED,
+                                  message=reason_message(Reason.RESOURCE_NOT_COVERED, queue=queue, resource=resource,
+                                                         covered=covered, amount=request[resource]))]
     waiting = state.queues.waiting(queue)
     if config.max_queued is not None and waiting >= config.max_queued:
         return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason="queue_full",
@@ -164,11 +174,21 @@ def on_approve(cmd: ApproveOperation, ctx: Context, state: AdmissionState) -> Ev
                              approved_by=cmd.requested_by, comment=cmd.comment, request_id=cmd.request_id)
 
 
-def on_reject(cmd: RejectOperation, ctx: Context, state: AdmissionState) -> Event | None:
+NOT_ON_HOLD = "not_on_hold"  # a reject of an op not held for approval: refused (stop it instead)
+
+
+def on_reject(cmd: RejectOperation, ctx: Context, state: AdmissionState, book: Book | None = None) -> Event | None:
+    """``rejected``; refused (``not_on_hold``) unless the op is held for approval, or, for an admin (a service, an
+    open server's ``anonymous``), still pending its gates: an approver rejects only what waits for its approval."""
     op = _acting_on("reject", cmd.op_id, state)
     if op.status not in (Status.ON_HOLD, Status.PENDING):
-        raise InvalidInput("not_on_hold", f"cannot reject {op.op_id}: it is {op.status.name.lower()}, not on hold; "
-                                          f"use stop", op_id=op.op_id)
+        raise InvalidInput(NOT_ON_HOLD, f"cannot reject {op.op_id}: it is {op.status.label}, not on hold; "
+                                        f"use stop", op_id=op.op_id)
+    user = subjects.requester_of(ctx.subject)
+    if op.status != Status.ON_HOLD and not acts_on_all(user, book.config.access if book else Access()):
+        raise InvalidInput(NOT_ON_HOLD, f"cannot reject {op.op_id}: it is {op.status.label}, not held for approval; "
+                                        f"user {user!r} may reject only ops on hold for approval (access.admins "
+                                        f"may reject any op not yet queued)", op_id=op.op_id)
     if _answered_another(op, "reject", cmd.request_id):
         raise InvalidInput(ALREADY_ENDED, f"cannot reject {op.op_id}: it was rejected already", op_id=op.op_id)
     who = f" by {cmd.requested_by}" if cmd.requested_by else ""
@@ -206,10 +226,12 @@ def _acting_on(verb: str, op_id: str, state: AdmissionState):
 
 
 def check_owner(verb: str, op_id: str, ctx: Context, state: AdmissionState, book: Book) -> None:
-    """The requester (the subject's user) may act on the op's project (``proto.access``), else ``not_allowed``:
+    """The requester (the subject's user) may act on the op (``proto.access``: its own op, or one of its projects'
+    once projects are listed; an admin on all), else ``not_allowed``:
     an error event and a dead letter, the op unaffected. An unknown op passes: its handler says so."""
     op = state.ops.get(op_id)
-    refused = op and refusal(subjects.requester_of(ctx.subject), op.spec.project, book.config.access)
+    refused = op and refusal(subjects.requester_of(ctx.subject), op.spec.project, book.config.access,
+                             owner=op.requested_by or "")
     if refused:
         raise InvalidInput(NOT_ALLOWED, f"cannot {verb} {op_id}: {refused}", op_id=op_id)
 

@@ -13,6 +13,17 @@ from proto.spec import OpSpec
 from services.admission.policies.ordering import sort_key
 
 
+def requests_of(spec: OpSpec) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """What each pod of ``spec`` requests, and all of them together."""
+    containers = [spec.container] + [g.container for g in spec.replicas for _ in range(g.count)]
+    pods = [requested(c.resources.limits, c.resources.requests) for c in containers]
+    total: dict[str, float] = {}
+    for pod in pods:
+        for resource, amount in pod.items():
+            total[resource] = total.get(resource, 0.0) + amount
+    return pods, total
+
+
 @dataclass
 class OpRecord:
     op_id: str
@@ -79,12 +90,7 @@ class OpRecord:
     @classmethod
     def submitted(cls, e: OperationSubmitted) -> "OpRecord":
         """A new op's record, with what each of its pods and all of them together request."""
-        containers = [e.spec.container] + [g.container for g in e.spec.replicas for _ in range(g.count)]
-        pods = [requested(c.resources.limits, c.resources.requests) for c in containers]
-        total: dict[str, float] = {}
-        for pod in pods:
-            for resource, amount in pod.items():
-                total[resource] = total.get(resource, 0.0) + amount
+        pods, total = requests_of(e.spec)
         return cls(e.op_id, e.queue, e.priority, e.submitted_at, e.spec, request=total, pods=pods,
                    requested_by=e.requested_by, original_op_id=e.original_op_id or "", relation=e.relation or "")
 

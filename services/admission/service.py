@@ -136,7 +136,7 @@ class Admission(Service):
     async def on_reject(self, cmd: RejectOperation, ctx: Context) -> Event | None:
         cmd = sent_by(cmd, ctx.subject)
         await self.known(cmd.op_id)
-        return handlers.on_reject(cmd, ctx, self.state)
+        return handlers.on_reject(cmd, ctx, self.state, self.book)
 
     @commands.handles(RestartOperation, CopyOperation)
     async def on_rerun(self, cmd: RestartOperation | CopyOperation, ctx: Context) -> Event | list[Event] | None:

@@ -1,7 +1,8 @@
 """Estimate an operation's cost from a price catalogue: resources of all its pods x price x expected
 duration. The price table is the catalogue's defaults, or the first node pool whose match labels are
 all in the op's nodeSelector (``pools``). The expected duration is ``termination.timeout``, else the
-median of the past runs of the same component (``durations``), else a default.
+median of the past runs of the same component (``durations``) but never below the catalogue's
+``historyFloorSeconds`` (unset: the default, so short runs cannot drive an estimate down), else a default.
 
 The catalogue prices what runs: an op's own ``cost`` may only raise its estimate (the estimate is the
 larger of the catalogue's and the op's own; when the op's is larger the basis is ``explicit`` and the
@@ -44,20 +45,24 @@ class Estimate(msgspec.Struct):
     runs: int = 0
 
 
-def expected_duration(spec: OpSpec, default_s: float, runs: Sequence[float] = ()) -> tuple[float, str]:
-    """``termination.timeout`` ("timeout"), else the median of past runs ("history"), else the default."""
+def expected_duration(spec: OpSpec, default_s: float, runs: Sequence[float] = (),
+                      floor_s: float | None = None) -> tuple[float, str]:
+    """``termination.timeout`` ("timeout"), else the median of past runs ("history") but never below ``floor_s``
+    ("floor"; None: ``default_s``, so past runs only ever lengthen it), else the default."""
     if spec.termination.timeout:
         return float(spec.termination.timeout), "timeout"
     median = typical(runs)
     if median is not None:
-        return median, "history"
+        floor = default_s if floor_s is None else floor_s
+        return (median, "history") if median >= floor else (floor, "floor")
     return default_s, "default"
 
 
 def estimate(spec: OpSpec, prices: Prices, default_duration_s: float, runs: Sequence[float] = ()) -> Estimate:
-    """The catalogue's estimate, raised to the op's own ``cost`` if that is larger (never lowered by it)."""
-    duration_s, basis = expected_duration(spec, default_duration_s, runs)
-    used = min(len(runs), LAST_RUNS) if basis == "history" else 0
+    """The catalogue's estimate, raised to the op's own ``cost`` if that is larger (never lowered by it); past runs
+    never bring it below the catalogue's price for ``prices.history_floor_seconds`` (unset: the default duration)."""
+    duration_s, basis = expected_duration(spec, default_duration_s, runs, prices.history_floor_seconds)
+    used = min(len(runs), LAST_RUNS) if basis in ("history", "floor") else 0
     pool = matching(prices, spec.environment.node_selector)
     hours = duration_s / 3600.0
     breakdown = {k: bounded(round(v * hours, 6), f"estimate.{k}")

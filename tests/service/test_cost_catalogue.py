@@ -1,6 +1,6 @@
 """The cost service's estimates and budget announcements on the bus: the price catalogue
 reloads from its file for the next estimate, node pools price the attempts that ran there, the
-expected duration becomes the median of past runs, and ``budget_exceeded`` is said once per window,
+expected duration becomes the median of past runs (never below the floor: the default duration), and ``budget_exceeded`` is said once per window,
 even across a restart of the cost service. Event times are fixed (``tests.builders.t``); waits are
 on events, or on the cost service's state where no event announces it."""
 from __future__ import annotations
@@ -99,7 +99,8 @@ async def test_an_attempt_on_a_spot_node_is_charged_the_spot_price(stack_factory
 
 
 async def test_the_expected_duration_becomes_the_median_of_three_past_runs(stack_factory, bus, events):
-    cost = (await stack_factory(names=("cost",))).service("cost").state
+    # the default duration (the floor past runs never go below, no catalogue setting one) below the runs
+    cost = (await stack_factory(names=("cost",), default_duration_s=60.0)).service("cost").state
     spec = op("tokenize").gpus(1).build()  # no timeout
     for i, seconds in enumerate([600.0, 60.0, 120.0]):
         await submit(bus, f"run-{i}", spec)
@@ -113,6 +114,23 @@ async def test_the_expected_duration_becomes_the_median_of_three_past_runs(stack
     estimated = await events.expect(CostEstimated, "next")
     assert (estimated.basis, estimated.duration_s, estimated.runs) == ("history", 120.0, 3)
     assert abs(estimated.estimate.amount - 2.0 * 120 / 3600) < 1e-6
+
+
+async def test_short_past_runs_never_drive_an_estimate_below_the_default_duration(stack_factory, bus, events):
+    cost = (await stack_factory(names=("cost",))).service("cost").state  # default duration 3600 s: the floor
+    spec = op("cheap-then-long").gpus(1).build()  # no timeout
+    for i in range(3):
+        await submit(bus, f"short-{i}", spec)
+        await events.expect(CostEstimated, f"short-{i}")
+        await ran(bus, f"short-{i}", 10_000 * i, 1.0)
+
+    async def learned() -> bool:
+        return len(cost.runs_of(spec)) == 3
+    await eventually(learned, "three one-second runs learned")
+    await submit(bus, "long", spec)
+    estimated = await events.expect(CostEstimated, "long")
+    assert (estimated.basis, estimated.duration_s, estimated.runs) == ("floor", 3600.0, 3)
+    assert abs(estimated.estimate.amount - 2.0) < 1e-6  # the catalogue's price of one GPU for the default hour
 
 
 async def test_budget_exceeded_is_said_once_and_not_again_after_a_restart(stack_factory, bus, events):

@@ -16,6 +16,7 @@ PRICES = Prices(currency="USD", cpu_hour=0.04, gib_hour=0.005, accelerators={
     "amd.com/gpu": {"*": 1.5},
     "cloud-tpus.google.com/v2": {"MI": 9.0},  # no "*" price
 })
+NO_FLOOR = msgspec.structs.replace(PRICES, history_floor_seconds=0.0)  # past runs may shorten an estimate
 
 
 def breakdown_of(builder, prices: Prices = PRICES) -> dict[str, float]:
@@ -168,16 +169,43 @@ def test_replica_groups_of_different_sizes_add_up():
          basis="timeout"),
 ], ids=case_name)
 def test_the_expected_duration_order_is_timeout_then_median_of_past_runs_then_default(c):
+    """With the catalogue's history floor at 0 (``historyFloorSeconds: 0``), past runs may shorten an estimate."""
     spec = op().gpus(1, product="A100").timeout(c.timeout).build()
-    assert expected_duration(spec, DEFAULT_S, c.runs) == (c.duration, c.basis)
-    est = estimate(spec, PRICES, DEFAULT_S, c.runs)
+    assert expected_duration(spec, DEFAULT_S, c.runs, floor_s=0.0) == (c.duration, c.basis)
+    est = estimate(spec, NO_FLOOR, DEFAULT_S, c.runs)
     assert (est.duration_s, est.basis) == (c.duration, c.basis)
     assert est.money.amount == pytest.approx(3.0 * c.duration / 3600, abs=1e-6)
     assert est.runs == (min(len(c.runs), 20) if c.basis == "history" else 0)
 
 
+@pytest.mark.parametrize("runs,floor,duration,basis", [
+    ([60.0, 60.0, 60.0], None, DEFAULT_S, "floor"),  # unset: the default duration is the floor
+    ([60.0, 60.0, 60.0], 600.0, 600.0, "floor"),  # an admin's floor
+    ([7200.0, 7200.0, 7200.0], None, 7200.0, "history"),  # past runs still lengthen it
+    ([900.0, 900.0, 900.0], 600.0, 900.0, "history"),
+])
+def test_short_past_runs_never_drive_an_estimate_below_the_catalogues_price_for_the_floor(runs, floor, duration,
+                                                                                         basis):
+    prices = msgspec.structs.replace(PRICES, history_floor_seconds=floor)
+    est = estimate(op().gpus(1, product="A100").build(), prices, DEFAULT_S, runs)
+    assert (est.duration_s, est.basis, est.runs) == (duration, basis, 3)
+    assert est.money.amount == pytest.approx(3.0 * duration / 3600, abs=1e-6)
+
+
+def test_a_timeout_is_priced_whatever_the_past_runs_and_the_floor():
+    prices = msgspec.structs.replace(PRICES, history_floor_seconds=7200.0)
+    est = estimate(op().gpus(1, product="A100").timeout(900).build(), prices, DEFAULT_S, [60.0] * 3)
+    assert (est.duration_s, est.basis) == (900.0, "timeout")
+
+
+def test_the_history_floor_is_read_from_the_catalogue_in_camel_case():
+    assert msgspec.yaml.decode(b"historyFloorSeconds: 60", type=Prices).history_floor_seconds == 60.0
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.yaml.decode(b"historyFloorSeconds: -1", type=Prices)
+
+
 def test_an_ops_own_cost_that_raises_the_estimate_keeps_the_duration_of_past_runs():
-    est = estimate(op().gpus(1).cost(4.0).build(), PRICES, DEFAULT_S, [300.0, 300.0, 300.0])
+    est = estimate(op().gpus(1).cost(4.0).build(), NO_FLOOR, DEFAULT_S, [300.0, 300.0, 300.0])
     assert (est.money.amount, est.basis, est.duration_s, est.runs) == (4.0, "explicit", 300.0, 3)
     assert est.breakdown == pytest.approx({GPU: 2.0 * 300 / 3600, "explicit": 4.0 - 2.0 * 300 / 3600}, abs=1e-6)
 

@@ -49,7 +49,7 @@ def test_the_price_catalogue_block_loads_as_cost_takes_it(tmp_path: Path):
     path = tmp_path / "prices.yaml"
     path.write_text(snippet("prices"))
     prices = load_prices(path)
-    assert prices is not None
+    assert prices is not None and prices.history_floor_seconds == 600.0
 
 
 def test_the_context_file_block_is_one_the_cli_and_sdk_read(tmp_path: Path):
