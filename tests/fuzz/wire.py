@@ -151,9 +151,11 @@ def _of_type(t: mi.Type, name: str = "") -> st.SearchStrategy[Any]:  # noqa: C90
     if isinstance(t, mi.EnumType):
         return st.sampled_from([m.value for m in t.cls])
     if isinstance(t, mi.ListType):
-        return st.lists(_of_type(t.item_type), max_size=min(t.max_length or 2, 2))
+        least = t.min_length or 0  # a bound the type sets (``match``: at least one label) is kept
+        return st.lists(_of_type(t.item_type), min_size=least, max_size=max(least, min(t.max_length or 2, 2)))
     if isinstance(t, mi.DictType):
-        return st.dictionaries(_of_type(t.key_type), _of_type(t.value_type), max_size=2)
+        least = t.min_length or 0
+        return st.dictionaries(_of_type(t.key_type), _of_type(t.value_type), min_size=least, max_size=max(least, 2))
     if isinstance(t, mi.AnyType):
         return _json
     raise NotImplementedError(f"no strategy for {t!r} (field {name!r}): add one")
