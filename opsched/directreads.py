@@ -41,7 +41,12 @@ class ReadError(Exception):
 
 
 def _status(msg: Any) -> str | None:
-    return (msg.headers or {}).get("Status") if msg.headers else None
+    return (msg.headers or {}).get("Status")
+
+
+def _failed(what: str, msg: Any) -> ReadError:
+    """The error an answer with an error status is."""
+    return ReadError(f"{what}: {_status(msg)} {(msg.headers or {}).get('Description', '')}".strip())
 
 
 def _received(msg: Any) -> Received:
@@ -83,7 +88,7 @@ class DirectReads:
         if status in (NOT_FOUND, NO_RESPONDERS):
             return None
         if status is not None:
-            raise ReadError(f"{subject}: {status} {(msg.headers or {}).get('Description', '')}".strip())
+            raise _failed(subject, msg)
         return _received(msg)
 
     async def messages(self, stream: str, subject: str, from_seq: int = 1) -> list[Received]:
@@ -98,7 +103,7 @@ class DirectReads:
             if status in (NOT_FOUND, NO_RESPONDERS):
                 return out
             if status != END_OF_BATCH:
-                raise ReadError(f"{get} {subject}: {status} {(end.headers or {}).get('Description', '')}".strip())
+                raise _failed(f"{get} {subject}", end)
             got = [_received(m) for m in answers[:-1]]
             out.extend(got)
             if not got or int((end.headers or {}).get("Nats-Num-Pending", "0")) == 0:
