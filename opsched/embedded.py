@@ -14,6 +14,7 @@ from pathlib import Path
 DEFAULT_NODES = ["gpu-a100-0:2:A100", "gpu-a100-1:1:A100", "gpu-t4-0:1:T4"]
 EXAMPLE_QUEUES = Path(__file__).resolve().parents[1] / "examples" / "queues.yaml"
 METRICS_HOST, METRICS_PORT = "127.0.0.1", 8090  # `opsched up`'s /metrics, /healthz, /readyz (the web view: 8089)
+ENV_KEY = "env.key"  # in the auth directory: the key sealing env values (``services.runtime.sealing``)
 DEMO_EXAMPLES = ["train-2gpu.yaml", "train-1gpu.yaml", "train-1gpu.yaml", "eval-fails.yaml", "cpu-preprocess.yaml"]
 
 
@@ -218,9 +219,11 @@ class Embedded:
                                   namespaces).start()
 
     def settings(self):
+        from services.runtime.sealing import write_key
         from services.runtime.settings import Settings
 
-        return Settings(nats_url=self.nats_url, nats_ca_file=self.tls.ca if self.tls else None,
+        env_key = write_key(self.auth_dir / ENV_KEY) if self.auth_dir else None  # with the users: a secured bus
+        return Settings(nats_url=self.nats_url, nats_ca_file=self.tls.ca if self.tls else None, env_key_file=env_key,
                         stream_replicas=self.replicas, kubeconfig=self.kubeconfig, namespace=self.args.namespace,
                         queues_file=self.args.queues, prices_file=self.args.prices,
                         log_format="json" if self.args.demo else "auto",

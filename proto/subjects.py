@@ -78,10 +78,12 @@ JS_FLOW = "$JS.FC.>"
 JS_ADVISORIES = "$JS.EVENT.ADVISORY.>"
 # what every service calls: account and stream info, stream creation (never an update of one that exists, but
 # admission's: ``STREAM_ALIGN``), message and direct gets, ephemeral consumers (ordered followers, the replays), and
-# its own durables (``durables_of``: the others' are denied by name)
+# its own durables (``durables_of``: the others' are denied by name). Consumers only by the forms that name them in
+# the subject: the older ``CONSUMER.CREATE.<stream>`` takes the name from the body, and would update a durable that
+# the denials name (the services name every consumer: ``services.runtime.bus.JetStream``)
 JS_SERVICE = ("$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
               "$JS.API.STREAM.CREATE.*", "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>",
-              "$JS.API.CONSUMER.CREATE.>", "$JS.API.CONSUMER.DURABLE.CREATE.>", "$JS.API.CONSUMER.INFO.>",
+              "$JS.API.CONSUMER.CREATE.*.*", "$JS.API.CONSUMER.CREATE.*.*.>", "$JS.API.CONSUMER.DURABLE.CREATE.>", "$JS.API.CONSUMER.INFO.>",
               "$JS.API.CONSUMER.LIST.*", "$JS.API.CONSUMER.NAMES.*", "$JS.API.CONSUMER.DELETE.>",
               "$JS.API.CONSUMER.MSG.NEXT.>", JS_ACK, JS_FLOW)
 STREAM_ALIGN = "$JS.API.STREAM.UPDATE.*"  # admission aligns the streams' subjects, limits and replicas

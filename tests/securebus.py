@@ -124,7 +124,20 @@ class SecureNats:
         from services.runtime.settings import Settings
 
         return Settings(**{"nats_url": self.url, "nats_ca_file": self.ca, "stream_replicas": self.replicas,
-                           "log_format": "console", **overrides})
+                           "log_format": "console", "env_key_file": self.env_key, **overrides})
+
+    @property
+    def env_key(self) -> Path:
+        """The key admission seals env values with and the dispatcher opens them with (as ``opsched up`` has)."""
+        from services.runtime.sealing import write_key
+
+        return write_key(self.auth_dir / "env.key")
+
+    def opened(self, spec: Any) -> Any:
+        """``spec`` as its submitter wrote it: its sealed env values opened (``services.runtime.sealing``)."""
+        from services.runtime.sealing import Sealer
+
+        return Sealer.of(self.env_key).unseal(spec)
 
 
 def open_server(root: Path) -> NatsServer:

@@ -47,6 +47,7 @@ from services.admission.queues import Book
 from services.admission.rendering import INVALID_TEMPLATE, rendered
 from services.admission.snapshot import same
 from services.admission.state import AdmissionState, OpRecord, Status
+from services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
 
 VERIFY = os.environ.get("OPSCHED_VERIFY_SNAPSHOT") == "1"  # tests: compare the tracked snapshot with a build
 LOOKAHEAD = 16
@@ -54,8 +55,10 @@ PREEMPTION_PLANS_PER_CYCLE = 4
 
 
 class Cycle:
-    def __init__(self, state: AdmissionState, book: Book, now: datetime, namespace: str) -> None:
+    def __init__(self, state: AdmissionState, book: Book, now: datetime, namespace: str,
+                 sealer: Sealer | None = None) -> None:
         self.state, self.book, self.now, self.namespace = state, book, now, namespace
+        self.sealer = sealer or Sealer(None)  # the op's env values are rendered opened, recorded sealed
         self.fold, self.queues, self.usage = state.fold, state.queues, state.usage
         if self.queues.scoped_book is not book:
             self.queues.configure_scopes(book, {q.name: q.cohort for q in book.config.queues if q.cohort})
@@ -246,8 +249,13 @@ class Cycle:
         if verdict.outcome not in (ADMIT, BORROW) or (verdict.outcome == BORROW and not verdict.flavors):
             return None  # waiting, or the "fits only by borrowing" marker of the first pass
         try:  # checked at submit and resume, so it renders; were it not to, no pod runs braces
-            spec = rendered(op.op_id, op.spec, op.queue, self.book.config, namespace=self.namespace,
+            written = self.sealer.unseal(op.spec)
+            spec = rendered(op.op_id, written, op.queue, self.book.config, namespace=self.namespace,
                             created_at=op.submitted_at, requested_by=op.requested_by)
+            spec = op.spec if spec is written else self.sealer.seal(spec)
+        except Unsealable as exc:
+            return OperationRejected(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=UNSEALABLE_ENV,
+                                     message=f"cannot render the op's env: {exc}")
         except TemplateError as exc:
             return OperationRejected(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=INVALID_TEMPLATE,
                                      message=f"cannot render the op's templates: {exc}")
@@ -298,5 +306,6 @@ def _preempt(victim: preemption.Victim, op: OpRecord, priority: float, now: date
                 f"(queue {v.queue}, priority {v.admitted_priority:g})")
 
 
-def decide(state: AdmissionState, book: Book, now: datetime, default_namespace: str) -> list[Event]:
-    return Cycle(state, book, now, default_namespace).run()
+def decide(state: AdmissionState, book: Book, now: datetime, default_namespace: str,
+           sealer: Sealer | None = None) -> list[Event]:
+    return Cycle(state, book, now, default_namespace, sealer).run()

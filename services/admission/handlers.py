@@ -40,6 +40,7 @@ from services.admission.rendering import INVALID_CONDITION, INVALID_TEMPLATE, re
 from services.admission.state import AdmissionState, Status
 from services.admission.submit_rate import RATE_LIMITED, SubmitRate, requester
 from services.runtime.errors import InvalidInput
+from services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
 from services.runtime.service import Context
 
 
@@ -53,8 +54,11 @@ def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: B
         for event in exc.events:
             _named(event, cmd)
         raise
+    sealer = Sealer.of(ctx.settings.env_key_file)
     for event in events if isinstance(events, list) else [events] if events is not None else []:
         _named(event, cmd)
+        if isinstance(event, OperationSubmitted):  # checked and rendered as written; recorded sealed (``sealing``)
+            event.spec = sealer.seal(event.spec)
     return events
 
 
@@ -270,7 +274,8 @@ def on_rerun(cmd: RestartOperation | CopyOperation, ctx: Context, state: Admissi
     """Restart or copy: a new op from the original's spec (params overridden), linked to it."""
     original = _known(cmd.op_id, state)
     relation = "copy" if isinstance(cmd, CopyOperation) else "restart"
-    spec = msgspec.structs.replace(original.spec, params={**original.spec.params, **cmd.params})
+    spec = _opened(original.spec, ctx, original.op_id)  # sealed again as it is submitted
+    spec = msgspec.structs.replace(spec, params={**spec.params, **cmd.params})
     if relation == "copy":
         env = [e for e in spec.container.env if e.name != COPY_ENV] + [EnvVar(name=COPY_ENV, value=original.op_id)]
         spec = msgspec.structs.replace(spec, inputs={**spec.inputs, "copy_from": original.op_id},
@@ -293,14 +298,22 @@ def on_resume(cmd: ResumeOperation, ctx: Context, state: AdmissionState, book: B
         raise InvalidInput("not_resumable", f"cannot resume {op.op_id}: it is {op.status.name.lower()}; only "
                                             f"stopped, failed or timed-out ops resume", op_id=op.op_id)
     spec = msgspec.structs.replace(op.spec, params={**op.spec.params, **cmd.params})
-    oversized = too_large(spec)
+    oversized = too_large(spec)  # as recorded (sealed): what the event holds
     if oversized is not None:
         raise InvalidInput(SPEC_TOO_LARGE, f"cannot resume {op.op_id} with these params: {oversized}", op_id=op.op_id)
     try:
-        rendered(op.op_id, spec, op.queue, book.config, namespace=ctx.settings.namespace, created_at=op.submitted_at,
-                 requested_by=op.requested_by)
+        rendered(op.op_id, _opened(spec, ctx, op.op_id), op.queue, book.config,
+                 namespace=ctx.settings.namespace, created_at=op.submitted_at, requested_by=op.requested_by)
     except TemplateError as exc:
         raise InvalidInput(INVALID_TEMPLATE, f"cannot resume {op.op_id} with these params: {exc}",
                            op_id=op.op_id) from None
     return OperationResumed(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt + 1, params=cmd.params,
                             resumed_by=cmd.requested_by, request_id=cmd.request_id)
+
+
+def _opened(spec: OpSpec, ctx: Context, op_id: str) -> OpSpec:
+    """``spec`` with its env values as written (``sealing``); one this admission cannot open is bad input."""
+    try:
+        return Sealer.of(ctx.settings.env_key_file).unseal(spec)
+    except Unsealable as exc:
+        raise InvalidInput(UNSEALABLE_ENV, f"cannot use {op_id}'s spec: {exc}", op_id=op_id) from None

@@ -59,6 +59,7 @@ from services.runtime.deadletter import UNKNOWN_OP, guess_op_id
 from services.runtime.errors import Fenced, MessageTooLarge
 from services.runtime.leadership import Leadership
 from services.runtime.refusals import NotPermitted
+from services.runtime.sealing import Sealer
 from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
 
@@ -277,7 +278,8 @@ class Admission(Service):
     async def cycle_once(self, bus: Bus, fence: Fence | None = None) -> None:
         """Decide on the state now and publish each decision (behind ``fence``, the leader's claim)."""
         now, began, began_ns = self.clock.now(), time.perf_counter(), time.time_ns()
-        decisions = cycle.decide(self.state, self.book, now, self.settings.namespace)
+        decisions = cycle.decide(self.state, self.book, now, self.settings.namespace,
+                                 Sealer.of(self.settings.env_key_file))
         self.measures.decided(decisions, time.perf_counter() - began, self.state.ops, now)
         for index, decision in enumerate(decisions):
             try:

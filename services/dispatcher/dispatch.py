@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import msgspec
+
 from proto import reserved_keys
 from proto.events import (
     DispatchDelayed,
@@ -30,11 +32,16 @@ from services.dispatcher.k8s import Kube, PodRejected
 from services.dispatcher.podtrace import create_pod
 from services.dispatcher.preempt import Releaser
 from services.runtime.errors import DependencyUnavailable
+from services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
 from services.runtime.service import Context
 
 
 async def dispatch(event: OperationAdmitted, ctx: Context, kube: Kube | None, releaser: Releaser | None) -> Event:
     base: dict[str, Any] = dict(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt)
+    try:  # its env as written (sealed in the stream: ``services.runtime.sealing``)
+        event = msgspec.structs.replace(event, spec=Sealer.of(ctx.settings.env_key_file).unseal(event.spec))
+    except Unsealable as exc:
+        return OperationRejected(**base, reason=UNSEALABLE_ENV, message=f"cannot build the pod: {exc}")
     policy = policy_of(event.queue, event)
     problems = violations(event.spec) + reserved_keys.problems(event.spec) + check_pods(build_pods(event), policy)
     if problems:

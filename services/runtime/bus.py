@@ -6,6 +6,7 @@ only modules that import ``nats``.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -123,6 +124,33 @@ def stream_sequence(msg: Any) -> int:
     return msg.metadata.sequence.stream
 
 
+class _NamedEphemerals(nats.js.JetStreamManager):
+    """Creates every consumer by a form that names it in the subject: a nameless one (an ordered follower, each
+    time nats-py re-creates it) gets a fresh name. The older form, ``$JS.API.CONSUMER.CREATE.<stream>`` with the
+    name in the body, would update any consumer of that name, another service's durable included; the services'
+    permissions allow only the named forms (``subjects.JS_SERVICE``), where the others' durables are denied by
+    name (issue 28)."""
+
+    async def add_consumer(self, stream: str, config: api.ConsumerConfig | None = None,
+                           timeout: float | None = None, **params: Any) -> api.ConsumerInfo:
+        config = (config or api.ConsumerConfig()).evolve(**params)
+        if not config.name and not config.durable_name:
+            config = config.evolve(name=uuid.uuid4().hex)
+        return await super().add_consumer(stream, config, timeout)
+
+
+class JetStream(_NamedEphemerals, nats.js.JetStreamContext):
+    """nats-py's JetStream context, its consumers created as ``_NamedEphemerals`` does (its subscriptions too)."""
+
+    @property
+    def _jsm(self) -> nats.js.JetStreamManager:
+        return _NamedEphemerals(conn=self._nc, prefix=self._prefix, timeout=self._timeout)
+
+
+def jetstream(nc: nats.NATS, **opts: Any) -> JetStream:
+    return JetStream(nc, **opts)
+
+
 def _limits_of(config: api.StreamConfig) -> tuple[float, int]:
     return round(config.max_age or 0.0, 3), config.max_bytes if config.max_bytes is not None else -1
 
@@ -130,7 +158,7 @@ def _limits_of(config: api.StreamConfig) -> tuple[float, int]:
 class Bus:
     def __init__(self, nc: nats.NATS, name: str, replicas: int = 1, user: str = subjects.ANONYMOUS) -> None:
         self.nc = nc
-        self.js = nc.jetstream()
+        self.js = jetstream(nc)
         self.name = name
         self.user = user  # the NATS user: the commands it publishes go on cmd.<user>.
         self.refusals = Refusals()  # what the server refused this user (set by ``connect``)
@@ -196,7 +224,7 @@ class Bus:
         """The bucket (created with ``self.replicas`` replicas if missing; its keys kept ``max_age_s`` if
         given, else forever), its calls patient (``PatientKV``). Reads are direct gets (any replica answers, and
         the answer is a message, not JSON with base64 headers): a bucket made without them is given them."""
-        js = self.nc.jetstream(timeout=KV_TIMEOUT_S)
+        js = jetstream(self.nc, timeout=KV_TIMEOUT_S)
         try:
             kv = await js.key_value(bucket)
         except (NotFoundError, nats.js.errors.BucketNotFoundError):

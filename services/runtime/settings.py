@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     cmd_max_age_s: float = Field(7 * 86400.0, gt=0, description="commands kept this long (consumed long before)")
     dlq_max_age_s: float = Field(30 * 86400.0, gt=0, description="dead letters kept this long ...")
     dlq_max_bytes: int = Field(1 << 30, gt=0, description="... and at most this many bytes (oldest dropped first)")
+    env_key_file: Path | None = Field(None, description="admission and the dispatcher: the key that seals env "
+                                      "values in the op stream (every client reads it; only they open them); none: "
+                                      "values as written")
     # cost
     prices_file: Path | None = None
     default_duration_s: float = Field(3600.0, gt=0)

@@ -204,6 +204,11 @@ def test_each_service_connects_to_nats_over_tls_as_its_own_user(applied):
         assert mounted_secret(spec, container, env["OPSCHED_NATS_PASSWORD_FILE"]) == \
             ("opsched-nats-auth", [f"{service}.password"])
         assert mounted_secret(spec, container, env["OPSCHED_NATS_CA"]) == ("opsched-nats-ca", ["ca.pem"])
+        if service in ("admission", "dispatcher"):  # they seal and open env values; the others never see the key
+            assert mounted_secret(spec, container, env["OPSCHED_ENV_KEY_FILE"]) == ("opsched-env-key", ["env.key"])
+        else:
+            assert "OPSCHED_ENV_KEY_FILE" not in env
+            assert "opsched-env-key" not in {v.get("secret", {}).get("secretName") for v in spec["volumes"]}
 
 
 def test_only_the_dispatcher_gets_a_service_account_token(applied):

@@ -28,6 +28,7 @@ run:
     livenessProbe: {tcpSocket: {port: 6006}, periodSeconds: 30}
     terminationMessagePolicy: FallbackToLogsOnError
     resources: {limits: {nvidia.com/gpu: 1}}
+    env: [{name: API_TOKEN, value: "tok-{{ globals.owner_name }}"}]
   environment:
     imagePullSecrets: [regcred]
     securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 2000, runAsNonRoot: true}
@@ -69,3 +70,5 @@ async def test_the_api_server_takes_every_pod_field_and_returns_it(client, core_
     assert container.termination_message_policy == "FallbackToLogsOnError"
     assert pod.metadata.annotations["opsched.io/description"] == "every pod field"
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} not in [e.to_dict() for e in container.env or []]
+    env = {e.name: e.value for e in container.env or []}  # sealed in the op stream, as written in the pod
+    assert env["API_TOKEN"] == "tok-admin"

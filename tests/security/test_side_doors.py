@@ -22,6 +22,8 @@ from tests.builders import identities, op
 SUBMITTER, APPROVER = identities.client("ann", "submitter"), identities.client("alice", "approver")
 DURABLE_BODY = {"stream_name": subjects.CMD_STREAM, "config": {
     "durable_name": subjects.ADMISSION_COMMANDS, "filter_subject": "cmd.nobody.>", "ack_policy": "explicit"}}
+NAMED_BODY = {"stream_name": subjects.CMD_STREAM, "config": {  # the old form takes ``name`` and updates that consumer
+    "name": subjects.ADMISSION_COMMANDS, "filter_subject": "cmd.nobody.>", "ack_policy": "explicit"}}
 
 
 class Attacker:
@@ -122,6 +124,9 @@ SERVICE_DOORS = [
     f"$KV.{subjects.LEASE_BUCKET}.{subjects.ADMISSION_ROLE}",  # admission's lease
     f"$KV.{subjects.OPS_BUCKET}.x", f"$KV.{subjects.COST_BUCKET}.x",  # others' buckets
     f"$JS.API.CONSUMER.DURABLE.CREATE.{subjects.CMD_STREAM}.{subjects.ADMISSION_COMMANDS}",
+    f"$JS.API.CONSUMER.CREATE.{subjects.CMD_STREAM}",  # the old form: a durable named in the body (``name``)
+    f"$JS.API.CONSUMER.CREATE.{subjects.CMD_STREAM}.{subjects.ADMISSION_COMMANDS}",
+    f"$JS.API.CONSUMER.CREATE.{subjects.CMD_STREAM}.{subjects.ADMISSION_COMMANDS}.cmd.nobody.>",
     f"$JS.API.CONSUMER.MSG.NEXT.{subjects.CMD_STREAM}.{subjects.ADMISSION_COMMANDS}",
     f"$JS.API.CONSUMER.DELETE.{subjects.OPS_STREAM}.{subjects.COST_LEDGER}",
     f"$JS.ACK.{subjects.OPS_STREAM}.{subjects.DISPATCHER_ADMITTED}.1.1.1.1700000000000000000.0",
@@ -134,9 +139,13 @@ SERVICE_DOORS = [
 async def test_a_service_user_reaches_only_its_own_durables_buckets_and_inbox(nats_server, stack_factory, bus):
     stack = await stack_factory(("admission",))
     admission = stack.service("admission")
+    before = await bus.js.consumer_info(subjects.CMD_STREAM, subjects.ADMISSION_COMMANDS)
     async with Attacker(nats_server, identities.service("cache")) as cache:
         for subject in SERVICE_DOORS:
-            await cache.publish_refused(subject)
+            await cache.publish_refused(subject, json.dumps(NAMED_BODY).encode())
         for subject in ("_INBOX.>", "_INBOX.admission.>", "_INBOX.alice.>"):
             await cache.subscribe_refused(subject)
     assert admission.leadership.deciding()  # the lease is still admission's
+    after = await bus.js.consumer_info(subjects.CMD_STREAM, subjects.ADMISSION_COMMANDS)
+    assert (after.config.filter_subject, after.config.filter_subjects) == (
+        before.config.filter_subject, before.config.filter_subjects)

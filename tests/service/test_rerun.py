@@ -17,7 +17,7 @@ from proto.events import (
 from tests.builders import op
 
 
-async def test_restart_and_copy_make_new_ops_linked_to_the_original(stack_factory, client, events):
+async def test_restart_and_copy_make_new_ops_linked_to_the_original(stack_factory, client, events, nats_server):
     await stack_factory(dispatcher_mode="null")
     original = await client.submit(op("train").params(lr=0.1).build())
     await events.expect(OperationAdmitted, original)
@@ -28,7 +28,7 @@ async def test_restart_and_copy_make_new_ops_linked_to_the_original(stack_factor
     copy = await events.expect(OperationSubmitted, copied)
     assert copy.relation == "copy" and copy.spec.inputs["copy_from"] == original
     assert {"name": "OPSCHED_COPY_FROM", "value": original} in [
-        {"name": e.name, "value": e.value} for e in copy.spec.container.env]
+        {"name": e.name, "value": e.value} for e in nats_server.opened(copy.spec).container.env]
     await events.expect(OperationAdmitted, restarted)
     await events.expect(OperationAdmitted, copied)
 
