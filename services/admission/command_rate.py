@@ -69,6 +69,7 @@ class CommandRate:
         self.buckets: dict[str, Bucket] = {}
         self.verdicts: OrderedDict[int, tuple[str, float | None]] = OrderedDict()  # seq -> who, wait_s (None: within)
         self.overflows: dict[str, Overflow] = {}
+        self.answered: OrderedDict[int, str | None] = OrderedDict()  # seq -> what ``refused`` said (redeliveries)
 
     @property
     def on(self) -> bool:
@@ -107,7 +108,16 @@ class CommandRate:
         """A refused or malformed command of ``who`` (at ``seq``, charged before: then the requester it was
         charged to): the text its dead letter and error event carry, or None: acked without either (over the
         rate, not the first of its window)."""
-        who = self.verdicts[seq][0] if seq in self.verdicts else who
+        if seq and seq in self.answered:  # its dead letter failed and it came again: the same answer
+            return self.answered[seq]
+        text = self._refused(self.verdicts[seq][0] if seq in self.verdicts else who, seq, message, now, log)
+        if seq:
+            self.answered[seq] = text
+            while len(self.answered) > VERDICTS_KEPT:
+                self.answered.popitem(last=False)
+        return text
+
+    def _refused(self, who: str, seq: int, message: str, now: datetime, log: Any) -> str | None:
         if self.verdict(seq) is None:
             self._settle(who, now, log)
             return message

@@ -101,6 +101,18 @@ def test_back_within_the_rate_a_requesters_refusals_are_dead_lettered_as_ever():
     assert "ann" not in rate.overflows  # its window passed: forgotten
 
 
+def test_a_refusal_delivered_again_gets_the_same_answer():
+    rate = CommandRate(PER_MIN, 1)
+    rate.charge("ann", 1, T0)
+    rate.charge("ann", 2, T0)
+    first = rate.refused("ann", 2, "x", T0)
+    assert first is not None  # the first over the rate: dead-lettered...
+    assert rate.refused("ann", 2, "x", T0) == first  # ...and again if its dead letter failed and it came back
+    rate.charge("ann", 3, T0)
+    assert rate.refused("ann", 3, "x", T0) is None
+    assert rate.refused("ann", 3, "x", T0) is None
+
+
 def test_another_requester_is_not_thinned_out():
     rate = CommandRate(PER_MIN, 1)
     for seq in range(1, 5):
