@@ -161,7 +161,8 @@ async def run_pipeline(root: Path, *, n_unloaded: int, n_burst: int, log_level: 
     with fresh_nats(root, f"nats-pipeline-{mode}") as server:
         settings = Settings(nats_url=server.url, dispatcher_mode=mode, queues_file=queues, log_format="json",
                             log_level=log_level, kubeconfig=kubeconfig, namespace=namespace,
-                            submit_rate_per_min=0)  # one client submits the burst: no per-requester rate here
+                            submit_rate_per_min=0,  # one client submits the burst: no per-requester rate here
+                            command_rate_per_min=0)
         obs = await Observer().start(server.url)
         stack = await Stack(settings).start()
         client = await Client.connect(server.url, "bench-client")

@@ -88,7 +88,8 @@ class Rig:
         self.env = {"OPSCHED_DISPATCHER_MODE": "null", "OPSCHED_QUEUES_FILE": str(queues),
                     "OPSCHED_STREAM_REPLICAS": str(setup.stream_replicas), "OPSCHED_LOG_FORMAT": "json",
                     "OPSCHED_LOG_LEVEL": log_level, "OPSCHED_VERIFY_SNAPSHOT": "0",
-                    "OPSCHED_SUBMIT_RATE_PER_MIN": "0"}  # one client submits every burst
+                    "OPSCHED_SUBMIT_RATE_PER_MIN": "0",  # one client submits every burst
+                    "OPSCHED_COMMAND_RATE_PER_MIN": "0"}
         self.services: ServiceProcesses | None = None
         self.client: Client | None = None
         self.obs: Observer | None = None

@@ -1,6 +1,8 @@
 """Command handlers: turn a submit or stop request into the events that follow from it."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import msgspec
 
 from proto import subjects
@@ -31,6 +33,7 @@ from proto.reasons import message as reason_message
 from proto.spec import EnvVar, OpSpec
 from proto.spec_size import SPEC_TOO_LARGE, too_large
 from proto.templating import TemplateError
+from services.admission.command_rate import CommandRate
 from services.admission.policies import agents
 from services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
@@ -44,12 +47,21 @@ from services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
 from services.runtime.service import Context
 
 
+@dataclass(frozen=True)
+class OverRate:
+    """The requester of the command in hand is over its command rate (``command_rate``): a token in ``wait_s``."""
+
+    rate: CommandRate
+    wait_s: float
+
+
 def on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: Book,
-              rate: SubmitRate | None = None) -> Event | list[Event] | None:
+              rate: SubmitRate | None = None, over: OverRate | None = None) -> Event | list[Event] | None:
     """``submitted`` (and ``skipped`` when its conditions are false), or ``rejected``: a rejected op keeps its
-    name and queue on its ``rejected`` (views show them)."""
+    name and queue on its ``rejected`` (views show them). ``over``: its requester is over the command rate, the
+    op is rejected ``rate_limited`` before anything else is judged."""
     try:
-        events = _on_submit(cmd, ctx, state, book, rate)
+        events = _on_submit(cmd, ctx, state, book, rate, over)
     except InvalidInput as exc:
         for event in exc.events:
             _named(event, cmd)
@@ -70,13 +82,15 @@ def _named(event: Event, cmd: SubmitOperation) -> None:
 
 
 def _on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: Book,
-               rate: SubmitRate | None) -> Event | list[Event] | None:
+               rate: SubmitRate | None, over: OverRate | None) -> Event | list[Event] | None:
     if not subjects.valid_token(cmd.op_id):
         raise InvalidInput("invalid_op_id", f"op id {cmd.op_id!r} must be lowercase letters, digits and dashes")
     if cmd.op_id in state.ops or cmd.op_id in state.fold.gone:
         ctx.log.info("duplicate_submit_ignored")
         return None
     now = ctx.clock.now()
+    if over is not None:  # over the command rate: refused at once, its spec not even looked at
+        raise _invalid(cmd.op_id, now, RATE_LIMITED, over.rate.refusal(requester(cmd, ctx.subject), over.wait_s, now))
     refused = refusal(subjects.requester_of(ctx.subject), cmd.spec.project, book.config.access)
     if refused is not None:
         return OperationRejected(op_id=cmd.op_id, at=now, reason=NOT_ALLOWED, message=f"cannot submit: {refused}")
@@ -270,7 +284,7 @@ RESUMABLE = (Status.STOPPED, Status.FAILED, Status.TIMED_OUT)
 
 
 def on_rerun(cmd: RestartOperation | CopyOperation, ctx: Context, state: AdmissionState,
-             book: Book, rate: SubmitRate | None = None) -> Event | list[Event] | None:
+             book: Book, rate: SubmitRate | None = None, over: OverRate | None = None) -> Event | list[Event] | None:
     """Restart or copy: a new op from the original's spec (params overridden), linked to it."""
     original = _known(cmd.op_id, state)
     relation = "copy" if isinstance(cmd, CopyOperation) else "restart"
@@ -282,7 +296,7 @@ def on_rerun(cmd: RestartOperation | CopyOperation, ctx: Context, state: Admissi
                                        container=msgspec.structs.replace(spec.container, env=env))
     submit = SubmitOperation(op_id=cmd.new_op_id, spec=spec, requested_at=cmd.requested_at,
                              requested_by=cmd.requested_by, request_id=cmd.request_id)
-    events = on_submit(submit, ctx, state, book, rate)
+    events = on_submit(submit, ctx, state, book, rate, over)
     if events is None:  # the new op id names an op already: nothing new was made
         raise InvalidInput("duplicate_op_id", f"cannot {relation} {original.op_id} as {cmd.new_op_id}: an op "
                                               f"{cmd.new_op_id} exists already; choose another id", op_id=cmd.op_id)

@@ -47,6 +47,7 @@ from proto.schedules import (
 from services.admission import cycle, handlers, metrics, queries, schedule_runner, traces, unpublishable
 from services.admission import schedules as sched
 from services.admission.catchup import FoldProgress
+from services.admission.command_rate import CommandRate, requester_of
 from services.admission.config_source import ConfigSource, queues_configured
 from services.admission.measures import Measures
 from services.admission.purge import Retention
@@ -87,6 +88,7 @@ class Admission(Service):
         self.schedules = sched.Schedules(status_of=self._run_status)
         self.wake = asyncio.Event()
         self.submit_rate = SubmitRate(settings.submit_rate_per_min, settings.submit_burst)  # folds ``submitted``
+        self.command_rate = CommandRate(settings.command_rate_per_min, settings.command_burst)  # leader-local
         self.undecodable = 0  # messages of the op stream skipped: they do not decode
         self.measures = Measures()  # its decisions, cycles and the op stream's moves, for /metrics
         self.live = False  # the op stream is followed past its replay (what moves now is counted)
@@ -118,7 +120,7 @@ class Admission(Service):
     @commands.handles(SubmitOperation)
     async def on_submit(self, cmd: SubmitOperation, ctx: Context) -> Event | list[Event] | None:
         cmd = sent_by(cmd, ctx.subject)
-        return handlers.on_submit(cmd, ctx, self.state, self.book, self.submit_rate)
+        return handlers.on_submit(cmd, ctx, self.state, self.book, self.submit_rate, self.commands_over(ctx))
 
     @commands.handles(StopOperation)
     async def on_stop(self, cmd: StopOperation, ctx: Context) -> Event | None:
@@ -144,7 +146,7 @@ class Admission(Service):
         cmd = sent_by(cmd, ctx.subject)
         await self.known(cmd.op_id)
         handlers.check_owner("restart or copy", cmd.op_id, ctx, self.state, self.book)
-        return handlers.on_rerun(cmd, ctx, self.state, self.book, self.submit_rate)
+        return handlers.on_rerun(cmd, ctx, self.state, self.book, self.submit_rate, self.commands_over(ctx))
 
     @commands.handles(ResumeOperation)
     async def on_resume(self, cmd: ResumeOperation, ctx: Context) -> Event | None:
@@ -167,6 +169,25 @@ class Admission(Service):
     async def on_set_queues(self, cmd: SetQueues, ctx: Context) -> QueuesConfigured:
         cmd = sent_by(cmd, ctx.subject)
         return queues_configured(cmd, ctx.clock.now())
+
+    # ---- the command rate: every command charged to its requester as it is taken (``command_rate``) ----
+    def arrived(self, msg: Received, message: object | None) -> None:
+        self.command_rate.charge(self._requester(msg, message), msg.stream_seq, self.clock.now())
+
+    def refusal_text(self, msg: Received, reason: str, text: str) -> str | None:
+        return self.command_rate.refused(self._requester(msg, None), msg.stream_seq, text, self.clock.now(),
+                                         self.log)
+
+    def commands_over(self, ctx: Context) -> handlers.OverRate | None:
+        """The command rate's verdict on the command in hand: None within it, else who is over and for how long."""
+        wait_s = self.command_rate.verdict(ctx.stream_seq)
+        return None if wait_s is None else handlers.OverRate(self.command_rate, wait_s)
+
+    @staticmethod
+    def _requester(msg: Received, message: object | None) -> str:
+        """Who sent ``msg``: its subject's user (on an open server, the name a decoded command claims)."""
+        claimed = getattr(message, "requested_by", "") if message is not None else ""
+        return requester_of(msg.subject, claimed if isinstance(claimed, str) else "")
 
     # ---- a command that cannot be decoded: a submit refused by the contract ends its op rejected ----
     async def events_for_malformed(self, msg: Received, error: str) -> list[OperationRejected]:

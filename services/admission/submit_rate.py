@@ -4,7 +4,8 @@ minute, in bursts of up to ``OPSCHED_SUBMIT_BURST``; a rate of 0 turns it off).
 A submit, restart or copy (each creates an op) beyond it is refused: its op ends ``rejected`` with the
 reason ``rate_limited``, naming the requester, the rate and when to retry, and the command is
 dead-lettered with an error event, as any refused input; nothing is dropped. A refused submit takes no
-token. The requester is named by one function, ``requester``.
+token here; every command, refused and malformed ones too, takes one of the wider, leader-local command rate
+(``command_rate``: why it is a second bucket). The requester is named by one function, ``requester``.
 
 The buckets are a fold of the ``submitted`` events (``requested_by``, ``at``): every replica folds them,
 so a new leader or a restarted admission has them from the op stream. The leader charges an op as it

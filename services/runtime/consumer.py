@@ -26,6 +26,7 @@ class Context:
     log: Any
     subject: str = ""
     num_delivered: int = 1
+    stream_seq: int = 0  # the message's sequence in its stream (0: unknown, as in a unit test)
 
 
 @dataclass

@@ -70,6 +70,13 @@ class ServicesCollector:
             for reason, n in sorted(service.stats.dead_letter_reasons.items()):
                 errors.add_metric([service.name, reason], n)
         yield errors
+        unrecorded = CounterMetricFamily("opsched_refusals_unrecorded", "Bad input refused and acked without an "
+                                         "error event nor a dead letter (its sender over its command rate)",
+                                         labels=["service", "reason"])
+        for service in self.services:
+            for reason, n in sorted(service.stats.unrecorded_reasons.items()):
+                unrecorded.add_metric([service.name, reason], n)
+        yield unrecorded
         yield gauge("opsched_consumer_pending_messages", "Messages of the stream after the last one fetched",
                     ["service", "durable"], [([service.name, durable], float(n)) for service in self.services
                                              for durable, n in sorted(service.stats.pending.items())])

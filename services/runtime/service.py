@@ -70,6 +70,7 @@ from services.runtime.window import Window, key_of
 Task = Callable[[Bus, asyncio.Event], Coroutine[Any, Any, None]]
 NAK_BACKOFF_S = (0.5, 2.0, 5.0, 10.0)
 HANDLER_FAILED, MAX_DELIVERIES = "handler_failed", "max_deliveries"  # reasons of a dead letter
+MALFORMED = "malformed_message"  # ... of a message that does not decode
 T = TypeVar("T")
 __all__ = ["Consumer", "Context", "Draining", "Service", "Stats", "Task"]  # a service needs only this module
 
@@ -85,6 +86,8 @@ class Stats:
     poisoned: int = 0  # messages dead-lettered unhandled: their handling died with the process too often
     inbox_garbage: int = 0  # messages on a consumer's delivery inbox that were no delivery of it: dropped (``inbox``)
     dead_letter_reasons: Counter[str] = field(default_factory=Counter)  # each with its error event, by reason
+    # refused or malformed messages acked without a dead letter nor an error event (``refusal_text``), by reason
+    unrecorded_reasons: Counter[str] = field(default_factory=Counter)
     pending: dict[str, int] = field(default_factory=dict)  # durable -> messages after the last one fetched
 
 
@@ -128,6 +131,16 @@ class Service(WaitsOut):
         handler that gave up); a service that knows better overrides it (admission rejects a submit)."""
         failed = _handler_failed(self.name, msg.subject, message, str(exc), self.clock)
         return [failed] if failed is not None else []
+
+    def arrived(self, msg: Received, message: Any | None) -> None:
+        """A message taken off the stream, before it is handled (``message``: decoded; None: it does not decode).
+        Nothing here; admission charges its requester's command rate (``services.admission.command_rate``)."""
+
+    def refusal_text(self, msg: Received, reason: str, text: str) -> str | None:
+        """The text the dead letter and error event of a refused (``InvalidInput``) or malformed message carry;
+        None: it is acked without either, counted by reason (``unrecorded_reasons``). Here ``text``, always; a
+        service bounding one sender's refusals overrides it (admission, over a requester's command rate)."""
+        return text
 
     def liveness(self) -> dict[str, str]:
         """What makes this process not alive (``/healthz`` 503 names it): what -> why; empty: alive. Here,
@@ -239,6 +252,7 @@ class Service(WaitsOut):
         try:
             message = sub.decoder(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.arrived(msg, None)
             await self._malformed(msg, f"cannot decode message on {msg.subject}: {exc}")
             return
         handler = sub.handlers.get(type(message))
@@ -248,6 +262,7 @@ class Service(WaitsOut):
         if self.leadership is not None and not self.leadership.deciding():
             await self.give_back(msg)  # fetched as the leader, no longer one: the leader takes it
             return
+        self.arrived(msg, message)
         if self.tracer is None:
             await self._handle(handler, message, msg)
             return
@@ -257,7 +272,7 @@ class Service(WaitsOut):
     async def _handle(self, handler: Handler, message: Any, msg: Received) -> None:
         op_id = getattr(message, "op_id", None)
         log = self.log.bind(op_id=op_id) if op_id else self.log
-        ctx = Context(self.name, self.clock, self.settings, log, msg.subject, msg.num_delivered)
+        ctx = Context(self.name, self.clock, self.settings, log, msg.subject, msg.num_delivered, msg.stream_seq)
         fence = self.leadership.fence if self.leadership is not None else None  # the state it is judged on
         try:
             events = _as_list(await self.until_available(lambda: handler(message, ctx), msg, log))
@@ -317,7 +332,11 @@ class Service(WaitsOut):
         except Exception as failure:  # noqa: BLE001 - not published: retry the message later
             await self._retry(msg, failure, log, None)
             return
-        await self._reject(msg, exc.reason, exc.message, op_id=exc.op_id or op_id)
+        text = self.refusal_text(msg, exc.reason, exc.message)
+        if text is None:
+            await self._unrecorded(msg, exc.reason)
+            return
+        await self._reject(msg, exc.reason, text, op_id=exc.op_id or op_id)
 
     async def events_for_malformed(self, msg: Received, error: str) -> list[Any]:
         """The events that follow a message this service cannot decode, besides the error event and the dead
@@ -342,7 +361,16 @@ class Service(WaitsOut):
             self.log.warning("malformed_events_not_published", error=f"{exc!r} {exc}")
             await self.give_back(msg, delay=1.0)
             return
-        await self._reject(msg, "malformed_message", error)
+        text = self.refusal_text(msg, MALFORMED, error)
+        if text is None:
+            await self._unrecorded(msg, MALFORMED)
+            return
+        await self._reject(msg, MALFORMED, text)
+
+    async def _unrecorded(self, msg: Received, reason: str) -> None:
+        """A refused or malformed message neither dead-lettered nor answered (``refusal_text``): acked, counted."""
+        await msg.raw.term()
+        self.stats.unrecorded_reasons[reason] += 1
 
     # ---- leadership: only the leader consumes; a publish refused by its fence ends its turn -----------
     async def _my_turn(self) -> bool:

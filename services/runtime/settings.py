@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     submit_rate_per_min: float = Field(600.0, ge=0, description="ops one requester may submit a minute (restarts "
                                        "and copies count); beyond it a submit is rejected rate_limited; 0: no limit")
     submit_burst: int = Field(1000, ge=1, description="... of which this many at once (the token bucket's size)")
+    command_rate_per_min: float = Field(1200.0, ge=0, description="commands one requester may send a minute, every "
+                                        "verb, refused and malformed ones too; beyond it a submit is rejected "
+                                        "rate_limited and refusals get one dead letter a minute; 0: no limit")
+    command_burst: int = Field(2000, ge=1, description="... of which this many at once (the token bucket's size)")
     # retention (see README "Retention")
     retention_ttl_s: float = Field(86400.0, ge=0, description="a finished op leaves admission's memory and its "
                                    "events the op stream this long after its end (its termination.ttl, if set)")

@@ -57,3 +57,14 @@ def test_error_events_by_reason_and_each_consumers_lag():
     assert got[("opsched_consumer_pending_messages", (("durable", "admission-submit"), ("service", "admission")))] == 40
     assert got[("opsched_consumer_pending_messages", (("durable", "admission-stop"), ("service", "admission")))] == 0
     assert not [key for key in got if key[0] == "opsched_consumer_pending_messages" and ("service", "cost") in key[1]]
+
+
+def test_refusals_acked_unrecorded_are_counted_by_reason_never_by_requester():
+    from collections import Counter
+
+    stats = Stats(unrecorded_reasons=Counter({"malformed_message": 5, "rate_limited": 1}))
+    got = samples([fake("admission", stats=stats)])
+    assert got[("opsched_refusals_unrecorded_total", (("reason", "malformed_message"), ("service", "admission")))] == 5
+    assert got[("opsched_refusals_unrecorded_total", (("reason", "rate_limited"), ("service", "admission")))] == 1
+    assert all(dict(labels).keys() <= {"service", "reason"} for name, labels in got
+               if name == "opsched_refusals_unrecorded_total")
