@@ -92,7 +92,7 @@ def _on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: 
     if isinstance(events[0], OperationSubmitted):
         _check_templates(events[0], ctx, book)
         # counted for maxPendingPerUser from now, until the fold sees its submitted (``QueueManager.pending_of``)
-        state.queues.accept(cmd.op_id, events[0].queue, requester_of(events[0].requested_by))
+        state.queues.accept(cmd.op_id, events[0].queue, requester_of(events[0].requested_by), now)
     if condition is False and isinstance(events[0], OperationSubmitted):
         events.append(OperationSkipped(op_id=cmd.op_id, at=now, reason="condition_false",
                                        message=f"conditions {(cmd.spec.conditions or '').strip()} is false"))
@@ -135,7 +135,7 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
                                   message=f"queue {queue} already holds {waiting} waiting ops (maxQueued "
                                           f"{config.max_queued}); retry later or use another queue")]
     user = requester_of(cmd.requested_by)  # as the fold counts it: the submitted event's requested_by
-    cap, count = config.max_pending_per_user, state.queues.pending_of(queue, user)
+    cap, count = config.max_pending_per_user, state.queues.pending_of(queue, user, now)
     if cap and count >= cap:
         return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=Reason.USER_PENDING_CAP,
                                   message=reason_message(Reason.USER_PENDING_CAP, user=user, count=count, queue=queue,

@@ -8,7 +8,7 @@ import math
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from proto.lifecycle import Status
 from proto.queues import Queue
@@ -20,6 +20,7 @@ from services.admission.worklist import WorkList
 
 EPOCH = datetime.fromtimestamp(0, timezone.utc)
 MAX_ACCEPTED = 10_000  # submits accepted and not yet folded, held for the per-user cap (a bound, never reached)
+ACCEPTED_FOR = timedelta(seconds=60)  # ... at most this long: a submitted whose publish failed for good is let go
 
 
 @dataclass
@@ -35,8 +36,8 @@ class QueueManager(Transitions):
         self.aging: dict[str, tuple[float, float | None]] = {}  # queue -> (per minute, cap), from the config
         self.fifo: set[str] = set()  # queues whose ordering is ``fifo`` (the others share fairly by requester)
         self.ranks = FairRanks()  # per queue and requester: its waiting ops and their fair ranks
-        # submits the leader accepted whose ``submitted`` is not folded yet: op id -> (queue, requester)
-        self.accepted: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # submits the leader accepted whose ``submitted`` is not folded yet: op id -> (queue, requester, when)
+        self.accepted: OrderedDict[str, tuple[str, str, datetime]] = OrderedDict()
         self.accepted_counts: Counter[tuple[str, str]] = Counter()
         # parking (see services.admission.parking)
         self.gens: dict[str, int] = {}  # what parked queues wait on -> how often it changed
@@ -64,23 +65,27 @@ class QueueManager(Transitions):
     def waiting(self, name: str) -> int:
         return self.queue(name).waiting
 
-    def pending_of(self, queue: str, requester: str) -> int:
+    def pending_of(self, queue: str, requester: str, now: datetime | None = None) -> int:
         """The ops ``requester`` has waiting in ``queue`` (the fold's count) and submitted there a moment ago
-        (accepted, not folded yet): what ``maxPendingPerUser`` bounds."""
+        (accepted, not folded yet, for at most ``ACCEPTED_FOR``): what ``maxPendingPerUser`` bounds."""
+        if now is not None:
+            while self.accepted and next(iter(self.accepted.values()))[2] <= now - ACCEPTED_FOR:
+                self._unaccept(next(iter(self.accepted)))
         return self.ranks.waiting(queue, requester) + self.accepted_counts[(queue, requester)]
 
-    def accept(self, op_id: str, queue: str, requester: str) -> None:
+    def accept(self, op_id: str, queue: str, requester: str, now: datetime) -> None:
         """The leader accepted a submit (its ``submitted`` is published): counted until the fold sees it."""
-        if op_id in self.accepted:
+        if op_id in self.accepted or op_id in self.ops:
             return
-        self.accepted[op_id] = (queue, requester)
+        self.accepted[op_id] = (queue, requester, now)
         self.accepted_counts[(queue, requester)] += 1
         while len(self.accepted) > MAX_ACCEPTED:
             self._unaccept(next(iter(self.accepted)))
 
     def _unaccept(self, op_id: str) -> None:
-        key = self.accepted.pop(op_id, None)
-        if key is not None:
+        accepted = self.accepted.pop(op_id, None)
+        if accepted is not None:
+            key = accepted[:2]
             self.accepted_counts[key] -= 1
             if self.accepted_counts[key] <= 0:
                 del self.accepted_counts[key]

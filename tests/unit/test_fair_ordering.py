@@ -206,6 +206,16 @@ def test_submits_accepted_but_not_folded_yet_count(ctx):
     assert state.queues.pending_of("q", "ann") == 3  # folded: counted once, not twice
 
 
+def test_a_submit_accepted_whose_submitted_never_comes_back_is_let_go_after_a_minute(ctx):
+    """Its publish failed for good (it was dead-lettered): it does not hold the user's place for ever."""
+    b = book(queue("q", max_pending_per_user=1))
+    state = AdmissionState()
+    assert isinstance(on_submit(submit_as("ann", "lost"), ctx, state, b), OperationSubmitted)  # never folded
+    assert isinstance(on_submit(submit_as("ann", "a"), ctx, state, b), OperationRejected)
+    ctx.clock.advance(61)
+    assert isinstance(on_submit(submit_as("ann", "a"), ctx, state, b), OperationSubmitted)
+
+
 def test_ops_without_a_requester_share_the_anonymous_cap(ctx):
     b = book(queue("q", max_pending_per_user=1))
     state = AdmissionState()
