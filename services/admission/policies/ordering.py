@@ -12,6 +12,11 @@ not after all 1,000. A rank never changes while its op waits (a heap keeps the o
 and ``FairRanks`` is kept by the fold's transitions (``entered``/``left``), so a restarted admission
 that folds the stream again gives the same ranks. The same counts bound the ops a requester may have
 waiting in a queue (``maxPendingPerUser``: ``FairRanks.waiting``).
+
+Why a rank fixed at entry and not "its place among its requester's waiting ops" recomputed as ops leave:
+with that, each time the burst's head is admitted its next op becomes rank 0 again and, submitted earlier,
+goes before the other requester's rank-0 op, so a queue that admits one op at a time would still serve the
+whole burst first; and it would re-rank up to n ops per admission.
 """
 from __future__ import annotations
 
@@ -19,8 +24,9 @@ import heapq
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from services.admission.submit_rate import ANONYMOUS  # the requester of an op that names none (``submitter_of``)
+
 FAIR, FIFO = "fair-by-user", "fifo"  # a queue's ``ordering`` (``proto.queues.Queue``)
-ANONYMOUS = "anonymous"  # the requester of an op that names none (as ``submit_rate.submitter_of`` counts it)
 
 
 def sort_key(priority: float, rank: int, since: datetime | float, op_id: str) -> tuple:
