@@ -298,7 +298,8 @@ class Workload:
                 lending_limit=q.lending_limit)])]
             queues.append(Queue(name=p.name, cohort=p.cohort, concurrency=q.concurrency, resources=resources,
                                 preemption=Preemption(within_queue=q.within_queue,
-                                                      reclaim_within_cohort=q.reclaim_within_cohort)))
+                                                      reclaim_within_cohort=q.reclaim_within_cohort),
+                                max_pending_per_user=0))  # one client submits every op: no per-user cap here
         flavors = [Flavor(name=self.config.flavor, node_labels={PRODUCT_LABEL: self.config.nodes.product})]
         return QueuesConfig(queues=queues, default_queue=queues[0].name,
                             flavors=flavors if any(q.resources for q in queues) else [])

@@ -19,6 +19,7 @@ from proto.spec import Wire
 
 Quantity = str | int | float
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
+DEFAULT_MAX_PENDING_PER_USER = 1000  # a queue's maxPendingPerUser unless it sets one (0: no cap)
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 
 
@@ -143,6 +144,9 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     allow_volumes: list[AllowableVolume] = []  # persistentVolumeClaim, nfs volumes
     image_pull_secrets: list[str] = []  # imagePullSecrets
     agent: str | None = None  # the agent that runs its ops (flavors may name their own); None: the default agent
+    # its order within equal (effective) priority: requesters interleaved round-robin, or first come first served
+    ordering: Literal["fair-by-user", "fifo"] = "fair-by-user"
+    max_pending_per_user: NonNegInt = DEFAULT_MAX_PENDING_PER_USER  # a requester's waiting ops in it; 0: no cap
 
 
 def not_covered(queue: Queue, request: dict[str, float]) -> list[str]:

@@ -52,6 +52,7 @@ class Reason(StrEnum):
     UNKNOWN_OP = "unknown_op"
     BAD_REQUEST = "bad_request"
     RESOURCE_NOT_COVERED = "resource_not_covered"
+    USER_PENDING_CAP = "user_pending_cap"
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,10 @@ REASONS: dict[Reason, Rule] = {
         "it asks for an accelerator its queue sets no quota for (a queue that lists resources covers only those)",
         "queue {queue} sets no quota for {resource} (its resources: {covered}); the op asks for {amount:g} x "
         "{resource}: submit it to a queue with {resource} quota, or give queue {queue} one"),
+    Reason.USER_PENDING_CAP: Rule(  # a refusal at submit (or restart, copy), never a wait: the op ends rejected
+        "its requester already has as many ops waiting in its queue as the queue's maxPendingPerUser allows",
+        "user {user} already has {count} ops pending in queue {queue} (maxPendingPerUser {cap}); submit again "
+        "once some are admitted or end, or use another queue"),
 }
 DEPENDENCY_NAMES = {"kubernetes": "the Kubernetes API", "nats": "NATS"}  # as ``why`` names what an op waits for
 

@@ -213,9 +213,9 @@ class OpFold(PreemptionsInFlight):
         for f in self.followers:
             f.queued(op, now)
 
-    def _entered(self, op: OpRecord) -> None:
+    def _entered(self, op: OpRecord, restored: bool = False) -> None:
         for f in self.followers:
-            f.entered(op)
+            f.entered(op, restored)
 
     # ---- an attempt's life ----
     def _lifecycle(self, op: OpRecord, e: Event) -> bool:
@@ -377,16 +377,16 @@ class OpFold(PreemptionsInFlight):
                 op.preempted_by = None
         elif op.status == Status.ADMITTED:
             self._set_active(op, False)
-            self._entered(op)
+            self._entered(op, restored=True)
             self._enqueue(op, now)
         elif op.status in (Status.REJECTED, Status.FAILED) and op.handler_failure:
             for f in self.followers:
                 f.handler_failed(op)  # its end is published again by the next cycle
         elif op.status == Status.REJECTED and op.cost_known and op.cache_known:
-            self._entered(op)
+            self._entered(op, restored=True)
             self._enqueue(op, now)
         elif op.status == Status.SUCCEEDED and op.cache_hit_of is not None:
             op.status = Status.PENDING
-            self._entered(op)
+            self._entered(op, restored=True)
             for f in self.followers:
                 f.cache_hit(op)

@@ -35,6 +35,7 @@ from proto.spec_size import SPEC_TOO_LARGE, too_large
 from proto.templating import TemplateError
 from services.admission.command_rate import CommandRate
 from services.admission.policies import agents
+from services.admission.policies.ordering import requester_of
 from services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
 from services.admission.queues import Book
@@ -108,6 +109,8 @@ def _on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: 
     events = _submitted(cmd, spec, ctx, state, book)
     if isinstance(events[0], OperationSubmitted):
         _check_templates(events[0], ctx, book)
+        # counted for maxPendingPerUser from now, until the fold sees its submitted (``QueueManager.pending_of``)
+        state.queues.accept(cmd.op_id, events[0].queue, requester_of(events[0].requested_by), now)
     if condition is False and isinstance(events[0], OperationSubmitted):
         events.append(OperationSkipped(op_id=cmd.op_id, at=now, reason="condition_false",
                                        message=f"conditions {(cmd.spec.conditions or '').strip()} is false"))
@@ -149,6 +152,12 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
         return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason="queue_full",
                                   message=f"queue {queue} already holds {waiting} waiting ops (maxQueued "
                                           f"{config.max_queued}); retry later or use another queue")]
+    user = requester_of(cmd.requested_by)  # as the fold counts it: the submitted event's requested_by
+    cap, count = config.max_pending_per_user, state.queues.pending_of(queue, user, now)
+    if cap and count >= cap:
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=Reason.USER_PENDING_CAP,
+                                  message=reason_message(Reason.USER_PENDING_CAP, user=user, count=count, queue=queue,
+                                                         cap=cap))]
     try:
         priority = priority_of(spec, queue, book)
     except UnknownPriorityClass as exc:

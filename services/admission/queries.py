@@ -13,7 +13,6 @@ from proto.queries import (
 from proto.reasons import Reason, dependency_name, pending
 from services.admission.fragmentation import fragmentation
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
-from services.admission.policies.aging import effective
 from services.admission.policies.preemption import waiting_for
 from services.admission.policies.quota import borrowed
 from services.admission.queues import Book
@@ -81,17 +80,11 @@ def _queued_reasons(state: AdmissionState, book: Book, op: OpRecord, position: i
 
 
 def _position(state: AdmissionState, book: Book, op: OpRecord, now: datetime | None) -> tuple[int, int]:
-    """1-based position among the queued ops of its queue, in effective (aged) priority order
-    (a scan: this answers a query, it is not the hot path)."""
-    queue = book.queues.get(op.queue)
-    rate, cap = (queue.aging.per_minute, queue.aging.cap) if queue else (0.0, 0.0)
-
-    def rank(o: OpRecord) -> tuple:
-        return (-effective(o.priority, o.submitted_at, now or o.submitted_at, rate, cap), o.submitted_at, o.op_id)
-
+    """1-based position among the queued ops of its queue, in the queue's own order (``policies.ordering``:
+    effective priority, fair rank, time, id), as its cycle pops them (a scan: this answers a query, it is not
+    the hot path)."""
     queued = [o for o in state.ops.values() if o.queue == op.queue and o.status == Status.QUEUED]
-    mine = rank(op)
-    return 1 + sum(1 for o in queued if rank(o) < mine), len(queued)
+    return state.queues.position(op, queued, now or op.since), len(queued)
 
 
 def queues(state: AdmissionState, book: Book) -> QueuesAnswer:

@@ -72,6 +72,7 @@ class OpRecord:
     agent: str = ""  # the agent its attempt was admitted to ("": the default agent)
     routed: bool = False  # some attempt went to a named agent: its requests are on ops.<kind>.<agent>.<id>
     requested_by: str | None = None  # who submitted it ({{ globals.owner_name }})
+    fair_rank: int = 0  # its rank among requesters while it waits in its queue (``policies.ordering``)
     waiting_for: str | None = None  # its dispatch waits for this dependency (``dispatch_delayed``) ...
     waiting_since: datetime | None = None  # ... since then
     waiting_detail: str = ""  # ... which failed this way
@@ -115,7 +116,9 @@ class OpRecord:
 
     @property
     def key(self) -> tuple:
-        return sort_key(self.priority, self.submitted_at, self.op_id)
+        """Its place in its queue's order by its base priority (``policies.ordering``; a ``fifo`` queue's
+        pending order leaves the rank out, this key does not: it only orders borrowers and preemptors)."""
+        return sort_key(self.priority, self.fair_rank, self.since, self.op_id)
 
 
 @dataclass(frozen=True)

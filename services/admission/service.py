@@ -212,8 +212,7 @@ class Admission(Service):
         except QueuesConfigError as exc:
             self.log.error("config_not_applied", source=latest.source, error=str(exc))
             return
-        self.state.queues.configure_aging({q.name: (q.aging.per_minute, q.aging.cap) for q in latest.config.queues},
-                                          self.clock.now())
+        self.state.queues.configure_queues(latest.config.queues, self.clock.now())
         self.log.info("queues_configured", source=latest.source, queues=self.book.names)
         self.wake.set()
 

@@ -16,8 +16,9 @@ from services.admission.records import Ghost, OpRecord
 class Transitions:
     """Every transition the fold announces (no-ops here: a follower overrides what it needs)."""
 
-    def entered(self, op: OpRecord) -> None:
-        """The op waits in its queue (submitted, or back for another attempt): it counts for maxQueued."""
+    def entered(self, op: OpRecord, restored: bool = False) -> None:
+        """The op waits in its queue (submitted, or back for another attempt): it counts for maxQueued and
+        maxPendingPerUser. ``restored``: a decision about it whose publish failed is forgotten (it keeps its place)."""
 
     def queued(self, op: OpRecord, now: datetime | None) -> None:
         """The op joined its queue's order (status QUEUED)."""

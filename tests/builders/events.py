@@ -25,10 +25,11 @@ NAMESPACE = "opsched"
 
 
 def submitted(spec: OpSpec, *, op_id: str = "op-1", at: datetime = T0, queue: str | None = None,
-              priority: int | None = None, submitted_at: datetime | None = None) -> OperationSubmitted:
+              priority: int | None = None, submitted_at: datetime | None = None,
+              by: str | None = None) -> OperationSubmitted:
     return OperationSubmitted(op_id=op_id, at=at, spec=spec, queue=queue or spec.queue or "default",
                               submitted_at=submitted_at or at,
-                              priority=spec.priority if priority is None else priority)
+                              priority=spec.priority if priority is None else priority, requested_by=by)
 
 
 def cost_estimated(op_id: str = "op-1", *, at: datetime = T0, amount: float = 1.0,

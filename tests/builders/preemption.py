@@ -31,6 +31,6 @@ def evicted(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0, reason:
 
 
 def configure_aging(state: Any, b: Any, now: datetime = T0):
-    """Give ``state`` the aging settings of book ``b`` (as the service does on a config change)."""
-    state.queues.configure_aging({q.name: (q.aging.per_minute, q.aging.cap) for q in b.config.queues}, now)
+    """Give ``state`` the aging settings and orderings of book ``b`` (as the service does on a config change)."""
+    state.queues.configure_queues(b.config.queues, now)
     return state

@@ -28,9 +28,10 @@ def fold(*events, state: AdmissionState | None = None) -> AdmissionState:
     return state
 
 
-def ready(op_id: str, *, queue: str = "default", priority: int = 0, at=T0) -> list:
-    """An op submitted at ``at`` whose cost and cache gates have both cleared (a cache miss)."""
-    return [submitted(op(op_id).priority(priority).build(), op_id=op_id, queue=queue, at=at), *gates_cleared(op_id)]
+def ready(op_id: str, *, queue: str = "default", priority: int = 0, at=T0, by: str | None = None) -> list:
+    """An op submitted at ``at`` (by requester ``by``) whose cost and cache gates have both cleared (a cache miss)."""
+    return [submitted(op(op_id).priority(priority).build(), op_id=op_id, queue=queue, at=at, by=by),
+            *gates_cleared(op_id)]
 
 
 def admitted_ids(decisions) -> list[str]:

@@ -41,10 +41,11 @@ from tests.unit.admission_scenarios import NS, admitted_ids, decide, fold, queue
          ops=[("neg", -5, 0), ("zero", 0, 3)], order=["zero", "neg"]),
 ], ids=case_name)
 def test_ordering_is_priority_then_submit_time_then_id(c):
-    keys = {name: sort_key(priority, t(at), name) for name, priority, at in c.ops}
+    """One op per requester: each has fair rank 0 (``test_fair_ordering``: several ops of one requester)."""
+    keys = {name: sort_key(priority, 0, t(at), name) for name, priority, at in c.ops}
     assert sorted(keys, key=keys.get) == c.order
 
-    state = fold(*[ready(name, priority=priority, at=t(at)) for name, priority, at in c.ops])
+    state = fold(*[ready(name, priority=priority, at=t(at), by=name) for name, priority, at in c.ops])
     assert admitted_ids(decide(state)) == c.order
 
 

@@ -164,7 +164,7 @@ def entries(q: PendingQueue, op_id: str) -> tuple[int, int, int]:
     e = q._entries.get(op_id)
 
     def live(heap, where):
-        return sum(1 for item in heap if e is not None and item[2] == op_id and item[3] == e.gen
+        return sum(1 for item in heap if e is not None and item[-2] == op_id and item[-1] == e.gen
                    and (where is None or e.where == where))
 
     caps = sum(1 for item in q._caps if e is not None and item[1] == op_id and item[2] == e.gen and e.where == "aging")
@@ -178,9 +178,9 @@ def test_an_op_whose_cap_time_passes_migrates_exactly_once():
     assert entries(q, "a") == (1, 0, 1)  # not yet capped
     assert q.pop(t(6 * MIN)) == "y"
     assert entries(q, "a") == (0, 1, 0)  # moved to the fixed heap
-    assert sum(1 for item in q._fixed if item[2] == "a") == 1
+    assert sum(1 for item in q._fixed if item[-2] == "a") == 1
     assert q.pop(t(60 * MIN)) == "z"
-    assert entries(q, "a") == (0, 1, 0) and sum(1 for item in q._fixed if item[2] == "a") == 1
+    assert entries(q, "a") == (0, 1, 0) and sum(1 for item in q._fixed if item[-2] == "a") == 1
     assert q.pop(t(60 * MIN)) == "a" and q.pop(t(60 * MIN)) is None
 
 

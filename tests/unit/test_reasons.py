@@ -85,6 +85,7 @@ SAMPLES: dict[Reason, dict[str, object]] = {  # fields that fill each reason's t
     Reason.AGENT_SILENT: dict(agent="agent-b", since=datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)),
     Reason.BAD_REQUEST: dict(error="Expected `object`, got `int`"),
     Reason.RESOURCE_NOT_COVERED: dict(queue="cpu", resource="nvidia.com/gpu", covered="cpu, memory", amount=2.0),
+    Reason.USER_PENDING_CAP: dict(user="ann", count=1000, queue="default", cap=1000),
 }
 
 

@@ -1,10 +1,12 @@
 """Aging against starvation: a waiting op's effective priority is
 ``priority + min(cap, per_minute * minutes waited)`` (base priority when aging is off).
 
-The order this gives is kept in O(log n) per operation with two heaps per queue: ops still aging
-are ordered by ``priority - rate * submitted_at`` (their relative order never changes while both
-age at the same rate), ops that reached the cap by ``priority + cap``; an op moves from the first to
-the second once, when its cap time passes. Popping compares the two heads at the current time.
+The order this gives (``ordering.sort_key``: effective priority, fair rank, time, id) is kept in O(log n)
+per operation with two heaps per queue: ops still aging are ordered by ``priority - rate * submitted_at``
+(their relative order never changes while both age at the same rate), ops that reached the cap by
+``priority + cap``; an op moves from the first to the second once, when its cap time passes. Popping
+compares the two heads at the current time. An op's fair rank (``ordering.FairRanks``) is fixed while it
+waits, so it is part of its heap entry; a ``fifo`` queue files every op with rank 0.
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import heapq
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
+
+from services.admission.policies.ordering import sort_key
 
 
 def effective(priority: int, submitted_at: datetime, now: datetime, per_minute: float,
@@ -29,16 +33,18 @@ class _Entry:
     submitted: float  # epoch seconds
     gen: int
     where: str  # "aging" or "fixed"
+    rank: int = 0  # its fair rank (``ordering``); counted only when the queue is fair
 
 
 @dataclass
 class PendingQueue:
-    """The waiting ops of one queue in effective-priority order (then submit time, then id)."""
+    """The waiting ops of one queue in ``ordering.sort_key`` order at the current time."""
 
     per_minute: float = 0.0
     cap: float = 0.0
-    _aging: list = field(default_factory=list)  # (-(p - r*s), s, op_id, gen)
-    _fixed: list = field(default_factory=list)  # (-(p + cap or p), s, op_id, gen)
+    fair: bool = True  # ``ordering: fair-by-user``: the fair rank counts; ``fifo``: every op ranks 0
+    _aging: list = field(default_factory=list)  # sort_key(p - r*s, rank, s, op_id) + (gen,)
+    _fixed: list = field(default_factory=list)  # sort_key(p + cap or p, rank, s, op_id) + (gen,)
     _caps: list = field(default_factory=list)  # (cap time, op_id, gen)
     _entries: dict[str, _Entry] = field(default_factory=dict)
     _gen: int = 0
@@ -53,19 +59,31 @@ class PendingQueue:
     def ids(self) -> list[str]:
         return sorted(self._entries)
 
-    def push(self, op_id: str, priority: int, submitted_at: datetime, now: datetime | None = None) -> None:
-        """File an op; the cap migration happens when popping, so ``now`` is only a shortcut."""
+    def push(self, op_id: str, priority: int, submitted_at: datetime, now: datetime | None = None,
+             rank: int = 0) -> None:
+        """File an op (``submitted_at``: when it entered the queue; ``rank``: its fair rank); the cap
+        migration happens when popping, so ``now`` is only a shortcut."""
         self._gen += 1
         s = submitted_at.timestamp()
         not_capped = now is None or s + self.cap / max(self.rate, 1e-12) > now.timestamp()
         aging = self.rate > 0 and self.cap > 0 and not_capped
-        entry = _Entry(priority, s, self._gen, "aging" if aging else "fixed")
+        entry = _Entry(priority, s, self._gen, "aging" if aging else "fixed", rank)
         self._entries[op_id] = entry
+        order = rank if self.fair else 0
         if aging:
-            heapq.heappush(self._aging, (-(priority - self.rate * s), s, op_id, entry.gen))
+            heapq.heappush(self._aging, sort_key(priority - self.rate * s, order, s, op_id) + (entry.gen,))
             heapq.heappush(self._caps, (s + self.cap / self.rate, op_id, entry.gen))
         else:
-            heapq.heappush(self._fixed, (-(priority + (self.cap if self.rate > 0 else 0.0)), s, op_id, entry.gen))
+            fixed = priority + (self.cap if self.rate > 0 else 0.0)
+            heapq.heappush(self._fixed, sort_key(fixed, order, s, op_id) + (entry.gen,))
+
+    def key(self, op_id: str, now: datetime) -> tuple | None:
+        """The op's ``sort_key`` at ``now`` (None: not filed here): what ``why`` ranks positions by."""
+        e = self._entries.get(op_id)
+        if e is None:
+            return None
+        gained = max(0.0, min(self.cap, self.rate * (now.timestamp() - e.submitted))) if self.rate > 0 else 0.0
+        return sort_key(e.priority + gained, e.rank if self.fair else 0, e.submitted, op_id)
 
     def discard(self, op_id: str) -> None:
         self._entries.pop(op_id, None)
@@ -77,28 +95,28 @@ class PendingQueue:
             return None
         t = now.timestamp()
         pick = self._aging if f is None or (a is not None and self._before(a, f, t)) else self._fixed
-        _, _, op_id, _ = heapq.heappop(pick)
+        op_id = heapq.heappop(pick)[3]
         self._entries.pop(op_id, None)
         return op_id
 
-    def reconfigure(self, per_minute: float, cap: float | None, now: datetime) -> None:
-        """New aging settings: re-file every waiting op (only on a configuration change)."""
+    def reconfigure(self, per_minute: float, cap: float | None, now: datetime, fair: bool | None = None) -> None:
+        """New aging settings or ordering: re-file every waiting op (only on a configuration change)."""
         cap = math.inf if cap is None else cap
-        if (per_minute, cap) == (self.per_minute, self.cap):
+        fair = self.fair if fair is None else fair
+        if (per_minute, cap, fair) == (self.per_minute, self.cap, self.fair):
             return
         entries = self._entries
-        self.per_minute, self.cap = per_minute, cap
+        self.per_minute, self.cap, self.fair = per_minute, cap, fair
         self._aging, self._fixed, self._caps, self._entries = [], [], [], {}
         for op_id, e in entries.items():
-            self.push(op_id, e.priority, datetime.fromtimestamp(e.submitted, now.tzinfo), now)
+            self.push(op_id, e.priority, datetime.fromtimestamp(e.submitted, now.tzinfo), now, e.rank)
 
     def _before(self, a: tuple, f: tuple, t: float) -> bool:
-        ea, ef = -a[0] + self.rate * t, -f[0]
-        return (-ea, a[1], a[2]) < (-ef, f[1], f[2])
+        return sort_key(-a[0] + self.rate * t, *a[1:4]) < f[:4]
 
     def _head(self, heap: list, where: str) -> tuple | None:
         while heap:
-            _, _, op_id, gen = heap[0]
+            op_id, gen = heap[0][3], heap[0][4]
             entry = self._entries.get(op_id)
             if entry is not None and entry.gen == gen and entry.where == where:
                 return heap[0]
@@ -112,4 +130,5 @@ class PendingQueue:
             if entry is None or entry.gen != gen or entry.where != "aging":
                 continue
             entry.where = "fixed"
-            heapq.heappush(self._fixed, (-(entry.priority + self.cap), entry.submitted, op_id, gen))
+            order = entry.rank if self.fair else 0
+            heapq.heappush(self._fixed, sort_key(entry.priority + self.cap, order, entry.submitted, op_id) + (gen,))
