@@ -92,7 +92,7 @@ def _unknown_queue(file: str, specs: list, queues: list[str | None], config) -> 
 async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues: list[str | None]) -> int:
     from proto.spec_size import SpecTooLarge
     from services.runtime import tracing
-    from services.runtime.bus import no_stream
+    from services.runtime.bus import StreamFull, no_stream
     from services.runtime.errors import MessageTooLarge
     from services.runtime.refusals import NotPermitted
 
@@ -112,7 +112,7 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues:
         for spec, op_id in zip(specs, ids):
             try:
                 await client.submit(spec, op_id=op_id, requested_by="cli", traceparent=parent)
-            except (SpecTooLarge, MessageTooLarge, NotPermitted) as exc:  # refused: nothing stored
+            except (SpecTooLarge, MessageTooLarge, NotPermitted, StreamFull) as exc:  # refused: nothing stored
                 return _fail(f"{args.file}: refused: {exc}")
             except Exception as exc:  # nothing stores commands: the services never created their streams
                 if not no_stream(exc):
