@@ -135,11 +135,13 @@ class CommandPurge:
 
     async def run(self, bus: Bus, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            await _wait(stop, self.settings.cmd_purge_interval_s)  # an interval after taking the lead, then each
+            if stop.is_set():
+                return
             try:
                 await self.round(bus)
             except Exception as exc:  # noqa: BLE001 - NATS away: the next round does it (idempotent)
                 self.log.warning("command_purge_failed", error=repr(exc))
-            await _wait(stop, self.settings.cmd_purge_interval_s)
 
     async def round(self, bus: Bus) -> int:
         """Purge the commands every one of admission's durables acked; returns the first sequence kept."""
