@@ -217,7 +217,8 @@ class Bus:
         with ``align`` (admission: the one service allowed to update a stream) align their subjects and direct gets
         if they drifted; raise their replicas to ``self.replicas``, never lower them (one that does not know the
         cluster's setting must not shrink it). ``limits`` (stream -> ``StreamLimits``; services pass their
-        settings') are applied to new and (aligning) existing streams, with what each does at them (``DISCARD``)."""
+        settings') are applied to new and (aligning) existing streams, with what each does at them (``DISCARD``);
+        aligning, the existing buckets are given ``bucket_bytes``."""
         for name, (subj, per_subject) in subjects.STREAMS.items():
             config = api.StreamConfig(
                 name=name, subjects=subj, storage=api.StorageType.FILE,
@@ -251,6 +252,19 @@ class Bus:
                     or config.num_replicas != (info.config.num_replicas or 1) or not info.config.allow_direct
                     or _limits_of(info.config) != _limits_of(config)):
                 await self.js.update_stream(config)
+        if align:
+            await self._align_buckets()
+
+    async def _align_buckets(self) -> None:
+        """Give the existing buckets the byte limits of ``bucket_bytes`` (one made before they had any)."""
+        for bucket, max_bytes in self.bucket_bytes.items():
+            try:
+                info = await self.js.stream_info(subjects.kv_stream(bucket))
+            except NotFoundError:
+                continue  # its service creates it, bounded
+            if (info.config.max_bytes or -1) != max_bytes:
+                info.config.max_bytes = max_bytes
+                await self.js.update_stream(info.config)
 
     async def ensure_cache_bucket(self, bucket: str, *, max_age_s: float | None = None):
         """The bucket (created with ``self.replicas`` replicas if missing; its keys kept ``max_age_s`` if

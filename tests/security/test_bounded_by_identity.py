@@ -68,6 +68,8 @@ async def test_a_submitter_flooding_its_own_subject_is_refused_past_the_cap_whil
 async def test_the_op_stream_at_its_byte_limit_refuses_new_events_keeps_the_old_and_the_service_says_so(
         nats_server, bus, stack_factory, client, events):
     stack = await stack_factory(("admission", "cost", "cache"), ops_max_bytes=OPS_BYTES)
+    leases = (await bus.js.stream_info(subjects.kv_stream(subjects.LEASE_BUCKET))).config
+    assert leases.max_bytes == Settings().leases_max_bytes  # every bucket is created bounded too
     filler = subjects.event("submitted", "filler")
     with pytest.raises(StreamFull) as full:  # the harness fills it: refused at the limit, never taken for an outage
         for i in range(OPS_BYTES // 1024 + 10):

@@ -214,12 +214,14 @@ async def test_stream_limits_are_applied_to_an_existing_store_and_a_service_that
 
     old = await nats_server.connect(name="before-limits", identity=HARNESS)
     await old.ensure_streams()  # a store made before streams had limits
+    await old.ensure_cache_bucket(subjects.OPS_BUCKET)  # ... and buckets
     await old.publish_raw(subjects.command("stop", old.user), b"kept", msg("s1"))
     limits = Settings(cmd_max_age_s=3600, dlq_max_age_s=7200, dlq_max_bytes=1 << 20, cmd_max_bytes=1 << 21,
                       cmd_backlog_per_subject=7, ops_max_bytes=1 << 22, cluster_max_bytes=1 << 23,
                       config_max_bytes=1 << 24).stream_limits()
     service = await nats_server.connect(name="opsched-admission")
-    await service.ensure_streams(limits)  # admission aligns the streams
+    service.bucket_bytes = Settings(summaries_max_bytes=1 << 25).bucket_bytes()
+    await service.ensure_streams(limits)  # admission aligns the streams (and the buckets' sizes)
     cost = await nats_server.connect(name="opsched-cost")
     await cost.ensure_streams(align=False)  # the others create what is missing, and leave the rest alone
     await cost.close()
@@ -237,6 +239,8 @@ async def test_stream_limits_are_applied_to_an_existing_store_and_a_service_that
     assert dlq.discard == api.DiscardPolicy.OLD  # dead letters: the oldest go first
     assert (cluster.max_bytes, cluster.max_msgs_per_subject, cluster.discard) == (1 << 23, 1, api.DiscardPolicy.NEW)
     assert (config.max_bytes, config.discard) == (1 << 24, api.DiscardPolicy.NEW)
+    summaries = (await service.js.stream_info(subjects.kv_stream(subjects.OPS_BUCKET))).config
+    assert (summaries.max_bytes, summaries.discard) == (1 << 25, api.DiscardPolicy.NEW)  # a new key refused
     assert await service.read_all(subjects.CMD_STREAM, subjects.CMD_ALL) == [b"kept"]
     await old.close()
     await service.close()
