@@ -68,8 +68,8 @@ class StreamFull(Exception):
     """A stream refused a publish at one of its limits (bytes, messages, or messages of that subject): not an
     outage (the same publish is refused until space is freed), not the message's fault."""
 
-    def __init__(self, subject: str, description: str) -> None:
-        stream = subjects.stream_of(subject) or "a stream"
+    def __init__(self, subject: str, description: str, stream: str | None = None) -> None:
+        stream = stream or subjects.stream_of(subject) or "a stream"
         per_subject = "per subject" in description
         if stream == subjects.CMD_STREAM and per_subject:
             text = (f"the scheduler refused the command on {subject}: {description}: as many of your commands of "
@@ -82,14 +82,14 @@ class StreamFull(Exception):
         self.stream, self.subject, self.description, self.per_subject = stream, subject, description, per_subject
 
 
-def stream_full(exc: BaseException, subject: str) -> StreamFull | None:
+def stream_full(exc: BaseException, subject: str, stream: str | None = None) -> StreamFull | None:
     """``exc`` as a ``StreamFull`` (a publish to ``subject`` refused at a stream's limit), else None."""
     if isinstance(exc, StreamFull):
         return exc
     if isinstance(exc, nats.js.errors.APIError) and getattr(exc, "err_code", None) == STORE_FAILED:
         description = (getattr(exc, "description", None) or "").lower()
         if any(limit in description for limit in _AT_LIMIT):
-            return StreamFull(subject, description)
+            return StreamFull(subject, description, stream)
     return None
 # NATS or JetStream cannot take the call now (disconnected, reconnecting, no ack in time, no leader):
 # an outage, retried for as long as it lasts; never the message's fault.
@@ -145,17 +145,29 @@ async def patiently(call: Callable[[], Awaitable[Any]], nc: nats.NATS) -> Any:
 
 
 class PatientKV:
-    """A JetStream KV bucket whose reads and writes wait out an election, as ``Bus.publish`` does."""
+    """A JetStream KV bucket whose reads and writes wait out an election, as ``Bus.publish`` does; a write the
+    bucket refused at its byte limit is ``StreamFull`` at once (not a leaderless bucket)."""
 
-    def __init__(self, kv: Any, nc: nats.NATS) -> None:
+    def __init__(self, kv: Any, nc: nats.NATS, bucket: str = "") -> None:
         self._kv = kv
         self._nc = nc
+        self._bucket = bucket
 
     def __getattr__(self, name: str) -> Any:
         call = getattr(self._kv, name)
         if name not in ("get", "put", "create", "update"):
             return call
-        return lambda *args, **kwargs: patiently(lambda: call(*args, **kwargs), self._nc)
+
+        async def once(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await call(*args, **kwargs)
+            except nats.js.errors.APIError as exc:
+                key = str(args[0]) if args else ""
+                full = stream_full(exc, subjects.kv_key(self._bucket, key), subjects.kv_stream(self._bucket))
+                if full is None:
+                    raise
+                raise full from exc
+        return lambda *args, **kwargs: patiently(lambda: once(*args, **kwargs), self._nc)
 
 
 def stream_sequence(msg: Any) -> int:
@@ -282,7 +294,7 @@ class Bus:
             info.config.allow_direct = True
             await js.update_stream(info.config)
             kv = await js.key_value(bucket)
-        return PatientKV(KVCalls(kv, self.requester, KV_TIMEOUT_S), self.nc)
+        return PatientKV(KVCalls(kv, self.requester, KV_TIMEOUT_S), self.nc, bucket)
 
     async def purge(self, stream: str, subject: str, *, before_seq: int | None = None, keep: int | None = None) -> None:
         """Remove ``subject``'s messages from ``stream`` (only those before ``before_seq``, or all but the last

@@ -244,3 +244,20 @@ async def test_stream_limits_are_applied_to_an_existing_store_and_a_service_that
     assert await service.read_all(subjects.CMD_STREAM, subjects.CMD_ALL) == [b"kept"]
     await old.close()
     await service.close()
+
+
+async def test_a_bucket_at_its_byte_limit_refuses_a_new_key_keeps_the_old_and_still_replaces_one(nats_server):
+    from services.runtime.bus import StreamFull
+
+    bus = await nats_server.connect(name="test", identity=HARNESS)
+    bus.bucket_bytes = {subjects.CACHE_BUCKET: 8 * 1024}
+    kv = await bus.ensure_cache_bucket(subjects.CACHE_BUCKET)
+    with pytest.raises(StreamFull) as full:  # at once: not waited out as a leaderless bucket
+        for i in range(20):
+            await kv.put(f"k{i}", b"v" * 1024)
+    assert full.value.stream == subjects.kv_stream(subjects.CACHE_BUCKET)
+    assert "maximum bytes exceeded" in full.value.description
+    assert (await kv.get("k0")).value == b"v" * 1024  # nothing old dropped
+    await kv.put("k0", b"w" * 1024)  # one revision per key: a known key is still replaced
+    assert (await kv.get("k0")).value == b"w" * 1024
+    await bus.close()
