@@ -68,13 +68,16 @@ async def test_a_submitter_flooding_its_own_subject_is_refused_past_the_cap_whil
 async def test_the_op_stream_at_its_byte_limit_refuses_new_events_keeps_the_old_and_the_service_says_so(
         nats_server, bus, stack_factory, client, events):
     stack = await stack_factory(("admission", "cost", "cache"), ops_max_bytes=OPS_BYTES)
-    leases = (await bus.js.stream_info(subjects.kv_stream(subjects.LEASE_BUCKET))).config
-    assert leases.max_bytes == Settings().leases_max_bytes  # every bucket is created bounded too
-    filler = subjects.event("submitted", "filler")
-    with pytest.raises(StreamFull) as full:  # the harness fills it: refused at the limit, never taken for an outage
-        for i in range(OPS_BYTES // 1024 + 10):
-            await bus.publish_raw(filler, b"f" * 1024, {"Nats-Msg-Id": f"fill-{i}"})
-    assert full.value.stream == subjects.OPS_STREAM and "maximum bytes exceeded" in full.value.description
+    # it leads first: its claim is an event on the op stream too (a full one refuses it: README "Retention")
+    await asyncio.wait_for(stack.service("admission").leadership.leading.wait(), timeout=15)
+    in_hand = (await bus.js.stream_info(subjects.kv_stream(subjects.IN_HAND_BUCKET))).config
+    assert in_hand.max_bytes == Settings().in_hand_max_bytes  # every bucket is created bounded too
+    filler = subjects.event("filler", "x")  # no service consumes it (admission's fold skips it): no error events
+    for size in (1024, 128, 16):  # the harness fills it, to the last bytes: refused, never taken for an outage
+        with pytest.raises(StreamFull) as full:
+            for i in range(OPS_BYTES // size + 10):
+                await bus.publish_raw(filler, b"f" * size, {"Nats-Msg-Id": f"fill-{size}-{i}"})
+        assert full.value.stream == subjects.OPS_STREAM and "maximum bytes exceeded" in full.value.description
     before = (await bus.js.stream_info(subjects.OPS_STREAM)).state
     op_id = await client.submit(op("while-full").build())  # the command stream still takes it
 
