@@ -16,6 +16,7 @@ from opsched.connection import fail as _fail
 from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
 from proto.templating import TemplateError
 
+EXIT_FULL = 1  # a submit refused at a stream's limit (the backlog cap per identity): not stored, try again later
 QUEUES_HELP = ("queue configuration YAML whose pod security the op is checked against (default: the running "
                "`opsched up`'s, else the default level)")
 
@@ -92,7 +93,7 @@ def _unknown_queue(file: str, specs: list, queues: list[str | None], config) -> 
 async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues: list[str | None]) -> int:
     from proto.spec_size import SpecTooLarge
     from services.runtime import tracing
-    from services.runtime.bus import no_stream
+    from services.runtime.bus import StreamFull, no_stream
     from services.runtime.errors import MessageTooLarge
     from services.runtime.refusals import NotPermitted
 
@@ -114,6 +115,8 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues:
                 await client.submit(spec, op_id=op_id, requested_by="cli", traceparent=parent)
             except (SpecTooLarge, MessageTooLarge, NotPermitted) as exc:  # refused: nothing stored
                 return _fail(f"{args.file}: refused: {exc}")
+            except StreamFull as exc:  # the server's backlog cap (or a full stream): nothing stored, try later
+                return _fail(f"{args.file}: refused: {exc}", EXIT_FULL)
             except Exception as exc:  # nothing stores commands: the services never created their streams
                 if not no_stream(exc):
                     raise
@@ -277,6 +280,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--id", help="operation id (default: random); the same id submitted twice is one op "
                    "(a sweep's ops are ID-0, ID-1, ...)")
     s.add_argument("--wait", "-w", action="store_true", help="watch until the op (every op of a sweep) ends")
+    s.epilog = ("exit 1: the server refused the submit at a limit (your backlog of queued commands of a verb, "
+                "OPSCHED_CMD_BACKLOG_PER_SUBJECT, or a full command stream): nothing stored, send it again later")
     s.add_argument("--dry-run", action="store_true", help="print the pods each op would get; publish nothing")
     s.add_argument("--output", "-o", choices=("yaml", "json"), default="yaml",
                    help="--dry-run's format; with --wait, json prints one JSON object per event")

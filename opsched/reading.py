@@ -29,6 +29,7 @@ def print_json(value: Any) -> None:
 
 def with_client(args: argparse.Namespace, action: Callable[[Any], Awaitable[int]]) -> int:
     """Connect as the CLI does (exit 3 when NATS cannot be reached), run ``action(client)``, close."""
+    from services.runtime.bus import StreamFull
     from services.runtime.refusals import NotPermitted
 
     async def run() -> int:
@@ -37,7 +38,7 @@ def with_client(args: argparse.Namespace, action: Callable[[Any], Awaitable[int]
             return EXIT_UNREACHABLE
         try:
             return await action(client)
-        except NotPermitted as exc:  # the server refused this user's role
+        except (NotPermitted, StreamFull) as exc:  # the server refused this user's role, or the command (a cap)
             return _fail(str(exc))
         except Exception as exc:  # noqa: BLE001 - e.g. no admission answering the query
             return _fail(f"{exc.__class__.__name__}: {exc or 'no answer'} (is admission running?)", 1)

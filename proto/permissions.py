@@ -67,7 +67,8 @@ BUCKETS: dict[str, tuple[str, ...]] = {
     "dispatcher": (subjects.ATTEMPT_FATE_BUCKET,),
 }
 SHARED_BUCKETS = (subjects.IN_HAND_BUCKET,)
-STREAM_KEEPER = "admission"  # the one service that updates the streams (aligns them) and purges the op stream
+STREAM_KEEPER = "admission"  # the one service that updates the streams (aligns them), purges the op stream and
+# the commands it consumed
 # what the services' account exports to the clients' (``opsched.natsauth``): (kind, subject, response type)
 READ_STREAMS = (subjects.OPS_STREAM, subjects.CONFIG_STREAM, subjects.kv_stream(subjects.OPS_BUCKET))
 EXPORTS: tuple[tuple[str, str, str], ...] = (
@@ -105,6 +106,12 @@ def durables_of(name: str, agents: tuple[str, ...] = ()) -> tuple[str, ...]:
     return DURABLES[name] + extra
 
 
+def all_durables(agents: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Every service's durable consumers (the named agents' dispatchers' included): the only ones whose acks hold
+    a stream's messages back from a purge (``Bus.consumed_up_to``)."""
+    return tuple(d for name in SERVICES for d in durables_of(name, agents))
+
+
 def service(name: str, agents: tuple[str, ...] = ()) -> Permissions:
     """A service publishes its own events, the dead letters of its consumers, and what it alone configures; it
     calls JetStream for its own durables and buckets (admission alone aligns streams and purges the op stream),
@@ -112,7 +119,8 @@ def service(name: str, agents: tuple[str, ...] = ()) -> Permissions:
     if name not in EMITS:
         raise ValueError(f"unknown service {name!r}; services: {', '.join(SERVICES)}")
     kv = tuple(subjects.kv_entries(b) for b in BUCKETS[name] + SHARED_BUCKETS)
-    admin = (subjects.STREAM_ALIGN, subjects.stream_purge(subjects.OPS_STREAM)) if name == STREAM_KEEPER else ()
+    admin = (subjects.STREAM_ALIGN, subjects.stream_purge(subjects.OPS_STREAM),
+             subjects.stream_purge(subjects.CMD_STREAM)) if name == STREAM_KEEPER else ()
     publish = (*_events(EMITS[name] + SHARED_EMITS), subjects.dead_letter(name), *OTHER_PUBLISH[name],
                *subjects.JS_SERVICE, *admin, *kv, *QUERIES)
     others = tuple(d for other in SERVICES if other != name for d in durables_of(other, agents))

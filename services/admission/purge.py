@@ -7,14 +7,18 @@ purged kind by kind, ``submitted`` last, so that an interrupted round leaves an 
 Every op due leaves in the round, ``OPSCHED_RETENTION_BATCH`` at a time with their calls in flight at
 once. ``budget_exceeded`` (and charges of ops admission does not hold) stay until no budget window holds
 them (one purge by sequence for all). Nothing is removed that a durable consumer of the stream has not
-acked (``Bus.consumed_up_to``)."""
+acked (``Bus.consumed_up_to``) of the services' own durables (a stray durable holds nothing back).
+
+``CommandPurge``, the other task: every ``OPSCHED_CMD_PURGE_INTERVAL_S`` the commands admission's durable has acked
+leave the command stream, so that the stream's per-subject cap (``OPSCHED_CMD_BACKLOG_PER_SUBJECT``) counts what is
+still queued: the backlog each user may have of each verb."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from proto import codec, subjects
+from proto import codec, permissions, subjects
 from proto.summaries import OpSummary
 from services.admission.fold import OpFold
 from services.admission.records import OpRecord
@@ -38,9 +42,10 @@ def purge_order(op: OpRecord) -> list[str]:
 
 class Retention:
     def __init__(self, fold: OpFold, settings: Settings, clock: Clock, log: Any,
-                 is_leader: Callable[[], bool] = lambda: True) -> None:
+                 is_leader: Callable[[], bool] = lambda: True, agents: Callable[[], Iterable[str]] = tuple) -> None:
         self.fold, self.settings, self.clock, self.log = fold, settings, clock, log
         self.is_leader = is_leader  # only the deciding instance writes summaries and purges
+        self.agents = agents  # the named agents now (their dispatchers' durables hold the op stream too)
         self.summaries: Any = None  # the ops bucket, opened on the first round
         self.purged = 0  # ops removed from the stream so far (and strays)
 
@@ -56,7 +61,8 @@ class Retention:
     async def round(self, bus: Bus) -> int:
         """Ops (and strays) past their ttl leave memory and the stream. Returns how many ops left."""
         now, ttl, batch = self.clock.now(), self.settings.retention_ttl_s, self.settings.retention_batch
-        consumed = await bus.consumed_up_to(subjects.OPS_STREAM)
+        durables = permissions.all_durables(tuple(sorted(set(self.agents()))))
+        consumed = await bus.consumed_up_to(subjects.OPS_STREAM, durables)
         due = [op for op in self.fold.ops.values() if expired(op, now, ttl, consumed)]
         due.sort(key=lambda op: (op.ended_at, op.op_id))
         leader = self.is_leader()
@@ -111,6 +117,39 @@ class Retention:
         except Exception as exc:  # noqa: BLE001 - the op's own summary is there already: keep it
             if type(exc).__name__ != "KeyWrongLastSequenceError":
                 raise
+
+
+class CommandPurge:
+    """The commands admission consumed leave the command stream (the leader's task).
+
+    Why a purge and not a work-queue stream (acked = removed by the server): NATS refuses to change an existing
+    stream's retention, so every installed command stream would have to be deleted, with the commands queued in
+    it; a work queue also refuses any second consumer whose filter overlaps (a new durable, a reader's ephemeral
+    one: tests and operators read the stream) and any consumer without explicit acks. Purging below the ack floor
+    of admission's own durable is what the op stream's retention does already; the cap then counts what is still
+    queued, up to one interval late."""
+
+    def __init__(self, settings: Settings, log: Any) -> None:
+        self.settings, self.log = settings, log
+        self.purged_below = 0  # the first sequence that may still be stored (what the last purge kept)
+
+    async def run(self, bus: Bus, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await _wait(stop, self.settings.cmd_purge_interval_s)  # an interval after taking the lead, then each
+            if stop.is_set():
+                return
+            try:
+                await self.round(bus)
+            except Exception as exc:  # noqa: BLE001 - NATS away: the next round does it (idempotent)
+                self.log.warning("command_purge_failed", error=repr(exc))
+
+    async def round(self, bus: Bus) -> int:
+        """Purge the commands every one of admission's durables acked; returns the first sequence kept."""
+        consumed = await bus.consumed_up_to(subjects.CMD_STREAM, permissions.durables_of(permissions.STREAM_KEEPER))
+        if consumed + 1 > self.purged_below:
+            await bus.purge(subjects.CMD_STREAM, subjects.CMD_ALL, before_seq=consumed + 1)
+            self.purged_below = consumed + 1
+        return self.purged_below
 
 
 async def _bounded(calls: list[Awaitable[None]], limit: int) -> None:

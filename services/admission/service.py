@@ -50,7 +50,7 @@ from services.admission.catchup import FoldProgress
 from services.admission.command_rate import CommandRate, requester_of
 from services.admission.config_source import ConfigSource, queues_configured
 from services.admission.measures import Measures
-from services.admission.purge import Retention
+from services.admission.purge import CommandPurge, Retention
 from services.admission.queues import Book, QueuesConfigError, compile_book
 from services.admission.state import AdmissionState
 from services.admission.submit_rate import SubmitRate
@@ -96,7 +96,9 @@ class Admission(Service):
         self.leadership = Leadership(subjects.ADMISSION_ROLE, self.clock, settings.lease_ttl_s, settings.lease_renew_s,
                                      self.progress.reach, self.log)
         self.retention = Retention(self.state.fold, settings, self.clock, self.log,  # finished ops leave memory;
-                                   is_leader=self.leadership.deciding)  # only the leader purges
+                                   is_leader=self.leadership.deciding,  # only the leader purges
+                                   agents=self.agents)  # ... what no service's durable holds
+        self.command_purge = CommandPurge(settings, self.log)  # consumed commands leave: the cap counts the rest
 
     async def start(self, bus: Bus) -> None:
         """Config, then cluster facts, then the op stream: replayed into state, then followed live."""
@@ -114,7 +116,11 @@ class Admission(Service):
     def tasks(self) -> list[Task]:
         lead = self.leadership
         return [lead.run, self.config.watch_file, lead.while_leading(self.run_cycles),
-                lead.while_leading(self.run_schedule_runs), self.retention.run]
+                lead.while_leading(self.run_schedule_runs), self.retention.run, lead.while_leading(self.command_purge.run)]
+
+    def agents(self) -> set[str]:
+        """The named agents: declared in the queue config, or heard from (their dispatchers' durables)."""
+        return {agent.name for agent in self.book.config.agents} | set(self.state.fold.heartbeats)
 
     # ---- the commands: each handler returns the events that follow; the requester is the subject's user ----
     @commands.handles(SubmitOperation)

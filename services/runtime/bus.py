@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 import msgspec
@@ -29,6 +29,7 @@ from services.runtime.rebuilding import replaying
 from services.runtime.received import Received
 from services.runtime.refusals import Refusals
 from services.runtime.requesting import PubAck, Requester
+from services.runtime.settings import StreamLimits
 from services.runtime.sizes import check_size
 
 DUPLICATE_WINDOW_S = 120.0
@@ -47,6 +48,50 @@ WRONG_LAST_SEQUENCE_IN_FLIGHT = 10164
 # same fact at once): the same publish a moment later is acked as a duplicate, or stored if that one failed
 DUPLICATE_IN_PROCESS = 10158
 _FENCE_CODES = (WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_FLIGHT)
+# a stream refused to store a message (err_code 10077, status 503: nats-py raises ServiceUnavailableError, which
+# reads like a leaderless stream); at one of its limits, the description says which: ``StreamFull``
+STORE_FAILED = 10077
+_AT_LIMIT = ("maximum bytes exceeded", "maximum messages exceeded", "maximum messages per subject exceeded")
+# What a stream does at its limits (``Settings.stream_limits``): the command stream refuses new commands (per
+# subject, the backlog cap per identity, and at its byte limit) rather than drop other users' queued ones; the op
+# stream is the source of truth replayed on start: it refuses new events, never drops old ones (readiness says so,
+# ``stalls``); the latest-fact streams refuse new subjects (a known one is still replaced: at its per-subject limit
+# the server removes its older message first); the dead letters alone drop their oldest.
+DISCARD: dict[str, api.DiscardPolicy] = {
+    subjects.CMD_STREAM: api.DiscardPolicy.NEW, subjects.OPS_STREAM: api.DiscardPolicy.NEW,
+    subjects.DLQ_STREAM: api.DiscardPolicy.OLD, subjects.CLUSTER_STREAM: api.DiscardPolicy.NEW,
+    subjects.CONFIG_STREAM: api.DiscardPolicy.NEW,
+}
+DISCARD_NEW_PER_SUBJECT = {subjects.CMD_STREAM}  # a subject at its per-subject cap refuses, rather than rolls
+
+
+class StreamFull(Exception):
+    """A stream refused a publish at one of its limits (bytes, messages, or messages of that subject): not an
+    outage (the same publish is refused until space is freed), not the message's fault."""
+
+    def __init__(self, subject: str, description: str, stream: str | None = None) -> None:
+        stream = stream or subjects.stream_of(subject) or "a stream"
+        per_subject = "per subject" in description
+        if stream == subjects.CMD_STREAM and per_subject:
+            text = (f"the scheduler refused the command on {subject}: {description}: as many of your commands of "
+                    "this verb as it queues (OPSCHED_CMD_BACKLOG_PER_SUBJECT) are still waiting for it; send again "
+                    "once it has taken some")
+        else:
+            text = (f"{stream} is full: it refused the message on {subject}: {description} (its limits: README "
+                    f"\"Retention\")")
+        super().__init__(text)
+        self.stream, self.subject, self.description, self.per_subject = stream, subject, description, per_subject
+
+
+def stream_full(exc: BaseException, subject: str, stream: str | None = None) -> StreamFull | None:
+    """``exc`` as a ``StreamFull`` (a publish to ``subject`` refused at a stream's limit), else None."""
+    if isinstance(exc, StreamFull):
+        return exc
+    if isinstance(exc, nats.js.errors.APIError) and getattr(exc, "err_code", None) == STORE_FAILED:
+        description = (getattr(exc, "description", None) or "").lower()
+        if any(limit in description for limit in _AT_LIMIT):
+            return StreamFull(subject, description, stream)
+    return None
 # NATS or JetStream cannot take the call now (disconnected, reconnecting, no ack in time, no leader):
 # an outage, retried for as long as it lasts; never the message's fault.
 NATS_UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -101,17 +146,29 @@ async def patiently(call: Callable[[], Awaitable[Any]], nc: nats.NATS) -> Any:
 
 
 class PatientKV:
-    """A JetStream KV bucket whose reads and writes wait out an election, as ``Bus.publish`` does."""
+    """A JetStream KV bucket whose reads and writes wait out an election, as ``Bus.publish`` does; a write the
+    bucket refused at its byte limit is ``StreamFull`` at once (not a leaderless bucket)."""
 
-    def __init__(self, kv: Any, nc: nats.NATS) -> None:
+    def __init__(self, kv: Any, nc: nats.NATS, bucket: str = "") -> None:
         self._kv = kv
         self._nc = nc
+        self._bucket = bucket
 
     def __getattr__(self, name: str) -> Any:
         call = getattr(self._kv, name)
         if name not in ("get", "put", "create", "update"):
             return call
-        return lambda *args, **kwargs: patiently(lambda: call(*args, **kwargs), self._nc)
+
+        async def once(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await call(*args, **kwargs)
+            except nats.js.errors.APIError as exc:
+                key = str(args[0]) if args else ""
+                full = stream_full(exc, subjects.kv_key(self._bucket, key), subjects.kv_stream(self._bucket))
+                if full is None:
+                    raise
+                raise full from exc
+        return lambda *args, **kwargs: patiently(lambda: once(*args, **kwargs), self._nc)
 
 
 def stream_sequence(msg: Any) -> int:
@@ -151,8 +208,16 @@ def jetstream(nc: nats.NATS, **opts: Any) -> JetStream:
     return JetStream(nc, **opts)
 
 
-def _limits_of(config: api.StreamConfig) -> tuple[float, int]:
-    return round(config.max_age or 0.0, 3), config.max_bytes if config.max_bytes is not None else -1
+def _limits_of(config: api.StreamConfig) -> tuple:
+    return (round(config.max_age or 0.0, 3), config.max_bytes if config.max_bytes is not None else -1,
+            config.max_msgs_per_subject or -1, config.discard or api.DiscardPolicy.OLD,
+            bool(config.discard_new_per_subject))
+
+
+def _per_subject_discard(config: api.StreamConfig) -> None:
+    """A capped subject of the command stream refuses (the server allows it only with a cap)."""
+    capped = config.name in DISCARD_NEW_PER_SUBJECT and (config.max_msgs_per_subject or -1) > 0
+    config.discard_new_per_subject = capped
 
 
 class Bus:
@@ -163,6 +228,7 @@ class Bus:
         self.user = user  # the NATS user: the commands it publishes go on cmd.<user>.
         self.refusals = Refusals()  # what the server refused this user (set by ``connect``)
         self.replicas = replicas  # of the streams and buckets this bus creates
+        self.bucket_bytes: dict[str, int] = {}  # the most bytes of each bucket it creates (a service's settings)
         self.requester = Requester(nc)  # JetStream publishes with less Python than nats-py's own
         self._closing = {"now": False}
 
@@ -186,21 +252,26 @@ class Bus:
     connected = property(lambda self: self.nc.is_connected)
     closed = property(lambda self: self.nc.is_closed)  # it gave up reconnecting (or was closed): for good
 
-    async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None, *, align: bool = True) -> None:
+    async def ensure_streams(self, limits: dict[str, StreamLimits] | None = None, *, align: bool = True) -> None:
         """Create the streams (file storage, ``self.replicas`` replicas, direct gets: how clients read) if missing;
         with ``align`` (admission: the one service allowed to update a stream) align their subjects and direct gets
         if they drifted; raise their replicas to ``self.replicas``, never lower them (one that does not know the
-        cluster's setting must not shrink it). ``limits`` (stream -> max age in seconds, max bytes; services pass
-        their settings') are applied to new and (aligning) existing streams."""
+        cluster's setting must not shrink it). ``limits`` (stream -> ``StreamLimits``; services pass their
+        settings') are applied to new and (aligning) existing streams, with what each does at them (``DISCARD``);
+        aligning, the existing buckets are given ``bucket_bytes``."""
         for name, (subj, per_subject) in subjects.STREAMS.items():
             config = api.StreamConfig(
                 name=name, subjects=subj, storage=api.StorageType.FILE,
                 duplicate_window=DUPLICATE_WINDOW_S, retention=api.RetentionPolicy.LIMITS,
                 max_msgs_per_subject=per_subject, num_replicas=self.replicas, allow_direct=True,
+                discard=DISCARD[name],
             )
             wanted = (limits or {}).get(name)
             if wanted is not None:
-                config.max_age, config.max_bytes = wanted
+                config.max_age, config.max_bytes = wanted.max_age_s, wanted.max_bytes
+                if wanted.per_subject is not None:
+                    config.max_msgs_per_subject = wanted.per_subject
+            _per_subject_discard(config)
             try:
                 info = await self.js.stream_info(name)
             except NotFoundError:
@@ -214,11 +285,26 @@ class Bus:
             config.num_replicas = max(self.replicas, info.config.num_replicas or 1)
             if wanted is None:
                 config.max_age, config.max_bytes = info.config.max_age, info.config.max_bytes
+                if name in DISCARD_NEW_PER_SUBJECT:  # its cap is a setting: kept as it is
+                    config.max_msgs_per_subject = info.config.max_msgs_per_subject
+                    _per_subject_discard(config)
             if (sorted(info.config.subjects or []) != sorted(subj)
-                    or (info.config.max_msgs_per_subject or -1) != per_subject
                     or config.num_replicas != (info.config.num_replicas or 1) or not info.config.allow_direct
                     or _limits_of(info.config) != _limits_of(config)):
                 await self.js.update_stream(config)
+        if align:
+            await self._align_buckets()
+
+    async def _align_buckets(self) -> None:
+        """Give the existing buckets the byte limits of ``bucket_bytes`` (one made before they had any)."""
+        for bucket, max_bytes in self.bucket_bytes.items():
+            try:
+                info = await self.js.stream_info(subjects.kv_stream(bucket))
+            except NotFoundError:
+                continue  # its service creates it, bounded
+            if (info.config.max_bytes or -1) != max_bytes:
+                info.config.max_bytes = max_bytes
+                await self.js.update_stream(info.config)
 
     async def ensure_cache_bucket(self, bucket: str, *, max_age_s: float | None = None):
         """The bucket (created with ``self.replicas`` replicas if missing; its keys kept ``max_age_s`` if
@@ -229,28 +315,30 @@ class Bus:
             kv = await js.key_value(bucket)
         except (NotFoundError, nats.js.errors.BucketNotFoundError):
             kv = await js.create_key_value(api.KeyValueConfig(
-                bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas, ttl=max_age_s, direct=True))
+                bucket=bucket, storage=api.StorageType.FILE, replicas=self.replicas, ttl=max_age_s, direct=True,
+                max_bytes=self.bucket_bytes.get(bucket)))  # at the limit new keys are refused (discard new)
         if not getattr(kv, "_direct", True):
             info = await js.stream_info(subjects.kv_stream(bucket))
             info.config.allow_direct = True
             await js.update_stream(info.config)
             kv = await js.key_value(bucket)
-        return PatientKV(KVCalls(kv, self.requester, KV_TIMEOUT_S), self.nc)
+        return PatientKV(KVCalls(kv, self.requester, KV_TIMEOUT_S), self.nc, bucket)
 
     async def purge(self, stream: str, subject: str, *, before_seq: int | None = None, keep: int | None = None) -> None:
         """Remove ``subject``'s messages from ``stream`` (only those before ``before_seq``, or all but the last
         ``keep``, if given)."""
         await self.js.purge_stream(stream, subject=subject, seq=before_seq, keep=keep)
 
-    async def consumed_up_to(self, stream: str) -> int:
-        """The stream sequence up to which every durable consumer of ``stream`` has acked what it was
-        given (the stream's last sequence when all are caught up): what may be removed without a
-        service missing it."""
+    async def consumed_up_to(self, stream: str, durables: Collection[str]) -> int:
+        """The stream sequence up to which every one of ``durables`` (the services' own: ``proto.permissions.
+        durables_of``) has acked what it was given (the stream's last sequence when all are caught up): what may be
+        removed without a service missing it. Any other consumer (a stray durable, a reader's) holds nothing back:
+        it cannot pin the purges at 0."""
         info = await self.js.stream_info(stream)
         done = info.state.last_seq
         for consumer in await self.js.consumers_info(stream):
-            if not consumer.config.durable_name or not (consumer.num_pending or consumer.num_ack_pending):
-                continue  # an ordered follower (it reads, it consumes nothing), or one caught up
+            if consumer.config.durable_name not in durables or not (consumer.num_pending or consumer.num_ack_pending):
+                continue  # not a service's (an ordered follower reads, it consumes nothing), or one caught up
             done = min(done, consumer.ack_floor.stream_seq if consumer.ack_floor else 0)
         return done
 
@@ -282,12 +370,19 @@ class Bus:
         died and its replicas elect another) publish again, for up to ``PUBLISH_PATIENCE_S``: a handler
         keeps its message meanwhile, rather than nak it to a consumer leader that may be gone too. A message
         over the server's max payload (headers counted) is refused first: ``MessageTooLarge``, nothing sent; one
-        the server refused this user (its permissions) is not tried again: ``NotPermitted``."""
+        the server refused this user (its permissions) is not tried again: ``NotPermitted``; one a stream refused
+        at its limits: ``StreamFull``."""
         check_size(subject, data, headers, self.nc.max_payload)
 
         async def once() -> PubAck:
             self.refusals.check(self.user, subject)
-            return await self.requester.publish(subject, data, headers, PUBLISH_TIMEOUT_S)
+            try:
+                return await self.requester.publish(subject, data, headers, PUBLISH_TIMEOUT_S)
+            except nats.js.errors.APIError as exc:  # a stream at its limit: not a leaderless one, no second try
+                full = stream_full(exc, subject)
+                if full is None:
+                    raise
+                raise full from exc
         return await patiently(once, self.nc)
 
     async def durable(self, durable: str, stream: str, filters: list[str], *,

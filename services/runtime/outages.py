@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from services.runtime.backoff import Backoff
-from services.runtime.bus import Received, as_unavailable
+from services.runtime.bus import Received, StreamFull, as_unavailable
 from services.runtime.clock import Clock
 from services.runtime.errors import DependencyUnavailable
 from services.runtime.handling import quietly as _quietly
@@ -39,6 +39,7 @@ class WaitsOut:
     handler_loops: HandlerLoops
     stats: Any
     in_hand: Any  # ``inhand``'s records of the deliveries given back
+    stalls: Any  # ``stalls.Stalls``: a full stream is reported there (readiness' ``not_progressing``)
 
     async def give_back(self, msg: Received, delay: float | None = None) -> None:
         """Nak ``msg`` (it is delivered again, after ``delay`` if given), counted as given back first: never
@@ -47,22 +48,35 @@ class WaitsOut:
         await _quietly(msg.raw.nak() if delay is None else msg.raw.nak(delay=delay))
 
     async def until_available(self, call: Callable[[], Awaitable[T]], msg: Received | None, log: Any) -> T:
-        """``call()``, tried again with capped backoff for as long as it finds a dependency unavailable
-        (raises ``Draining`` when the service stops meanwhile; any other error at once)."""
+        """``call()``, tried again with capped backoff for as long as it finds a dependency unavailable, or a
+        stream full (``StreamFull``: the op stream refuses new events until retention frees space; readiness
+        names it, ``stalls``) (raises ``Draining`` when the service stops meanwhile; any other error at once)."""
         wait: Wait | None = None
+        full: StreamFull | None = None
+        fulls = 0
         try:
             while True:
                 self.handler_loops.trying()
                 try:
-                    return await call()
+                    result = await call()
+                    if full is not None:  # space again
+                        self.stalls.stored(full.stream)
+                        log.info("stream_no_longer_full", stream=full.stream, refusals=fulls)
+                    return result
+                except StreamFull as exc:  # not an outage: reported as not progressing, the message kept
+                    full, fulls = exc, fulls + 1
+                    self.stalls.full(exc.stream, str(exc), self.clock.now())
+                    delay = self.backoff.delay(fulls)
+                    log.error("stream_full", stream=exc.stream, subject=exc.subject, error=exc.description,
+                              refusals=fulls, retry_in_s=round(delay, 3))
                 except Exception as exc:
                     unavailable = as_unavailable(exc)
                     if unavailable is None:
                         raise
-                wait = await self._waiting(wait, unavailable, log)
-                delay = self.backoff.delay(wait.failures)
-                log.warning("dependency_unavailable", dependency=wait.dependency, error=wait.detail,
-                            failures=wait.failures, since=wait.since.isoformat(), retry_in_s=round(delay, 3))
+                    wait = await self._waiting(wait, unavailable, log)
+                    delay = self.backoff.delay(wait.failures)
+                    log.warning("dependency_unavailable", dependency=wait.dependency, error=wait.detail,
+                                failures=wait.failures, since=wait.since.isoformat(), retry_in_s=round(delay, 3))
                 if msg is not None:
                     await _quietly(msg.raw.in_progress())  # keep it ours: no redelivery, no delivery counted
                 with self.handler_loops.waiting():

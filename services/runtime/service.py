@@ -158,6 +158,7 @@ class Service(WaitsOut):
     async def run(self, bus: Bus, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set; then finish the message in hand and return (drain)."""
         self.bus, self.stopping = bus, stop
+        bus.bucket_bytes = self.settings.bucket_bytes()  # the buckets it creates are bounded
         await bus.ensure_streams(self.settings.stream_limits(), align=self.name == permissions.STREAM_KEEPER)
         await self.start(bus)
         self.in_hand = await open_records(bus, holder_id(), self.settings.poison_crashes)

@@ -2,12 +2,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proto import subjects
+
+
+class StreamLimits(NamedTuple):
+    """What a stream keeps at most: messages this old (0: any age), this many bytes (-1: any), and, given,
+    this many messages per subject (the stream's own default otherwise)."""
+
+    max_age_s: float
+    max_bytes: int
+    per_subject: int | None = None
 
 
 class Settings(BaseSettings):
@@ -69,11 +78,34 @@ class Settings(BaseSettings):
     summaries_max_age_s: float = Field(90 * 86400.0, ge=0, description="summaries of finished ops kept this "
                                        "long (0 = forever)")
     cmd_max_age_s: float = Field(7 * 86400.0, gt=0, description="commands kept this long (consumed long before)")
+    cmd_max_bytes: int = Field(256 << 20, gt=0, description="... and at most this many bytes: a full command "
+                               "stream refuses new commands (the sender is told), it never drops queued ones")
+    cmd_backlog_per_subject: int = Field(1000, ge=1, description="unconsumed commands one user may have of one verb "
+                                         "(a submit: per queue); past it the server refuses that user's next ones "
+                                         "of that verb, the others' still go in")
+    cmd_purge_interval_s: float = Field(1.0, gt=0, description="admission removes the commands it has consumed from "
+                                        "the command stream this often (what the backlog cap counts is the rest)")
+    ops_max_bytes: int = Field(8 << 30, gt=0, description="the op stream keeps at most this many bytes: it is "
+                               "replayed on start, so at the limit it refuses new events (readiness names it) "
+                               "and never drops old ones; admission's retention frees space")
     dlq_max_age_s: float = Field(30 * 86400.0, gt=0, description="dead letters kept this long ...")
     dlq_max_bytes: int = Field(1 << 30, gt=0, description="... and at most this many bytes (oldest dropped first)")
     env_key_file: Path | None = Field(None, description="admission and the dispatcher: the key that seals env "
                                       "values in the op stream (every client reads it; only they open them); none: "
                                       "values as written")
+    cluster_max_bytes: int = Field(256 << 20, gt=0, description="the cluster stream (one fact per node) keeps at "
+                                   "most this many bytes; at the limit new nodes' facts are refused, known ones "
+                                   "still replaced")
+    config_max_bytes: int = Field(64 << 20, gt=0, description="the configuration stream keeps at most this many "
+                                  "bytes (refuses new ones at the limit)")
+    # key-value buckets: each at most this many bytes; at the limit a new key is refused (an existing one is
+    # still replaced: one revision per key)
+    cache_max_bytes: int = Field(1 << 30, gt=0, description="the cache bucket (outputs of finished ops by key)")
+    cost_max_bytes: int = Field(1 << 30, gt=0, description="the cost ledger bucket")
+    summaries_max_bytes: int = Field(4 << 30, gt=0, description="the bucket of finished ops' summaries")
+    attempts_max_bytes: int = Field(1 << 30, gt=0, description="the dispatcher's record of each attempt")
+    in_hand_max_bytes: int = Field(256 << 20, gt=0, description="the messages each handler loop holds")
+    leases_max_bytes: int = Field(1 << 20, gt=0, description="the leader leases (one key per role)")
     # cost
     prices_file: Path | None = None
     default_duration_s: float = Field(3600.0, gt=0)
@@ -105,12 +137,21 @@ class Settings(BaseSettings):
         """``pod_namespaces`` as a tuple, in order, without blanks or repeats (empty: every namespace)."""
         return tuple(dict.fromkeys(ns.strip() for ns in self.pod_namespaces.split(",") if ns.strip()))
 
-    def stream_limits(self) -> dict[str, tuple[float, int]]:
-        """What each stream keeps at most: (max age in seconds, max bytes; 0 and -1: no limit). The op stream
-        has no limit: replay depends on it; admission purges finished ops from it (``retention``)."""
-        return {subjects.CMD_STREAM: (self.cmd_max_age_s, -1),
-                subjects.OPS_STREAM: (0.0, -1),
-                subjects.DLQ_STREAM: (self.dlq_max_age_s, self.dlq_max_bytes)}
+    def stream_limits(self) -> dict[str, StreamLimits]:
+        """What each stream keeps at most (``StreamLimits``); what happens at the limit is the stream's
+        (``services.runtime.bus.DISCARD``). The op stream has no age limit: replay depends on it; admission purges
+        finished ops from it (``retention``). The command stream's per-subject cap is the backlog per identity."""
+        return {subjects.CMD_STREAM: StreamLimits(self.cmd_max_age_s, self.cmd_max_bytes, self.cmd_backlog_per_subject),
+                subjects.OPS_STREAM: StreamLimits(0.0, self.ops_max_bytes),
+                subjects.DLQ_STREAM: StreamLimits(self.dlq_max_age_s, self.dlq_max_bytes),
+                subjects.CLUSTER_STREAM: StreamLimits(0.0, self.cluster_max_bytes),
+                subjects.CONFIG_STREAM: StreamLimits(0.0, self.config_max_bytes)}
+
+    def bucket_bytes(self) -> dict[str, int]:
+        """The most bytes each key-value bucket keeps."""
+        return {subjects.CACHE_BUCKET: self.cache_max_bytes, subjects.COST_BUCKET: self.cost_max_bytes,
+                subjects.OPS_BUCKET: self.summaries_max_bytes, subjects.ATTEMPT_FATE_BUCKET: self.attempts_max_bytes,
+                subjects.IN_HAND_BUCKET: self.in_hand_max_bytes, subjects.LEASE_BUCKET: self.leases_max_bytes}
 
     @model_validator(mode="after")
     def _backoff_below_ack_wait(self) -> "Settings":

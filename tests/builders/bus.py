@@ -29,7 +29,7 @@ import asyncio
 import functools
 import itertools
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -256,6 +256,7 @@ class MemoryBus:
         self.log = structlog.get_logger().bind(memory_bus=name)
         self._subs: list[Follower | Server | Listener] = []
         self._fail: FailPlan | None = None
+        self.bucket_bytes: dict[str, int] = {}  # as the real Bus's (bucket sizes: not simulated)
 
     @property
     def reads(self) -> "MemoryBus":
@@ -288,7 +289,7 @@ class MemoryBus:
         if not self.identity.may_subscribe(subject):
             raise NotPermitted(self.user, subject)
 
-    async def ensure_streams(self, limits: dict[str, tuple[float, int]] | None = None, *, align: bool = True) -> None:
+    async def ensure_streams(self, limits: dict[str, Any] | None = None, *, align: bool = True) -> None:
         self._check_open()  # aligning: nothing drifts here
         for name in subjects.STREAMS:
             if name not in self.broker.streams:
@@ -306,10 +307,10 @@ class MemoryBus:
         self._may_publish(f"$JS.API.STREAM.PURGE.{stream}")
         self.broker.stream(stream).purge(subject, before_seq, keep)
 
-    async def consumed_up_to(self, stream: str) -> int:
+    async def consumed_up_to(self, stream: str, durables: Collection[str]) -> int:
         self._check_open()
         self._may_publish(f"$JS.API.CONSUMER.LIST.{stream}")
-        return self.broker.stream(stream).consumed_up_to()
+        return self.broker.stream(stream).consumed_up_to(durables)
 
     async def last_stored(self, stream: str, subject: str) -> int:
         self._check_open()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,9 +96,11 @@ class Stream:
             if before_seq is None or m.seq < before_seq:
                 del self.messages[m.seq]
 
-    def consumed_up_to(self) -> int:
-        """Up to which sequence every durable consumer has acked what it was given (as ``Bus.consumed_up_to``)."""
-        return min([self.last_seq] + [c.ack_floor() for c in self.consumers.values()])
+    def consumed_up_to(self, durables: Collection[str] | None = None) -> int:
+        """Up to which sequence every durable consumer (of ``durables``, if given) has acked what it was given (as
+        ``Bus.consumed_up_to``)."""
+        return min([self.last_seq] + [c.ack_floor() for name, c in self.consumers.items()
+                                      if durables is None or name in durables])
 
 
 @dataclass(frozen=True)

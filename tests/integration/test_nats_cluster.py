@@ -64,7 +64,9 @@ async def test_killing_the_op_stream_leader_loses_nothing_and_stalls_less_than_t
     # A fetch answered by the killed node's consumer leader may die with the connection: the new leader
     # delivers those messages again after the ack wait (30 s by default; 6 s here, as in the fault suite).
     stack = await Stack(nats_cluster.settings(dispatcher_mode="null", queues_file=queues, ack_wait_s=6.0,
-                                              dependency_backoff_cap_s=2.5), connect=nats_cluster.connect).start()
+                                              dependency_backoff_cap_s=2.5,
+                                              cmd_purge_interval_s=3600),  # the submits are counted below
+                        connect=nats_cluster.connect).start()
     cluster: NatsCluster = nats_cluster.server
     client, started = Client(await nats_cluster.connect(name="test-client")), {}  # admin; reconnects for good
     ids = [f"nc-{i:02d}" for i in range(BEFORE + AFTER)]

@@ -17,7 +17,8 @@ async def test_on_an_open_server_a_client_is_anonymous_and_its_requested_by_is_a
     bus = await Bus.connect(open_nats_server.url, "test")
     await bus.ensure_streams()
     log = await EventLog(bus).start()
-    settings = Settings(nats_url=open_nats_server.url, dispatcher_mode="null", log_format="console")
+    settings = Settings(nats_url=open_nats_server.url, dispatcher_mode="null", log_format="console",
+                        cmd_purge_interval_s=3600)  # the command read below stays (consumed ones are purged)
     stack = await ServicesInProcess(settings).start()  # the runner's own connections: no credentials
     client = await Client.connect(open_nats_server.url)
     try:

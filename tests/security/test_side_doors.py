@@ -75,6 +75,7 @@ CLIENT_DOORS = [
     f"$JS.API.CONSUMER.CREATE.{subjects.OPS_STREAM}.mine",
     # streams, buckets, the imported API beyond direct gets
     f"$JS.API.STREAM.PURGE.{subjects.OPS_STREAM}", f"$JS.API.STREAM.DELETE.{subjects.CMD_STREAM}",
+    f"$JS.API.STREAM.PURGE.{subjects.CMD_STREAM}",
     f"$JS.API.STREAM.UPDATE.{subjects.OPS_STREAM}", f"$KV.{subjects.LEASE_BUCKET}.{subjects.ADMISSION_ROLE}",
     f"{subjects.READ_API_PREFIX}.CONSUMER.CREATE.{subjects.OPS_STREAM}",
     f"{subjects.READ_API_PREFIX}.DIRECT.GET.{subjects.CMD_STREAM}",  # the command stream is nobody's to read
@@ -131,6 +132,7 @@ SERVICE_DOORS = [
     f"$JS.API.CONSUMER.DELETE.{subjects.OPS_STREAM}.{subjects.COST_LEDGER}",
     f"$JS.ACK.{subjects.OPS_STREAM}.{subjects.DISPATCHER_ADMITTED}.1.1.1.1700000000000000000.0",
     f"$JS.API.STREAM.DELETE.{subjects.OPS_STREAM}", f"$JS.API.STREAM.PURGE.{subjects.OPS_STREAM}",
+    f"$JS.API.STREAM.PURGE.{subjects.CMD_STREAM}",  # admission's alone: the commands it consumed
     f"$JS.API.STREAM.UPDATE.{subjects.OPS_STREAM}", "_INBOX.admission.x", "_INBOX.alice.x",
     subjects.event("admitted", "x"),
 ]

@@ -9,9 +9,10 @@ import asyncio
 import pytest
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
+from nats.js import api
 from nats.js.errors import NoStreamResponseError
 
-from proto import subjects
+from proto import permissions, subjects
 from proto.queries import WhyRequest
 from services.runtime.refusals import NotPermitted
 from tests.builders.identities import HARNESS
@@ -114,16 +115,38 @@ async def test_replay_returns_when_the_last_messages_were_purged(bus):
 
 
 async def test_what_a_durable_consumer_has_not_acked_is_not_consumed(bus):
-    pull = await bus.durable("lagging", subjects.OPS_STREAM, [subjects.events_of("submitted")], max_deliver=5)
+    services = permissions.all_durables(("gpu-east",))
+    pull = await bus.durable(subjects.COST_LEDGER, subjects.OPS_STREAM, [subjects.events_of("submitted")],
+                             max_deliver=5)
     for i, kind in enumerate(["submitted", "admitted", "submitted"]):
         await bus.publish_raw(subjects.event(kind, f"o{i}"), b"x", msg(f"c{i}"))
-    assert await bus.consumed_up_to(subjects.OPS_STREAM) == 0
+    assert await bus.consumed_up_to(subjects.OPS_STREAM, services) == 0
     first = (await pull.fetch(1, timeout=2))[0]
     await first.ack()
-    assert await bus.consumed_up_to(subjects.OPS_STREAM) == 1
+    assert await bus.consumed_up_to(subjects.OPS_STREAM, services) == 1
     for m in await pull.fetch(5, timeout=2):
         await m.ack()
-    assert await bus.consumed_up_to(subjects.OPS_STREAM) == 3
+    assert await bus.consumed_up_to(subjects.OPS_STREAM, services) == 3
+
+
+async def test_a_durable_no_service_owns_holds_no_purge_back_and_a_named_agents_dispatcher_does(nats_server):
+    """A stray durable (here the harness's: any user of the services' account might leave one) never acks:
+    it would pin every purge at 0. Only the services' own durables count, a named agent's dispatcher's too."""
+    bus = await nats_server.connect(name="test", identity=HARNESS)
+    await bus.ensure_streams()
+    agent = subjects.dispatcher_durable("gpu-east")
+    await bus.durable("stray", subjects.OPS_STREAM, [subjects.OPS_ALL], max_deliver=5)
+    dispatcher = await bus.durable(agent, subjects.OPS_STREAM, [subjects.OPS_ALL], max_deliver=5)
+    for i in range(3):
+        await bus.publish_raw(subjects.event("submitted", f"o{i}"), b"x", msg(f"s{i}"))
+    assert await bus.consumed_up_to(subjects.OPS_STREAM, permissions.all_durables()) == 3  # neither is known
+    assert await bus.consumed_up_to(subjects.OPS_STREAM, permissions.all_durables(("gpu-east",))) == 0
+    for m in await dispatcher.fetch(3, timeout=2):
+        await m.ack()
+    assert await bus.consumed_up_to(subjects.OPS_STREAM, permissions.all_durables(("gpu-east",))) == 3
+    stray = await bus.js.consumer_info(subjects.OPS_STREAM, "stray")
+    assert stray.num_pending == 3  # it holds all three, unacked: ignored
+    await bus.close()
 
 
 async def test_a_durable_consumer_shared_by_two_connections_gives_each_message_to_one(bus, other):
@@ -191,18 +214,50 @@ async def test_stream_limits_are_applied_to_an_existing_store_and_a_service_that
 
     old = await nats_server.connect(name="before-limits", identity=HARNESS)
     await old.ensure_streams()  # a store made before streams had limits
+    await old.ensure_cache_bucket(subjects.OPS_BUCKET)  # ... and buckets
     await old.publish_raw(subjects.command("stop", old.user), b"kept", msg("s1"))
-    limits = Settings(cmd_max_age_s=3600, dlq_max_age_s=7200, dlq_max_bytes=1 << 20).stream_limits()
+    limits = Settings(cmd_max_age_s=3600, dlq_max_age_s=7200, dlq_max_bytes=1 << 20, cmd_max_bytes=1 << 21,
+                      cmd_backlog_per_subject=7, ops_max_bytes=1 << 22, cluster_max_bytes=1 << 23,
+                      config_max_bytes=1 << 24).stream_limits()
     service = await nats_server.connect(name="opsched-admission")
-    await service.ensure_streams(limits)  # admission aligns the streams
+    service.bucket_bytes = Settings(summaries_max_bytes=1 << 25).bucket_bytes()
+    await service.ensure_streams(limits)  # admission aligns the streams (and the buckets' sizes)
     cost = await nats_server.connect(name="opsched-cost")
     await cost.ensure_streams(align=False)  # the others create what is missing, and leave the rest alone
     await cost.close()
     cmd = (await service.js.stream_info(subjects.CMD_STREAM)).config
     dlq = (await service.js.stream_info(subjects.DLQ_STREAM)).config
     ops = (await service.js.stream_info(subjects.OPS_STREAM)).config
+    cluster = (await service.js.stream_info(subjects.CLUSTER_STREAM)).config
+    config = (await service.js.stream_info(subjects.CONFIG_STREAM)).config
     assert (cmd.max_age, dlq.max_age, dlq.max_bytes) == (3600, 7200, 1 << 20)
-    assert not ops.max_age and (ops.max_bytes or -1) == -1  # replay depends on it: admission purges it
+    # bounded by identity: a user's verb refuses past 7 queued, the stream past its bytes; queued ones never dropped
+    assert (cmd.max_bytes, cmd.max_msgs_per_subject, cmd.discard, cmd.discard_new_per_subject) == (
+        1 << 21, 7, api.DiscardPolicy.NEW, True)
+    assert not ops.max_age  # replay depends on it: admission purges it; at its byte limit it refuses new events
+    assert (ops.max_bytes, ops.discard) == (1 << 22, api.DiscardPolicy.NEW)
+    assert dlq.discard == api.DiscardPolicy.OLD  # dead letters: the oldest go first
+    assert (cluster.max_bytes, cluster.max_msgs_per_subject, cluster.discard) == (1 << 23, 1, api.DiscardPolicy.NEW)
+    assert (config.max_bytes, config.discard) == (1 << 24, api.DiscardPolicy.NEW)
+    summaries = (await service.js.stream_info(subjects.kv_stream(subjects.OPS_BUCKET))).config
+    assert (summaries.max_bytes, summaries.discard) == (1 << 25, api.DiscardPolicy.NEW)  # a new key refused
     assert await service.read_all(subjects.CMD_STREAM, subjects.CMD_ALL) == [b"kept"]
     await old.close()
     await service.close()
+
+
+async def test_a_bucket_at_its_byte_limit_refuses_a_new_key_keeps_the_old_and_still_replaces_one(nats_server):
+    from services.runtime.bus import StreamFull
+
+    bus = await nats_server.connect(name="test", identity=HARNESS)
+    bus.bucket_bytes = {subjects.CACHE_BUCKET: 8 * 1024}
+    kv = await bus.ensure_cache_bucket(subjects.CACHE_BUCKET)
+    with pytest.raises(StreamFull) as full:  # at once: not waited out as a leaderless bucket
+        for i in range(20):
+            await kv.put(f"k{i}", b"v" * 1024)
+    assert full.value.stream == subjects.kv_stream(subjects.CACHE_BUCKET)
+    assert "maximum bytes exceeded" in full.value.description
+    assert (await kv.get("k0")).value == b"v" * 1024  # nothing old dropped
+    await kv.put("k0", b"w" * 1024)  # one revision per key: a known key is still replaced
+    assert (await kv.get("k0")).value == b"w" * 1024
+    await bus.close()

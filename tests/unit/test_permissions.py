@@ -122,7 +122,8 @@ def test_each_service_reaches_only_its_own_durables_and_writes_only_its_own_buck
         keeper = name == permissions.STREAM_KEEPER
         assert may_publish(p, "$JS.API.STREAM.UPDATE.OPSCHED_OPS") is keeper
         assert may_publish(p, "$JS.API.STREAM.PURGE.OPSCHED_OPS") is keeper
-        assert not may_publish(p, "$JS.API.STREAM.PURGE.OPSCHED_CMD")
+        assert may_publish(p, "$JS.API.STREAM.PURGE.OPSCHED_CMD") is keeper  # the commands it consumed
+        assert not may_publish(p, "$JS.API.STREAM.PURGE.OPSCHED_DLQ")
         assert not may_subscribe(p, "_INBOX.alice.x") and may_subscribe(p, f"_INBOX.{name}.x")
         assert p.allow_responses and p.account == subjects.SERVICES_ACCOUNT
 

@@ -40,3 +40,31 @@ def test_readiness_names_what_does_not_progress_and_liveness_stays():
     status, body = server._answer("/readyz")
     assert status == "503 Service Unavailable"
     assert list(body["not_progressing"]["admission"]) == ["publish ops.succeeded.a"]
+
+
+def test_a_full_stream_is_reported_until_a_publish_to_it_goes_through():
+    stalls = Stalls(window_s=60)
+    stalls.full("OPSCHED_OPS", "OPSCHED_OPS is full: maximum bytes exceeded", T0)
+    stalls.full("OPSCHED_OPS", "OPSCHED_OPS is full: maximum bytes exceeded", t(5))
+    (what,) = stalls.report(t(10))
+    assert what == "stream OPSCHED_OPS full" and stalls.report(t(10))[what]["count"] == 2
+    stalls.stored("OPSCHED_OPS")
+    assert stalls.report(t(11)) == {}
+
+
+def test_a_stream_at_its_limit_is_told_from_an_outage():
+    """nats-server answers a store refused at a limit with 503 / 10077: nats-py's ServiceUnavailableError, which
+    also means "no leader"; the description tells them apart (``bus.stream_full``)."""
+    import nats.js.errors
+
+    from proto import subjects
+    from services.runtime.bus import as_unavailable, stream_full
+
+    def refusal(description: str) -> nats.js.errors.APIError:
+        return nats.js.errors.ServiceUnavailableError(code=503, err_code=10077, description=description)
+    full = stream_full(refusal("maximum messages per subject exceeded"), subjects.submit(None, "ann"))
+    assert full is not None and full.per_subject and full.stream == subjects.CMD_STREAM
+    assert "OPSCHED_CMD_BACKLOG_PER_SUBJECT" in str(full) and as_unavailable(full) is None
+    bytes_full = stream_full(refusal("maximum bytes exceeded"), subjects.event("submitted", "a"))
+    assert bytes_full is not None and not bytes_full.per_subject and bytes_full.stream == subjects.OPS_STREAM
+    assert stream_full(nats.js.errors.ServiceUnavailableError(), subjects.event("submitted", "a")) is None
