@@ -1,5 +1,6 @@
-"""The code blocks of the README and docs/ that tests run. Every ``bash``, ``python``, ``yaml`` and ``json`` block
-carries a marker on the line before its opening fence (an HTML comment, invisible on the rendered page):
+"""The code blocks of the README and the manual (docs/) that tests run. Every ``bash``, ``python``, ``yaml`` and
+``json`` block of any of these pages carries a marker on the line before its opening fence (an HTML comment, invisible on the
+rendered page); a name marks one block across all the pages:
 
 - ``<!-- doc-test: NAME -->``: a test runs it (``snippet("NAME")`` is its code; tests/e2e/test_docs.py runs the
   commands on `opsched up` as it starts by default, tests/unit/test_doc_blocks.py loads the configurations);
@@ -40,6 +41,11 @@ def pages() -> list[Path]:
     return [README, *sorted((ROOT / "docs").rglob("*.md"))]
 
 
+def manual_text() -> str:
+    """The README and every page of the manual, as one text: what "documented" means to a test."""
+    return "\n".join(page.read_text() for page in pages())
+
+
 def blocks(paths: list[Path] | None = None) -> list[Block]:
     """Every fenced block of ``paths`` (default: ``pages()``), with its marker if any."""
     found: list[Block] = []
@@ -53,22 +59,32 @@ def blocks(paths: list[Path] | None = None) -> list[Block]:
     return found
 
 
-def snippets(readme: Path = README) -> dict[str, str]:
-    """Every marked block of ``readme``, by name (a name marked twice: an error, a test would run one of them)."""
+def _as_pages(where: Path | list[Path] | None) -> list[Path]:
+    return pages() if where is None else [where] if isinstance(where, Path) else where
+
+
+def snippets(where: Path | list[Path] | None = None) -> dict[str, str]:
+    """Every marked block of ``where`` (a page, a list of pages; default: ``pages()``, the README and every page of
+    docs/), by name. A name marked twice, on one page or on two, is an error: a test would run one of them."""
     found: dict[str, str] = {}
-    for match in _MARKED.finditer(readme.read_text()):
-        if match["name"] in found:
-            raise ValueError(f"{readme}: doc-test {match['name']!r} marks two blocks")
-        found[match["name"]] = match["code"]
-    markers = re.findall(r"^<!-- doc-test: ([^ ]+) -->", readme.read_text(), re.MULTILINE)  # a line of its own
-    unmatched = [name for name in markers if name not in found]
-    if unmatched:
-        raise ValueError(f"{readme}: doc-test {', '.join(unmatched)} not right before a fenced code block")
+    seen: dict[str, Path] = {}
+    for page in _as_pages(where):
+        text = page.read_text()
+        for match in _MARKED.finditer(text):
+            if match["name"] in found:
+                raise ValueError(f"{page}: doc-test {match['name']!r} marks two blocks (also in {seen[match['name']]})")
+            found[match["name"]], seen[match["name"]] = match["code"], page
+        markers = re.findall(r"^<!-- doc-test: ([^ ]+) -->", text, re.MULTILINE)  # a line of its own
+        unmatched = [name for name in markers if seen.get(name) != page]
+        if unmatched:
+            raise ValueError(f"{page}: doc-test {', '.join(unmatched)} not right before a fenced code block")
     return found
 
 
-def snippet(name: str, readme: Path = README) -> str:
-    blocks = snippets(readme)
+def snippet(name: str, where: Path | list[Path] | None = None) -> str:
+    """The code of the block marked ``<!-- doc-test: NAME -->``, on whichever page (README.md, docs/) holds it."""
+    blocks = snippets(where)
     if name not in blocks:
-        raise KeyError(f"{readme} has no block marked <!-- doc-test: {name} --> (marked: {', '.join(blocks)})")
+        pages_ = "README.md and docs/" if where is None else ", ".join(str(page) for page in _as_pages(where))
+        raise KeyError(f"{pages_} has no block marked <!-- doc-test: {name} --> (marked: {', '.join(blocks)})")
     return blocks[name]

@@ -1,5 +1,5 @@
-"""The README's commands, run as written (issue 27): each command block marked ``doc-test`` runs in bash, from the
-repository's root, beside `opsched up` as it starts by default (``default_up``: TLS, users, permissions), found as a
+"""The commands of the README and the manual (docs/), run as written: each command block marked ``doc-test`` runs in
+bash, from the repository's root, beside `opsched up` as it starts by default (``default_up``: TLS, users, permissions), found as a
 user finds it after the line `opsched up` prints (``export OPSCHED_CONTEXT=...``). A command that fails as written
 fails the block (``set -euo pipefail``). The configuration blocks load in tests/unit/test_doc_blocks.py."""
 from __future__ import annotations
@@ -26,8 +26,8 @@ def test_the_up_block_is_how_the_tests_start_opsched():
     assert snippet("up").split("#")[0].split() == ["opsched", "up"]  # tests/e2e/firstday.py: opsched up (+ its files)
 
 
-@pytest.mark.parametrize("name", ["using-it", "sweep"])
+@pytest.mark.parametrize("name", ["tour", "using-it", "sweep"])
 def test_a_readme_command_block_runs_as_written(default_up: User, name: str):
     done = run_block(name, default_up)
-    assert done.returncode == 0, f"README block {name} exited {done.returncode}:\n{done.stderr}\n{done.stdout}"
+    assert done.returncode == 0, f"doc block {name} exited {done.returncode}:\n{done.stderr}\n{done.stdout}"
     assert "Traceback" not in done.stderr

@@ -1,7 +1,7 @@
 """What `opsched up` gives its clients, on a real nats-server with TLS and a user per service and the four services in
 this process, all started as `opsched up` starts them (``Embedded``, from `opsched up`'s own options; no control
 plane: the dispatcher in null mode, and a stand-in for the cluster reports each dispatched attempt running, then
-succeeded, as the dispatcher's user): the context file, the README's SDK snippet run exactly as written, the CLI
+succeeded, as the dispatcher's user): the context file, the SDK block of docs/sdk.md run exactly as written, the CLI
 connecting from the context with nothing stray on stderr, and /metrics on the metrics port."""
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_the_context_names_the_url_ca_user_and_password_file_never_the_password(
 
 
 async def test_the_readme_sdk_snippet_runs_as_written_next_to_opsched_up(up: Embedded, tmp_path: Path):
-    """In the directory `opsched up` ran in (its .opsched/ there), the README's block, unchanged, submits the
+    """In the directory `opsched up` ran in (its .opsched/ there), the SDK block of docs/sdk.md, unchanged, submits the
     example and watches it to its end."""
     (tmp_path / "examples").mkdir()
     shutil.copy(ROOT / "examples" / "train-1gpu.yaml", tmp_path / "examples")

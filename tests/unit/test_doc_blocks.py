@@ -1,4 +1,4 @@
-"""Docs that run (issue 27): every code block of the README and docs/ is run by a test or says why not
+"""Docs that run: every code block of the README and docs/ is run by a test or says why not
 (tests/docs.py); the configuration blocks load as admission and cost load them; the two commands are CI's and the
 demo's; the context file example is one the CLI and SDK read. The command blocks run on `opsched up` as it starts
 by default in tests/e2e/test_docs.py, the SDK block in tests/integration/test_up_clients.py."""
@@ -24,7 +24,7 @@ def _referenced(name: str) -> bool:
 
 def test_every_code_block_is_run_by_a_test_or_says_why_not():
     code = [b for b in blocks() if b.lang in CODE]
-    assert len(code) >= 20, "the scan finds the README's blocks"
+    assert len(code) >= 20, "the scan finds the blocks of the README and docs/"
     unmarked = [str(b) for b in code if not b.name and not b.not_run]
     assert not unmarked, f"mark each with <!-- doc-test: NAME --> (and run it) or <!-- not-run: REASON -->: {unmarked}"
     vague = [str(b) for b in code if b.not_run and len(b.not_run) < 30]

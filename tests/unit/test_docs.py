@@ -1,4 +1,5 @@
-"""The README's blocks marked for tests (tests/docs.py): found by name, and a marker astray is an error."""
+"""The blocks marked for tests (tests/docs.py) on the README and the manual's pages: found by name on whichever page
+holds them, and a marker astray, or one name on two pages, is an error."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,5 +38,17 @@ def test_a_marker_astray_is_refused(tmp_path: Path, page: str, error: str):
         snippets(tmp_path / "README.md")
 
 
-def test_the_readme_sdk_block_is_marked():
-    assert "Client.from_context()" in snippet("sdk")
+def test_a_name_marks_one_block_across_the_pages(tmp_path: Path):
+    (tmp_path / "README.md").write_text(PAGE)
+    (tmp_path / "page.md").write_text("# Page\n\n<!-- doc-test: bye -->\n```bash\necho bye\n```\n")
+    pages = [tmp_path / "README.md", tmp_path / "page.md"]
+    assert snippet("bye", pages) == "echo bye\n" and snippet("hello", pages) == 'print("hello")\n'
+    (tmp_path / "page.md").write_text(PAGE)
+    with pytest.raises(ValueError, match="marks two blocks"):
+        snippets(pages)
+
+
+def test_the_blocks_are_found_on_every_page_of_the_manual():
+    assert "Client.from_context()" in snippet("sdk")  # docs/sdk.md
+    assert snippet("up").startswith("opsched up")       # README.md
+    assert {"two-commands", "up", "tour", "using-it", "sweep", "sdk", "prices", "context-file"} <= set(snippets())

@@ -1,4 +1,4 @@
-"""`opsched up`'s metrics port (opsched/embedded.py): 8090 by default as the README says, off with 0, the default
+"""`opsched up`'s metrics port (opsched/embedded.py): 8090 by default as the docs say, off with 0, the default
 taken by another process: off and said so; a port given that is taken: exit 2 before anything starts."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from opsched import embedded
 from opsched.cli import parser
 from opsched.natsserver import free_port
-from tests.docs import README
+from tests.docs import manual_text
 
 
 def up(tmp_path: Path, *options: str) -> embedded.Embedded:
@@ -27,9 +27,9 @@ def taken() -> Iterator[int]:
         yield other.getsockname()[1]
 
 
-def test_the_default_port_is_the_one_the_readme_documents():
+def test_the_default_port_is_the_one_the_docs_document():
     assert embedded.METRICS_PORT == 8090 and embedded.METRICS_HOST == "127.0.0.1"
-    assert "`http://127.0.0.1:8090/metrics`" in README.read_text()
+    assert "`http://127.0.0.1:8090/metrics`" in manual_text()
 
 
 def test_by_default_the_services_serve_health_and_metrics_on_the_metrics_port(tmp_path: Path,
