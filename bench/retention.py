@@ -1,5 +1,5 @@
 """Retention: what admission holds and replays with N finished ops in the stream, before and after they
-left (not part of ``python -m bench``; a measurement for the README).
+left (not part of ``python -m bench``; a measurement for docs/retention.md).
 
     python -m bench.retention --ops 20000
     python -m bench.retention --ops 1000000 --live 100000 --chunk 250000   # history grows: a flat start?

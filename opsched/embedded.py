@@ -371,7 +371,7 @@ def run_up(args: argparse.Namespace) -> int:
 
     settings_log = "json" if args.demo else "auto"
     oplog.configure(settings_log, "warning" if args.demo else "info")
-    tracing.configure_or_exit()  # OTEL_TRACES_EXPORTER: the services' spans (README "Traces")
+    tracing.configure_or_exit()  # OTEL_TRACES_EXPORTER: the services' spans (docs/observability.md, "Traces")
     embedded = Embedded(args)
     try:
         embedded.start()

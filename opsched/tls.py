@@ -165,7 +165,7 @@ def _write_server_cert(files: TlsFiles, hosts: tuple[str, ...]) -> None:
 
 
 
-if __name__ == "__main__":  # python -m opsched.tls DIR [HOST ...]: the files for a deployment (deploy/README.md)
+if __name__ == "__main__":  # python -m opsched.tls DIR [HOST ...]: the files for a deployment (docs/deploying.md)
     import sys
 
     if len(sys.argv) < 2:

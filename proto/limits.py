@@ -2,7 +2,7 @@
 
 Every bound is checked where the value enters (``proto.spec`` on decode and construction, the polyaxonfile
 edge with the field's path); exceeding one is refused with a message naming the field and the bound. The
-README's "Failure modes" section lists them and what exceeding each gets.
+docs/bad-input.md lists them and what exceeding each gets.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Who may publish and subscribe to what: the NATS accounts, exports and allow-lists of each service and client
-role, derived here once from the subject table (README "Architecture", docs/security.md), and written into
+role, derived here once from the subject table (docs/architecture.md, docs/security.md), and written into
 nats-server's configuration (``opsched.natsauth``). The server enforces them; nothing in opsched checks them again.
 
 Two accounts. The services' (``subjects.SERVICES_ACCOUNT``) owns the streams, their consumers and the key-value
@@ -18,7 +18,7 @@ from proto import subjects
 SERVICES = ("admission", "cost", "cache", "dispatcher")
 ROLES = ("submitter", "approver", "admin")
 
-# the events each service emits (``ops.<type>.<op_id>``): the README's subject table. Checked against what each
+# the events each service emits (``ops.<type>.<op_id>``): the subject table of docs/architecture.md. Checked against what each
 # service's code can build (tests/contract/test_emits.py): a service that may build an event its user may not
 # publish fails that test, not a user's scheduler (a cache hit's ``succeeded`` once wedged admission).
 EMITS: dict[str, tuple[str, ...]] = {

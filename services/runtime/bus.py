@@ -77,8 +77,8 @@ class StreamFull(Exception):
                     "this verb as it queues (OPSCHED_CMD_BACKLOG_PER_SUBJECT) are still waiting for it; send again "
                     "once it has taken some")
         else:
-            text = (f"{stream} is full: it refused the message on {subject}: {description} (its limits: README "
-                    f"\"Retention\")")
+            text = (f"{stream} is full: it refused the message on {subject}: {description} (its limits: "
+                    f"docs/retention.md)")
         super().__init__(text)
         self.stream, self.subject, self.description, self.per_subject = stream, subject, description, per_subject
 

@@ -13,7 +13,7 @@ class NotPermitted(Exception):
 
     def __init__(self, user: str, subject: str) -> None:
         super().__init__(f"the NATS server refused user {user!r} publishing to {subject}: its role does not "
-                         f"allow it (see README \"Security model\")")
+                         f"allow it (see docs/security.md)")
         self.user, self.subject = user, subject
 
 

@@ -67,7 +67,7 @@ class Settings(BaseSettings):
                                         "verb, refused and malformed ones too; beyond it a submit is rejected "
                                         "rate_limited and refusals get one dead letter a minute; 0: no limit")
     command_burst: int = Field(2000, ge=1, description="... of which this many at once (the token bucket's size)")
-    # retention (see README "Retention")
+    # retention (see docs/retention.md)
     retention_ttl_s: float = Field(86400.0, ge=0, description="a finished op leaves admission's memory and its "
                                    "events the op stream this long after its end (its termination.ttl, if set)")
     retention_interval_s: float = Field(60.0, gt=0, description="admission looks for finished ops past their ttl "

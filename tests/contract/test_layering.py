@@ -1,4 +1,4 @@
-"""The layering rules of DESIGN.md: only ``proto/subjects.py`` spells a subject, and only the allowed
+"""The layering rules of docs/architecture.md: only ``proto/subjects.py`` spells a subject, and only the allowed
 modules import nats, kubernetes, another service, or (from ``proto/``) anything but the contract."""
 from __future__ import annotations
 

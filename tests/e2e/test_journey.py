@@ -24,7 +24,7 @@ def test_submit_and_wait(default_up: User):
 
 
 def test_a_sweep_runs_every_trial(default_up: User):
-    before = set(default_up.ops())  # the README's sweep may have run on this opsched already (test_docs)
+    before = set(default_up.ops())  # the docs' sweep block may have run on this opsched already (test_docs)
     default_up.ok("submit", "examples/sweep.yaml", "--wait", timeout=180)
     rows = [r for op_id, r in default_up.ops().items() if op_id not in before]
     assert len(rows) == 6 and {r["status"] for r in rows} == {"succeeded"}

@@ -2,7 +2,7 @@
 0.2 s on simulated GPU nodes) a fault strikes, lasts, and is healed. Each case then asserts that every
 accepted op ended, none was lost, none admitted twice, each attempt had exactly one pod (and no op pods of
 two attempts alive at once), and admission's quota is back to zero. The counts and recovery times are
-printed (``pytest -s tests/faults``); the README's table comes from them."""
+printed (``pytest -s tests/faults``); docs/failure-modes.md's table comes from them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

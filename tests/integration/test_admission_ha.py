@@ -97,4 +97,4 @@ async def test_kill_9_of_the_leading_admission_process_hands_over_to_the_standby
     assert took <= TTL + RENEW + 3.0, f"the standby led {took:.1f}s after the kill"
     admitted = [e.op_id for _, e in events.events if isinstance(e, OperationAdmitted)]
     assert sorted(admitted) == sorted(before + after)  # each once
-    print(f"takeover after kill -9: {took:.1f}s")  # noqa: T201 - the README quotes it
+    print(f"takeover after kill -9: {took:.1f}s")  # noqa: T201 - docs/failure-modes.md quotes it

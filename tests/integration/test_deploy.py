@@ -2,7 +2,7 @@
 control plane, with its kustomize v2.0.3) to the real API server: every object is created with the fields the
 services need (replicas, probes on the health port, non-root pods, a NATS user each, disruption budgets and
 network policies in prod), a second apply changes nothing and meets no conflict, and the dispatcher's RBAC is
-as intended, also for a queue namespace added the way deploy/README.md says.
+as intended, also for a queue namespace added the way docs/deploying.md says.
 
 The dev overlay is applied as a user would: ``kubectl apply --server-side -k deploy/overlays/dev``. The prod
 overlay's PodDisruptionBudgets are policy/v1, which Kubernetes 1.21+ serve (and 1.25+ serve alone); this
@@ -277,7 +277,7 @@ def test_prod_requests_cpu_and_memory_and_limits_memory_but_never_cpu(prod):
         resources = container["resources"]
         assert set(resources["requests"]) == {"cpu", "memory"} and set(resources["limits"]) == {"memory"}, service
     admission = pod_spec(prod.deployment("admission"))["containers"][0]["resources"]
-    assert admission["limits"]["memory"] == "4Gi"  # README "Retention": 250,000 unpurged ops hold 2.6 GiB more
+    assert admission["limits"]["memory"] == "4Gi"  # docs/retention.md: 250,000 unpurged ops hold 2.6 GiB more
 
 
 def selects(policy: dict, labels: dict[str, str]) -> bool:
@@ -316,7 +316,7 @@ def test_prod_denies_all_traffic_but_dns_nats_the_api_server_for_the_dispatcher_
 
 def test_a_queue_namespace_added_as_deploy_readme_says_gets_the_dispatchers_pod_verbs(dev, cluster, tmp_path):
     """An overlay on dev: a copy of 22-queue-namespace-opsched.yaml with the marked namespace replaced, and
-    OPSCHED_POD_NAMESPACES merged into opsched-config (deploy/README.md, "More queue namespaces")."""
+    OPSCHED_POD_NAMESPACES merged into opsched-config (docs/deploying.md, "More queue namespaces")."""
     kubeconfig, applied_docs = cluster
     team = f"team-{secrets.token_hex(3)}"
     template = (DEPLOY / "base" / "22-queue-namespace-opsched.yaml").read_text()
@@ -340,7 +340,7 @@ def test_a_queue_namespace_added_as_deploy_readme_says_gets_the_dispatchers_pod_
 
 
 def test_prod_with_nats_credentials_files_gives_each_service_its_own_and_no_password(prod, cluster, tmp_path):
-    """overlays/prod/nats-creds.yaml listed under patchesStrategicMerge (deploy/README.md, "An existing NATS"):
+    """overlays/prod/nats-creds.yaml listed under patchesStrategicMerge (docs/deploying.md, "An existing NATS"):
     rendered, and accepted by the API server (a server-side dry run)."""
     kubeconfig, _ = cluster
     shutil.copy(DEPLOY / "overlays" / "prod" / "nats-creds.yaml", tmp_path)  # kustomize reads patches below it

@@ -1,4 +1,4 @@
-"""deploy/nats's nats.conf, run by the real nats-server with its Secrets made as deploy/README.md says (the TLS
+"""deploy/nats's nats.conf, run by the real nats-server with its Secrets made as docs/deploying.md says (the TLS
 files of ``python -m opsched.tls``, the ``authorization`` block and password files of ``opsched.natsauth``), laid
 out as the StatefulSet mounts them (/etc/nats/nats.conf, /etc/nats/tls/, /etc/nats/auth/auth.conf, /data) under
 a temporary directory, on loopback ports: a service connects over TLS as its own user and creates the streams,

@@ -1,7 +1,7 @@
 """The web view in a real headless browser (Debian's chromium and chromedriver, driven by selenium) while the
 demo's examples run on the real control plane with the demo's queues: the ops table fills, an op waits with its
 reason and position, ops reach ``succeeded`` (and the failing example ``failed``), an op's timeline opens, the
-queues show their quota. Screenshots are taken; ``OPSCHED_UI_SCREENSHOTS=<folder>`` keeps copies (the README's)."""
+queues show their quota. Screenshots are taken; ``OPSCHED_UI_SCREENSHOTS=<folder>`` keeps copies (the docs' pictures)."""
 from __future__ import annotations
 
 import asyncio
@@ -84,7 +84,7 @@ async def test_the_page_shows_the_demo_ops_move_to_their_ends_with_timelines_and
     await page.wait_text("#fragmentation", "nvidia.com/gpu [a100]: 2 free on 1 nodes, 0 stranded")
 
     shots.append(await screenshot(browser, tmp_path / "ui-timeline.png"))
-    if os.environ.get("OPSCHED_UI_SCREENSHOTS"):  # a folder: the README's pictures come from here
+    if os.environ.get("OPSCHED_UI_SCREENSHOTS"):  # a folder: docs/ui-*.png come from here
         for shot in shots:
             shutil.copy(shot, Path(os.environ["OPSCHED_UI_SCREENSHOTS"]) / shot.name)
 

@@ -68,7 +68,7 @@ async def test_a_submitter_flooding_its_own_subject_is_refused_past_the_cap_whil
 async def test_the_op_stream_at_its_byte_limit_refuses_new_events_keeps_the_old_and_the_service_says_so(
         nats_server, bus, stack_factory, client, events):
     stack = await stack_factory(("admission", "cost", "cache"), ops_max_bytes=OPS_BYTES)
-    # it leads first: its claim is an event on the op stream too (a full one refuses it: README "Retention")
+    # it leads first: its claim is an event on the op stream too (a full one refuses it: docs/retention.md)
     await asyncio.wait_for(stack.service("admission").leadership.leading.wait(), timeout=15)
     in_hand = (await bus.js.stream_info(subjects.kv_stream(subjects.IN_HAND_BUCKET))).config
     assert in_hand.max_bytes == Settings().in_hand_max_bytes  # every bucket is created bounded too
