@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.docs import README, ROOT
 
@@ -61,3 +62,18 @@ def test_the_readme_links_to_files_the_repository_holds_and_stays_short():
     missing = sorted({t for t in targets if t and not (ROOT / t).exists()})
     assert not missing, f"README links to files that do not exist: {missing}"
     assert len(text.splitlines()) <= 250, "the README is the short version; the manual is docs/"
+
+
+def _nav_pages(entries) -> list[str]:
+    out: list[str] = []
+    for entry in entries:
+        for value in (entry.values() if isinstance(entry, dict) else [entry]):
+            out.extend(_nav_pages(value) if isinstance(value, list) else [value])
+    return out
+
+
+def test_every_page_of_the_manual_is_in_the_nav_and_every_nav_entry_is_a_page():
+    """What `mkdocs build --strict` (scripts/test) also refuses, checked without MkDocs."""
+    nav = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    pages = sorted(str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md"))
+    assert sorted(nav) == pages
