@@ -77,3 +77,12 @@ def test_every_page_of_the_manual_is_in_the_nav_and_every_nav_entry_is_a_page():
     nav = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
     pages = sorted(str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md"))
     assert sorted(nav) == pages
+
+
+def test_every_docs_page_a_file_names_exists():
+    """Messages, docstrings and manifests point to the manual by page (``docs/security.md``): each such page exists."""
+    named = {(path, page) for path in tracked_text_files()
+             for page in re.findall(r"(?<![\w/.])docs/([\w./-]+?\.(?:md|png))", path.read_text(errors="replace"))}
+    assert len(named) > 10, "the scan finds the pages named"
+    missing = sorted(f"{path.relative_to(ROOT)}: docs/{page}" for path, page in named if not (ROOT / "docs" / page).is_file())
+    assert not missing, f"pages that do not exist: {missing}"
