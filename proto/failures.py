@@ -4,17 +4,18 @@ Shared by admission (which schedules retries) and every view of an op's state (s
 whether a ``failed`` attempt is final)."""
 from __future__ import annotations
 
-HANDLER_FAILED = "HandlerFailed"  # a service's handler gave up on a message the attempt waited on (a bug)
-AGENT_LOST = "AgentLost"  # admission: the attempt's agent stopped sending heartbeats (policies.agents)
+from proto.reasons import Failure
+
 INFRASTRUCTURE_REASONS = frozenset({
-    HANDLER_FAILED, "PodDeleted", "NodeLost", AGENT_LOST, "NodeShutdown", "Evicted", "Preempted", "Terminated",
-    "Shutdown", "UnexpectedAdmissionError", "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu",
+    Failure.HANDLER_GAVE_UP, Failure.POD_DELETED, Failure.NODE_LOST, Failure.AGENT_LOST, Failure.NODE_SHUTDOWN,
+    Failure.EVICTED, Failure.PREEMPTED, Failure.TERMINATED, Failure.SHUTDOWN, Failure.UNEXPECTED_ADMISSION_ERROR,
+    Failure.OUT_OF_CPU, Failure.OUT_OF_MEMORY, Failure.OUT_OF_GPU,
 })
 # retrying cannot help: the pod is refused, its namespace is not the dispatcher's to use (missing, forbidden:
 # an admin's fix), its deadline passed, a pod of its name belongs to another op or attempt (PodConflict), its
 # events cannot be published or folded
-FINAL_REASONS = frozenset({"PodRejected", "NamespaceRefused", "PodConflict", "DeadlineExceeded",
-                           "message_too_large", "fold_failed"})
+FINAL_REASONS = frozenset({Failure.POD_REJECTED, Failure.NAMESPACE_REFUSED, Failure.POD_CONFLICT,
+                           Failure.DEADLINE_EXCEEDED, Failure.MESSAGE_TOO_LARGE, Failure.FOLD_FAILED})
 
 
 def is_infrastructure(reason: str) -> bool:

@@ -21,15 +21,16 @@ from datetime import datetime
 import msgspec
 
 from proto.failures import is_infrastructure, will_retry
+from proto.reasons import CacheMiss
 
 PROCESSING = "processing"
 SUCCEEDED = "succeeded"
 MAX_PROCESSING = 8  # candidates in processing kept per key (the newest); waiting needs only one
 
-NOT_FOUND = "not_found"
-EXPIRED = "expired"
-DISABLED = "disabled"
-ORIGINAL_FAILED = "original_failed"
+NOT_FOUND = CacheMiss.NOT_FOUND
+EXPIRED = CacheMiss.EXPIRED
+DISABLED = CacheMiss.DISABLED
+ORIGINAL_FAILED = CacheMiss.ORIGINAL_FAILED
 
 
 class Candidate(msgspec.Struct, kw_only=True):

@@ -44,6 +44,7 @@ import msgspec
 from nats.errors import TimeoutError as NatsTimeout
 
 from proto import codec, permissions, subjects
+from proto.reasons import DeadLetter, Reason, Refusal
 from services.runtime import inbox, rebuilding, selfreport, tracing
 from services.runtime import logging as oplog
 from services.runtime.backoff import Backoff
@@ -69,8 +70,8 @@ from services.runtime.window import Window, key_of
 
 Task = Callable[[Bus, asyncio.Event], Coroutine[Any, Any, None]]
 NAK_BACKOFF_S = (0.5, 2.0, 5.0, 10.0)
-HANDLER_FAILED, MAX_DELIVERIES = "handler_failed", "max_deliveries"  # reasons of a dead letter
-MALFORMED = "malformed_message"  # ... of a message that does not decode
+HANDLER_FAILED, MAX_DELIVERIES = Reason.HANDLER_FAILED, DeadLetter.MAX_DELIVERIES  # reasons of a dead letter
+MALFORMED = Refusal.MALFORMED_MESSAGE  # ... of a message that does not decode
 T = TypeVar("T")
 __all__ = ["Consumer", "Context", "Draining", "Service", "Stats", "Task"]  # a service needs only this module
 
