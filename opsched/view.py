@@ -28,7 +28,7 @@ from proto.events import (
     RetryScheduled,
     SpendRolled,
 )
-from proto.failures import is_infrastructure, will_retry
+from proto.failures import will_retry_after
 from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, RETRY_SHOWN, SHOWN, TERMINAL_LABELS, Status
 from proto.reasons import Ending, Reason, dependency_name, message
 from proto.resources import gpus_label
@@ -101,10 +101,9 @@ class OpsView:
 
     def _will_retry(self, row: OpRow, event: OperationFailed) -> bool:
         """A failed attempt that admission will retry is not the end (same rule as admission's)."""
-        own = sum(1 for r in row.failures if not is_infrastructure(r))
-        infra = len(row.failures) - own
+        earlier = list(row.failures)
         row.failures.append(event.reason)
-        return row.active and will_retry(event.reason, row.max_retries, own, infra)
+        return row.active and will_retry_after(event.reason, row.max_retries, earlier)
 
     def add_summary(self, summary: OpSummary) -> OpRow:
         """An op that ended and left admission's memory, as its summary (the ops bucket) tells it."""

@@ -4,6 +4,8 @@ Shared by admission (which schedules retries) and every view of an op's state (s
 whether a ``failed`` attempt is final)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from proto.reasons import Failure
 
 INFRASTRUCTURE_REASONS = frozenset({
@@ -34,6 +36,15 @@ def will_retry(reason: str, max_retries: int | None, retries_used: int, infra_fa
     if is_infrastructure(reason):
         return infra_failures < MAX_INFRASTRUCTURE_RETRIES
     return retries_used < (max_retries or 0)
+
+
+def will_retry_after(reason: str, max_retries: int | None, earlier: Sequence[str]) -> bool:
+    """``will_retry`` as a follower of the op stream can tell it (the cache, the client's view): the op's own
+    and the infrastructure's failures counted from ``earlier``, the reasons of the op's earlier failed attempts.
+    Admission decides from its own counts (which also count a handler's giving up, no ``failed`` event); this
+    agrees with it as far as the ``failed`` events tell."""
+    own = sum(1 for r in earlier if not is_infrastructure(r))
+    return will_retry(reason, max_retries, own, len(earlier) - own)
 
 
 # The messages an op waits on a service to handle (its gates, its dispatch, its stop or preemption): a
