@@ -280,12 +280,13 @@ def _finish_reason(record: Record, now: datetime) -> str | None:
 
 def _finish_message(record: Record, reason: str) -> str:
     spec = record.spec
-    return {
+    messages: dict[str, str] = {
         ScheduleEnd.MAX_RUNS: f"{record.runs} runs fired (maxRuns {spec.max_runs})",
         ScheduleEnd.COMPLETED: f"the run at {spec.start_at} fired",
         ScheduleEnd.NO_MORE_SLOTS: f"cron {spec.cron!r} has no slot left",
         ScheduleEnd.END_AT: f"no slot left before endAt {spec.end_at} ({record.runs} runs fired)",
-    }.get(reason, reason)
+    }
+    return messages.get(reason, reason)
 
 
 def run_status(status: Status | None) -> str | None:
