@@ -21,8 +21,9 @@ from datetime import datetime, timedelta
 from proto import access
 from proto.commands import Command
 from proto.events import OperationSubmitted
+from proto.reasons import Refusal
 
-RATE_LIMITED = "rate_limited"
+RATE_LIMITED = Refusal.RATE_LIMITED
 ANONYMOUS = "anonymous"  # a command that names no requester
 MAX_TRACKED = 10_000  # requesters held before the full buckets are forgotten; also ops charged, not yet folded
 
