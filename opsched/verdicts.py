@@ -32,13 +32,14 @@ from proto.events import (
     OperationSubmitted,
     StopRequested,
 )
+from proto.reasons import Reason, Refusal
 
 VERDICT_TIMEOUT_S = 10.0
-NOTHING_TO_DO = frozenset({"already_approved", "already_stopping"})  # the op is as asked already: exit 0
+NOTHING_TO_DO = frozenset({Refusal.ALREADY_APPROVED, Refusal.ALREADY_STOPPING})  # the op is as asked already: exit 0
 # refusals of what was typed (an id naming nothing, params that cannot render, ...): exit 2; others exit 1
-BAD_INPUT = frozenset({"unknown_op", "invalid_op_id", "invalid_template", "invalid_condition", "spec_too_large",
-                       "invalid_spec", "malformed_message", "duplicate_op_id", "unknown_queue",
-                       "unknown_priority_class", "agent_mismatch"})
+BAD_INPUT = frozenset({Reason.UNKNOWN_OP, Refusal.INVALID_OP_ID, Refusal.INVALID_TEMPLATE, Refusal.INVALID_CONDITION,
+                       Refusal.SPEC_TOO_LARGE, Refusal.INVALID_SPEC, Refusal.MALFORMED_MESSAGE, Refusal.DUPLICATE_OP_ID,
+                       Refusal.UNKNOWN_QUEUE, Refusal.UNKNOWN_PRIORITY_CLASS, Refusal.AGENT_MISMATCH})
 EXIT_DONE, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_NO_VERDICT = 0, 1, 2, 4
 RERUNS = ("restart", "copy")
 # the events that say a command was done (a rerun's: of the new op)

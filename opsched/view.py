@@ -28,9 +28,9 @@ from proto.events import (
     RetryScheduled,
     SpendRolled,
 )
-from proto.failures import is_infrastructure, will_retry
+from proto.failures import will_retry_after
 from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, RETRY_SHOWN, SHOWN, TERMINAL_LABELS, Status
-from proto.reasons import Reason, dependency_name, message
+from proto.reasons import Ending, Reason, dependency_name, message
 from proto.resources import gpus_label
 from proto.summaries import OpSummary
 
@@ -90,7 +90,7 @@ class OpsView:
         _details(row, event)
         if isinstance(event, OperationResumed):  # a stopped/failed op continues: it is not over any more
             row.status, row.rank = NEXT_ATTEMPT_SHOWN
-            row.attempt, row.reason = event.attempt, "resumed"
+            row.attempt, row.reason = event.attempt, Ending.RESUMED
             return row
         if event.attempt > row.attempt and not row.terminal:
             row.rank = NEXT_ATTEMPT_SHOWN.rank  # a new attempt after a preemption or eviction
@@ -101,10 +101,9 @@ class OpsView:
 
     def _will_retry(self, row: OpRow, event: OperationFailed) -> bool:
         """A failed attempt that admission will retry is not the end (same rule as admission's)."""
-        own = sum(1 for r in row.failures if not is_infrastructure(r))
-        infra = len(row.failures) - own
+        earlier = list(row.failures)
         row.failures.append(event.reason)
-        return row.active and will_retry(event.reason, row.max_retries, own, infra)
+        return row.active and will_retry_after(event.reason, row.max_retries, earlier)
 
     def add_summary(self, summary: OpSummary) -> OpRow:
         """An op that ended and left admission's memory, as its summary (the ops bucket) tells it."""
@@ -156,7 +155,7 @@ def _details(row: OpRow, event: Event) -> None:
         row.name, row.queue = event.name or "?", event.queue or row.queue
     if isinstance(event, (OperationFailed, OperationRejected)):
         row.reason = f"{event.reason}: {event.message}" if event.message else event.reason
-    elif isinstance(event, OperationSucceeded) and event.reason != "Completed":
+    elif isinstance(event, OperationSucceeded) and event.reason != Ending.COMPLETED:
         row.reason = event.reason
     elif isinstance(event, OperationStopped):
         row.reason = event.message or event.reason

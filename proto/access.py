@@ -21,9 +21,10 @@ import msgspec
 
 from proto import subjects
 from proto.permissions import SERVICES  # a service's own commands (admission's schedule runs)
+from proto.reasons import Refusal
 from proto.spec import Wire
 
-NOT_ALLOWED = "not_allowed"
+NOT_ALLOWED = Refusal.NOT_ALLOWED
 
 
 class Project(Wire, kw_only=True, forbid_unknown_fields=True):

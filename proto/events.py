@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 
 from proto.pod_security import DEFAULT_LEVEL, AllowableVolume, Level
+from proto.reasons import Ending
 from proto.spec import OpSpec, Wire
 from proto.spec_checks import money
 
@@ -104,7 +105,7 @@ class OperationRunning(Event, tag="running", kw_only=True):
 class OperationSucceeded(Event, tag="succeeded", kw_only=True):
     pod_name: str | None = None
     node: str | None = None
-    reason: str = "Completed"
+    reason: str = Ending.COMPLETED
     outputs: dict[str, str] = {}
 
 
@@ -125,7 +126,7 @@ class OperationRejected(Event, tag="rejected", kw_only=True):
 
 
 class OperationStopped(Event, tag="stopped", kw_only=True):
-    reason: str = "stopped"
+    reason: str = Ending.STOPPED
     message: str = ""
     request_id: str = ""  # the stop command's ``request_id`` (admission stopping an op that held no pod)
 
@@ -133,7 +134,7 @@ class OperationStopped(Event, tag="stopped", kw_only=True):
 class StopRequested(Event, tag="stop_requested", kw_only=True):
     pod_name: str
     namespace: str
-    reason: str = "stopped"
+    reason: str = Ending.STOPPED
     agent: str = ""  # the agent running the attempt (its dispatcher's subject)
     request_id: str = ""  # the stop command's ``request_id``: its sender reads its verdict here
 
@@ -182,7 +183,7 @@ class OperationApproved(Event, tag="approved", kw_only=True):
 class OperationSkipped(Event, tag="skipped", kw_only=True):
     """Its ``conditions`` were false: it never runs."""
 
-    reason: str = "condition_false"
+    reason: str = Ending.CONDITION_FALSE
     message: str = ""
 
 

@@ -4,17 +4,20 @@ Shared by admission (which schedules retries) and every view of an op's state (s
 whether a ``failed`` attempt is final)."""
 from __future__ import annotations
 
-HANDLER_FAILED = "HandlerFailed"  # a service's handler gave up on a message the attempt waited on (a bug)
-AGENT_LOST = "AgentLost"  # admission: the attempt's agent stopped sending heartbeats (policies.agents)
+from collections.abc import Sequence
+
+from proto.reasons import Failure
+
 INFRASTRUCTURE_REASONS = frozenset({
-    HANDLER_FAILED, "PodDeleted", "NodeLost", AGENT_LOST, "NodeShutdown", "Evicted", "Preempted", "Terminated",
-    "Shutdown", "UnexpectedAdmissionError", "OutOfcpu", "OutOfmemory", "OutOfnvidia.com/gpu",
+    Failure.HANDLER_GAVE_UP, Failure.POD_DELETED, Failure.NODE_LOST, Failure.AGENT_LOST, Failure.NODE_SHUTDOWN,
+    Failure.EVICTED, Failure.PREEMPTED, Failure.TERMINATED, Failure.SHUTDOWN, Failure.UNEXPECTED_ADMISSION_ERROR,
+    Failure.OUT_OF_CPU, Failure.OUT_OF_MEMORY, Failure.OUT_OF_GPU,
 })
 # retrying cannot help: the pod is refused, its namespace is not the dispatcher's to use (missing, forbidden:
 # an admin's fix), its deadline passed, a pod of its name belongs to another op or attempt (PodConflict), its
 # events cannot be published or folded
-FINAL_REASONS = frozenset({"PodRejected", "NamespaceRefused", "PodConflict", "DeadlineExceeded",
-                           "message_too_large", "fold_failed"})
+FINAL_REASONS = frozenset({Failure.POD_REJECTED, Failure.NAMESPACE_REFUSED, Failure.POD_CONFLICT,
+                           Failure.DEADLINE_EXCEEDED, Failure.MESSAGE_TOO_LARGE, Failure.FOLD_FAILED})
 
 
 def is_infrastructure(reason: str) -> bool:
@@ -33,6 +36,15 @@ def will_retry(reason: str, max_retries: int | None, retries_used: int, infra_fa
     if is_infrastructure(reason):
         return infra_failures < MAX_INFRASTRUCTURE_RETRIES
     return retries_used < (max_retries or 0)
+
+
+def will_retry_after(reason: str, max_retries: int | None, earlier: Sequence[str]) -> bool:
+    """``will_retry`` as a follower of the op stream can tell it (the cache, the client's view): the op's own
+    and the infrastructure's failures counted from ``earlier``, the reasons of the op's earlier failed attempts.
+    Admission decides from its own counts (which also count a handler's giving up, no ``failed`` event); this
+    agrees with it as far as the ``failed`` events tell."""
+    own = sum(1 for r in earlier if not is_infrastructure(r))
+    return will_retry(reason, max_retries, own, len(earlier) - own)
 
 
 # The messages an op waits on a service to handle (its gates, its dispatch, its stop or preemption): a

@@ -37,6 +37,7 @@ from proto.events import (
     RetryScheduled,
     StopRequested,
 )
+from proto.reasons import Ending
 
 
 class Status(IntEnum):
@@ -103,7 +104,7 @@ ATTEMPT_ENDS: tuple[type[Event], ...] = (OperationSucceeded, OperationFailed, Op
 # What may end the op itself (a failure ends it only when no retry is left).
 OP_ENDS: tuple[type[Event], ...] = (OperationSucceeded, OperationFailed, OperationStopped, OperationTimedOut,
                                     OperationSkipped, OperationRejected)
-CACHE_HIT_REASON = "cache_hit"  # an op that succeeded because an identical op's result was reused
+CACHE_HIT_REASON = Ending.CACHE_HIT  # an op that succeeded because an identical op's result was reused
 
 
 class Shown(NamedTuple):

@@ -1,10 +1,15 @@
-"""Why an operation waits: every reason code, defined once, with what it means, its message template,
+"""Every reason code on the wire, defined once: why an op waits (``Reason``), and why it ends, is refused,
+failed, evicted, preempted, held, missed by the cache or dead-lettered (the families below ``Reason``).
+
+Why an operation waits: every waiting reason code, with what it means, its message template,
 whether preemption can lift it, and what it waits on (the generation parking watches:
 ``services.admission.parking``). A message is only ever built from its template: ``message(reason, **fields)``,
 or ``pending(reason, **fields)`` for the ``PendingReason`` that ``why`` answers.
 
 Codes are ``StrEnum`` members, so they equal their text on the wire (``PendingReason.code``) and in
-``opsched why``; a producer in another language matches on the text.
+``opsched why``; a producer in another language matches on the text. Wire fields stay ``str`` (a reason
+another producer, or Kubernetes, spells is kept as it came); producers here only ever pass a member
+(``tests/contract/test_reasons.py``). Kubernetes-derived failure reasons keep Kubernetes' casing.
 """
 from __future__ import annotations
 
@@ -211,3 +216,134 @@ def message(reason: Reason, /, **fields: object) -> str:
 def pending(reason: Reason, /, **fields: object) -> PendingReason:
     """``reason`` as ``why`` answers it and a cycle keeps it: its code and its message."""
     return PendingReason(code=reason, message=message(reason, **fields))
+
+
+# ---- why an op (or an attempt) ends, is refused or taken away ----
+class Failure(StrEnum):
+    """``failed.reason`` (and ``retry_scheduled.reason``): why an attempt failed. Kubernetes' own reasons
+    (a pod's or its container's ``reason``, e.g. ``OOMKilled``) come as Kubernetes spells them; these are
+    the ones opsched names or acts on."""
+
+    HANDLER_GAVE_UP = "HandlerFailed"  # a service's handler gave up on a message the attempt waited on (a bug)
+    AGENT_LOST = "AgentLost"  # admission: the attempt's agent stopped sending heartbeats (policies.agents)
+    POD_DELETED = "PodDeleted"  # the dispatcher: a pod deleted by someone else before the attempt ended
+    POD_REJECTED = "PodRejected"  # the API refused the pod for good
+    POD_CONFLICT = "PodConflict"  # a pod of its name belongs to another op or attempt
+    NAMESPACE_REFUSED = "NamespaceRefused"  # its namespace is not the dispatcher's to use
+    DEADLINE_EXCEEDED = "DeadlineExceeded"  # Kubernetes: activeDeadlineSeconds (termination.timeout) passed
+    ERROR = "Error"  # a container exited non-zero and Kubernetes named no reason
+    FAILED = "Failed"  # a pod failed and nothing named a reason
+    # Kubernetes' reasons of a pod taken away from its node (infrastructure failures)
+    NODE_LOST = "NodeLost"
+    NODE_SHUTDOWN = "NodeShutdown"
+    EVICTED = "Evicted"
+    PREEMPTED = "Preempted"
+    TERMINATED = "Terminated"
+    SHUTDOWN = "Shutdown"
+    UNEXPECTED_ADMISSION_ERROR = "UnexpectedAdmissionError"
+    OUT_OF_CPU = "OutOfcpu"
+    OUT_OF_MEMORY = "OutOfmemory"
+    OUT_OF_GPU = "OutOfnvidia.com/gpu"
+    # opsched's ends of an op whose messages cannot be handled (also ``rejected.reason``, before it started)
+    MESSAGE_TOO_LARGE = "message_too_large"  # an event about it is over the server's max payload
+    PUBLISH_REFUSED = "publish_refused"  # an event about it is not admission's to publish
+    FOLD_FAILED = "fold_failed"  # admission could not fold an event about it
+
+
+class Ending(StrEnum):
+    """The reason of an end that is not a failure or a refusal: ``succeeded``, ``stopped``, ``skipped``."""
+
+    COMPLETED = "Completed"  # succeeded: its main pod completed (Kubernetes' word)
+    CACHE_HIT = "cache_hit"  # succeeded: an identical op's result was reused
+    STOPPED = "stopped"  # stopped (``stop_requested`` too): `opsched stop`
+    CONDITION_FALSE = "condition_false"  # skipped: its ``conditions`` were false
+    RESUMED = "resumed"  # not an end: the reason an op resumed in place shows (``OpRow``, ``why``)
+
+
+class Refusal(StrEnum):
+    """``rejected.reason`` and ``error.reason``: why an op or a command was refused."""
+
+    INVALID_SPEC = "invalid_spec"
+    INVALID_OP_ID = "invalid_op_id"
+    UNKNOWN_QUEUE = "unknown_queue"
+    AGENT_MISMATCH = "agent_mismatch"
+    QUEUE_FULL = "queue_full"
+    UNKNOWN_PRIORITY_CLASS = "unknown_priority_class"
+    PRIORITY_TOO_HIGH = "priority_too_high"  # a priority above its queue's
+    APPROVAL_REJECTED = "approval_rejected"  # `opsched reject` of an op held for approval
+    NOT_ALLOWED = "not_allowed"  # the requester may not (``proto.access``)
+    SPEC_TOO_LARGE = "spec_too_large"  # over ``proto.spec_size``'s bound
+    FORBIDDEN_POD_SPEC = "forbidden_pod_spec"  # a pod spec its queue's podSecurity forbids
+    UNSEALABLE_ENV = "unsealable_env"  # its env cannot be opened (``services.runtime.sealing``)
+    INVALID_TEMPLATE = "invalid_template"
+    INVALID_CONDITION = "invalid_condition"
+    RATE_LIMITED = "rate_limited"  # its requester submits faster than the queue allows
+    # a command's refusals (``error`` events: its sender reads them as its verdict)
+    ALREADY_ENDED = "already_ended"  # a stop, approve or reject of an op that has ended
+    ALREADY_APPROVED = "already_approved"  # an approve of an op approved before: nothing to do
+    ALREADY_STOPPING = "already_stopping"  # a stop of an attempt whose stop was requested before: nothing to do
+    NOT_ON_HOLD = "not_on_hold"  # a reject of an op not held for approval (stop it instead)
+    DUPLICATE_OP_ID = "duplicate_op_id"
+    NOT_RESUMABLE = "not_resumable"
+    INVALID_QUEUES = "invalid_queues"
+    INVALID_SCHEDULE = "invalid_schedule"
+    INVALID_SCHEDULE_ID = "invalid_schedule_id"
+    SCHEDULE_EXISTS = "schedule_exists"
+    UNKNOWN_SCHEDULE = "unknown_schedule"
+    MALFORMED_MESSAGE = "malformed_message"  # a message that does not decode (also a dead letter's reason)
+
+
+class Eviction(StrEnum):
+    """``evicted.reason`` (and the pods' ``opsched.io/evicted`` annotation): why an attempt was released
+    without being the op's fault."""
+
+    GANG_TIMEOUT = "gang_timeout"  # the gang was not all Running in time
+    GANG_FAILED = "gang_failed"  # another pod of the gang failed
+    GANG_FINISHED = "gang_finished"  # the main pod succeeded; the workers still running are done
+    POD_REJECTED = "pod_rejected"  # the API refused another pod of the gang
+    UNWANTED = "unwanted"  # created for an attempt that a stop or preemption released meanwhile
+    ORPHANED = "orphaned"  # a pod no live attempt owns
+    UNSCHEDULABLE = "unschedulable"  # Unschedulable longer than its queue's pendingTimeout
+
+
+class Preemption(StrEnum):
+    """``preempt_requested.reason`` (and ``preempted.reason``): why a victim is taken away."""
+
+    WITHIN_QUEUE = "within_queue"  # a higher-priority op of its queue
+    RECLAIM = "reclaim"  # its queue lent the quota the victim borrowed
+
+
+class Hold(StrEnum):
+    """``on_hold.reason``: why an op waits for approval."""
+
+    IS_APPROVED_FALSE = "is_approved_false"
+    COST_ABOVE_THRESHOLD = "cost_above_threshold"
+    GPUS_ABOVE_THRESHOLD = "gpus_above_threshold"
+
+
+class CacheMiss(StrEnum):
+    """``cache_missed.reason``."""
+
+    DISABLED = "disabled"
+    NOT_FOUND = "not_found"
+    EXPIRED = "expired"
+    ORIGINAL_FAILED = "original_failed"
+
+
+class DeadLetter(StrEnum):
+    """``error.reason`` of a dead-lettered message (``services.runtime.deadletter``); one whose handler kept
+    failing is ``Reason.HANDLER_FAILED``, one that does not decode ``Refusal.MALFORMED_MESSAGE``."""
+
+    MAX_DELIVERIES = "max_deliveries"
+    POISON_MESSAGE = "poison_message"  # it killed the service while in hand (``services.runtime.inhand``)
+
+
+class ScheduleEnd(StrEnum):
+    """``schedule_finished.reason`` of a schedule disabled by admission (one whose stored spec is refused:
+    ``Refusal.INVALID_SPEC``)."""
+
+    FAILED = "failed"  # computing its runs raised
+    MAX_RUNS = "max_runs"  # maxRuns runs fired
+    COMPLETED = "completed"  # a datetime schedule's one run fired
+    NO_MORE_SLOTS = "no_more_slots"  # its cron has no slot left
+    END_AT = "end_at"  # no slot left before its endAt

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from proto import codec
 from proto.limits import MAX_SPEC_BYTES
+from proto.reasons import Refusal
 from proto.spec import OpSpec
 
-SPEC_TOO_LARGE = "spec_too_large"  # the reason an op over the bound is rejected with
+SPEC_TOO_LARGE = Refusal.SPEC_TOO_LARGE  # the reason an op over the bound is rejected with
 
 
 class SpecTooLarge(ValueError):

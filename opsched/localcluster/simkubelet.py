@@ -52,6 +52,7 @@ from opsched.localcluster.nodes import (
     running_status,
     terminal_status,
 )
+from proto.reasons import Failure
 
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 KILLED_EXIT_CODE = 143
@@ -247,7 +248,7 @@ class SimKubelet:
             self._finish(pod, terminal_status(pod, pod_behaviour(pod).exit_codes))
         elif due.action == "deadline" and phase == "Running":
             codes = {c["name"]: KILLED_EXIT_CODE for c in pod["spec"]["containers"]}
-            self._finish(pod, terminal_status(pod, codes, reason="DeadlineExceeded", message=DEADLINE_MESSAGE))
+            self._finish(pod, terminal_status(pod, codes, reason=Failure.DEADLINE_EXCEEDED, message=DEADLINE_MESSAGE))
 
     def _start_pod(self, pod: dict[str, Any]) -> None:
         node = pod["spec"]["nodeName"]

@@ -42,7 +42,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from proto import access, subjects
-from services.admission.submit_rate import ANONYMOUS, MAX_TRACKED, Bucket
+from services.admission.submit_rate import ANONYMOUS
+from services.admission.token_buckets import TokenBuckets
 
 DEAD_LETTER_WINDOW_S = 60.0  # over its rate, a requester's refusals get one dead letter per window at most
 VERDICTS_KEPT = 1_000  # the latest commands' verdicts (by stream sequence): a redelivery reads its own again
@@ -66,7 +67,7 @@ class Overflow:
 class CommandRate:
     def __init__(self, per_min: float, burst: int, window_s: float = DEAD_LETTER_WINDOW_S) -> None:
         self.per_min, self.burst, self.window_s = per_min, burst, window_s
-        self.buckets: dict[str, Bucket] = {}
+        self.buckets = TokenBuckets(per_min, burst, on_forget=lambda who: self.overflows.pop(who, None))
         self.verdicts: OrderedDict[int, tuple[str, float | None]] = OrderedDict()  # seq -> who, wait_s (None: within)
         self.overflows: dict[str, Overflow] = {}
         self.answered: OrderedDict[int, str | None] = OrderedDict()  # seq -> what ``refused`` said (redeliveries)
@@ -82,7 +83,7 @@ class CommandRate:
             return None
         if seq and seq in self.verdicts:
             return self.verdicts[seq][1]
-        bucket = self._refilled(who, now)
+        bucket = self.buckets.refilled(who, now)
         wait_s: float | None = None
         if bucket.tokens < 1:
             wait_s = (1 - bucket.tokens) * 60.0 / self.per_min
@@ -149,21 +150,3 @@ class CommandRate:
         if log is not None and overflow.unrecorded:
             log.warning("command_refusals_unrecorded", requester=who, unrecorded=overflow.unrecorded,
                         since_over=overflow.total, window_s=self.window_s)
-
-    def _refilled(self, who: str, now: datetime) -> Bucket:
-        bucket = self.buckets.get(who)
-        if bucket is None:
-            if len(self.buckets) >= MAX_TRACKED:
-                self._forget_full(now)
-            bucket = self.buckets[who] = Bucket(float(self.burst), now)
-            return bucket
-        elapsed = max(0.0, (now - bucket.at).total_seconds())  # a clock that went back adds nothing
-        bucket.tokens = min(float(self.burst), bucket.tokens + elapsed * self.per_min / 60.0)
-        bucket.at = max(bucket.at, now)
-        return bucket
-
-    def _forget_full(self, now: datetime) -> None:
-        full_after_s = self.burst * 60.0 / self.per_min
-        for who in [w for w, b in self.buckets.items() if (now - b.at).total_seconds() >= full_after_s]:
-            del self.buckets[who]
-            self.overflows.pop(who, None)

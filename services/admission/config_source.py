@@ -13,6 +13,7 @@ import msgspec
 from proto import codec, subjects
 from proto.config import QueuesConfigured, SetQueues
 from proto.queues_file import QueuesConfigError, load_queues
+from proto.reasons import Refusal
 from services.admission.queues import compile_book
 from services.runtime.addressing import config_digest
 from services.runtime.clock import Clock
@@ -43,6 +44,6 @@ def queues_configured(cmd: SetQueues, now: datetime) -> QueuesConfigured:
     try:
         compile_book(cmd.config)
     except QueuesConfigError as exc:
-        raise InvalidInput("invalid_queues", str(exc)) from None
+        raise InvalidInput(Refusal.INVALID_QUEUES, str(exc)) from None
     source = f"command:{cmd.requested_by or '?'}#{config_digest(cmd.config)}"
     return QueuesConfigured(config=cmd.config, at=now, source=source)

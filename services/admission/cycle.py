@@ -25,11 +25,11 @@ from proto.events import (
     PreemptRequested,
     RetryScheduled,
 )
-from proto.failures import AGENT_LOST, is_infrastructure
+from proto.failures import is_infrastructure
 from proto.lifecycle import CACHE_HIT_REASON
 from proto.naming import pod_name, pod_names
 from proto.pod_security import carried, run_policy
-from proto.reasons import Reason
+from proto.reasons import Failure, Preemption, Reason
 from proto.templating import TemplateError
 from services.admission import parking
 from services.admission.policies import agents, aging, approval, budgets, preemption
@@ -101,7 +101,7 @@ class Cycle:
             return
         for op in [o for o in self.usage.active_ops() if o.agent in lost]:  # the active ones only, never all
             event = OperationFailed(op_id=op.op_id, at=self.now, attempt=op.attempt, pod_name=op.pod_name,
-                                    reason=AGENT_LOST, message=f"agent {op.agent} silent since "
+                                    reason=Failure.AGENT_LOST, message=f"agent {op.agent} silent since "
                                     f"{lost[op.agent]:%H:%M:%S}: its dispatcher stopped sending heartbeats")
             self.state.apply(event)
             self.decisions.append(event)
@@ -298,7 +298,7 @@ def _end_unpublished(op: OpRecord) -> bool:
 
 def _preempt(victim: preemption.Victim, op: OpRecord, priority: float, now: datetime) -> PreemptRequested:
     v = victim.op
-    why = "reclaims quota lent to" if victim.reason == "reclaim" else "outranks"
+    why = "reclaims quota lent to" if victim.reason == Preemption.RECLAIM else "outranks"
     return PreemptRequested(
         op_id=v.op_id, at=now, attempt=v.attempt, pod_names=pod_names(v.op_id, v.attempt, v.spec),
         namespace=v.namespace or "", preemptor=op.op_id, reason=victim.reason, agent=v.agent,

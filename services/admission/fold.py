@@ -37,8 +37,9 @@ from proto.events import (
     SpendRolled,
     StopRequested,
 )
-from proto.failures import BLOCKING_MESSAGES, HANDLER_FAILED, is_infrastructure, will_retry
+from proto.failures import BLOCKING_MESSAGES, is_infrastructure, will_retry
 from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
+from proto.reasons import Ending, Failure
 from services.admission.fold_failures import FoldFailures
 from services.admission.fold_preemptions import PreemptionsInFlight
 from services.admission.policies.agents import node_key
@@ -330,12 +331,12 @@ class OpFold(PreemptionsInFlight):
                 or op.status == Status.RETRYING or op.handler_failure):
             return False
         retry = op.status.active and e.failed_type != "stop_requested" and will_retry(
-            HANDLER_FAILED, op.spec.termination.max_retries, op.retries_used, op.infra_failures)
+            Failure.HANDLER_GAVE_UP, op.spec.termination.max_retries, op.retries_used, op.infra_failures)
         if retry:
             op.infra_failures += 1
             self._set_active(op, False)
-            op.status, op.reason, op.waiting_for = Status.RETRYING, HANDLER_FAILED, None
-            op.attempts.append((op.attempt, type_of(e), HANDLER_FAILED))
+            op.status, op.reason, op.waiting_for = Status.RETRYING, Failure.HANDLER_GAVE_UP, None
+            op.attempts.append((op.attempt, type_of(e), Failure.HANDLER_GAVE_UP))
             for f in self.followers:
                 f.retry_due(op)
             return True
@@ -351,7 +352,7 @@ class OpFold(PreemptionsInFlight):
         op.attempts.append((op.attempt, op.status.name.lower(), op.reason))
         if e.params:
             op.spec = msgspec.structs.replace(op.spec, params={**op.spec.params, **e.params})
-        op.attempt, op.reason, op.not_before, op.queued_at = e.attempt, "resumed", None, e.at
+        op.attempt, op.reason, op.not_before, op.queued_at = e.attempt, Ending.RESUMED, None, e.at
         self._next_attempt(op, e.at)
         return True
 

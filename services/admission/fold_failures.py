@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 from proto.codec import type_of
 from proto.events import Event, OperationFailed, OperationRejected, OperationSubmitted
 from proto.lifecycle import Status
+from proto.reasons import Failure
 from services.admission.records import OpRecord
 from services.runtime import logging as oplog
 
 if TYPE_CHECKING:
     from services.admission.fold import OpFold
 
-FOLD_FAILED = "fold_failed"  # the reason an op ends with when an event about it could not be folded
+FOLD_FAILED = Failure.FOLD_FAILED  # the reason an op ends with when an event about it could not be folded
 
 
 class FoldFailures:

@@ -28,7 +28,7 @@ from proto.events import (
     StopRequested,
 )
 from proto.queues import not_covered
-from proto.reasons import Reason
+from proto.reasons import Ending, Reason, Refusal
 from proto.reasons import message as reason_message
 from proto.spec import EnvVar, OpSpec
 from proto.spec_size import SPEC_TOO_LARGE, too_large
@@ -85,7 +85,7 @@ def _named(event: Event, cmd: SubmitOperation) -> None:
 def _on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: Book,
                rate: SubmitRate | None, over: OverRate | None) -> Event | list[Event] | None:
     if not subjects.valid_token(cmd.op_id):
-        raise InvalidInput("invalid_op_id", f"op id {cmd.op_id!r} must be lowercase letters, digits and dashes")
+        raise InvalidInput(Refusal.INVALID_OP_ID, f"op id {cmd.op_id!r} must be lowercase letters, digits and dashes")
     if cmd.op_id in state.ops or cmd.op_id in state.fold.gone:
         ctx.log.info("duplicate_submit_ignored")
         return None
@@ -112,7 +112,7 @@ def _on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: 
         # counted for maxPendingPerUser from now, until the fold sees its submitted (``QueueManager.pending_of``)
         state.queues.accept(cmd.op_id, events[0].queue, requester_of(events[0].requested_by), now)
     if condition is False and isinstance(events[0], OperationSubmitted):
-        events.append(OperationSkipped(op_id=cmd.op_id, at=now, reason="condition_false",
+        events.append(OperationSkipped(op_id=cmd.op_id, at=now, reason=Ending.CONDITION_FALSE,
                                        message=f"conditions {(cmd.spec.conditions or '').strip()} is false"))
     return events[0] if len(events) == 1 else events
 
@@ -130,13 +130,13 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
     queue = route(spec, book)
     config = book.queues.get(queue)
     if config is None:
-        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason="unknown_queue",
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=Refusal.UNKNOWN_QUEUE,
                                   message=f"unknown queue {queue!r}; known queues: {', '.join(book.names)}")]
     if spec.agent is not None and spec.agent == book.config.default_agent:
         spec = msgspec.structs.replace(spec, agent=agents.DEFAULT)  # the default agent, by its name
     runs_on = agents.agents_of(book, queue)
     if spec.agent is not None and spec.agent not in runs_on:
-        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason="agent_mismatch",
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=Refusal.AGENT_MISMATCH,
                                   message=f"queue {queue} runs on {', '.join(sorted(map(agents.named, runs_on)))}, "
                                           f"not on agent {spec.agent} (the file's queue {spec.agent}/{queue})")]
     request = requests_of(spec)[1]
@@ -149,7 +149,7 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
                                                          covered=covered, amount=request[resource]))]
     waiting = state.queues.waiting(queue)
     if config.max_queued is not None and waiting >= config.max_queued:
-        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason="queue_full",
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=Refusal.QUEUE_FULL,
                                   message=f"queue {queue} already holds {waiting} waiting ops (maxQueued "
                                           f"{config.max_queued}); retry later or use another queue")]
     user = requester_of(cmd.requested_by)  # as the fold counts it: the submitted event's requested_by
@@ -161,7 +161,7 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
     try:
         priority = priority_of(spec, queue, book)
     except UnknownPriorityClass as exc:
-        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason="unknown_priority_class", message=str(exc))]
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=Refusal.UNKNOWN_PRIORITY_CLASS, message=str(exc))]
     except PriorityTooHigh as exc:
         return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=TOO_HIGH, message=str(exc))]
     return [OperationSubmitted(op_id=cmd.op_id, at=now, spec=spec, queue=queue, submitted_at=now, priority=priority,
@@ -186,9 +186,9 @@ def _invalid(op_id: str, now, reason: str, message: str) -> InvalidInput:
     return InvalidInput(reason, message, op_id=op_id, events=[rejected])
 
 
-ALREADY_ENDED = "already_ended"  # a stop, approve or reject of an op that has ended: refused
-ALREADY_APPROVED = "already_approved"  # an approve of an op approved before: nothing to do (its sender exits 0)
-ALREADY_STOPPING = "already_stopping"  # a stop of an attempt whose stop was requested before: nothing to do
+ALREADY_ENDED = Refusal.ALREADY_ENDED  # a stop, approve or reject of an op that has ended: refused
+ALREADY_APPROVED = Refusal.ALREADY_APPROVED  # an approve of an op approved before: nothing to do (its sender exits 0)
+ALREADY_STOPPING = Refusal.ALREADY_STOPPING  # a stop of an attempt whose stop was requested before: nothing to do
 
 
 def on_approve(cmd: ApproveOperation, ctx: Context, state: AdmissionState) -> Event | None:
@@ -201,7 +201,7 @@ def on_approve(cmd: ApproveOperation, ctx: Context, state: AdmissionState) -> Ev
                              approved_by=cmd.requested_by, comment=cmd.comment, request_id=cmd.request_id)
 
 
-NOT_ON_HOLD = "not_on_hold"  # a reject of an op not held for approval: refused (stop it instead)
+NOT_ON_HOLD = Refusal.NOT_ON_HOLD  # a reject of an op not held for approval: refused (stop it instead)
 
 
 def on_reject(cmd: RejectOperation, ctx: Context, state: AdmissionState, book: Book | None = None) -> Event | None:
@@ -219,7 +219,7 @@ def on_reject(cmd: RejectOperation, ctx: Context, state: AdmissionState, book: B
     if _answered_another(op, "reject", cmd.request_id):
         raise InvalidInput(ALREADY_ENDED, f"cannot reject {op.op_id}: it was rejected already", op_id=op.op_id)
     who = f" by {cmd.requested_by}" if cmd.requested_by else ""
-    return OperationRejected(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt, reason="approval_rejected",
+    return OperationRejected(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt, reason=Refusal.APPROVAL_REJECTED,
                              message=f"rejected{who}" + (f": {cmd.comment}" if cmd.comment else ""),
                              request_id=cmd.request_id)
 
@@ -284,7 +284,7 @@ def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | 
     if op.status.active and op.pod_name and op.namespace:
         return StopRequested(op_id=op.op_id, at=now, attempt=op.attempt, pod_name=op.pod_name,
                              namespace=op.namespace, reason=cmd.reason, agent=op.agent, request_id=cmd.request_id)
-    return OperationStopped(op_id=op.op_id, at=now, attempt=op.attempt, reason="stopped", message=cmd.reason,
+    return OperationStopped(op_id=op.op_id, at=now, attempt=op.attempt, reason=Ending.STOPPED, message=cmd.reason,
                             request_id=cmd.request_id)
 
 
@@ -307,7 +307,7 @@ def on_rerun(cmd: RestartOperation | CopyOperation, ctx: Context, state: Admissi
                              requested_by=cmd.requested_by, request_id=cmd.request_id)
     events = on_submit(submit, ctx, state, book, rate, over)
     if events is None:  # the new op id names an op already: nothing new was made
-        raise InvalidInput("duplicate_op_id", f"cannot {relation} {original.op_id} as {cmd.new_op_id}: an op "
+        raise InvalidInput(Refusal.DUPLICATE_OP_ID, f"cannot {relation} {original.op_id} as {cmd.new_op_id}: an op "
                                               f"{cmd.new_op_id} exists already; choose another id", op_id=cmd.op_id)
     for event in events if isinstance(events, list) else [events]:
         if isinstance(event, OperationSubmitted):
@@ -318,7 +318,7 @@ def on_rerun(cmd: RestartOperation | CopyOperation, ctx: Context, state: Admissi
 def on_resume(cmd: ResumeOperation, ctx: Context, state: AdmissionState, book: Book) -> Event | None:
     op = _known(cmd.op_id, state)
     if op.status not in RESUMABLE:
-        raise InvalidInput("not_resumable", f"cannot resume {op.op_id}: it is {op.status.name.lower()}; only "
+        raise InvalidInput(Refusal.NOT_RESUMABLE, f"cannot resume {op.op_id}: it is {op.status.name.lower()}; only "
                                             f"stopped, failed or timed-out ops resume", op_id=op.op_id)
     spec = msgspec.structs.replace(op.spec, params={**op.spec.params, **cmd.params})
     oversized = too_large(spec)  # as recorded (sealed): what the event holds

@@ -14,6 +14,7 @@ import msgspec
 
 from proto.conditions import evaluate
 from proto.queues import QueuesConfig
+from proto.reasons import Refusal
 from proto.spec import OpSpec
 from proto.template_sandbox import time_budget
 from proto.templating import (
@@ -26,8 +27,8 @@ from proto.templating import (
     template_values,
 )
 
-INVALID_TEMPLATE = "invalid_template"
-INVALID_CONDITION = "invalid_condition"
+INVALID_TEMPLATE = Refusal.INVALID_TEMPLATE
+INVALID_CONDITION = Refusal.INVALID_CONDITION
 
 
 def rendered(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, namespace: str,

@@ -40,6 +40,7 @@ import msgspec
 
 from proto import cron, subjects
 from proto.events import Event
+from proto.reasons import Refusal, ScheduleEnd
 from proto.schedules import (
     MAX_SCHEDULE_ID,
     SCHEDULE_KINDS,
@@ -58,8 +59,8 @@ from services.admission.records import Status
 from services.runtime.errors import InvalidInput
 
 StatusOf = Callable[[str], "str | None"]  # op id -> "succeeded" | "failed" | "running" | None
-FAILED = "failed"  # ScheduleFinished.reason of a schedule disabled because computing its runs raised
-INVALID_SPEC = "invalid_spec"  # ... of one whose stored spec is refused (the contract's bounds, admission's rules)
+FAILED = ScheduleEnd.FAILED  # ScheduleFinished.reason of a schedule disabled because computing its runs raised
+INVALID_SPEC = Refusal.INVALID_SPEC  # ... of one whose stored spec is refused (the contract's bounds, admission's rules)
 T = TypeVar("T")
 
 
@@ -266,25 +267,26 @@ class Schedules:
 def _finish_reason(record: Record, now: datetime) -> str | None:
     spec = record.spec
     if spec.max_runs is not None and record.runs >= spec.max_runs:
-        return "max_runs"
+        return ScheduleEnd.MAX_RUNS
     if spec.kind == "datetime" and record.runs >= 1:
-        return "completed"
+        return ScheduleEnd.COMPLETED
     candidate = record.candidate()
     if candidate is None:
-        return "no_more_slots"
+        return ScheduleEnd.NO_MORE_SLOTS
     if spec.end_at is not None and (now > spec.end_at or candidate > spec.end_at):
-        return "end_at"
+        return ScheduleEnd.END_AT
     return None
 
 
 def _finish_message(record: Record, reason: str) -> str:
     spec = record.spec
-    return {
-        "max_runs": f"{record.runs} runs fired (maxRuns {spec.max_runs})",
-        "completed": f"the run at {spec.start_at} fired",
-        "no_more_slots": f"cron {spec.cron!r} has no slot left",
-        "end_at": f"no slot left before endAt {spec.end_at} ({record.runs} runs fired)",
-    }.get(reason, reason)
+    messages: dict[str, str] = {
+        ScheduleEnd.MAX_RUNS: f"{record.runs} runs fired (maxRuns {spec.max_runs})",
+        ScheduleEnd.COMPLETED: f"the run at {spec.start_at} fired",
+        ScheduleEnd.NO_MORE_SLOTS: f"cron {spec.cron!r} has no slot left",
+        ScheduleEnd.END_AT: f"no slot left before endAt {spec.end_at} ({record.runs} runs fired)",
+    }
+    return messages.get(reason, reason)
 
 
 def run_status(status: Status | None) -> str | None:
@@ -310,15 +312,15 @@ def on_create(cmd: CreateSchedule, now: datetime, schedules: Schedules | None = 
     _check_id(sid)
     problems = spec_problems(cmd.spec)
     if problems:
-        raise InvalidInput("invalid_schedule", f"schedule {sid}: " + "; ".join(problems), op_id=sid)
+        raise InvalidInput(Refusal.INVALID_SCHEDULE, f"schedule {sid}: " + "; ".join(problems), op_id=sid)
     if not cmd.op.name:
-        raise InvalidInput("invalid_schedule", f"schedule {sid}: the operation template has no name", op_id=sid)
+        raise InvalidInput(Refusal.INVALID_SCHEDULE, f"schedule {sid}: the operation template has no name", op_id=sid)
     spec = normalized(cmd.spec)
     if schedules is not None and sid in schedules:
         known = schedules.get(sid)
         if known is not None and known.spec == spec and known.op == cmd.op and known.active:
             return None
-        raise InvalidInput("schedule_exists", f"schedule id {sid!r} is taken (a schedule id is used once, "
+        raise InvalidInput(Refusal.SCHEDULE_EXISTS, f"schedule id {sid!r} is taken (a schedule id is used once, "
                                               "even after it is deleted); choose another id", op_id=sid)
     return ScheduleCreated(op_id=sid, at=now, spec=spec, op=cmd.op, requested_by=cmd.requested_by)
 
@@ -326,7 +328,7 @@ def on_create(cmd: CreateSchedule, now: datetime, schedules: Schedules | None = 
 def on_delete(cmd: DeleteSchedule, now: datetime, schedules: Schedules) -> ScheduleDeleted | None:
     record = schedules.get(cmd.schedule_id)
     if record is None:
-        raise InvalidInput("unknown_schedule", f"no such schedule {cmd.schedule_id!r}",
+        raise InvalidInput(Refusal.UNKNOWN_SCHEDULE, f"no such schedule {cmd.schedule_id!r}",
                            op_id=cmd.schedule_id if subjects.valid_token(cmd.schedule_id) else None)
     if record.deleted:
         return None
@@ -335,7 +337,7 @@ def on_delete(cmd: DeleteSchedule, now: datetime, schedules: Schedules) -> Sched
 
 def _check_id(sid: str) -> None:
     if not subjects.valid_token(sid) or len(sid) > MAX_SCHEDULE_ID:
-        raise InvalidInput("invalid_schedule_id", f"schedule id {sid!r} must be lowercase letters, digits and "
+        raise InvalidInput(Refusal.INVALID_SCHEDULE_ID, f"schedule id {sid!r} must be lowercase letters, digits and "
                                                   f"dashes, at most {MAX_SCHEDULE_ID} characters")
 
 

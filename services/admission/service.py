@@ -35,7 +35,7 @@ from proto.events import Event, OperationRejected, OperationSubmitted
 from proto.leases import is_claim
 from proto.queries import QueuesRequest, WhyRequest
 from proto.queues import QueuesConfig
-from proto.reasons import Reason, pending
+from proto.reasons import Reason, Refusal, pending
 from proto.schedules import (
     CreateSchedule,
     DeleteSchedule,
@@ -64,7 +64,7 @@ from services.runtime.sealing import Sealer
 from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
 
-INVALID_SPEC = "invalid_spec"
+INVALID_SPEC = Refusal.INVALID_SPEC
 Sent = TypeVar("Sent", bound=msgspec.Struct)
 
 

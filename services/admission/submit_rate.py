@@ -15,16 +15,16 @@ decides its submit (``take``, on the service's clock: deterministic), and the fo
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from proto import access
 from proto.commands import Command
 from proto.events import OperationSubmitted
+from proto.reasons import Refusal
+from services.admission.token_buckets import MAX_TRACKED, TokenBuckets
 
-RATE_LIMITED = "rate_limited"
+RATE_LIMITED = Refusal.RATE_LIMITED
 ANONYMOUS = "anonymous"  # a command that names no requester
-MAX_TRACKED = 10_000  # requesters held before the full buckets are forgotten; also ops charged, not yet folded
 
 
 def requester(cmd: Command, subject: str) -> str:
@@ -37,16 +37,10 @@ def submitter_of(event: OperationSubmitted) -> str:
     return event.requested_by or ANONYMOUS
 
 
-@dataclass
-class Bucket:
-    tokens: float
-    at: datetime  # when ``tokens`` was counted
-
-
 class SubmitRate:
     def __init__(self, per_min: float, burst: int) -> None:
         self.per_min, self.burst = per_min, burst
-        self.buckets: dict[str, Bucket] = {}
+        self.buckets = TokenBuckets(per_min, burst)
         self.charged: OrderedDict[str, None] = OrderedDict()  # ops charged by ``take``, their submitted not folded
 
     @property
@@ -57,7 +51,7 @@ class SubmitRate:
         """Charge ``who`` one submit at ``now`` for ``op_id``: None if allowed, else the seconds until one is."""
         if not self.on:
             return None
-        bucket = self._refilled(who, now)
+        bucket = self.buckets.refilled(who, now)
         if bucket.tokens < 1:
             return (1 - bucket.tokens) * 60.0 / self.per_min
         bucket.tokens -= 1
@@ -73,7 +67,7 @@ class SubmitRate:
         if event.op_id in self.charged:
             del self.charged[event.op_id]
             return
-        bucket = self._refilled(submitter_of(event), event.at)
+        bucket = self.buckets.refilled(submitter_of(event), event.at)
         bucket.tokens = max(0.0, bucket.tokens - 1)
 
     def refusal(self, who: str, wait_s: float, now: datetime) -> str:
@@ -81,20 +75,3 @@ class SubmitRate:
         return (f"requester {who!r} is over the submit rate of {self.per_min:g} ops a minute (bursts of up to "
                 f"{self.burst}; OPSCHED_SUBMIT_RATE_PER_MIN, OPSCHED_SUBMIT_BURST): retry in {wait_s:.1f} s "
                 f"(at {retry_at})")
-
-    def _refilled(self, who: str, now: datetime) -> Bucket:
-        bucket = self.buckets.get(who)
-        if bucket is None:
-            if len(self.buckets) >= MAX_TRACKED:
-                self._forget_full(now)
-            bucket = self.buckets[who] = Bucket(float(self.burst), now)
-            return bucket
-        elapsed = max(0.0, (now - bucket.at).total_seconds())  # an event of an earlier clock adds nothing
-        bucket.tokens = min(float(self.burst), bucket.tokens + elapsed * self.per_min / 60.0)
-        bucket.at = max(bucket.at, now)
-        return bucket
-
-    def _forget_full(self, now: datetime) -> None:
-        full_after_s = self.burst * 60.0 / self.per_min
-        for who in [w for w, b in self.buckets.items() if (now - b.at).total_seconds() >= full_after_s]:
-            del self.buckets[who]

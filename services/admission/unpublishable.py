@@ -20,12 +20,13 @@ from datetime import datetime
 from proto import codec
 from proto.commands import CopyOperation, RestartOperation, SubmitOperation
 from proto.events import Event, OperationFailed, OperationRejected
+from proto.reasons import Failure
 from services.admission.records import OpRecord
 from services.runtime.errors import MessageTooLarge
 from services.runtime.refusals import NotPermitted
 
-MESSAGE_TOO_LARGE = "message_too_large"
-PUBLISH_REFUSED = "publish_refused"
+MESSAGE_TOO_LARGE = Failure.MESSAGE_TOO_LARGE
+PUBLISH_REFUSED = Failure.PUBLISH_REFUSED
 UNPUBLISHABLE = (MessageTooLarge, NotPermitted)
 
 

@@ -20,16 +20,17 @@ from datetime import datetime
 
 import msgspec
 
-from proto.failures import is_infrastructure, will_retry
+from proto.failures import will_retry_after
+from proto.reasons import CacheMiss
 
 PROCESSING = "processing"
 SUCCEEDED = "succeeded"
 MAX_PROCESSING = 8  # candidates in processing kept per key (the newest); waiting needs only one
 
-NOT_FOUND = "not_found"
-EXPIRED = "expired"
-DISABLED = "disabled"
-ORIGINAL_FAILED = "original_failed"
+NOT_FOUND = CacheMiss.NOT_FOUND
+EXPIRED = CacheMiss.EXPIRED
+DISABLED = CacheMiss.DISABLED
+ORIGINAL_FAILED = CacheMiss.ORIGINAL_FAILED
 
 
 class Candidate(msgspec.Struct, kw_only=True):
@@ -118,6 +119,4 @@ def settle(original: Candidate | None, candidates: list[Candidate], *, op_id: st
 def failure_is_final(reason: str, max_retries: int | None, earlier: list[str]) -> bool:
     """Does this failed attempt end the op? As admission decides (``proto.failures``): own failures use
     a retry, infrastructure ones do not. ``earlier``: the reasons of the op's earlier failed attempts."""
-    own = sum(1 for r in earlier if not is_infrastructure(r))
-    infra = len(earlier) - own
-    return not will_retry(reason, max_retries, own, infra)
+    return not will_retry_after(reason, max_retries, earlier)

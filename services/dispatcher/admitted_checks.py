@@ -31,11 +31,12 @@ from proto.events import OperationAdmitted, OperationRejected
 from proto.naming import pod_name
 from proto.pod_security import mismatches, policy_of, run_policy
 from proto.queues import QueuesConfig
+from proto.reasons import Refusal
 from services.runtime.bus import Bus
 from services.runtime.errors import DependencyUnavailable, InvalidInput
 
-REFUSED = "forbidden_pod_spec"  # the op's rejection, as for a pod spec its queue forbids
-INVALID_OP_ID = "invalid_op_id"
+REFUSED = Refusal.FORBIDDEN_POD_SPEC  # the op's rejection, as for a pod spec its queue forbids
+INVALID_OP_ID = Refusal.INVALID_OP_ID
 NO_OP = "-"  # the error event of an op id that is no name is about no op (``ErrorRaised``)
 CATCH_UP_S = 10.0  # at most this long to fold the configurations stored before refusing on an older one
 BUILT_IN = "the built-in default"  # the configuration in force while the stream holds none (admission's too)

@@ -27,6 +27,7 @@ from proto.events import (
 from proto.gpu_accounting import violations
 from proto.pod_security import check_pods, policy_of
 from proto.podspec import ANNOTATION_EVICTED, build_pods, rendezvous_service
+from proto.reasons import Refusal
 from services.dispatcher.gang import POD_REJECTED
 from services.dispatcher.k8s import Kube, PodRejected
 from services.dispatcher.podtrace import create_pod
@@ -45,7 +46,7 @@ async def dispatch(event: OperationAdmitted, ctx: Context, kube: Kube | None, re
     policy = policy_of(event.queue, event)
     problems = violations(event.spec) + reserved_keys.problems(event.spec) + check_pods(build_pods(event), policy)
     if problems:
-        return OperationRejected(**base, reason="forbidden_pod_spec", message="; ".join(problems))
+        return OperationRejected(**base, reason=Refusal.FORBIDDEN_POD_SPEC, message="; ".join(problems))
     if kube is not None and releaser is not None:
         try:
             refusal = await create_attempt(kube, releaser, event, ctx)

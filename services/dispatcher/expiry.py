@@ -27,13 +27,14 @@ from proto.podspec import (
     LABEL_ATTEMPT,
     LABEL_OP,
 )
+from proto.reasons import Eviction
 from services.dispatcher.gang import gang_backoff
 from services.dispatcher.kobjects import ObjectMeta, Pod, PodCondition, PodStatus
 from services.runtime.clock import Clock
 
 TIMEOUT_GRACE_S = 30.0
 CHECK_INTERVAL_S = 5.0
-TTL_EXPIRED, TIMEOUT, UNSCHEDULABLE = "ttl_expired", "timeout", "unschedulable"
+TTL_EXPIRED, TIMEOUT, UNSCHEDULABLE = "ttl_expired", "timeout", Eviction.UNSCHEDULABLE
 
 
 @dataclass(frozen=True)

@@ -37,16 +37,17 @@ from proto.podspec import (
     ANNOTATION_STOPPED,
     MAIN_REPLICA,
 )
+from proto.reasons import Eviction, Failure
 
 AttemptKey = tuple[str, int]  # (op id, attempt): op ids are unique across namespaces
 PREEMPTED, STOPPED, EVICTED = "preempted", "stopped", "evicted"
-GANG_TIMEOUT = "gang_timeout"  # evicted: the gang was not all Running in time
-GANG_FAILED = "gang_failed"  # evicted: another pod of the gang failed
-GANG_FINISHED = "gang_finished"  # evicted: the main pod succeeded; the workers still running are done
-POD_REJECTED = "pod_rejected"  # evicted: the API refused another pod of the gang
+GANG_TIMEOUT = Eviction.GANG_TIMEOUT  # evicted: the gang was not all Running in time
+GANG_FAILED = Eviction.GANG_FAILED  # evicted: another pod of the gang failed
+GANG_FINISHED = Eviction.GANG_FINISHED  # evicted: the main pod succeeded; the workers still running are done
+POD_REJECTED = Eviction.POD_REJECTED  # evicted: the API refused another pod of the gang
 TERMINAL_TYPES = ("succeeded", "failed")
 STARTED_PHASES = ("Running", "Succeeded")
-DELETED_REASON = "PodDeleted"
+DELETED_REASON = Failure.POD_DELETED
 DELETED_MESSAGE = "the pod was deleted before it finished"
 
 
@@ -148,7 +149,7 @@ def _base(v: PodView, now: datetime) -> dict[str, Any]:
     return dict(op_id=v.op_id, at=now, attempt=v.attempt, pod_name=v.name, node=v.node)
 
 
-DEADLINE_REASON = "DeadlineExceeded"
+DEADLINE_REASON = Failure.DEADLINE_EXCEEDED
 
 
 def _present(v: PodView) -> bool:
@@ -166,7 +167,7 @@ def _succeeded(views: list[PodView], now: datetime) -> Event | None:
 def _failed(views: list[PodView], now: datetime) -> Event | None:
     for v in views:
         if _present(v) and v.phase == "Failed":
-            reason, message, code = v.failure or ("Failed", "pod failed", None)
+            reason, message, code = v.failure or (Failure.FAILED, "pod failed", None)
             if reason == DEADLINE_REASON:  # termination.timeout (activeDeadlineSeconds): not retried
                 return OperationTimedOut(**_base(v, now), message=message)
             return OperationFailed(**_base(v, now), reason=reason, message=message, exit_code=code)

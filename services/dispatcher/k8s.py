@@ -35,6 +35,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from proto.podspec import LABEL_ATTEMPT, LABEL_OP
+from proto.reasons import Failure
 from services.dispatcher.kobjects import Pod, decode_pod_list
 from services.dispatcher.metrics import PodMeasures
 from services.runtime.errors import DependencyUnavailable
@@ -70,7 +71,7 @@ class CreateResult:
 class PodRejected(Exception):
     """The API refused the pod for good (4xx other than 409/429)."""
 
-    reason = "PodRejected"  # of the attempt's ``failed``
+    reason = Failure.POD_REJECTED  # of the attempt's ``failed``
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"{status}: {message}")
@@ -81,7 +82,7 @@ class PodRejected(Exception):
 class PodConflict(PodRejected):
     """A pod of that name exists (409) and is not of the same op and attempt: it is not adopted."""
 
-    reason = "PodConflict"
+    reason = Failure.POD_CONFLICT
 
     def __init__(self, name: str, namespace: str, owner: str) -> None:
         super().__init__(409, f"pod {name} already exists in namespace {namespace} and belongs to {owner}, "
@@ -92,7 +93,7 @@ class NamespaceRefused(PodRejected):
     """The pod's namespace is not the dispatcher's to use: not one of its queue namespaces, missing, or
     forbidden by RBAC. An admin fixes it (deploy/base/22-queue-namespace-*.yaml)."""
 
-    reason = "NamespaceRefused"
+    reason = Failure.NAMESPACE_REFUSED
 
     def __init__(self, status: int, namespace: str, why: str) -> None:
         super().__init__(status, f"namespace {namespace} {why}; an admin declares each queue namespace with the "

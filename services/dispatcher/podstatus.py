@@ -9,6 +9,7 @@ from proto.podspec import (
     MAIN_REPLICA,
     WATCHED_ANNOTATIONS,
 )
+from proto.reasons import Failure
 from services.dispatcher.gang import PodView
 from services.dispatcher.kobjects import Pod
 
@@ -54,7 +55,7 @@ def failure_of(pod: Pod) -> tuple[str, str, int | None]:
     for cs in status.container_statuses or []:
         term = cs.state.terminated if cs.state else None
         if term is not None and term.exit_code not in (None, 0):
-            reason = status.reason or term.reason or "Error"
+            reason = status.reason or term.reason or Failure.ERROR
             message = status.message or term.message or f"container {cs.name} exited with code {term.exit_code}"
             return reason, message, term.exit_code
-    return status.reason or "Failed", status.message or "pod failed", None
+    return status.reason or Failure.FAILED, status.message or "pod failed", None

@@ -32,11 +32,12 @@ from typing import Any
 from proto import codec
 from proto.events import Event, OperationFailed
 from proto.podspec import ANNOTATION_EVICTED
+from proto.reasons import Eviction
 from services.dispatcher.attempts import Attempt, Attempts, Stage
 from services.dispatcher.gang import DELETED_REASON, AttemptKey, PodView, assess, main_of
 from services.dispatcher.preempt import _pause
 
-ORPHANED = "orphaned"  # evicted: a pod no live attempt owns
+ORPHANED = Eviction.ORPHANED  # evicted: a pod no live attempt owns
 VANISHED_MESSAGE = "the attempt's pods were deleted while opsched was not watching"
 
 

@@ -31,6 +31,7 @@ from proto.events import (
     StopRequested,
 )
 from proto.podspec import ANNOTATION_EVICTED, SELECTOR
+from proto.reasons import Eviction
 from services.dispatcher.admitted_checks import QueuesInForce
 from services.dispatcher.attempts import Attempt, Attempts, folded_subjects
 from services.dispatcher.dispatch import dispatch
@@ -50,7 +51,7 @@ from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings
 
 LIST_TIMEOUT_S = 30.0
-UNWANTED = "unwanted"  # evicted: created for an attempt that a stop or preemption released meanwhile
+UNWANTED = Eviction.UNWANTED  # evicted: created for an attempt that a stop or preemption released meanwhile
 
 
 class Dispatcher(Service):

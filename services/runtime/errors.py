@@ -8,6 +8,8 @@
   ``handler_failed`` event ends (or requeues) the op it was about."""
 from __future__ import annotations
 
+from proto.reasons import Failure
+
 
 class InvalidInput(Exception):
     """``events`` are published before the message is dead-lettered (e.g. the op rejected with the reason)."""
@@ -41,6 +43,6 @@ class MessageTooLarge(InvalidInput):
     before it is sent (the server would close the connection). Bad input, never an outage: not retried."""
 
     def __init__(self, subject: str, size: int, limit: int, op_id: str | None = None) -> None:
-        super().__init__("message_too_large", f"a message on {subject} is {size} bytes with its headers, over "
+        super().__init__(Failure.MESSAGE_TOO_LARGE, f"a message on {subject} is {size} bytes with its headers, over "
                                               f"the NATS server's max payload of {limit} bytes", op_id=op_id)
         self.subject, self.size, self.limit = subject, size, limit

@@ -29,10 +29,11 @@ import structlog
 
 from proto import subjects
 from proto.in_hand import InHand
+from proto.reasons import DeadLetter
 from services.runtime.bus import Received, as_unavailable
 from services.runtime.kvstore import KVStore
 
-POISON = "poison_message"  # the reason of its dead letter
+POISON = DeadLetter.POISON_MESSAGE  # the reason of its dead letter
 RECORD_MAX_AGE_S = 600.0  # above the ack wait: a record is read on the delivery after its own
 
 

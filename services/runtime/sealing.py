@@ -24,10 +24,11 @@ import msgspec
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
+from proto.reasons import Refusal
 from proto.spec import Container, EnvVar, OpSpec
 
 PREFIX = "sealed:"
-UNSEALABLE_ENV = "unsealable_env"  # the reason an op whose env cannot be opened is refused
+UNSEALABLE_ENV = Refusal.UNSEALABLE_ENV  # the reason an op whose env cannot be opened is refused
 KEY_BYTES = 64  # AES-256-SIV
 CONTEXT = [b"opsched env value"]  # associated data: a sealed value is an env value, nothing else
 

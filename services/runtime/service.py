@@ -44,6 +44,7 @@ import msgspec
 from nats.errors import TimeoutError as NatsTimeout
 
 from proto import codec, permissions, subjects
+from proto.reasons import DeadLetter, Reason, Refusal
 from services.runtime import inbox, rebuilding, selfreport, tracing
 from services.runtime import logging as oplog
 from services.runtime.backoff import Backoff
@@ -69,8 +70,8 @@ from services.runtime.window import Window, key_of
 
 Task = Callable[[Bus, asyncio.Event], Coroutine[Any, Any, None]]
 NAK_BACKOFF_S = (0.5, 2.0, 5.0, 10.0)
-HANDLER_FAILED, MAX_DELIVERIES = "handler_failed", "max_deliveries"  # reasons of a dead letter
-MALFORMED = "malformed_message"  # ... of a message that does not decode
+MAX_DELIVERIES = DeadLetter.MAX_DELIVERIES  # reasons of a dead letter (a handler that kept failing: Reason.HANDLER_FAILED)
+MALFORMED = Refusal.MALFORMED_MESSAGE  # ... of a message that does not decode
 T = TypeVar("T")
 __all__ = ["Consumer", "Context", "Draining", "Service", "Stats", "Task"]  # a service needs only this module
 
@@ -414,7 +415,7 @@ class Service(WaitsOut):
         (log or self.log).error("publish_refused", subject=exc.subject, error=str(exc))
         self.stalls.refused(exc.subject, str(exc), self.clock.now())
 
-    async def _give_up(self, msg: Received, text: str, log: Any, message: Any, reason: str = HANDLER_FAILED) -> None:
+    async def _give_up(self, msg: Received, text: str, log: Any, message: Any, reason: str = Reason.HANDLER_FAILED) -> None:
         """The last delivery failed: a ``handler_failed`` about the op (if the message names one), then
         the dead-letter copy and the error event."""
         failed = _handler_failed(self.name, msg.subject, message, text, self.clock)

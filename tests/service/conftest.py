@@ -91,11 +91,12 @@ async def stack_factory(bus_kind, connect, bus_url, request: pytest.FixtureReque
     from services.runtime.settings import Settings
 
     stacks: list[ServicesInProcess] = []
-    ca = request.getfixturevalue("nats_server").ca if bus_kind == "nats" else None
+    server = request.getfixturevalue("nats_server") if bus_kind == "nats" else None
+    secured = {"nats_ca_file": server.ca, "env_key_file": server.env_key} if server else {}  # as `opsched up`
 
     async def make(names=("admission", "cost", "cache", "dispatcher"), **overrides) -> ServicesInProcess:
         """Services in this process, each as its own NATS user."""
-        settings = Settings(**{"nats_url": bus_url, "nats_ca_file": ca, "log_format": "console", **overrides})
+        settings = Settings(**{"nats_url": bus_url, **secured, "log_format": "console", **overrides})
         stack = await ServicesInProcess(settings, tuple(names), connect).start()
         stacks.append(stack)
         return stack

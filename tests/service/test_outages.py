@@ -11,8 +11,8 @@ from proto.events import (
     OperationRejected,
     RetryScheduled,
 )
-from proto.failures import HANDLER_FAILED, MAX_INFRASTRUCTURE_RETRIES
-from proto.reasons import Reason
+from proto.failures import MAX_INFRASTRUCTURE_RETRIES
+from proto.reasons import Failure, Reason
 from services.runtime.errors import DependencyUnavailable
 from services.runtime.health import HealthServer
 from services.runtime.runner import report
@@ -85,7 +85,7 @@ async def test_a_dispatch_that_keeps_failing_ends_the_op_and_frees_its_quota(sta
     ended = await events.expect(OperationRejected, op_id, timeout=30)
     assert ended.reason == Reason.HANDLER_FAILED and "KeyError" in ended.message
     retries = events.of(op_id, RetryScheduled)
-    assert len(retries) == MAX_INFRASTRUCTURE_RETRIES and {r.reason for r in retries} == {HANDLER_FAILED}
+    assert len(retries) == MAX_INFRASTRUCTURE_RETRIES and {r.reason for r in retries} == {Failure.HANDLER_GAVE_UP}
     admission = stack.service("admission")
     assert not admission.state.ops[op_id].holds_quota and admission.state.usage.active.get("default", set()) == set()
     assert (await client.queues()).queues[0].running == 0

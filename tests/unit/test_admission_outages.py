@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from proto.events import DispatchDelayed, HandlerFailed, OperationAdmitted, OperationRejected, RetryScheduled
-from proto.failures import HANDLER_FAILED, MAX_INFRASTRUCTURE_RETRIES
-from proto.reasons import Reason
+from proto.failures import MAX_INFRASTRUCTURE_RETRIES
+from proto.reasons import Failure, Reason
 from services.admission import queries
 from services.admission.state import AdmissionState, Status
 from tests.builders import admitted, case, case_name, dispatched, op, running, submitted, t
@@ -57,7 +57,7 @@ def test_a_dispatch_a_service_gave_up_on_is_retried_as_an_infrastructure_failure
     state = fold(*admitted_op(retries=0), gave_up("a", "admitted"))
     assert state.ops["a"].status == Status.RETRYING and holds_no_quota(state, "a")
     [retry] = [d for d in decide(state, BOOK) if isinstance(d, RetryScheduled)]
-    assert retry.reason == HANDLER_FAILED and retry.retries_used == 0  # not one of the op's own retries
+    assert retry.reason == Failure.HANDLER_GAVE_UP and retry.retries_used == 0  # not one of the op's own retries
     assert state.ops["a"].attempt == 1 and state.ops["a"].status == Status.QUEUED
 
 

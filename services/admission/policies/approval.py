@@ -2,6 +2,7 @@
 its queue's policy finds it too expensive or too large (estimated cost, accelerators of all pods)."""
 from __future__ import annotations
 
+from proto.reasons import Hold
 from services.admission.queues import Book
 from services.admission.records import OpRecord
 
@@ -10,16 +11,16 @@ def hold_reason(op: OpRecord, book: Book) -> tuple[str, str] | None:
     if op.approved:
         return None
     if op.spec.is_approved is False:
-        return "is_approved_false", f"isApproved: false — waiting for `opsched approve {op.op_id}`"
+        return Hold.IS_APPROVED_FALSE, f"isApproved: false — waiting for `opsched approve {op.op_id}`"
     queue = book.queues.get(op.queue)
     if queue is None:
         return None
     policy = queue.approval
     if policy.cost_above is not None and op.estimate > policy.cost_above:
-        return "cost_above_threshold", (f"estimated cost {op.estimate:.2f} is above queue {op.queue}'s approval "
+        return Hold.COST_ABOVE_THRESHOLD, (f"estimated cost {op.estimate:.2f} is above queue {op.queue}'s approval "
                                         f"threshold {policy.cost_above:.2f} — waiting for `opsched approve {op.op_id}`")
     gpus = op.gpus  # whole devices: shared GPU memory is GiB, not GPUs
     if policy.gpus_above is not None and gpus > policy.gpus_above:
-        return "gpus_above_threshold", (f"{gpus:g} accelerators is above queue {op.queue}'s approval threshold "
+        return Hold.GPUS_ABOVE_THRESHOLD, (f"{gpus:g} accelerators is above queue {op.queue}'s approval threshold "
                                         f"{policy.gpus_above:g} — waiting for `opsched approve {op.op_id}`")
     return None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from proto.queries import PendingReason
-from proto.reasons import PREEMPTION_LIFTS, Reason, pending
+from proto.reasons import PREEMPTION_LIFTS, Preemption, Reason, pending
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
 from services.admission.snapshot import Snapshot
 from services.admission.state import AdmissionState, OpRecord
@@ -43,7 +43,7 @@ def worth_trying(reason_codes: list[str]) -> bool:
 
 def candidates(op: OpRecord, priority: float, state: AdmissionState, snap: Snapshot, now: datetime) -> list[Victim]:
     out = [v for v in _eligible(op, priority, state, snap.book) if not _protected(v.op, snap.book, now)]
-    out.sort(key=lambda v: (v.reason != "reclaim", v.op.admitted_priority,
+    out.sort(key=lambda v: (v.reason != Preemption.RECLAIM, v.op.admitted_priority,
                             -(v.op.admitted_at.timestamp() if v.op.admitted_at else 0.0), v.op.op_id))
     return out[:MAX_CANDIDATES]
 
@@ -68,16 +68,16 @@ def _eligible(op: OpRecord, priority: float, state: AdmissionState, book):
         reclaim = policy.reclaim_within_cohort
         for p, ops in list(queue.items()) if reclaim != "Never" else ():
             if reclaim == "Any" or p < priority:
-                yield from (Victim(state.ops[v], "reclaim") for v in ops if state.ops[v].borrowing)
+                yield from (Victim(state.ops[v], Preemption.RECLAIM) for v in ops if state.ops[v].borrowing)
 
 
 def _within_queue(op: OpRecord, priority: float, policy: str, queue, state: AdmissionState):
     for p, ops in list(queue.items()) if policy != "Never" else ():
         if p < priority:
-            yield from (Victim(state.ops[v], "within_queue") for v in ops if v != op.op_id)
+            yield from (Victim(state.ops[v], Preemption.WITHIN_QUEUE) for v in ops if v != op.op_id)
         elif p == priority and policy == "LowerOrNewerEqualPriority":
             mine = (op.submitted_at, op.op_id)
-            yield from (Victim(state.ops[v], "within_queue") for v in ops
+            yield from (Victim(state.ops[v], Preemption.WITHIN_QUEUE) for v in ops
                         if (state.ops[v].submitted_at, v) > mine)
 
 
@@ -119,5 +119,5 @@ def plan(op: OpRecord, snap: Snapshot, victims: list[Victim]) -> list[Victim] | 
 
 def _fits(op: OpRecord, sim: Snapshot, chosen: list[Victim]) -> bool:
     verdict = evaluate(op, sim, allow_borrow=True)
-    reclaiming = any(v.reason == "reclaim" for v in chosen)
+    reclaiming = any(v.reason == Preemption.RECLAIM for v in chosen)
     return verdict.outcome == ADMIT or (verdict.outcome == BORROW and not reclaiming)

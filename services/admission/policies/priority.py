@@ -4,10 +4,11 @@ configuration, else ``MAX_PRIORITY``), so neither a raw number nor a class outra
 from __future__ import annotations
 
 from proto.limits import MAX_PRIORITY
+from proto.reasons import Refusal
 from proto.spec import OpSpec
 from services.admission.queues import Book
 
-TOO_HIGH = "priority_too_high"  # the reason code of an op rejected at submit for a priority above its queue's
+TOO_HIGH = Refusal.PRIORITY_TOO_HIGH  # the reason code of an op rejected at submit for a priority above its queue's
 
 
 class UnknownPriorityClass(ValueError):
