@@ -116,7 +116,7 @@ def start_control_plane(root: Path, notes: list[str]):
     return cp
 
 
-def run_round(r: int, args, sizes: dict, root: Path, cp, cold: dict) -> dict:
+def run_round(r: int, args, sizes: dict, root: Path, cp, cold: dict) -> dict:  # noqa: C901 - a step per section: flat
     from bench import calibrate, coldstart, decisions, pipeline, scaling
 
     res: dict = {}
