@@ -19,6 +19,7 @@ import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from bench import report
 from bench.common import (
@@ -115,7 +116,7 @@ def start_control_plane(root: Path, notes: list[str]):
     return cp
 
 
-def run_round(r: int, args, sizes: dict, root: Path, cp, cold: dict) -> dict:
+def run_round(r: int, args, sizes: dict, root: Path, cp, cold: dict) -> dict:  # noqa: C901 - a step per section: flat
     from bench import calibrate, coldstart, decisions, pipeline, scaling
 
     res: dict = {}
@@ -164,7 +165,9 @@ def run_rounds(args, sizes: dict, root: Path, notes: list[str]) -> tuple[list[di
     cp = start_control_plane(root, notes) if ({"a", "cal"} & args.only and not args.no_k8s) else None
     if args.no_k8s:
         notes.append("Kubernetes calibration and scenario (a) skipped: --no-k8s.")
-    rounds, cold, apiserver = [], {}, None
+    rounds: list[dict] = []
+    cold: dict[str, Any] = {}
+    apiserver: str | None = None
     try:
         if cp is not None:
             apiserver = apiserver_version(cp.kubeconfig)

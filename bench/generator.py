@@ -331,10 +331,11 @@ class Workload:
     def fill(self) -> list[tuple[Submission, str | None]]:
         """Running ops that use up every binding quota and, with nodes, every node (packed in order),
         drawn round-robin over the queues from each queue's own class mix; with their node."""
-        left = {p.name: float(p.nominal) for p in self.plans if p.binding}
+        left = {p.name: float(p.nominal) for p in self.plans if p.nominal is not None and p.binding}
         queues = [p.name for p in self.plans if self.nodes or p.binding]
         draws = {q: cycle(self.pattern(q)) for q in queues}
-        free, node, out = self.gpus_per_node, 0, []
+        free, node = self.gpus_per_node, 0
+        out: list[tuple[Submission, str | None]] = []
         while queues:
             for q in list(queues):
                 sub = next(draws[q])

@@ -29,10 +29,10 @@ from bench.generator import Submission
 from bench.workload import NAMESPACE, at, pending_events, running_event, succeeded_event
 from proto.cluster import NodeObserved
 from proto.events import OperationAdmitted
-from proto.queues import Queue, QueuesConfig
+from proto.queues import Placement, Queue, QueuesConfig
 
 WORKLOAD = Path(__file__).resolve().parent / "workloads" / "packing" / "mixed.yaml"
-POLICIES = {"binpack": "binpack", "spread": "spread", "today": "firstFit"}  # name -> admission's placement
+POLICIES: dict[str, Placement] = {"binpack": "binpack", "spread": "spread", "today": "firstFit"}  # name -> admission's placement
 HOSTNAME = "kubernetes.io/hostname"
 
 

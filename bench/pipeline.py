@@ -21,10 +21,14 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.common import CpuMeter, Stack, fresh_nats, latency_summary, proc_cpu_s
 from bench.generator import PIPELINE, Workload, build_file
 from bench.workload import spec_of, write_queues
+
+if TYPE_CHECKING:
+    from nats.aio.client import Client
 
 PUBLISHES_PER_OP = 6
 CRITICAL_HOPS = 5
@@ -42,14 +46,14 @@ class Observer:
         self.seen: dict[tuple[str, str], float] = {}
         self.count: dict[str, int] = {}
         self.waiters: dict[tuple[str, str], asyncio.Event] = {}
-        self.nc = None
+        self.nc: Client | None = None
 
     async def start(self, url: str) -> "Observer":
         import nats
 
-        self.nc = await nats.connect(url, name="bench-observer")
+        self.nc = nc = await nats.connect(url, name="bench-observer")
         for kind in OBSERVED:
-            await self.nc.subscribe(f"ops.{kind}.*", cb=self._on)
+            await nc.subscribe(f"ops.{kind}.*", cb=self._on)
         return self
 
     async def _on(self, msg) -> None:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -80,9 +81,9 @@ async def _start_admission(url: str) -> dict:
     counted = {"n": 0}
     fold = admission.fold
 
-    async def counting(data: bytes, seq: int) -> None:
+    async def counting(data: bytes, seq: int, headers: Mapping[str, str] | None = None) -> None:
         counted["n"] += 1
-        await fold(data, seq)
+        await fold(data, seq, headers)
     admission.fold = counting  # type: ignore[method-assign]
     rss, began = _rss_kib(), time.perf_counter()
     await admission.start(bus)

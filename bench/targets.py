@@ -50,7 +50,10 @@ class Target(BaseModel):
     def text(self) -> str:
         if self.min is not None and self.max is not None:
             return f"{_num(self.min)} – {_num(self.max)}"
-        return f"≥ {_num(self.min)}" if self.min is not None else f"≤ {_num(self.max)}"
+        if self.min is not None:
+            return f"≥ {_num(self.min)}"
+        assert self.max is not None  # _bounds: min, max or both
+        return f"≤ {_num(self.max)}"
 
 
 class Targets(BaseModel):

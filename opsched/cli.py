@@ -91,11 +91,7 @@ def _unknown_queue(file: str, specs: list, queues: list[str | None], config) -> 
 
 
 async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues: list[str | None]) -> int:
-    from proto.spec_size import SpecTooLarge
     from services.runtime import tracing
-    from services.runtime.bus import StreamFull, no_stream
-    from services.runtime.errors import MessageTooLarge
-    from services.runtime.refusals import NotPermitted
 
     tracing.configure_or_exit()  # OTEL_TRACES_EXPORTER: the submit is the root of each op's trace
     parent = os.environ.get("TRACEPARENT") or None  # ... or continues the caller's (W3C, the env carrier)
@@ -110,19 +106,9 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues:
         unknown = _unknown_queue(args.file, specs, queues, config) if config is not None else None
         if unknown is not None:  # refused before anything is published
             return _fail(unknown)
-        for spec, op_id in zip(specs, ids):
-            try:
-                await client.submit(spec, op_id=op_id, requested_by="cli", traceparent=parent)
-            except (SpecTooLarge, MessageTooLarge, NotPermitted) as exc:  # refused: nothing stored
-                return _fail(f"{args.file}: refused: {exc}")
-            except StreamFull as exc:  # the server's backlog cap (or a full stream): nothing stored, try later
-                return _fail(f"{args.file}: refused: {exc}", EXIT_FULL)
-            except Exception as exc:  # nothing stores commands: the services never created their streams
-                if not no_stream(exc):
-                    raise
-                return _fail(f"{args.file}: not sent: no stream stores commands on this server yet (the scheduler's "
-                             "services create it when they start: start them, or `opsched up`)", EXIT_UNREACHABLE)
-            print(op_id, flush=True)
+        failed = await _submit_each(client, args.file, specs, ids, parent)
+        if failed is not None:
+            return failed
         if batch:  # the ids on stdout, then the batch id; a summary on stderr
             limit = specs[0].batch_concurrency
             print(f"opsched: batch {batch}: {len(ids)} operations"
@@ -135,6 +121,29 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues:
         await client.close()
         tracing.shutdown()  # its spans exported before the process ends
     return 0
+
+
+async def _submit_each(client, file: str, specs: list, ids: list[str], parent: str | None) -> int | None:
+    """Submit each spec with its id, printing the id once sent; the exit code of the first refused (None: all sent)."""
+    from proto.spec_size import SpecTooLarge
+    from services.runtime.bus import StreamFull, no_stream
+    from services.runtime.errors import MessageTooLarge
+    from services.runtime.refusals import NotPermitted
+
+    for spec, op_id in zip(specs, ids):
+        try:
+            await client.submit(spec, op_id=op_id, requested_by="cli", traceparent=parent)
+        except (SpecTooLarge, MessageTooLarge, NotPermitted) as exc:  # refused: nothing stored
+            return _fail(f"{file}: refused: {exc}")
+        except StreamFull as exc:  # the server's backlog cap (or a full stream): nothing stored, try later
+            return _fail(f"{file}: refused: {exc}", EXIT_FULL)
+        except Exception as exc:  # nothing stores commands: the services never created their streams
+            if not no_stream(exc):
+                raise
+            return _fail(f"{file}: not sent: no stream stores commands on this server yet (the scheduler's "
+                         "services create it when they start: start them, or `opsched up`)", EXIT_UNREACHABLE)
+        print(op_id, flush=True)
+    return None
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:

@@ -8,8 +8,16 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opsched.agents_local import LocalAgents
+    from opsched.localcluster.controlplane import ControlPlane
+    from opsched.natsserver import NatsCluster, NatsServer
+    from opsched.tls import TlsFiles
 
 DEFAULT_NODES = ["gpu-a100-0:2:A100", "gpu-a100-1:1:A100", "gpu-t4-0:1:T4"]
 EXAMPLE_QUEUES = Path(__file__).resolve().parents[1] / "examples" / "queues.yaml"
@@ -67,15 +75,15 @@ class Embedded:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.data_dir = Path(args.data_dir).resolve()
-        self.nats = None
+        self.nats: NatsServer | NatsCluster | None = None
         self.nats_url = ""
         self.replicas = 1
-        self.tls = None  # opsched.tls.TlsFiles when TLS is on
-        self.control_plane = None
-        self.kubelet = None
+        self.tls: TlsFiles | None = None  # when TLS is on
+        self.control_plane: ControlPlane | None = None
+        self.kubelet: subprocess.Popen[bytes] | None = None
         self.kubeconfig: Path | None = Path(args.kubeconfig) if args.kubeconfig else None
         self.auth_dir: Path | None = None if args.no_auth else self.data_dir / "auth"
-        self.agents = None  # opsched.agents_local.LocalAgents with --agents N > 1
+        self.agents: LocalAgents | None = None  # with --agents N > 1
         self.metrics_port: int | None = None  # where /metrics, /healthz and /readyz are served (None: off)
         if args.agents > 1 and args.queues == EXAMPLE_QUEUES:
             from opsched.agents_local import AGENTS_QUEUES
@@ -92,12 +100,12 @@ class Embedded:
         if self.args.nats_cluster:
             self._start_nats_cluster(self.args.nats_cluster)
         else:
-            self.nats = NatsServer(self.data_dir / "nats", port=self.args.nats_port, tls=self.tls,
-                                   authorization=self._authorization() or None,
-                                   monitor_port=getattr(self.args, "nats_monitor_port", None)).start()
-            self.nats_url = self.nats.url
-            _say(f"nats-server (JetStream) on {self.nats.url}, store {self.data_dir / 'nats'}, "
-                 f"monitoring {self.nats.monitor_url or 'off'}")
+            self.nats = server = NatsServer(self.data_dir / "nats", port=self.args.nats_port, tls=self.tls,
+                                            authorization=self._authorization() or None,
+                                            monitor_port=getattr(self.args, "nats_monitor_port", None)).start()
+            self.nats_url = server.url
+            _say(f"nats-server (JetStream) on {server.url}, store {self.data_dir / 'nats'}, "
+                 f"monitoring {server.monitor_url or 'off'}")
         if self.kubeconfig is None:
             self._start_local_cluster()
         else:
@@ -177,16 +185,16 @@ class Embedded:
         if not self.args.tls:
             _say("TLS is off (--no-tls): NATS connections are plain")
             return
-        self.tls = ensure_tls(self.data_dir / "tls", tuple(self.args.tls_host))
-        _say(f"TLS on every NATS connection; CA {self.tls.ca} (clients find it in the context file)")
+        self.tls = tls = ensure_tls(self.data_dir / "tls", tuple(self.args.tls_host))
+        _say(f"TLS on every NATS connection; CA {tls.ca} (clients find it in the context file)")
 
     def _start_nats_cluster(self, n: int) -> None:
         from opsched.natsserver import NatsCluster
 
         store = self.data_dir / "nats-cluster"
-        self.nats = NatsCluster(store, n=n, base_port=self.args.nats_port, tls=self.tls,
-                                authorization=self._authorization()).start()
-        self.nats_url = self.nats.urls
+        self.nats = cluster = NatsCluster(store, n=n, base_port=self.args.nats_port, tls=self.tls,
+                                          authorization=self._authorization()).start()
+        self.nats_url = cluster.urls
         self.replicas = min(n, 3)
         _say(f"NATS cluster of {n} nats-servers (JetStream, {self.replicas} replicas) on {self.nats_url}, "
              f"stores under {store}")
@@ -199,12 +207,12 @@ class Embedded:
         ensure_built()
         workdir = self.data_dir / "k8s"
         shutil.rmtree(workdir, ignore_errors=True)  # a fresh cluster each time: pods do not outlive `up`
-        self.control_plane = ControlPlane(workdir).start()
-        self.kubeconfig = self.control_plane.kubeconfig
-        _say(f"kube-apiserver + kube-scheduler v1.20.2 at {self.control_plane.server} "
+        self.control_plane = plane = ControlPlane(workdir).start()
+        self.kubeconfig = plane.kubeconfig
+        _say(f"kube-apiserver + kube-scheduler v1.20.2 at {plane.server} "
              f"(kubeconfig {self.kubeconfig})")
         for namespace, level in namespace_levels_of(self.args.namespace, self.args.queues).items():
-            self.control_plane.ensure_namespace(namespace, {ENFORCE_LABEL: level})
+            plane.ensure_namespace(namespace, {ENFORCE_LABEL: level})
         nodes = self.args.node or DEFAULT_NODES
         self.kubelet = spawn(self.kubeconfig, nodes, log_file=self.data_dir / "simkubelet.log")
         _say(f"simulated kubelet registered GPU nodes: {', '.join(nodes)}")
@@ -310,7 +318,7 @@ async def _serve(embedded: Embedded) -> int:
     from opsched.context import CONTEXT_ENV
 
     running = await ServicesInProcess(embedded.settings(), connect=embedded.connect).start()
-    others = []
+    others: list[Any] = []
     if embedded.agents is not None:
         from opsched.agents_local import start_dispatchers
         others = await start_dispatchers(embedded.agents, embedded.settings(), embedded.connect, running.stop)

@@ -137,6 +137,12 @@ def _gpus(event: OperationSubmitted) -> str:
 
 
 def _details(row: OpRow, event: Event) -> None:
+    _facts(row, event)
+    _reason_now(row, event)
+
+
+def _facts(row: OpRow, event: Event) -> None:
+    """What ``event`` tells of the op itself: its name, queue, GPUs, estimate, agent and node."""
     if isinstance(event, OperationSubmitted):
         row.name, row.queue = event.spec.name, event.queue
         row.max_retries = event.spec.termination.max_retries
@@ -153,6 +159,10 @@ def _details(row: OpRow, event: Event) -> None:
         row.node = f"{row.agent}/{event.node}" if row.agent else event.node
     if isinstance(event, OperationRejected) and row.name == "?":  # rejected at submit: no ``submitted`` named it
         row.name, row.queue = event.name or "?", event.queue or row.queue
+
+
+def _reason_now(row: OpRow, event: Event) -> None:  # noqa: C901 - one branch per event type: a flat table
+    """Why the op is where ``event`` left it (the REASON column); an event that says nothing of it leaves it."""
     if isinstance(event, (OperationFailed, OperationRejected)):
         row.reason = f"{event.reason}: {event.message}" if event.message else event.reason
     elif isinstance(event, OperationSucceeded) and event.reason != Ending.COMPLETED:

@@ -8,8 +8,13 @@ from proto.subjects import valid_token
 
 
 def agent_problems(config: QueuesConfig) -> list[str]:
-    out: list[str] = []
     declared = [a.name for a in config.agents]
+    return _declared_problems(config, declared) + _reference_problems(config, declared)
+
+
+def _declared_problems(config: QueuesConfig, declared: list[str]) -> list[str]:
+    """The agents and the default agent: valid names, each declared once."""
+    out: list[str] = []
     for i, name in enumerate(declared):
         if not valid_token(name):
             out.append(f"agents[{i}].name: {name!r} is not a valid agent name (lowercase letters, digits and '-')")
@@ -20,6 +25,12 @@ def agent_problems(config: QueuesConfig) -> list[str]:
                    "and '-')")
     if config.default_agent is not None and config.default_agent in declared:
         out.append(f"defaultAgent: {config.default_agent!r} is also declared under agents; name it once")
+    return out
+
+
+def _reference_problems(config: QueuesConfig, declared: list[str]) -> list[str]:
+    """The agents flavors and queues name: declared; a queue's flavors in its own agent."""
+    out: list[str] = []
     known = ", ".join(declared) or "none"
     flavor_agents = {f.name: f.agent for f in config.flavors}
     for i, f in enumerate(config.flavors):

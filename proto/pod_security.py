@@ -239,6 +239,13 @@ def _security_contexts(spec: dict[str, Any], found: _Found) -> Iterator[tuple[st
 
 
 def _baseline_pod(spec: dict[str, Any], annotations: dict[str, Any], found: _Found) -> None:
+    _baseline_host(spec, found)
+    _baseline_sysctls(spec, found)
+    _baseline_annotations(annotations, found)
+
+
+def _baseline_host(spec: dict[str, Any], found: _Found) -> None:
+    """Nothing of the node's: its namespaces, its files, its ports."""
     for field in ("hostNetwork", "hostPID", "hostIPC"):
         if spec.get(field) not in UNSET_OR_FALSE:
             found.refuse(f"spec.{field}", spec[field], "it shares the node's namespaces")
@@ -249,11 +256,18 @@ def _baseline_pod(spec: dict[str, Any], annotations: dict[str, Any], found: _Fou
         for j, port in enumerate(found.items_of(f"{path}.ports", c.get("ports"))):
             if isinstance(port, dict) and port.get("hostPort") not in (None, 0):
                 found.refuse(f"{path}.ports[{j}].hostPort", port["hostPort"], "host ports are refused")
+
+
+def _baseline_sysctls(spec: dict[str, Any], found: _Found) -> None:
     sc = _dict(spec.get("securityContext"))
     for j, sysctl in enumerate(found.items_of("spec.securityContext.sysctls", sc.get("sysctls"))):
         name = sysctl.get("name") if isinstance(sysctl, dict) else sysctl
         if name not in SAFE_SYSCTLS:
             found.refuse(f"spec.securityContext.sysctls[{j}].name", name, "only the safe sysctls are allowed")
+
+
+def _baseline_annotations(annotations: dict[str, Any], found: _Found) -> None:
+    """AppArmor and seccomp as annotations (older clusters read them): confined."""
     for key, value in annotations.items():
         confined = value == "runtime/default" or str(value).startswith("localhost/")
         if key.startswith(APPARMOR_ANNOTATION) and not confined:
@@ -277,14 +291,18 @@ def _baseline_context(path: str, sc: dict[str, Any], found: _Found) -> None:
         profile = found.obj(f"{path}.{kind}", sc.get(kind))
         if "type" in profile and profile["type"] not in CONFINED_PROFILES:
             found.refuse(f"{path}.{kind}.type", profile["type"], "it must be RuntimeDefault or Localhost")
+    _baseline_selinux(path, sc, found)
+    if sc.get("procMount") not in (None, "Default"):
+        found.refuse(f"{path}.procMount", sc["procMount"], "it must be Default")
+
+
+def _baseline_selinux(path: str, sc: dict[str, Any], found: _Found) -> None:
     selinux = found.obj(f"{path}.seLinuxOptions", sc.get("seLinuxOptions"))
     if selinux.get("type", "") not in SELINUX_TYPES:
         found.refuse(f"{path}.seLinuxOptions.type", selinux["type"], "only the container SELinux types are allowed")
     for field in ("user", "role"):
         if selinux.get(field) not in (None, ""):
             found.refuse(f"{path}.seLinuxOptions.{field}", selinux[field], "it must be unset")
-    if sc.get("procMount") not in (None, "Default"):
-        found.refuse(f"{path}.procMount", sc["procMount"], "it must be Default")
 
 
 def _root(uid: Any) -> bool:
@@ -304,6 +322,23 @@ def _capability(cap: Any) -> str:
 def _opsched_rules(spec: dict[str, Any], policy: Policy, found: _Found) -> None:
     """What would undo opsched's own isolation of an op's pod, and what its queue does not list (baseline and
     restricted)."""
+    _volumes(spec, policy, found)
+    for i, tol in enumerate(found.items_of("spec.tolerations", spec.get("tolerations"))):
+        if isinstance(tol, dict) and not tol.get("key") and tol.get("operator") == "Exists":
+            found.refuse(f"spec.tolerations[{i}]", tol, "it tolerates every taint of every node")
+    priority_class = spec.get("priorityClassName")
+    if priority_class in SYSTEM_PRIORITY_CLASSES:
+        found.refuse("spec.priorityClassName", priority_class, "system priority classes are for the "
+                     "cluster's own components")
+    elif priority_class is not None and priority_class not in policy.priority_class_names:
+        found.refuse("spec.priorityClassName", priority_class,
+                     f"the queue's priorityClassNames {_allows(policy.priority_class_names)} does not list it")
+    _identity(spec, policy, found)
+
+
+def _volumes(spec: dict[str, Any], policy: Policy, found: _Found) -> None:
+    """No gitRepo; secrets (also projected ones) and the allowable kinds only as the queue allows; no
+    projected token."""
     for i, vol in enumerate(found.items_of("spec.volumes", spec.get("volumes"))):
         vol = vol if isinstance(vol, dict) else {}
         if "gitRepo" in vol:
@@ -323,17 +358,6 @@ def _opsched_rules(spec: dict[str, Any], policy: Policy, found: _Found) -> None:
                              "a projected token undoes automountServiceAccountToken")
             if "secret" in source and not policy.secret_volumes:
                 found.refuse(f"{at}.secret", source["secret"], "the queue does not set allowSecretVolumes")
-    for i, tol in enumerate(found.items_of("spec.tolerations", spec.get("tolerations"))):
-        if isinstance(tol, dict) and not tol.get("key") and tol.get("operator") == "Exists":
-            found.refuse(f"spec.tolerations[{i}]", tol, "it tolerates every taint of every node")
-    priority_class = spec.get("priorityClassName")
-    if priority_class in SYSTEM_PRIORITY_CLASSES:
-        found.refuse("spec.priorityClassName", priority_class, "system priority classes are for the "
-                     "cluster's own components")
-    elif priority_class is not None and priority_class not in policy.priority_class_names:
-        found.refuse("spec.priorityClassName", priority_class,
-                     f"the queue's priorityClassNames {_allows(policy.priority_class_names)} does not list it")
-    _identity(spec, policy, found)
 
 
 def _identity(spec: dict[str, Any], policy: Policy, found: _Found) -> None:

@@ -91,6 +91,12 @@ def _queue_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:
         if name in SYSTEM_PRIORITY_CLASSES:
             out.append(f"{where}.priorityClassNames[{j}]: {name!r} is a system priority class, for the cluster's own "
                        "components; no queue's pods may use one")
+    return out + _resources_problems(where, q, flavor_names)
+
+
+def _resources_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:
+    """A queue's resources: each listed once, with flavors each listed once and defined, and valid quantities."""
+    out: list[str] = []
     seen_resources: set[str] = set()
     for j, rq in enumerate(q.resources):
         if rq.resource in seen_resources:

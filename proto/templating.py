@@ -124,7 +124,7 @@ def render_text(text: str, values: dict[str, Any], path: Path = ()) -> str:
         raise TemplateError(path, f"nested too deeply: {_quote(text)}") from None
     except MemoryError:
         raise TemplateError(path, f"out of memory rendering {_quote(text)}") from None
-    except Exception as exc:  # any other failure is the template's, never a handler bug to retry
+    except Exception as exc:  # noqa: BLE001 - any other failure is the template's, never a handler bug to retry
         raise TemplateError(path, f"cannot render {_quote(text)}: {_reason(exc)}") from None
 
 

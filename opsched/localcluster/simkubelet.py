@@ -144,7 +144,7 @@ class SimKubelet:
                 if e.status != 410:
                     log.warning("pod watch failed (%s %s); re-listing", e.status, e.reason)
                     self._stopping.wait(1.0)
-            except Exception as e:  # connection errors; also how Watch.stop() ends a stream
+            except Exception as e:  # noqa: BLE001 - connection errors of any kind; also how Watch.stop() ends a stream
                 if not self._stopping.is_set():
                     log.warning("pod watch interrupted (%s); re-listing", e)
                     self._stopping.wait(1.0)
@@ -221,7 +221,7 @@ class SimKubelet:
             except client.ApiException as e:
                 if e.status != 404:  # 404: the pod is gone, nothing left to do
                     self._retry(due, f"{e.status} {e.reason}")
-            except Exception as e:  # the API server is unreachable (restarting): try again, never drop it
+            except Exception as e:  # noqa: BLE001 - the API server unreachable (restarting): try again, never drop it
                 self._retry(due, repr(e))
 
     def _retry(self, due: _Due, error: str) -> None:
@@ -294,7 +294,7 @@ class SimKubelet:
             for spec in self.nodes.values():
                 try:
                     self._check_node(spec, heartbeat)
-                except Exception as e:
+                except Exception as e:  # noqa: BLE001 - one node's failed check must not end the others' heartbeats
                     log.warning("node %s: check failed: %s", spec.name, e)
 
     def _check_node(self, spec: NodeSpec, heartbeat: bool) -> None:

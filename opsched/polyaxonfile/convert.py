@@ -71,7 +71,7 @@ def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fa
     """The OpSpec of a validated model; ``swept``/``iteration``: one trial of a sweep. Its templates
     are rendered once with stand-in globals, so one that cannot render is refused here."""
     op = model if isinstance(model, OperationModel) else None
-    comp = op.component if op else model
+    comp = model.component if isinstance(model, OperationModel) else model
     base: Loc = ("component",) if op else ()
     problems = check_run(comp.run, base + ("run",))
     params, inputs, outputs, to_env = io_and_params(op, comp, extra, base, problems, swept)

@@ -76,17 +76,24 @@ def read_matrix(raw: Any) -> Matrix:
     return model, params  # type: ignore[return-value]
 
 
+def _grid_values(param: HpParam) -> list[Any]:
+    """A grid's param's values (a grid refuses a distribution: ``hp_param``)."""
+    assert param.values is not None
+    return param.values
+
+
 def combinations(model: GridModel | RandomModel, params: dict[str, HpParam],
                  default_seed: int | None = None) -> list[dict[str, Any]]:
     names = list(params)
     if isinstance(model, GridModel):
-        total = math.prod(len(p.values) for p in params.values())  # type: ignore[arg-type]
+        grid = [_grid_values(p) for p in params.values()]
+        total = math.prod(len(values) for values in grid)
         count = min(total, model.num_runs or total)
         if count > MAX_BATCH:
             where = ("matrix", "numRuns") if model.num_runs else ("matrix",)
             raise Problems([(where, f"the grid makes {count} operations; at most {MAX_BATCH} "
                                     "per batch (set numRuns, or split the sweep)")])
-        product = itertools.product(*(p.values for p in params.values()))  # type: ignore[misc]
+        product = itertools.product(*grid)
         return [dict(zip(names, values)) for values in itertools.islice(product, count)]
     if model.num_runs > MAX_BATCH:
         raise Problems([(("matrix", "numRuns"), f"{model.num_runs} operations; at most "

@@ -88,6 +88,21 @@ def check_run(run: JobRunModel | PytorchJobRunModel, loc: Loc) -> list[Problem]:
             msg = (f"a pytorchjob has no run-level {key} in Polyaxon (only per replica), "
                    f"and {unsupported}")
             problems.append((loc + (key,), msg))
+    problems += _replica_counts(run, loc)
+    for section, replica in (("master", run.master), ("worker", run.worker)):
+        if replica is None:
+            continue
+        for key, msg in _REPLICA_UNSUPPORTED.items():
+            if key in replica.model_fields_set:
+                problems.append((loc + (section, key), msg))
+        problems += check_resources(replica.container.resources,
+                                    loc + (section, "container", "resources"))
+    return problems
+
+
+def _replica_counts(run: PytorchJobRunModel, loc: Loc) -> list[Problem]:
+    """One master; workers at least one, and with it within the pods an op may have."""
+    problems: list[Problem] = []
     if run.master.replicas not in (None, 1):
         msg = (f"master.replicas must be 1, got {run.master.replicas} "
                "(set worker.replicas for more pods)")
@@ -100,12 +115,4 @@ def check_run(run: JobRunModel | PytorchJobRunModel, loc: Loc) -> list[Problem]:
         msg = (f"worker.replicas {run.worker.replicas} is above the limit of {MAX_PODS_PER_OP} pods per op "
                f"(the master and {MAX_PODS_PER_OP - 1} workers at most)")
         problems.append((loc + ("worker", "replicas"), msg))
-    for section, replica in (("master", run.master), ("worker", run.worker)):
-        if replica is None:
-            continue
-        for key, msg in _REPLICA_UNSUPPORTED.items():
-            if key in replica.model_fields_set:
-                problems.append((loc + (section, key), msg))
-        problems += check_resources(replica.container.resources,
-                                    loc + (section, "container", "resources"))
     return problems

@@ -111,14 +111,21 @@ class OpFold(PreemptionsInFlight):
         if isinstance(event, OperationSubmitted):
             return self._submitted(event)
         if isinstance(event, CostRecorded):
-            if not self.spend.record(event, seq):  # counts whatever its op and attempt
-                return False
-            if event.op_id in self.ops:
-                self.ops[event.op_id].cost += event.amount
-            return self._spent()
+            return self._cost_recorded(event, seq)
         op = self.ops.get(event.op_id)
         if op is None or event.attempt < op.attempt:
             return False  # unknown, or news of an attempt that is over
+        return self._apply_to(op, event)
+
+    def _cost_recorded(self, event: CostRecorded, seq: int) -> bool:
+        if not self.spend.record(event, seq):  # counts whatever its op and attempt
+            return False
+        if event.op_id in self.ops:
+            self.ops[event.op_id].cost += event.amount
+        return self._spent()
+
+    def _apply_to(self, op: OpRecord, event: Event) -> bool:
+        """An event about ``op``'s current attempt (or a later one), by its type."""
         if isinstance(event, (CostEstimated, CacheMissed, CacheHit)):
             return self._gate(op, event)
         if isinstance(event, PreemptRequested):
@@ -170,6 +177,17 @@ class OpFold(PreemptionsInFlight):
     def _gate(self, op: OpRecord, e: Event) -> bool:
         if op.status != Status.PENDING:
             return False
+        if isinstance(e, CacheHit):
+            return self._cache_hit(op, e)
+        if not self._gate_answered(op, e):
+            return False
+        if op.cost_known and op.cache_known and op.cache_hit_of is None:
+            for f in self.followers:
+                f.gates_cleared(op)  # the cycle queues it, or holds it for approval
+        return True
+
+    def _gate_answered(self, op: OpRecord, e: Event) -> bool:
+        """A gate's answer taken: the estimate, or a cache miss (False: that gate had answered already)."""
         if isinstance(e, CostEstimated):
             if op.cost_known:
                 return False
@@ -179,16 +197,14 @@ class OpFold(PreemptionsInFlight):
             if op.cache_known:
                 return False
             op.cache_known = True
-        elif isinstance(e, CacheHit):
-            if op.cache_hit_of is not None:
-                return False
-            op.cache_hit_of, op.cache_outputs = e.original_op_id, dict(e.outputs)
-            for f in self.followers:
-                f.cache_hit(op)
-            return True
-        if op.cost_known and op.cache_known and op.cache_hit_of is None:
-            for f in self.followers:
-                f.gates_cleared(op)  # the cycle queues it, or holds it for approval
+        return True
+
+    def _cache_hit(self, op: OpRecord, e: CacheHit) -> bool:
+        if op.cache_hit_of is not None:
+            return False
+        op.cache_hit_of, op.cache_outputs = e.original_op_id, dict(e.outputs)
+        for f in self.followers:
+            f.cache_hit(op)
         return True
 
     def _approval(self, op: OpRecord, e: OperationOnHold | OperationApproved) -> bool:
@@ -234,6 +250,17 @@ class OpFold(PreemptionsInFlight):
             op.running_since = op.running_since or e.at
         op.status, op.attempt = status, e.attempt
         op.waiting_for = op.waiting_since = None  # dispatched (or ended): no longer waiting for a dependency
+        self._locate(op, e)
+        # an end always says why: its event's reason, else the last one known, else the end itself
+        op.reason = getattr(e, "reason", "") or op.reason or (type_of(e) if status.terminal else "")
+        message = getattr(e, "message", None)
+        if status.terminal and isinstance(message, str) and message:  # ... and its message (``why`` of an ended op)
+            op.reason_message = message
+        self.set_active(op, status.active)
+        return True
+
+    def _locate(self, op: OpRecord, e: Event) -> None:
+        """Where ``e`` says the op's pod is (its name, namespace, node); followers hear of a new node."""
         node = getattr(e, "node", None)
         node = node_key(op.agent, node) if node else None  # another agent's cluster may have a node of that name
         located = bool(node) and node != op.node
@@ -244,13 +271,6 @@ class OpFold(PreemptionsInFlight):
         if located:
             for f in self.followers:
                 f.located(op)  # its pods are where the node says, no longer where assumed
-        # an end always says why: its event's reason, else the last one known, else the end itself
-        op.reason = getattr(e, "reason", "") or op.reason or (type_of(e) if status.terminal else "")
-        message = getattr(e, "message", None)
-        if status.terminal and isinstance(message, str) and message:  # ... and its message (``why`` of an ended op)
-            op.reason_message = message
-        self._set_active(op, status.active)
-        return True
 
     def _admitted(self, op: OpRecord, e: OperationAdmitted) -> None:
         op.flavors, op.borrowing, op.agent = dict(e.flavors), e.borrowing, e.agent
@@ -260,7 +280,8 @@ class OpFold(PreemptionsInFlight):
         op.admitted_priority = e.effective_priority
         self.drop_nomination(op.op_id)
 
-    def _set_active(self, op: OpRecord, active: bool) -> None:
+    def set_active(self, op: OpRecord, active: bool) -> None:
+        """Whether ``op`` holds quota: the one rule for taking and letting go of it (``fold_failures`` too)."""
         if op.holds_quota != active:
             op.holds_quota = active
             if not active and op.running_since is not None:  # it ran: its charge is on its way (``spend``)
@@ -283,7 +304,7 @@ class OpFold(PreemptionsInFlight):
             op.infra_failures += 1
         else:
             op.retries_used += 1
-        self._set_active(op, False)
+        self.set_active(op, False)
         op.status, op.reason, op.node = Status.RETRYING, e.reason, node_key(op.agent, e.node) if e.node else op.node
         op.attempts.append((op.attempt, "failed", e.reason))
         for f in self.followers:
@@ -300,7 +321,7 @@ class OpFold(PreemptionsInFlight):
         if isinstance(e, OperationPreempted) and e.preemptor in self.nominated:
             self._hold(e.preemptor, Ghost(op.queue, dict(op.flavors), dict(op.request), list(op.pods), op.node,
                                           op.estimate))
-        self._set_active(op, False)
+        self.set_active(op, False)
         op.queued_at = e.at  # back of the line among equals, as Kueue requeues at eviction time
         if isinstance(e, OperationPreempted):
             op.preempted_at, op.preemptions = e.at, op.preemptions + 1
@@ -334,7 +355,7 @@ class OpFold(PreemptionsInFlight):
             Failure.HANDLER_GAVE_UP, op.spec.termination.max_retries, op.retries_used, op.infra_failures)
         if retry:
             op.infra_failures += 1
-            self._set_active(op, False)
+            self.set_active(op, False)
             op.status, op.reason, op.waiting_for = Status.RETRYING, Failure.HANDLER_GAVE_UP, None
             op.attempts.append((op.attempt, type_of(e), Failure.HANDLER_GAVE_UP))
             for f in self.followers:
@@ -364,20 +385,24 @@ class OpFold(PreemptionsInFlight):
         self._enqueue(op, at)
 
     # ---- a decision whose publish failed ----
+    def _unnominate(self, op: OpRecord) -> None:
+        """``op`` is no longer a victim of the preemptor it was nominated for."""
+        if op.preempted_by is not None:
+            victims = self.nominated.get(op.preempted_by)
+            if victims is not None:
+                victims.discard(op.op_id)
+                if not victims and not self.ghosts.get(op.preempted_by):
+                    self.drop_nomination(op.preempted_by)
+            op.preempted_by = None
+
     def unassume(self, op_id: str, now: datetime | None = None, kind: type | None = None) -> None:
         """Forget a decision whose publish failed: a requested preemption is forgotten, an admitted
         op is queued again, a cache hit waits to be finished again."""
         op = self.ops[op_id]
         if kind is PreemptRequested or (kind is None and op.status.active and op.preempted_by is not None):
-            if op.preempted_by is not None:
-                victims = self.nominated.get(op.preempted_by)
-                if victims is not None:
-                    victims.discard(op_id)
-                    if not victims and not self.ghosts.get(op.preempted_by):
-                        self.drop_nomination(op.preempted_by)
-                op.preempted_by = None
+            self._unnominate(op)
         elif op.status == Status.ADMITTED:
-            self._set_active(op, False)
+            self.set_active(op, False)
             self._entered(op, restored=True)
             self._enqueue(op, now)
         elif op.status in (Status.REJECTED, Status.FAILED) and op.handler_failure:

@@ -72,6 +72,6 @@ def _force_end(fold: OpFold, op: OpRecord, event: OperationRejected | OperationF
     if op.status < Status.ADMITTED:
         for f in fold.followers:
             f.left(op, False)
-    fold._set_active(op, False)  # noqa: SLF001 - the fold's one rule for letting go of quota
+    fold.set_active(op, False)  # the fold's one rule for letting go of quota
     op.status = Status.FAILED if isinstance(event, OperationFailed) else Status.REJECTED
     op.reason, op.reason_message = event.reason, event.message

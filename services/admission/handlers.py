@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import msgspec
 
@@ -100,12 +101,7 @@ def _on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: 
     oversized = too_large(cmd.spec)
     if oversized is not None:
         return OperationRejected(op_id=cmd.op_id, at=now, reason=SPEC_TOO_LARGE, message=oversized)
-    try:
-        spec, condition = routing_fields(cmd.spec, cmd.op_id, now)
-    except ConditionError as exc:  # bad input: rejected, with an error event and a dead-letter copy
-        raise _invalid(cmd.op_id, now, INVALID_CONDITION, f"cannot evaluate the op's conditions: {exc}") from None
-    except TemplateError as exc:
-        raise _invalid_template(cmd.op_id, now, exc) from None
+    spec, condition = _routing_fields(cmd, now)
     events = _submitted(cmd, spec, ctx, state, book)
     if isinstance(events[0], OperationSubmitted):
         _check_templates(events[0], ctx, book)
@@ -115,6 +111,16 @@ def _on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: 
         events.append(OperationSkipped(op_id=cmd.op_id, at=now, reason=Ending.CONDITION_FALSE,
                                        message=f"conditions {(cmd.spec.conditions or '').strip()} is false"))
     return events[0] if len(events) == 1 else events
+
+
+def _routing_fields(cmd: SubmitOperation, now: datetime) -> tuple[OpSpec, bool | None]:
+    """``routing_fields`` of the op's spec; a condition or template that cannot be evaluated refuses it."""
+    try:
+        return routing_fields(cmd.spec, cmd.op_id, now)
+    except ConditionError as exc:  # bad input: rejected, with an error event and a dead-letter copy
+        raise _invalid(cmd.op_id, now, INVALID_CONDITION, f"cannot evaluate the op's conditions: {exc}") from None
+    except TemplateError as exc:
+        raise _invalid_template(cmd.op_id, now, exc) from None
 
 
 def _within_rate(cmd: SubmitOperation, ctx: Context, rate: SubmitRate) -> None:

@@ -23,14 +23,7 @@ from services.admission.state import AdmissionState, OpRecord, Status
 def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = None) -> WhyAnswer:
     op = state.ops.get(op_id)
     if op is None:
-        gone = state.fold.gone.get(op_id)  # it ended and left memory: its summary is in the ops bucket
-        if gone is not None:
-            return WhyAnswer(op_id=op_id, found=True, status=gone.label)
-        ended = state.fold.strays.end_of(op_id)  # rejected before it was an op (e.g. its spec refused on decode)
-        if ended is not None and ended.status is not None:
-            return WhyAnswer(op_id=op_id, found=True, status=ended.status.label, end_reason=ended.reason,
-                             end_message=ended.message)
-        return WhyAnswer(op_id=op_id, found=False, reasons=[pending(Reason.UNKNOWN_OP)])
+        return _not_held(state, op_id)
     answer = WhyAnswer(op_id=op_id, found=True, status=op.status.name.lower(), queue=op.queue,
                        ignored=list(op.spec.ignored))
     if op.status.terminal:  # how it ended (an op that left memory: its summary says, ``opsched why`` reads it)
@@ -50,6 +43,18 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         answer.reasons = [pending(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(op.waiting_for),
                                   since=op.waiting_since, detail=op.waiting_detail)]
     return answer
+
+
+def _not_held(state: AdmissionState, op_id: str) -> WhyAnswer:
+    """Why of an op not in memory: ended and left, rejected before it was an op, or unknown."""
+    gone = state.fold.gone.get(op_id)  # it ended and left memory: its summary is in the ops bucket
+    if gone is not None:
+        return WhyAnswer(op_id=op_id, found=True, status=gone.label)
+    ended = state.fold.strays.end_of(op_id)  # rejected before it was an op (e.g. its spec refused on decode)
+    if ended is not None and ended.status is not None:
+        return WhyAnswer(op_id=op_id, found=True, status=ended.status.label, end_reason=ended.reason,
+                         end_message=ended.message)
+    return WhyAnswer(op_id=op_id, found=False, reasons=[pending(Reason.UNKNOWN_OP)])
 
 
 def _gate_reasons(op: OpRecord) -> list[PendingReason]:

@@ -61,7 +61,7 @@ async def run_schedules(bus: Any, clock: Any, schedules: Schedules, submit: Subm
             nxt = schedules.next_fire(now)
             if nxt is not None:
                 delay = min(MAX_STEP_S, (nxt - now).total_seconds())
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a failed round must not end the schedules' loop: the next retries
             if log is not None:
                 log.warning("schedules_publish_failed", error=repr(exc))
         if delay > 0:

@@ -103,6 +103,17 @@ class Decider:
             await self.store.remove_waiter(run.original, run.op_id)  # it ended while it waited
         if run.decision == HIT:
             return []  # a copy of another op's result: never a candidate, nobody waits for it
+        outcome = await self._candidate_ended(run, event)
+        if not run.candidate:
+            return []  # nobody could have chosen to wait for it
+        events: list[Event] = []
+        for waiter in await self.store.close_waiters(run.op_id, outcome):
+            events += await self._settle(waiter.op_id, outcome)
+        return events
+
+    async def _candidate_ended(self, run: Run, event: Event) -> Candidate | None:
+        """The run's result (None: it did not succeed); as a candidate of its key, a success is kept for later
+        ops, any other end forgotten."""
         outcome: Candidate | None = None
         if isinstance(event, OperationSucceeded) and event.reason != CACHE_HIT_REASON:
             outcome = msgspec.structs.replace(run.as_candidate(), state=lookup.SUCCEEDED, ended_at=event.at,
@@ -112,12 +123,7 @@ class Decider:
                 await self.store.change_candidates(run.fingerprint, lambda cs: lookup.succeed(cs, done))
         elif run.candidate:
             await self.store.change_candidates(run.fingerprint, lambda cs: lookup.forget(cs, run.op_id))
-        if not run.candidate:
-            return []  # nobody could have chosen to wait for it
-        events: list[Event] = []
-        for waiter in await self.store.close_waiters(run.op_id, outcome):
-            events += await self._settle(waiter.op_id, outcome)
-        return events
+        return outcome
 
     async def _succeeded_uncached(self, event: OperationSucceeded) -> None:
         """An op with caching off (by default: independent ops, clones) succeeded: its result becomes its key's

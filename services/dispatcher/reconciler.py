@@ -92,12 +92,19 @@ def decide(table: Mapping[str, Attempt], pods: list[PodView], now: datetime, gra
                 actions.append(Report(_vanished(attempt, now)))
             else:
                 gone.add(attempt.key)
+    return Plan(actions + _releases(table, by_attempt, now, grace), frozenset(gone))
+
+
+def _releases(table: Mapping[str, Attempt], by_attempt: dict[AttemptKey, list[PodView]], now: datetime,
+              grace: timedelta) -> list[Action]:
+    """The pods still running of attempts that are no longer live (``_orphaned``): to release."""
+    actions: list[Action] = []
     for key, views in by_attempt.items():
         why = _orphaned(table.get(key[0]), key, views, now, grace)
         running = tuple(v for v in views if not v.deleting and v.phase not in ("Succeeded", "Failed"))
         if why and running:
             actions.append(Release(running, why))
-    return Plan(actions, frozenset(gone))
+    return actions
 
 
 def _status(attempt: Attempt, views: list[PodView], now: datetime) -> list[Action]:

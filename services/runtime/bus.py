@@ -260,18 +260,8 @@ class Bus:
         settings') are applied to new and (aligning) existing streams, with what each does at them (``DISCARD``);
         aligning, the existing buckets are given ``bucket_bytes``."""
         for name, (subj, per_subject) in subjects.STREAMS.items():
-            config = api.StreamConfig(
-                name=name, subjects=subj, storage=api.StorageType.FILE,
-                duplicate_window=DUPLICATE_WINDOW_S, retention=api.RetentionPolicy.LIMITS,
-                max_msgs_per_subject=per_subject, num_replicas=self.replicas, allow_direct=True,
-                discard=DISCARD[name],
-            )
             wanted = (limits or {}).get(name)
-            if wanted is not None:
-                config.max_age, config.max_bytes = wanted.max_age_s, wanted.max_bytes
-                if wanted.per_subject is not None:
-                    config.max_msgs_per_subject = wanted.per_subject
-            _per_subject_discard(config)
+            config = self._stream_config(name, subj, per_subject, wanted)
             try:
                 info = await self.js.stream_info(name)
             except NotFoundError:
@@ -280,20 +270,39 @@ class Bus:
                 except nats.js.errors.BadRequestError:
                     pass  # another replica created it first
                 continue
-            if not align:
-                continue
-            config.num_replicas = max(self.replicas, info.config.num_replicas or 1)
-            if wanted is None:
-                config.max_age, config.max_bytes = info.config.max_age, info.config.max_bytes
-                if name in DISCARD_NEW_PER_SUBJECT:  # its cap is a setting: kept as it is
-                    config.max_msgs_per_subject = info.config.max_msgs_per_subject
-                    _per_subject_discard(config)
-            if (sorted(info.config.subjects or []) != sorted(subj)
-                    or config.num_replicas != (info.config.num_replicas or 1) or not info.config.allow_direct
-                    or _limits_of(info.config) != _limits_of(config)):
+            if align and self._drifted(config, info.config, wanted):
                 await self.js.update_stream(config)
         if align:
             await self._align_buckets()
+
+    def _stream_config(self, name: str, subj: list[str], per_subject: int,
+                       wanted: StreamLimits | None) -> api.StreamConfig:
+        """The configuration stream ``name`` is created with (``wanted``: its limits from the settings)."""
+        config = api.StreamConfig(
+            name=name, subjects=subj, storage=api.StorageType.FILE,
+            duplicate_window=DUPLICATE_WINDOW_S, retention=api.RetentionPolicy.LIMITS,
+            max_msgs_per_subject=per_subject, num_replicas=self.replicas, allow_direct=True,
+            discard=DISCARD[name],
+        )
+        if wanted is not None:
+            config.max_age, config.max_bytes = wanted.max_age_s, wanted.max_bytes
+            if wanted.per_subject is not None:
+                config.max_msgs_per_subject = wanted.per_subject
+        _per_subject_discard(config)
+        return config
+
+    def _drifted(self, config: api.StreamConfig, existing: api.StreamConfig, wanted: StreamLimits | None) -> bool:
+        """``config`` aligned with the ``existing`` stream's (replicas never lowered; without ``wanted`` limits,
+        its own kept): whether the stream must be updated to it."""
+        config.num_replicas = max(self.replicas, existing.num_replicas or 1)
+        if wanted is None:
+            config.max_age, config.max_bytes = existing.max_age, existing.max_bytes
+            if config.name in DISCARD_NEW_PER_SUBJECT:  # its cap is a setting: kept as it is
+                config.max_msgs_per_subject = existing.max_msgs_per_subject
+                _per_subject_discard(config)
+        return (sorted(existing.subjects or []) != sorted(config.subjects or [])
+                or config.num_replicas != (existing.num_replicas or 1) or not existing.allow_direct
+                or _limits_of(existing) != _limits_of(config))
 
     async def _align_buckets(self) -> None:
         """Give the existing buckets the byte limits of ``bucket_bytes`` (one made before they had any)."""

@@ -56,7 +56,7 @@ class _Screened(asyncio.Queue[Any]):
         if why is None:
             super().put_nowait(item)
             return
-        self._sub._pending_size -= len(item.data)  # as nats-py's client does for a message it drops
+        self._sub._pending_size -= len(item.data)  # noqa: SLF001 - nats-py's count, kept as its client does for a drop
         self._dropped(item, why)
 
 
@@ -70,7 +70,7 @@ def screen(psub: Any, stream: str, durable: str, dropped: Dropped) -> bool:
     screened = _Screened(queue.maxsize, sub, stream, durable, dropped)
     while not queue.empty():
         screened.put_nowait(queue.get_nowait())
-    sub._pending_queue = screened
+    sub._pending_queue = screened  # noqa: SLF001 - nats-py has no hook to screen a subscription's queue
     return True
 
 

@@ -26,7 +26,8 @@ class KVCalls:
 
     def __init__(self, kv: KeyValue, requester: Requester, timeout: float) -> None:
         self._kv, self._requester, self._timeout = kv, requester, timeout
-        self._stream, self._prefix, self._name = kv._stream, kv._pre, kv._name
+        # nats-py's KeyValue exposes neither its stream nor its subject prefix
+        self._stream, self._prefix, self._name = kv._stream, kv._pre, kv._name  # noqa: SLF001
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._kv, name)

@@ -49,23 +49,23 @@ class Requester:
         """The reply to ``payload`` on ``subject`` (a nats-py ``Msg``); ``nats.errors.TimeoutError`` after
         ``timeout`` s, ``NoRespondersError`` when nobody listens."""
         nc = self.nc
-        if not nc._resp_sub_prefix:
+        if not nc._resp_sub_prefix:  # noqa: SLF001 - nats-py's request internals (docstring)
             async with self._opening:
-                if not nc._resp_sub_prefix:
-                    await nc._init_request_sub()
-        prefix = nc._resp_sub_prefix
+                if not nc._resp_sub_prefix:  # noqa: SLF001 - nats-py's request internals (docstring)
+                    await nc._init_request_sub()  # noqa: SLF001 - nats-py's request internals (docstring)
+        prefix = nc._resp_sub_prefix  # noqa: SLF001 - nats-py's request internals (docstring)
         assert prefix is not None
         token = f"r{next(self._tokens):x}"
         loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
-        nc._resp_map[token] = future
+        nc._resp_map[token] = future  # noqa: SLF001 - nats-py's request internals (docstring)
         timer = loop.call_later(timeout, _expire, future)
         try:
             await nc.publish(subject, payload, reply=prefix.decode() + token, headers=headers)
             msg = await future
         finally:
             timer.cancel()
-            nc._resp_map.pop(token, None)
+            nc._resp_map.pop(token, None)  # noqa: SLF001 - nats-py's request internals (docstring)
         if msg.headers and msg.headers.get("Status") == NO_RESPONDERS and not msg.data:
             raise nats.errors.NoRespondersError
         return msg

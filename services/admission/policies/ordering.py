@@ -57,6 +57,20 @@ class _QueueRanks:
             heapq.heappop(self._low)
         return self._low[0][0] if self._low else 0
 
+    def rank(self, op_id: str, rank: int) -> None:
+        """``op_id`` waits with ``rank``."""
+        self.ranks[op_id] = rank
+        heapq.heappush(self._low, (rank, op_id))
+
+    def unrank(self, op_id: str) -> bool:
+        """``op_id`` no longer waits (False: it did not); the heap drops stale entries past a bound."""
+        if self.ranks.pop(op_id, None) is None:
+            return False
+        if len(self._low) > 2 * len(self.ranks) + 64:  # stale entries of ops that left: bounded memory
+            self._low = [(rank, i) for i, rank in self.ranks.items()]
+            heapq.heapify(self._low)
+        return True
+
 
 class FairRanks:
     """Per queue and requester: how many of its ops wait there, and the rank its next op gets."""
@@ -74,14 +88,13 @@ class FairRanks:
         rank = max(q.round(), backlog.last_rank + 1) if keep is None else keep
         backlog.waiting += 1
         backlog.last_rank = max(backlog.last_rank, rank)
-        q.ranks[op_id] = rank
-        heapq.heappush(q._low, (rank, op_id))
+        q.rank(op_id, rank)
         return rank
 
     def left(self, queue: str, requester: str, op_id: str) -> None:
         """``op_id`` no longer waits in ``queue`` (admitted, or ended before it ran)."""
         q = self.queues.get(queue)
-        if q is None or q.ranks.pop(op_id, None) is None:
+        if q is None or not q.unrank(op_id):
             return
         backlog = q.backlogs[requester]
         backlog.waiting -= 1
@@ -89,9 +102,6 @@ class FairRanks:
             del q.backlogs[requester]  # its next op starts at the round
         if not q.ranks:
             del self.queues[queue]
-        elif len(q._low) > 2 * len(q.ranks) + 64:  # stale entries of ops that left: bounded memory
-            q._low = [(rank, i) for i, rank in q.ranks.items()]
-            heapq.heapify(q._low)
 
     def waiting(self, queue: str, requester: str) -> int:
         q = self.queues.get(queue)
