@@ -17,7 +17,9 @@ async def until_queues(client: Client, names: list[str], timeout: float = 15.0) 
     await eventually(in_force, f"queues {names} in force", timeout)
 
 
-async def test_editing_the_queues_file_takes_effect_without_a_restart(stack_factory, client, events, tmp_path):
+async def test_editing_the_queues_file_takes_effect_without_a_restart(stack_factory, client, events, tmp_path,
+                                                                      monkeypatch):
+    monkeypatch.setattr("services.runtime.config_file.POLL_S", 0.1)  # polled every 2 s: no need to wait one out
     path = tmp_path / "queues.yaml"
     path.write_text(ONE)
     await stack_factory(queues_file=path, dispatcher_mode="null")
