@@ -23,6 +23,8 @@ from services.runtime.config_file import ConfigFileError
 from tests.builders import node, op, t
 from tests.waiting import eventually
 
+BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)
+
 POOL = "cloud.google.com/gke-nodepool"
 PRICES = """\
 accelerators:

@@ -7,6 +7,8 @@ from proto.queues import FlavorQuota, Queue, QueuesConfig, ResourceQuota
 from tests.builders import op
 from tests.waiting import eventually
 
+BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)
+
 ONE = "defaultQueue: a\nqueues:\n  - {name: a}\n"
 TWO = "defaultQueue: a\nqueues:\n  - {name: a}\n  - {name: b, concurrency: 1}\n"
 
