@@ -27,14 +27,17 @@ def opsched(*args: str, data_dir: Path, timeout: float = 90) -> subprocess.Compl
                           capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
-@pytest.fixture
-def up(tmp_path):
+@pytest.fixture(scope="module")
+def up(tmp_path_factory):
+    """One `opsched up` for this module's tests (its log: ``up.log`` beside ``data_dir``); SIGINT at the end of the
+    module must stop it cleanly and remove its state and context files."""
     try:
         ensure_built(build=False)
     except ControlPlaneError as exc:
         pytest.skip(f"local Kubernetes control plane unavailable: {exc}")
-    data_dir = tmp_path / "opsched"
-    log = open(tmp_path / "up.log", "wb")  # noqa: SIM115
+    root = tmp_path_factory.mktemp("up")
+    data_dir = root / "opsched"
+    log = open(root / "up.log", "wb")  # noqa: SIM115
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     proc = subprocess.Popen([sys.executable, "-m", "opsched.cli", "--data-dir", str(data_dir), "up",
                              "--node", "gpu-e2e:1:A100", "--metrics-port", str(free_port())],
@@ -42,16 +45,18 @@ def up(tmp_path):
     state = data_dir / "up.json"
     deadline = time.monotonic() + 90
     while not state.exists():
-        assert proc.poll() is None, (tmp_path / "up.log").read_text()[-3000:]
+        assert proc.poll() is None, (root / "up.log").read_text()[-3000:]
         assert time.monotonic() < deadline, "opsched up did not start within 90s"
         time.sleep(0.2)
-    yield data_dir, json.loads(state.read_text()), proc
-    proc.send_signal(signal.SIGINT)
     try:
-        proc.wait(30)
+        yield data_dir, json.loads(state.read_text()), proc
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0, "SIGINT stops `opsched up` cleanly"
+        assert not (data_dir / "up.json").exists() and not (data_dir / "context.json").exists()
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(10)
         log.close()
 
 
@@ -74,10 +79,7 @@ def test_a_1_gpu_example_runs_on_a_gpu_node_and_ends_succeeded_in_opsched_ops(up
 
     watched = opsched("watch", op_id, data_dir=data_dir)
     assert watched.returncode == 0 and "succeeded" in watched.stdout
-
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(30) == 0, "SIGINT stops `opsched up` cleanly"
-    assert not (data_dir / "up.json").exists() and not (data_dir / "context.json").exists()
+    # SIGINT then stops it cleanly and removes up.json and context.json: at the end of the module (``up``)
 
 
 def printed(log: Path, pattern: str, proc: subprocess.Popen, timeout: float = 60) -> re.Match:
@@ -91,13 +93,14 @@ def printed(log: Path, pattern: str, proc: subprocess.Popen, timeout: float = 60
 
 def test_opsched_up_prints_its_context_for_other_shells_and_serves_metrics(up, tmp_path):
     data_dir, state, proc = up
+    log = data_dir.parent / "up.log"
     context_file = data_dir.resolve() / "context.json"
     assert stat.S_IMODE(context_file.stat().st_mode) == 0o600
     body = json.loads(context_file.read_text())
     assert (body["url"], body["ca"], body["user"]) == (state["nats_url"], state["nats_ca"], "admin")
     assert Path(body["password_file"]).read_text().strip() not in context_file.read_text()
-    printed(tmp_path / "up.log", f"export OPSCHED_CONTEXT={re.escape(str(context_file))}\n", proc)
-    port = int(printed(tmp_path / "up.log", r"metrics \(Prometheus\) at http://127\.0\.0\.1:(\d+)/metrics", proc)[1])
+    printed(log, f"export OPSCHED_CONTEXT={re.escape(str(context_file))}\n", proc)
+    port = int(printed(log, r"metrics \(Prometheus\) at http://127\.0\.0\.1:(\d+)/metrics", proc)[1])
 
     elsewhere = tmp_path / "elsewhere"  # another directory and shell: the pasted line is all it needs
     elsewhere.mkdir()
@@ -131,7 +134,8 @@ run:
 
 def test_opsched_why_and_queues_show_the_live_state_of_a_waiting_op(up, tmp_path):
     data_dir, _, _ = up
-    for name, seconds in (("long", 6), ("short", 0.2)):
+    # the long op runs until it is stopped: the short one waits however long the CLI calls below take
+    for name, seconds in (("long", 600), ("short", 0.2)):
         (tmp_path / f"{name}.yaml").write_text(LONG.format(name=name, seconds=seconds))
     long_id = opsched("submit", str(tmp_path / "long.yaml"), data_dir=data_dir).stdout.strip()
     deadline = time.monotonic() + 30
@@ -149,6 +153,8 @@ def test_opsched_why_and_queues_show_the_live_state_of_a_waiting_op(up, tmp_path
     queues = opsched("queues", data_dir=data_dir)
     default = next(line for line in queues.stdout.splitlines() if line.startswith("default"))
     assert "1/4" in default and "nvidia.com/gpu[a100] 1/2" in default
+    stopped = opsched("stop", long_id, data_dir=data_dir)
+    assert stopped.returncode == 0, stopped.stderr
     done = opsched("watch", short_id, data_dir=data_dir)
     assert done.returncode == 0 and "succeeded" in done.stdout
 

@@ -1,6 +1,7 @@
 """Service tests run the real services in this process (no Kubernetes: the dispatcher in null mode), each
 case twice: on the in-memory bus (``tests.builders.bus``: no server, fast) and on a real nats-server
-(marked ``integration``). A test that needs the server itself (a service in its own process, the CLI)
+(marked ``integration``); a module of service logic that is not about the bus says ``BUSES = ["memory"]`` and runs
+on the in-memory bus alone. A test that needs the server itself (a service in its own process, the CLI)
 asks for ``nats_server`` instead of ``bus`` and runs on it alone.
 
 Both enforce the subject permissions `opsched up` configures (``proto.permissions``; the server is TLS as well,
@@ -31,7 +32,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
-@pytest.fixture(params=BUSES)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each case on both buses, unless its module says ``BUSES = ["memory"]``: service logic that is not about the
+    bus (what differs on a real server: bus semantics, leases, redelivery, sizes, permissions stays on both)."""
+    if "bus_kind" in metafunc.fixturenames:
+        metafunc.parametrize("bus_kind", getattr(metafunc.module, "BUSES", BUSES), indirect=True)
+
+
+@pytest.fixture
 def bus_kind(request: pytest.FixtureRequest) -> str:
     return request.param
 

@@ -61,7 +61,9 @@ async def test_a_message_id_seen_before_is_stored_once(bus):
     assert await bus.last_seq(subjects.OPS_STREAM) == first.seq
 
 
-async def test_a_publish_on_a_subject_no_stream_holds_has_no_stream_response(bus):
+async def test_a_publish_on_a_subject_no_stream_holds_has_no_stream_response(bus, monkeypatch):
+    # a no-stream answer is waited out as a leaderless stream's is (``PUBLISH_PATIENCE_S``, 20 s): a second will do
+    monkeypatch.setattr("services.runtime.bus.PUBLISH_PATIENCE_S", 1.0)
     with pytest.raises(NoStreamResponseError):
         await bus.publish_raw("nowhere.at.all", b"x", msg("x"))
 

@@ -19,6 +19,8 @@ from services.cost.ledger import LedgerStore
 from tests.builders import op
 from tests.waiting import eventually
 
+BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)
+
 # one GPU of no priced product: 2.0/h; a 1-hour timeout makes each estimate 2.0 (+ nothing else)
 QUEUES = """
 queues:

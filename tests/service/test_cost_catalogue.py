@@ -23,6 +23,8 @@ from services.runtime.config_file import ConfigFileError
 from tests.builders import node, op, t
 from tests.waiting import eventually
 
+BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)
+
 POOL = "cloud.google.com/gke-nodepool"
 PRICES = """\
 accelerators:
@@ -45,7 +47,9 @@ async def ran(bus, op_id: str, start: float, seconds: float, node_name: str | No
     await bus.publish(OperationSucceeded(op_id=op_id, at=t(start + seconds), pod_name=f"op-{op_id}-0"))
 
 
-async def test_editing_the_prices_file_changes_the_next_estimate(stack_factory, client, events, tmp_path):
+async def test_editing_the_prices_file_changes_the_next_estimate(stack_factory, client, events, tmp_path,
+                                                               monkeypatch):
+    monkeypatch.setattr("services.runtime.config_file.POLL_S", 0.1)  # polled every 2 s: no need to wait one out
     path = tmp_path / "prices.yaml"
     path.write_text(PRICES)
     stack = await stack_factory(dispatcher_mode="null", prices_file=path)

@@ -17,6 +17,8 @@ from proto.events import (
 from proto.reasons import Reason
 from tests.builders import op
 
+BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)
+
 CAP = 4
 QUEUES = f"""
 defaultQueue: solo

@@ -261,7 +261,10 @@ async def test_a_fence_applies_only_to_the_stream_of_its_claim(bus):
     old = await bus.publish(LeaderClaimed(role=KEY, holder="a", lease_revision=1, at=T0))
     await bus.publish(LeaderClaimed(role=KEY, holder="b", lease_revision=2, at=T0))
     config = QueuesConfigured(config=QueuesConfig(), source="test", at=T0)
-    await bus.publish(config, fence=Fence(subjects.lease_claim(KEY), old.seq))  # config stream: not fenced
+    ack = await bus.publish(config, fence=Fence(subjects.lease_claim(KEY), old.seq))  # config stream: not fenced
+    assert not ack.duplicate
+    stored_config = await bus.read_all(subjects.CONFIG_STREAM, subjects.CONFIG_QUEUES)
+    assert [msgspec.json.decode(d, type=QueuesConfigured).source for d in stored_config] == ["test"]
 
 
 async def _async(value):

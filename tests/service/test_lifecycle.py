@@ -20,6 +20,8 @@ from proto.events import (
 from tests.builders import op
 from tests.service.test_bad_input import dead_letters
 
+BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)
+
 QUEUES = """
 defaultQueue: default
 retryBackoff: {baseSeconds: 0, factor: 2, maxSeconds: 0}

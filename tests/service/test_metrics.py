@@ -39,7 +39,10 @@ async def test_a_scrape_shows_the_counters_and_the_ops_per_queue_move_as_ops_run
                           metrics=lambda: metrics.exposition(registry))
     port = await server.start()
     try:
-        head, before = await scrape(port)
+        async def leading() -> tuple[str, dict] | None:  # the stack is up; admission leads once it took the lease
+            head, now = await scrape(port)
+            return (head, now) if now.get(("opsched_service_leading", (("service", "admission"),))) == 1 else None
+        head, before = await eventually(leading, "admission leading in /metrics")
         assert "Content-Type: text/plain; version=0.0.4" in head
         assert before[("opsched_ops", (("queue", "default"), ("status", "pending")))] == 0
         assert before[("opsched_service_ready", (("service", "admission"),))] == 1

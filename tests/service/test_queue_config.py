@@ -7,6 +7,8 @@ from proto.queues import FlavorQuota, Queue, QueuesConfig, ResourceQuota
 from tests.builders import op
 from tests.waiting import eventually
 
+BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)
+
 ONE = "defaultQueue: a\nqueues:\n  - {name: a}\n"
 TWO = "defaultQueue: a\nqueues:\n  - {name: a}\n  - {name: b, concurrency: 1}\n"
 
@@ -17,7 +19,9 @@ async def until_queues(client: Client, names: list[str], timeout: float = 15.0) 
     await eventually(in_force, f"queues {names} in force", timeout)
 
 
-async def test_editing_the_queues_file_takes_effect_without_a_restart(stack_factory, client, events, tmp_path):
+async def test_editing_the_queues_file_takes_effect_without_a_restart(stack_factory, client, events, tmp_path,
+                                                                      monkeypatch):
+    monkeypatch.setattr("services.runtime.config_file.POLL_S", 0.1)  # polled every 2 s: no need to wait one out
     path = tmp_path / "queues.yaml"
     path.write_text(ONE)
     await stack_factory(queues_file=path, dispatcher_mode="null")

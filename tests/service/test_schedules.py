@@ -27,6 +27,8 @@ from services.runtime.settings import Settings
 from tests.builders import T0, op
 from tests.builders.clock import FakeClock
 
+BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)
+
 TEMPLATE = op("nightly-train").build()
 TIMEOUT = 10.0
 

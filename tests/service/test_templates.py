@@ -13,6 +13,8 @@ from proto.events import ErrorRaised, OperationAdmitted, OperationRejected
 from tests.builders import op
 from tests.service.test_bad_input import dead_letters
 
+BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 

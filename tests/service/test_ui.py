@@ -17,6 +17,8 @@ from proto import subjects
 from proto.events import ErrorRaised, OperationAdmitted, OperationDispatched, OperationRunning, OperationSucceeded
 from tests.builders import op
 
+BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)
+
 
 class EventStream:
     """A page's ``/api/events``, read as a browser's EventSource does (HTTP/1.1, chunked)."""

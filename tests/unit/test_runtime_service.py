@@ -3,6 +3,7 @@ And the fake clock every time-dependent test relies on."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 
 import pytest
@@ -238,8 +239,29 @@ async def test_a_failing_handler_is_retried_with_backoff_before_the_last_deliver
     assert service.stats.retried == 1
 
 
-def test_the_backoff_grows():
-    assert list(NAK_BACKOFF_S) == sorted(NAK_BACKOFF_S) and NAK_BACKOFF_S[0] > 0
+async def test_a_failing_handler_waits_longer_at_each_delivery_then_at_the_longest(bus, clock):
+    """What the service naks with, delivery after delivery (not the constant read back): a first wait above 0,
+    each longer than the last, then the longest for every delivery after the table's end."""
+    service = Probe(Settings(max_deliver=len(NAK_BACKOFF_S) + 3), clock)
+    service.bus = bus  # type: ignore[assignment]
+    sub = Subscription("test-durable", subjects.OPS_STREAM, [subjects.OPS_ALL], codec.decode)
+    service.subscriptions.append(sub)
+
+    @on(sub, OperationSubmitted)
+    async def handle(event, ctx):
+        raise RuntimeError("database is down")
+
+    msg = await received(bus, codec.encode(SUBMITTED))
+    delays = []
+    for delivered in range(1, len(NAK_BACKOFF_S) + 3):
+        bus.trace.clear()
+        await service.process(sub, dataclasses.replace(msg, num_delivered=delivered))
+        [(kind, _, delay)] = bus.trace
+        assert kind == "nak"
+        delays.append(delay)
+    growing, after = delays[:len(NAK_BACKOFF_S)], delays[len(NAK_BACKOFF_S):]
+    assert growing[0] > 0 and all(a < b for a, b in zip(growing, growing[1:])), delays
+    assert after == [growing[-1]] * len(after), delays
 
 
 async def test_a_failing_handler_is_dead_lettered_on_the_last_delivery(service, sub, bus, journal):
