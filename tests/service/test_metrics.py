@@ -29,11 +29,6 @@ async def scrape(port: int) -> tuple[str, dict[tuple[str, tuple], float]]:
 
 async def test_a_scrape_shows_the_counters_and_the_ops_per_queue_move_as_ops_run(stack_factory, tmp_path, client):
     stack = await start(stack_factory, tmp_path)
-    admission = stack.service("admission")
-
-    async def leading() -> bool:  # ready is not leading: the lease is taken after the replay
-        return admission.leadership.deciding()
-    await eventually(leading, "admission to lead")
     registry = metrics.registry_of(stack.services)
     server = HealthServer(lambda: report(stack.services, [True] * len(stack.services)),
                           metrics=lambda: metrics.exposition(registry))
