@@ -92,10 +92,17 @@ class Sealer:
 
 
 def _each_value(spec: OpSpec, change) -> OpSpec:
+    """``spec`` with ``change`` applied to every env value; ``spec`` itself when no value changes (most ops: no env,
+    or nothing sealed; an admission cycle opens every op it admits)."""
     def container(c: Container) -> Container:
-        if not c.env:
+        values = [change(e.value) for e in c.env]
+        if all(v is e.value for v, e in zip(values, c.env)):
             return c
-        return msgspec.structs.replace(c, env=[EnvVar(name=e.name, value=change(e.value)) for e in c.env])
+        return msgspec.structs.replace(c, env=[EnvVar(name=e.name, value=v) for e, v in zip(c.env, values)])
 
-    replicas = [msgspec.structs.replace(r, container=container(r.container)) for r in spec.replicas]
-    return msgspec.structs.replace(spec, container=container(spec.container), replicas=replicas)
+    main = container(spec.container)
+    replicas = [r if (c := container(r.container)) is r.container else msgspec.structs.replace(r, container=c)
+                for r in spec.replicas]
+    if main is spec.container and all(a is b for a, b in zip(replicas, spec.replicas)):
+        return spec
+    return msgspec.structs.replace(spec, container=main, replicas=replicas)

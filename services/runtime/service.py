@@ -334,11 +334,7 @@ class Service(WaitsOut):
         except Exception as failure:  # noqa: BLE001 - not published: retry the message later
             await self._retry(msg, failure, log, None)
             return
-        text = self.refusal_text(msg, exc.reason, exc.message)
-        if text is None:
-            await self._unrecorded(msg, exc.reason)
-            return
-        await self._reject(msg, exc.reason, text, op_id=exc.op_id or op_id)
+        await self._refuse(msg, exc.reason, exc.message, op_id=exc.op_id or op_id)
 
     async def events_for_malformed(self, msg: Received, error: str) -> list[Any]:
         """The events that follow a message this service cannot decode, besides the error event and the dead
@@ -363,11 +359,16 @@ class Service(WaitsOut):
             self.log.warning("malformed_events_not_published", error=f"{exc!r} {exc}")
             await self.give_back(msg, delay=1.0)
             return
-        text = self.refusal_text(msg, MALFORMED, error)
-        if text is None:
-            await self._unrecorded(msg, MALFORMED)
-            return
-        await self._reject(msg, MALFORMED, text)
+        await self._refuse(msg, MALFORMED, error)
+
+    async def _refuse(self, msg: Received, reason: str, text: str, op_id: str | None = None) -> None:
+        """A refused or malformed message: dead-lettered with its error event, with the text ``refusal_text``
+        gives it; or, without one, acked unrecorded."""
+        recorded = self.refusal_text(msg, reason, text)
+        if recorded is None:
+            await self._unrecorded(msg, reason)
+        else:
+            await self._reject(msg, reason, recorded, op_id=op_id)
 
     async def _unrecorded(self, msg: Received, reason: str) -> None:
         """A refused or malformed message neither dead-lettered nor answered (``refusal_text``): acked, counted."""
