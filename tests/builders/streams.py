@@ -132,6 +132,10 @@ class MemoryMsg:
     async def ack(self) -> None:
         self._settle("ack", self.metadata.sequence.stream, None)
 
+    async def ack_sync(self) -> None:
+        """An ack the server confirmed: here every ack is settled when it returns."""
+        await self.ack()
+
     async def nak(self, delay: float | None = None) -> None:
         self._settle("nak", self.metadata.sequence.stream, delay)
 

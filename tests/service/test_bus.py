@@ -124,10 +124,10 @@ async def test_what_a_durable_consumer_has_not_acked_is_not_consumed(bus):
         await bus.publish_raw(subjects.event(kind, f"o{i}"), b"x", msg(f"c{i}"))
     assert await bus.consumed_up_to(subjects.OPS_STREAM, services) == 0
     first = (await pull.fetch(1, timeout=2))[0]
-    await first.ack()
+    await first.ack_sync()  # the server confirmed the ack: a plain ack() may still be in flight
     assert await bus.consumed_up_to(subjects.OPS_STREAM, services) == 1
     for m in await pull.fetch(5, timeout=2):
-        await m.ack()
+        await m.ack_sync()
     assert await bus.consumed_up_to(subjects.OPS_STREAM, services) == 3
 
 
@@ -144,7 +144,7 @@ async def test_a_durable_no_service_owns_holds_no_purge_back_and_a_named_agents_
     assert await bus.consumed_up_to(subjects.OPS_STREAM, permissions.all_durables()) == 3  # neither is known
     assert await bus.consumed_up_to(subjects.OPS_STREAM, permissions.all_durables(("gpu-east",))) == 0
     for m in await dispatcher.fetch(3, timeout=2):
-        await m.ack()
+        await m.ack_sync()
     assert await bus.consumed_up_to(subjects.OPS_STREAM, permissions.all_durables(("gpu-east",))) == 3
     stray = await bus.js.consumer_info(subjects.OPS_STREAM, "stray")
     assert stray.num_pending == 3  # it holds all three, unacked: ignored
