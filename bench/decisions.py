@@ -86,8 +86,8 @@ def setups(quick: bool) -> list[Setup]:
 
 class Harness:
     def __init__(self, setup: Setup, workload: Workload) -> None:
-        from services.admission.queues import compile_book
-        from services.admission.state import AdmissionState
+        from services.admission.model.queues import compile_book
+        from services.admission.state.admission_state import AdmissionState
 
         self.setup = setup
         self.workload = workload

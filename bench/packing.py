@@ -104,8 +104,8 @@ class Cluster:
 
 class Simulation:
     def __init__(self, w: PackingWorkload, policy: str, stream: list[Arrival]) -> None:
-        from services.admission.queues import compile_book
-        from services.admission.state import AdmissionState
+        from services.admission.model.queues import compile_book
+        from services.admission.state.admission_state import AdmissionState
 
         self.book = compile_book(QueuesConfig(queues=[Queue(name="default")], placement=POLICIES[policy]))
         self.state = AdmissionState()

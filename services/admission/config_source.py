@@ -14,7 +14,7 @@ from proto import codec, subjects
 from proto.config import QueuesConfigured, SetQueues
 from proto.queues_file import QueuesConfigError, load_queues
 from proto.reasons import Refusal
-from services.admission.queues import compile_book
+from services.admission.model.queues import compile_book
 from services.runtime.addressing import config_digest
 from services.runtime.clock import Clock
 from services.runtime.config_file import ConfigKind, FileConfigSource

@@ -1,14 +1,29 @@
 """One scheduling cycle over a snapshot, admitting as many ops as fit (not one head per cycle).
 
-0. Finish cache hits; admit nominated preemptors whose victims are gone (before anyone else can
-   take the room they freed), and keep the others waiting.
-1. Walk the queues in hand-off order (queue priority, then name; fair share when enabled); in each,
-   pop ops in their (aged) order and admit those that fit within quota. An op that fits only by
-   borrowing is set aside; one no node could ever fit is rejected; one that must wait may preempt
-   (a few plans per cycle), else is kept; after LOOKAHEAD such ops, or a full queue, the queue is
-   left for this cycle (bounded work: O((admitted + LOOKAHEAD) log n)).
-2. Admit the set-aside borrowers, in queue order then op order, while the cohort can lend.
-Each decision is assumed in state and snapshot at once; the caller publishes.
+The cycle decides on the snapshot the usage cache keeps (``state.usage_cache.UsageCache.current``) and asks
+the policies (``policies``), which see only that snapshot and a read-only view of the running ops
+(``state.views.QueueView``). ``Cycle.run`` takes these steps, in this order:
+
+1. Un-park every queue whose back-off or budget window ended (``QueueManager.due``).
+2. With fair sharing on, let the usage history decay to now and add the snapshot's usage.
+3. End the ops a service gave up on, or whose event admission could not fold (rejected, or failed if they had
+   started), before anything may admit them (``_end_handler_failures``).
+4. Fail the active ops of agents silent past ``lostAfterSeconds`` (``AgentLost``), and ask for a cycle at the
+   next agent deadline (``_agents_lost``).
+5. Finish cache hits: succeeded with the original's outputs (``_finish_cache_hits``).
+6. Ops whose gates cleared (cost estimate and cache miss in): held for approval, or queued (``_cleared``).
+7. Schedule the retries of failed attempts with their back-off (``_retries``).
+8. Nominated preemptors: one whose victims are gone is evaluated first, on the room held for it, before anyone
+   else can take it; one whose victims still run keeps waiting (``_nominated``).
+9. Walk the queues in hand-off order (queue priority, then name; with fair sharing the lowest share first);
+   a parked queue is skipped (``parking.skip``). In each, pop ops in their (aged) order and admit those that
+   fit within quota; one that fits only by borrowing is set aside; one no node could ever fit is rejected; one
+   that must wait may preempt (a few plans per cycle), else is kept. After LOOKAHEAD such ops, or a full
+   queue, the queue is left for this cycle (bounded work: O((admitted + LOOKAHEAD) log n)); a queue where
+   nothing was decided is parked (``_walk_queue``).
+10. Admit the set-aside borrowers, in queue order then op order (with fair sharing the queue with the lowest
+    share first), while the cohort can lend (``_admit_borrowers``).
+11. Return the decisions. Each was assumed in state and snapshot when made; the caller publishes them.
 """
 from __future__ import annotations
 
@@ -32,7 +47,9 @@ from proto.pod_security import carried, run_policy
 from proto.reasons import Failure, Preemption, Reason
 from proto.templating import TemplateError
 from services.admission import parking
-from services.admission.policies import agents, aging, approval, budgets, preemption
+from services.admission.model import agents
+from services.admission.model.queues import Book
+from services.admission.policies import aging, approval, budgets, preemption
 from services.admission.policies.admit import (
     ADMIT,
     BORROW,
@@ -43,10 +60,9 @@ from services.admission.policies.admit import (
 )
 from services.admission.policies.fairshare import queue_order, share_of
 from services.admission.policies.retries import retry_delay
-from services.admission.queues import Book
 from services.admission.rendering import INVALID_TEMPLATE, rendered
-from services.admission.snapshot import same
-from services.admission.state import AdmissionState, OpRecord, Status
+from services.admission.state.admission_state import AdmissionState, OpRecord, Status, snapshot_of
+from services.admission.state.snapshot import same
 from services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
 
 VERIFY = os.environ.get("OPSCHED_VERIFY_SNAPSHOT") == "1"  # tests: compare the tracked snapshot with a build
@@ -64,30 +80,31 @@ class Cycle:
             self.queues.configure_scopes(book, {q.name: q.cohort for q in book.config.queues if q.cohort})
         self.snap = self.usage.current(book, now)
         if VERIFY:
-            differences = same(self.snap, self.usage.build(book, now))
+            differences = same(self.snap, snapshot_of(state, book, now))
             assert not differences, f"tracked snapshot drifted: {differences}"
         self.decisions: list[Event] = []
         self.plans_left = PREEMPTION_PLANS_PER_CYCLE
 
     def run(self) -> list[Event]:
-        self.queues.due(self.now)  # a back-off or budget window that ended un-parks every queue
+        """The steps of the module's docstring, numbered alike."""
+        self.queues.due(self.now)  # 1
         fair = self.book.config.fair_sharing
-        if fair.enabled:
+        if fair.enabled:  # 2
             self.usage.history.advance(self.now, self.snap.usage, fair.half_life_seconds)
-        self._end_handler_failures()
-        self._agents_lost()
-        self._finish_cache_hits()
-        self._cleared()
-        self._retries()
-        self._nominated()
+        self._end_handler_failures()  # 3
+        self._agents_lost()  # 4
+        self._finish_cache_hits()  # 5
+        self._cleared()  # 6
+        self._retries()  # 7
+        self._nominated()  # 8
         borrowers: list[OpRecord] = []
-        for queue in queue_order(self.book, self.snap, self.state):
+        for queue in queue_order(self.book, self.snap, self.usage):  # 9
             if not parking.skip(self.state, queue, self.now):
                 self._walk_queue(queue, borrowers)
             elif queue in self.queues.starved:
                 self.snap.starved.add(queue)  # still waiting for its lent quota
-        self._admit_borrowers(borrowers)
-        return self.decisions
+        self._admit_borrowers(borrowers)  # 10
+        return self.decisions  # 11
 
     def _agents_lost(self) -> None:
         """Active ops of an agent silent past its lostAfterSeconds: their attempt failed (``AgentLost``, an
@@ -112,7 +129,7 @@ class Cycle:
         pending = sorted(borrowers, key=lambda o: (rank[o.queue], o.key))
         while pending:
             if self.book.config.fair_sharing.enabled:
-                shares = {q: share_of(self.book, self.snap, self.state, q) for q in {o.queue for o in pending}}
+                shares = {q: share_of(self.book, self.snap, self.usage, q) for q in {o.queue for o in pending}}
                 op = min(pending, key=lambda o: (shares[o.queue], o.queue, o.key))
             else:
                 op = pending[0]
@@ -219,7 +236,7 @@ class Cycle:
         if self.plans_left <= 0 or not preemption.worth_trying([r.code for r in verdict.reasons]):
             return False
         priority = float(op.priority)  # base priority: aging orders the queue, it never preempts
-        candidates = preemption.candidates(op, priority, self.state, self.snap, self.now)
+        candidates = preemption.candidates(op, priority, self.usage, self.snap, self.now)
         if not candidates:
             return False  # nothing to simulate: not counted against the cycle's plans
         self.plans_left -= 1
@@ -293,7 +310,7 @@ class Cycle:
 
 def _end_unpublished(op: OpRecord) -> bool:
     """The op's end (rejected or failed) is assumed, and not yet seen on the stream."""
-    return op.status in (Status.REJECTED, Status.FAILED) and op.status.name.lower() not in op.kinds
+    return op.status in (Status.REJECTED, Status.FAILED) and op.status.name.lower() not in op.history.kinds
 
 
 def _preempt(victim: preemption.Victim, op: OpRecord, priority: float, now: datetime) -> PreemptRequested:

@@ -1,16 +1,17 @@
 """How fragmented the cluster is, for `opsched queues`: per flavor (the nodes its labels select; every node
 without flavors) and accelerator, the free amount, and how much of it is stranded on nodes with less free than
-the largest waiting pod of that flavor asks. binpack placement (``policies.placement``) keeps it low."""
+the largest waiting pod of that flavor asks. binpack placement (``model.placement``) keeps it low."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from proto.queries import Fragmentation
 from proto.resources import is_accelerator
-from services.admission.policies import agents
-from services.admission.policies.capacity import Capacity, selects
-from services.admission.queues import Book
-from services.admission.records import OpRecord
+from services.admission.model import agents
+from services.admission.model.nodes import selects
+from services.admission.model.queues import Book
+from services.admission.model.records import OpRecord
+from services.admission.state.capacity import Capacity
 
 
 def fragmentation(capacity: Capacity, book: Book, waiting: Iterable[OpRecord]) -> list[Fragmentation]:

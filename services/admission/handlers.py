@@ -35,14 +35,14 @@ from proto.spec import EnvVar, OpSpec
 from proto.spec_size import SPEC_TOO_LARGE, too_large
 from proto.templating import TemplateError
 from services.admission.command_rate import CommandRate
-from services.admission.policies import agents
-from services.admission.policies.ordering import requester_of
+from services.admission.model import agents
+from services.admission.model.ordering import requester_of
+from services.admission.model.queues import Book
+from services.admission.model.records import requests_of
 from services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
 from services.admission.policies.routing import route
-from services.admission.queues import Book
-from services.admission.records import requests_of
 from services.admission.rendering import INVALID_CONDITION, INVALID_TEMPLATE, rendered, routing_fields
-from services.admission.state import AdmissionState, Status
+from services.admission.state.admission_state import AdmissionState, Status
 from services.admission.submit_rate import RATE_LIMITED, SubmitRate, requester
 from services.runtime.errors import InvalidInput
 from services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
@@ -235,9 +235,9 @@ def _answered_another(op, verb: str, request_id: str) -> bool:
     yet: the same answer again would be a duplicate JetStream drops, and its sender would hear nothing); else
     this request is noted as answered. The same request again (a redelivery) is answered again."""
     key = f"{verb}.{op.attempt}"
-    if op.answered.get(key, request_id) != request_id:
+    if op.history.answered.get(key, request_id) != request_id:
         return True
-    op.answered[key] = request_id
+    op.history.answered[key] = request_id
     return False
 
 
@@ -283,7 +283,7 @@ def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | 
     refused when the op is unknown or has ended; ``already_stopping`` when this attempt's stop was requested."""
     op = _acting_on("stop", cmd.op_id, state)
     now = ctx.clock.now()
-    folded = op.stop_requested == op.attempt and f"stop.{op.attempt}" not in op.answered  # another leader's
+    folded = op.history.stop_requested == op.attempt and f"stop.{op.attempt}" not in op.history.answered  # another leader's
     if folded or _answered_another(op, "stop", cmd.request_id):
         raise InvalidInput(ALREADY_STOPPING, f"nothing to do: a stop of {op.op_id} (attempt {op.attempt}) was "
                                              f"requested already", op_id=op.op_id)

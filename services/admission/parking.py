@@ -24,10 +24,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from proto.reasons import REASONS, WaitsOn
+from services.admission.model.queues import Book
+from services.admission.model.records import OpRecord, Park
 from services.admission.policies import preemption
-from services.admission.queue_manager import QueueManager
-from services.admission.queues import Book
-from services.admission.records import OpRecord, Park
+from services.admission.state.queue_manager import QueueManager
 
 AGING_RECHECK = timedelta(seconds=30)
 
@@ -56,7 +56,7 @@ def park(state, book: Book, queue: str, kept: list, now: datetime) -> None:
         if not codes or None in keys:
             return  # a reason parking does not know: look again next cycle
         deps.update(k for k in keys if k)
-        if preemption.worth_trying(codes) and preemption.possible(op, state, book):
+        if preemption.worth_trying(codes) and preemption.possible(op, state.usage, book):
             return
         if op.not_before is not None and op.not_before > now:
             until = op.not_before if until is None else min(until, op.not_before)

@@ -20,9 +20,9 @@ from typing import Any
 
 from proto import codec, permissions, subjects
 from proto.summaries import OpSummary
-from services.admission.fold import OpFold
-from services.admission.records import OpRecord
-from services.admission.retention import Stray, expired, summary_of
+from services.admission.model.records import OpRecord
+from services.admission.state.fold import OpFold
+from services.admission.state.retention import Stray, expired, summary_of
 from services.runtime.bus import Bus
 from services.runtime.clock import Clock
 from services.runtime.settings import Settings
@@ -34,10 +34,10 @@ def purge_order(op: OpRecord) -> list[str]:
     """The subjects of the op's events to remove: all at once, or, when it announced a budget limit (kept
     for its window), kind by kind, ``submitted`` last."""
     routed = subjects.all_events_for(op.op_id)[1:] if op.routed else []  # requests to a named agent's dispatcher
-    if "budget_exceeded" not in op.kinds:
+    if "budget_exceeded" not in op.history.kinds:
         return [subjects.event("*", op.op_id), *routed]
-    kinds = sorted(op.kinds - {"budget_exceeded", "submitted"})
-    return routed + [subjects.event(kind, op.op_id) for kind in kinds + (["submitted"] if "submitted" in op.kinds else [])]
+    kinds = sorted(op.history.kinds - {"budget_exceeded", "submitted"})
+    return routed + [subjects.event(kind, op.op_id) for kind in kinds + (["submitted"] if "submitted" in op.history.kinds else [])]
 
 
 class Retention:
@@ -64,7 +64,7 @@ class Retention:
         durables = permissions.all_durables(tuple(sorted(set(self.agents()))))
         consumed = await bus.consumed_up_to(subjects.OPS_STREAM, durables)
         due = [op for op in self.fold.ops.values() if expired(op, now, ttl, consumed)]
-        due.sort(key=lambda op: (op.ended_at, op.op_id))
+        due.sort(key=lambda op: (op.history.ended_at, op.op_id))
         leader = self.is_leader()
         if leader and due:
             await self._roll_up(bus, min(consumed, self.fold.position), now)

@@ -12,12 +12,11 @@ from proto.queries import (
 )
 from proto.reasons import Reason, dependency_name, pending
 from services.admission.fragmentation import fragmentation
+from services.admission.model.queues import Book
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
 from services.admission.policies.preemption import waiting_for
 from services.admission.policies.quota import borrowed
-from services.admission.queues import Book
-from services.admission.snapshot import Snapshot
-from services.admission.state import AdmissionState, OpRecord, Status
+from services.admission.state.admission_state import AdmissionState, OpRecord, Status, snapshot_of
 
 
 def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = None) -> WhyAnswer:
@@ -39,9 +38,9 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         answer.reasons = [pending(Reason.RETRYING, attempt=op.attempt, failure=op.reason)]
     elif op.status.active and op.preempted_by:
         answer.reasons = [pending(Reason.BEING_PREEMPTED, preemptor=op.preempted_by)]
-    elif op.status.active and op.waiting_for is not None and op.waiting_since is not None:
-        answer.reasons = [pending(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(op.waiting_for),
-                                  since=op.waiting_since, detail=op.waiting_detail)]
+    elif op.status.active and op.history.waiting_for is not None and op.history.waiting_since is not None:
+        answer.reasons = [pending(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(op.history.waiting_for),
+                                  since=op.history.waiting_since, detail=op.history.waiting_detail)]
     return answer
 
 
@@ -63,7 +62,7 @@ def _gate_reasons(op: OpRecord) -> list[PendingReason]:
     out = []
     if not op.cost_known:
         out.append(pending(Reason.WAITING_COST_ESTIMATE))
-    if not op.cache_known and op.cache_hit_of is None:
+    if not op.cache_known and op.history.cache_hit_of is None:
         out.append(pending(Reason.WAITING_CACHE))
     return out
 
@@ -73,7 +72,7 @@ def _queued_reasons(state: AdmissionState, book: Book, op: OpRecord, position: i
     victims = state.nominated.get(op.op_id)
     if victims:
         return [waiting_for(victims)]
-    verdict = evaluate(op, Snapshot.build(state, book, now), allow_borrow=True)
+    verdict = evaluate(op, snapshot_of(state, book, now), allow_borrow=True)
     reasons = list(verdict.reasons)
     if verdict.outcome in (ADMIT, BORROW) and op.blocked:
         reasons = list(op.blocked)  # the last cycle knew more (e.g. a cohort lender waiting)
@@ -85,7 +84,7 @@ def _queued_reasons(state: AdmissionState, book: Book, op: OpRecord, position: i
 
 
 def _position(state: AdmissionState, book: Book, op: OpRecord, now: datetime | None) -> tuple[int, int]:
-    """1-based position among the queued ops of its queue, in the queue's own order (``policies.ordering``:
+    """1-based position among the queued ops of its queue, in the queue's own order (``model.ordering``:
     effective priority, fair rank, time, id), as its cycle pops them (a scan: this answers a query, it is not
     the hot path)."""
     queued = [o for o in state.ops.values() if o.queue == op.queue and o.status == Status.QUEUED]
@@ -93,7 +92,7 @@ def _position(state: AdmissionState, book: Book, op: OpRecord, now: datetime | N
 
 
 def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
-    snap = Snapshot.build(state, book)
+    snap = snapshot_of(state, book)
     out = []
     for name in book.order:
         q = book.queues[name]

@@ -55,7 +55,7 @@ from proto.schedules import (
     run_op_id,
 )
 from proto.spec import OpSpec
-from services.admission.records import Status
+from services.admission.model.records import Status
 from services.runtime.errors import InvalidInput
 
 StatusOf = Callable[[str], "str | None"]  # op id -> "succeeded" | "failed" | "running" | None

@@ -50,9 +50,9 @@ from services.admission.catchup import FoldProgress
 from services.admission.command_rate import CommandRate, requester_of
 from services.admission.config_source import ConfigSource, queues_configured
 from services.admission.measures import Measures
+from services.admission.model.queues import Book, QueuesConfigError, compile_book
 from services.admission.purge import CommandPurge, Retention
-from services.admission.queues import Book, QueuesConfigError, compile_book
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from services.admission.submit_rate import SubmitRate
 from services.runtime.bus import Bus, Fence, Received
 from services.runtime.clock import Clock

@@ -21,10 +21,10 @@ from proto import access
 from proto.commands import Command
 from proto.events import OperationSubmitted
 from proto.reasons import Refusal
+from services.admission.model.ordering import ANONYMOUS  # a command that names no requester
 from services.admission.token_buckets import MAX_TRACKED, TokenBuckets
 
 RATE_LIMITED = Refusal.RATE_LIMITED
-ANONYMOUS = "anonymous"  # a command that names no requester
 
 
 def requester(cmd: Command, subject: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from proto import codec
 from proto.events import Event, OperationSubmitted
-from services.admission.records import OpRecord
+from services.admission.model.records import OpRecord
 from services.runtime import tracing
 
 
@@ -21,9 +21,9 @@ def remember(ops: Mapping[str, OpRecord], event: Event, headers: Mapping[str, st
     if op is None:
         return
     if isinstance(event, OperationSubmitted):
-        op.trace = tracing.carrier_of(headers)
-    elif op.trace is not None and op.status.terminal:
-        op.trace = None
+        op.history.trace = tracing.carrier_of(headers)
+    elif op.history.trace is not None and op.status.terminal:
+        op.history.trace = None
 
 
 def deciding(tracer: Any, decision: Event, op: OpRecord | None, began_ns: int, decisions: int) -> Any:
@@ -36,5 +36,5 @@ def deciding(tracer: Any, decision: Event, op: OpRecord | None, began_ns: int, d
         "opsched.queue": op.queue if op is not None else None, "opsched.reason": getattr(decision, "reason", None),
         "opsched.preemptor": getattr(decision, "preemptor", None), "opsched.cycle.decisions": decisions,
     }
-    return tracing.span(tracer, f"decide {kind}", parent=op.trace if op is not None else None,
+    return tracing.span(tracer, f"decide {kind}", parent=op.history.trace if op is not None else None,
                         attributes=attributes, start_time=began_ns)

@@ -21,7 +21,7 @@ from proto import codec
 from proto.commands import CopyOperation, RestartOperation, SubmitOperation
 from proto.events import Event, OperationFailed, OperationRejected
 from proto.reasons import Failure
-from services.admission.records import OpRecord
+from services.admission.model.records import OpRecord
 from services.runtime.errors import MessageTooLarge
 from services.runtime.refusals import NotPermitted
 

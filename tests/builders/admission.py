@@ -23,7 +23,7 @@ def queued(spec: OpSpec, *, op_id: str = "op-1", at: datetime = T0, amount: floa
 
 def fold(*events: Any, state: Any = None):
     """Fold events (lists are flattened; cluster facts are observed) into an AdmissionState."""
-    from services.admission.state import AdmissionState
+    from services.admission.state.admission_state import AdmissionState
 
     state = state if state is not None else AdmissionState()
     for event in events:

@@ -54,7 +54,7 @@ def book(*queues: Queue, flavors: list[Flavor] | None = None, default: str | Non
          priority_classes: dict[str, int] | None = None, fair_sharing: Any = None):
     """A compiled queue book. Flavors a quota names but ``flavors`` does not define are defined as
     GPU-product flavors (``"a100"`` selects ``nvidia.com/gpu.product: A100``)."""
-    from services.admission.queues import DEFAULT_FLAVOR, compile_book
+    from services.admission.model.queues import DEFAULT_FLAVOR, compile_book
 
     defined = {f.name: f for f in flavors or []}
     for q in queues:

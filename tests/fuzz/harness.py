@@ -23,7 +23,7 @@ from proto.lifecycle import Status
 from proto.queries import WhyRequest
 from proto.queues import Queue, QueuesConfig
 from services.admission import cycle
-from services.admission.queues import compile_book
+from services.admission.model.queues import compile_book
 from services.admission.service import Admission
 from services.cache.decide import Decider
 from services.cache.service import ENDS

@@ -13,7 +13,7 @@ from proto import codec, subjects
 from proto.events import OperationAdmitted, OperationSubmitted, OperationSucceeded
 from proto.leases import LeaderClaimed, Lease
 from services.admission.service import Admission
-from services.admission.state import Status
+from services.admission.state.admission_state import Status
 from services.runtime.runner import serve
 from services.runtime.settings import Settings
 from tests.builders import T0, gates_cleared, op, submitted

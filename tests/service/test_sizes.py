@@ -116,7 +116,7 @@ async def _has_queue(admission, name: str) -> bool:
 
 async def test_a_poisoned_op_stream_still_lets_admission_become_ready_and_the_op_ends_with_the_reason(
         stack, bus, client, events, monkeypatch):
-    from services.admission.fold import OpFold
+    from services.admission.state.fold import OpFold
 
     original = OpFold._submitted
 

@@ -5,8 +5,8 @@ from proto.events import OperationAdmitted
 from proto.queues import Queue as QueueConfig
 from proto.queues import QueuesConfig
 from services.admission import cycle
-from services.admission.queues import Book, compile_book
-from services.admission.state import AdmissionState
+from services.admission.model.queues import Book, compile_book
+from services.admission.state.admission_state import AdmissionState
 from tests.builders import T0, gates_cleared, op, submitted
 
 NS = "opsched"
@@ -44,7 +44,7 @@ def decide(state: AdmissionState, config: Book | None = None, now=T0) -> list:
 
 def snapshot(state: AdmissionState) -> dict:
     return {
-        "ops": {k: vars(v).copy() for k, v in state.ops.items()},
+        "ops": {k: {**vars(v), "history": vars(v.history).copy()} for k, v in state.ops.items()},
         "queues": {k: (v.pending.ids(), sorted(state.usage.active.get(k, ()))) for k, v in state.queues.queues.items()},
         "cache_hits": list(state.queues.cache_hits),
     }

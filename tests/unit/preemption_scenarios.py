@@ -7,7 +7,7 @@ from datetime import datetime
 from proto.events import OperationAdmitted, PreemptRequested
 from proto.queues import Preemption
 from services.admission import cycle
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from tests.builders import book, fold, op, queue, queued, running, t
 
 NS = "opsched"

@@ -16,9 +16,9 @@ from proto.queues import FlavorQuota, Queue, QueuesConfig, ResourceQuota, not_co
 from proto.queues_file import problems
 from proto.reasons import Reason
 from services.admission import handlers
-from services.admission.queues import compile_book
+from services.admission.model.queues import compile_book
 from services.admission.service import sent_by
-from services.admission.state import AdmissionState, Status
+from services.admission.state.admission_state import AdmissionState, Status
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from proto.events import CacheHit, CacheMissed, CostEstimated, OperationTimedOut
-from services.admission.state import Status
+from services.admission.state.admission_state import Status
 from tests.builders import (
     admitted,
     cache_hit,

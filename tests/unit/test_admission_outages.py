@@ -9,7 +9,7 @@ from proto.events import DispatchDelayed, HandlerFailed, OperationAdmitted, Oper
 from proto.failures import MAX_INFRASTRUCTURE_RETRIES
 from proto.reasons import Failure, Reason
 from services.admission import queries
-from services.admission.state import AdmissionState, Status
+from services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import admitted, case, case_name, dispatched, op, running, submitted, t
 from tests.unit.admission_scenarios import decide, fold, queues, ready
 

@@ -7,7 +7,7 @@ import pytest
 
 from proto.queues import Queue as QueueConfig
 from proto.queues_file import QueuesConfigError, load_queues
-from services.admission.queues import compile_book
+from services.admission.model.queues import compile_book
 from tests.builders import case, case_name
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

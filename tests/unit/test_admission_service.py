@@ -13,7 +13,7 @@ from proto.events import (
     StopRequested,
 )
 from services.admission.handlers import on_stop, on_submit
-from services.admission.state import AdmissionState, Status
+from services.admission.state.admission_state import AdmissionState, Status
 from services.runtime import logging as oplog
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context

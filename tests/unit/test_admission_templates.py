@@ -15,7 +15,7 @@ from proto.events import (
 )
 from services.admission.handlers import on_rerun, on_resume, on_submit
 from services.admission.rendering import INVALID_TEMPLATE
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from services.runtime import logging as oplog
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
@@ -105,7 +105,7 @@ def test_a_resume_with_params_that_cannot_render_is_refused_and_the_op_kept(ctx)
 
 def test_the_queue_s_artifacts_root_and_namespace_reach_the_globals(ctx):
     from proto.queues import Queue, QueuesConfig
-    from services.admission.queues import compile_book
+    from services.admission.model.queues import compile_book
 
     book = compile_book(QueuesConfig(queues=[Queue(name="default", namespace="team-a", artifacts_root="/runs")]))
     _, admitted = admit(op("a").args("{{ run_outputs_path }}", "{{ namespace }}").build(), ctx, book=book)

@@ -16,7 +16,7 @@ from proto.config import QueuesConfigured
 from proto.events import OperationAdmitted, OperationRejected
 from proto.queues_file import parse_queues
 from services.admission import cycle
-from services.admission.queues import compile_book
+from services.admission.model.queues import compile_book
 from services.dispatcher.admitted_checks import QueuesInForce
 from services.dispatcher.service import Dispatcher
 from services.runtime import logging as oplog

@@ -1,4 +1,4 @@
-"""Agents (``services.admission.policies.agents``): an op runs on its flavor's agent, else its queue's; a queue
+"""Agents (``services.admission.model.agents``): an op runs on its flavor's agent, else its queue's; a queue
 spanning agents places by flavor order; capacity is kept per agent; an ``agent/queue`` that does not match its
 queue is refused; requests for a named agent's dispatcher go on its own subjects, and only it consumes them."""
 from __future__ import annotations
@@ -14,8 +14,8 @@ from proto.commands import SubmitOperation
 from proto.events import OperationAdmitted, OperationRejected, OperationRunning, StopRequested
 from proto.queues import Agent, Flavor, FlavorQuota, Queue, QueuesConfig, ResourceQuota
 from proto.queues_file import problems
-from services.admission.policies import agents
-from services.admission.queues import compile_book
+from services.admission.model import agents
+from services.admission.model.queues import compile_book
 from services.dispatcher.attempts import Attempts, folded_subjects
 from services.dispatcher.nodewatch import NodeFacts
 from services.runtime.addressing import subject_for

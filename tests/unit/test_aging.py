@@ -9,8 +9,9 @@ import pytest
 from proto.events import OperationAdmitted
 from proto.queues import Aging
 from services.admission import cycle
-from services.admission.policies.aging import PendingQueue, effective
-from services.admission.state import AdmissionState, Status
+from services.admission.model.pending_queue import PendingQueue
+from services.admission.policies.aging import effective
+from services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import (
     T0,
     book,
@@ -251,7 +252,7 @@ def test_aging_without_a_cap_keeps_growing():
 
 
 def test_usage_history_decays_by_half_every_half_life_and_counts_as_a_level():
-    from services.admission.usage_history import UsageHistory
+    from services.admission.state.usage_history import UsageHistory
 
     history = UsageHistory()
     key = ("nvidia.com/gpu", "h100")

@@ -12,7 +12,7 @@ from proto.queues import Budget
 from services.admission.cycle import decide
 from services.admission.policies import budgets, preemption
 from services.admission.policies.admit import ADMIT, WAIT, evaluate
-from services.admission.snapshot import Snapshot
+from services.admission.state.admission_state import snapshot_of
 from tests.builders import (
     T0,
     admitted,
@@ -75,7 +75,7 @@ def waiting(op_id: str = "new", *, amount: float = 3.0, gpus: int = 1, duration_
 def test_budget_verdicts(c):
     gpus = 2 if c.budget.gpu_hours else 1
     state = fold(*c.spent, waiting(gpus=gpus, duration_s=c.args.get("duration_s", 3600.0)))
-    verdict = evaluate(state.ops["new"], Snapshot.build(state, with_budgets(c.budget), t(60)))
+    verdict = evaluate(state.ops["new"], snapshot_of(state, with_budgets(c.budget), t(60)))
     assert verdict.outcome == c.outcome
     if c.outcome == WAIT:
         assert [r.code for r in verdict.reasons] == [budgets.CODE]
@@ -83,7 +83,7 @@ def test_budget_verdicts(c):
 
 def test_the_reason_names_the_budget_the_spend_the_limit_and_the_reset():
     state = fold(recorded("x", 6.0), waiting())
-    verdict = evaluate(state.ops["new"], Snapshot.build(state, with_budgets(
+    verdict = evaluate(state.ops["new"], snapshot_of(state, with_budgets(
         Budget(scope="queue", name="a", window="day", money=8.0)), t(60)))
     message = verdict.reasons[0].message
     assert message.startswith("queue a daily budget exhausted")
@@ -95,7 +95,7 @@ def test_running_ops_count_their_estimate_until_their_cost_is_recorded():
     spec = op("first").gpus(1).queue("a").project("vision").build()
     state = fold(waiting("first", amount=3.0), admitted(spec, op_id="first"), waiting("second", amount=3.0))
     b = with_budgets(Budget(scope="queue", name="a", window="day", money=5.0))
-    assert evaluate(state.ops["second"], Snapshot.build(state, b, t(60))).outcome == WAIT
+    assert evaluate(state.ops["second"], snapshot_of(state, b, t(60))).outcome == WAIT
 
 
 def test_an_ended_op_holds_its_estimate_until_its_charge_is_folded_then_what_it_cost():
@@ -105,12 +105,12 @@ def test_an_ended_op_holds_its_estimate_until_its_charge_is_folded_then_what_it_
            succeeded("first", at=t(20))]
     b = with_budgets(Budget(scope="queue", name="a", window="day", money=5.0))
     state = fold(*ran, waiting("second", amount=3.0))
-    verdict = evaluate(state.ops["second"], Snapshot.build(state, b, t(60)))
+    verdict = evaluate(state.ops["second"], snapshot_of(state, b, t(60)))
     assert verdict.outcome == WAIT and "3.00 expected of running ops (and of ended ones" in verdict.reasons[0].message
     state = fold(*ran, recorded("first", 1.0, at=t(21)), waiting("second", amount=3.0))
-    assert evaluate(state.ops["second"], Snapshot.build(state, b, t(60))).outcome == ADMIT  # 1 spent + 3 <= 5
+    assert evaluate(state.ops["second"], snapshot_of(state, b, t(60))).outcome == ADMIT  # 1 spent + 3 <= 5
     state = fold(*ran, recorded("first", 2.5, at=t(21)), waiting("second", amount=3.0))
-    assert evaluate(state.ops["second"], Snapshot.build(state, b, t(60))).outcome == WAIT  # 2.5 spent + 3 > 5
+    assert evaluate(state.ops["second"], snapshot_of(state, b, t(60))).outcome == WAIT  # 2.5 spent + 3 > 5
 
 
 def test_an_op_that_never_ran_holds_nothing_after_its_end_and_a_forgotten_one_lets_its_charge_go():
@@ -118,11 +118,11 @@ def test_an_op_that_never_ran_holds_nothing_after_its_end_and_a_forgotten_one_le
     b = with_budgets(Budget(scope="queue", name="a", window="day", money=5.0))
     never_ran = fold(waiting("first", amount=3.0), admitted(spec, op_id="first"),
                      succeeded("first", at=t(20)), waiting("second", amount=3.0))
-    assert evaluate(never_ran.ops["second"], Snapshot.build(never_ran, b, t(60))).outcome == ADMIT
+    assert evaluate(never_ran.ops["second"], snapshot_of(never_ran, b, t(60))).outcome == ADMIT
     state = fold(waiting("first", amount=3.0), admitted(spec, op_id="first"), running("first", at=t(10)),
                  succeeded("first", at=t(20)), waiting("second", amount=3.0))
     assert state.fold.forget("first") is not None
-    assert evaluate(state.ops["second"], Snapshot.build(state, b, t(60))).outcome == ADMIT
+    assert evaluate(state.ops["second"], snapshot_of(state, b, t(60))).outcome == ADMIT
 
 
 def test_a_cycle_admits_the_first_op_and_holds_the_second_then_wakes_at_the_reset():

@@ -12,7 +12,7 @@ from proto.commands import ApproveOperation, RejectOperation, RestartOperation, 
 from proto.events import OperationApproved, OperationRejected, OperationStopped, StopRequested
 from proto.queries import WhyAnswer
 from services.admission import handlers, queries
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from services.runtime import logging as oplog
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context

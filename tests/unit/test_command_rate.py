@@ -15,7 +15,7 @@ from proto.events import OperationRejected, OperationSubmitted
 from services.admission.command_rate import DEAD_LETTER_WINDOW_S, CommandRate, requester_of
 from services.admission.handlers import OverRate, on_rerun, on_submit
 from services.admission.service import Admission
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from services.admission.submit_rate import ANONYMOUS, RATE_LIMITED, SubmitRate
 from services.runtime import logging as oplog
 from services.runtime.errors import InvalidInput

@@ -11,7 +11,7 @@ import pytest
 from proto import conditions
 from proto.conditions import ConditionError, evaluate
 from services.admission.handlers import on_submit
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from services.runtime import logging as oplog
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context

@@ -8,7 +8,7 @@ import pytest
 
 from proto.events import BudgetExceeded, CostRecorded
 from proto.queues import Budget
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from services.cost.budgets import Announcements
 from services.runtime.addressing import default_msg_id, subject_for
 from tests.builders import case, case_name, op, submitted

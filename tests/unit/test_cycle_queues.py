@@ -6,8 +6,7 @@ import pytest
 from proto.events import OperationAdmitted, OperationRejected
 from services.admission import cycle, queries
 from services.admission.policies.admit import ADMIT, WAIT, evaluate
-from services.admission.snapshot import Snapshot
-from services.admission.state import AdmissionState, Status
+from services.admission.state.admission_state import AdmissionState, Status, snapshot_of
 from tests.builders import (
     GPU,
     GPU_PRODUCT,
@@ -359,7 +358,7 @@ def test_a_node_that_no_longer_matches_is_not_used():
     state = fold(node("h-1", gpus=2, product="H100"), node("h-1", gpus=2, product="A100"), node("h-2", gpus=8,
                  product="H100"), gpu_op("a", 4, queue="gpu"))
     assert admitted_ids(decide(state, b)) == ["a"]
-    verdict = evaluate(state.ops["a"], Snapshot.build(AdmissionState(), b))  # a snapshot without nodes
+    verdict = evaluate(state.ops["a"], snapshot_of(AdmissionState(), b))  # a snapshot without nodes
     assert verdict.outcome == ADMIT and verdict.nodes is None
 
 
@@ -371,7 +370,7 @@ def test_ops_of_a_queue_removed_from_the_config_are_not_admitted():
     state = fold(gpu_op("a", 1, queue="old"), gpu_op("b", 1, queue="gpu"))
     assert admitted_ids(decide(state, after)) == ["b"]
     assert state.ops["a"].status == Status.QUEUED
-    verdict = evaluate(state.ops["a"], Snapshot.build(state, after))
+    verdict = evaluate(state.ops["a"], snapshot_of(state, after))
     assert verdict.outcome == WAIT and [r.code for r in verdict.reasons] == ["queue_removed"]
     assert admitted_ids(decide(state, before)) == ["a"]
 
@@ -382,4 +381,4 @@ def test_the_assumed_decision_is_folded_so_a_second_cycle_does_not_admit_again()
     assert state.ops["x"].status == Status.ADMITTED
     assert state.usage.active.get("a", set()) == {"x"} and state.queues.waiting("a") == 0
     assert decide(state, LAB) == []
-    assert Snapshot.build(state, LAB).usage["a"] == {(GPU, "h100"): 1.0}
+    assert snapshot_of(state, LAB).usage["a"] == {(GPU, "h100"): 1.0}

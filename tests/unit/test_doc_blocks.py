@@ -10,7 +10,7 @@ import pytest
 
 from opsched import context
 from proto.queues_file import load_queues
-from services.admission.queues import compile_book
+from services.admission.model.queues import compile_book
 from services.cost.prices import load_prices
 from tests.docs import CODE, ROOT, blocks, snippet
 

@@ -1,5 +1,5 @@
 """Bounded by identity (issue 28): within equal priority a queue interleaves its requesters round-robin
-(``policies.ordering``), and a requester may have at most ``maxPendingPerUser`` ops pending in a queue
+(``model.ordering``), and a requester may have at most ``maxPendingPerUser`` ops pending in a queue
 (``user_pending_cap``), counted from the fold so that a restarted admission counts the same."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from proto.queues import DEFAULT_MAX_PENDING_PER_USER, Queue
 from proto.reasons import Reason
 from services.admission import cycle, queries
 from services.admission.handlers import on_submit
-from services.admission.policies.ordering import ANONYMOUS, FairRanks, sort_key
-from services.admission.state import AdmissionState
+from services.admission.model.ordering import ANONYMOUS, FairRanks, sort_key
+from services.admission.state.admission_state import AdmissionState
 from services.runtime import logging as oplog
 from services.runtime.service import Context
 from services.runtime.settings import Settings

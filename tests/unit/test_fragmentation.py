@@ -5,7 +5,8 @@ from __future__ import annotations
 from proto.queries import Fragmentation
 from services.admission import queries
 from services.admission.fragmentation import fragmentation
-from services.admission.policies.capacity import Capacity, NodeInfo
+from services.admission.model.nodes import NodeInfo
+from services.admission.state.capacity import Capacity
 from tests.builders import GPU, GPU_PRODUCT, book, gpu_flavor, node, op, queue
 from tests.builders.admission import fold, queued
 from tests.unit.admission_scenarios import decide

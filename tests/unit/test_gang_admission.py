@@ -6,8 +6,7 @@ import pytest
 
 from proto.events import OperationAdmitted, OperationRejected
 from services.admission import cycle, queries
-from services.admission.snapshot import Snapshot
-from services.admission.state import AdmissionState, Status
+from services.admission.state.admission_state import AdmissionState, Status, snapshot_of
 from tests.builders import (
     GPU,
     book,
@@ -77,7 +76,7 @@ def test_quota_counts_all_pods_of_a_gang(c):
     state = fold(gang())
     assert admitted_ids(decide(state, b, 1)) == (["g"] if c.admitted else [])
     if c.admitted:
-        assert Snapshot.build(state, b).usage["gpu"] == {(GPU, "h100"): 3.0}
+        assert snapshot_of(state, b).usage["gpu"] == {(GPU, "h100"): 3.0}
     else:
         assert codes(state, "g") == ["quota_exhausted"]
         assert "needs 3" in state.ops["g"].blocked[0].message
@@ -181,7 +180,7 @@ def test_an_evicted_gang_is_queued_again_for_its_next_attempt():
     state = evicted_gang()
     g = state.ops["g"]
     assert (g.status, g.attempt, g.not_before, g.pod_name, g.node) == (Status.QUEUED, 1, t(130), None, None)
-    assert g.preemptions == 0 and g.preempted_at is None  # an eviction is neither a preemption nor a failure
+    assert g.history.preemptions == 0 and g.preempted_at is None  # an eviction is neither a preemption nor a failure
     assert "g" not in state.usage.active.get("gpu", set()) and state.queues.waiting("gpu") == 1
 
 

@@ -26,9 +26,10 @@ from proto.resources import (
     is_device,
     requested,
 )
-from services.admission.policies.capacity import Capacity, NodeInfo
-from services.admission.policies.gpu_sharing import pack
-from services.admission.queues import compile_book
+from services.admission.model.gpu_sharing import pack
+from services.admission.model.nodes import NodeInfo
+from services.admission.model.queues import compile_book
+from services.admission.state.capacity import Capacity
 from tests.builders import T0, admitted, case, case_name, first_fit, fold, op, queued
 from tests.unit.admission_scenarios import decide
 from tests.unit.polyaxonfile_texts import component, parse

@@ -11,8 +11,8 @@ from prometheus_client.core import Metric
 from proto.queries import CostAnswer
 from services.admission import metrics as admission_metrics
 from services.admission.measures import Measures
-from services.admission.queues import compile_book
-from services.admission.state import AdmissionState
+from services.admission.model.queues import compile_book
+from services.admission.state.admission_state import AdmissionState
 from services.cost import metrics as cost_metrics
 from services.dispatcher.metrics import PodMeasures
 from services.runtime import metrics

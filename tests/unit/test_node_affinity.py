@@ -6,8 +6,8 @@ import pytest
 
 from proto.events import OperationAdmitted, OperationRejected
 from proto.resources import GPU_PRODUCT_LABELS, is_accelerator
-from services.admission.policies.capacity import NodeInfo, tolerates
-from services.admission.policies.node_affinity import matches, required_terms
+from services.admission.model.node_affinity import matches, required_terms
+from services.admission.model.nodes import NodeInfo, tolerates
 from tests.builders import case, case_name, fold, node, op, queued, taint
 from tests.unit.admission_scenarios import decide
 

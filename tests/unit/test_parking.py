@@ -13,7 +13,7 @@ from proto.lifecycle import Status, allowed
 from proto.queues import Budget
 from proto.resources import GPU_MEMORY
 from services.admission import cycle, parking
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from tests.builders import (
     T0,
     book,

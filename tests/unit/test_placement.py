@@ -1,4 +1,4 @@
-"""Placement policies (``services.admission.policies.placement``): which node of those a pod fits admission picks
+"""Placement policies (``services.admission.model.placement``): which node of those a pod fits admission picks
 under binpack, spread and firstFit; which policy an op gets; and the preferred node its pods carry."""
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import pytest
 from proto.events import OperationAdmitted
 from proto.podspec import PREFERRED, build_pods
 from proto.queues import Flavor
-from services.admission.policies import placement
-from services.admission.policies.capacity import Capacity, NodeInfo
-from services.admission.policies.placement import Rule
+from services.admission.model import placement
+from services.admission.model.nodes import NodeInfo
+from services.admission.model.placement import Rule
+from services.admission.state.capacity import Capacity
 from tests.builders import GPU, admitted, book, case, case_name, gpu_flavor, node, op, queue
 from tests.builders.admission import fold, queued
 from tests.unit.admission_scenarios import decide

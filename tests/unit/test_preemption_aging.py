@@ -5,7 +5,7 @@ import pytest
 
 from proto.events import OperationAdmitted, PreemptRequested
 from proto.queues import Aging
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from tests.builders import (
     GPU,
     book,

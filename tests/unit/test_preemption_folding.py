@@ -1,7 +1,7 @@
 """Preemption: how preempt requests and preemptions are folded into the admission state."""
 from __future__ import annotations
 
-from services.admission.state import AdmissionState, Status
+from services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import (
     evicted,
     fold,
@@ -94,7 +94,7 @@ def test_a_stale_event_of_an_earlier_attempt_is_ignored():
                   preempted("lo", at=t(23), attempt=0), evicted("lo", at=t(24), attempt=0),
                   preempt_requested("lo", preemptor="x", at=t(25), attempt=0)):
         assert state.apply(stale) is False, stale
-    assert (lo.status, lo.attempt, lo.preemptions, lo.preempted_at) == (Status.QUEUED, 1, 1, t(20))
+    assert (lo.status, lo.attempt, lo.history.preemptions, lo.preempted_at) == (Status.QUEUED, 1, 1, t(20))
     assert state.queues.waiting("q") == 2 and "lo" not in state.usage.active.get("q", set())  # lo and hi
 
 
@@ -129,7 +129,7 @@ def test_replaying_the_stream_rebuilds_the_same_state():
     replayed = fold(*events)
     for op_id in ("lo", "hi"):
         a, b = live.ops[op_id], replayed.ops[op_id]
-        assert (a.status, a.attempt, a.preempted_by, a.preempted_at, a.preemptions) == (
-            b.status, b.attempt, b.preempted_by, b.preempted_at, b.preemptions)
+        assert (a.status, a.attempt, a.preempted_by, a.preempted_at, a.history.preemptions) == (
+            b.status, b.attempt, b.preempted_by, b.preempted_at, b.history.preemptions)
     assert (live.ops["hi"].status, live.ops["lo"].status) == (Status.ADMITTED, Status.QUEUED)
     assert replayed.nominated == live.nominated == {}

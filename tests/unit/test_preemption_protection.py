@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.admission import cycle
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from tests.builders import (
     book,
     case,

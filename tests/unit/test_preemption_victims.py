@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.admission.state import AdmissionState, Status
+from services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import (
     book,
     cache_missed,
@@ -59,7 +59,7 @@ def test_a_high_priority_op_preempts_the_lowest_priority_running_op_then_is_admi
          submitted(op("early").gpus(1).priority(10).build(), op_id="early", queue="q", at=t(5)),
          cost_estimated("early", at=t(30)), cache_missed("early", at=t(30)), state=state)
     lo = state.ops["lo"]
-    assert (lo.status, lo.attempt, lo.preempted_by, lo.preempted_at, lo.preemptions) == (
+    assert (lo.status, lo.attempt, lo.preempted_by, lo.preempted_at, lo.history.preemptions) == (
         Status.QUEUED, 1, None, t(30), 1)
     assert state.nominated == {"hi": set()}
 

@@ -10,8 +10,8 @@ from proto.queues_file import QueuesConfigError, parse_queues
 from services.admission import cycle
 from services.admission.handlers import on_submit
 from services.admission.policies.fairshare import queue_order, share
-from services.admission.snapshot import Snapshot
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState, snapshot_of
+from services.admission.state.snapshot import Snapshot
 from services.runtime import logging as oplog
 from services.runtime.service import Context
 from services.runtime.settings import Settings
@@ -135,7 +135,7 @@ def test_a_queue_weight_must_be_positive():
 # ---- the share --------------------------------------------------------------------------------
 
 def snap_with(b, usage: dict[str, dict[tuple[str, str], float]]) -> Snapshot:
-    snap = Snapshot.build(AdmissionState(), b)
+    snap = snapshot_of(AdmissionState(), b)
     for q, used in usage.items():
         for key, amount in used.items():
             snap.usage[q][key] = amount
@@ -188,12 +188,12 @@ def test_share_is_the_weighted_dominant_resource_share_in_the_cohort(c):
     case("with equal shares the name decides", book=lab(), usage={"a": {H100: 2}, "b": {H100: 2}}, order=["a", "b"]),
 ], ids=case_name)
 def test_queues_are_walked_in_fair_share_order_when_enabled(c):
-    assert queue_order(c.book, snap_with(c.book, c.usage), AdmissionState()) == c.order
+    assert queue_order(c.book, snap_with(c.book, c.usage), AdmissionState().usage) == c.order
 
 
 def test_with_fair_sharing_the_share_decides_instead_of_the_queue_priority():
     b = lab(a={"priority": 10})
-    assert queue_order(b, snap_with(b, {"a": {H100: 3}, "b": {H100: 1}}), AdmissionState()) == ["b", "a"]
+    assert queue_order(b, snap_with(b, {"a": {H100: 3}, "b": {H100: 1}}), AdmissionState().usage) == ["b", "a"]
 
 
 # ---- fair sharing through the cycle -----------------------------------------------------------

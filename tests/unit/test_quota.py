@@ -6,8 +6,7 @@ import pytest
 from services.admission.policies import flavors
 from services.admission.policies.admit import ADMIT, BORROW, WAIT, evaluate
 from services.admission.policies.quota import Fit, borrowed, check
-from services.admission.snapshot import Snapshot
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState, snapshot_of
 from tests.builders import (
     GPU,
     GPU_PRODUCT,
@@ -135,7 +134,7 @@ LAB = book(queue("a", cohort="lab", gpus={"h100": 4}), queue("b", cohort="lab", 
 
 def verdict(spec, queue_name: str, state: AdmissionState | None = None):
     state = fold(queued(spec, op_id="x", queue=queue_name), state=state)
-    return evaluate(state.ops["x"], Snapshot.build(state, LAB))
+    return evaluate(state.ops["x"], snapshot_of(state, LAB))
 
 
 def test_a_queue_has_no_candidate_for_a_flavor_only_another_member_defines():

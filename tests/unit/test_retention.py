@@ -15,7 +15,7 @@ from proto.summaries import OpSummary
 from services.admission import handlers
 from services.admission.purge import Retention, purge_order
 from services.admission.schedules import run_status
-from services.admission.state import AdmissionState, Status
+from services.admission.state.admission_state import AdmissionState, Status
 from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
@@ -160,7 +160,7 @@ async def test_a_resumed_op_is_live_again_and_its_ttl_starts_from_its_new_end():
     await w.store(OperationResumed(op_id="r", at=w.clock.now(), attempt=1))
     await w.after(3 * TTL)
     assert w.held() == {"r"}
-    assert w.state.ops["r"].ended_at is None
+    assert w.state.ops["r"].history.ended_at is None
 
 
 # ---- what stays of it --------------------------------------------------------------------------
@@ -198,12 +198,12 @@ async def test_tombstones_are_bounded_the_oldest_forgotten_first():
 
 
 def test_its_events_are_purged_at_once_or_kind_by_kind_when_it_announced_a_budget_limit():
-    from services.admission.records import OpRecord
+    from services.admission.model.records import OpRecord
 
     record = OpRecord("a", "q", 0, T0, op("a").build())
-    record.kinds = {"submitted", "running", "cost_recorded", "admitted", "succeeded"}
+    record.history.kinds = {"submitted", "running", "cost_recorded", "admitted", "succeeded"}
     assert purge_order(record) == ["ops.*.a"]
-    record.kinds.add("budget_exceeded")  # kept for its window
+    record.history.kinds.add("budget_exceeded")  # kept for its window
     assert purge_order(record) == ["ops.admitted.a", "ops.cost_recorded.a", "ops.running.a", "ops.succeeded.a",
                                    "ops.submitted.a"]
 
@@ -285,6 +285,6 @@ async def test_an_instance_that_does_not_decide_forgets_but_neither_writes_nor_p
 
 def _book():
     from proto.queues import Queue, QueuesConfig
-    from services.admission.queues import compile_book
+    from services.admission.model.queues import compile_book
 
     return compile_book(QueuesConfig(queues=[Queue(name="default", concurrency=5)], default_queue="default"))

@@ -19,7 +19,7 @@ from proto.schedules import (
     ScheduleFired,
     ScheduleSpec,
 )
-from services.admission.records import Status
+from services.admission.model.records import Status
 from services.admission.schedule_runner import fire_due, run_schedules, submitter
 from services.admission.schedules import (
     Schedules,

@@ -13,7 +13,7 @@ from proto.events import OperationAdmitted, OperationRejected, OperationSubmitte
 from proto.limits import MAX_NAME_CHARS, MAX_SPEC_BYTES
 from proto.spec_size import SPEC_TOO_LARGE, SpecTooLarge, spec_bytes, too_large
 from services.admission.handlers import on_rerun, on_resume, on_submit
-from services.admission.state import AdmissionState, Status
+from services.admission.state.admission_state import AdmissionState, Status
 from services.runtime import logging as oplog
 from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
 from services.runtime.bus import as_unavailable
@@ -240,7 +240,7 @@ async def test_a_submit_whose_submitted_is_too_large_is_rejected_and_the_command
 @pytest.fixture
 def breaks_for(monkeypatch):
     """``breaks_for("x", "_submitted")``: the fold's helper raises for op x (a bug no check foresaw)."""
-    from services.admission.fold import OpFold
+    from services.admission.state.fold import OpFold
 
     def breaks(op_id: str, helper: str) -> None:
         original = getattr(OpFold, helper)

@@ -9,7 +9,7 @@ import pytest
 from proto.commands import RestartOperation, SubmitOperation
 from proto.events import OperationRejected, OperationSubmitted
 from services.admission.handlers import on_rerun, on_submit
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from services.admission.submit_rate import ANONYMOUS, MAX_TRACKED, RATE_LIMITED, SubmitRate, requester
 from services.runtime import logging as oplog
 from services.runtime.errors import InvalidInput

@@ -15,7 +15,7 @@ from proto import codec, subjects
 from proto.events import CostEstimated, OperationSubmitted
 from proto.podspec import build_pods
 from services.admission import traces
-from services.admission.state import AdmissionState
+from services.admission.state.admission_state import AdmissionState
 from services.dispatcher import podtrace
 from services.dispatcher.gang import PodView
 from services.dispatcher.k8s import CreateResult
@@ -229,11 +229,11 @@ def test_admission_keeps_an_ops_submitted_context_until_the_op_ends():
     event = submitted(op("t").build(), op_id="op-1")
     state.apply(event, 1)
     traces.remember(state.ops, event, header_block({"traceparent": PARENT}))
-    assert state.ops["op-1"].trace == {"traceparent": PARENT}
+    assert state.ops["op-1"].history.trace == {"traceparent": PARENT}
     ended = succeeded("op-1")
     state.apply(ended, 2)
     traces.remember(state.ops, ended, header_block({}))
-    assert state.ops["op-1"].trace is None
+    assert state.ops["op-1"].history.trace is None
 
 
 def test_admissions_decision_span_is_none_while_tracing_is_off():

@@ -8,13 +8,14 @@ from typing import Any
 
 from proto.queries import PendingReason
 from proto.reasons import Reason, pending
-from services.admission.policies import agents, budgets, placement
+from services.admission.model import agents, placement
+from services.admission.model.node_affinity import required_terms
+from services.admission.model.nodes import describe
+from services.admission.model.records import OpRecord
+from services.admission.policies import budgets
 from services.admission.policies import flavors as flavor_policy
-from services.admission.policies.capacity import describe
-from services.admission.policies.node_affinity import required_terms
 from services.admission.policies.quota import Fit, check
-from services.admission.snapshot import Snapshot
-from services.admission.state import OpRecord
+from services.admission.state.snapshot import Snapshot
 
 ADMIT, BORROW, WAIT, UNFITTABLE = "admit", "borrow", "wait", "never_fits"  # verdict outcomes
 
@@ -27,8 +28,8 @@ class Verdict:
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[str] | None = None  # where each pod would go (when capacity is known)
-    agent: str = ""  # whose cluster (policies.agents)
-    hosts: list[str] = field(default_factory=list)  # each pod's preferred host (policies.placement), or none
+    agent: str = ""  # whose cluster (model.agents)
+    hosts: list[str] = field(default_factory=list)  # each pod's preferred host (model.placement), or none
     queue_blocked: bool = False  # no later op of this queue can pass either
 
 

@@ -3,8 +3,8 @@ its queue's policy finds it too expensive or too large (estimated cost, accelera
 from __future__ import annotations
 
 from proto.reasons import Hold
-from services.admission.queues import Book
-from services.admission.records import OpRecord
+from services.admission.model.queues import Book
+from services.admission.model.records import OpRecord
 
 
 def hold_reason(op: OpRecord, book: Book) -> tuple[str, str] | None:

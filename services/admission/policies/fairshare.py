@@ -4,21 +4,25 @@ resources of usage / the cohort's nominal total, divided by the queue's weight; 
 counts too when ``historyWeight`` > 0)."""
 from __future__ import annotations
 
-from services.admission.queues import Book
+from collections.abc import Mapping
+
+from services.admission.model.queues import Book, Key
+from services.admission.state.snapshot import Snapshot
+from services.admission.state.views import QueueView
 
 
-def queue_order(book: Book, snap, state) -> list[str]:
+def queue_order(book: Book, snap: Snapshot, view: QueueView) -> list[str]:
     if not book.config.fair_sharing.enabled:
         return list(book.order)
-    return sorted(book.order, key=lambda q: (share_of(book, snap, state, q), q))
+    return sorted(book.order, key=lambda q: (share_of(book, snap, view, q), q))
 
 
-def share_of(book: Book, snap, state, queue: str) -> float:
+def share_of(book: Book, snap: Snapshot, view: QueueView, queue: str) -> float:
     weight = book.config.fair_sharing.history_weight
-    return share(book, snap, queue, state.usage.history.levels() if weight else None, weight)
+    return share(book, snap, queue, view.usage_history() if weight else None, weight)
 
 
-def share(book: Book, snap, queue: str, history: dict | None = None, history_weight: float = 0.0) -> float:
+def share(book: Book, snap: Snapshot, queue: str, history: Mapping[str, Mapping[Key, float]] | None = None, history_weight: float = 0.0) -> float:
     """Weighted dominant-resource share of ``queue`` within its cohort (0 when it sets no quota)."""
     totals: dict[tuple[str, str], float] = {}
     for member in book.members(queue):

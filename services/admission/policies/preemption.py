@@ -11,15 +11,17 @@ now, a victim's priority when it was admitted.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from datetime import datetime
 
 from proto.queries import PendingReason
 from proto.reasons import PREEMPTION_LIFTS, Preemption, Reason, pending
+from services.admission.model.queues import Book
+from services.admission.model.records import OpRecord
 from services.admission.policies.admit import ADMIT, BORROW, evaluate
-from services.admission.snapshot import Snapshot
-from services.admission.state import AdmissionState, OpRecord
+from services.admission.state.snapshot import Snapshot
+from services.admission.state.views import QueueView
 
 RESOLVABLE = PREEMPTION_LIFTS  # the reasons taking running ops away could lift (proto.reasons)
 MAX_CANDIDATES = 64
@@ -41,47 +43,48 @@ def worth_trying(reason_codes: list[str]) -> bool:
     return bool(reason_codes) and all(code in RESOLVABLE for code in reason_codes)
 
 
-def candidates(op: OpRecord, priority: float, state: AdmissionState, snap: Snapshot, now: datetime) -> list[Victim]:
-    out = [v for v in _eligible(op, priority, state, snap.book) if not _protected(v.op, snap.book, now)]
+def candidates(op: OpRecord, priority: float, view: QueueView, snap: Snapshot, now: datetime) -> list[Victim]:
+    out = [v for v in _eligible(op, priority, view, snap.book) if not _protected(v.op, snap.book, now)]
     out.sort(key=lambda v: (v.reason != Preemption.RECLAIM, v.op.admitted_priority,
                             -(v.op.admitted_at.timestamp() if v.op.admitted_at else 0.0), v.op.op_id))
     return out[:MAX_CANDIDATES]
 
 
-def possible(op: OpRecord, state: AdmissionState, book) -> bool:
+def possible(op: OpRecord, view: QueueView, book: Book) -> bool:
     """Could some running op ever be a victim of ``op`` (its protection by time having run out)?"""
     return any(v.op.spec.preemptible and v.op.preempted_by is None
-               for v in _eligible(op, float(op.priority), state, book))
+               for v in _eligible(op, float(op.priority), view, book))
 
 
-def _eligible(op: OpRecord, priority: float, state: AdmissionState, book):
+def _eligible(op: OpRecord, priority: float, view: QueueView, book: Book) -> Iterator[Victim]:
     """Running ops of the op's queue and cohort that the policies allow it to take room from (found
     through each queue's active ops by priority: a full queue of equals costs nothing)."""
     policy = book.queues[op.queue].preemption
     for member in book.members(op.queue):
-        queue = state.usage.by_priority.get(member)
+        queue = view.admitted_at(member)
         if queue is None:
             continue
         if member == op.queue:
-            yield from _within_queue(op, priority, policy.within_queue, queue, state)
+            yield from _within_queue(op, priority, policy.within_queue, queue, view)
             continue
         reclaim = policy.reclaim_within_cohort
         for p, ops in list(queue.items()) if reclaim != "Never" else ():
             if reclaim == "Any" or p < priority:
-                yield from (Victim(state.ops[v], Preemption.RECLAIM) for v in ops if state.ops[v].borrowing)
+                yield from (Victim(view.record(v), Preemption.RECLAIM) for v in ops if view.record(v).borrowing)
 
 
-def _within_queue(op: OpRecord, priority: float, policy: str, queue, state: AdmissionState):
+def _within_queue(op: OpRecord, priority: float, policy: str, queue: Mapping[float, Set[str]],
+                  view: QueueView) -> Iterator[Victim]:
     for p, ops in list(queue.items()) if policy != "Never" else ():
         if p < priority:
-            yield from (Victim(state.ops[v], Preemption.WITHIN_QUEUE) for v in ops if v != op.op_id)
+            yield from (Victim(view.record(v), Preemption.WITHIN_QUEUE) for v in ops if v != op.op_id)
         elif p == priority and policy == "LowerOrNewerEqualPriority":
             mine = (op.submitted_at, op.op_id)
-            yield from (Victim(state.ops[v], Preemption.WITHIN_QUEUE) for v in ops
-                        if (state.ops[v].submitted_at, v) > mine)
+            yield from (Victim(view.record(v), Preemption.WITHIN_QUEUE) for v in ops
+                        if (view.record(v).submitted_at, v) > mine)
 
 
-def _protected(victim: OpRecord, book, now: datetime) -> bool:
+def _protected(victim: OpRecord, book: Book, now: datetime) -> bool:
     if not victim.spec.preemptible or victim.preempted_by is not None:
         return True
     queue = book.queues.get(victim.queue)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from proto.limits import MAX_PRIORITY
 from proto.reasons import Refusal
 from proto.spec import OpSpec
-from services.admission.queues import Book
+from services.admission.model.queues import Book
 
 TOO_HIGH = Refusal.PRIORITY_TOO_HIGH  # the reason code of an op rejected at submit for a priority above its queue's
 

@@ -11,10 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from proto.reasons import Reason, message
-from services.admission.queues import Book
-
-Key = tuple[str, str]  # (resource, flavor)
-Usage = dict[str, dict[Key, float]]  # queue -> key -> used
+from services.admission.model.queues import Book, Key, Usage
 
 
 class Fit(Enum):

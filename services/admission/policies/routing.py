@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from proto.spec import OpSpec
-from services.admission.queues import Book
+from services.admission.model.queues import Book
 
 
 def route(spec: OpSpec, book: Book) -> str:

@@ -12,11 +12,11 @@ from datetime import datetime, timedelta, timezone
 
 from proto.lifecycle import Status
 from proto.queues import Queue
-from services.admission.policies.aging import PendingQueue
-from services.admission.policies.ordering import FIFO, FairRanks, requester_of
-from services.admission.records import Ghost, OpRecord, Park
-from services.admission.transitions import Transitions
-from services.admission.worklist import WorkList
+from services.admission.model.ordering import FIFO, FairRanks, requester_of
+from services.admission.model.pending_queue import PendingQueue
+from services.admission.model.records import Ghost, OpRecord, Park
+from services.admission.state.transitions import Transitions
+from services.admission.state.worklist import WorkList
 
 EPOCH = datetime.fromtimestamp(0, timezone.utc)
 MAX_ACCEPTED = 10_000  # submits accepted and not yet folded, held for the per-user cap (a bound, never reached)

@@ -4,16 +4,20 @@ lists) and the usage cache (``usage_cache``: active ops, the snapshot). The fold
 transition to both through one interface (``transitions``); nobody else keeps them in step."""
 from __future__ import annotations
 
+from datetime import datetime
+
 from proto.cluster import ClusterEvent
 from proto.events import Event
 from proto.lifecycle import Status
-from services.admission.fold import OpFold
-from services.admission.policies.capacity import NodeInfo
-from services.admission.queue_manager import QueueManager
-from services.admission.records import OpRecord
-from services.admission.usage_cache import UsageCache
+from services.admission.model.nodes import NodeInfo
+from services.admission.model.queues import Book
+from services.admission.model.records import OpRecord
+from services.admission.state.fold import OpFold
+from services.admission.state.queue_manager import QueueManager
+from services.admission.state.snapshot import Snapshot
+from services.admission.state.usage_cache import UsageCache
 
-__all__ = ["AdmissionState", "OpRecord", "Status"]
+__all__ = ["AdmissionState", "OpRecord", "Status", "snapshot_of"]
 
 
 class AdmissionState:
@@ -44,3 +48,9 @@ class AdmissionState:
     def observe(self, event: ClusterEvent) -> bool:
         """Fold one node fact. Returns True when the nodes changed."""
         return self.fold.observe(event)
+
+
+def snapshot_of(state: AdmissionState, book: Book, now: datetime | None = None) -> Snapshot:
+    """A snapshot built afresh from admission's state (the active ops its usage cache tracks), for queries and
+    for checking the tracked one; a cycle decides on the tracked one (``UsageCache.current``)."""
+    return state.usage.build(book, now)

@@ -7,19 +7,31 @@ could not be folded is taken in bare (no requests, holding nothing) so that it c
 An op already ended, or already ending, is left as it is."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from proto.codec import type_of
 from proto.events import Event, OperationFailed, OperationRejected, OperationSubmitted
 from proto.lifecycle import Status
 from proto.reasons import Failure
-from services.admission.records import OpRecord
+from services.admission.model.records import OpRecord
+from services.admission.state.transitions import Transitions
 from services.runtime import logging as oplog
 
-if TYPE_CHECKING:
-    from services.admission.fold import OpFold
-
 FOLD_FAILED = Failure.FOLD_FAILED  # the reason an op ends with when an event about it could not be folded
+
+
+class Folded(Protocol):
+    """What ending an op needs of the fold (``fold.OpFold``): its records, its followers, and its one rule for
+    letting go of quota."""
+
+    @property
+    def ops(self) -> dict[str, OpRecord]: ...
+
+    @property
+    def followers(self) -> Sequence[Transitions]: ...
+
+    def set_active(self, op: OpRecord, active: bool) -> None: ...
 
 
 class FoldFailures:
@@ -27,7 +39,7 @@ class FoldFailures:
         self.count = 0  # events the fold could not take
         self.log = oplog.get("admission")
 
-    def failed(self, fold: OpFold, event: Event, seq: int, exc: Exception) -> bool:
+    def failed(self, fold: Folded, event: Event, seq: int, exc: Exception) -> bool:
         """``event`` (stored at ``seq``) raised ``exc`` while folded: log, count, end its op. Returns True
         when the op was marked to end."""
         self.count += 1
@@ -53,7 +65,7 @@ class FoldFailures:
             return False
 
 
-def _bare(fold: OpFold, e: OperationSubmitted) -> OpRecord:
+def _bare(fold: Folded, e: OperationSubmitted) -> OpRecord:
     """The op of a ``submitted`` the fold could not take: known, waiting in its queue, requesting nothing."""
     op = fold.ops[e.op_id] = OpRecord(e.op_id, e.queue, e.priority, e.submitted_at, e.spec,
                                       requested_by=e.requested_by)
@@ -67,7 +79,7 @@ def _its_end(op: OpRecord, event: OperationRejected | OperationFailed) -> bool:
     return bool(op.end_reason) and not op.status.terminal and event.reason == op.end_reason
 
 
-def _force_end(fold: OpFold, op: OpRecord, event: OperationRejected | OperationFailed) -> None:
+def _force_end(fold: Folded, op: OpRecord, event: OperationRejected | OperationFailed) -> None:
     """End ``op`` without the fold's lifecycle (which just failed on it): out of its queue, holding nothing."""
     if op.status < Status.ADMITTED:
         for f in fold.followers:

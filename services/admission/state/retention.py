@@ -18,7 +18,7 @@ from proto.events import Event, event_type
 from proto.lifecycle import STATUS_OF, Status
 from proto.resources import gpus_label
 from proto.summaries import AttemptEnd, OpSummary
-from services.admission.records import OpRecord
+from services.admission.model.records import OpRecord
 
 
 def ttl_of(op: OpRecord, default_s: float) -> float:
@@ -29,8 +29,8 @@ def ttl_of(op: OpRecord, default_s: float) -> float:
 
 def expired(op: OpRecord, now: datetime, default_s: float, consumed_seq: int) -> bool:
     """A finished op whose ttl has passed, every event of which the services have consumed."""
-    return (op.status.terminal and op.ended_at is not None and op.last_seq <= consumed_seq
-            and now >= op.ended_at + timedelta(seconds=ttl_of(op, default_s)))
+    return (op.status.terminal and op.history.ended_at is not None and op.history.last_seq <= consumed_seq
+            and now >= op.history.ended_at + timedelta(seconds=ttl_of(op, default_s)))
 
 
 def summary_of(op: OpRecord) -> OpSummary:
@@ -42,9 +42,9 @@ def summary_of(op: OpRecord) -> OpSummary:
         message=op.handler_failure or op.reason_message, node=op.node or "",
         gpus=gpus_label([(c.resources.limits, n) for c, n in containers]),
         submitted_at=op.submitted_at, admitted_at=op.admitted_at, running_since=op.running_since,
-        ended_at=op.ended_at, estimate=op.estimate, currency=op.currency, cost=round(op.cost, 6),
-        attempts=[AttemptEnd(attempt=a, ended=how, reason=why) for a, how, why in op.attempts],
-        requested_by=op.requested_by or "", original_op_id=op.original_op_id, relation=op.relation)
+        ended_at=op.history.ended_at, estimate=op.estimate, currency=op.history.currency, cost=round(op.history.cost, 6),
+        attempts=[AttemptEnd(attempt=a, ended=how, reason=why) for a, how, why in op.history.attempts],
+        requested_by=op.requested_by or "", original_op_id=op.history.original_op_id, relation=op.history.relation)
 
 
 class Tombstones:

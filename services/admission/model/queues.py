@@ -11,6 +11,9 @@ from proto.queues import Flavor, Queue, QueuesConfig
 from proto.queues_file import DEFAULT_FLAVOR, QueuesConfigError, check
 from proto.resources import amount
 
+Key = tuple[str, str]  # (resource, flavor): one quota line
+Usage = dict[str, dict[Key, float]]  # queue -> key -> used
+
 
 @dataclass(frozen=True)
 class QuotaLine:
@@ -76,4 +79,4 @@ def _quota_lines(q: Queue) -> tuple[dict[tuple[str, str], QuotaLine], dict[str, 
     return lines, order
 
 
-__all__ = ["DEFAULT_FLAVOR", "Book", "QuotaLine", "QueuesConfigError", "compile_book"]
+__all__ = ["DEFAULT_FLAVOR", "Book", "Key", "QuotaLine", "QueuesConfigError", "Usage", "compile_book"]

@@ -1,6 +1,6 @@
 """What the op-lifecycle fold announces, and the one interface its followers implement.
 
-The fold (``services.admission.fold``) changes op records and says what changed through these calls,
+The fold (``services.admission.state.fold``) changes op records and says what changed through these calls,
 in the order it happens; it never reaches into a follower. Two follow it: the queue manager
 (``queue_manager``: pending order, waiting counts, parking generations, the cycle's work lists) and
 the usage cache (``usage_cache``: the active ops and the snapshot a cycle decides on). Each overrides
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.admission.records import Ghost, OpRecord
+from services.admission.model.records import Ghost, OpRecord
 
 
 class Transitions:

@@ -40,17 +40,17 @@ from proto.events import (
 from proto.failures import BLOCKING_MESSAGES, is_infrastructure, will_retry
 from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from proto.reasons import Ending, Failure
-from services.admission.fold_failures import FoldFailures
-from services.admission.fold_preemptions import PreemptionsInFlight
-from services.admission.policies.agents import node_key
-from services.admission.policies.capacity import NodeInfo
-from services.admission.records import Ghost, OpRecord
-from services.admission.retention import Strays, Tombstones
-from services.admission.spend import Spend
-from services.admission.transitions import Transitions
+from services.admission.model.agents import node_key
+from services.admission.model.nodes import NodeInfo
+from services.admission.model.records import Ghost, OpRecord
+from services.admission.state.fold_failures import FoldFailures
+from services.admission.state.fold_preemptions import PreemptionsInFlight
+from services.admission.state.retention import Strays, Tombstones
+from services.admission.state.spend import Spend
+from services.admission.state.transitions import Transitions
 
 
-class OpFold(PreemptionsInFlight):
+class OpFold:
     def __init__(self, followers: Sequence[Transitions] = (), tombstones: int = 100_000) -> None:
         self.ops: dict[str, OpRecord] = {}
         self.gone = Tombstones(tombstones)  # the final status of ops that left memory (``retention``)
@@ -58,11 +58,43 @@ class OpFold(PreemptionsInFlight):
         self.nodes: dict[str, NodeInfo] = {}  # the cluster as the dispatcher reports it
         self.heartbeats: dict[str, datetime] = {}  # named agent -> its dispatcher's last heartbeat
         self.spend = Spend()  # actual cost per budget window (from cost_recorded)
-        self.nominated: dict[str, set[str]] = {}  # preemptor -> victims whose pods are not gone yet
-        self.ghosts: dict[str, list[Ghost]] = {}  # preemptor -> what its gone victims held (held for it)
+        self.in_flight = PreemptionsInFlight()  # nominated preemptors and the room held for them
         self.followers: tuple[Transitions, ...] = tuple(followers)
         self.failures = FoldFailures()  # events it could not take
         self.position = 0  # the stream sequence of the last event folded
+
+    # ---- preemptions in flight (``fold_preemptions``) ----
+    @property
+    def nominated(self) -> dict[str, set[str]]:
+        """Preemptor -> victims whose pods are not gone yet."""
+        return self.in_flight.nominated
+
+    @property
+    def ghosts(self) -> dict[str, list[Ghost]]:
+        """Preemptor -> what its gone victims held (held for it)."""
+        return self.in_flight.ghosts
+
+    def drop_nomination(self, preemptor: str) -> None:
+        self._let_go(self.in_flight.drop(preemptor))
+
+    def release_ghosts(self, preemptor: str) -> None:
+        """Let go of the room held for a preemptor (to evaluate it, or because it gave up)."""
+        self._let_go(self.in_flight.release(preemptor))
+
+    def _let_go(self, ghosts: list[Ghost]) -> None:
+        for ghost in ghosts:
+            for f in self.followers:
+                f.held(ghost, -1)
+
+    def _hold(self, preemptor: str, ghost: Ghost) -> None:
+        self.in_flight.hold(preemptor, ghost)
+        for f in self.followers:
+            f.held(ghost, +1)
+
+    def _spent(self) -> bool:
+        for f in self.followers:
+            f.spent()
+        return True
 
     # ---- facts that are not an op's ----
     def observe(self, event: ClusterEvent) -> bool:
@@ -101,10 +133,10 @@ class OpFold(PreemptionsInFlight):
         changed = self._apply(event, seq)
         op = self.ops.get(event.op_id)
         if op is not None and seq:
-            op.kinds.add(type_of(event))
-            op.last_seq = max(op.last_seq, seq)
-            if op.status.terminal != (op.ended_at is not None):
-                op.ended_at = event.at if op.status.terminal else None  # its ttl runs from its end on the stream
+            op.history.kinds.add(type_of(event))
+            op.history.last_seq = max(op.history.last_seq, seq)
+            if op.status.terminal != (op.history.ended_at is not None):
+                op.history.ended_at = event.at if op.status.terminal else None  # its ttl runs from its end on the stream
         return changed
 
     def _apply(self, event: Event, seq: int) -> bool:
@@ -121,7 +153,7 @@ class OpFold(PreemptionsInFlight):
         if not self.spend.record(event, seq):  # counts whatever its op and attempt
             return False
         if event.op_id in self.ops:
-            self.ops[event.op_id].cost += event.amount
+            self.ops[event.op_id].history.cost += event.amount
         return self._spent()
 
     def _apply_to(self, op: OpRecord, event: Event) -> bool:
@@ -129,7 +161,7 @@ class OpFold(PreemptionsInFlight):
         if isinstance(event, (CostEstimated, CacheMissed, CacheHit)):
             return self._gate(op, event)
         if isinstance(event, PreemptRequested):
-            return self._preempt_requested(op, event)
+            return self.in_flight.requested(op, event, event.preemptor in self.ops)
         if isinstance(event, (OperationPreempted, OperationEvicted, RetryScheduled)):
             return self._attempt_over(op, event)
         if isinstance(event, (OperationOnHold, OperationApproved)):
@@ -143,7 +175,7 @@ class OpFold(PreemptionsInFlight):
         if isinstance(event, HandlerFailed):
             return self._handler_failed(op, event)
         if isinstance(event, StopRequested):  # a second stop of this attempt has nothing to do (``handlers``)
-            op.stop_requested = event.attempt
+            op.history.stop_requested = event.attempt
             return False
         return self._lifecycle(op, event)
 
@@ -181,7 +213,7 @@ class OpFold(PreemptionsInFlight):
             return self._cache_hit(op, e)
         if not self._gate_answered(op, e):
             return False
-        if op.cost_known and op.cache_known and op.cache_hit_of is None:
+        if op.cost_known and op.cache_known and op.history.cache_hit_of is None:
             for f in self.followers:
                 f.gates_cleared(op)  # the cycle queues it, or holds it for approval
         return True
@@ -192,7 +224,7 @@ class OpFold(PreemptionsInFlight):
             if op.cost_known:
                 return False
             op.cost_known, op.estimate, op.duration_s = True, e.estimate.amount, e.duration_s
-            op.currency = e.estimate.currency
+            op.history.currency = e.estimate.currency
         elif isinstance(e, CacheMissed):
             if op.cache_known:
                 return False
@@ -200,9 +232,9 @@ class OpFold(PreemptionsInFlight):
         return True
 
     def _cache_hit(self, op: OpRecord, e: CacheHit) -> bool:
-        if op.cache_hit_of is not None:
+        if op.history.cache_hit_of is not None:
             return False
-        op.cache_hit_of, op.cache_outputs = e.original_op_id, dict(e.outputs)
+        op.history.cache_hit_of, op.cache_outputs = e.original_op_id, dict(e.outputs)
         for f in self.followers:
             f.cache_hit(op)
         return True
@@ -249,7 +281,7 @@ class OpFold(PreemptionsInFlight):
         if isinstance(e, OperationRunning):
             op.running_since = op.running_since or e.at
         op.status, op.attempt = status, e.attempt
-        op.waiting_for = op.waiting_since = None  # dispatched (or ended): no longer waiting for a dependency
+        op.history.waiting_for = op.history.waiting_since = None  # dispatched (or ended): no longer waiting for a dependency
         self._locate(op, e)
         # an end always says why: its event's reason, else the last one known, else the end itself
         op.reason = getattr(e, "reason", "") or op.reason or (type_of(e) if status.terminal else "")
@@ -306,7 +338,7 @@ class OpFold(PreemptionsInFlight):
             op.retries_used += 1
         self.set_active(op, False)
         op.status, op.reason, op.node = Status.RETRYING, e.reason, node_key(op.agent, e.node) if e.node else op.node
-        op.attempts.append((op.attempt, "failed", e.reason))
+        op.history.attempts.append((op.attempt, "failed", e.reason))
         for f in self.followers:
             f.retry_due(op)
         return True
@@ -317,14 +349,14 @@ class OpFold(PreemptionsInFlight):
         if e.attempt != op.attempt or not (op.status == expected or (expected is None and op.status.active)):
             return False
         if not isinstance(e, RetryScheduled):
-            op.attempts.append((op.attempt, type_of(e), e.reason))
+            op.history.attempts.append((op.attempt, type_of(e), e.reason))
         if isinstance(e, OperationPreempted) and e.preemptor in self.nominated:
             self._hold(e.preemptor, Ghost(op.queue, dict(op.flavors), dict(op.request), list(op.pods), op.node,
                                           op.estimate))
         self.set_active(op, False)
         op.queued_at = e.at  # back of the line among equals, as Kueue requeues at eviction time
         if isinstance(e, OperationPreempted):
-            op.preempted_at, op.preemptions = e.at, op.preemptions + 1
+            op.preempted_at, op.history.preemptions = e.at, op.history.preemptions + 1
         else:
             op.not_before = e.at + timedelta(seconds=e.retry_after_s)  # eviction or retry back-off
             for f in self.followers:
@@ -338,9 +370,9 @@ class OpFold(PreemptionsInFlight):
     # ---- failures that are not the op's: an outage, a handler that gave up ----
     def _delayed(self, op: OpRecord, e: DispatchDelayed) -> bool:
         """Its dispatch waits for a dependency (the Kubernetes API): ``why`` says so until it moves on."""
-        if e.attempt != op.attempt or op.status != Status.ADMITTED or op.waiting_for is not None:
+        if e.attempt != op.attempt or op.status != Status.ADMITTED or op.history.waiting_for is not None:
             return False
-        op.waiting_for, op.waiting_since, op.waiting_detail = e.dependency, e.at, e.message
+        op.history.waiting_for, op.history.waiting_since, op.history.waiting_detail = e.dependency, e.at, e.message
         return True
 
     def _handler_failed(self, op: OpRecord, e: HandlerFailed) -> bool:
@@ -356,8 +388,8 @@ class OpFold(PreemptionsInFlight):
         if retry:
             op.infra_failures += 1
             self.set_active(op, False)
-            op.status, op.reason, op.waiting_for = Status.RETRYING, Failure.HANDLER_GAVE_UP, None
-            op.attempts.append((op.attempt, type_of(e), Failure.HANDLER_GAVE_UP))
+            op.status, op.reason, op.history.waiting_for = Status.RETRYING, Failure.HANDLER_GAVE_UP, None
+            op.history.attempts.append((op.attempt, type_of(e), Failure.HANDLER_GAVE_UP))
             for f in self.followers:
                 f.retry_due(op)
             return True
@@ -370,7 +402,7 @@ class OpFold(PreemptionsInFlight):
         """A stopped, failed or timed-out op continues in place as a new attempt."""
         if op.status not in RESUMABLE or e.attempt <= op.attempt:
             return False
-        op.attempts.append((op.attempt, op.status.name.lower(), op.reason))
+        op.history.attempts.append((op.attempt, op.status.name.lower(), op.reason))
         if e.params:
             op.spec = msgspec.structs.replace(op.spec, params={**op.spec.params, **e.params})
         op.attempt, op.reason, op.not_before, op.queued_at = e.attempt, Ending.RESUMED, None, e.at
@@ -411,7 +443,7 @@ class OpFold(PreemptionsInFlight):
         elif op.status == Status.REJECTED and op.cost_known and op.cache_known:
             self._entered(op, restored=True)
             self._enqueue(op, now)
-        elif op.status == Status.SUCCEEDED and op.cache_hit_of is not None:
+        elif op.status == Status.SUCCEEDED and op.history.cache_hit_of is not None:
             op.status = Status.PENDING
             self._entered(op, restored=True)
             for f in self.followers:

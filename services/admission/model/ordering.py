@@ -24,7 +24,7 @@ import heapq
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from services.admission.submit_rate import ANONYMOUS  # the requester of an op that names none (``submitter_of``)
+ANONYMOUS = "anonymous"  # the requester of an op (or a command) that names none
 
 FAIR, FIFO = "fair-by-user", "fifo"  # a queue's ``ordering`` (``proto.queues.Queue``)
 

@@ -1,4 +1,5 @@
-"""What admission knows of one operation, of the room a preempted op left, and of a parked queue."""
+"""What admission knows of one operation (what decisions read, and apart its history), of the room a preempted
+op left, and of a parked queue."""
 from __future__ import annotations
 
 import functools
@@ -10,7 +11,7 @@ from proto.lifecycle import Status
 from proto.queries import PendingReason
 from proto.resources import is_device, requested
 from proto.spec import OpSpec
-from services.admission.policies.ordering import sort_key
+from services.admission.model.ordering import sort_key
 
 
 def requests_of(spec: OpSpec) -> tuple[list[dict[str, float]], dict[str, float]]:
@@ -25,7 +26,37 @@ def requests_of(spec: OpSpec) -> tuple[list[dict[str, float]], dict[str, float]]
 
 
 @dataclass
+class OpHistory:
+    """What happened to an op and the books kept about it, apart from what decisions read: its lineage, its past
+    attempts and cost, the commands answered, where its dispatch waits, and what retention and tracing keep. (The
+    cycle looks at one of them: ``kinds``, to publish again an end it assumed that the stream has not shown.)"""
+
+    cache_hit_of: str | None = None  # the op whose result it reused (a cache hit)
+    preemptions: int = 0  # how often it was preempted
+    stop_requested: int = -1  # the attempt whose pods a stop command asked the dispatcher to delete
+    # the leader's answers to commands not folded back yet: "<verb>.<attempt>" -> the request id answered (a second
+    # request gets "nothing to do", not an answer JetStream drops as a duplicate of the first's)
+    answered: dict[str, str] = field(default_factory=dict)
+    attempts: list[tuple[int, str, str]] = field(default_factory=list)  # (attempt, how it ended, reason)
+    waiting_for: str | None = None  # its dispatch waits for this dependency (``dispatch_delayed``) ...
+    waiting_since: datetime | None = None  # ... since then
+    waiting_detail: str = ""  # ... which failed this way
+    currency: str = "USD"  # of its estimate
+    cost: float = 0.0  # actual, its attempts' cost_recorded summed
+    original_op_id: str = ""  # it is a restart or copy of this op ...
+    relation: str = ""  # ... "restart" or "copy"
+    # retention (``retention``): when it ended, the kinds of its events on the stream and the last one's sequence
+    ended_at: datetime | None = None
+    kinds: set[str] = field(default_factory=set)
+    last_seq: int = 0
+    trace: dict[str, str] | None = None  # its ``submitted``'s trace context while it runs, tracing on (``traces``)
+
+
+@dataclass
 class OpRecord:
+    """What admission decides with about one op: who and what it is, its status, what it requests and holds, and
+    what orders, blocks or protects it. Its history and bookkeeping are apart (``history``)."""
+
     op_id: str
     queue: str
     priority: int
@@ -35,7 +66,6 @@ class OpRecord:
     attempt: int = 0
     cost_known: bool = False
     cache_known: bool = False
-    cache_hit_of: str | None = None
     cache_outputs: dict[str, str] = field(default_factory=dict)  # the original's, for a cache hit
     pod_name: str | None = None
     namespace: str | None = None
@@ -56,44 +86,29 @@ class OpRecord:
     preempted_at: datetime | None = None  # the last time it was preempted (cooldown)
     preempted_by: str | None = None  # a preemption of this attempt was requested by this op
     not_before: datetime | None = None  # back-off after an eviction
-    preemptions: int = 0
     queued_at: datetime | None = None  # when it (re-)entered its queue: order and aging start here
     approved: bool = False  # an approve command arrived
-    stop_requested: int = -1  # the attempt whose pods a stop command asked the dispatcher to delete
-    # the leader's answers to commands not folded back yet: "<verb>.<attempt>" -> the request id answered (a second
-    # request gets "nothing to do", not an answer JetStream drops as a duplicate of the first's)
-    answered: dict[str, str] = field(default_factory=dict)
     reason_message: str = ""
     retries_used: int = 0  # own (application) failures so far
     infra_failures: int = 0
-    attempts: list[tuple[int, str, str]] = field(default_factory=list)  # (attempt, how it ended, reason)
     holds_quota: bool = False  # admitted and not ended: counted in its queue's usage (the fold keeps it)
     assumed_nodes: list[str] | None = None  # where the cycle that admitted it placed its pods
     agent: str = ""  # the agent its attempt was admitted to ("": the default agent)
     routed: bool = False  # some attempt went to a named agent: its requests are on ops.<kind>.<agent>.<id>
     requested_by: str | None = None  # who submitted it ({{ globals.owner_name }})
-    fair_rank: int = 0  # its rank among requesters while it waits in its queue (``policies.ordering``)
-    waiting_for: str | None = None  # its dispatch waits for this dependency (``dispatch_delayed``) ...
-    waiting_since: datetime | None = None  # ... since then
-    waiting_detail: str = ""  # ... which failed this way
+    fair_rank: int = 0  # its rank among requesters while it waits in its queue (``model.ordering``)
     handler_failure: str = ""  # a service gave up on a message it waited on (``handler_failed``): it ends
     end_reason: str = ""  # ... with this reason ("": ``handler_failed``; ``fold_failed``: an event of it was not folded)
-    currency: str = "USD"  # of its estimate
-    cost: float = 0.0  # actual, its attempts' cost_recorded summed
-    original_op_id: str = ""  # it is a restart or copy of this op ...
-    relation: str = ""  # ... "restart" or "copy"
-    # retention (``retention``): when it ended, the kinds of its events on the stream and the last one's sequence
-    ended_at: datetime | None = None
-    kinds: set[str] = field(default_factory=set)
-    last_seq: int = 0
-    trace: dict[str, str] | None = None  # its ``submitted``'s trace context while it runs, tracing on (``traces``)
+
+    history: OpHistory = field(default_factory=OpHistory)
 
     @classmethod
     def submitted(cls, e: OperationSubmitted) -> "OpRecord":
         """A new op's record, with what each of its pods and all of them together request."""
         pods, total = requests_of(e.spec)
         return cls(e.op_id, e.queue, e.priority, e.submitted_at, e.spec, request=total, pods=pods,
-                   requested_by=e.requested_by, original_op_id=e.original_op_id or "", relation=e.relation or "")
+                   requested_by=e.requested_by,
+                   history=OpHistory(original_op_id=e.original_op_id or "", relation=e.relation or ""))
 
     @property
     def since(self) -> datetime:
@@ -116,7 +131,7 @@ class OpRecord:
 
     @property
     def key(self) -> tuple:
-        """Its place in its queue's order by its base priority (``policies.ordering``; a ``fifo`` queue's
+        """Its place in its queue's order by its base priority (``model.ordering``; a ``fifo`` queue's
         pending order leaves the rank out, this key does not: it only orders borrowers and preemptors)."""
         return sort_key(self.priority, self.fair_rank, self.since, self.op_id)
 

@@ -9,15 +9,15 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from services.admission.policies import agents
-from services.admission.records import Ghost, OpRecord
-from services.admission.snapshot import Snapshot
-from services.admission.transitions import Transitions
-from services.admission.usage_history import UsageHistory
+from services.admission.model import agents
+from services.admission.model.records import Ghost, OpRecord
+from services.admission.state.snapshot import Snapshot
+from services.admission.state.transitions import Transitions
+from services.admission.state.usage_history import UsageHistory
 
 if TYPE_CHECKING:
-    from services.admission.fold import OpFold
-    from services.admission.queues import Book
+    from services.admission.model.queues import Book
+    from services.admission.state.fold import OpFold
 
 
 class UsageCache(Transitions):
@@ -27,6 +27,16 @@ class UsageCache(Transitions):
         self.by_priority: dict[str, dict[float, set[str]]] = {}  # queue -> admitted priority -> ops
         self.history = UsageHistory()  # for usage-history fair sharing (not replayed: it decays)
         self.snap: Snapshot | None = None  # None until a cycle asks, and after a node change
+
+    # ---- the read-only view policies get (``views.QueueView``) ----
+    def admitted_at(self, queue: str) -> dict[float, set[str]] | None:
+        return self.by_priority.get(queue)
+
+    def record(self, op_id: str) -> OpRecord:
+        return self.fold.ops[op_id]
+
+    def usage_history(self) -> dict[str, dict[tuple[str, str], float]]:
+        return self.history.levels()
 
     def active_ops(self) -> Iterator[OpRecord]:
         ops = self.fold.ops

@@ -10,18 +10,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
 
-from services.admission.policies import agents, placement
-from services.admission.policies.capacity import Capacity, NodeInfo
-from services.admission.policies.node_affinity import Terms, required_terms
-from services.admission.policies.quota import Usage
-from services.admission.queues import Book
-from services.admission.records import Ghost, OpRecord
-from services.admission.spend import Spend
-
-if TYPE_CHECKING:
-    from services.admission.state import AdmissionState
+from services.admission.model import agents, placement
+from services.admission.model.node_affinity import Terms, required_terms
+from services.admission.model.nodes import NodeInfo
+from services.admission.model.queues import Book, Usage
+from services.admission.model.records import Ghost, OpRecord
+from services.admission.state.capacity import Capacity
+from services.admission.state.spend import Spend
 
 
 @dataclass
@@ -61,11 +57,6 @@ class Snapshot:
             for ghost in held:
                 snap.hold(ghost, +1)
         return snap
-
-    @classmethod
-    def build(cls, state: AdmissionState, book: Book, now: datetime | None = None) -> "Snapshot":
-        """Built afresh from admission's state (what its usage cache tracks)."""
-        return state.usage.build(book, now)
 
     def hold(self, ghost: Ghost, sign: int) -> None:
         """Room a preempted victim left, held for its preemptor (as if the victim still ran)."""

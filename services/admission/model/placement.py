@@ -19,7 +19,7 @@ from proto.podspec import HOSTNAME_LABEL
 from proto.resources import is_accelerator
 
 if TYPE_CHECKING:
-    from services.admission.queues import Book
+    from services.admission.model.queues import Book
 
 BINPACK, SPREAD, FIRST_FIT = "binpack", "spread", "firstFit"
 
