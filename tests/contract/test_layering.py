@@ -139,3 +139,104 @@ def test_the_import_scanner_resolves_relative_imports(tmp_path, monkeypatch):
     (pkg / "x.py").write_text("from ..admission import state\nfrom . import ledger\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert {"services.admission", "services.admission.state", "services.cost.ledger"} <= imports_of(pkg / "x.py")
+
+
+# ---- admission's layers: model < state (the fold, its followers, the snapshot) < policies < cycle < service ----
+
+ADMISSION = "services.admission"
+ADMISSION_LAYERS = ("model", "state", "policies", "cycle", "service")  # lowest first: a layer imports only lower
+CYCLE_MODULES = ("cycle", "parking", "rendering")  # services/admission/<name>.py in the cycle layer; the rest: service
+POLICIES_MAY_READ = ("services.admission.state.snapshot", "services.admission.state.views")  # Snapshot, QueueView
+
+
+def _module_of(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix().removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def admission_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the admission modules it imports (at any depth), packages' ``__init__`` left out (they import
+    nothing: ``test_admission_packages_import_nothing``)."""
+    files = {_module_of(p, root): p for p in (root / "services" / "admission").rglob("*.py")
+             if p.name != "__init__.py"}
+    graph = {}
+    for module, path in files.items():
+        found = set()
+        for name in imports_of(path, root):
+            parts = name.split(".")  # the longest prefix that is a module (``a.b.Name`` -> ``a.b``)
+            target = next((".".join(parts[:n]) for n in range(len(parts), 0, -1) if ".".join(parts[:n]) in files),
+                          None)
+            if target is not None and target != module:
+                found.add(target)
+        graph[module] = found
+    return graph
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph.get(module, ()))
+    return seen
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that reach each other by imports (each group a cycle or several)."""
+    reach = {module: _reachable(graph, module) for module in graph}
+    groups = {tuple(sorted({module} | {other for other in reach[module] if module in reach.get(other, ())}))
+              for module in graph if module in reach[module]}
+    return sorted(list(group) for group in groups)
+
+
+def admission_layer(module: str) -> str:
+    rest = module.removeprefix(ADMISSION + ".").split(".")
+    if rest[0] in ("model", "state", "policies"):
+        return rest[0]
+    return "cycle" if rest[0] in CYCLE_MODULES else "service"
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    rank = {name: n for n, name in enumerate(ADMISSION_LAYERS)}
+    return sorted(f"{a} ({admission_layer(a)}) -> {b} ({admission_layer(b)})" for a, targets in graph.items()
+                  for b in targets if rank[admission_layer(b)] > rank[admission_layer(a)])
+
+
+def policies_reading_state(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, targets in graph.items() if admission_layer(a) == "policies"
+                  for b in targets if admission_layer(b) == "state" and b not in POLICIES_MAY_READ)
+
+
+def test_admission_packages_import_nothing():
+    inits = sorted((ROOT / "services" / "admission").rglob("__init__.py"))
+    assert len(inits) >= 4
+    assert {_rel(p): sorted(imports_of(p) - {"__future__", "__future__.annotations"}) for p in inits} == \
+        {_rel(p): [] for p in inits}
+
+
+def test_no_two_admission_modules_import_each_other():
+    cycles = import_cycles(admission_graph(ROOT))
+    assert cycles == [], "import cycles among services/admission modules:\n" + "\n".join(" <-> ".join(c)
+                                                                                         for c in cycles)
+
+
+def test_an_admission_layer_imports_no_higher_one():
+    upward = upward_imports(admission_graph(ROOT))
+    assert upward == [], f"layers {' < '.join(ADMISSION_LAYERS)}; imports running up:\n" + "\n".join(upward)
+
+
+def test_policies_read_of_the_state_only_the_snapshot_and_the_queue_view():
+    reads = policies_reading_state(admission_graph(ROOT))
+    assert reads == [], "policies see the Snapshot and QueueView only:\n" + "\n".join(reads)
+
+
+def test_the_admission_checks_would_see_a_cycle_and_an_upward_import():
+    graph = {"services.admission.model.a": {"services.admission.state.b"},
+             "services.admission.state.b": {"services.admission.model.a"},
+             "services.admission.policies.c": {"services.admission.state.fold", "services.admission.state.snapshot"}}
+    assert import_cycles(graph) == [["services.admission.model.a", "services.admission.state.b"]]
+    assert upward_imports(graph) == ["services.admission.model.a (model) -> services.admission.state.b (state)"]
+    assert policies_reading_state(graph) == ["services.admission.policies.c -> services.admission.state.fold"]
+    # a function-local import is an edge too
+    assert "services.admission.state.fold" in admission_graph(ROOT)["services.admission.purge"]

@@ -1,15 +1,18 @@
 """Admission: one scheduling cycle: ordering, the cost and cache gates, concurrency, assume/unassume."""
 from __future__ import annotations
 
+import inspect
+import re
+
 import pytest
 
 from proto.events import OperationAdmitted, OperationSucceeded
 from proto.queues import Queue as QueueConfig
 from proto.queues import QueuesConfig
 from services.admission import cycle
-from services.admission.policies.ordering import sort_key
-from services.admission.queues import compile_book
-from services.admission.state import AdmissionState, Status
+from services.admission.model.ordering import sort_key
+from services.admission.model.queues import compile_book
+from services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import (
     T0,
     cache_hit,
@@ -91,7 +94,7 @@ def test_a_cache_hit_ends_the_op_succeeded_and_admits_nothing(c):
     decisions = decide(state, now=t(3))
     assert decisions == [OperationSucceeded(op_id="a", at=t(3), reason=cycle.CACHE_HIT_REASON)]
     assert state.ops["a"].status == Status.SUCCEEDED
-    assert state.ops["a"].cache_hit_of == "old"
+    assert state.ops["a"].history.cache_hit_of == "old"
     assert decide(state) == []
 
 
@@ -171,3 +174,11 @@ def test_a_stopped_queued_op_is_skipped_by_the_cycle():
 def test_ops_of_a_queue_no_longer_configured_are_left_waiting():
     state = fold(ready("a", queue="gone"))
     assert decide(state, queues(("default", 5))) == []
+
+
+def test_the_cycles_docstring_numbers_the_steps_run_takes():
+    """The module's docstring lists the steps of ``Cycle.run``, numbered as the comments in ``run`` number them."""
+    listed = [int(n) for n in re.findall(r"^(\d+)\. ", cycle.__doc__ or "", re.M)]
+    taken = [int(n) for n in re.findall(r"# (\d+)$", inspect.getsource(cycle.Cycle.run), re.M)]
+    assert listed == taken == list(range(1, len(listed) + 1)) and len(listed) > 5
+
