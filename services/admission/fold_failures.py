@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bus import logging as oplog
 from proto.codec import type_of
 from proto.events import Event, OperationFailed, OperationRejected, OperationSubmitted
 from proto.lifecycle import Status
 from proto.reasons import Failure
 from services.admission.records import OpRecord
-from services.runtime import logging as oplog
 
 if TYPE_CHECKING:
     from services.admission.fold import OpFold
