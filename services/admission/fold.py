@@ -93,7 +93,7 @@ class OpFold(PreemptionsInFlight):
 
     def _fold(self, event: Event, seq: int) -> bool:
         self.position = max(self.position, seq)
-        if isinstance(event, SpendRolled):  # a budget scope's totals, no op's event (``rules.spend_totals``)
+        if isinstance(event, SpendRolled):  # a budget scope's totals, no op's event (``proto.spend_totals``)
             self.spend.roll(event)
             return self._spent()
         if event.op_id not in self.ops and not isinstance(event, OperationSubmitted):

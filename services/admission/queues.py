@@ -1,6 +1,6 @@
 """The queue configuration in force, compiled for the cycle: quotas as numbers, cohorts, flavors.
 
-What people write, and its validation, is ``rules.queues_file``.
+What people write, and its validation, is ``proto.queues_file``.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""What an op runs: its templates rendered with its own values and globals (``rules.templating``).
+"""What an op runs: its templates rendered with its own values and globals (``proto.templating``).
 
-At submit, ``conditions`` is evaluated (``rules.conditions``) and a templated ``queue`` and node
+At submit, ``conditions`` is evaluated (``proto.conditions``) and a templated ``queue`` and node
 selector values are rendered before the op is routed; then every container is rendered once with the
 op's real globals, so an op that cannot render is rejected (``invalid_template``) instead of running
 braces. Each admission renders again (``rendered``) from the spec as written, so a restart, a copy, a

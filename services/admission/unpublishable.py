@@ -11,7 +11,7 @@ A cycle's decision that cannot be published is forgotten and its op rejected, or
 goes on with the others. Should that end be refused too, the op is ended here all the same (it holds nothing and
 is decided no more until a restart replays it) and readiness names the refused subject (``stalls``).
 
-Specs over ``proto.limits.MAX_SPEC_BYTES`` are refused at submit (``rules.spec_size``); a too-large message is the
+Specs over ``proto.limits.MAX_SPEC_BYTES`` are refused at submit (``proto.spec_size``); a too-large message is the
 rest: a server configured with a smaller max payload, or what admission adds to a spec."""
 from __future__ import annotations
 
