@@ -164,7 +164,7 @@ def calibration_pod(i: int, namespace: str) -> dict:
     """The dispatcher's own pod body for a 1-GPU op, pinned to a node name no kubelet serves."""
     from bench.workload import gpu_spec
     from proto.events import OperationAdmitted
-    from proto.podspec import build_pods
+    from rules.podspec import build_pods
 
     admitted = OperationAdmitted(op_id=f"cal{i:09d}", at=datetime.now(timezone.utc), spec=gpu_spec(),
                                  queue="default", namespace=namespace, pod_name=f"op-cal{i:09d}-0")

@@ -26,8 +26,8 @@ SOURCE = "opsched-admission"
 
 
 def _headers(event) -> dict[str, str]:
+    from bus.addressing import default_msg_id
     from proto import cloudevents, codec
-    from services.runtime.addressing import default_msg_id
 
     mid = default_msg_id(event)
     return {"Nats-Msg-Id": mid, **cloudevents.headers(codec.type_of(event), mid, SOURCE, event.op_id, event.at)}
@@ -42,8 +42,8 @@ async def _configure(bus, config) -> None:
 
 
 async def _generate(url: str, n_ops: int, workload_file: Path | None) -> dict[str, float]:
+    from bus.bus import Bus
     from proto import codec, subjects
-    from services.runtime.bus import Bus
 
     workload = build_file(workload_file, pending=n_ops)
     bus = await Bus.connect(url, "bench-generator")
@@ -80,9 +80,9 @@ def build_template(root: Path, n_ops: int, workload_file: Path | None = None) ->
 
 
 async def _cold_start(url: str, n_ops: int) -> dict[str, float]:
+    from bus.bus import Bus
     from services.admission import cycle
     from services.admission.service import Admission
-    from services.runtime.bus import Bus
     from services.runtime.settings import Settings
 
     settings = Settings(nats_url=url, log_format="json", log_level="warning")
@@ -106,8 +106,8 @@ async def _cold_start(url: str, n_ops: int) -> dict[str, float]:
 
 
 async def _raw_replay(url: str, expected: int) -> dict[str, float]:
+    from bus.bus import Bus
     from proto import subjects
-    from services.runtime.bus import Bus
 
     bus = await Bus.connect(url, "bench-raw-replay")
     got = {"n": 0}

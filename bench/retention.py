@@ -50,8 +50,8 @@ async def _generate(url: str, first: int, n_ops: int, finished: bool) -> int:
     from bench.coldstart import _headers
     from bench.generator import build_file
     from bench.workload import at, op_id, pending_events
+    from bus.bus import Bus
     from proto import codec, subjects
-    from services.runtime.bus import Bus
 
     workload = build_file(None, pending=n_ops)
     bus = await Bus.connect(url, "bench-generator")
@@ -70,9 +70,9 @@ async def _generate(url: str, first: int, n_ops: int, finished: bool) -> int:
 
 async def _start_admission(url: str) -> dict:
     """In a child process: a real admission's start on the store, timed, with its RSS growth."""
+    from bus.bus import Bus
     from proto import subjects
     from services.admission.service import build
-    from services.runtime.bus import Bus
     from services.runtime.settings import Settings
 
     bus = await Bus.connect(url, "bench-admission")
@@ -98,8 +98,8 @@ async def _start_admission(url: str) -> dict:
 async def _retain(url: str, n_ops: int) -> dict:
     from datetime import datetime, timezone
 
+    from bus.bus import Bus
     from services.admission.service import build
-    from services.runtime.bus import Bus
     from services.runtime.clock import SystemClock
     from services.runtime.settings import Settings
 

@@ -28,9 +28,9 @@ from bench.common import proc_cpu_s
 from bench.faults.processes import ServiceProcesses
 from bench.pipeline import SUBMITTERS, Observer, _burst, _unloaded, pipeline_workload
 from bench.workload import spec_of, write_queues
+from bus.bus import Bus
 from opsched.client import Client
 from opsched.natsserver import NatsCluster, NatsServer
-from services.runtime.bus import Bus
 
 SECTION = sf.SECTION  # the round's key: s_scaling.<setup>.<figure>
 WARMUP = 2 * SUBMITTERS  # concurrent ops before the measures: every replica has handled some

@@ -114,8 +114,8 @@ def summary(tally: Tally, log: Log, by_kind: dict[str, list[float]], durations: 
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    from bus import logging as oplog
     from opsched.localcluster.controlplane import ControlPlane, ensure_built
-    from services.runtime import logging as oplog
 
     oplog.configure("console", "error")  # the harness's NATS connection is told of every outage
     ensure_built()

@@ -11,6 +11,9 @@ from typing import Any
 
 import msgspec
 
+from bus import tracing
+from bus.bus import Bus
+from bus.credentials import Credentials
 from opsched.directreads import reads_for
 from opsched.verdicts import (  # noqa: F401 - VerdictUnknown: the SDK's callers catch it from here
     VERDICT_TIMEOUT_S,
@@ -52,11 +55,8 @@ from proto.schedules import (
     ScheduleSpec,
 )
 from proto.spec import OpSpec
-from proto.spec_size import SpecTooLarge, too_large
 from proto.summaries import OpSummary
-from services.runtime import tracing
-from services.runtime.bus import Bus
-from services.runtime.credentials import Credentials
+from rules.spec_size import SpecTooLarge, too_large
 
 
 def new_op_id() -> str:

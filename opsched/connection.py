@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bus.credentials import CredentialsError
 from opsched import context
 from opsched.endpoint import unreachable
-from services.runtime.credentials import CredentialsError
 
 EXIT_INVALID = 2
 EXIT_UNREACHABLE = 3

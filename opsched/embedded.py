@@ -167,8 +167,8 @@ class Embedded:
 
     async def connect(self, url: str, name: str):
         """A service's bus, as the service's own NATS user (the runner's ``connect``)."""
+        from bus.bus import Bus
         from opsched import natsauth
-        from services.runtime.bus import Bus
 
         credentials = natsauth.credentials(self.auth_dir, natsauth.service_of(name)) if self.auth_dir else None
         return await Bus.connect(url, name, replicas=self.replicas, credentials=credentials,
@@ -202,7 +202,7 @@ class Embedded:
     def _start_local_cluster(self) -> None:
         from opsched.localcluster.controlplane import ControlPlane, ensure_built
         from opsched.localcluster.simkubelet import spawn
-        from proto.pod_security import ENFORCE_LABEL
+        from rules.pod_security import ENFORCE_LABEL
 
         ensure_built()
         workdir = self.data_dir / "k8s"
@@ -256,8 +256,8 @@ def namespace_levels_of(default: str, queues: Path | None) -> dict[str, str]:
     """Where ops may run — the default namespace and each queue's own — each with its Pod Security level; a file
     admission will refuse: the default namespace only (the services say what is wrong with the file). `opsched up`
     creates them as the admin: the dispatcher creates none."""
-    from proto.pod_security import namespace_levels
-    from proto.queues_file import QueuesConfigError, load_queues
+    from rules.pod_security import namespace_levels
+    from rules.queues_file import QueuesConfigError, load_queues
 
     try:
         config = load_queues(queues)
@@ -374,8 +374,9 @@ async def _start_view(embedded: Embedded):
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from services.runtime import eventloop, tracing
-    from services.runtime import logging as oplog
+    from bus import logging as oplog
+    from bus import tracing
+    from services.runtime import eventloop
 
     settings_log = "json" if args.demo else "auto"
     oplog.configure(settings_log, "warning" if args.demo else "info")

@@ -14,8 +14,8 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bus.connecting import client_context
 from opsched.children import die_with_parent
-from services.runtime.connecting import client_context
 
 if TYPE_CHECKING:
     from opsched.tls import TlsFiles

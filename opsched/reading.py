@@ -29,8 +29,8 @@ def print_json(value: Any) -> None:
 
 def with_client(args: argparse.Namespace, action: Callable[[Any], Awaitable[int]]) -> int:
     """Connect as the CLI does (exit 3 when NATS cannot be reached), run ``action(client)``, close."""
-    from services.runtime.bus import StreamFull
-    from services.runtime.refusals import NotPermitted
+    from bus.bus import StreamFull
+    from bus.refusals import NotPermitted
 
     async def run() -> int:
         client = await _connect(args)

@@ -1,7 +1,7 @@
 """Admission's verdict on one command (stop, approve, reject, restart, copy, resume), read from the op stream.
 
 A command carries a ``request_id`` chosen by its sender; its Nats-Msg-Id is ``<op_id>.<verb>.<request_id>``
-(``services.runtime.addressing``). Admission answers every such command, on the op's subjects:
+(``bus.addressing``). Admission answers every such command, on the op's subjects:
 
 - done: the event its handler returns carries the ``request_id`` (stop: ``stop_requested``, or ``stopped`` for an
   op that held no pod; approve: ``approved``; reject: ``rejected``; resume: ``resumed``); a restart or copy is

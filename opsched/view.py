@@ -28,11 +28,11 @@ from proto.events import (
     RetryScheduled,
     SpendRolled,
 )
-from proto.failures import will_retry_after
 from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, RETRY_SHOWN, SHOWN, TERMINAL_LABELS, Status
 from proto.reasons import Ending, Reason, dependency_name, message
 from proto.resources import gpus_label
 from proto.summaries import OpSummary
+from rules.failures import will_retry_after
 
 TERMINAL_STATUSES = TERMINAL_LABELS
 

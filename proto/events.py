@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from proto.pod_security import DEFAULT_LEVEL, AllowableVolume, Level
+from proto.queues import DEFAULT_LEVEL, AllowableVolume, Level
 from proto.reasons import Ending
 from proto.spec import OpSpec, Wire
 from proto.spec_checks import money
@@ -81,7 +81,7 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     pending_timeout_s: float | None = None  # its queue's pendingTimeout: Unschedulable longer is requeued
     pod_security: Level = DEFAULT_LEVEL  # its queue's podSecurity: what the dispatcher checks its pods against
     allow_secret_volumes: bool = False  # its queue's allowSecretVolumes
-    service_accounts: list[str] = []  # its queue's serviceAccounts (the rest as well: ``proto.pod_security.CARRIED``)
+    service_accounts: list[str] = []  # its queue's serviceAccounts (the rest as well: ``rules.pod_security.CARRIED``)
     allow_service_account_token: bool = False
     priority_class_names: list[str] = []
     allow_volumes: list[AllowableVolume] = []

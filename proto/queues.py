@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from proto.access import Access
-from proto.pod_security import DEFAULT_LEVEL, AllowableVolume, Level
 from proto.resources import is_accelerator
 from proto.spec import Wire
 
@@ -21,6 +20,11 @@ Quantity = str | int | float
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
 DEFAULT_MAX_PENDING_PER_USER = 1000  # a queue's maxPendingPerUser unless it sets one (0: no cap)
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+# A queue's pods' Pod Security Standards level, checked by ``rules.pod_security``, and the volume kinds a queue may
+# allow them (refused otherwise, at baseline and restricted)
+Level = Literal["privileged", "baseline", "restricted"]
+DEFAULT_LEVEL: Level = "baseline"
+AllowableVolume = Literal["persistentVolumeClaim", "nfs"]
 
 
 # Where admission puts an accelerator pod among the nodes it fits (``services.admission.policies.placement``):
@@ -135,9 +139,9 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     aging: Aging = msgspec.field(default_factory=Aging)
     weight: Annotated[float, msgspec.Meta(gt=0)] = 1.0  # fair-sharing weight within its cohort
     approval: ApprovalPolicy = msgspec.field(default_factory=ApprovalPolicy)
-    pod_security: Level = DEFAULT_LEVEL  # its pods' Pod Security Standards level (``proto.pod_security``)
+    pod_security: Level = DEFAULT_LEVEL  # its pods' Pod Security Standards level (``rules.pod_security``)
     allow_secret_volumes: bool = False  # `secret` volumes (and projected secrets) in its pods; refused unless set
-    # What its pods may name (at baseline and restricted; ``proto.pod_security``): each unset, none
+    # What its pods may name (at baseline and restricted; ``rules.pod_security``): each unset, none
     service_accounts: list[str] = []  # serviceAccountName
     allow_service_account_token: bool = False  # automountServiceAccountToken true (or unset with an account named)
     priority_class_names: list[str] = []  # the pods' priorityClassName (Kubernetes', not priorityClasses above)

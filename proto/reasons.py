@@ -272,7 +272,7 @@ class Refusal(StrEnum):
     PRIORITY_TOO_HIGH = "priority_too_high"  # a priority above its queue's
     APPROVAL_REJECTED = "approval_rejected"  # `opsched reject` of an op held for approval
     NOT_ALLOWED = "not_allowed"  # the requester may not (``proto.access``)
-    SPEC_TOO_LARGE = "spec_too_large"  # over ``proto.spec_size``'s bound
+    SPEC_TOO_LARGE = "spec_too_large"  # over ``rules.spec_size``'s bound
     FORBIDDEN_POD_SPEC = "forbidden_pod_spec"  # a pod spec its queue's podSecurity forbids
     UNSEALABLE_ENV = "unsealable_env"  # its env cannot be opened (``services.runtime.sealing``)
     INVALID_TEMPLATE = "invalid_template"

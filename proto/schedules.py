@@ -26,10 +26,15 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from proto.cron import utc
 from proto.events import Event
 from proto.spec import OpSpec, Wire
 from proto.subjects import valid_token
+
+
+def utc(t: datetime) -> datetime:
+    """Naive times are UTC; aware ones are converted (how a schedule's times are read, and cron evaluated)."""
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
 
 ScheduleKind = Literal["cron", "interval", "datetime"]
 SCHEDULE_KINDS: tuple[str, ...] = ("cron", "interval", "datetime")

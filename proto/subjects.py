@@ -80,7 +80,7 @@ JS_ADVISORIES = "$JS.EVENT.ADVISORY.>"
 # admission's: ``STREAM_ALIGN``), message and direct gets, ephemeral consumers (ordered followers, the replays), and
 # its own durables (``durables_of``: the others' are denied by name). Consumers only by the forms that name them in
 # the subject: the older ``CONSUMER.CREATE.<stream>`` takes the name from the body, and would update a durable that
-# the denials name (the services name every consumer: ``services.runtime.bus.JetStream``)
+# the denials name (the services name every consumer: ``bus.bus.JetStream``)
 JS_SERVICE = ("$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
               "$JS.API.STREAM.CREATE.*", "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>",
               "$JS.API.CONSUMER.CREATE.*.*", "$JS.API.CONSUMER.CREATE.*.*.>", "$JS.API.CONSUMER.DURABLE.CREATE.>", "$JS.API.CONSUMER.INFO.>",

@@ -1,5 +1,5 @@
 """Whether a text is a template: it holds a Jinja marker (``{{``, ``{%``, ``{#``). Apart from
-``proto.templating`` so the contract's checks (``proto.spec_checks``) can tell without importing Jinja."""
+``rules.templating`` so the contract's checks (``proto.spec_checks``) can tell without importing Jinja."""
 from __future__ import annotations
 
 MARKERS = ("{{", "{%", "{#")

@@ -41,12 +41,12 @@ def _logging_as_it_was() -> Iterator[None]:
 
 @pytest.fixture
 def spans() -> Iterator[object]:
-    """Tracing on for this test (``services.runtime.tracing``, every service built from now), its spans kept in
+    """Tracing on for this test (``bus.tracing``, every service built from now), its spans kept in
     memory: the fixture is the ``InMemorySpanExporter``."""
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from services.runtime import tracing
+    from bus import tracing
 
     exporter = InMemorySpanExporter()
     tracing.install(lambda: [SimpleSpanProcessor(exporter)])

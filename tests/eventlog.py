@@ -4,9 +4,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from bus.bus import Bus
 from proto import codec, subjects
 from proto.events import Event
-from services.runtime.bus import Bus
 
 
 class EventLog:

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bus.credentials import Credentials
 from opsched import natsauth
 from opsched.natsserver import NatsCluster, NatsServer, free_port
 from opsched.tls import TlsFiles, ensure_tls
-from services.runtime.credentials import Credentials
 from tests.builders import identities
 from tests.builders.identities import HARNESS, Identity
 
@@ -101,7 +101,7 @@ class SecureNats:
         """A ``Bus`` named ``name`` as ``identity`` (default: by its name, ``identities.of_connection``: the
         service of ``opsched-<service>``, else ``admin``), over TLS verified with this server's CA. The signature
         of the runner's ``connect(url, name)``."""
-        from services.runtime.bus import Bus
+        from bus.bus import Bus
 
         identity = identity or identities.of_connection(name)
         options.setdefault("replicas", self.replicas)

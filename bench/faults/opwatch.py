@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import Iterable
 from datetime import datetime
 
+from bus.bus import Bus
 from opsched.view import OpsView
 from proto import codec, subjects
 from proto.events import Event, OperationSubmitted
-from services.runtime.bus import Bus
 
 
 class OpWatch:

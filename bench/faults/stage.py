@@ -19,6 +19,7 @@ from kubernetes import client
 from bench.faults.opwatch import OpWatch
 from bench.faults.pods import PodLedger
 from bench.faults.processes import SERVICES, ServiceProcesses
+from bus.bus import Bus
 from opsched import natsauth
 from opsched.client import Client
 from opsched.localcluster.controlplane import ControlPlane
@@ -26,7 +27,6 @@ from opsched.localcluster.nodes import delete_nodes
 from opsched.localcluster.simkubelet import spawn, terminate
 from opsched.natsserver import NatsCluster, NatsServer
 from opsched.tls import ensure_tls
-from services.runtime.bus import Bus
 
 QUEUES = """\
 defaultQueue: default

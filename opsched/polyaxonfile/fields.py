@@ -29,7 +29,7 @@ from opsched.polyaxonfile.keys import SUPPORTED_VERSIONS
 from proto.limits import MAX_LIST_ITEMS, MAX_NAME_CHARS
 from proto.resources import QuantityError, parse_quantity
 from proto.subjects import valid_token
-from proto.templating import has_template
+from rules.templating import has_template
 
 _NAME = re.compile(r"^[-a-zA-Z0-9_]{1,%d}$" % MAX_NAME_CHARS)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

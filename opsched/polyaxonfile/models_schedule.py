@@ -12,8 +12,6 @@ from pydantic import AfterValidator
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import Int, Model
-from proto.cron import CronError
-from proto.cron import parse as parse_cron
 from proto.schedules import (
     ScheduleSpec,
     cron_length_problem,
@@ -21,6 +19,8 @@ from proto.schedules import (
     max_runs_problem,
     time_problem,
 )
+from rules.cron import CronError
+from rules.cron import parse as parse_cron
 
 
 def _checked(problem_of: Callable[[Any], str | None]) -> AfterValidator:

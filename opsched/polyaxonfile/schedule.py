@@ -3,7 +3,7 @@
 Schedule (Polyaxon's ``schedule`` on the operation, else on its component)
   * Read only by ``parse_polyaxonfile_with_schedule`` / ``load_polyaxonfile_with_schedule``, which
     return ``(OpSpec, ScheduleSpec | None)``; ``parse_polyaxonfile`` refuses a file with one.
-  * ``kind: cron`` (``cron``: 5 fields or a macro, UTC; ``proto.cron``), ``kind:
+  * ``kind: cron`` (``cron``: 5 fields or a macro, UTC; ``rules.cron``), ``kind:
     interval`` (``frequency``: seconds, from a minute to ten years), ``kind: datetime`` (``startAt``
     required); all take ``startAt``, ``endAt`` (not before startAt), ``maxRuns`` (1 to a million),
     ``dependsOnPast``. Times without a zone are UTC, within 1970 to 2199. The bounds are the

@@ -1,6 +1,6 @@
 """Render an op's templates at the edge, so a file that would run braces is refused before it is published.
 
-The spec is rendered exactly as admission will render it (``proto.templating``), with stand-in globals
+The spec is rendered exactly as admission will render it (``rules.templating``), with stand-in globals
 (an op id of ``PREVIEW_UUID``, created now); each ``TemplateError`` becomes a problem located at the
 field of the polyaxonfile it came from (``run.container.args[0]``, ``run.worker.container.command[1]``,
 ``queue``, ``run.environment.nodeSelector.<key>``).
@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from proto.spec import OpSpec
-from proto.template_sandbox import time_budget
-from proto.templating import (
+from rules.template_sandbox import time_budget
+from rules.templating import (
     Globals,
     TemplateError,
     has_template,

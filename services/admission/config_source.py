@@ -10,15 +10,15 @@ from typing import Any
 
 import msgspec
 
+from bus.addressing import config_digest
+from bus.errors import InvalidInput
 from proto import codec, subjects
 from proto.config import QueuesConfigured, SetQueues
-from proto.queues_file import QueuesConfigError, load_queues
 from proto.reasons import Refusal
+from rules.queues_file import QueuesConfigError, load_queues
 from services.admission.model.queues import compile_book
-from services.runtime.addressing import config_digest
 from services.runtime.clock import Clock
 from services.runtime.config_file import ConfigKind, FileConfigSource
-from services.runtime.errors import InvalidInput
 
 QUEUES: ConfigKind[QueuesConfigured] = ConfigKind(
     name="queues", message_type=QueuesConfigured, load=load_queues, errors=(QueuesConfigError,),

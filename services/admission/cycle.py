@@ -40,12 +40,12 @@ from proto.events import (
     PreemptRequested,
     RetryScheduled,
 )
-from proto.failures import is_infrastructure
 from proto.lifecycle import CACHE_HIT_REASON
-from proto.naming import pod_name, pod_names
-from proto.pod_security import carried, run_policy
 from proto.reasons import Failure, Preemption, Reason
-from proto.templating import TemplateError
+from rules.failures import is_infrastructure
+from rules.naming import pod_name, pod_names
+from rules.pod_security import carried, run_policy
+from rules.templating import TemplateError
 from services.admission import parking
 from services.admission.model import agents
 from services.admission.model.queues import Book

@@ -6,6 +6,7 @@ from datetime import datetime
 
 import msgspec
 
+from bus.errors import InvalidInput
 from proto import subjects
 from proto.access import NOT_ALLOWED, Access, acts_on_all, refusal
 from proto.commands import (
@@ -17,7 +18,6 @@ from proto.commands import (
     StopOperation,
     SubmitOperation,
 )
-from proto.conditions import ConditionError
 from proto.events import (
     Event,
     OperationApproved,
@@ -32,8 +32,9 @@ from proto.queues import not_covered
 from proto.reasons import Ending, Reason, Refusal
 from proto.reasons import message as reason_message
 from proto.spec import EnvVar, OpSpec
-from proto.spec_size import SPEC_TOO_LARGE, too_large
-from proto.templating import TemplateError
+from rules.conditions import ConditionError
+from rules.spec_size import SPEC_TOO_LARGE, too_large
+from rules.templating import TemplateError
 from services.admission.command_rate import CommandRate
 from services.admission.model import agents
 from services.admission.model.ordering import requester_of
@@ -44,7 +45,6 @@ from services.admission.policies.routing import route
 from services.admission.rendering import INVALID_CONDITION, INVALID_TEMPLATE, rendered, routing_fields
 from services.admission.state.admission_state import AdmissionState, Status
 from services.admission.submit_rate import RATE_LIMITED, SubmitRate, requester
-from services.runtime.errors import InvalidInput
 from services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
 from services.runtime.service import Context
 

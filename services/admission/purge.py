@@ -1,6 +1,6 @@
 """Retention, the task: every ``OPSCHED_RETENTION_INTERVAL_S`` admission lets finished ops past their
 ttl leave memory (``retention``) and, where it decides (``is_leader``: only one instance writes and
-purges), first rolls the budget scopes' spend up (``spend_rolled``, ``proto.spend_totals``: their
+purges), first rolls the budget scopes' spend up (``spend_rolled``, ``rules.spend_totals``: their
 charges may then go), then writes each op's summary to the ops bucket and removes its events from the op
 stream with one purge (``ops.*.<op_id>``; an op that announced a ``budget_exceeded`` keeps it, and is
 purged kind by kind, ``submitted`` last, so that an interrupted round leaves an op that replays whole).
@@ -18,12 +18,12 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from bus.bus import Bus
 from proto import codec, permissions, subjects
 from proto.summaries import OpSummary
 from services.admission.model.records import OpRecord
 from services.admission.state.fold import OpFold
 from services.admission.state.retention import Stray, expired, summary_of
-from services.runtime.bus import Bus
 from services.runtime.clock import Clock
 from services.runtime.settings import Settings
 

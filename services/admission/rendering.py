@@ -1,6 +1,6 @@
-"""What an op runs: its templates rendered with its own values and globals (``proto.templating``).
+"""What an op runs: its templates rendered with its own values and globals (``rules.templating``).
 
-At submit, ``conditions`` is evaluated (``proto.conditions``) and a templated ``queue`` and node
+At submit, ``conditions`` is evaluated (``rules.conditions``) and a templated ``queue`` and node
 selector values are rendered before the op is routed; then every container is rendered once with the
 op's real globals, so an op that cannot render is rejected (``invalid_template``) instead of running
 braces. Each admission renders again (``rendered``) from the spec as written, so a restart, a copy, a
@@ -12,12 +12,12 @@ from datetime import datetime
 
 import msgspec
 
-from proto.conditions import evaluate
 from proto.queues import QueuesConfig
 from proto.reasons import Refusal
 from proto.spec import OpSpec
-from proto.template_sandbox import time_budget
-from proto.templating import (
+from rules.conditions import evaluate
+from rules.template_sandbox import time_budget
+from rules.templating import (
     Globals,
     globals_for,
     has_template,

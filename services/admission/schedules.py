@@ -38,7 +38,8 @@ from typing import TypeVar
 
 import msgspec
 
-from proto import cron, subjects
+from bus.errors import InvalidInput
+from proto import subjects
 from proto.events import Event
 from proto.reasons import Refusal, ScheduleEnd
 from proto.schedules import (
@@ -55,8 +56,8 @@ from proto.schedules import (
     run_op_id,
 )
 from proto.spec import OpSpec
+from rules import cron
 from services.admission.model.records import Status
-from services.runtime.errors import InvalidInput
 
 StatusOf = Callable[[str], "str | None"]  # op id -> "succeeded" | "failed" | "running" | None
 FAILED = ScheduleEnd.FAILED  # ScheduleFinished.reason of a schedule disabled because computing its runs raised

@@ -19,6 +19,9 @@ from typing import TypeVar
 
 import msgspec
 
+from bus.bus import Bus, Fence, Received
+from bus.errors import Fenced, MessageTooLarge
+from bus.refusals import NotPermitted
 from proto import codec, subjects
 from proto.access import requester
 from proto.commands import (
@@ -54,12 +57,9 @@ from services.admission.model.queues import Book, QueuesConfigError, compile_boo
 from services.admission.purge import CommandPurge, Retention
 from services.admission.state.admission_state import AdmissionState
 from services.admission.submit_rate import SubmitRate
-from services.runtime.bus import Bus, Fence, Received
 from services.runtime.clock import Clock
 from services.runtime.deadletter import UNKNOWN_OP, guess_op_id
-from services.runtime.errors import Fenced, MessageTooLarge
 from services.runtime.leadership import Leadership
-from services.runtime.refusals import NotPermitted
 from services.runtime.sealing import Sealer
 from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings

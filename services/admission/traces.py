@@ -1,4 +1,4 @@
-"""An op's trace in admission (``services.runtime.tracing``). Admission decides in cycles, so a decision is not
+"""An op's trace in admission (``bus.tracing``). Admission decides in cycles, so a decision is not
 the result of one message: the trace context of the op's ``submitted`` event is kept with its record while the op
 is not finished (taken from the event's headers as the op stream is folded, so a replay rebuilds it), and each
 decision about the op is a span, child of that context, inside which the decision is published: the dispatcher's
@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from contextlib import nullcontext
 from typing import Any
 
+from bus import tracing
 from proto import codec
 from proto.events import Event, OperationSubmitted
 from services.admission.model.records import OpRecord
-from services.runtime import tracing
 
 
 def remember(ops: Mapping[str, OpRecord], event: Event, headers: Mapping[str, str]) -> None:

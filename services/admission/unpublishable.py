@@ -11,19 +11,19 @@ A cycle's decision that cannot be published is forgotten and its op rejected, or
 goes on with the others. Should that end be refused too, the op is ended here all the same (it holds nothing and
 is decided no more until a restart replays it) and readiness names the refused subject (``stalls``).
 
-Specs over ``proto.limits.MAX_SPEC_BYTES`` are refused at submit (``proto.spec_size``); a too-large message is the
+Specs over ``proto.limits.MAX_SPEC_BYTES`` are refused at submit (``rules.spec_size``); a too-large message is the
 rest: a server configured with a smaller max payload, or what admission adds to a spec."""
 from __future__ import annotations
 
 from datetime import datetime
 
+from bus.errors import MessageTooLarge
+from bus.refusals import NotPermitted
 from proto import codec
 from proto.commands import CopyOperation, RestartOperation, SubmitOperation
 from proto.events import Event, OperationFailed, OperationRejected
 from proto.reasons import Failure
 from services.admission.model.records import OpRecord
-from services.runtime.errors import MessageTooLarge
-from services.runtime.refusals import NotPermitted
 
 MESSAGE_TOO_LARGE = Failure.MESSAGE_TOO_LARGE
 PUBLISH_REFUSED = Failure.PUBLISH_REFUSED

@@ -20,8 +20,8 @@ from datetime import datetime
 
 import msgspec
 
-from proto.failures import will_retry_after
 from proto.reasons import CacheMiss
+from rules.failures import will_retry_after
 
 PROCESSING = "processing"
 SUCCEEDED = "succeeded"
@@ -117,6 +117,6 @@ def settle(original: Candidate | None, candidates: list[Candidate], *, op_id: st
 
 
 def failure_is_final(reason: str, max_retries: int | None, earlier: list[str]) -> bool:
-    """Does this failed attempt end the op? As admission decides (``proto.failures``): own failures use
+    """Does this failed attempt end the op? As admission decides (``rules.failures``): own failures use
     a retry, infrastructure ones do not. ``earlier``: the reasons of the op's earlier failed attempts."""
     return not will_retry_after(reason, max_retries, earlier)

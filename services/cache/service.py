@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import msgspec
 
+from bus.bus import Bus
 from proto import codec, subjects
 from proto.events import Event, OperationSubmitted, event_type
 from proto.lifecycle import OP_ENDS
 from services.cache.decide import Decider
 from services.cache.store import CacheStore
-from services.runtime.bus import Bus
 from services.runtime.clock import Clock
 from services.runtime.service import Consumer, Context, Service
 from services.runtime.settings import Settings

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from proto.events import BudgetExceeded, CostRecorded
 from proto.queues import Budget
-from proto.windows import window_end, window_start
+from rules.windows import window_end, window_start
 
 EPSILON = 1e-9
 GPU_HOURS = "gpu_hours"

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bus.bus import Bus
 from proto import subjects
 from proto.events import CostEstimated, CostRecorded, Event, OperationRunning, OperationSubmitted
 from services.cost import metrics
 from services.cost.ledger import LedgerStore
 from services.cost.recorder import ENDS, Recorder, consumed_subjects
 from services.cost.state import CostState
-from services.runtime.bus import Bus
 from services.runtime.clock import Clock
 from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings

@@ -1,5 +1,5 @@
 """What has been spent, for `opsched cost`: folded from the op stream (``submitted``, ``running``,
-``cost_recorded`` and ``spend_rolled``: the totals per budget window are ``proto.spend_totals``, the rule
+``cost_recorded`` and ``spend_rolled``: the totals per budget window are ``rules.spend_totals``, the rule
 admission's budgets use), rebuilt by replay on start. The burn rate reads the charges of the last hour
 (and the attempts running). Pure: time comes from the caller."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ from datetime import datetime, timedelta
 from proto.events import CostRecorded, Event, OperationRunning, OperationSubmitted, SpendRolled
 from proto.queries import BudgetLine, CostAnswer, SpendLine
 from proto.queues import Budget
-from proto.spend_totals import SpendTotals
-from proto.windows import WINDOWS, window_end
+from rules.spend_totals import SpendTotals
+from rules.windows import WINDOWS, window_end
 
 HOUR = timedelta(hours=1)
 

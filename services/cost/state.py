@@ -8,6 +8,7 @@ from datetime import datetime
 
 import msgspec
 
+from bus.bus import Bus
 from proto import codec, subjects
 from proto.cluster import NodeObserved
 from proto.config import PricesConfigured, QueuesConfigured
@@ -30,7 +31,6 @@ from services.cost.estimator import Estimate, estimate, hourly_price
 from services.cost.prices import PricesSource
 from services.cost.recorder import ENDS
 from services.cost.spend import SpendView
-from services.runtime.bus import Bus
 from services.runtime.service import Service
 from services.runtime.settings import Settings
 

@@ -9,9 +9,9 @@ attempt whose
   queue ``default`` at ``baseline`` in ``OPSCHED_NAMESPACE``, which is what admission then has in force too);
 - namespace, pod security level or allowances (``allowSecretVolumes``, ``serviceAccounts``,
   ``allowServiceAccountToken``, ``priorityClassNames``, ``allowVolumes``, ``imagePullSecrets``: the dispatcher checks
-  the pods against what the event carries) are not its queue's (``proto.pod_security.run_policy``, the rule
+  the pods against what the event carries) are not its queue's (``rules.pod_security.run_policy``, the rule
   admission admits with);
-- main pod is not named for the attempt (``proto.naming.pod_name``).
+- main pod is not named for the attempt (``rules.naming.pod_name``).
 
 A refusal is bad input: the op is ``rejected`` (``forbidden_pod_spec``), the message is dead-lettered with an
 ``error`` event, and no pod is created. Before refusing, and before allowing on the built-in default, the
@@ -25,15 +25,15 @@ from typing import Any
 
 import msgspec
 
+from bus.bus import Bus
+from bus.errors import DependencyUnavailable, InvalidInput
 from proto import codec, subjects
 from proto.config import QueuesConfigured
 from proto.events import OperationAdmitted, OperationRejected
-from proto.naming import pod_name
-from proto.pod_security import mismatches, policy_of, run_policy
 from proto.queues import QueuesConfig
 from proto.reasons import Refusal
-from services.runtime.bus import Bus
-from services.runtime.errors import DependencyUnavailable, InvalidInput
+from rules.naming import pod_name
+from rules.pod_security import mismatches, policy_of, run_policy
 
 REFUSED = Refusal.FORBIDDEN_POD_SPEC  # the op's rejection, as for a pod spec its queue forbids
 INVALID_OP_ID = Refusal.INVALID_OP_ID

@@ -1,5 +1,5 @@
 """An admitted attempt becomes pods. A pod spec that would bypass GPU accounting, or whose pods break its
-queue's pod security level (``proto.pod_security``), is refused (``rejected``, ``forbidden_pod_spec``, no pod
+queue's pod security level (``rules.pod_security``), is refused (``rejected``, ``forbidden_pod_spec``, no pod
 created); else every pod of the attempt is created (one, or a gang;
 409: it exists already, as a pod of the same op and attempt) and the attempt is ``dispatched``. When
 the API refuses a pod, or a pod of that name belongs to another op or attempt, the pods of the gang
@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from proto import reserved_keys
+from bus.errors import DependencyUnavailable
 from proto.events import (
     DispatchDelayed,
     Event,
@@ -24,15 +24,15 @@ from proto.events import (
     OperationFailed,
     OperationRejected,
 )
-from proto.gpu_accounting import violations
-from proto.pod_security import check_pods, policy_of
-from proto.podspec import ANNOTATION_EVICTED, build_pods, rendezvous_service
 from proto.reasons import Refusal
+from rules import reserved_keys
+from rules.gpu_accounting import violations
+from rules.pod_security import check_pods, policy_of
+from rules.podspec import ANNOTATION_EVICTED, build_pods, rendezvous_service
 from services.dispatcher.gang import POD_REJECTED
 from services.dispatcher.k8s import Kube, PodRejected
 from services.dispatcher.podtrace import create_pod
 from services.dispatcher.preempt import Releaser
-from services.runtime.errors import DependencyUnavailable
 from services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
 from services.runtime.service import Context
 

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from proto.events import OperationEvicted, OperationTimedOut
-from proto.podspec import (
+from proto.reasons import Eviction
+from rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PENDING_TIMEOUT,
     ANNOTATION_TTL,
     LABEL_ATTEMPT,
     LABEL_OP,
 )
-from proto.reasons import Eviction
 from services.dispatcher.gang import gang_backoff
 from services.dispatcher.kobjects import ObjectMeta, Pod, PodCondition, PodStatus
 from services.runtime.clock import Clock

@@ -29,7 +29,8 @@ from proto.events import (
     OperationSucceeded,
     OperationTimedOut,
 )
-from proto.podspec import (
+from proto.reasons import Eviction, Failure
+from rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PREEMPT_MESSAGE,
     ANNOTATION_PREEMPT_REASON,
@@ -37,7 +38,6 @@ from proto.podspec import (
     ANNOTATION_STOPPED,
     MAIN_REPLICA,
 )
-from proto.reasons import Eviction, Failure
 
 AttemptKey = tuple[str, int]  # (op id, attempt): op ids are unique across namespaces
 PREEMPTED, STOPPED, EVICTED = "preempted", "stopped", "evicted"

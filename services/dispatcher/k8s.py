@@ -34,11 +34,11 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from proto.podspec import LABEL_ATTEMPT, LABEL_OP
+from bus.errors import DependencyUnavailable
 from proto.reasons import Failure
+from rules.podspec import LABEL_ATTEMPT, LABEL_OP
 from services.dispatcher.kobjects import Pod, decode_pod_list
 from services.dispatcher.metrics import PodMeasures
-from services.runtime.errors import DependencyUnavailable
 
 KUBERNETES = "kubernetes"
 DEFAULT_TIMEOUT_S = 15.0
@@ -234,7 +234,7 @@ class Kube:
         return [pod.metadata.name for pod in decode_pod_list(data).items]
 
     async def create_service(self, body: dict[str, Any]) -> bool:
-        """Create a gang's rendezvous Service (``proto.rendezvous``); False when it exists (409: its name is
+        """Create a gang's rendezvous Service (``rules.rendezvous``); False when it exists (409: its name is
         the attempt's). A refusal is the attempt's (``PodRejected``), as a pod's is."""
         name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
         if self.namespaces and ns not in self.namespaces:

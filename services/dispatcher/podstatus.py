@@ -1,7 +1,8 @@
 """Translate a pod into what the dispatcher knows about it (pure; no API calls)."""
 from __future__ import annotations
 
-from proto.podspec import (
+from proto.reasons import Failure
+from rules.podspec import (
     LABEL_ATTEMPT,
     LABEL_GANG_SIZE,
     LABEL_OP,
@@ -9,7 +10,6 @@ from proto.podspec import (
     MAIN_REPLICA,
     WATCHED_ANNOTATIONS,
 )
-from proto.reasons import Failure
 from services.dispatcher.gang import PodView
 from services.dispatcher.kobjects import Pod
 

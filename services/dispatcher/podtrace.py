@@ -1,4 +1,4 @@
-"""The dispatcher's part of an op's trace (``services.runtime.tracing``), tracing on: a CLIENT span around each
+"""The dispatcher's part of an op's trace (``bus.tracing``), tracing on: a CLIENT span around each
 pod's create, child of the span handling the ``admitted``; the pod carries that span's context as the annotation
 ``opsched.io/traceparent``, and what the pod watch later reports of the attempt (``running``, ``succeeded``, ...)
 carries it on, so the services that handle those events continue the op's trace."""
@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from proto.podspec import ANNOTATION_TRACEPARENT, LABEL_ATTEMPT, LABEL_OP, LABEL_REPLICA
+from bus import tracing
+from rules.podspec import ANNOTATION_TRACEPARENT, LABEL_ATTEMPT, LABEL_OP, LABEL_REPLICA
 from services.dispatcher.gang import PodView
 from services.dispatcher.k8s import CreateResult, Kube
-from services.runtime import tracing
 
 
 async def create_pod(kube: Kube, pod: dict[str, Any], service: str) -> CreateResult:

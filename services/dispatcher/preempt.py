@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from proto import rendezvous
 from proto.events import (
     Event,
     OperationEvicted,
@@ -21,7 +20,8 @@ from proto.events import (
     PreemptRequested,
     StopRequested,
 )
-from proto.podspec import (
+from rules import rendezvous
+from rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PREEMPT_MESSAGE,
     ANNOTATION_PREEMPT_REASON,

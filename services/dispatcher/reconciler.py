@@ -31,8 +31,8 @@ from typing import Any
 
 from proto import codec
 from proto.events import Event, OperationFailed
-from proto.podspec import ANNOTATION_EVICTED
 from proto.reasons import Eviction
+from rules.podspec import ANNOTATION_EVICTED
 from services.dispatcher.attempts import Attempt, Attempts, Stage
 from services.dispatcher.gang import DELETED_REASON, AttemptKey, PodView, assess, main_of
 from services.dispatcher.preempt import _pause

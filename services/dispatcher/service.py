@@ -20,6 +20,7 @@ import dataclasses
 
 import msgspec
 
+from bus.bus import Bus
 from proto import codec, subjects
 from proto.cluster import AgentHeartbeat
 from proto.events import (
@@ -30,8 +31,8 @@ from proto.events import (
     PreemptRequested,
     StopRequested,
 )
-from proto.podspec import ANNOTATION_EVICTED, SELECTOR
 from proto.reasons import Eviction
+from rules.podspec import ANNOTATION_EVICTED, SELECTOR
 from services.dispatcher.admitted_checks import QueuesInForce
 from services.dispatcher.attempts import Attempt, Attempts, folded_subjects
 from services.dispatcher.dispatch import dispatch
@@ -45,7 +46,6 @@ from services.dispatcher.podstatus import view_of
 from services.dispatcher.preempt import Releaser, check_gangs
 from services.dispatcher.reconciler import Reconciler
 from services.dispatcher.watcher import PodWatcher
-from services.runtime.bus import Bus
 from services.runtime.clock import Clock
 from services.runtime.service import Consumer, Context, Service, Task
 from services.runtime.settings import Settings

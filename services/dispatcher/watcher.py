@@ -34,7 +34,7 @@ from proto.events import (
     OperationTimedOut,
     PreemptRequested,
 )
-from proto.podspec import ANNOTATION_EVICTED, SELECTOR
+from rules.podspec import ANNOTATION_EVICTED, SELECTOR
 from services.dispatcher.gang import (
     GANG_FAILED,
     GANG_FINISHED,

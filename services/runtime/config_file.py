@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from services.runtime.bus import Bus
+from bus.bus import Bus
 from services.runtime.clock import Clock
 
 POLL_S = 2.0

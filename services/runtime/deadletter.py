@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 
+from bus.bus import Bus, Received
+from bus.errors import MessageTooLarge
+from bus.sizes import wire_size
 from proto import subjects
 from proto.events import ErrorRaised
-from services.runtime.bus import Bus, Received
 from services.runtime.clock import Clock
-from services.runtime.errors import MessageTooLarge
-from services.runtime.sizes import wire_size
 
 UNKNOWN_OP = "-"  # never a valid op id, so it cannot collide with one
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import msgspec
 
+from bus.bus import Received
 from proto import codec, subjects
 from proto.events import HandlerFailed
-from services.runtime.bus import Received
 from services.runtime.clock import Clock
 
 

@@ -27,10 +27,10 @@ from typing import Any
 
 import structlog
 
+from bus.bus import Received, as_unavailable
 from proto import subjects
 from proto.in_hand import InHand
 from proto.reasons import DeadLetter
-from services.runtime.bus import Received, as_unavailable
 from services.runtime.kvstore import KVStore
 
 POISON = DeadLetter.POISON_MESSAGE  # the reason of its dead letter

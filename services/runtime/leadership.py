@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any, TypeVar
 
+from bus.bus import Fence
 from proto import subjects
 from proto.leases import LeaderClaimed
-from services.runtime.bus import Fence
 from services.runtime.clock import Clock
 from services.runtime.lease import KVLease
 

@@ -10,16 +10,16 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from bus.bus import Received, StreamFull, as_unavailable
+from bus.errors import DependencyUnavailable
 from services.runtime.backoff import Backoff
-from services.runtime.bus import Received, StreamFull, as_unavailable
 from services.runtime.clock import Clock
-from services.runtime.errors import DependencyUnavailable
 from services.runtime.handling import quietly as _quietly
 from services.runtime.liveness import HandlerLoops
 from services.runtime.waits import Wait, Waits
 
 if TYPE_CHECKING:
-    from services.runtime.bus import Bus
+    from bus.bus import Bus
 
 T = TypeVar("T")
 

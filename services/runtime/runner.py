@@ -7,10 +7,11 @@ import functools
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 
-from services.runtime import eventloop, metrics, tracing
-from services.runtime import logging as oplog
-from services.runtime.bus import Bus
-from services.runtime.credentials import of_settings
+from bus import logging as oplog
+from bus import tracing
+from bus.bus import Bus
+from bus.credentials import of_settings
+from services.runtime import eventloop, metrics
 from services.runtime.health import HealthServer
 from services.runtime.service import Service
 from services.runtime.settings import Settings

@@ -15,7 +15,7 @@ A service is a subclass of ``Service``, the same anatomy in all four::
 
 A handler returns the events that happened; it never publishes. Nothing is acked before the
 events it produced are stored in JetStream. Three kinds of failure, handled differently
-(``services.runtime.errors``):
+(``bus.errors``):
 
 - malformed input (or ``InvalidInput``) is terminated, dead-lettered and answered with an error event
   at once; the service keeps going;
@@ -43,16 +43,18 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 from nats.errors import TimeoutError as NatsTimeout
 
+from bus import logging as oplog
+from bus import rebuilding, tracing
+from bus.bus import Bus, Fence, Received
+from bus.errors import Fenced, InvalidInput, MessageTooLarge
+from bus.refusals import NotPermitted
 from proto import codec, permissions, subjects
 from proto.reasons import DeadLetter, Reason, Refusal
-from services.runtime import inbox, rebuilding, selfreport, tracing
-from services.runtime import logging as oplog
+from services.runtime import inbox, selfreport
 from services.runtime.backoff import Backoff
-from services.runtime.bus import Bus, Fence, Received
 from services.runtime.clock import Clock, SystemClock
 from services.runtime.consumer import Consumer, Context, Handler, Subscription, consumers_of
 from services.runtime.deadletter import dead_letter
-from services.runtime.errors import Fenced, InvalidInput, MessageTooLarge
 from services.runtime.handling import as_list as _as_list
 from services.runtime.handling import handler_failed as _handler_failed
 from services.runtime.handling import quietly as _quietly
@@ -62,7 +64,6 @@ from services.runtime.leadership import Leadership, holder_id
 from services.runtime.liveness import HandlerLoops
 from services.runtime.maxdeliveries import listen as listen_for_lost
 from services.runtime.outages import Draining, WaitsOut
-from services.runtime.refusals import NotPermitted
 from services.runtime.settings import Settings
 from services.runtime.stalls import Stalls
 from services.runtime.waits import Waits

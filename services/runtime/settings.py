@@ -2,21 +2,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bus.bus import StreamLimits
 from proto import subjects
-
-
-class StreamLimits(NamedTuple):
-    """What a stream keeps at most: messages this old (0: any age), this many bytes (-1: any), and, given,
-    this many messages per subject (the stream's own default otherwise)."""
-
-    max_age_s: float
-    max_bytes: int
-    per_subject: int | None = None
 
 
 class Settings(BaseSettings):
@@ -139,7 +131,7 @@ class Settings(BaseSettings):
 
     def stream_limits(self) -> dict[str, StreamLimits]:
         """What each stream keeps at most (``StreamLimits``); what happens at the limit is the stream's
-        (``services.runtime.bus.DISCARD``). The op stream has no age limit: replay depends on it; admission purges
+        (``bus.bus.DISCARD``). The op stream has no age limit: replay depends on it; admission purges
         finished ops from it (``retention``). The command stream's per-subject cap is the backlog per identity."""
         return {subjects.CMD_STREAM: StreamLimits(self.cmd_max_age_s, self.cmd_max_bytes, self.cmd_backlog_per_subject),
                 subjects.OPS_STREAM: StreamLimits(0.0, self.ops_max_bytes),

@@ -1,4 +1,4 @@
-"""The in-memory bus: ``MemoryBus`` has the methods of ``services.runtime.bus.Bus`` that the services, the
+"""The in-memory bus: ``MemoryBus`` has the methods of ``bus.bus.Bus`` that the services, the
 client and the tests call, with their semantics, on a ``MemoryBroker`` that several connections share
 (each service gets its own, as with a real nats-server):
 
@@ -39,15 +39,15 @@ from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError, NotFoundError
 
-from proto import codec, subjects
-from services.runtime.bus import (
+from bus.bus import (
     DUPLICATE_WINDOW_S,
     Bus,
     Received,
 )
-from services.runtime.refusals import NotPermitted
-from services.runtime.requesting import PubAck
-from services.runtime.sizes import check_size
+from bus.refusals import NotPermitted
+from bus.requesting import PubAck
+from bus.sizes import check_size
+from proto import codec, subjects
 from tests.builders.identities import OPEN, Identity, of_connection
 from tests.builders.kv import MemoryKV
 from tests.builders.streams import Consumer, PullSubscription, Stored, Stream, matches
@@ -243,7 +243,7 @@ class FailPlan:
 
 
 class MemoryBus:
-    """One connection to a ``MemoryBroker``, with the interface of ``services.runtime.bus.Bus``."""
+    """One connection to a ``MemoryBroker``, with the interface of ``bus.bus.Bus``."""
 
     max_payload = 1024 * 1024  # nats-server's default max payload
 

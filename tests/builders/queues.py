@@ -74,6 +74,6 @@ def book(*queues: Queue, flavors: list[Flavor] | None = None, default: str | Non
 def queues_configured(text: str, source: str = "test") -> QueuesConfigured:
     """A queue configuration in force, as published on ``config.queues`` (``await bus.publish(...)``): what a
     dispatcher run without admission checks the ``admitted`` events a test forges against."""
-    from proto.queues_file import parse_queues
+    from rules.queues_file import parse_queues
 
     return QueuesConfigured(config=parse_queues(text, source), at=T0, source=source)

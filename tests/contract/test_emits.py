@@ -5,9 +5,9 @@ the server refuses the publish (a cache hit's ``succeeded`` once wedged admissio
 
 What a service builds: every wire class called (``OperationAdmitted(...)``), or chosen as a value and called
 later (``kind = OperationFailed if failed else OperationRejected``), in ``services/<name>/``; what
-``services/runtime`` builds for every service (the error event and ``handler_failed`` of a dead letter, and the
-leader's claim for a service that leads); and what a ``proto`` helper it calls builds (``SpendTotals.rollups`` →
-``spend_rolled``)."""
+``services/runtime`` and ``bus`` build for every service (the error event and ``handler_failed`` of a dead letter,
+and the leader's claim for a service that leads); and what a ``proto`` or ``rules`` helper it calls builds
+(``SpendTotals.rollups`` → ``spend_rolled``)."""
 from __future__ import annotations
 
 import ast
@@ -31,7 +31,7 @@ def tag_of(cls: type) -> str:
 
 
 def sample_subjects(cls: type) -> list[str]:
-    """The subjects a message of ``cls`` may go on (as ``services.runtime.addressing.subject_for`` puts it)."""
+    """The subjects a message of ``cls`` may go on (as ``bus.addressing.subject_for`` puts it)."""
     kind = tag_of(cls)
     if issubclass(cls, events.Event):
         routed = [subjects.routed(kind, "op-1", "agent-2")] if "agent" in cls.__struct_fields__ else []
@@ -72,9 +72,9 @@ def _called_names(tree: ast.AST) -> set[str]:
 
 
 def proto_builders() -> dict[str, set[str]]:
-    """Functions and methods of ``proto`` that build wire messages: name -> the classes they build."""
+    """Functions and methods of ``proto`` and ``rules`` that build wire messages: name -> the classes they build."""
     found: dict[str, set[str]] = {}
-    for path, tree in _sources(ROOT / "proto"):
+    for path, tree in [*_sources(ROOT / "proto"), *_sources(ROOT / "rules")]:
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _built(node):
                 found.setdefault(node.name, set()).update(_built(node))
@@ -95,7 +95,7 @@ def built_by(name: str) -> dict[str, str]:
         for called in _called_names(tree) & helpers.keys():
             for cls in helpers[called]:
                 where.setdefault(cls, f"{path.relative_to(ROOT)} (calls proto's {called})")
-    for path, tree in _sources(ROOT / "services" / "runtime"):
+    for path, tree in [*_sources(ROOT / "services" / "runtime"), *_sources(ROOT / "bus")]:
         for cls in _built(tree):
             if cls != "LeaderClaimed" or _uses_leadership(name):
                 where.setdefault(cls, f"{path.relative_to(ROOT)} (the runtime, for every service)")

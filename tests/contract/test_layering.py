@@ -1,5 +1,8 @@
 """The layering rules of docs/architecture.md: only ``proto/subjects.py`` spells a subject, and only the allowed
-modules import nats, kubernetes, another service, or (from ``proto/``) anything but the contract."""
+modules import nats, kubernetes or another service. The layers, each importing only those below it:
+``proto/`` (the wire contract: msgspec and the standard library only), ``rules/`` (the rules every part shares),
+``bus/`` (the runtime's client half: the NATS connection), ``services/`` (``services/runtime/``, the server half,
+and the services) and the client ``opsched/`` (which imports no service, except the modules that start them)."""
 from __future__ import annotations
 
 import ast
@@ -14,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # ---- (e) layering: subject literals and imports -----------------------------------------------
 
-SOURCE_FILES = sorted(p for d in ("proto", "services", "opsched") for p in (ROOT / d).rglob("*.py"))
+LAYERS = ("proto", "rules", "bus", "services", "opsched")
+SOURCE_FILES = sorted(p for d in LAYERS for p in (ROOT / d).rglob("*.py"))
 SUBJECTS_MODULE = ROOT / "proto" / "subjects.py"
 SUBJECT_LITERAL = re.compile(r"""["'](ops|cmd|dlq)\.""")
 
@@ -29,6 +33,9 @@ def _subject_literal_case(path: Path):
 
 def test_the_source_tree_is_found():
     assert SUBJECTS_MODULE in SOURCE_FILES and len(SOURCE_FILES) > 20
+    # every layer is a package with modules: a check of an empty layer would pass without looking at anything
+    for layer in LAYERS:
+        assert (ROOT / layer / "__init__.py").is_file() and len(list((ROOT / layer).rglob("*.py"))) > 1, layer
 
 
 @pytest.mark.parametrize("path", [_subject_literal_case(p) for p in SOURCE_FILES if p != SUBJECTS_MODULE])
@@ -74,7 +81,7 @@ def _allowed(rel: str, prefixes: tuple[str, ...]) -> bool:
     return rel.startswith(prefixes) or rel in prefixes
 
 
-NATS_ALLOWED = ("services/runtime/",)
+NATS_ALLOWED = ("bus/", "services/runtime/")
 KUBERNETES_ALLOWED = ("services/dispatcher/", "opsched/localcluster/", "opsched/demo.py")
 IMPORTING_FILES = [pytest.param(p, id=_rel(p)) for p in SOURCE_FILES]
 
@@ -83,7 +90,7 @@ IMPORTING_FILES = [pytest.param(p, id=_rel(p)) for p in SOURCE_FILES]
 def test_only_the_runtime_imports_nats(path):
     rel = _rel(path)
     used = sorted(m for m in imports_of(path) if _top(m) == "nats")
-    assert _allowed(rel, NATS_ALLOWED) or not used, f"{rel} imports {used}; only services/runtime may"
+    assert _allowed(rel, NATS_ALLOWED) or not used, f"{rel} imports {used}; only {', '.join(NATS_ALLOWED)} may"
 
 
 @pytest.mark.parametrize("path", IMPORTING_FILES)
@@ -101,31 +108,55 @@ def test_no_service_imports_another_service(path):
     foreign = sorted(m for m in imports_of(path)
                      if _top(m) == "services" and len(m.split(".")) > 1
                      and m.split(".")[1] not in (own, "runtime"))
-    assert foreign == [], f"{rel} (service {own}) imports {foreign}; services share only proto and runtime"
+    assert foreign == [], f"{rel} (service {own}) imports {foreign}; services share only proto, rules, bus and runtime"
 
 
-@pytest.mark.parametrize("path", [p for p in IMPORTING_FILES if _rel(p.values[0]).startswith("proto/")])
-def test_the_contract_depends_on_no_service_and_no_client(path):
-    used = sorted(m for m in imports_of(path) if _top(m) in ("services", "opsched", "nats", "kubernetes"))
-    assert used == [], f"{_rel(path)} imports {used}; proto/ stands alone"
+def _in(layer: str) -> list:
+    return [p for p in IMPORTING_FILES if _rel(p.values[0]).startswith(f"{layer}/")]
+
+
+def _is_stdlib(module: str) -> bool:
+    return _top(module) in sys.stdlib_module_names
+
+
+@pytest.mark.parametrize("path", _in("proto"))
+def test_the_contract_imports_only_msgspec_and_the_standard_library(path):
+    used = sorted(m for m in imports_of(path) if _top(m) not in ("proto", "msgspec") and not _is_stdlib(m))
+    assert used == [], f"{_rel(path)} imports {used}; proto/ is the wire contract: msgspec and the standard library"
+
+
+@pytest.mark.parametrize("path", _in("rules"))
+def test_the_shared_rules_import_no_service_no_client_and_no_transport(path):
+    used = sorted(m for m in imports_of(path) if _top(m) in ("services", "opsched", "bus", "nats", "kubernetes"))
+    assert used == [], f"{_rel(path)} imports {used}; rules/ stands on proto/ and libraries alone"
+
+
+@pytest.mark.parametrize("path", _in("bus"))
+def test_the_client_half_of_the_runtime_imports_no_service_and_no_client(path):
+    used = sorted(m for m in imports_of(path) if _top(m) in ("services", "opsched"))
+    assert used == [], f"{_rel(path)} imports {used}; bus/ is what the SDK and CLI share with the services"
 
 
 # Modules of opsched/ that start services (in-process or as a local stand-in cluster) may import them;
-# the client (CLI, SDK, views, the polyaxonfile edge, dry run) uses only the contract and the runtime's bus.
+# the client (CLI, SDK, views, the polyaxonfile edge, dry run) uses only proto/, rules/ and bus/.
 RUNNERS = ("opsched/embedded.py", "opsched/demo.py", "opsched/localcluster/")
 
 
-@pytest.mark.parametrize("path", [p for p in IMPORTING_FILES if _rel(p.values[0]).startswith("opsched/")])
-def test_the_client_imports_no_service_internals(path):
+@pytest.mark.parametrize("path", _in("opsched"))
+def test_the_client_imports_nothing_under_services(path):
     rel = _rel(path)
-    used = sorted(m for m in imports_of(path)
-                  if _top(m) == "services" and m != "services" and not m.startswith("services.runtime"))
+    used = sorted(m for m in imports_of(path) if _top(m) == "services")
     assert _allowed(rel, RUNNERS) or not used, \
-        f"{rel} imports {used}; the client shares only proto/ and services.runtime with the services"
+        f"{rel} imports {used}; the client shares only proto/, rules/ and bus/ with the services"
+
+
+def test_the_standard_library_check_knows_the_standard_library():
+    assert all(map(_is_stdlib, ("__future__", "datetime", "collections.abc", "typing")))
+    assert not any(map(_is_stdlib, ("msgspec", "yaml", "jinja2", "nats", "proto.spec")))
 
 
 def test_the_import_scanner_sees_real_imports():
-    bus = imports_of(ROOT / "services/runtime/bus.py")
+    bus = imports_of(ROOT / "bus/bus.py")
     assert {"nats", "nats.js.api", "proto.codec"} <= bus
     assert "kubernetes" in imports_of(ROOT / "services/dispatcher/k8s.py")
     assert "services.admission.state.admission_state" in imports_of(ROOT / "services/admission/cycle.py")

@@ -17,7 +17,7 @@ import proto
 from proto import reasons
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = ("services", "opsched", "proto")
+SCANNED = ("services", "opsched", "proto", "rules", "bus")
 VOCABULARY = ROOT / "proto" / "reasons.py"
 REASON_KEYWORDS = frozenset({"reason", "end_reason"})
 

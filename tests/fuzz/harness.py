@@ -16,6 +16,8 @@ from typing import Any
 import msgspec
 import structlog
 
+from bus.addressing import subject_for
+from bus.errors import InvalidInput
 from proto import codec
 from proto.cluster import NodeObserved
 from proto.events import Event
@@ -31,8 +33,6 @@ from services.cache.store import CacheStore
 from services.cost.ledger import LedgerStore
 from services.cost.recorder import Recorder
 from services.cost.service import Cost
-from services.runtime.addressing import subject_for
-from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import identities

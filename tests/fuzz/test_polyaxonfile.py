@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from opsched.polyaxonfile import SpecError, SpecWarning, parse_polyaxonfile_batch
 from proto import codec
 from proto.events import OperationAdmitted
-from proto.gpu_accounting import violations
-from proto.podspec import build_pods
+from rules.gpu_accounting import violations
+from rules.podspec import build_pods
 from tests.fuzz.mutations import mutated
 from tests.fuzz.wire import QUANTITIES, RESOURCES, T0
 from tests.unit.polyaxonfile_texts import COMPONENT, OPERATION

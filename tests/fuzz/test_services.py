@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from proto import codec
 from proto.events import OperationAdmitted, OperationRunning, OperationSubmitted
 from proto.lifecycle import ATTEMPT_ENDS, OP_ENDS
-from proto.podspec import build_pods
 from proto.queries import CostRequest
+from rules.podspec import build_pods
 from services.dispatcher.dispatch import dispatch
 from tests.builders.clock import FakeClock
 from tests.fuzz.harness import DECODE_ERRORS, CacheHarness, CostHarness, ctx, run

@@ -11,12 +11,12 @@ import nats
 import pytest
 import yaml
 
+from bus.bus import Bus
+from bus.connecting import client_context
+from bus.credentials import Credentials
 from opsched import natsauth
 from opsched.natsserver import NatsServer, free_port, get_json
 from opsched.tls import ensure_tls
-from services.runtime.bus import Bus
-from services.runtime.connecting import client_context
-from services.runtime.credentials import Credentials
 
 pytestmark = pytest.mark.integration
 

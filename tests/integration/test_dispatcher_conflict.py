@@ -10,9 +10,9 @@ import pytest
 from kubernetes import client
 
 from proto.events import OperationFailed
-from proto.failures import will_retry
-from proto.naming import pod_name
-from proto.podspec import LABEL_ATTEMPT, LABEL_OP
+from rules.failures import will_retry
+from rules.naming import pod_name
+from rules.podspec import LABEL_ATTEMPT, LABEL_OP
 from services.dispatcher.service import Dispatcher
 from services.runtime.service import Context
 from tests.builders import admitted, op, queues_configured

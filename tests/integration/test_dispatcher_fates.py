@@ -12,12 +12,12 @@ import secrets
 
 import pytest
 
+from bus.bus import Bus
 from proto import subjects
 from proto.events import OperationAdmitted, OperationPreempted, OperationStopped
-from proto.naming import pod_name
-from proto.podspec import attempt_selector
+from rules.naming import pod_name
+from rules.podspec import attempt_selector
 from services.dispatcher.service import Dispatcher
-from services.runtime.bus import Bus
 from services.runtime.service import Context
 from tests.builders import admitted, op, preempt_requested, queues_configured, stop_requested
 from tests.builders.identities import HARNESS

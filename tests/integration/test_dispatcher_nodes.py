@@ -17,7 +17,7 @@ from opsched.localcluster.simkubelet import terminate
 from proto import codec, subjects
 from proto.cluster import ClusterEvent, NodeObserved, NodeRemoved
 from proto.events import OperationAdmitted, OperationDispatched, OperationFailed
-from proto.podspec import ANNOTATION_FLAVORS, LABEL_BORROWING
+from rules.podspec import ANNOTATION_FLAVORS, LABEL_BORROWING
 from tests.builders import GPU, GPU_PRODUCT, admitted, op, queues_configured
 
 pytestmark = pytest.mark.integration

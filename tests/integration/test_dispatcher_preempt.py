@@ -25,14 +25,14 @@ from proto.events import (
     PreemptRequested,
     StopRequested,
 )
-from proto.naming import pod_name, pod_names
-from proto.podspec import (
+from proto.spec import OpSpec, ReplicaGroup
+from rules.naming import pod_name, pod_names
+from rules.podspec import (
     ANNOTATION_STOPPED,
     LABEL_GANG_SIZE,
     LABEL_REPLICA,
     attempt_selector,
 )
-from proto.spec import OpSpec, ReplicaGroup
 from tests.builders import admitted, op, queues_configured
 
 pytestmark = pytest.mark.integration

@@ -9,6 +9,8 @@ import msgspec
 import nats
 import pytest
 
+from bus.connecting import tls_options
+from bus.refusals import NotPermitted
 from opsched import natsauth
 from opsched.client import Client
 from opsched.embedded import ServicesInProcess
@@ -28,8 +30,6 @@ from proto.events import (
     StopRequested,
 )
 from proto.queues import QueuesConfig
-from services.runtime.connecting import tls_options
-from services.runtime.refusals import NotPermitted
 from tests.builders import op
 from tests.builders.identities import HARNESS
 from tests.eventlog import EventLog

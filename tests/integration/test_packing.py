@@ -9,7 +9,7 @@ import pytest
 
 from opsched.client import Client
 from proto.events import OperationAdmitted, OperationRunning, OperationStopped
-from proto.podspec import PREFERRED
+from rules.podspec import PREFERRED
 from tests.builders import op
 from tests.waiting import eventually, waiting_on
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from bus.bus import Bus
 from opsched.client import Client
 from proto.events import OperationAdmitted
-from services.runtime.bus import Bus
 from tests.builders import op
 from tests.conftest import Stack
 from tests.eventlog import EventLog

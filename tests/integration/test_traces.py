@@ -9,10 +9,10 @@ import os
 
 import pytest
 
+from bus import tracing
 from proto import subjects
 from proto.events import OperationSucceeded
-from proto.podspec import ANNOTATION_TRACEPARENT, LABEL_OP
-from services.runtime import tracing
+from rules.podspec import ANNOTATION_TRACEPARENT, LABEL_OP
 from tests.builders import op
 from tests.integration.test_kill_restart import SERVICES, Processes
 from tests.otlp import OtlpReceiver, ReceivedSpan

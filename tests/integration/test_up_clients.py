@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from bus.bus import Bus
+from bus.connecting import SSL_EOF_NOISE
 from opsched import context
 from opsched.cli import parser
 from opsched.embedded import Embedded, ServicesInProcess
 from opsched.natsserver import free_port
 from proto import codec, subjects
-from services.runtime.bus import Bus
-from services.runtime.connecting import SSL_EOF_NOISE
 from tests.builders.events import running, succeeded
 from tests.docs import snippet
 

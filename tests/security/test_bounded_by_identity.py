@@ -13,9 +13,9 @@ from pathlib import Path
 import nats.js.errors
 import pytest
 
+from bus.bus import StreamFull
 from proto import subjects
 from proto.events import OperationAdmitted, OperationSubmitted
-from services.runtime.bus import StreamFull
 from services.runtime.runner import report
 from services.runtime.settings import Settings
 from tests.builders import identities, op

@@ -14,8 +14,8 @@ import msgspec
 import pytest
 
 from proto.events import ErrorRaised, OperationAdmitted, OperationDispatched, OperationRejected
-from proto.naming import pod_name
-from proto.podspec import LABEL_OP, SELECTOR
+from rules.naming import pod_name
+from rules.podspec import LABEL_OP, SELECTOR
 from tests.builders import admitted, identities, op
 from tests.securebus import SecureNats
 

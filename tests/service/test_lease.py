@@ -11,11 +11,11 @@ import msgspec
 import pytest
 import structlog
 
+from bus.bus import Fence
+from bus.errors import Fenced
 from proto import subjects
 from proto.events import OperationSubmitted
 from proto.leases import LeaderClaimed, Lease
-from services.runtime.bus import Fence
-from services.runtime.errors import Fenced
 from services.runtime.leadership import LEADER, STANDBY, Leadership
 from services.runtime.lease import KVLease
 from tests.builders import T0, op, submitted

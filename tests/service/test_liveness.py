@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 
+from bus.errors import DependencyUnavailable
 from proto import subjects
 from proto.events import OperationAdmitted, OperationSubmitted
-from services.runtime.errors import DependencyUnavailable
 from services.runtime.health import HealthServer
 from services.runtime.runner import report
 from tests.builders import op

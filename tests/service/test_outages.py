@@ -3,6 +3,7 @@ unavailable for a while is waited out (the message handled once, never dead-lett
 what the service waits for); a handler bug that repeats ends the op and frees its quota."""
 from __future__ import annotations
 
+from bus.errors import DependencyUnavailable
 from proto import subjects
 from proto.events import (
     DispatchDelayed,
@@ -11,9 +12,8 @@ from proto.events import (
     OperationRejected,
     RetryScheduled,
 )
-from proto.failures import MAX_INFRASTRUCTURE_RETRIES
 from proto.reasons import Failure, Reason
-from services.runtime.errors import DependencyUnavailable
+from rules.failures import MAX_INFRASTRUCTURE_RETRIES
 from services.runtime.health import HealthServer
 from services.runtime.runner import report
 from tests.builders import op

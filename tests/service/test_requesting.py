@@ -1,4 +1,4 @@
-"""The runtime's own request path (``services.runtime.requesting``) on a real nats-server: the stream's ack,
+"""The runtime's own request path (``bus.requesting``) on a real nats-server: the stream's ack,
 a duplicate, and every refusal raised as nats-py raises it (the callers tell outages, fences and bugs apart
 by these classes)."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import nats.errors
 import nats.js.errors
 import pytest
 
+from bus.requesting import Requester
 from proto import subjects
-from services.runtime.requesting import Requester
 from tests.builders.identities import HARNESS
 
 

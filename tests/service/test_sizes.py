@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from bus.addressing import cloudevent_headers, default_msg_id
+from bus.sizes import wire_size
 from opsched.embedded import ServicesInProcess
 from proto import codec, subjects
 from proto.events import OperationAdmitted, OperationRejected, OperationSubmitted
 from proto.queues import Queue, QueuesConfig
-from proto.spec_size import spec_bytes
-from services.runtime.addressing import cloudevent_headers, default_msg_id
-from services.runtime.sizes import wire_size
+from rules.spec_size import spec_bytes
 from tests.builders import op
 from tests.builders.commands import submit
 from tests.builders.identities import HARNESS

@@ -1,4 +1,4 @@
-"""Traces (``services.runtime.tracing``): with an exporter configured, one op's spans across the client, admission,
+"""Traces (``bus.tracing``): with an exporter configured, one op's spans across the client, admission,
 cost, cache and the dispatcher share one trace id, each hop the child of the one whose message it handled; with
 tracing off the services add no ``traceparent`` to anything they publish."""
 from __future__ import annotations
@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from bus import tracing
 from proto import subjects
 from proto.events import OperationAdmitted, OperationDispatched, OperationOnHold
-from services.runtime import tracing
 from tests.builders import op
 from tests.builders.identities import ADMIN, HARNESS
 from tests.otlp import OtlpReceiver

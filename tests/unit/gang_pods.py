@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 
-from proto.podspec import (
+from rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PREEMPT_REASON,
     ANNOTATION_PREEMPTED_BY,

@@ -8,18 +8,18 @@ import msgspec
 import pytest
 import structlog
 
+from bus.errors import InvalidInput
 from proto import subjects
 from proto.access import NOT_ALLOWED, Access, Project, acts_on_all, refusal, requester
 from proto.commands import RejectOperation, StopOperation
 from proto.events import OperationOnHold, OperationRejected, OperationStopped, OperationSubmitted
 from proto.queues import FlavorQuota, Queue, QueuesConfig, ResourceQuota, not_covered
-from proto.queues_file import problems
 from proto.reasons import Reason
+from rules.queues_file import problems
 from services.admission import handlers
 from services.admission.model.queues import compile_book
 from services.admission.service import sent_by
 from services.admission.state.admission_state import AdmissionState, Status
-from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import op

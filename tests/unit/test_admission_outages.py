@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from proto.events import DispatchDelayed, HandlerFailed, OperationAdmitted, OperationRejected, RetryScheduled
-from proto.failures import MAX_INFRASTRUCTURE_RETRIES
 from proto.reasons import Failure, Reason
+from rules.failures import MAX_INFRASTRUCTURE_RETRIES
 from services.admission import queries
 from services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import admitted, case, case_name, dispatched, op, running, submitted, t

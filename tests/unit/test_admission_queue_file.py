@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from proto.queues import Queue as QueueConfig
-from proto.queues_file import QueuesConfigError, load_queues
+from rules.queues_file import QueuesConfigError, load_queues
 from services.admission.model.queues import compile_book
 from tests.builders import case, case_name
 

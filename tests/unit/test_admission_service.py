@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from bus import logging as oplog
+from bus.errors import InvalidInput
 from proto import codec
 from proto.events import (
     OperationAdmitted,
@@ -14,8 +16,6 @@ from proto.events import (
 )
 from services.admission.handlers import on_stop, on_submit
 from services.admission.state.admission_state import AdmissionState, Status
-from services.runtime import logging as oplog
-from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import (

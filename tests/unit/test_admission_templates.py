@@ -6,6 +6,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from bus import logging as oplog
+from bus.errors import InvalidInput
 from proto.commands import RestartOperation, ResumeOperation
 from proto.events import (
     OperationAdmitted,
@@ -16,8 +18,6 @@ from proto.events import (
 from services.admission.handlers import on_rerun, on_resume, on_submit
 from services.admission.rendering import INVALID_TEMPLATE
 from services.admission.state.admission_state import AdmissionState
-from services.runtime import logging as oplog
-from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, case, case_name, gates_cleared, op, submit, t

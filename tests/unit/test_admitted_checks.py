@@ -1,5 +1,5 @@
 """The dispatcher checks what it is told (issue 28): an ``admitted`` is judged against the queue configuration
-the dispatcher folded itself, with the rule admission admits with (``proto.pod_security.run_policy``). An op
+the dispatcher folded itself, with the rule admission admits with (``rules.pod_security.run_policy``). An op
 asking for another queue's namespace, a level or secret volumes its queue does not have, an unknown queue, a pod
 not named for the attempt, or an op id that is no name is refused as bad input (the op rejected
 ``forbidden_pod_spec``, no pod). Before any configuration is seen, the built-in default is in force (as in
@@ -11,16 +11,16 @@ import asyncio
 import msgspec
 import pytest
 
+from bus import logging as oplog
+from bus.errors import InvalidInput
 from proto import codec, subjects
 from proto.config import QueuesConfigured
 from proto.events import OperationAdmitted, OperationRejected
-from proto.queues_file import parse_queues
+from rules.queues_file import parse_queues
 from services.admission import cycle
 from services.admission.model.queues import compile_book
 from services.dispatcher.admitted_checks import QueuesInForce
 from services.dispatcher.service import Dispatcher
-from services.runtime import logging as oplog
-from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, admitted, case, case_name, fold, op, queued

@@ -8,17 +8,17 @@ from datetime import datetime, timezone
 import msgspec
 import pytest
 
+from bus.addressing import subject_for
 from proto import subjects
 from proto.cluster import NodeObserved
 from proto.commands import SubmitOperation
 from proto.events import OperationAdmitted, OperationRejected, OperationRunning, StopRequested
 from proto.queues import Agent, Flavor, FlavorQuota, Queue, QueuesConfig, ResourceQuota
-from proto.queues_file import problems
+from rules.queues_file import problems
 from services.admission.model import agents
 from services.admission.model.queues import compile_book
 from services.dispatcher.attempts import Attempts, folded_subjects
 from services.dispatcher.nodewatch import NodeFacts
-from services.runtime.addressing import subject_for
 from tests.builders import GPU, T0, admitted, node, op
 from tests.builders.admission import fold, queued
 from tests.unit.admission_scenarios import decide

@@ -8,10 +8,10 @@ from datetime import datetime, timezone
 import nats.js.errors
 import pytest
 
+from bus.addressing import Fence
+from bus.bus import WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_FLIGHT, Bus
+from bus.errors import Fenced
 from proto.events import OperationAdmitted
-from services.runtime.addressing import Fence
-from services.runtime.bus import WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_FLIGHT, Bus
-from services.runtime.errors import Fenced
 from tests.builders import op
 
 CLAIM = Fence(subject="ops.lease.admission.claimed", seq=7)

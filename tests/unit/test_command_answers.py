@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from bus import logging as oplog
+from bus.errors import InvalidInput
 from opsched.tables import why_text
 from opsched.view import OpsView
 from proto.commands import ApproveOperation, RejectOperation, RestartOperation, StopOperation
@@ -13,8 +15,6 @@ from proto.events import OperationApproved, OperationRejected, OperationStopped,
 from proto.queries import WhyAnswer
 from services.admission import handlers, queries
 from services.admission.state.admission_state import AdmissionState
-from services.runtime import logging as oplog
-from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, admitted, op, submit, succeeded

@@ -9,6 +9,9 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
+from bus import logging as oplog
+from bus.errors import InvalidInput
+from bus.received import Received
 from proto import codec, subjects
 from proto.commands import RestartOperation, StopOperation, SubmitOperation
 from proto.events import OperationRejected, OperationSubmitted
@@ -17,9 +20,6 @@ from services.admission.handlers import OverRate, on_rerun, on_submit
 from services.admission.service import Admission
 from services.admission.state.admission_state import AdmissionState
 from services.admission.submit_rate import ANONYMOUS, RATE_LIMITED, SubmitRate
-from services.runtime import logging as oplog
-from services.runtime.errors import InvalidInput
-from services.runtime.received import Received
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, op, submit, submitted, t

@@ -1,4 +1,4 @@
-"""The condition evaluator (proto.conditions): what a condition may say, and that no condition can burn
+"""The condition evaluator (rules.conditions): what a condition may say, and that no condition can burn
 CPU or memory on admission's event loop: every bomb, and every failure of any kind, is a ConditionError
 with a readable message."""
 from __future__ import annotations
@@ -8,12 +8,12 @@ import time
 import msgspec
 import pytest
 
-from proto import conditions
-from proto.conditions import ConditionError, evaluate
+from bus import logging as oplog
+from bus.errors import InvalidInput
+from rules import conditions
+from rules.conditions import ConditionError, evaluate
 from services.admission.handlers import on_submit
 from services.admission.state.admission_state import AdmissionState
-from services.runtime import logging as oplog
-from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, case, case_name, op, submit
@@ -114,8 +114,8 @@ def test_any_failure_while_evaluating_is_a_condition_error_never_a_handler_bug(m
 ], ids=["power", "repeat", "depth"])
 def test_the_cli_refuses_a_condition_bomb_with_exit_2_before_publishing(tmp_path, capsys, monkeypatch, condition,
                                                                           says):
+    from bus import logging as oplog
     from opsched.cli import main
-    from services.runtime import logging as oplog
 
     monkeypatch.setattr(oplog, "configure", lambda *a, **k: None)  # logging stays the tests' (not this capture's)
     path = tmp_path / "bomb.yaml"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from bus.credentials import Credentials, CredentialsError
 from opsched import context, natsauth
 from opsched.tls import ensure_tls
-from services.runtime.credentials import Credentials, CredentialsError
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from proto.events import CostRecorded, OperationRunning
 from proto.limits import MAX_COST
 from proto.prices import PricePool
 from proto.queues import Budget
-from proto.windows import window_end, window_start
+from rules.windows import window_end, window_start
 from services.cost.estimator import Prices, gpu_count, hourly_price
 from services.cost.ledger import LedgerStore, Recorded, charge
 from services.cost.recorder import Recorder

@@ -8,15 +8,15 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
+from bus import logging as oplog
+from bus.errors import DependencyUnavailable
 from proto.events import OperationDispatched, OperationFailed
-from proto.failures import will_retry
-from proto.podspec import LABEL_ATTEMPT, LABEL_OP
+from rules.failures import will_retry
+from rules.podspec import LABEL_ATTEMPT, LABEL_OP
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.k8s import Kube
 from services.dispatcher.metrics import PodMeasures
 from services.dispatcher.preempt import Releaser
-from services.runtime import logging as oplog
-from services.runtime.errors import DependencyUnavailable
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, admitted, case, case_name, op

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import msgspec
 
+from bus import logging as oplog
 from proto.events import OperationDispatched, OperationRejected
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.k8s import Kube
 from services.dispatcher.metrics import PodMeasures
 from services.dispatcher.preempt import Releaser
-from services.runtime import logging as oplog
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, admitted, op

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
+from bus import logging as oplog
 from proto.events import OperationFailed
-from proto.failures import will_retry
+from rules.failures import will_retry
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.k8s import Kube
 from services.dispatcher.metrics import PodMeasures
 from services.dispatcher.preempt import Releaser
 from services.dispatcher.watcher import PodWatcher
-from services.runtime import logging as oplog
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, admitted, op

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from opsched import context
-from proto.queues_file import load_queues
+from rules.queues_file import load_queues
 from services.admission.model.queues import compile_book
 from services.cost.prices import load_prices
 from tests.docs import CODE, ROOT, blocks, snippet

@@ -54,7 +54,7 @@ def test_what_the_dispatcher_does_with_a_pod_over_time(c):
 def test_the_ttl_annotation_comes_from_termination_ttl():
     import msgspec
 
-    from proto.podspec import build_pod
+    from rules.podspec import build_pod
     from tests.builders import admitted, op
 
     spec = op("x").build()
@@ -96,7 +96,7 @@ def test_an_unschedulable_pod_is_evicted_after_its_queue_s_pending_timeout(c):
 def test_the_pending_timeout_annotation_comes_from_the_admitted_event():
     import msgspec
 
-    from proto.podspec import build_pod
+    from rules.podspec import build_pod
     from tests.builders import admitted, op
 
     event = msgspec.structs.replace(admitted(op("x").build(), op_id="x"), pending_timeout_s=90.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from bus import logging as oplog
 from proto.events import OperationRejected, OperationSubmitted
 from proto.queues import DEFAULT_MAX_PENDING_PER_USER, Queue
 from proto.reasons import Reason
@@ -13,7 +14,6 @@ from services.admission import cycle, queries
 from services.admission.handlers import on_submit
 from services.admission.model.ordering import ANONYMOUS, FairRanks, sort_key
 from services.admission.state.admission_state import AdmissionState
-from services.runtime import logging as oplog
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, book, fold, op, queue, stopped, succeeded, t

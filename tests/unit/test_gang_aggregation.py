@@ -10,7 +10,7 @@ from proto.events import (
     OperationRunning,
     OperationSucceeded,
 )
-from proto.podspec import ANNOTATION_EVICTED
+from rules.podspec import ANNOTATION_EVICTED
 from services.dispatcher.gang import (
     DELETED_REASON,
     EVICTED,

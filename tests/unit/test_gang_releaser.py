@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from bus.logging import get as get_log
 from proto.events import (
     OperationEvicted,
     OperationPreempted,
@@ -13,7 +14,6 @@ from proto.events import (
 )
 from services.dispatcher.gang import GANG_TIMEOUT
 from services.dispatcher.preempt import Releaser, check_gangs
-from services.runtime.logging import get as get_log
 from services.runtime.settings import Settings
 from tests.builders import T0, t
 from tests.builders.clock import FakeClock

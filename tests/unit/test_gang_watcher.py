@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from bus.logging import get as get_log
 from proto.events import (
     OperationFailed,
     OperationPreempted,
@@ -13,12 +14,11 @@ from proto.events import (
     OperationSucceeded,
     PreemptRequested,
 )
-from proto.podspec import ANNOTATION_EVICTED, ANNOTATION_STOPPED
+from rules.podspec import ANNOTATION_EVICTED, ANNOTATION_STOPPED
 from services.dispatcher.gang import DELETED_REASON, GANG_FAILED, GANG_FINISHED, assess
 from services.dispatcher.kobjects import Pod
 from services.dispatcher.podstatus import view_of
 from services.dispatcher.watcher import PodWatcher
-from services.runtime.logging import get as get_log
 from tests.builders import T0
 from tests.builders.clock import FakeClock
 from tests.unit.gang_pods import PREEMPTED_BY, STOPPED_ANN, v1pod

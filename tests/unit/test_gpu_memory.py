@@ -10,7 +10,6 @@ import pytest
 from opsched.polyaxonfile import SpecError
 from proto.cluster import NodeObserved
 from proto.events import OperationAdmitted, OperationOnHold
-from proto.podspec import build_pod
 from proto.queues import (
     ApprovalPolicy,
     Budget,
@@ -26,6 +25,7 @@ from proto.resources import (
     is_device,
     requested,
 )
+from rules.podspec import build_pod
 from services.admission.model.gpu_sharing import pack
 from services.admission.model.nodes import NodeInfo
 from services.admission.model.queues import compile_book
@@ -142,8 +142,8 @@ def test_pods_without_an_nvidia_gpu_get_nvidia_visible_devices_void(c):
 
 
 def test_every_container_of_a_gang_without_an_nvidia_gpu_gets_void_and_only_those():
-    from proto.podspec import build_pods
     from proto.spec import ReplicaGroup
+    from rules.podspec import build_pods
 
     cpu = op("worker").cpu("1").build().container
     spec = msgspec.structs.replace(op("dist").gpus(1).build(), replicas=[ReplicaGroup(name="worker", count=2,

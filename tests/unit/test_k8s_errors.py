@@ -7,13 +7,13 @@ import pytest
 import urllib3
 from kubernetes.client.rest import ApiException
 
+from bus import logging as oplog
+from bus.errors import DependencyUnavailable
 from proto.events import DispatchDelayed, OperationDispatched
 from services.dispatcher.dispatch import dispatch
 from services.dispatcher.k8s import KUBERNETES, Kube, unavailable
 from services.dispatcher.metrics import PodMeasures
 from services.dispatcher.preempt import Releaser
-from services.runtime import logging as oplog
-from services.runtime.errors import DependencyUnavailable
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, admitted, op

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from bus.logging import get as get_log
 from services.dispatcher.k8s import Kube
 from services.dispatcher.listwatch import ListWatch
 from services.dispatcher.nodewatch import NodeWatcher
 from services.dispatcher.service import Dispatcher
 from services.dispatcher.watcher import PodWatcher
-from services.runtime.logging import get as get_log
 from services.runtime.settings import Settings
 from tests.builders import T0
 from tests.builders.clock import FakeClock

@@ -66,7 +66,7 @@ def _literals_of_statuses(path: Path) -> list[str]:
     return hits
 
 
-@pytest.mark.parametrize("package", ["opsched", "services"])
+@pytest.mark.parametrize("package", ["opsched", "services", "rules", "bus"])
 def test_no_module_outside_proto_spells_the_statuses_out_again(package):
     hits = [hit for path in sorted((ROOT / package).rglob("*.py")) for hit in _literals_of_statuses(path)]
     assert not hits, "read them from proto.lifecycle:\n" + "\n".join(hits)

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
+from bus.addressing import cloudevent_headers
 from proto import codec, subjects
 from proto.cluster import NodeObserved, NodeRemoved
 from services.dispatcher.kobjects import NODES, Node, ObjectMeta, Taint
@@ -18,7 +19,6 @@ from services.dispatcher.nodewatch import (
     is_schedulable,
     observed,
 )
-from services.runtime.addressing import cloudevent_headers
 from tests.builders import GPU, GPU_PRODUCT, T0, case, case_name, t
 from tests.builders.clock import FakeClock
 

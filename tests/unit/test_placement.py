@@ -6,8 +6,8 @@ import msgspec
 import pytest
 
 from proto.events import OperationAdmitted
-from proto.podspec import PREFERRED, build_pods
 from proto.queues import Flavor
+from rules.podspec import PREFERRED, build_pods
 from services.admission.model import placement
 from services.admission.model.nodes import NodeInfo
 from services.admission.model.placement import Rule
@@ -135,7 +135,7 @@ def test_each_pod_of_the_attempt_prefers_its_host_beside_the_op_s_own_affinity()
 
 
 def test_a_placement_opsched_does_not_know_is_refused_naming_the_field(tmp_path):
-    from proto.queues_file import QueuesConfigError, load_queues
+    from rules.queues_file import QueuesConfigError, load_queues
 
     path = tmp_path / "queues.yaml"
     path.write_text("flavors:\n  - {name: a100, nodeLabels: {x: y}, placement: packed}\nqueues:\n  - {name: default}\n")

@@ -8,8 +8,9 @@ import copy
 import msgspec
 import pytest
 
-from proto.gpu_accounting import violations
-from proto.pod_security import (
+from proto.queues import Queue
+from rules.gpu_accounting import violations
+from rules.pod_security import (
     CARRIED,
     LEVELS,
     Policy,
@@ -20,9 +21,8 @@ from proto.pod_security import (
     policy_for,
     policy_of,
 )
-from proto.podspec import build_pods
-from proto.queues import Queue
-from proto.queues_file import QueuesConfigError, parse_queues
+from rules.podspec import build_pods
+from rules.queues_file import QueuesConfigError, parse_queues
 from tests.builders import admitted, case, case_name, op
 
 BASE = ("baseline", "restricted")  # what every level but privileged refuses

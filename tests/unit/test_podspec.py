@@ -7,9 +7,9 @@ import json
 import msgspec
 import pytest
 
-from proto import rendezvous
-from proto.gpu_accounting import violations
-from proto.podspec import (
+from rules import rendezvous
+from rules.gpu_accounting import violations
+from rules.podspec import (
     ANNOTATION_FLAVORS,
     ANNOTATION_NAME,
     ANNOTATION_PREEMPTED_BY,
@@ -250,9 +250,9 @@ def test_every_problem_is_reported_at_once():
 
 
 def test_a_tpu_op_needs_the_tensorflow_version_annotation_and_keeps_it_on_the_pod():
-    from proto.gpu_accounting import violations
-    from proto.podspec import build_pod
     from proto.spec import Environment, OpSpec
+    from rules.gpu_accounting import violations
+    from rules.podspec import build_pod
     from tests.builders import admitted, op
 
     bare = op("tpu").limits(**{"cloud-tpus.google.com/v2": "8"}).build()
@@ -282,7 +282,7 @@ def gang(**kw):
 
 
 def test_every_pod_of_a_gang_is_built_with_names_from_proto_naming():
-    from proto.naming import pod_names
+    from rules.naming import pod_names
 
     event = gang()
     pods = build_pods(event)
@@ -357,7 +357,7 @@ def rendezvous_env(rank: int, size: int, main: str = "op-g1-1") -> list[dict[str
 
 
 def test_a_gang_s_pods_find_their_master_through_a_headless_service_and_a_one_pod_op_gets_none():
-    from proto.podspec import rendezvous_service
+    from rules.podspec import rendezvous_service
 
     event = gang()
     pods = build_pods(event)

@@ -9,8 +9,8 @@ import pytest
 from opsched.polyaxonfile import SpecWarning
 from opsched.tables import why_text
 from opsched.view import OpRow, _reason
-from proto.podspec import build_pods
 from proto.queries import WhyAnswer
+from rules.podspec import build_pods
 from tests.builders import admitted, case, case_name
 from tests.unit.polyaxonfile_texts import component, errors_of, parse, pytorchjob
 

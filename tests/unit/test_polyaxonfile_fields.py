@@ -23,8 +23,8 @@ from opsched.polyaxonfile import (
 from opsched.polyaxonfile.models_matrix import MATRIX_MODELS
 from opsched.polyaxonfile.models_operation import MODELS_BY_RUN_KIND
 from proto.events import OperationAdmitted
-from proto.podspec import build_pods
-from proto.templating import Globals, render_spec
+from rules.podspec import build_pods
+from rules.templating import Globals, render_spec
 
 K8S = {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
                                    "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}}

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from bus import logging as oplog
 from proto.events import OperationRejected, OperationSubmitted
 from proto.limits import MAX_PRIORITY
-from proto.queues_file import QueuesConfigError, parse_queues
+from rules.queues_file import QueuesConfigError, parse_queues
 from services.admission.handlers import on_submit
 from services.admission.state.admission_state import AdmissionState
-from services.runtime import logging as oplog
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, book, case, case_name, op, queue, submit

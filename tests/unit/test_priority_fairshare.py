@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from bus import logging as oplog
 from proto.events import OperationAdmitted, OperationRejected, OperationSubmitted
 from proto.queues import FairSharing
-from proto.queues_file import QueuesConfigError, parse_queues
+from rules.queues_file import QueuesConfigError, parse_queues
 from services.admission import cycle
 from services.admission.handlers import on_submit
 from services.admission.policies.fairshare import queue_order, share
 from services.admission.state.admission_state import AdmissionState, snapshot_of
 from services.admission.state.snapshot import Snapshot
-from services.runtime import logging as oplog
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import (

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from proto.queues_file import QueuesConfigError, load_queues, parse_queues
+from rules.queues_file import QueuesConfigError, load_queues, parse_queues
 from services.admission.model.queues import QuotaLine, compile_book
 from tests.builders import GPU, GPU_PRODUCT, case, case_name
 

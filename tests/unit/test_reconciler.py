@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from bus.logging import get as get_log
 from proto.events import (
     OperationFailed,
     OperationPreempted,
@@ -20,7 +21,6 @@ from services.dispatcher.attempts import Attempts, Stage
 from services.dispatcher.gang import DELETED_REASON
 from services.dispatcher.podstatus import view_of
 from services.dispatcher.reconciler import ORPHANED, Dispatch, Reconciler, Release, Report, decide
-from services.runtime.logging import get as get_log
 from services.runtime.settings import Settings
 from tests.builders import T0, admitted, case, case_name, dispatched, op, t
 from tests.builders.clock import FakeClock

@@ -1,11 +1,11 @@
 """A label or annotation opsched writes on pods, set by the user, is refused naming the key (by the CLI before
-anything is sent, by the dispatcher before any pod), never silently dropped (``proto.reserved_keys``)."""
+anything is sent, by the dispatcher before any pod), never silently dropped (``rules.reserved_keys``)."""
 from __future__ import annotations
 
 from opsched import dryrun
-from proto import reserved_keys
 from proto.events import OperationRejected
-from proto.podspec import ANNOTATION_TRACEPARENT, LABEL_OP
+from rules import reserved_keys
+from rules.podspec import ANNOTATION_TRACEPARENT, LABEL_OP
 from tests.builders import op
 from tests.unit.test_dispatch_pod_security import run
 

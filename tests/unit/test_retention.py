@@ -8,6 +8,7 @@ from datetime import timedelta
 import msgspec
 import pytest
 
+from bus.errors import InvalidInput
 from proto import codec, subjects
 from proto.events import CostRecorded, Event
 from proto.spec import Termination
@@ -16,7 +17,6 @@ from services.admission import handlers
 from services.admission.purge import Retention, purge_order
 from services.admission.schedules import run_status
 from services.admission.state.admission_state import AdmissionState, Status
-from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import (

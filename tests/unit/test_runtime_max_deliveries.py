@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from bus.bus import Received
 from proto import codec, subjects
 from proto.advisories import decode_max_deliveries
 from proto.events import ErrorRaised, HandlerFailed
-from services.runtime.bus import Received
 from services.runtime.maxdeliveries import listen
 from services.runtime.service import Service, Subscription
 from services.runtime.settings import Settings

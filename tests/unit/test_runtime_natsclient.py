@@ -1,4 +1,4 @@
-"""The runtime's nats-py client gives what nats-py's own gives (``services.runtime.natsclient``): header lines
+"""The runtime's nats-py client gives what nats-py's own gives (``bus.natsclient``): header lines
 parsed (when read) and header blocks written."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import nats.aio.client
 import nats.errors
 import pytest
 
-from services.runtime.natsclient import Client, Headers, encode_headers
+from bus.natsclient import Client, Headers, encode_headers
 
 CASES = [
     b"Nats-Msg-Id: op-1.submitted.0\r\nce-specversion: 1.0\r\nce-type: io.opsched.submitted\r\n"

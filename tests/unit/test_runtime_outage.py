@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
+from bus.errors import DependencyUnavailable
 from proto import codec, subjects
 from proto.events import DispatchDelayed, HandlerFailed, OperationSubmitted
 from services.runtime.backoff import Backoff
-from services.runtime.errors import DependencyUnavailable
 from services.runtime.service import Service, Subscription
 from services.runtime.settings import Settings
 from tests.builders import T0, cost_estimated

@@ -3,7 +3,7 @@ import gc
 
 import pytest
 
-from services.runtime import rebuilding
+from bus import rebuilding
 
 
 @pytest.fixture(autouse=True)

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from bus.bus import Received
+from bus.errors import InvalidInput
 from proto import codec, subjects
 from proto.events import CostEstimated, ErrorRaised, OperationSubmitted
-from services.runtime.bus import Received
-from services.runtime.errors import InvalidInput
 from services.runtime.service import NAK_BACKOFF_S, Context, Service, Subscription
 from services.runtime.settings import Settings
 from tests.builders import T0, cost_estimated, op, stop, submitted, t

@@ -10,8 +10,9 @@ import msgspec
 import pytest
 
 import proto.schedules as contract
+from bus.errors import InvalidInput
 from opsched.polyaxonfile import SpecError, parse_polyaxonfile_with_schedule
-from proto import codec, cron
+from proto import codec
 from proto.schedules import (
     EARLIEST_TIME,
     LATEST_TIME,
@@ -26,8 +27,8 @@ from proto.schedules import (
     ScheduleSpec,
     refused_creation,
 )
+from rules import cron
 from services.admission.schedules import Schedules, on_create
-from services.runtime.errors import InvalidInput
 from tests.builders import T0, case, case_name, op, t
 from tests.builders.clock import FakeClock
 

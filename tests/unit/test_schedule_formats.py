@@ -8,8 +8,9 @@ from datetime import datetime, timedelta, timezone
 import msgspec
 import pytest
 
+from bus.addressing import subject_for
 from opsched.polyaxonfile import SpecError, parse_polyaxonfile_with_schedule
-from proto import codec, cron, subjects
+from proto import codec, subjects
 from proto.schedules import (
     CreateSchedule,
     DeleteSchedule,
@@ -21,7 +22,7 @@ from proto.schedules import (
     run_op_id,
 )
 from proto.schema_snapshots import SCHEDULE_SCHEMA_DIR, render_schedules
-from services.runtime.addressing import subject_for
+from rules import cron
 from tests.builders import T0, case, case_name, op, t
 
 TEMPLATE = op("train").gpus(1).build()

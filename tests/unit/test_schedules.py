@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from bus.errors import InvalidInput
 from proto import codec, subjects
 from proto.commands import SubmitOperation
 from proto.schedules import (
@@ -27,7 +28,6 @@ from services.admission.schedules import (
     on_delete,
     run_status,
 )
-from services.runtime.errors import InvalidInput
 from tests.builders import T0, case, case_name, op, t
 from tests.builders.bus import MemoryBus, memory_bus
 from tests.builders.clock import FakeClock

@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
+from bus.bus import Received
 from proto import codec, subjects
 from proto.commands import StopOperation
 from proto.events import CostEstimated, OperationSubmitted
-from services.runtime.bus import Received
 from services.runtime.service import Consumer, Context, Service, consumers_of
 from services.runtime.settings import Settings
 from tests.builders import T0, cost_estimated, op, stop, submitted

@@ -7,20 +7,20 @@ from datetime import datetime, timezone
 
 import pytest
 
+from bus import logging as oplog
+from bus.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
+from bus.bus import as_unavailable
+from bus.errors import InvalidInput, MessageTooLarge
+from bus.sizes import check_size, wire_size
 from proto import codec
 from proto.commands import RestartOperation, ResumeOperation
 from proto.events import OperationAdmitted, OperationRejected, OperationSubmitted
 from proto.limits import MAX_NAME_CHARS, MAX_SPEC_BYTES
-from proto.spec_size import SPEC_TOO_LARGE, SpecTooLarge, spec_bytes, too_large
+from rules.spec_size import SPEC_TOO_LARGE, SpecTooLarge, spec_bytes, too_large
 from services.admission.handlers import on_rerun, on_resume, on_submit
 from services.admission.state.admission_state import AdmissionState, Status
-from services.runtime import logging as oplog
-from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
-from services.runtime.bus import as_unavailable
-from services.runtime.errors import InvalidInput, MessageTooLarge
 from services.runtime.service import Context
 from services.runtime.settings import Settings
-from services.runtime.sizes import check_size, wire_size
 from tests.builders import T0, failed, op, submit, submitted
 from tests.builders.bus import memory_bus
 from tests.builders.clock import FakeClock
@@ -210,8 +210,8 @@ async def test_an_op_whose_admitted_is_too_large_is_rejected_and_the_cycle_admit
 
 
 async def test_a_submit_whose_submitted_is_too_large_is_rejected_and_the_command_dead_lettered(admission):
+    from bus.bus import Received
     from services.admission.service import Admission
-    from services.runtime.bus import Received
 
     bus = memory_bus("opsched-admission")
     await bus.ensure_streams()

@@ -1,9 +1,9 @@
 """Spend per budget window and its rollups: a fold of a stream whose rolled-up charges are gone counts what
-a fold of the whole stream counts (proto.spend_totals)."""
+a fold of the whole stream counts (rules.spend_totals)."""
 from datetime import datetime, timezone
 
 from proto.events import CostRecorded
-from proto.spend_totals import SpendTotals
+from rules.spend_totals import SpendTotals
 
 T0 = datetime(2026, 3, 10, 12, tzinfo=timezone.utc)
 

@@ -57,8 +57,8 @@ def test_a_stream_at_its_limit_is_told_from_an_outage():
     also means "no leader"; the description tells them apart (``bus.stream_full``)."""
     import nats.js.errors
 
+    from bus.bus import as_unavailable, stream_full
     from proto import subjects
-    from services.runtime.bus import as_unavailable, stream_full
 
     def refusal(description: str) -> nats.js.errors.APIError:
         return nats.js.errors.ServiceUnavailableError(code=503, err_code=10077, description=description)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from bus import logging as oplog
+from bus.errors import InvalidInput
 from proto.commands import RestartOperation, SubmitOperation
 from proto.events import OperationRejected, OperationSubmitted
 from services.admission.handlers import on_rerun, on_submit
 from services.admission.state.admission_state import AdmissionState
 from services.admission.submit_rate import ANONYMOUS, MAX_TRACKED, RATE_LIMITED, SubmitRate, requester
-from services.runtime import logging as oplog
-from services.runtime.errors import InvalidInput
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import T0, op, submit, submitted, t

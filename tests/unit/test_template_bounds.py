@@ -1,4 +1,4 @@
-"""No template can burn CPU or memory on admission's event loop (proto.template_sandbox): every bomb, and every
+"""No template can burn CPU or memory on admission's event loop (rules.template_sandbox): every bomb, and every
 failure of any kind, is a TemplateError naming the field, refused before the work where its size is predictable;
 and what templates are for still renders."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import time
 import msgspec
 import pytest
 
-from proto import template_sandbox
-from proto.template_sandbox import time_budget
-from proto.templating import Globals, TemplateError, render_spec, render_text
+from rules import template_sandbox
+from rules.template_sandbox import time_budget
+from rules.templating import Globals, TemplateError, render_spec, render_text
 from tests.builders import T0, case, case_name, op
 
 GLOBS = Globals(uuid="op-7", name="train", project_name="vision", created_at=T0)

@@ -1,4 +1,4 @@
-"""Polyaxon templates rendered into what a container runs (proto.templating): names, globals, toEnv,
+"""Polyaxon templates rendered into what a container runs (rules.templating): names, globals, toEnv,
 and every way a template can fail, each a TemplateError naming the field."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from proto.queues import Queue, QueuesConfig
-from proto.templating import (
+from rules.templating import (
     Globals,
     TemplateError,
     env_value,

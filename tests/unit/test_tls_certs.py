@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from bus.connecting import client_context
 from opsched import tls
 from opsched.tls import ensure_tls, server_cert_valid, subject_alt_names
-from services.runtime.connecting import client_context
 
 
 def handshake(files: tls.TlsFiles, server_name: str) -> None:

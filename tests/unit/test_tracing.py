@@ -1,4 +1,4 @@
-"""Traces (``services.runtime.tracing``): what turns them on, the W3C context on the wire (read, written, kept),
+"""Traces (``bus.tracing``): what turns them on, the W3C context on the wire (read, written, kept),
 the handler loop's CONSUMER span whose events carry its context, and with tracing off no header read, none added,
 and nothing of OpenTelemetry imported."""
 from __future__ import annotations
@@ -10,17 +10,17 @@ from collections.abc import Iterator, Mapping
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
+from bus import tracing
+from bus.natsclient import Headers
 from opsched.client import Client
 from proto import codec, subjects
 from proto.events import CostEstimated, OperationSubmitted
-from proto.podspec import build_pods
+from rules.podspec import build_pods
 from services.admission import traces
 from services.admission.state.admission_state import AdmissionState
 from services.dispatcher import podtrace
 from services.dispatcher.gang import PodView
 from services.dispatcher.k8s import CreateResult
-from services.runtime import tracing
-from services.runtime.natsclient import Headers
 from services.runtime.service import Service, Subscription
 from services.runtime.settings import Settings
 from tests.builders import T0, admitted, cost_estimated, op, submitted, succeeded
@@ -67,7 +67,7 @@ def test_a_setting_opsched_cannot_honour_is_refused_naming_the_variable(env, nam
 
 
 def test_off_the_services_the_client_and_the_cli_import_nothing_of_opentelemetry():
-    code = ("import sys; from services.runtime import tracing; from services.runtime.settings import Settings\n"
+    code = ("import sys; from bus import tracing; from services.runtime.settings import Settings\n"
             "import opsched.cli, opsched.client\n"
             "for name in ('admission', 'cost', 'cache', 'dispatcher'):\n"
             "    __import__(f'services.{name}.service', fromlist=['build']).build(Settings(dispatcher_mode='null'))\n"

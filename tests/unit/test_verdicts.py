@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 
 import pytest
 
+from bus.addressing import default_msg_id
+from bus.bus import Received
 from opsched.verdicts import (
     EXIT_BAD_INPUT,
     EXIT_DONE,
@@ -26,8 +28,6 @@ from proto.events import (
     OperationSubmitted,
     StopRequested,
 )
-from services.runtime.addressing import default_msg_id
-from services.runtime.bus import Received
 from services.runtime.deadletter import dead_letter
 from tests.builders import op
 from tests.builders.bus import memory_bus

@@ -11,11 +11,11 @@ from typing import Any
 
 from kubernetes import client
 
+from bus.logging import get as get_log
 from services.dispatcher.listwatch import STUCK_AFTER_S
 from services.dispatcher.service import Dispatcher
 from services.dispatcher.watcher import PodWatcher
 from services.runtime.health import HealthServer
-from services.runtime.logging import get as get_log
 from services.runtime.runner import report
 from services.runtime.settings import Settings
 from tests.builders import T0

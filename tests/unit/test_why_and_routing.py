@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
+from bus import logging as oplog
 from proto.events import OperationRejected, OperationSubmitted
 from proto.queries import FlavorUsage
 from services.admission import cycle, queries
 from services.admission.handlers import on_submit
 from services.admission.policies.routing import route
 from services.admission.state.admission_state import AdmissionState, Status
-from services.runtime import logging as oplog
 from services.runtime.service import Context
 from services.runtime.settings import Settings
 from tests.builders import (

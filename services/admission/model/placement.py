@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from proto.podspec import HOSTNAME_LABEL
 from proto.resources import is_accelerator
+from rules.podspec import HOSTNAME_LABEL
 
 if TYPE_CHECKING:
     from services.admission.model.queues import Book

@@ -1,6 +1,6 @@
 """The queue configuration in force, compiled for the cycle: quotas as numbers, cohorts, flavors.
 
-What people write, and its validation, is ``proto.queues_file``.
+What people write, and its validation, is ``rules.queues_file``.
 """
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import functools
 from dataclasses import dataclass, field
 
 from proto.queues import Flavor, Queue, QueuesConfig
-from proto.queues_file import DEFAULT_FLAVOR, QueuesConfigError, check
 from proto.resources import amount
+from rules.queues_file import DEFAULT_FLAVOR, QueuesConfigError, check
 
 Key = tuple[str, str]  # (resource, flavor): one quota line
 Usage = dict[str, dict[Key, float]]  # queue -> key -> used

@@ -11,7 +11,7 @@ from datetime import datetime
 from proto.queries import PendingReason
 from proto.queues import Budget
 from proto.reasons import Reason, pending
-from proto.windows import window_end
+from rules.windows import window_end
 
 CODE = Reason.BUDGET_EXHAUSTED
 ADJECTIVE = {"day": "daily", "week": "weekly", "month": "monthly"}

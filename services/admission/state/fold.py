@@ -37,9 +37,9 @@ from proto.events import (
     SpendRolled,
     StopRequested,
 )
-from proto.failures import BLOCKING_MESSAGES, is_infrastructure, will_retry
 from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from proto.reasons import Ending, Failure
+from rules.failures import BLOCKING_MESSAGES, is_infrastructure, will_retry
 from services.admission.model.agents import node_key
 from services.admission.model.nodes import NodeInfo
 from services.admission.model.records import Ghost, OpRecord
@@ -125,7 +125,7 @@ class OpFold:
 
     def _fold(self, event: Event, seq: int) -> bool:
         self.position = max(self.position, seq)
-        if isinstance(event, SpendRolled):  # a budget scope's totals, no op's event (``proto.spend_totals``)
+        if isinstance(event, SpendRolled):  # a budget scope's totals, no op's event (``rules.spend_totals``)
             self.spend.roll(event)
             return self._spent()
         if event.op_id not in self.ops and not isinstance(event, OperationSubmitted):

@@ -1,4 +1,4 @@
-"""Actual spend per budget window (``proto.spend_totals``: folded from ``cost_recorded`` and ``spend_rolled``),
+"""Actual spend per budget window (``rules.spend_totals``: folded from ``cost_recorded`` and ``spend_rolled``),
 and what is held against budgets until it is charged.
 
 An attempt that ran and ended is charged a moment later, by the cost service. Until its ``cost_recorded``
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from proto.events import CostRecorded
-from proto.spend_totals import SpendTotals
+from rules.spend_totals import SpendTotals
 
 Held = dict[tuple[str, str], tuple[float, float]]  # (scope, name) -> (money, GPU-hours)
 

@@ -1,7 +1,7 @@
 """How large a value a condition or a template may build, and for how long it may run: one rule for both.
 
-Admission evaluates ``conditions`` (``proto.conditions``) and renders templates
-(``proto.templating``) on its only event loop, so neither may burn CPU or memory. Every operation is
+Admission evaluates ``conditions`` (``rules.conditions``) and renders templates
+(``rules.templating``) on its only event loop, so neither may burn CPU or memory. Every operation is
 checked twice: before it runs, where its result's size is predictable (``*`` repetition, ``**``, ``<<``,
 ``+`` of strings and lists, ``%`` formatting), and on its result. A step that would pass a bound raises
 ``ValueTooLarge`` ("value too large: ..."); a ``Deadline`` read between steps raises ``OutOfTime``.

@@ -3,7 +3,8 @@ the key (it would be overwritten, or could fake a release or a trace by the disp
 dropped. Checked by the CLI before anything is sent and by the dispatcher before it creates a pod."""
 from __future__ import annotations
 
-from proto.podspec import (
+from proto.spec import OpSpec
+from rules.podspec import (
     ANNOTATION_DESCRIPTION,
     ANNOTATION_FLAVORS,
     ANNOTATION_NAME,
@@ -18,7 +19,6 @@ from proto.podspec import (
     MANAGED_BY,
     WATCHED_ANNOTATIONS,
 )
-from proto.spec import OpSpec
 
 RESERVED_LABELS = (MANAGED_BY, LABEL_OP, LABEL_QUEUE, LABEL_ATTEMPT, LABEL_BORROWING, LABEL_REPLICA, LABEL_GANG_SIZE)
 RESERVED_ANNOTATIONS = (ANNOTATION_NAME, ANNOTATION_FLAVORS, ANNOTATION_TTL, ANNOTATION_PENDING_TIMEOUT,

@@ -1,7 +1,7 @@
 """The sandbox every template renders in: Jinja2's immutable sandbox, bounded so no template burns CPU or memory.
 
 Admission renders templates on its only event loop, so a template is bounded as a condition is, with the
-same value bounds (``proto.value_bounds``: integers of ``MAX_INT_BITS`` bits, values of ``MAX_SIZE``
+same value bounds (``rules.value_bounds``: integers of ``MAX_INT_BITS`` bits, values of ``MAX_SIZE``
 characters and items, ``MAX_SECONDS`` for all the templates of one op) and its own:
 - the text: ``MAX_SOURCE`` characters, ``MAX_NODES`` syntax nodes nested at most ``MAX_DEPTH`` deep;
   statements ``if`` and ``for`` only (no set, macros, blocks, includes, recursive loops), loops not nested;
@@ -10,7 +10,7 @@ characters and items, ``MAX_SECONDS`` for all the templates of one op) and its o
   of ``SAFE_METHODS`` (``'x'.ljust(10**9)`` or ``| indent(10**9)`` are refused); ``range`` up to ``MAX_RANGE``;
 - the output: ``MAX_OUTPUT`` characters per field, measured while it streams;
 - time: the deadline is read before every operator, call, filter, loop iteration and output chunk.
-Failures raise ``SecurityError``, ``ValueTooLarge`` or ``OutOfTime``; ``proto.templating`` turns every
+Failures raise ``SecurityError``, ``ValueTooLarge`` or ``OutOfTime``; ``rules.templating`` turns every
 failure of any kind into a ``TemplateError`` naming the field.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from jinja2.filters import FILTERS
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
-from proto.value_bounds import (
+from rules.value_bounds import (
     MAX_FORMAT_WIDTH,
     MAX_SECONDS,
     MAX_SIZE,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from proto.events import CostRecorded, SpendRolled, WindowSpend
-from proto.windows import WINDOWS, window_start
+from rules.windows import WINDOWS, window_start
 
 Scope = tuple[str, str]  # ("queue" | "project", name)
 SpendKey = tuple[str, str, str, datetime]  # scope, name, window, start

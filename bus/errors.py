@@ -35,7 +35,7 @@ class DependencyUnavailable(Exception):
 
 class Fenced(Exception):
     """A publish was refused because another instance claimed the role since this one did
-    (``services.runtime.bus.Fence``): this instance no longer decides; its message is given back undone."""
+    (``bus.bus.Fence``): this instance no longer decides; its message is given back undone."""
 
 
 class MessageTooLarge(InvalidInput):

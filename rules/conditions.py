@@ -8,7 +8,7 @@ no attribute access beyond ``params.``/``inputs.``, no subscripts, no comprehens
 It runs on admission's only event loop, so it is bounded, and every failure of any kind is a
 ``ConditionError`` with a readable message (the op is rejected ``invalid_condition``):
 - the text: at most ``MAX_SOURCE`` characters, ``MAX_NODES`` syntax nodes, nested ``MAX_DEPTH`` deep;
-- every value it builds (``proto.value_bounds``, the same bounds as templates'): an integer of at most
+- every value it builds (``rules.value_bounds``, the same bounds as templates'): an integer of at most
   ``MAX_INT_BITS`` bits, strings and lists of at most ``MAX_SIZE`` characters and items, refused before
   computing where the size is predictable (``'a' * 10**8``, ``(10**64)**64``) and checked on every result;
 - time: ``MAX_SECONDS``, checked before each step.
@@ -20,7 +20,7 @@ import operator
 import re
 from typing import Any
 
-from proto.value_bounds import (
+from rules.value_bounds import (
     MAX_INT_BITS,
     MAX_SECONDS,
     MAX_SIZE,

@@ -15,7 +15,7 @@ which mounts one by default) without ``allowServiceAccountToken``, a ``priorityC
 may mount the node's files, the tokens of every pod on it included). At every level, opsched never puts a pod
 into a system namespace, and no probe or lifecycle hook of a container may name a ``host`` (the kubelet would
 connect there, from the node: the cloud metadata server at 169.254.169.254, another pod, the API server); the
-pod's own IP is the default. The GPU-accounting refusals (``proto.gpu_accounting``) apply at every level too;
+pod's own IP is the default. The GPU-accounting refusals (``rules.gpu_accounting``) apply at every level too;
 they are a separate policy.
 """
 from __future__ import annotations
@@ -23,14 +23,11 @@ from __future__ import annotations
 import ipaddress
 import json
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
-if TYPE_CHECKING:
-    from proto.queues import QueuesConfig
+from proto.queues import DEFAULT_LEVEL, AllowableVolume, Level, QueuesConfig
 
-Level = Literal["privileged", "baseline", "restricted"]
 LEVELS: tuple[Level, ...] = ("privileged", "baseline", "restricted")  # least to most restrictive
-DEFAULT_LEVEL: Level = "baseline"
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"  # Pod Security admission's namespace label
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 SYSTEM_PRIORITY_CLASSES = frozenset({"system-node-critical", "system-cluster-critical"})
@@ -50,7 +47,6 @@ CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 SECCOMP_ANNOTATIONS = ("seccomp.security.alpha.kubernetes.io/pod", "container.seccomp.security.alpha.kubernetes.io/")
 UNSET_OR_FALSE = (None, False)  # the only allowed values of a flag: "true", 1, "yes" are all refused
-AllowableVolume = Literal["persistentVolumeClaim", "nfs"]
 ALLOWABLE_VOLUMES: tuple[AllowableVolume, ...] = ("persistentVolumeClaim", "nfs")  # volume kinds refused unless the queue's allowVolumes lists them
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 LIFECYCLE_HOOKS = ("postStart", "preStop")

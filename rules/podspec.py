@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proto import rendezvous
 from proto.events import OperationAdmitted
-from proto.naming import pod_names
 from proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_accelerator, parse_quantity
 from proto.spec import Container, Environment
+from rules import rendezvous
+from rules.naming import pod_names
 
 NVIDIA_RESOURCES = ("nvidia.com/gpu", GPU_MEMORY)  # their device plugins set NVIDIA_VISIBLE_DEVICES
 NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
@@ -75,7 +75,7 @@ def build_pods(admitted: OperationAdmitted) -> list[dict[str, Any]]:
 
 
 def rendezvous_service(admitted: OperationAdmitted) -> dict[str, Any] | None:
-    """The headless Service of a gang's rendezvous (``proto.rendezvous``); None for a one-pod attempt."""
+    """The headless Service of a gang's rendezvous (``rules.rendezvous``); None for a one-pod attempt."""
     if len(pod_names(admitted.op_id, admitted.attempt, admitted.spec)) < 2:
         return None
     labels = {MANAGED_BY: MANAGER, LABEL_OP: admitted.op_id, LABEL_ATTEMPT: str(admitted.attempt)}

@@ -1,4 +1,4 @@
-"""One message as a handler loop sees it (``services.runtime.bus``)."""
+"""One message as a handler loop sees it (``bus.bus``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -1,14 +1,14 @@
 """The NATS connection: streams, durable consumers, publishing with Nats-Msg-Id, replay.
 
-With ``connecting`` (opening the connection), ``requesting`` and ``kvcalls`` (its requests) and ``service``, the
-only modules that import ``nats``.
+With ``connecting`` (opening the connection), ``requesting`` and ``kvcalls`` (its requests) and
+``services.runtime.service``, the only modules that import ``nats``.
 """
 from __future__ import annotations
 
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import nats
@@ -18,19 +18,18 @@ import structlog
 from nats.js import api
 from nats.js.errors import NotFoundError
 
+from bus import tracing
+from bus.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
+from bus.connecting import CaFile, open_connection
+from bus.credentials import Credentials
+from bus.errors import DependencyUnavailable, Fenced
+from bus.kvcalls import KVCalls
+from bus.rebuilding import replaying
+from bus.received import Received
+from bus.refusals import Refusals
+from bus.requesting import PubAck, Requester
+from bus.sizes import check_size
 from proto import codec, subjects
-from services.runtime import tracing
-from services.runtime.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
-from services.runtime.connecting import CaFile, open_connection
-from services.runtime.credentials import Credentials
-from services.runtime.errors import DependencyUnavailable, Fenced
-from services.runtime.kvcalls import KVCalls
-from services.runtime.rebuilding import replaying
-from services.runtime.received import Received
-from services.runtime.refusals import Refusals
-from services.runtime.requesting import PubAck, Requester
-from services.runtime.settings import StreamLimits
-from services.runtime.sizes import check_size
 
 DUPLICATE_WINDOW_S = 120.0
 FOLLOW_HEARTBEAT_S = 1.0  # an ordered consumer whose node died is recreated after two missed heartbeats
@@ -52,17 +51,27 @@ _FENCE_CODES = (WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_FLIGHT)
 # reads like a leaderless stream); at one of its limits, the description says which: ``StreamFull``
 STORE_FAILED = 10077
 _AT_LIMIT = ("maximum bytes exceeded", "maximum messages exceeded", "maximum messages per subject exceeded")
-# What a stream does at its limits (``Settings.stream_limits``): the command stream refuses new commands (per
-# subject, the backlog cap per identity, and at its byte limit) rather than drop other users' queued ones; the op
-# stream is the source of truth replayed on start: it refuses new events, never drops old ones (readiness says so,
-# ``stalls``); the latest-fact streams refuse new subjects (a known one is still replaced: at its per-subject limit
-# the server removes its older message first); the dead letters alone drop their oldest.
+# What a stream does at its limits (``services.runtime.settings.Settings.stream_limits``): the command stream
+# refuses new commands (per subject, the backlog cap per identity, and at its byte limit) rather than drop other
+# users' queued ones; the op stream is the source of truth replayed on start: it refuses new events, never drops old
+# ones (readiness says so, ``services.runtime.stalls``); the latest-fact streams refuse new subjects (a known one is
+# still replaced: at its per-subject limit the server removes its older message first); the dead letters alone drop
+# their oldest.
 DISCARD: dict[str, api.DiscardPolicy] = {
     subjects.CMD_STREAM: api.DiscardPolicy.NEW, subjects.OPS_STREAM: api.DiscardPolicy.NEW,
     subjects.DLQ_STREAM: api.DiscardPolicy.OLD, subjects.CLUSTER_STREAM: api.DiscardPolicy.NEW,
     subjects.CONFIG_STREAM: api.DiscardPolicy.NEW,
 }
 DISCARD_NEW_PER_SUBJECT = {subjects.CMD_STREAM}  # a subject at its per-subject cap refuses, rather than rolls
+
+
+class StreamLimits(NamedTuple):
+    """What a stream keeps at most: messages this old (0: any age), this many bytes (-1: any), and, given,
+    this many messages per subject (the stream's own default otherwise)."""
+
+    max_age_s: float
+    max_bytes: int
+    per_subject: int | None = None
 
 
 class StreamFull(Exception):

@@ -16,7 +16,7 @@ Names a template may use (``template_values``): every input, output and param by
 ``OpSpec.to_env`` (Polyaxon's ``toEnv``) sets an env var on every container of the op to a param's
 value: strings as written, booleans ``true``/``false``, None empty, anything else as JSON.
 
-Templates render in a bounded sandbox (``proto.template_sandbox``: source, depth, the size of every value,
+Templates render in a bounded sandbox (``rules.template_sandbox``: source, depth, the size of every value,
 output and time, all of one op's templates sharing one time budget). Every failure of any kind is a
 ``TemplateError`` naming the field (``container.args[0]``): an undefined name, a syntax error, access to
 Python internals (the sandbox), a value too large, too slow, or any error raised while rendering.
@@ -37,8 +37,8 @@ from jinja2.exceptions import SecurityError, TemplateSyntaxError
 from proto.queues import QueuesConfig
 from proto.spec import Container, EnvVar, OpSpec
 from proto.template_markers import MARKERS, has_template  # noqa: F401 - re-exported
-from proto.template_sandbox import render, time_budget
-from proto.value_bounds import OutOfTime, ValueTooLarge
+from rules.template_sandbox import render, time_budget
+from rules.value_bounds import OutOfTime, ValueTooLarge
 
 Path = tuple[str | int, ...]
 

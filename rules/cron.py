@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
+
+from proto.schedules import utc  # naive times are UTC: how the contract reads a schedule's times
 
 HORIZON_YEARS = 10  # long enough for Feb 29 across a century year (2096 -> 2104)
 MINUTE = timedelta(minutes=1)
@@ -180,11 +182,6 @@ _DAYS_IN_MONTH = {1: 31, 2: 29, 3: 31, 4: 30, 5: 31, 6: 30, 7: 31, 8: 31, 9: 30,
 
 def _some_month_has_a_day(cron: Cron) -> bool:
     return any(day <= _DAYS_IN_MONTH[month] for month in cron.months for day in cron.days)
-
-
-def utc(t: datetime) -> datetime:
-    """Naive times are UTC; aware ones are converted."""
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
 
 
 def _floor(t: datetime) -> datetime:

@@ -1,0 +1,4 @@
+"""The rules every part shares, defined once on top of the wire contract (``proto``): how a pod is built and
+named, what its pod security allows, what a template or a condition may do, when a cron schedule fires, how a
+queue file is read, how spend adds up per window. The services, the CLI and the SDK import them; they import
+only ``proto`` and libraries, never a service, the client or NATS."""
