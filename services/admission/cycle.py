@@ -17,6 +17,7 @@ from datetime import datetime
 
 from proto.events import (
     Event,
+    FailureFinal,
     OperationAdmitted,
     OperationFailed,
     OperationOnHold,
@@ -25,7 +26,7 @@ from proto.events import (
     PreemptRequested,
     RetryScheduled,
 )
-from proto.failures import is_infrastructure
+from proto.failures import is_infrastructure, why_final
 from proto.lifecycle import CACHE_HIT_REASON
 from proto.naming import pod_name, pod_names
 from proto.pod_security import carried, run_policy
@@ -78,7 +79,7 @@ class Cycle:
         self._agents_lost()
         self._finish_cache_hits()
         self._cleared()
-        self._retries()
+        self._failures()
         self._nominated()
         borrowers: list[OpRecord] = []
         for queue in queue_order(self.book, self.snap, self.state):
@@ -140,15 +141,22 @@ class Cycle:
                 self._emit(OperationOnHold(op_id=op.op_id, at=self.now, attempt=op.attempt,
                                            reason=hold[0], message=hold[1]))
 
-    def _retries(self) -> None:
-        while self.queues.retrying:
-            op = self.fold.ops[self.queues.retrying.pop(0)]
-            if op.status != Status.RETRYING:
-                continue
-            infra = is_infrastructure(op.reason)
-            delay = retry_delay(self.book.config.retry_backoff, op.retries_used, infra)
-            self._emit(RetryScheduled(op_id=op.op_id, at=self.now, attempt=op.attempt, retry_after_s=delay,
-                                      reason=op.reason, retries_used=op.retries_used))
+    def _failures(self) -> None:
+        """Each failed attempt the fold decided on gets its decision on the wire, once: ``retry_scheduled`` (with its
+        back-off) or ``failure_final`` (the op's end). One whose decision is on the stream already (replayed) has
+        moved on, or is marked decided: skipped."""
+        while self.queues.failures:
+            op = self.fold.ops[self.queues.failures.pop(0)]
+            if op.status == Status.RETRYING:
+                infra = is_infrastructure(op.reason)
+                delay = retry_delay(self.book.config.retry_backoff, op.retries_used, infra)
+                self._emit(RetryScheduled(op_id=op.op_id, at=self.now, attempt=op.attempt, retry_after_s=delay,
+                                          reason=op.reason, retries_used=op.retries_used))
+            elif op.failure_undecided:
+                max_retries = op.spec.termination.max_retries
+                self._emit(FailureFinal(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=op.reason,
+                                        message=why_final(op.reason, max_retries, op.retries_used),
+                                        retries_used=op.retries_used, max_retries=max_retries))
 
     def _end_handler_failures(self) -> None:
         """Ops a service gave up on (``handler_failed``), or an event of which admission could not fold
