@@ -88,3 +88,32 @@ async def test_an_op_waiting_for_its_original_waits_through_the_retry_and_runs_a
     await events.expect(FailureFinal, original)
     assert (await events.expect(CacheMissed, waiter)).reason == "original_failed"
     await events.expect(OperationAdmitted, waiter)
+
+
+def decisions_made(admission, kind: str) -> float:
+    """How many ``kind`` decisions this admission's cycles made (its /metrics counter)."""
+    return sum(s.value for metric in admission.measures.decisions.collect() for s in metric.samples
+               if s.name.endswith("_total") and s.labels.get("result") == kind)
+
+
+async def test_a_restarted_admission_replays_the_decisions_and_publishes_none_again(
+        stack_factory, tmp_path, bus, client, events):
+    path = tmp_path / "queues.yaml"
+    path.write_text(QUEUES)
+    await stack_factory(names=("cost", "cache", "dispatcher"), dispatcher_mode="null")
+    first = await stack_factory(names=("admission",), queues_file=path)
+    op_id = await client.submit(retried_once("flaky"))
+    await events.expect(OperationDispatched, op_id)
+    await bus.publish(fail(op_id, 0))
+    await events.expect(OperationDispatched, op_id, where=lambda e: e.attempt == 1)
+    await bus.publish(fail(op_id, 1))
+    await events.expect(FailureFinal, op_id)
+    assert decisions_made(first.service("admission"), "failure_final") == 1
+    await first.close()
+    again = await stack_factory(names=("admission",), queues_file=path)  # replays the stream
+    probe = await client.submit(op("probe").build())
+    await events.expect(OperationAdmitted, probe)  # a cycle has run on the replayed state
+    admission = again.service("admission")
+    assert admission.state.ops[op_id].status.label == "failed" and not admission.state.ops[op_id].failure_undecided
+    assert decisions_made(admission, "failure_final") == decisions_made(admission, "retry_scheduled") == 0
+    assert (await client.why(op_id)).status == "failed"
