@@ -199,8 +199,8 @@ class RetryScheduled(Event, tag="retry_scheduled", kw_only=True):
 class FailureFinal(Event, tag="failure_final", kw_only=True):
     """Admission's decision on a failed attempt (``failed`` of attempt ``attempt``) that is not retried: the op
     has failed, and this is its end. Every ``failed`` admission folds gets exactly one decision, this or
-    ``retry_scheduled``; nobody else decides it (the cache and the views wait for it). ``reason``: the failure's
-    (as its ``failed`` carried it); ``message``: why no retry follows."""
+    ``retry_scheduled`` (unless a stop ends the op first); nobody else decides it (the cache and the views wait
+    for it). ``reason``: the failure's (as its ``failed`` carried it); ``message``: why no retry follows."""
 
     reason: str
     message: str = ""
