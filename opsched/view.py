@@ -10,6 +10,7 @@ from proto.events import (
     DispatchDelayed,
     ErrorRaised,
     Event,
+    FailureFinal,
     OperationAdmitted,
     OperationDispatched,
     OperationEvicted,
@@ -28,11 +29,10 @@ from proto.events import (
     RetryScheduled,
     SpendRolled,
 )
-from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, RETRY_SHOWN, SHOWN, TERMINAL_LABELS, Status
+from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, SHOWN, TERMINAL_LABELS, Status
 from proto.reasons import Ending, Reason, dependency_name, message
 from proto.resources import gpus_label
 from proto.summaries import OpSummary
-from rules.failures import will_retry_after
 
 TERMINAL_STATUSES = TERMINAL_LABELS
 
@@ -50,7 +50,6 @@ class OpRow:
     reason: str = ""
     rank: float = -1  # of its status (proto.lifecycle.SHOWN)
     history: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
     max_retries: int | None = None
     ignored: list[str] = field(default_factory=list)  # fields of its file with no effect in opsched
     batch: str = ""  # the sweep it belongs to
@@ -84,9 +83,7 @@ class OpsView:
                 return None
             row = self.rows[event.op_id] = OpRow(event.op_id)
         row.history.append(codec.type_of(event))
-        shown = SHOWN.get(type(event))
-        if isinstance(event, OperationFailed) and self._will_retry(row, event):
-            shown = RETRY_SHOWN
+        shown = SHOWN.get(type(event))  # a ``failed`` ends the op only by admission's ``failure_final``
         _details(row, event)
         if isinstance(event, OperationResumed):  # a stopped/failed op continues: it is not over any more
             row.status, row.rank = NEXT_ATTEMPT_SHOWN
@@ -98,12 +95,6 @@ class OpsView:
             row.status, row.rank = shown
             row.attempt = event.attempt
         return row
-
-    def _will_retry(self, row: OpRow, event: OperationFailed) -> bool:
-        """A failed attempt that admission will retry is not the end (same rule as admission's)."""
-        earlier = list(row.failures)
-        row.failures.append(event.reason)
-        return row.active and will_retry_after(event.reason, row.max_retries, earlier)
 
     def add_summary(self, summary: OpSummary) -> OpRow:
         """An op that ended and left admission's memory, as its summary (the ops bucket) tells it."""
@@ -173,6 +164,8 @@ def _reason_now(row: OpRow, event: Event) -> None:  # noqa: C901 - one branch pe
         row.reason = event.message or getattr(event, "reason", "")
     elif isinstance(event, RetryScheduled):
         row.reason = f"attempt {event.attempt} failed ({event.reason}); retry in {event.retry_after_s:g}s"
+    elif isinstance(event, FailureFinal):  # the failure's own words (its ``failed``), and why it is not retried
+        row.reason = "; ".join(p for p in (row.reason or event.reason, event.message) if p)
     elif isinstance(event, PreemptRequested):
         row.reason = f"preempted by {event.preemptor}: {event.message}"
     elif isinstance(event, (OperationPreempted, OperationEvicted)):

@@ -22,7 +22,7 @@ import msgspec
 from opsched.view import OpRow
 from proto import codec
 from proto.events import Event
-from proto.lifecycle import Status
+from proto.lifecycle import ATTEMPT_FAILED_SHOWN, Status
 
 LIVE, PLAIN, JSON = "live", "plain", "json"
 SUCCEEDED, RUNNING = Status.SUCCEEDED.label, Status.RUNNING.label
@@ -150,7 +150,7 @@ def render(tally: Tally, title: str) -> Any:
 
 STYLES = {Status.SUCCEEDED.label: "green", Status.FAILED.label: "red", Status.TIMED_OUT.label: "red",
           Status.REJECTED.label: "red", Status.STOPPED.label: "yellow", Status.RUNNING.label: "cyan",
-          Status.RETRYING.label: "yellow", Status.ON_HOLD.label: "magenta"}
+          Status.RETRYING.label: "yellow", Status.ON_HOLD.label: "magenta", ATTEMPT_FAILED_SHOWN.label: "yellow"}
 
 
 async def follow(client: Any, op_ids: Sequence[str], mode: str, *, title: str = "",

@@ -196,6 +196,18 @@ class RetryScheduled(Event, tag="retry_scheduled", kw_only=True):
     retries_used: int  # application failures so far (infrastructure failures do not count)
 
 
+class FailureFinal(Event, tag="failure_final", kw_only=True):
+    """Admission's decision on a failed attempt (``failed`` of attempt ``attempt``) that is not retried: the op
+    has failed, and this is its end. Every ``failed`` admission folds gets exactly one decision, this or
+    ``retry_scheduled`` (unless a stop ends the op first); nobody else decides it (the cache and the views wait
+    for it). ``reason``: the failure's (as its ``failed`` carried it); ``message``: why no retry follows."""
+
+    reason: str
+    message: str = ""
+    retries_used: int = 0  # the op's own failures that were retried (infrastructure failures do not count)
+    max_retries: int | None = None  # its ``termination.maxRetries`` as admission applied it
+
+
 class OperationTimedOut(Event, tag="timed_out", kw_only=True):
     """Ran longer than ``termination.timeout``: killed, not retried."""
 
@@ -308,11 +320,10 @@ EVENTS: tuple[type[Event], ...] = (
     OperationSubmitted, CostEstimated, CacheHit, CacheMissed, OperationAdmitted,
     OperationDispatched, OperationRunning, OperationSucceeded, OperationFailed,
     OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
-    OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, OperationTimedOut,
-    OperationResumed, CostRecorded, BudgetExceeded, ErrorRaised, DispatchDelayed, HandlerFailed, SpendRolled,
+    OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, FailureFinal,
+    OperationTimedOut, OperationResumed, CostRecorded, BudgetExceeded, ErrorRaised, DispatchDelayed, HandlerFailed,
+    SpendRolled,
 )
-TERMINAL = (OperationSucceeded, OperationFailed, OperationRejected, OperationStopped, OperationSkipped,
-            OperationTimedOut)
 
 
 def event_type(cls: type[msgspec.Struct]) -> str:

@@ -7,6 +7,9 @@ view, the cache and the cost recorder all read it from here.
        |                                                              v            v
        +--> rejected / skipped / stopped        succeeded | failed | timed_out | stopped
     (an attempt preempted, evicted or failed with a retry left goes back to queued as the next attempt)
+
+A ``failed`` attempt is admission's to decide on, once: it publishes ``retry_scheduled`` (the next attempt
+follows) or ``failure_final`` (the op has failed). Everyone else reads the decision, never derives it.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from proto.events import (
     CostEstimated,
     DispatchDelayed,
     Event,
+    FailureFinal,
     OperationAdmitted,
     OperationApproved,
     OperationDispatched,
@@ -86,7 +90,8 @@ def allowed(before: Status, after: Status) -> bool:
 ACTIVE_LABELS = tuple(s.label for s in Status if s.active)
 TERMINAL_LABELS = tuple(s.label for s in Status if s.terminal)
 
-# The status an event moves an op to (a failure with a retry left is RETRYING instead: see the fold).
+# The status an event moves an op to in admission's fold (a failure with a retry left is RETRYING instead: the fold
+# decides, and says so with ``retry_scheduled`` or ``failure_final``).
 STATUS_OF: dict[type[Event], Status] = {
     OperationAdmitted: Status.ADMITTED,
     OperationDispatched: Status.DISPATCHED,
@@ -97,12 +102,14 @@ STATUS_OF: dict[type[Event], Status] = {
     OperationStopped: Status.STOPPED,
     OperationSkipped: Status.SKIPPED,
     OperationTimedOut: Status.TIMED_OUT,
+    FailureFinal: Status.FAILED,
 }
 # What ends an attempt that was admitted (its pods are gone or going; what it ran is billed).
 ATTEMPT_ENDS: tuple[type[Event], ...] = (OperationSucceeded, OperationFailed, OperationTimedOut, OperationStopped,
                                          OperationPreempted, OperationEvicted)
-# What may end the op itself (a failure ends it only when no retry is left).
-OP_ENDS: tuple[type[Event], ...] = (OperationSucceeded, OperationFailed, OperationStopped, OperationTimedOut,
+# What ends the op itself, as a follower of the op stream reads it: a failure ends it only by admission's
+# ``failure_final`` (a ``failed`` alone is an attempt's end, which admission may retry).
+OP_ENDS: tuple[type[Event], ...] = (OperationSucceeded, FailureFinal, OperationStopped, OperationTimedOut,
                                     OperationSkipped, OperationRejected)
 CACHE_HIT_REASON = Ending.CACHE_HIT  # an op that succeeded because an identical op's result was reused
 
@@ -116,10 +123,13 @@ class Shown(NamedTuple):
     rank: float
 
 
+ATTEMPT_FAILED_SHOWN = Shown("attempt_failed", Status.RUNNING + 0.75)  # admission decides what follows
 # Each event as it shows: its lifecycle status; the gates and an approval as pending (which gate is
 # admission's to know); a stop or preemption asked of a running op as stopping/preempting until its pods
 # are gone; an attempt taken away as itself until the next one starts (as RETRYING ranks); a dispatch waiting
-# for the Kubernetes API as still admitted (its reason says what it waits for).
+# for the Kubernetes API as still admitted (its reason says what it waits for); a failed attempt as
+# ``attempt_failed`` until admission's decision on it: ``retrying`` (``retry_scheduled``) or ``failed``
+# (``failure_final``, the op's end).
 SHOWN: dict[type[Event], Shown] = {
     OperationSubmitted: Shown("pending", Status.PENDING),
     CostEstimated: Shown("pending", Status.PENDING),
@@ -128,6 +138,7 @@ SHOWN: dict[type[Event], Shown] = {
     OperationOnHold: Shown(Status.ON_HOLD.label, Status.ON_HOLD),
     OperationApproved: Shown("pending", Status.ON_HOLD),
     **{event: Shown(status.label, status) for event, status in STATUS_OF.items()},
+    OperationFailed: ATTEMPT_FAILED_SHOWN,
     DispatchDelayed: Shown(Status.ADMITTED.label, Status.ADMITTED),
     StopRequested: Shown("stopping", Status.RUNNING + 0.5),
     PreemptRequested: Shown("preempting", Status.RUNNING + 0.5),
@@ -135,5 +146,4 @@ SHOWN: dict[type[Event], Shown] = {
     OperationEvicted: Shown("evicted", Status.RETRYING),
     RetryScheduled: Shown(Status.RETRYING.label, Status.RETRYING),
 }
-RETRY_SHOWN = Shown(Status.RETRYING.label, Status.RETRYING)  # a failure with a retry left
 NEXT_ATTEMPT_SHOWN = Shown("pending", Status.ON_HOLD)  # resumed, or a new attempt: its statuses start again

@@ -23,7 +23,7 @@ ROLES = ("submitter", "approver", "admin")
 # publish fails that test, not a user's scheduler (a cache hit's ``succeeded`` once wedged admission).
 EMITS: dict[str, tuple[str, ...]] = {
     "admission": ("submitted", "admitted", "rejected", "skipped", "on_hold", "preempt_requested",
-                  "retry_scheduled", "stopped", "stop_requested", "approved", "resumed", "failed",
+                  "retry_scheduled", "failure_final", "stopped", "stop_requested", "approved", "resumed", "failed",
                   "succeeded",  # a cache hit ends its op with the original's outputs, never dispatched
                   "schedule_created", "schedule_fired", "schedule_deleted", "schedule_finished", "lease",
                   "spend_rolled"),

@@ -1,10 +1,8 @@
-"""Which failures are the op's own (they use a retry) and which are the infrastructure's (they do not).
-
-Shared by admission (which schedules retries) and every view of an op's state (so a client knows
-whether a ``failed`` attempt is final)."""
+"""Which failures are the op's own (they use a retry) and which are the infrastructure's (they do not), and
+whether a failed attempt is retried: admission's rule, applied by admission alone when it folds the failure.
+It publishes the decision (``retry_scheduled`` or ``failure_final``); the cache and the views read that, never
+this rule (they could not apply it as admission does: a handler's giving up, counted here, has no ``failed``)."""
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from proto.reasons import Failure
 
@@ -38,13 +36,13 @@ def will_retry(reason: str, max_retries: int | None, retries_used: int, infra_fa
     return retries_used < (max_retries or 0)
 
 
-def will_retry_after(reason: str, max_retries: int | None, earlier: Sequence[str]) -> bool:
-    """``will_retry`` as a follower of the op stream can tell it (the cache, the client's view): the op's own
-    and the infrastructure's failures counted from ``earlier``, the reasons of the op's earlier failed attempts.
-    Admission decides from its own counts (which also count a handler's giving up, no ``failed`` event); this
-    agrees with it as far as the ``failed`` events tell."""
-    own = sum(1 for r in earlier if not is_infrastructure(r))
-    return will_retry(reason, max_retries, own, len(earlier) - own)
+def why_final(reason: str, max_retries: int | None, retries_used: int) -> str:
+    """Why a failure ``will_retry`` refused is final, for people (``failure_final.message``)."""
+    if reason in FINAL_REASONS:
+        return f"{reason} is never retried: retrying cannot help"
+    if is_infrastructure(reason):
+        return f"infrastructure failures are retried {MAX_INFRASTRUCTURE_RETRIES} times, no more"
+    return f"no retry left: {retries_used} of maxRetries {max_retries or 0} used"
 
 
 # The messages an op waits on a service to handle (its gates, its dispatch, its stop or preemption): a

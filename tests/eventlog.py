@@ -51,9 +51,9 @@ class EventLog:
         return found()  # type: ignore[return-value]
 
     async def expect_terminal(self, op_id: str, timeout: float = 30.0) -> Event:
-        from proto.events import TERMINAL
+        from proto.lifecycle import OP_ENDS
 
-        return await self.expect(TERMINAL, op_id, timeout)  # type: ignore[arg-type]
+        return await self.expect(OP_ENDS, op_id, timeout)  # type: ignore[arg-type]
 
     async def stop(self) -> None:
         if self._sub is not None:

@@ -24,7 +24,7 @@ _DETAIL_FIELDS = ("node", "pod_name", "reason", "message", "preemptor", "retry_a
 
 def row_json(row: OpRow) -> dict[str, Any]:
     out = dataclasses.asdict(row)
-    del out["rank"], out["history"], out["failures"]  # the fold's own bookkeeping; the timeline tells the story
+    del out["rank"], out["history"]  # the fold's own bookkeeping; the timeline tells the story
     out["terminal"], out["active"] = row.terminal, row.active
     return out
 

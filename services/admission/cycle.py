@@ -12,7 +12,7 @@ the policies (``policies``), which see only that snapshot and a read-only view o
    next agent deadline (``_agents_lost``).
 5. Finish cache hits: succeeded with the original's outputs (``_finish_cache_hits``).
 6. Ops whose gates cleared (cost estimate and cache miss in): held for approval, or queued (``_cleared``).
-7. Schedule the retries of failed attempts with their back-off (``_retries``).
+7. Publish the retry decisions of failed attempts: `retry_scheduled` with its back-off, or `failure_final` (``_failures``).
 8. Nominated preemptors: one whose victims are gone is evaluated first, on the room held for it, before anyone
    else can take it; one whose victims still run keeps waiting (``_nominated``).
 9. Walk the queues in hand-off order (queue priority, then name; with fair sharing the lowest share first);
@@ -32,6 +32,7 @@ from datetime import datetime
 
 from proto.events import (
     Event,
+    FailureFinal,
     OperationAdmitted,
     OperationFailed,
     OperationOnHold,
@@ -42,7 +43,7 @@ from proto.events import (
 )
 from proto.lifecycle import CACHE_HIT_REASON
 from proto.reasons import Failure, Preemption, Reason
-from rules.failures import is_infrastructure
+from rules.failures import is_infrastructure, why_final
 from rules.naming import pod_name, pod_names
 from rules.pod_security import carried, run_policy
 from rules.templating import TemplateError
@@ -95,7 +96,7 @@ class Cycle:
         self._agents_lost()  # 4
         self._finish_cache_hits()  # 5
         self._cleared()  # 6
-        self._retries()  # 7
+        self._failures()  # 7
         self._nominated()  # 8
         borrowers: list[OpRecord] = []
         for queue in queue_order(self.book, self.snap, self.usage):  # 9
@@ -157,15 +158,22 @@ class Cycle:
                 self._emit(OperationOnHold(op_id=op.op_id, at=self.now, attempt=op.attempt,
                                            reason=hold[0], message=hold[1]))
 
-    def _retries(self) -> None:
-        while self.queues.retrying:
-            op = self.fold.ops[self.queues.retrying.pop(0)]
-            if op.status != Status.RETRYING:
-                continue
-            infra = is_infrastructure(op.reason)
-            delay = retry_delay(self.book.config.retry_backoff, op.retries_used, infra)
-            self._emit(RetryScheduled(op_id=op.op_id, at=self.now, attempt=op.attempt, retry_after_s=delay,
-                                      reason=op.reason, retries_used=op.retries_used))
+    def _failures(self) -> None:
+        """Each failed attempt the fold decided on gets its decision on the wire, once: ``retry_scheduled`` (with its
+        back-off) or ``failure_final`` (the op's end). One whose decision is on the stream already (replayed) has
+        moved on, or is marked decided: skipped."""
+        while self.queues.failures:
+            op = self.fold.ops[self.queues.failures.pop(0)]
+            if op.status == Status.RETRYING:
+                infra = is_infrastructure(op.reason)
+                delay = retry_delay(self.book.config.retry_backoff, op.retries_used, infra)
+                self._emit(RetryScheduled(op_id=op.op_id, at=self.now, attempt=op.attempt, retry_after_s=delay,
+                                          reason=op.reason, retries_used=op.retries_used))
+            elif op.failure_undecided:
+                max_retries = op.spec.termination.max_retries
+                self._emit(FailureFinal(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=op.reason,
+                                        message=why_final(op.reason, max_retries, op.retries_used),
+                                        retries_used=op.retries_used, max_retries=max_retries))
 
     def _end_handler_failures(self) -> None:
         """Ops a service gave up on (``handler_failed``), or an event of which admission could not fold

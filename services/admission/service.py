@@ -34,7 +34,7 @@ from proto.commands import (
     SubmitOperation,
 )
 from proto.config import QueuesConfigured, SetQueues
-from proto.events import Event, OperationRejected, OperationSubmitted
+from proto.events import Event, FailureFinal, OperationRejected, OperationSubmitted
 from proto.leases import is_claim
 from proto.queries import QueuesRequest, WhyRequest
 from proto.queues import QueuesConfig
@@ -357,6 +357,8 @@ class Admission(Service):
                        error=str(exc))
         if isinstance(exc, NotPermitted):
             self.refused(exc)
+        if isinstance(decision, FailureFinal):
+            raise exc  # its op ended already (failed): nothing ends it instead; told as an end unpublishable
         self.state.fold.unassume(decision.op_id, now, type(decision))
         end = unpublishable.ending(self.state.ops[decision.op_id], decision, exc, now)
         self.state.apply(end)

@@ -15,12 +15,11 @@ from proto.events import (
     CacheHit,
     CacheMissed,
     Event,
-    OperationFailed,
     OperationSubmitted,
     OperationSucceeded,
     event_type,
 )
-from proto.lifecycle import CACHE_HIT_REASON
+from proto.lifecycle import CACHE_HIT_REASON, OP_ENDS
 from services.cache import lookup
 from services.cache.fingerprint import caching_enabled, fingerprint
 from services.cache.lookup import Candidate, Hit, Miss, Wait
@@ -52,8 +51,7 @@ class Decider:
             return await self._carry_out(known)
         spec = event.spec
         run = Run(op_id=event.op_id, fingerprint=fingerprint(spec), kind=spec.run_kind, runtime=spec.run_kind,
-                  submitted_at=event.submitted_at, attempt=event.attempt, ttl=spec.cache.ttl,
-                  max_retries=spec.termination.max_retries)
+                  submitted_at=event.submitted_at, attempt=event.attempt, ttl=spec.cache.ttl)
         if spec.cache.disable is True:  # never looked up, never reused: nothing to remember
             return [self._missed(msgspec.structs.replace(run, reason=lookup.DISABLED))]
         if not caching_enabled(spec, clone=event.relation is not None):
@@ -89,14 +87,15 @@ class Decider:
 
     # ---- an op ended ----
     async def ended(self, event: Event) -> list[Event]:
+        """``event`` ended the op (``proto.lifecycle.OP_ENDS``): a failure only by admission's ``failure_final``,
+        never a ``failed`` (which admission may retry: the op is still in processing until its decision)."""
+        if not isinstance(event, OP_ENDS):
+            return []  # an attempt's end (``failed``): admission's decision on it follows
         run = await self.store.run(event.op_id)
         if run is None:  # caching off (its success may serve others), disabled, or unknown
             if isinstance(event, OperationSucceeded) and event.reason != CACHE_HIT_REASON:
                 await self._succeeded_uncached(event)
             return []
-        if isinstance(event, OperationFailed) and not self._final(run, event):
-            await self.store.update_run(run.op_id, lambda r: _with_failure(r, event))
-            return []  # another attempt follows: still in processing
         how = event_type(type(event))
         run = await self.store.update_run(run.op_id, lambda r: msgspec.structs.replace(r, ended=how)) or run
         if run.decision == WAIT and run.original is not None:
@@ -139,10 +138,6 @@ class Decider:
                          runtime=spec.run_kind, state=lookup.SUCCEEDED, ended_at=event.at, outputs=dict(event.outputs))
         await self.store.change_candidates(fingerprint(spec), lambda cs: lookup.succeed(cs, done))
 
-    def _final(self, run: Run, event: OperationFailed) -> bool:
-        earlier = [reason for attempt, reason in run.failures if attempt < event.attempt]
-        return lookup.failure_is_final(event.reason, run.max_retries, earlier)
-
     async def _settle(self, op_id: str, outcome: Candidate | None) -> list[Event]:
         """The original of waiting op ``op_id`` ended (``outcome``: it, if it succeeded)."""
         run = await self.store.run(op_id)
@@ -176,9 +171,3 @@ def _decided(run: Run, found: Hit | Wait | Miss) -> Run:
     if isinstance(found, Wait):
         return msgspec.structs.replace(run, decision=WAIT, original=found.original.op_id, candidate=False)
     return msgspec.structs.replace(run, decision=MISS, reason=found.reason, candidate=True)
-
-
-def _with_failure(run: Run, event: OperationFailed) -> Run:
-    if any(attempt == event.attempt for attempt, _ in run.failures):
-        return run
-    return msgspec.structs.replace(run, failures=[*run.failures, [event.attempt, event.reason]])

@@ -21,7 +21,6 @@ from datetime import datetime
 import msgspec
 
 from proto.reasons import CacheMiss
-from rules.failures import will_retry_after
 
 PROCESSING = "processing"
 SUCCEEDED = "succeeded"
@@ -114,9 +113,3 @@ def settle(original: Candidate | None, candidates: list[Candidate], *, op_id: st
         return Miss(EXPIRED)
     found = choose(candidates, op_id=op_id, kind=kind, runtime=runtime, now=now, ttl_s=ttl_s, wait=False)
     return found if isinstance(found, Hit) else Miss(ORIGINAL_FAILED)
-
-
-def failure_is_final(reason: str, max_retries: int | None, earlier: list[str]) -> bool:
-    """Does this failed attempt end the op? As admission decides (``rules.failures``): own failures use
-    a retry, infrastructure ones do not. ``earlier``: the reasons of the op's earlier failed attempts."""
-    return not will_retry_after(reason, max_retries, earlier)

@@ -6,9 +6,10 @@
   GPU), with ``cache_missed`` (disabled, not found, expired: scheduled normally), or with nothing yet
   when the original is still in processing: the op waits for it (remembered in the key-value bucket).
 - ``succeeded``: the op's result becomes its key's; every op waiting for it gets ``cache_hit``.
-- ``failed`` (final: no retry left), ``stopped``, ``timed_out``, ``skipped``, ``rejected``: the op is
-  no candidate any more; every op waiting for it gets ``cache_missed`` (``original_failed``), unless
-  another fresh result of the key exists.
+- ``failure_final`` (admission's decision that a failure is not retried; a ``failed`` alone is not consumed:
+  admission may retry it), ``stopped``, ``timed_out``, ``skipped``, ``rejected``: the op is no candidate any
+  more; every op waiting for it gets ``cache_missed`` (``original_failed``), unless another fresh result of the
+  key exists.
 
 Every handler is idempotent: a redelivered event finds the op's record and gives the same answer.
 """

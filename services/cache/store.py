@@ -37,14 +37,12 @@ class Run(msgspec.Struct, kw_only=True):
     submitted_at: datetime
     attempt: int = 0
     ttl: int | None = None
-    max_retries: int | None = None
     decision: str = MISS  # "hit", "wait" or "miss"
     reason: str = ""  # of a miss: "disabled", "not_found", "expired", "original_failed"
     original: str | None = None  # of a hit, or the op waited for
     outputs: dict[str, str] = {}  # of a hit: the original's
     candidate: bool = False  # its result may be reused (it runs itself, and caching is not disabled)
-    failures: list[list] = []  # [attempt, reason] of each failed attempt seen
-    ended: str | None = None  # how it ended: "succeeded", "failed", ...
+    ended: str | None = None  # how it ended: its end's type, "succeeded", "failure_final", "stopped", ...
 
     def as_candidate(self) -> Candidate:
         return Candidate(op_id=self.op_id, submitted_at=self.submitted_at, kind=self.kind, runtime=self.runtime)

@@ -23,8 +23,10 @@ from tests.builders.events import (
     cost_estimated,
     dispatched,
     failed,
+    failure_final,
     gates_cleared,
     rejected,
+    retry_scheduled,
     running,
     stop_requested,
     stopped,
@@ -43,9 +45,9 @@ from tests.builders.specs import GPU, GPU_PRODUCT, OpBuilder, op
 
 __all__ = [
     "GPU", "GPU_PRODUCT", "NAMESPACE", "T0", "Case", "OpBuilder", "admitted", "book", "cache_hit", "cache_missed",
-    "case", "case_name", "configure_aging", "cost_estimated", "dispatched", "evicted", "failed", "fold",
+    "case", "case_name", "configure_aging", "cost_estimated", "dispatched", "evicted", "failed", "failure_final", "fold",
     "first_fit", "gates_cleared", "gpu_flavor", "node", "node_removed", "op", "preempt_requested", "preempted", "queue",
-    "queued", "queues_configured", "quota", "rejected", "resource_quota", "running", "stop", "stop_requested", "stopped", "submit",
+    "queued", "queues_configured", "quota", "rejected", "resource_quota", "retry_scheduled", "running", "stop", "stop_requested", "stopped", "submit",
     "submitted", "succeeded", "t", "taint",
 ]
 

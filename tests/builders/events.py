@@ -7,6 +7,7 @@ from proto.events import (
     CacheHit,
     CacheMissed,
     CostEstimated,
+    FailureFinal,
     Money,
     OperationAdmitted,
     OperationDispatched,
@@ -16,6 +17,7 @@ from proto.events import (
     OperationStopped,
     OperationSubmitted,
     OperationSucceeded,
+    RetryScheduled,
     StopRequested,
 )
 from proto.spec import OpSpec
@@ -81,6 +83,21 @@ def failed(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0, reason: 
            message: str = "", node: str | None = None, exit_code: int | None = 1) -> OperationFailed:
     return OperationFailed(op_id=op_id, at=at, attempt=attempt, reason=reason, message=message,
                            node=node, exit_code=exit_code)
+
+
+def retry_scheduled(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0, reason: str = "Error",
+                    retry_after_s: float = 10.0, retries_used: int = 1) -> RetryScheduled:
+    """Admission's decision on attempt ``attempt``'s failure: retried."""
+    return RetryScheduled(op_id=op_id, at=at, attempt=attempt, reason=reason, retry_after_s=retry_after_s,
+                          retries_used=retries_used)
+
+
+def failure_final(op_id: str = "op-1", *, at: datetime = T0, attempt: int = 0, reason: str = "Error",
+                  message: str = "no retry left: 0 of maxRetries 0 used", retries_used: int = 0,
+                  max_retries: int | None = None) -> FailureFinal:
+    """Admission's decision on attempt ``attempt``'s failure: final, the op failed."""
+    return FailureFinal(op_id=op_id, at=at, attempt=attempt, reason=reason, message=message,
+                        retries_used=retries_used, max_retries=max_retries)
 
 
 def rejected(op_id: str = "op-1", *, at: datetime = T0, reason: str = "unknown_queue",

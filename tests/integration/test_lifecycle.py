@@ -18,6 +18,7 @@ from opsched.client import Client
 from opsched.localcluster.nodes import EXIT_CODES_ANNOTATION
 from opsched.polyaxonfile import load_polyaxonfile_batch
 from proto.events import (
+    FailureFinal,
     OperationAdmitted,
     OperationApproved,
     OperationFailed,
@@ -101,9 +102,14 @@ async def test_an_op_that_keeps_failing_ends_failed_after_max_retries_with_no_fu
     op_id = await client.submit(spec("broken", exit_codes="1,1,1", retries=1))
     last = await events.expect(OperationFailed, op_id, timeout=40, where=lambda e: e.attempt == 1)
     assert last.exit_code == 1
+    final = await events.expect(FailureFinal, op_id)  # admission's decision: the op's end
+    assert (final.attempt, final.retries_used, final.max_retries) == (1, 1, 1)
     await settled(client, events)
     assert [e.attempt for e in events.of(op_id, OperationAdmitted)] == [0, 1]
     assert [r.attempt for r in events.of(op_id, RetryScheduled)] == [0]
+    assert [f.attempt for f in events.of(op_id, FailureFinal)] == [1]
+    (row,) = [r for r in await client.ops() if r.op_id == op_id]
+    assert (row.status, row.attempt) == ("failed", 1)
     assert not events.of(op_id, OperationSucceeded)
     assert (await client.why(op_id)).status == "failed"
     pods = await pods_of(core_v1, k8s_namespace, op_id)

@@ -17,7 +17,6 @@ from services.cache.lookup import (
     Wait,
     choose,
     expired,
-    failure_is_final,
     forget,
     remember,
     settle,
@@ -128,17 +127,3 @@ def test_a_waiter_settles_when_its_original_ends(c):
         assert isinstance(found, Hit) and found.original.op_id == c.want
     else:
         assert found == c.want
-
-
-@pytest.mark.parametrize("c", [
-    case("an own failure without retries is final", reason="Error", retries=None, earlier=[], final=True),
-    case("an own failure with a retry left is not final", reason="Error", retries=1, earlier=[], final=False),
-    case("an own failure after using every retry is final", reason="Error", retries=1, earlier=["Error"],
-         final=True),
-    case("an infrastructure failure is retried without using a retry", reason="NodeLost", retries=None,
-         earlier=["Error"], final=False),
-    case("a rejected pod is final whatever the retries", reason="PodRejected", retries=5, earlier=[], final=True),
-], ids=case_name)
-def test_only_a_final_failure_ends_an_original(c):
-    assert failure_is_final(c.reason, c.retries, c.earlier) is c.final
-

@@ -11,16 +11,18 @@ import structlog
 from proto.events import (
     CacheHit,
     CacheMissed,
+    FailureFinal,
+    OperationFailed,
     OperationStopped,
     OperationSubmitted,
     OperationSucceeded,
 )
 from proto.spec import OpSpec, Termination
 from services.cache.decide import Decider
-from services.cache.service import consumed_subjects
+from services.cache.service import Cache, consumed_subjects
 from services.cache.store import CacheStore, Run, Waiter, Waiters
 from services.runtime.service import Context
-from tests.builders import T0, failed, op, stopped, submitted, succeeded
+from tests.builders import T0, failed, failure_final, op, retry_scheduled, stopped, submitted, succeeded
 from tests.builders.clock import FakeClock
 from tests.builders.kv import Entry, MemoryKV
 
@@ -70,8 +72,15 @@ def done(op_id: str, *, at=T0, attempt: int = 0, **outputs: str) -> OperationSuc
 
 
 def test_the_cache_consumes_submitted_ops_and_every_way_an_op_ends():
-    assert consumed_subjects() == ["ops.submitted.>", "ops.succeeded.>", "ops.failed.>", "ops.stopped.>",
+    assert consumed_subjects() == ["ops.submitted.>", "ops.succeeded.>", "ops.failure_final.>", "ops.stopped.>",
                                    "ops.timed_out.>", "ops.skipped.>", "ops.rejected.>"]
+
+
+def test_the_cache_does_not_take_a_failed_attempt_for_an_end():
+    """Admission decides whether a failure ends the op (``failure_final``): the cache neither consumes ``failed`` nor
+    handles one (a ``failed`` delivered from an older consumer's filter is acked unhandled)."""
+    assert "ops.failed.>" not in consumed_subjects()
+    assert OperationFailed not in Cache.ops.methods and FailureFinal in Cache.ops.methods
 
 
 async def test_the_same_op_after_its_original_succeeded_is_a_hit_with_the_originals_outputs():
@@ -112,9 +121,9 @@ async def test_an_op_waits_for_an_original_in_processing_and_takes_its_result():
 
 
 @pytest.mark.parametrize("ending", [
-    failed("a", reason="Error"),
+    failure_final("a", reason="Error"),
     stopped("a"),
-    failed("a", reason="PodRejected"),
+    failure_final("a", reason="PodRejected", max_retries=3),
 ], ids=["failed", "stopped", "pod rejected"])
 async def test_a_waiter_is_scheduled_normally_when_its_original_ends_without_a_result(ending):
     h = Harness()
@@ -127,13 +136,30 @@ async def test_a_waiter_is_scheduled_normally_when_its_original_ends_without_a_r
     assert (await h.run("c")).original == "b"
 
 
-async def test_a_failed_attempt_with_a_retry_left_keeps_the_original_in_processing():
+async def test_a_failed_attempt_admission_retries_keeps_the_original_in_processing():
     h = Harness()
     await h.submit(msgspec.structs.replace(cacheable(), termination=Termination(max_retries=1)), "a")
     assert await h.submit(cacheable(), "b") == []
-    assert await h.end(failed("a", reason="Error", attempt=0)) == []  # admission retries it
+    assert await h.end(failed("a", reason="Error", attempt=0)) == []  # not an end: no decision yet
+    assert await h.end(retry_scheduled("a", attempt=0)) == []  # admission retries it
     hit = only(await h.end(done("a", attempt=1, model="s3://m2")), CacheHit)
     assert (hit.op_id, hit.outputs) == ("b", {"model": "s3://m2"})
+
+
+@pytest.mark.parametrize("max_retries", [None, 0, 1, 5])
+async def test_a_failure_ends_the_original_only_by_admissions_final_decision_whatever_maxretries_says(max_retries):
+    """No counting in the cache: a ``failed`` (even the attempt's last by maxRetries) keeps the waiters waiting; the
+    ``failure_final`` that follows releases them, whatever maxRetries was."""
+    h = Harness()
+    await h.submit(msgspec.structs.replace(cacheable(), termination=Termination(max_retries=max_retries)), "a")
+    assert await h.submit(cacheable(), "b") == []
+    assert await h.end(failed("a", reason="Error", attempt=1)) == []
+    assert (await h.run("a")).ended is None and (await h.run("b")).decision == "wait"
+    missed = only(await h.end(failure_final("a", attempt=1, max_retries=max_retries)), CacheMissed)
+    assert (missed.op_id, missed.reason) == ("b", "original_failed")
+    assert (await h.run("a")).ended == "failure_final"
+    again = await h.end(failure_final("a", attempt=1, max_retries=max_retries))  # redelivered: the same answer
+    assert [(e.op_id, e.reason) for e in again] == [("b", "original_failed")]
 
 
 async def test_state_survives_a_restart_of_the_cache_service():

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from proto.events import DispatchDelayed, Event, OperationAdmitted
+from proto.events import DispatchDelayed, Event, FailureFinal, OperationAdmitted, OperationFailed, RetryScheduled
 from proto.lifecycle import ATTEMPT_ENDS, OP_ENDS, SHOWN, STATUS_OF, TERMINAL_LABELS, Status, allowed
 
 ROOT = Path(__file__).resolve().parents[2]
-LABELS = {s.label for s in Status} | {"stopping", "preempting", "preempted", "evicted"}
+LABELS = {s.label for s in Status} | {"stopping", "preempting", "preempted", "evicted", "attempt_failed"}
 
 
 S = Status
@@ -33,7 +33,17 @@ def test_the_status_machine(before, after, ok):
 
 def test_the_view_shows_each_lifecycle_event_as_the_status_the_fold_moves_an_op_to():
     for event, status in STATUS_OF.items():
-        assert SHOWN[event] == (status.label, status), event.__name__
+        if event is not OperationFailed:  # admission's to decide: shown as such until it says (below)
+            assert SHOWN[event] == (status.label, status), event.__name__
+
+
+def test_a_failed_attempt_is_no_end_until_admission_decides_on_it():
+    """``failed`` ends an attempt, not the op: the view waits for admission's ``retry_scheduled`` or ``failure_final``
+    (the op's end), each ranking above it."""
+    assert OperationFailed in ATTEMPT_ENDS and OperationFailed not in OP_ENDS and FailureFinal in OP_ENDS
+    assert SHOWN[OperationFailed].label not in TERMINAL_LABELS
+    assert SHOWN[OperationFailed].rank < SHOWN[RetryScheduled].rank < SHOWN[FailureFinal].rank
+    assert SHOWN[FailureFinal] == ("failed", Status.FAILED) and STATUS_OF[FailureFinal] == Status.FAILED
 
 
 def test_what_ends_an_op_shows_as_an_end_and_every_end_of_an_attempt_is_shown():

@@ -288,8 +288,9 @@ def test_an_op_that_had_started_when_its_event_could_not_be_folded_fails_for_goo
     assert state.ops["a"].holds_quota
     breaks_for("a", "_lifecycle")
     state.apply(running("a"), seq=5)
-    ends = decide(state)  # its end cannot be folded either (the same helper): it ends all the same
-    assert [(type(e).__name__, e.reason) for e in ends] == [("OperationFailed", "fold_failed")]
+    ends = decide(state)  # its end cannot be folded either (the same helper): it ends all the same, final
+    assert [(type(e).__name__, e.reason) for e in ends] == [("OperationFailed", "fold_failed"),
+                                                           ("FailureFinal", "fold_failed")]
     op_record = state.ops["a"]
     assert op_record.status == Status.FAILED and not op_record.holds_quota  # maxRetries 3: not retried
     state.apply(ends[0], seq=6)

@@ -15,9 +15,11 @@ from tests.builders import (
     cost_estimated,
     dispatched,
     failed,
+    failure_final,
     gates_cleared,
     op,
     rejected,
+    retry_scheduled,
     running,
     stop_requested,
     stopped,
@@ -53,7 +55,14 @@ ADMITTED = admitted(SUBMITTED, namespace="ml")
     case("a stop requested before it ran", events=[SUBMITTED, ADMITTED, stop_requested()],
          status="stopping", terminal=False),
     case("a succeeded op", events=[SUBMITTED, ADMITTED, running(), succeeded()], status="succeeded", terminal=True),
-    case("a failed op", events=[SUBMITTED, ADMITTED, running(), failed()], status="failed", terminal=True),
+    case("a failed attempt waits for admission's decision", events=[SUBMITTED, ADMITTED, running(), failed()],
+         status="attempt_failed", terminal=False),
+    case("a failed attempt admission retries", events=[SUBMITTED, ADMITTED, running(), failed(), retry_scheduled()],
+         status="retrying", terminal=False),
+    case("a failed op: admission's final decision", events=[SUBMITTED, ADMITTED, running(), failed(), failure_final()],
+         status="failed", terminal=True),
+    case("the final decision alone ends it (its failed not seen)", events=[SUBMITTED, failure_final()],
+         status="failed", terminal=True),
     case("a rejected op", events=[rejected()], status="rejected", terminal=True),
     case("a stopped op", events=[SUBMITTED, stopped()], status="stopped", terminal=True),
     case("a late running after success keeps it succeeded",
@@ -63,7 +72,7 @@ ADMITTED = admitted(SUBMITTED, namespace="ml")
     case("a late cost estimate after admission keeps it admitted",
          events=[SUBMITTED, ADMITTED, cost_estimated()], status="admitted", terminal=False),
     case("a terminal status is final even for another terminal event",
-         events=[SUBMITTED, failed(), succeeded()], status="failed", terminal=True),
+         events=[SUBMITTED, failed(), failure_final(), succeeded()], status="failed", terminal=True),
 ], ids=case_name)
 def test_status(c):
     row = row_of(*c.events)
@@ -123,6 +132,25 @@ def test_reason(c):
     assert row_of(*c.events).reason == c.reason
 
 
+def test_the_view_follows_admissions_decision_whatever_maxretries_says():
+    """No rule of its own: an op with maxRetries 0 whose failure admission retried (an infrastructure failure, say)
+    shows retrying; one with retries left that admission ended shows failed."""
+    no_retries = submitted(op("a").max_retries(0).build(), op_id="op-1")
+    assert row_of(no_retries, ADMITTED, failed(reason="Error"), retry_scheduled()).status == "retrying"
+    many = submitted(op("a").max_retries(5).build(), op_id="op-1")
+    final = failure_final(reason="PodRejected", message="PodRejected is never retried: retrying cannot help")
+    row = row_of(many, ADMITTED, failed(reason="PodRejected", message="bad pod"), final)
+    assert (row.status, row.terminal) == ("failed", True)
+    assert row.reason == "PodRejected: bad pod; PodRejected is never retried: retrying cannot help"
+
+
+def test_a_retried_op_whose_next_attempt_fails_for_good_ends_failed_at_that_attempt():
+    row = row_of(SUBMITTED, ADMITTED, running(), failed(), retry_scheduled(),
+                 admitted(SUBMITTED, attempt=1), running(attempt=1), failed(attempt=1),
+                 failure_final(attempt=1, retries_used=1, max_retries=1))
+    assert (row.status, row.attempt, row.terminal) == ("failed", 1, True)
+
+
 def test_history_and_attempt_follow_the_events():
     row = row_of(SUBMITTED, ADMITTED, running(attempt=1))
     assert row.history == ["submitted", "admitted", "running"]
@@ -145,7 +173,8 @@ def test_fold_bytes_decodes_and_ignores_garbage():
 
 def test_the_table_has_a_header_and_one_aligned_line_per_row():
     view = view_of(SUBMITTED, running(node="gpu-7"),
-                   submitted(op("eval").build(), op_id="op-22"), failed("op-22", reason="Error"))
+                   submitted(op("eval").build(), op_id="op-22"), failed("op-22", reason="Error"),
+                   failure_final("op-22", message=""))
     lines = table(list(view.rows.values())).splitlines()
     assert lines[0].split() == ["ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "GPUS", "NODE", "EST.", "COST", "REASON"]
     assert lines[1].split() == ["op-1", "train", "gpu-a", "running", "0", "2", "gpu-7", "-"]

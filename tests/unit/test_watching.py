@@ -8,7 +8,7 @@ import json
 from opsched.view import OpsView
 from opsched.watching import JSON, LIVE, PLAIN, Tally, follow, mode_for, render
 from tests.builders import op, t
-from tests.builders.events import admitted, failed, running, submitted, succeeded
+from tests.builders.events import admitted, failed, failure_final, running, submitted, succeeded
 
 
 class FakeClient:
@@ -29,7 +29,8 @@ def sweep_events() -> list:
     spec = op("lr").gpus(1).build()
     out = [submitted(spec, op_id=f"s-{i}", at=t(0)) for i in range(3)]
     out += [admitted(spec, op_id="s-0", at=t(1)), running("s-0", at=t(2), node="gpu-a"),
-            admitted(spec, op_id="s-1", at=t(1)), succeeded("s-0", at=t(3)), failed("s-1", at=t(4), reason="Error")]
+            admitted(spec, op_id="s-1", at=t(1)), succeeded("s-0", at=t(3)), failed("s-1", at=t(4), reason="Error"),
+            failure_final("s-1", at=t(4), message="")]
     return out
 
 
@@ -50,7 +51,7 @@ async def test_json_is_one_object_per_event_with_the_row_and_the_tally():
     objects = [json.loads(line) for line in out.getvalue().splitlines()]
     assert len(objects) == len(sweep_events())
     last = objects[-1]
-    assert (last["op_id"], last["event"], last["status"]) == ("s-1", "failed", "failed")
+    assert (last["op_id"], last["event"], last["status"]) == ("s-1", "failure_final", "failed")
     assert last["progress"] == {"total": 3, "ended": 2, "succeeded": 1, "failed": 1, "running": 0, "waiting": 1}
 
 

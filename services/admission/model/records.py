@@ -91,6 +91,7 @@ class OpRecord:
     reason_message: str = ""
     retries_used: int = 0  # own (application) failures so far
     infra_failures: int = 0
+    final_decided: int = -1  # the attempt whose ``failure_final`` is published (or assumed): decided once
     holds_quota: bool = False  # admitted and not ended: counted in its queue's usage (the fold keeps it)
     assumed_nodes: list[str] | None = None  # where the cycle that admitted it placed its pods
     agent: str = ""  # the agent its attempt was admitted to ("": the default agent)
@@ -109,6 +110,11 @@ class OpRecord:
         return cls(e.op_id, e.queue, e.priority, e.submitted_at, e.spec, request=total, pods=pods,
                    requested_by=e.requested_by,
                    history=OpHistory(original_op_id=e.original_op_id or "", relation=e.relation or ""))
+
+    @property
+    def failure_undecided(self) -> bool:
+        """It failed and its ``failure_final`` is still to publish (the stream's followers wait for it)."""
+        return self.status == Status.FAILED and self.final_decided < self.attempt
 
     @property
     def since(self) -> datetime:

@@ -22,6 +22,7 @@ from proto.events import (
     CostRecorded,
     DispatchDelayed,
     Event,
+    FailureFinal,
     HandlerFailed,
     OperationAdmitted,
     OperationApproved,
@@ -166,7 +167,7 @@ class OpFold:
             return self._attempt_over(op, event)
         if isinstance(event, (OperationOnHold, OperationApproved)):
             return self._approval(op, event)
-        if isinstance(event, OperationFailed):
+        if isinstance(event, (OperationFailed, FailureFinal)):
             return self._failed(op, event)
         if isinstance(event, OperationResumed):
             return self._resumed(op, event)
@@ -325,13 +326,21 @@ class OpFold:
             for victims in self.nominated.values():
                 victims.discard(op.op_id)
 
-    def _failed(self, op: OpRecord, e: OperationFailed) -> bool:
-        """A failed attempt: retried (not final) when the failure allows it, else the op failed."""
+    def _failed(self, op: OpRecord, e: OperationFailed | FailureFinal) -> bool:
+        """A failed attempt, decided on here and only here: retried (RETRYING) when the failure allows it, else the
+        op failed (FAILED). Either way the cycle publishes the decision (``retry_scheduled`` or ``failure_final``):
+        nobody else derives it."""
+        if isinstance(e, FailureFinal):
+            return self._failure_final(op, e)
         if op.status.terminal:
             return False
         if not op.status.active or not will_retry(e.reason, op.spec.termination.max_retries, op.retries_used,
                                                   op.infra_failures):
-            return self._lifecycle(op, e)
+            if not self._lifecycle(op, e):
+                return False
+            for f in self.followers:
+                f.failure_decided(op)  # final: ``failure_final``
+            return True
         if is_infrastructure(e.reason):
             op.infra_failures += 1
         else:
@@ -340,8 +349,14 @@ class OpFold:
         op.status, op.reason, op.node = Status.RETRYING, e.reason, node_key(op.agent, e.node) if e.node else op.node
         op.history.attempts.append((op.attempt, "failed", e.reason))
         for f in self.followers:
-            f.retry_due(op)
+            f.failure_decided(op)  # a retry: ``retry_scheduled``
         return True
+
+    def _failure_final(self, op: OpRecord, e: FailureFinal) -> bool:
+        """The decision that attempt ``e.attempt``'s failure is final is published (or assumed): not again. It is
+        this fold's own (the op failed already); should the fold have decided otherwise, the published one holds."""
+        op.final_decided = max(op.final_decided, e.attempt)
+        return not op.status.terminal and self._lifecycle(op, e)
 
     def _attempt_over(self, op: OpRecord, e: OperationPreempted | OperationEvicted | RetryScheduled) -> bool:
         """The attempt is over (taken away, or failed with a retry left): queue the op for the next."""
@@ -391,7 +406,7 @@ class OpFold:
             op.status, op.reason, op.history.waiting_for = Status.RETRYING, Failure.HANDLER_GAVE_UP, None
             op.history.attempts.append((op.attempt, type_of(e), Failure.HANDLER_GAVE_UP))
             for f in self.followers:
-                f.retry_due(op)
+                f.failure_decided(op)
             return True
         op.handler_failure = f"{e.service or 'a service'} gave up on its {e.failed_type} message: {e.error}"
         for f in self.followers:
@@ -429,9 +444,13 @@ class OpFold:
 
     def unassume(self, op_id: str, now: datetime | None = None, kind: type | None = None) -> None:
         """Forget a decision whose publish failed: a requested preemption is forgotten, an admitted
-        op is queued again, a cache hit waits to be finished again."""
+        op is queued again, a cache hit waits to be finished again, a failure's final decision is published again."""
         op = self.ops[op_id]
-        if kind is PreemptRequested or (kind is None and op.status.active and op.preempted_by is not None):
+        if kind is FailureFinal:
+            op.final_decided = min(op.final_decided, op.attempt - 1)
+            for f in self.followers:
+                f.failure_decided(op)  # published by the next cycle
+        elif kind is PreemptRequested or (kind is None and op.status.active and op.preempted_by is not None):
             self._unnominate(op)
         elif op.status == Status.ADMITTED:
             self.set_active(op, False)

@@ -87,3 +87,6 @@ def _force_end(fold: Folded, op: OpRecord, event: OperationRejected | OperationF
     fold.set_active(op, False)  # the fold's one rule for letting go of quota
     op.status = Status.FAILED if isinstance(event, OperationFailed) else Status.REJECTED
     op.reason, op.reason_message = event.reason, event.message
+    if op.status == Status.FAILED:
+        for f in fold.followers:
+            f.failure_decided(op)  # final: its ``failure_final`` is published all the same

@@ -47,7 +47,7 @@ class QueueManager(Transitions):
         self.scoped_book: object | None = None  # the compiled configuration the scopes come from
         # the cycle's work lists
         self.cleared = WorkList()  # gates just cleared: the cycle queues or holds them
-        self.retrying = WorkList()  # a failed attempt to retry: the cycle schedules it
+        self.failures = WorkList()  # a failed attempt decided on: the cycle publishes the decision
         self.cache_hits = WorkList()  # ops to finish from the cache
         self.ending = WorkList()  # a service gave up on a message they waited on: the cycle ends them
         self.timers: list[datetime] = []  # back-offs ending: a cycle must run then, event or not
@@ -202,8 +202,8 @@ class QueueManager(Transitions):
     def cache_hit(self, op: OpRecord) -> None:
         self.cache_hits.append(op.op_id)
 
-    def retry_due(self, op: OpRecord) -> None:
-        self.retrying.append(op.op_id)
+    def failure_decided(self, op: OpRecord) -> None:
+        self.failures.append(op.op_id)
 
     def handler_failed(self, op: OpRecord) -> None:
         self.ending.append(op.op_id)
@@ -213,5 +213,5 @@ class QueueManager(Transitions):
 
     def forgotten(self, op: OpRecord) -> None:
         self.queue(op.queue).pending.discard(op.op_id)
-        for work in (self.cleared, self.retrying, self.cache_hits, self.ending):
+        for work in (self.cleared, self.failures, self.cache_hits, self.ending):
             work.discard(op.op_id)

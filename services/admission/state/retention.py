@@ -30,6 +30,7 @@ def ttl_of(op: OpRecord, default_s: float) -> float:
 def expired(op: OpRecord, now: datetime, default_s: float, consumed_seq: int) -> bool:
     """A finished op whose ttl has passed, every event of which the services have consumed."""
     return (op.status.terminal and op.history.ended_at is not None and op.history.last_seq <= consumed_seq
+            and not op.failure_undecided  # the stream's followers wait for its ``failure_final``
             and now >= op.history.ended_at + timedelta(seconds=ttl_of(op, default_s)))
 
 

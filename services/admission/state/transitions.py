@@ -50,8 +50,9 @@ class Transitions:
     def cache_hit(self, op: OpRecord) -> None:
         """The cache found the op's result: the cycle ends it succeeded."""
 
-    def retry_due(self, op: OpRecord) -> None:
-        """An attempt failed with a retry left: the cycle schedules the retry."""
+    def failure_decided(self, op: OpRecord) -> None:
+        """A failed attempt was decided on (RETRYING: a retry left; FAILED: final): the cycle publishes the decision
+        (``retry_scheduled`` or ``failure_final``)."""
 
     def backing_off(self, op: OpRecord, until: datetime) -> None:
         """The op may not run before ``until`` (an eviction or retry back-off): a cycle must run then."""
