@@ -31,7 +31,7 @@ from bench.common import (
 )
 from bench.generator import DEFAULT, PIPELINE, GeneratorConfigError, build, load
 from bench.targets import TargetsError
-from services.runtime import eventloop
+from opsched.services.runtime import eventloop
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SCENARIOS = ("cal", "a", "b", "c", "d", "e", "f", "p", "s")  # p: packing (bench.packing), run once
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
              ("In (a) and (b) everything (services, SDK client, event observer) shares one Python process and "
               "the 2 cores with nats-server; other work on the machine is not controlled.")]
     if "s" in args.only:
-        notes.append("(s) runs the services as separate processes (python -m services.<name>, null dispatcher) "
+        notes.append("(s) runs the services as separate processes (python -m opsched.services.<name>, null dispatcher) "
                      "on an open nats-server (or cluster) on loopback without auth or TLS, a fresh one per setup.")
     say(f"{args.rounds} round(s), scenarios {','.join(s for s in SCENARIOS if s in args.only)}, tmp {root}")
     rounds, cold_info, apiserver = run_rounds(args, sizes, root, notes)

@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 import msgspec
 
 from bench.common import latency_summary, percentile
-from proto import codec
-from proto.events import CostEstimated, Money
+from opsched.proto import codec
+from opsched.proto.events import CostEstimated, Money
 
 STREAM = "BENCH_CAL"
 IN_FLIGHT = 64
@@ -163,8 +163,8 @@ async def _kv(js, n: int) -> dict[str, float]:
 def calibration_pod(i: int, namespace: str) -> dict:
     """The dispatcher's own pod body for a 1-GPU op, pinned to a node name no kubelet serves."""
     from bench.workload import gpu_spec
-    from proto.events import OperationAdmitted
-    from rules.podspec import build_pods
+    from opsched.proto.events import OperationAdmitted
+    from opsched.rules.podspec import build_pods
 
     admitted = OperationAdmitted(op_id=f"cal{i:09d}", at=datetime.now(timezone.utc), spec=gpu_spec(),
                                  queue="default", namespace=namespace, pod_name=f"op-cal{i:09d}-0")

@@ -26,24 +26,24 @@ SOURCE = "opsched-admission"
 
 
 def _headers(event) -> dict[str, str]:
-    from bus.addressing import default_msg_id
-    from proto import cloudevents, codec
+    from opsched.bus.addressing import default_msg_id
+    from opsched.proto import cloudevents, codec
 
     mid = default_msg_id(event)
     return {"Nats-Msg-Id": mid, **cloudevents.headers(codec.type_of(event), mid, SOURCE, event.op_id, event.at)}
 
 
 async def _configure(bus, config) -> None:
-    from proto import subjects
-    from proto.config import QueuesConfigured
+    from opsched.proto import subjects
+    from opsched.proto.config import QueuesConfigured
 
     event = QueuesConfigured(config=config, at=at(0), source="file:bench-workload#coldstart")
     await bus.publish(event, subject=subjects.CONFIG_QUEUES, msg_id="queues.bench-coldstart")
 
 
 async def _generate(url: str, n_ops: int, workload_file: Path | None) -> dict[str, float]:
-    from bus.bus import Bus
-    from proto import codec, subjects
+    from opsched.bus.bus import Bus
+    from opsched.proto import codec, subjects
 
     workload = build_file(workload_file, pending=n_ops)
     bus = await Bus.connect(url, "bench-generator")
@@ -80,10 +80,10 @@ def build_template(root: Path, n_ops: int, workload_file: Path | None = None) ->
 
 
 async def _cold_start(url: str, n_ops: int) -> dict[str, float]:
-    from bus.bus import Bus
-    from services.admission import cycle
-    from services.admission.service import Admission
-    from services.runtime.settings import Settings
+    from opsched.bus.bus import Bus
+    from opsched.services.admission import cycle
+    from opsched.services.admission.service import Admission
+    from opsched.services.runtime.settings import Settings
 
     settings = Settings(nats_url=url, log_format="json", log_level="warning")
     admission = Admission(settings)
@@ -106,8 +106,8 @@ async def _cold_start(url: str, n_ops: int) -> dict[str, float]:
 
 
 async def _raw_replay(url: str, expected: int) -> dict[str, float]:
-    from bus.bus import Bus
-    from proto import subjects
+    from opsched.bus.bus import Bus
+    from opsched.proto import subjects
 
     bus = await Bus.connect(url, "bench-raw-replay")
     got = {"n": 0}
@@ -131,7 +131,7 @@ async def _raw_replay(url: str, expected: int) -> dict[str, float]:
 
 def run_round(root: Path, template: Path, n_ops: int, round_no: int) -> dict[str, float]:
     from opsched.natsserver import NatsServer
-    from services.runtime import eventloop
+    from opsched.services.runtime import eventloop
 
     store = root / f"coldstart-r{round_no}"
     shutil.rmtree(store, ignore_errors=True)

@@ -103,7 +103,7 @@ Stack = ServicesInProcess
 
 def configure_logging(log_file: Path, level: str) -> None:
     """The services' own structlog setup (JSON lines, as in production), written to a file."""
-    from bus import logging as oplog
+    from opsched.bus import logging as oplog
 
     handle = open(log_file, "a", buffering=1 << 16)  # noqa: SIM115 - lives as long as the run
     with contextlib.redirect_stderr(handle):

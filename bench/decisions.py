@@ -48,7 +48,7 @@ from bench.workload import (
     running_event,
     succeeded_event,
 )
-from proto.events import OperationAdmitted
+from opsched.proto.events import OperationAdmitted
 
 WARMUP = 5
 
@@ -86,8 +86,8 @@ def setups(quick: bool) -> list[Setup]:
 
 class Harness:
     def __init__(self, setup: Setup, workload: Workload) -> None:
-        from services.admission.model.queues import compile_book
-        from services.admission.state.admission_state import AdmissionState
+        from opsched.services.admission.model.queues import compile_book
+        from opsched.services.admission.state.admission_state import AdmissionState
 
         self.setup = setup
         self.workload = workload
@@ -126,7 +126,7 @@ class Harness:
         self.next_pending += 1
 
     def cycle(self, now):
-        from services.admission.cycle import Cycle
+        from opsched.services.admission.cycle import Cycle
 
         return Cycle(self.state, self.book, now, NAMESPACE)
 

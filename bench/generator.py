@@ -281,7 +281,7 @@ class Workload:
 
     def queues_config(self):
         """The opsched ``QueuesConfig`` (one GPU flavor; a queue set's quota on every queue of it)."""
-        from proto.queues import (
+        from opsched.proto.queues import (
             Flavor,
             FlavorQuota,
             Preemption,

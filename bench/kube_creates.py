@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true")
     args = p.parse_args(argv)
     from opsched.localcluster.controlplane import ControlPlane
-    from services.dispatcher.k8s import Kube, load_api_client
+    from opsched.services.dispatcher.k8s import Kube, load_api_client
 
     with ControlPlane() as cp:
         cal = k8s_creates(cp.kubeconfig, "bench-kube-cal", args.n)

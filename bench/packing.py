@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from bench.common import GPU
 from bench.generator import Submission
 from bench.workload import NAMESPACE, at, pending_events, running_event, succeeded_event
-from proto.cluster import NodeObserved
-from proto.events import OperationAdmitted
-from proto.queues import Placement, Queue, QueuesConfig
+from opsched.proto.cluster import NodeObserved
+from opsched.proto.events import OperationAdmitted
+from opsched.proto.queues import Placement, Queue, QueuesConfig
 
 WORKLOAD = Path(__file__).resolve().parent / "workloads" / "packing" / "mixed.yaml"
 POLICIES: dict[str, Placement] = {"binpack": "binpack", "spread": "spread", "today": "firstFit"}  # name -> admission's placement
@@ -104,8 +104,8 @@ class Cluster:
 
 class Simulation:
     def __init__(self, w: PackingWorkload, policy: str, stream: list[Arrival]) -> None:
-        from services.admission.model.queues import compile_book
-        from services.admission.state.admission_state import AdmissionState
+        from opsched.services.admission.model.queues import compile_book
+        from opsched.services.admission.state.admission_state import AdmissionState
 
         self.book = compile_book(QueuesConfig(queues=[Queue(name="default")], placement=POLICIES[policy]))
         self.state = AdmissionState()
@@ -148,7 +148,7 @@ class Simulation:
             self._bind(pending_id, gpus, host, now)
 
     def _cycle(self, now: float) -> None:
-        from services.admission.cycle import Cycle
+        from opsched.services.admission.cycle import Cycle
 
         for d in Cycle(self.state, self.book, at(now), NAMESPACE).run():
             if isinstance(d, OperationAdmitted):

@@ -154,7 +154,7 @@ async def run_pipeline(root: Path, *, n_unloaded: int, n_burst: int, log_level: 
                        timeout: float = 180.0, workload: Workload | None = None,
                        workload_file: Path | None = None, others: dict[str, int] | None = None) -> dict[str, float]:
     from opsched.client import Client
-    from services.runtime.settings import Settings
+    from opsched.services.runtime.settings import Settings
 
     mode = "kubernetes" if kubeconfig else "null"
     workload = workload or pipeline_workload(WARMUP + n_unloaded + n_burst, workload_file)

@@ -36,7 +36,7 @@ def _rss_kib() -> int:
 
 def _finished(oid: str, sub, when) -> list:
     from bench.workload import admitted_event, pending_events
-    from proto.events import CostRecorded, OperationDispatched, OperationRunning, OperationSucceeded
+    from opsched.proto.events import CostRecorded, OperationDispatched, OperationRunning, OperationSucceeded
 
     pod = f"op-{oid}-0"
     return [*pending_events(oid, sub, when), admitted_event(oid, sub, when, "a100", "A100"),
@@ -50,8 +50,8 @@ async def _generate(url: str, first: int, n_ops: int, finished: bool) -> int:
     from bench.coldstart import _headers
     from bench.generator import build_file
     from bench.workload import at, op_id, pending_events
-    from bus.bus import Bus
-    from proto import codec, subjects
+    from opsched.bus.bus import Bus
+    from opsched.proto import codec, subjects
 
     workload = build_file(None, pending=n_ops)
     bus = await Bus.connect(url, "bench-generator")
@@ -70,10 +70,10 @@ async def _generate(url: str, first: int, n_ops: int, finished: bool) -> int:
 
 async def _start_admission(url: str) -> dict:
     """In a child process: a real admission's start on the store, timed, with its RSS growth."""
-    from bus.bus import Bus
-    from proto import subjects
-    from services.admission.service import build
-    from services.runtime.settings import Settings
+    from opsched.bus.bus import Bus
+    from opsched.proto import subjects
+    from opsched.services.admission.service import build
+    from opsched.services.runtime.settings import Settings
 
     bus = await Bus.connect(url, "bench-admission")
     await bus.ensure_streams()
@@ -98,10 +98,10 @@ async def _start_admission(url: str) -> dict:
 async def _retain(url: str, n_ops: int) -> dict:
     from datetime import datetime, timezone
 
-    from bus.bus import Bus
-    from services.admission.service import build
-    from services.runtime.clock import SystemClock
-    from services.runtime.settings import Settings
+    from opsched.bus.bus import Bus
+    from opsched.services.admission.service import build
+    from opsched.services.runtime.clock import SystemClock
+    from opsched.services.runtime.settings import Settings
 
     class Later(SystemClock):
         def now(self) -> datetime:

@@ -1,4 +1,4 @@
-"""Scenario (s): the scaling curve. The four services as separate processes (``python -m services.<name>``,
+"""Scenario (s): the scaling curve. The four services as separate processes (``python -m opsched.services.<name>``,
 as in production), cost, cache and dispatcher at 1, 2 and 4 replicas (admission 1; one row with a standby
 admission), then one replica each on a 3-node NATS cluster against the single server.
 
@@ -28,7 +28,7 @@ from bench.common import proc_cpu_s
 from bench.faults.processes import ServiceProcesses
 from bench.pipeline import SUBMITTERS, Observer, _burst, _unloaded, pipeline_workload
 from bench.workload import spec_of, write_queues
-from bus.bus import Bus
+from opsched.bus.bus import Bus
 from opsched.client import Client
 from opsched.natsserver import NatsCluster, NatsServer
 

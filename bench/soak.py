@@ -114,7 +114,7 @@ def summary(tally: Tally, log: Log, by_kind: dict[str, list[float]], durations: 
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from bus import logging as oplog
+    from opsched.bus import logging as oplog
     from opsched.localcluster.controlplane import ControlPlane, ensure_built
 
     oplog.configure("console", "error")  # the harness's NATS connection is told of every outage

@@ -11,8 +11,8 @@ import msgspec
 
 from bench.common import GPU
 from bench.generator import PRODUCT_LABEL, Submission
-from proto.cluster import NodeObserved
-from proto.events import (
+from opsched.proto.cluster import NodeObserved
+from opsched.proto.events import (
     CacheMissed,
     CostEstimated,
     Event,
@@ -22,8 +22,8 @@ from proto.events import (
     OperationSubmitted,
     OperationSucceeded,
 )
-from proto.queues import QueuesConfig
-from proto.spec import Container, OpSpec, Resources
+from opsched.proto.queues import QueuesConfig
+from opsched.proto.spec import Container, OpSpec, Resources
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 NAMESPACE = "opsched"

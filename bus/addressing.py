@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import msgspec
 
-from proto import cloudevents, codec, subjects
-from proto.commands import Command, SubmitOperation
-from proto.config import PricesConfigured, QueuesConfigured, SetQueues
-from proto.events import BudgetExceeded, Event
-from proto.leases import LeaderClaimed
+from opsched.proto import cloudevents, codec, subjects
+from opsched.proto.commands import Command, SubmitOperation
+from opsched.proto.config import PricesConfigured, QueuesConfigured, SetQueues
+from opsched.proto.events import BudgetExceeded, Event
+from opsched.proto.leases import LeaderClaimed
 
 
 def subject_for(message: msgspec.Struct, user: str = subjects.ANONYMOUS) -> str:

@@ -18,18 +18,18 @@ import structlog
 from nats.js import api
 from nats.js.errors import NotFoundError
 
-from bus import tracing
-from bus.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
-from bus.connecting import CaFile, open_connection
-from bus.credentials import Credentials
-from bus.errors import DependencyUnavailable, Fenced
-from bus.kvcalls import KVCalls
-from bus.rebuilding import replaying
-from bus.received import Received
-from bus.refusals import Refusals
-from bus.requesting import PubAck, Requester
-from bus.sizes import check_size
-from proto import codec, subjects
+from opsched.bus import tracing
+from opsched.bus.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
+from opsched.bus.connecting import CaFile, open_connection
+from opsched.bus.credentials import Credentials
+from opsched.bus.errors import DependencyUnavailable, Fenced
+from opsched.bus.kvcalls import KVCalls
+from opsched.bus.rebuilding import replaying
+from opsched.bus.received import Received
+from opsched.bus.refusals import Refusals
+from opsched.bus.requesting import PubAck, Requester
+from opsched.bus.sizes import check_size
+from opsched.proto import codec, subjects
 
 DUPLICATE_WINDOW_S = 120.0
 FOLLOW_HEARTBEAT_S = 1.0  # an ordered consumer whose node died is recreated after two missed heartbeats

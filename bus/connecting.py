@@ -11,8 +11,8 @@ from typing import Any
 import nats
 import structlog
 
-from bus import natsclient
-from bus.refusals import Refusals
+from opsched.bus import natsclient
+from opsched.bus.refusals import Refusals
 
 CaFile = Path | str | None  # a CA certificate (PEM) that verifies the server: TLS; None: as the URL says
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proto import subjects
+from opsched.proto import subjects
 
 
 class CredentialsError(ValueError):

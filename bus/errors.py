@@ -8,7 +8,7 @@
   ``handler_failed`` event ends (or requeues) the op it was about."""
 from __future__ import annotations
 
-from proto.reasons import Failure
+from opsched.proto.reasons import Failure
 
 
 class InvalidInput(Exception):

@@ -14,7 +14,7 @@ from typing import Any
 import nats.js.errors
 from nats.js.kv import KeyValue
 
-from bus.requesting import Requester
+from opsched.bus.requesting import Requester
 
 WRONG_LAST_SEQUENCE = 10071
 KV_OPERATION = "KV-Operation"

@@ -5,7 +5,7 @@ client checks only the body, so a message a little under the limit with its head
 the server answers by closing the connection. ``check_size`` refuses it first, as bad input."""
 from __future__ import annotations
 
-from bus.errors import MessageTooLarge
+from opsched.bus.errors import MessageTooLarge
 
 _HEADER_LINE = len(b"NATS/1.0\r\n")  # what nats-py writes before the headers (then "\r\n" after them)
 

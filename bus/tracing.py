@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from proto import codec
+from opsched.proto import codec
 
 TRACEPARENT, TRACESTATE = "traceparent", "tracestate"
 EXPORTERS = ("otlp", "console")

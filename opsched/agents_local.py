@@ -31,7 +31,7 @@ class LocalAgents:
     def start(self) -> "LocalAgents":
         from opsched.localcluster.controlplane import ControlPlane
         from opsched.localcluster.simkubelet import spawn
-        from rules.pod_security import ENFORCE_LABEL
+        from opsched.rules.pod_security import ENFORCE_LABEL
 
         for name in self.names:
             workdir = self.data_dir / f"k8s-{name}"

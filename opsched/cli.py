@@ -14,7 +14,7 @@ from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE, add_connection_ar
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
 from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
-from rules.templating import TemplateError
+from opsched.rules.templating import TemplateError
 
 EXIT_FULL = 1  # a submit refused at a stream's limit (the backlog cap per identity): not stored, try again later
 QUEUES_HELP = ("queue configuration YAML whose pod security the op is checked against (default: the running "
@@ -70,7 +70,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def _queue_config(args: argparse.Namespace):
     """The queue config whose pod security the ops are checked against (exit 2 when it is invalid)."""
-    from rules.queues_file import QueuesConfigError
+    from opsched.rules.queues_file import QueuesConfigError
 
     try:
         return dryrun.queue_config(getattr(args, "queues", None), Path(getattr(args, "data_dir", ".opsched")))
@@ -91,7 +91,7 @@ def _unknown_queue(file: str, specs: list, queues: list[str | None], config) -> 
 
 
 async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues: list[str | None]) -> int:
-    from bus import tracing
+    from opsched.bus import tracing
 
     tracing.configure_or_exit()  # OTEL_TRACES_EXPORTER: the submit is the root of each op's trace
     parent = os.environ.get("TRACEPARENT") or None  # ... or continues the caller's (W3C, the env carrier)
@@ -125,10 +125,10 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues:
 
 async def _submit_each(client, file: str, specs: list, ids: list[str], parent: str | None) -> int | None:
     """Submit each spec with its id, printing the id once sent; the exit code of the first refused (None: all sent)."""
-    from bus.bus import StreamFull, no_stream
-    from bus.errors import MessageTooLarge
-    from bus.refusals import NotPermitted
-    from rules.spec_size import SpecTooLarge
+    from opsched.bus.bus import StreamFull, no_stream
+    from opsched.bus.errors import MessageTooLarge
+    from opsched.bus.refusals import NotPermitted
+    from opsched.rules.spec_size import SpecTooLarge
 
     for spec, op_id in zip(specs, ids):
         try:
@@ -173,8 +173,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 def _scheduled_op(args: argparse.Namespace):
     """(OpSpec, ScheduleSpec) of the file, or an exit code after saying what is wrong."""
     from opsched.polyaxonfile import load_polyaxonfile_with_schedule
-    from proto.schedules import MAX_SCHEDULE_ID
-    from proto.subjects import valid_token
+    from opsched.proto.schedules import MAX_SCHEDULE_ID
+    from opsched.proto.subjects import valid_token
 
     if args.id and (not valid_token(args.id) or len(args.id) > MAX_SCHEDULE_ID):
         return _fail(f"--id {args.id!r}: use lowercase letters, digits and '-', at most {MAX_SCHEDULE_ID}")
@@ -245,7 +245,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 def cmd_queues(args: argparse.Namespace) -> int:
     if args.apply is None:
         return reading.show_queues(args)
-    from rules.queues_file import QueuesConfigError, load_queues
+    from opsched.rules.queues_file import QueuesConfigError, load_queues
 
     try:
         config = load_queues(Path(args.apply))
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         completion.autocomplete(p)  # the shell asking for completions: answered, and exits
     args = p.parse_args(argv)
     if args.command != "up":
-        from bus import logging as oplog
+        from opsched.bus import logging as oplog
 
         oplog.configure("console", "error")  # a client prints its own messages
     return args.func(args)

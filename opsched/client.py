@@ -11,10 +11,42 @@ from typing import Any
 
 import msgspec
 
-from bus import tracing
-from bus.bus import Bus
-from bus.credentials import Credentials
+from opsched.bus import tracing
+from opsched.bus.bus import Bus
+from opsched.bus.credentials import Credentials
 from opsched.directreads import reads_for
+from opsched.proto import codec, subjects
+from opsched.proto.commands import (
+    ApproveOperation,
+    Command,
+    CopyOperation,
+    RejectOperation,
+    RestartOperation,
+    ResumeOperation,
+    StopOperation,
+    SubmitOperation,
+)
+from opsched.proto.config import QueuesConfigured, SetQueues
+from opsched.proto.events import Event
+from opsched.proto.health import HealthAnswer, HealthRequest
+from opsched.proto.queries import (
+    CostAnswer,
+    CostRequest,
+    QueuesAnswer,
+    QueuesRequest,
+    WhyAnswer,
+    WhyRequest,
+)
+from opsched.proto.queues import QueuesConfig
+from opsched.proto.schedules import (
+    MAX_SCHEDULE_ID,
+    CreateSchedule,
+    DeleteSchedule,
+    ScheduleSpec,
+)
+from opsched.proto.spec import OpSpec
+from opsched.proto.summaries import OpSummary
+from opsched.rules.spec_size import SpecTooLarge, too_large
 from opsched.verdicts import (  # noqa: F401 - VerdictUnknown: the SDK's callers catch it from here
     VERDICT_TIMEOUT_S,
     CommandRefused,
@@ -25,38 +57,6 @@ from opsched.verdicts import (  # noqa: F401 - VerdictUnknown: the SDK's callers
     new_request_id,
 )
 from opsched.view import OpRow, OpsView
-from proto import codec, subjects
-from proto.commands import (
-    ApproveOperation,
-    Command,
-    CopyOperation,
-    RejectOperation,
-    RestartOperation,
-    ResumeOperation,
-    StopOperation,
-    SubmitOperation,
-)
-from proto.config import QueuesConfigured, SetQueues
-from proto.events import Event
-from proto.health import HealthAnswer, HealthRequest
-from proto.queries import (
-    CostAnswer,
-    CostRequest,
-    QueuesAnswer,
-    QueuesRequest,
-    WhyAnswer,
-    WhyRequest,
-)
-from proto.queues import QueuesConfig
-from proto.schedules import (
-    MAX_SCHEDULE_ID,
-    CreateSchedule,
-    DeleteSchedule,
-    ScheduleSpec,
-)
-from proto.spec import OpSpec
-from proto.summaries import OpSummary
-from rules.spec_size import SpecTooLarge, too_large
 
 
 def new_op_id() -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bus.credentials import CredentialsError
 from opsched import context
+from opsched.bus.credentials import CredentialsError
 from opsched.endpoint import unreachable
 
 EXIT_INVALID = 2

@@ -35,7 +35,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-from bus.credentials import Credentials, CredentialsError
+from opsched.bus.credentials import Credentials, CredentialsError
 
 CONTEXT_ENV = "OPSCHED_CONTEXT"
 URL_ENV, CA_ENV = "NATS_URL", "OPSCHED_NATS_CA"
@@ -168,7 +168,7 @@ def _ca(explicit: Path | str | None, env: dict[str, str], found: Context | None,
 
 def usable_ca(ca: Path, source: str) -> Path:
     """``ca`` if it is a CA certificate file; ``ValueError`` naming ``source`` otherwise."""
-    from bus.connecting import client_context
+    from opsched.bus.connecting import client_context
 
     if not ca.is_file():
         raise ValueError(f"{source}: no CA certificate file at {ca}")

@@ -91,7 +91,7 @@ async def _explain_waiting(client: Client, rows) -> None:
 async def _print_pods(kubeconfig: Path, namespace: str, where: str = "the API server") -> None:
     """The pods opsched made, as the API server holds them."""
     from opsched.localcluster.pods import listed
-    from rules.podspec import SELECTOR
+    from opsched.rules.podspec import SELECTOR
 
     pods = await asyncio.to_thread(listed, kubeconfig, SELECTOR, namespace)
     print(f"\npods on {where} (namespace {namespace}):")

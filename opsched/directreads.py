@@ -25,8 +25,8 @@ from typing import Any
 
 import structlog
 
-from bus.received import Received
-from proto import subjects
+from opsched.bus.received import Received
+from opsched.proto import subjects
 
 BATCH = 256  # messages per batch request (the server answers with up to this many, then its end-of-batch status)
 ANSWER_TIMEOUT_S = 5.0

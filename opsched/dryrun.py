@@ -18,15 +18,15 @@ from typing import Any
 
 import yaml
 
-from proto import codec
-from proto.events import OperationAdmitted
-from proto.queues import QueuesConfig
-from proto.spec import OpSpec
-from rules import reserved_keys
-from rules.gpu_accounting import violations
-from rules.naming import pod_name
-from rules.spec_size import too_large
-from rules.templating import globals_for, render_spec
+from opsched.proto import codec
+from opsched.proto.events import OperationAdmitted
+from opsched.proto.queues import QueuesConfig
+from opsched.proto.spec import OpSpec
+from opsched.rules import reserved_keys
+from opsched.rules.gpu_accounting import violations
+from opsched.rules.naming import pod_name
+from opsched.rules.spec_size import too_large
+from opsched.rules.templating import globals_for, render_spec
 
 DEFAULT_NAMESPACE = "opsched"  # the dispatcher's default (services.runtime.settings)
 
@@ -34,7 +34,7 @@ DEFAULT_NAMESPACE = "opsched"  # the dispatcher's default (services.runtime.sett
 def queue_config(path: Path | None, data_dir: Path) -> QueuesConfig:
     """The queue configuration the CLI checks against: ``path``, else the running ``opsched up``'s, else the
     default one (raises ``QueuesConfigError``)."""
-    from rules.queues_file import load_queues
+    from opsched.rules.queues_file import load_queues
 
     if path is None:
         state = Path(data_dir) / "up.json"
@@ -54,7 +54,7 @@ def rendered(spec: OpSpec, op_id: str, config: QueuesConfig | None = None) -> Op
 def pods_of(spec: OpSpec, op_id: str, config: QueuesConfig | None = None) -> list[dict[str, Any]]:
     """Every pod of the op's first attempt (``spec`` rendered), as the dispatcher builds them from its
     admitted event."""
-    from rules.podspec import build_pods
+    from opsched.rules.podspec import build_pods
 
     config = config or QueuesConfig()
     queue = spec.queue or config.default_queue
@@ -70,7 +70,7 @@ def refusals(specs: list[OpSpec], rendered_specs: list[OpSpec], ids: list[str],
     """Every reason the services would refuse these ops, once each: the GPU-accounting rules and the queue's
     pod security on what would run (``rendered_specs``: toEnv and templates applied), then the contract, the
     size and the conditions of what is sent (``specs``)."""
-    from rules.pod_security import check_pods, policy_for
+    from opsched.rules.pod_security import check_pods, policy_for
 
     config = config or QueuesConfig()
     problems = [p for spec in rendered_specs for p in (*violations(spec), *reserved_keys.problems(spec))]
@@ -88,7 +88,7 @@ def dump(pods: list[dict[str, Any]], output: str) -> str:
 
 def condition_problem(spec: OpSpec) -> str | None:
     """Why the op's ``conditions`` cannot be evaluated, as admission evaluates it (None: it can)."""
-    from rules.conditions import ConditionError, evaluate
+    from opsched.rules.conditions import ConditionError, evaluate
 
     if not spec.conditions:
         return None

@@ -167,8 +167,8 @@ class Embedded:
 
     async def connect(self, url: str, name: str):
         """A service's bus, as the service's own NATS user (the runner's ``connect``)."""
-        from bus.bus import Bus
         from opsched import natsauth
+        from opsched.bus.bus import Bus
 
         credentials = natsauth.credentials(self.auth_dir, natsauth.service_of(name)) if self.auth_dir else None
         return await Bus.connect(url, name, replicas=self.replicas, credentials=credentials,
@@ -202,7 +202,7 @@ class Embedded:
     def _start_local_cluster(self) -> None:
         from opsched.localcluster.controlplane import ControlPlane, ensure_built
         from opsched.localcluster.simkubelet import spawn
-        from rules.pod_security import ENFORCE_LABEL
+        from opsched.rules.pod_security import ENFORCE_LABEL
 
         ensure_built()
         workdir = self.data_dir / "k8s"
@@ -227,8 +227,8 @@ class Embedded:
                                   namespaces).start()
 
     def settings(self):
-        from services.runtime.sealing import write_key
-        from services.runtime.settings import Settings
+        from opsched.services.runtime.sealing import write_key
+        from opsched.services.runtime.settings import Settings
 
         env_key = write_key(self.auth_dir / ENV_KEY) if self.auth_dir else None  # with the users: a secured bus
         return Settings(nats_url=self.nats_url, nats_ca_file=self.tls.ca if self.tls else None, env_key_file=env_key,
@@ -256,8 +256,8 @@ def namespace_levels_of(default: str, queues: Path | None) -> dict[str, str]:
     """Where ops may run — the default namespace and each queue's own — each with its Pod Security level; a file
     admission will refuse: the default namespace only (the services say what is wrong with the file). `opsched up`
     creates them as the admin: the dispatcher creates none."""
-    from rules.pod_security import namespace_levels
-    from rules.queues_file import QueuesConfigError, load_queues
+    from opsched.rules.pod_security import namespace_levels
+    from opsched.rules.queues_file import QueuesConfigError, load_queues
 
     try:
         config = load_queues(queues)
@@ -272,7 +272,7 @@ SERVICES = ("admission", "cost", "cache", "dispatcher")
 def build_services(settings, names: tuple[str, ...] = SERVICES):
     import importlib
 
-    return [importlib.import_module(f"services.{name}.service").build(settings) for name in names]
+    return [importlib.import_module(f"opsched.services.{name}.service").build(settings) for name in names]
 
 
 class ServicesInProcess:
@@ -288,7 +288,7 @@ class ServicesInProcess:
         self.task: asyncio.Task | None = None
 
     async def start(self, timeout: float = 30.0) -> "ServicesInProcess":
-        from services.runtime.runner import serve
+        from opsched.services.runtime.runner import serve
 
         self.task = asyncio.create_task(serve(self.services, self.settings, self.stop, self.connect))
         waits = [asyncio.create_task(s.ready.wait()) for s in self.services]
@@ -374,9 +374,9 @@ async def _start_view(embedded: Embedded):
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from bus import logging as oplog
-    from bus import tracing
-    from services.runtime import eventloop
+    from opsched.bus import logging as oplog
+    from opsched.bus import tracing
+    from opsched.services.runtime import eventloop
 
     settings_log = "json" if args.demo else "auto"
     oplog.configure(settings_log, "warning" if args.demo else "info")

@@ -15,8 +15,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from bus.credentials import Credentials
-from proto import permissions, subjects
+from opsched.bus.credentials import Credentials
+from opsched.proto import permissions, subjects
 
 ADMIN = "admin"  # the client user `opsched up` always creates (the CLI's default)
 SERVICE = "service"

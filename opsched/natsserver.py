@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bus.connecting import client_context
+from opsched.bus.connecting import client_context
 from opsched.children import die_with_parent
 
 if TYPE_CHECKING:

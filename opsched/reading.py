@@ -29,8 +29,8 @@ def print_json(value: Any) -> None:
 
 def with_client(args: argparse.Namespace, action: Callable[[Any], Awaitable[int]]) -> int:
     """Connect as the CLI does (exit 3 when NATS cannot be reached), run ``action(client)``, close."""
-    from bus.bus import StreamFull
-    from bus.refusals import NotPermitted
+    from opsched.bus.bus import StreamFull
+    from opsched.bus.refusals import NotPermitted
 
     async def run() -> int:
         client = await _connect(args)
@@ -98,7 +98,7 @@ def cmd_why(args: argparse.Namespace) -> int:
 
     async def run(client) -> int:
         answer = await client.why(args.id)
-        from proto.lifecycle import TERMINAL_LABELS
+        from opsched.proto.lifecycle import TERMINAL_LABELS
 
         if answer.status in TERMINAL_LABELS and not (answer.end_reason or answer.end_message):
             summary = await client.summary(args.id)  # it ended and left admission's memory: its summary says how

@@ -1,7 +1,7 @@
 """Plain-text tables for `opsched queues`, `opsched why` and `opsched cost`."""
 from __future__ import annotations
 
-from proto.queries import CostAnswer, QueuesAnswer, WhyAnswer
+from opsched.proto.queries import CostAnswer, QueuesAnswer, WhyAnswer
 
 
 def grid(headers: tuple[str, ...], rows: list[tuple]) -> str:

@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proto import codec, subjects
-from proto.events import (
+from opsched.proto import codec, subjects
+from opsched.proto.events import (
     ErrorRaised,
     Event,
     OperationApproved,
@@ -32,7 +32,7 @@ from proto.events import (
     OperationSubmitted,
     StopRequested,
 )
-from proto.reasons import Reason, Refusal
+from opsched.proto.reasons import Reason, Refusal
 
 VERDICT_TIMEOUT_S = 10.0
 NOTHING_TO_DO = frozenset({Refusal.ALREADY_APPROVED, Refusal.ALREADY_STOPPING})  # the op is as asked already: exit 0

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from proto import codec
-from proto.events import (
+from opsched.proto import codec
+from opsched.proto.events import (
     CacheHit,
     CostEstimated,
     DispatchDelayed,
@@ -29,10 +29,10 @@ from proto.events import (
     RetryScheduled,
     SpendRolled,
 )
-from proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, SHOWN, TERMINAL_LABELS, Status
-from proto.reasons import Ending, Reason, dependency_name, message
-from proto.resources import gpus_label
-from proto.summaries import OpSummary
+from opsched.proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, SHOWN, TERMINAL_LABELS, Status
+from opsched.proto.reasons import Ending, Reason, dependency_name, message
+from opsched.proto.resources import gpus_label
+from opsched.proto.summaries import OpSummary
 
 TERMINAL_STATUSES = TERMINAL_LABELS
 

@@ -19,10 +19,10 @@ from typing import IO, Any
 
 import msgspec
 
+from opsched.proto import codec
+from opsched.proto.events import Event
+from opsched.proto.lifecycle import ATTEMPT_FAILED_SHOWN, Status
 from opsched.view import OpRow
-from proto import codec
-from proto.events import Event
-from proto.lifecycle import ATTEMPT_FAILED_SHOWN, Status
 
 LIVE, PLAIN, JSON = "live", "plain", "json"
 SUCCEEDED, RUNNING = Status.SUCCEEDED.label, Status.RUNNING.label

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import msgspec
 
-from proto import subjects
-from proto.permissions import SERVICES  # a service's own commands (admission's schedule runs)
-from proto.reasons import Refusal
-from proto.spec import Wire
+from opsched.proto import subjects
+from opsched.proto.permissions import SERVICES  # a service's own commands (admission's schedule runs)
+from opsched.proto.reasons import Refusal
+from opsched.proto.spec import Wire
 
 NOT_ALLOWED = Refusal.NOT_ALLOWED
 

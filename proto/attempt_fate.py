@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto.spec import Wire
+from opsched.proto.spec import Wire
 
 CREATING = "creating"
 RELEASED = "released"

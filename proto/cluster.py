@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from proto.spec import Wire
+from opsched.proto.spec import Wire
 
 
 class ClusterEvent(Wire, tag_field="type", kw_only=True):

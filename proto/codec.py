@@ -7,11 +7,11 @@ from typing import TypeVar, Union
 
 import msgspec
 
-from proto.cluster import CLUSTER_EVENTS, ClusterEvent
-from proto.commands import COMMANDS, Command
-from proto.config import CONFIG_MESSAGES, PricesConfigured, QueuesConfigured, SetQueues
-from proto.events import EVENTS, Event
-from proto.queries import (
+from opsched.proto.cluster import CLUSTER_EVENTS, ClusterEvent
+from opsched.proto.commands import COMMANDS, Command
+from opsched.proto.config import CONFIG_MESSAGES, PricesConfigured, QueuesConfigured, SetQueues
+from opsched.proto.events import EVENTS, Event
+from opsched.proto.queries import (
     CostAnswer,
     CostRequest,
     QueuesAnswer,
@@ -19,8 +19,8 @@ from proto.queries import (
     WhyAnswer,
     WhyRequest,
 )
-from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
-from proto.spec import OpSpec
+from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
+from opsched.proto.spec import OpSpec
 
 AnyEvent = Union[EVENTS]  # type: ignore[valid-type]
 AnyCommand = Union[COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS]  # type: ignore[valid-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from proto.spec import OpSpec, Wire
+from opsched.proto.spec import OpSpec, Wire
 
 
 class Command(Wire, tag_field="type", kw_only=True):

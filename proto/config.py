@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto.prices import Prices
-from proto.queues import QueuesConfig
-from proto.spec import Wire
+from opsched.proto.prices import Prices
+from opsched.proto.queues import QueuesConfig
+from opsched.proto.spec import Wire
 
 
 class SetQueues(Wire, tag_field="type", tag="set_queues", kw_only=True):

@@ -9,10 +9,10 @@ from typing import Any
 
 import msgspec
 
-from proto.queues import DEFAULT_LEVEL, AllowableVolume, Level
-from proto.reasons import Ending
-from proto.spec import OpSpec, Wire
-from proto.spec_checks import money
+from opsched.proto.queues import DEFAULT_LEVEL, AllowableVolume, Level
+from opsched.proto.reasons import Ending
+from opsched.proto.spec import OpSpec, Wire
+from opsched.proto.spec_checks import money
 
 
 class Event(Wire, tag_field="type", kw_only=True):

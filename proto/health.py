@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from proto.spec import Wire
+from opsched.proto.spec import Wire
 
 ProblemKind = Literal["not_progressing", "waiting_for", "not_alive"]
 

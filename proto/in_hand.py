@@ -5,7 +5,7 @@ that was not given back was never settled: the process holding it died (OOM-kill
 handling it again."""
 from __future__ import annotations
 
-from proto.spec import Wire
+from opsched.proto.spec import Wire
 
 
 class InHand(Wire, kw_only=True):

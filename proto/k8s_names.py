@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import re
 
-from proto.limits import (
+from opsched.proto.limits import (
     MAX_LABEL_NAME_CHARS,
     MAX_LABEL_PREFIX_CHARS,
     MAX_LABEL_VALUE_CHARS,
     MAX_NAME_CHARS,
 )
-from proto.subjects import valid_token
-from proto.template_markers import has_template
+from opsched.proto.subjects import valid_token
+from opsched.proto.template_markers import has_template
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import msgspec
 
-from proto.spec import Wire
+from opsched.proto.spec import Wire
 
 
 class Lease(Wire, kw_only=True):

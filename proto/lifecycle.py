@@ -16,7 +16,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import NamedTuple
 
-from proto.events import (
+from opsched.proto.events import (
     CacheHit,
     CacheMissed,
     CostEstimated,
@@ -41,7 +41,7 @@ from proto.events import (
     RetryScheduled,
     StopRequested,
 )
-from proto.reasons import Ending
+from opsched.proto.reasons import Ending
 
 
 class Status(IntEnum):

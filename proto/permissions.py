@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proto import subjects
+from opsched.proto import subjects
 
 SERVICES = ("admission", "cost", "cache", "dispatcher")
 ROLES = ("submitter", "approver", "admin")

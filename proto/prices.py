@@ -11,7 +11,7 @@ from typing import Annotated
 
 import msgspec
 
-from proto.spec import Wire
+from opsched.proto.spec import Wire
 
 Price = Annotated[float, msgspec.Meta(ge=0)]
 AcceleratorPrices = dict[str, dict[str, Price]]  # resource -> product ("*" = any) -> price per device-hour

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from proto.access import Access
-from proto.resources import is_accelerator
-from proto.spec import Wire
+from opsched.proto.access import Access
+from opsched.proto.resources import is_accelerator
+from opsched.proto.spec import Wire
 
 Quantity = str | int | float
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from string import Formatter
 
-from proto.queries import PendingReason
+from opsched.proto.queries import PendingReason
 
 
 class WaitsOn(Enum):

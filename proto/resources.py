@@ -5,7 +5,7 @@ import functools
 import re
 from decimal import Decimal, InvalidOperation
 
-from proto.limits import MAX_QUANTITY
+from opsched.proto.limits import MAX_QUANTITY
 
 ACCELERATOR_RESOURCES = (
     "nvidia.com/gpu",

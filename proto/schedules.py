@@ -26,9 +26,9 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from proto.events import Event
-from proto.spec import OpSpec, Wire
-from proto.subjects import valid_token
+from opsched.proto.events import Event
+from opsched.proto.spec import OpSpec, Wire
+from opsched.proto.subjects import valid_token
 
 
 def utc(t: datetime) -> datetime:

@@ -1,4 +1,4 @@
-"""JSON Schema snapshots of the wire contract. Regenerate with ``python -m proto.schema_snapshots``."""
+"""JSON Schema snapshots of the wire contract. Regenerate with ``python -m opsched.proto.schema_snapshots``."""
 from __future__ import annotations
 
 import json
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import msgspec
 
-from proto.cluster import CLUSTER_EVENTS
-from proto.commands import COMMANDS
-from proto.config import PricesConfigured, QueuesConfigured, SetQueues
-from proto.events import EVENTS
-from proto.health import HealthAnswer, HealthRequest
-from proto.leases import LeaderClaimed
-from proto.queries import (
+from opsched.proto.cluster import CLUSTER_EVENTS
+from opsched.proto.commands import COMMANDS
+from opsched.proto.config import PricesConfigured, QueuesConfigured, SetQueues
+from opsched.proto.events import EVENTS
+from opsched.proto.health import HealthAnswer, HealthRequest
+from opsched.proto.leases import LeaderClaimed
+from opsched.proto.queries import (
     CostAnswer,
     CostRequest,
     QueuesAnswer,
@@ -21,9 +21,9 @@ from proto.queries import (
     WhyAnswer,
     WhyRequest,
 )
-from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleSpec
-from proto.spec import OpSpec
-from proto.summaries import OpSummary
+from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleSpec
+from opsched.proto.spec import OpSpec
+from opsched.proto.summaries import OpSummary
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
 SCHEDULE_SCHEMA_DIR = SCHEMA_DIR / "schedules"  # schedule messages (proto.schedules), kept apart

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from proto import spec_checks
-from proto.limits import (
+from opsched.proto import spec_checks
+from opsched.proto.limits import (
     MAX_DURATION_S,
     MAX_ENV_PER_CONTAINER,
     MAX_LIST_ITEMS,

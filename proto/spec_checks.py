@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from proto import k8s_names
-from proto.limits import (
+from opsched.proto import k8s_names
+from opsched.proto.limits import (
     MAX_ANNOTATIONS_BYTES,
     MAX_COST,
     MAX_DEVICES_PER_POD,
@@ -20,11 +20,11 @@ from proto.limits import (
     MAX_NAME_CHARS,
     MAX_PODS_PER_OP,
 )
-from proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_device, parse_quantity
-from proto.template_markers import has_template
+from opsched.proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_device, parse_quantity
+from opsched.proto.template_markers import has_template
 
 if TYPE_CHECKING:
-    from proto.spec import Container, Environment, OpSpec, ReplicaGroup
+    from opsched.proto.spec import Container, Environment, OpSpec, ReplicaGroup
 
 # a replica group's pods are labelled ``<group>-<index>`` (a label value: at most 63), so its name leaves room
 MAX_GROUP_NAME_CHARS = MAX_NAME_CHARS - len(str(MAX_PODS_PER_OP)) - 1

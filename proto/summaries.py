@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto.spec import Wire
+from opsched.proto.spec import Wire
 
 
 class AttemptEnd(Wire, kw_only=True):

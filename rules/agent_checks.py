@@ -3,8 +3,8 @@ subject token (``OPSCHED_AGENT``, ``ops.admitted.<agent>.<id>``); every agent a 
 a queue of one agent lists no flavor that lives in another."""
 from __future__ import annotations
 
-from proto.queues import QueuesConfig
-from proto.subjects import valid_token
+from opsched.proto.queues import QueuesConfig
+from opsched.proto.subjects import valid_token
 
 
 def agent_problems(config: QueuesConfig) -> list[str]:

@@ -20,7 +20,7 @@ import operator
 import re
 from typing import Any
 
-from rules.value_bounds import (
+from opsched.rules.value_bounds import (
     MAX_INT_BITS,
     MAX_SECONDS,
     MAX_SIZE,

@@ -17,7 +17,7 @@ import bisect
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from proto.schedules import utc  # naive times are UTC: how the contract reads a schedule's times
+from opsched.proto.schedules import utc  # naive times are UTC: how the contract reads a schedule's times
 
 HORIZON_YEARS = 10  # long enough for Feb 29 across a century year (2096 -> 2104)
 MINUTE = timedelta(minutes=1)

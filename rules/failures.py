@@ -4,7 +4,7 @@ It publishes the decision (``retry_scheduled`` or ``failure_final``); the cache 
 this rule (they could not apply it as admission does: a handler's giving up, counted here, has no ``failed``)."""
 from __future__ import annotations
 
-from proto.reasons import Failure
+from opsched.proto.reasons import Failure
 
 INFRASTRUCTURE_REASONS = frozenset({
     Failure.HANDLER_GAVE_UP, Failure.POD_DELETED, Failure.NODE_LOST, Failure.AGENT_LOST, Failure.NODE_SHUTDOWN,

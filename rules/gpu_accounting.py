@@ -3,8 +3,8 @@
 Every container of the attempt is checked: the main one and each replica group's (a gang)."""
 from __future__ import annotations
 
-from proto.resources import QuantityError, is_accelerator, parse_quantity
-from proto.spec import Container, OpSpec
+from opsched.proto.resources import QuantityError, is_accelerator, parse_quantity
+from opsched.proto.spec import Container, OpSpec
 
 DRIVER_PATH_HINTS = ("nvidia", "/dev/dri", "libcuda", "/usr/lib/x86_64-linux-gnu", "/usr/local/cuda")
 

@@ -1,7 +1,7 @@
 """Deterministic pod names: one set per op attempt, so a redelivered admission creates nothing twice."""
 from __future__ import annotations
 
-from proto.spec import OpSpec
+from opsched.proto.spec import OpSpec
 
 
 def pod_name(op_id: str, attempt: int) -> str:

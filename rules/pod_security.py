@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from proto.queues import DEFAULT_LEVEL, AllowableVolume, Level, QueuesConfig
+from opsched.proto.queues import DEFAULT_LEVEL, AllowableVolume, Level, QueuesConfig
 
 LEVELS: tuple[Level, ...] = ("privileged", "baseline", "restricted")  # least to most restrictive
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"  # Pod Security admission's namespace label

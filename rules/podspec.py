@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proto.events import OperationAdmitted
-from proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_accelerator, parse_quantity
-from proto.spec import Container, Environment
-from rules import rendezvous
-from rules.naming import pod_names
+from opsched.proto.events import OperationAdmitted
+from opsched.proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_accelerator, parse_quantity
+from opsched.proto.spec import Container, Environment
+from opsched.rules import rendezvous
+from opsched.rules.naming import pod_names
 
 NVIDIA_RESOURCES = ("nvidia.com/gpu", GPU_MEMORY)  # their device plugins set NVIDIA_VISIBLE_DEVICES
 NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"

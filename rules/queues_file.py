@@ -10,13 +10,13 @@ from pathlib import Path
 import msgspec
 import yaml
 
-from proto.access import problems as access_problems
-from proto.limits import MAX_PRIORITY
-from proto.queues import Queue, QueuesConfig
-from proto.resources import QuantityError, amount
-from proto.subjects import valid_token
-from rules.agent_checks import agent_problems
-from rules.pod_security import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES
+from opsched.proto.access import problems as access_problems
+from opsched.proto.limits import MAX_PRIORITY
+from opsched.proto.queues import Queue, QueuesConfig
+from opsched.proto.resources import QuantityError, amount
+from opsched.proto.subjects import valid_token
+from opsched.rules.agent_checks import agent_problems
+from opsched.rules.pod_security import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES
 
 DEFAULT_FLAVOR = "default"  # the flavor of a resource whose quota names no flavor
 

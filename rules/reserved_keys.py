@@ -3,8 +3,8 @@ the key (it would be overwritten, or could fake a release or a trace by the disp
 dropped. Checked by the CLI before anything is sent and by the dispatcher before it creates a pod."""
 from __future__ import annotations
 
-from proto.spec import OpSpec
-from rules.podspec import (
+from opsched.proto.spec import OpSpec
+from opsched.rules.podspec import (
     ANNOTATION_DESCRIPTION,
     ANNOTATION_FLAVORS,
     ANNOTATION_NAME,

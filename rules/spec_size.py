@@ -3,10 +3,10 @@ CLI before a submit is published and by admission at submit, restart, copy and r
 carries the spec (``submitted``, ``admitted``) stays well under NATS's max payload with its headers."""
 from __future__ import annotations
 
-from proto import codec
-from proto.limits import MAX_SPEC_BYTES
-from proto.reasons import Refusal
-from proto.spec import OpSpec
+from opsched.proto import codec
+from opsched.proto.limits import MAX_SPEC_BYTES
+from opsched.proto.reasons import Refusal
+from opsched.proto.spec import OpSpec
 
 SPEC_TOO_LARGE = Refusal.SPEC_TOO_LARGE  # the reason an op over the bound is rejected with
 

@@ -14,8 +14,8 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from proto.events import CostRecorded, SpendRolled, WindowSpend
-from rules.windows import WINDOWS, window_start
+from opsched.proto.events import CostRecorded, SpendRolled, WindowSpend
+from opsched.rules.windows import WINDOWS, window_start
 
 Scope = tuple[str, str]  # ("queue" | "project", name)
 SpendKey = tuple[str, str, str, datetime]  # scope, name, window, start

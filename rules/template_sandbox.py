@@ -28,7 +28,7 @@ from jinja2.filters import FILTERS
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
 
-from rules.value_bounds import (
+from opsched.rules.value_bounds import (
     MAX_FORMAT_WIDTH,
     MAX_SECONDS,
     MAX_SIZE,

@@ -34,11 +34,11 @@ from jinja2 import TemplateError as JinjaError
 from jinja2 import UndefinedError
 from jinja2.exceptions import SecurityError, TemplateSyntaxError
 
-from proto.queues import QueuesConfig
-from proto.spec import Container, EnvVar, OpSpec
-from proto.template_markers import MARKERS, has_template  # noqa: F401 - re-exported
-from rules.template_sandbox import render, time_budget
-from rules.value_bounds import OutOfTime, ValueTooLarge
+from opsched.proto.queues import QueuesConfig
+from opsched.proto.spec import Container, EnvVar, OpSpec
+from opsched.proto.template_markers import MARKERS, has_template  # noqa: F401 - re-exported
+from opsched.rules.template_sandbox import render, time_budget
+from opsched.rules.value_bounds import OutOfTime, ValueTooLarge
 
 Path = tuple[str | int, ...]
 

@@ -46,7 +46,7 @@ def spans() -> Iterator[object]:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from bus import tracing
+    from opsched.bus import tracing
 
     exporter = InMemorySpanExporter()
     tracing.install(lambda: [SimpleSpanProcessor(exporter)])

@@ -4,9 +4,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from bus.bus import Bus
-from proto import codec, subjects
-from proto.events import Event
+from opsched.bus.bus import Bus
+from opsched.proto import codec, subjects
+from opsched.proto.events import Event
 
 
 class EventLog:
@@ -51,7 +51,7 @@ class EventLog:
         return found()  # type: ignore[return-value]
 
     async def expect_terminal(self, op_id: str, timeout: float = 30.0) -> Event:
-        from proto.lifecycle import OP_ENDS
+        from opsched.proto.lifecycle import OP_ENDS
 
         return await self.expect(OP_ENDS, op_id, timeout)  # type: ignore[arg-type]
 

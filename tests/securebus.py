@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bus.credentials import Credentials
 from opsched import natsauth
+from opsched.bus.credentials import Credentials
 from opsched.natsserver import NatsCluster, NatsServer, free_port
 from opsched.tls import TlsFiles, ensure_tls
 from tests.builders import identities
@@ -101,7 +101,7 @@ class SecureNats:
         """A ``Bus`` named ``name`` as ``identity`` (default: by its name, ``identities.of_connection``: the
         service of ``opsched-<service>``, else ``admin``), over TLS verified with this server's CA. The signature
         of the runner's ``connect(url, name)``."""
-        from bus.bus import Bus
+        from opsched.bus.bus import Bus
 
         identity = identity or identities.of_connection(name)
         options.setdefault("replicas", self.replicas)
@@ -121,7 +121,7 @@ class SecureNats:
 
     def settings(self, **overrides: Any):
         """Services' settings for this server (each service still connects as its own user: pass ``connect``)."""
-        from services.runtime.settings import Settings
+        from opsched.services.runtime.settings import Settings
 
         return Settings(**{"nats_url": self.url, "nats_ca_file": self.ca, "stream_replicas": self.replicas,
                            "log_format": "console", "env_key_file": self.env_key, **overrides})
@@ -129,13 +129,13 @@ class SecureNats:
     @property
     def env_key(self) -> Path:
         """The key admission seals env values with and the dispatcher opens them with (as ``opsched up`` has)."""
-        from services.runtime.sealing import write_key
+        from opsched.services.runtime.sealing import write_key
 
         return write_key(self.auth_dir / "env.key")
 
     def opened(self, spec: Any) -> Any:
         """``spec`` as its submitter wrote it: its sealed env values opened (``services.runtime.sealing``)."""
-        from services.runtime.sealing import Sealer
+        from opsched.services.runtime.sealing import Sealer
 
         return Sealer.of(self.env_key).unseal(spec)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from bench.faults.stage import Stage
 from opsched import natsauth
 from opsched.natsserver import NatsCluster, NatsServer
-from proto import subjects
+from opsched.proto import subjects
 
 # What each service publishes about ops: the first of these after a heal says the service works again.
 EMITS = {"admission": ("submitted", "admitted"), "cost": ("cost_estimated",), "cache": ("cache_missed", "cache_hit"),

@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import Iterable
 from datetime import datetime
 
-from bus.bus import Bus
+from opsched.bus.bus import Bus
+from opsched.proto import codec, subjects
+from opsched.proto.events import Event, OperationSubmitted
 from opsched.view import OpsView
-from proto import codec, subjects
-from proto.events import Event, OperationSubmitted
 
 
 class OpWatch:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes import client, config, watch
 
-from rules.podspec import LABEL_ATTEMPT, LABEL_OP
+from opsched.rules.podspec import LABEL_ATTEMPT, LABEL_OP
 
 TERMINATED = ("Succeeded", "Failed")
 WATCH_S = 20  # the server ends each watch after this long ...

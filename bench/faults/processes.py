@@ -1,4 +1,4 @@
-"""The four services as separate processes (``python -m services.<name>``), as in production, with any
+"""The four services as separate processes (``python -m opsched.services.<name>``), as in production, with any
 number of replicas each; kill -9 one replica, start it again, wait until each answers ready. Start them
 on the event loop's thread: a child dies with the thread that started it (parent-death signal)."""
 from __future__ import annotations
@@ -44,7 +44,7 @@ class ServiceProcesses:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / f"{name}-{i}.log", "ab") as log:
             self.procs[(name, i)] = subprocess.Popen(
-                [sys.executable, "-m", f"services.{name}"],
+                [sys.executable, "-m", f"opsched.services.{name}"],
                 env={**self.env, **self.env_of(name), "OPSCHED_HEALTH_PORT": str(port)},
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
 

@@ -13,8 +13,8 @@ from bench.faults.kinds import Fault
 from bench.faults.stage import Stage
 from bench.faults.tally import Tally, tally
 from bench.workload import gpu_spec
-from proto import subjects
-from proto.queries import QueuesAnswer
+from opsched.proto import subjects
+from opsched.proto.queries import QueuesAnswer
 
 RUN_S = 0.2  # each op's pod runs this long on the simulated kubelet
 

@@ -19,8 +19,8 @@ from kubernetes import client
 from bench.faults.opwatch import OpWatch
 from bench.faults.pods import PodLedger
 from bench.faults.processes import SERVICES, ServiceProcesses
-from bus.bus import Bus
 from opsched import natsauth
+from opsched.bus.bus import Bus
 from opsched.client import Client
 from opsched.localcluster.controlplane import ControlPlane
 from opsched.localcluster.nodes import delete_nodes

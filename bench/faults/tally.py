@@ -13,10 +13,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from bench.faults.pods import PodRecord
+from opsched.proto import codec
+from opsched.proto.events import OperationAdmitted, OperationDispatched, OperationSubmitted
+from opsched.proto.queries import QueuesAnswer
 from opsched.view import OpsView
-from proto import codec
-from proto.events import OperationAdmitted, OperationDispatched, OperationSubmitted
-from proto.queries import QueuesAnswer
 
 
 @dataclass

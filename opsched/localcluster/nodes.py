@@ -27,7 +27,7 @@ from typing import Any
 
 from kubernetes import client
 
-from proto.resources import GPU_MEMORY, GPU_MEMORY_CARDS
+from opsched.proto.resources import GPU_MEMORY, GPU_MEMORY_CARDS
 
 NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 SIMULATED_LABEL = "opsched.io/simulated"

@@ -52,7 +52,7 @@ from opsched.localcluster.nodes import (
     running_status,
     terminal_status,
 )
-from proto.reasons import Failure
+from opsched.proto.reasons import Failure
 
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 KILLED_EXIT_CODE = 143

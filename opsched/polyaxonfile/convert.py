@@ -27,7 +27,7 @@ from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel, che
 from opsched.polyaxonfile.params import io_and_params
 from opsched.polyaxonfile.templates import template_problems
 from opsched.polyaxonfile.warned import warned_fields
-from proto.spec import Cache, Container, Environment, OpSpec, ReplicaGroup, Termination
+from opsched.proto.spec import Cache, Container, Environment, OpSpec, ReplicaGroup, Termination
 
 
 def _first(*values: Any) -> Any:

@@ -26,10 +26,10 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from opsched.polyaxonfile.keys import SUPPORTED_VERSIONS
-from proto.limits import MAX_LIST_ITEMS, MAX_NAME_CHARS
-from proto.resources import QuantityError, parse_quantity
-from proto.subjects import valid_token
-from rules.templating import has_template
+from opsched.proto.limits import MAX_LIST_ITEMS, MAX_NAME_CHARS
+from opsched.proto.resources import QuantityError, parse_quantity
+from opsched.proto.subjects import valid_token
+from opsched.rules.templating import has_template
 
 _NAME = re.compile(r"^[-a-zA-Z0-9_]{1,%d}$" % MAX_NAME_CHARS)
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")

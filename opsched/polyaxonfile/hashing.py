@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from proto.spec import Container, Environment, ReplicaGroup
+from opsched.proto.spec import Container, Environment, ReplicaGroup
 
 
 def component_hash(container: Container, environment: Environment,

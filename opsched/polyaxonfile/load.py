@@ -19,7 +19,7 @@ from opsched.polyaxonfile.matrix import batch_id, build_batch, read_matrix, spli
 from opsched.polyaxonfile.models_operation import MODELS_BY_RUN_KIND, OverridesModel
 from opsched.polyaxonfile.validation import collect, precheck, validate
 from opsched.polyaxonfile.yaml_source import load_yaml, locate, read_file
-from proto.spec import OpSpec
+from opsched.proto.spec import OpSpec
 
 
 def parse_polyaxonfile(text: str, *, source: str = "<string>",

@@ -43,7 +43,7 @@ from opsched.polyaxonfile.models_operation import (
     OverridesModel,
 )
 from opsched.polyaxonfile.validation import validate
-from proto.spec import OpSpec
+from opsched.proto.spec import OpSpec
 
 Matrix = tuple[GridModel | RandomModel, dict[str, HpParam]]
 

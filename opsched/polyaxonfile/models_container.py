@@ -41,11 +41,11 @@ from opsched.polyaxonfile.models_k8s import (
     Probe,
     SecretName,
 )
-from proto import k8s_names
-from proto.limits import MAX_ANNOTATIONS_BYTES, MAX_ENV_PER_CONTAINER, MAX_LABELS, MAX_LIST_ITEMS
-from proto.resources import is_accelerator, parse_quantity
-from proto.spec_checks import resource_problem
-from proto.template_markers import has_template
+from opsched.proto import k8s_names
+from opsched.proto.limits import MAX_ANNOTATIONS_BYTES, MAX_ENV_PER_CONTAINER, MAX_LABELS, MAX_LIST_ITEMS
+from opsched.proto.resources import is_accelerator, parse_quantity
+from opsched.proto.spec_checks import resource_problem
+from opsched.proto.template_markers import has_template
 
 Items = Field(max_length=MAX_LIST_ITEMS)
 

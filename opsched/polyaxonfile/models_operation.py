@@ -35,7 +35,7 @@ from opsched.polyaxonfile.fields import (
     not_reserved,
 )
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel
-from proto.limits import MAX_COST, MAX_DURATION_S, MAX_LIST_ITEMS, MAX_PRIORITY, MAX_RETRIES, MAX_TAGS
+from opsched.proto.limits import MAX_COST, MAX_DURATION_S, MAX_LIST_ITEMS, MAX_PRIORITY, MAX_RETRIES, MAX_TAGS
 
 Priority = Annotated[Int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)]
 

@@ -28,7 +28,7 @@ from opsched.polyaxonfile.models_container import (
     check_metadata,
     check_resources,
 )
-from proto.limits import MAX_PODS_PER_OP
+from opsched.proto.limits import MAX_PODS_PER_OP
 
 
 class JobRunModel(Model):

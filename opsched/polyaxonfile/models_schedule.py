@@ -12,15 +12,15 @@ from pydantic import AfterValidator
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import Int, Model
-from proto.schedules import (
+from opsched.proto.schedules import (
     ScheduleSpec,
     cron_length_problem,
     frequency_problem,
     max_runs_problem,
     time_problem,
 )
-from rules.cron import CronError
-from rules.cron import parse as parse_cron
+from opsched.rules.cron import CronError
+from opsched.rules.cron import parse as parse_cron
 
 
 def _checked(problem_of: Callable[[Any], str | None]) -> AfterValidator:

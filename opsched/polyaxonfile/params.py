@@ -24,7 +24,7 @@ from opsched.polyaxonfile.models_operation import (
     OperationModel,
     OverridesModel,
 )
-from rules.templating import has_template
+from opsched.rules.templating import has_template
 
 _IO_TYPES: dict[str, type | tuple[type, ...]] = {
     "int": int, "float": (int, float), "bool": bool, "str": str, "dict": dict, "list": list,

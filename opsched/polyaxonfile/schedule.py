@@ -18,8 +18,8 @@ from opsched.polyaxonfile.load import parse_with_schedule
 from opsched.polyaxonfile.models_schedule import SCHEDULE_MODELS, schedule_kind_problem
 from opsched.polyaxonfile.validation import collect, validate
 from opsched.polyaxonfile.yaml_source import load_yaml, locate, read_file
-from proto.schedules import ScheduleSpec
-from proto.spec import OpSpec
+from opsched.proto.schedules import ScheduleSpec
+from opsched.proto.spec import OpSpec
 
 
 def parse_polyaxonfile_with_schedule(text: str, *, source: str = "<string>", overrides: dict | None = None

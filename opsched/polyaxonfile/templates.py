@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from opsched.polyaxonfile.errors import Loc, Problem
-from proto.spec import OpSpec
-from rules.template_sandbox import time_budget
-from rules.templating import (
+from opsched.proto.spec import OpSpec
+from opsched.rules.template_sandbox import time_budget
+from opsched.rules.templating import (
     Globals,
     TemplateError,
     has_template,

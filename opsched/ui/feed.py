@@ -11,10 +11,10 @@ from typing import Any
 
 import msgspec
 
+from opsched.proto import codec
+from opsched.proto.events import CostRecorded, ErrorRaised, Event
+from opsched.proto.summaries import OpSummary
 from opsched.view import OpRow, OpsView
-from proto import codec
-from proto.events import CostRecorded, ErrorRaised, Event
-from proto.summaries import OpSummary
 
 TIMELINE_LIMIT = 200  # events kept per op (an op retried many times shows its last ones)
 ERRORS_KEPT = 20  # bad input seen on the bus, newest last

@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
+from opsched.proto import codec, subjects
+from opsched.proto.summaries import OpSummary
 from opsched.ui.feed import Feed
-from proto import codec, subjects
-from proto.summaries import OpSummary
 
 SERVICES = ("admission", "cost", "cache", "dispatcher")  # each asked how it is (``proto.health``)
 WHY_LIMIT = 100  # waiting ops asked `why` about in one round (the first submitted first)

@@ -1,5 +1,5 @@
-from services.admission.service import Admission
-from services.runtime.runner import main
+from opsched.services.admission.service import Admission
+from opsched.services.runtime.runner import main
 
 if __name__ == "__main__":
     main(Admission)

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from proto import access, subjects
-from services.admission.submit_rate import ANONYMOUS
-from services.admission.token_buckets import TokenBuckets
+from opsched.proto import access, subjects
+from opsched.services.admission.submit_rate import ANONYMOUS
+from opsched.services.admission.token_buckets import TokenBuckets
 
 DEAD_LETTER_WINDOW_S = 60.0  # over its rate, a requester's refusals get one dead letter per window at most
 VERDICTS_KEPT = 1_000  # the latest commands' verdicts (by stream sequence): a redelivery reads its own again

@@ -10,15 +10,15 @@ from typing import Any
 
 import msgspec
 
-from bus.addressing import config_digest
-from bus.errors import InvalidInput
-from proto import codec, subjects
-from proto.config import QueuesConfigured, SetQueues
-from proto.reasons import Refusal
-from rules.queues_file import QueuesConfigError, load_queues
-from services.admission.model.queues import compile_book
-from services.runtime.clock import Clock
-from services.runtime.config_file import ConfigKind, FileConfigSource
+from opsched.bus.addressing import config_digest
+from opsched.bus.errors import InvalidInput
+from opsched.proto import codec, subjects
+from opsched.proto.config import QueuesConfigured, SetQueues
+from opsched.proto.reasons import Refusal
+from opsched.rules.queues_file import QueuesConfigError, load_queues
+from opsched.services.admission.model.queues import compile_book
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.config_file import ConfigKind, FileConfigSource
 
 QUEUES: ConfigKind[QueuesConfigured] = ConfigKind(
     name="queues", message_type=QueuesConfigured, load=load_queues, errors=(QueuesConfigError,),

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 
-from proto.events import (
+from opsched.proto.events import (
     Event,
     FailureFinal,
     OperationAdmitted,
@@ -41,17 +41,17 @@ from proto.events import (
     PreemptRequested,
     RetryScheduled,
 )
-from proto.lifecycle import CACHE_HIT_REASON
-from proto.reasons import Failure, Preemption, Reason
-from rules.failures import is_infrastructure, why_final
-from rules.naming import pod_name, pod_names
-from rules.pod_security import carried, run_policy
-from rules.templating import TemplateError
-from services.admission import parking
-from services.admission.model import agents
-from services.admission.model.queues import Book
-from services.admission.policies import aging, approval, budgets, preemption
-from services.admission.policies.admit import (
+from opsched.proto.lifecycle import CACHE_HIT_REASON
+from opsched.proto.reasons import Failure, Preemption, Reason
+from opsched.rules.failures import is_infrastructure, why_final
+from opsched.rules.naming import pod_name, pod_names
+from opsched.rules.pod_security import carried, run_policy
+from opsched.rules.templating import TemplateError
+from opsched.services.admission import parking
+from opsched.services.admission.model import agents
+from opsched.services.admission.model.queues import Book
+from opsched.services.admission.policies import aging, approval, budgets, preemption
+from opsched.services.admission.policies.admit import (
     ADMIT,
     BORROW,
     UNFITTABLE,
@@ -59,12 +59,12 @@ from services.admission.policies.admit import (
     Verdict,
     evaluate,
 )
-from services.admission.policies.fairshare import queue_order, share_of
-from services.admission.policies.retries import retry_delay
-from services.admission.rendering import INVALID_TEMPLATE, rendered
-from services.admission.state.admission_state import AdmissionState, OpRecord, Status, snapshot_of
-from services.admission.state.snapshot import same
-from services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
+from opsched.services.admission.policies.fairshare import queue_order, share_of
+from opsched.services.admission.policies.retries import retry_delay
+from opsched.services.admission.rendering import INVALID_TEMPLATE, rendered
+from opsched.services.admission.state.admission_state import AdmissionState, OpRecord, Status, snapshot_of
+from opsched.services.admission.state.snapshot import same
+from opsched.services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
 
 VERIFY = os.environ.get("OPSCHED_VERIFY_SNAPSHOT") == "1"  # tests: compare the tracked snapshot with a build
 LOOKAHEAD = 16

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from proto.queries import Fragmentation
-from proto.resources import is_accelerator
-from services.admission.model import agents
-from services.admission.model.nodes import selects
-from services.admission.model.queues import Book
-from services.admission.model.records import OpRecord
-from services.admission.state.capacity import Capacity
+from opsched.proto.queries import Fragmentation
+from opsched.proto.resources import is_accelerator
+from opsched.services.admission.model import agents
+from opsched.services.admission.model.nodes import selects
+from opsched.services.admission.model.queues import Book
+from opsched.services.admission.model.records import OpRecord
+from opsched.services.admission.state.capacity import Capacity
 
 
 def fragmentation(capacity: Capacity, book: Book, waiting: Iterable[OpRecord]) -> list[Fragmentation]:

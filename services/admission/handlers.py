@@ -6,10 +6,10 @@ from datetime import datetime
 
 import msgspec
 
-from bus.errors import InvalidInput
-from proto import subjects
-from proto.access import NOT_ALLOWED, Access, acts_on_all, refusal
-from proto.commands import (
+from opsched.bus.errors import InvalidInput
+from opsched.proto import subjects
+from opsched.proto.access import NOT_ALLOWED, Access, acts_on_all, refusal
+from opsched.proto.commands import (
     ApproveOperation,
     CopyOperation,
     RejectOperation,
@@ -18,7 +18,7 @@ from proto.commands import (
     StopOperation,
     SubmitOperation,
 )
-from proto.events import (
+from opsched.proto.events import (
     Event,
     OperationApproved,
     OperationRejected,
@@ -28,25 +28,25 @@ from proto.events import (
     OperationSubmitted,
     StopRequested,
 )
-from proto.queues import not_covered
-from proto.reasons import Ending, Reason, Refusal
-from proto.reasons import message as reason_message
-from proto.spec import EnvVar, OpSpec
-from rules.conditions import ConditionError
-from rules.spec_size import SPEC_TOO_LARGE, too_large
-from rules.templating import TemplateError
-from services.admission.command_rate import CommandRate
-from services.admission.model import agents
-from services.admission.model.ordering import requester_of
-from services.admission.model.queues import Book
-from services.admission.model.records import requests_of
-from services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
-from services.admission.policies.routing import route
-from services.admission.rendering import INVALID_CONDITION, INVALID_TEMPLATE, rendered, routing_fields
-from services.admission.state.admission_state import AdmissionState, Status
-from services.admission.submit_rate import RATE_LIMITED, SubmitRate, requester
-from services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
-from services.runtime.service import Context
+from opsched.proto.queues import not_covered
+from opsched.proto.reasons import Ending, Reason, Refusal
+from opsched.proto.reasons import message as reason_message
+from opsched.proto.spec import EnvVar, OpSpec
+from opsched.rules.conditions import ConditionError
+from opsched.rules.spec_size import SPEC_TOO_LARGE, too_large
+from opsched.rules.templating import TemplateError
+from opsched.services.admission.command_rate import CommandRate
+from opsched.services.admission.model import agents
+from opsched.services.admission.model.ordering import requester_of
+from opsched.services.admission.model.queues import Book
+from opsched.services.admission.model.records import requests_of
+from opsched.services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
+from opsched.services.admission.policies.routing import route
+from opsched.services.admission.rendering import INVALID_CONDITION, INVALID_TEMPLATE, rendered, routing_fields
+from opsched.services.admission.state.admission_state import AdmissionState, Status
+from opsched.services.admission.submit_rate import RATE_LIMITED, SubmitRate, requester
+from opsched.services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
+from opsched.services.runtime.service import Context
 
 
 @dataclass(frozen=True)

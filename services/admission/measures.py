@@ -25,9 +25,9 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from proto import codec
-from proto.events import Event, OperationRunning, OperationSubmitted, PreemptRequested, RetryScheduled
-from proto.lifecycle import Status
+from opsched.proto import codec
+from opsched.proto.events import Event, OperationRunning, OperationSubmitted, PreemptRequested, RetryScheduled
+from opsched.proto.lifecycle import Status
 
 CYCLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from proto.lifecycle import Status
-from services.admission import queries
-from services.runtime.metrics import gauge
+from opsched.proto.lifecycle import Status
+from opsched.services.admission import queries
+from opsched.services.runtime.metrics import gauge
 
 LIVE = (Status.PENDING, Status.ON_HOLD, Status.QUEUED, Status.ADMITTED, Status.DISPATCHED, Status.RUNNING,
         Status.RETRYING)

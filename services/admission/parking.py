@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from proto.reasons import REASONS, WaitsOn
-from services.admission.model.queues import Book
-from services.admission.model.records import OpRecord, Park
-from services.admission.policies import preemption
-from services.admission.state.queue_manager import QueueManager
+from opsched.proto.reasons import REASONS, WaitsOn
+from opsched.services.admission.model.queues import Book
+from opsched.services.admission.model.records import OpRecord, Park
+from opsched.services.admission.policies import preemption
+from opsched.services.admission.state.queue_manager import QueueManager
 
 AGING_RECHECK = timedelta(seconds=30)
 

@@ -18,14 +18,14 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from bus.bus import Bus
-from proto import codec, permissions, subjects
-from proto.summaries import OpSummary
-from services.admission.model.records import OpRecord
-from services.admission.state.fold import OpFold
-from services.admission.state.retention import Stray, expired, summary_of
-from services.runtime.clock import Clock
-from services.runtime.settings import Settings
+from opsched.bus.bus import Bus
+from opsched.proto import codec, permissions, subjects
+from opsched.proto.summaries import OpSummary
+from opsched.services.admission.model.records import OpRecord
+from opsched.services.admission.state.fold import OpFold
+from opsched.services.admission.state.retention import Stray, expired, summary_of
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.settings import Settings
 
 IN_FLIGHT = 64  # an op's summary and purge calls in flight at once
 

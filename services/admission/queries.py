@@ -3,20 +3,20 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto.queries import (
+from opsched.proto.queries import (
     FlavorUsage,
     PendingReason,
     QueuesAnswer,
     QueueStatus,
     WhyAnswer,
 )
-from proto.reasons import Reason, dependency_name, pending
-from services.admission.fragmentation import fragmentation
-from services.admission.model.queues import Book
-from services.admission.policies.admit import ADMIT, BORROW, evaluate
-from services.admission.policies.preemption import waiting_for
-from services.admission.policies.quota import borrowed
-from services.admission.state.admission_state import AdmissionState, OpRecord, Status, snapshot_of
+from opsched.proto.reasons import Reason, dependency_name, pending
+from opsched.services.admission.fragmentation import fragmentation
+from opsched.services.admission.model.queues import Book
+from opsched.services.admission.policies.admit import ADMIT, BORROW, evaluate
+from opsched.services.admission.policies.preemption import waiting_for
+from opsched.services.admission.policies.quota import borrowed
+from opsched.services.admission.state.admission_state import AdmissionState, OpRecord, Status, snapshot_of
 
 
 def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = None) -> WhyAnswer:

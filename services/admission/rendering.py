@@ -12,12 +12,12 @@ from datetime import datetime
 
 import msgspec
 
-from proto.queues import QueuesConfig
-from proto.reasons import Refusal
-from proto.spec import OpSpec
-from rules.conditions import evaluate
-from rules.template_sandbox import time_budget
-from rules.templating import (
+from opsched.proto.queues import QueuesConfig
+from opsched.proto.reasons import Refusal
+from opsched.proto.spec import OpSpec
+from opsched.rules.conditions import evaluate
+from opsched.rules.template_sandbox import time_budget
+from opsched.rules.templating import (
     Globals,
     globals_for,
     has_template,

@@ -11,11 +11,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from proto import codec, subjects
-from proto.commands import SubmitOperation
-from proto.schedules import ScheduleEvent, ScheduleFired
-from proto.spec import OpSpec
-from services.admission.schedules import Schedules
+from opsched.proto import codec, subjects
+from opsched.proto.commands import SubmitOperation
+from opsched.proto.schedules import ScheduleEvent, ScheduleFired
+from opsched.proto.spec import OpSpec
+from opsched.services.admission.schedules import Schedules
 
 Submit = Callable[[str, OpSpec], Awaitable[Any]]
 MAX_STEP_S = 1.0

@@ -38,11 +38,11 @@ from typing import TypeVar
 
 import msgspec
 
-from bus.errors import InvalidInput
-from proto import subjects
-from proto.events import Event
-from proto.reasons import Refusal, ScheduleEnd
-from proto.schedules import (
+from opsched.bus.errors import InvalidInput
+from opsched.proto import subjects
+from opsched.proto.events import Event
+from opsched.proto.reasons import Refusal, ScheduleEnd
+from opsched.proto.schedules import (
     MAX_SCHEDULE_ID,
     SCHEDULE_KINDS,
     CreateSchedule,
@@ -55,9 +55,9 @@ from proto.schedules import (
     ScheduleSpec,
     run_op_id,
 )
-from proto.spec import OpSpec
-from rules import cron
-from services.admission.model.records import Status
+from opsched.proto.spec import OpSpec
+from opsched.rules import cron
+from opsched.services.admission.model.records import Status
 
 StatusOf = Callable[[str], "str | None"]  # op id -> "succeeded" | "failed" | "running" | None
 FAILED = ScheduleEnd.FAILED  # ScheduleFinished.reason of a schedule disabled because computing its runs raised

@@ -19,12 +19,12 @@ from typing import TypeVar
 
 import msgspec
 
-from bus.bus import Bus, Fence, Received
-from bus.errors import Fenced, MessageTooLarge
-from bus.refusals import NotPermitted
-from proto import codec, subjects
-from proto.access import requester
-from proto.commands import (
+from opsched.bus.bus import Bus, Fence, Received
+from opsched.bus.errors import Fenced, MessageTooLarge
+from opsched.bus.refusals import NotPermitted
+from opsched.proto import codec, subjects
+from opsched.proto.access import requester
+from opsched.proto.commands import (
     ApproveOperation,
     CopyOperation,
     RejectOperation,
@@ -33,13 +33,13 @@ from proto.commands import (
     StopOperation,
     SubmitOperation,
 )
-from proto.config import QueuesConfigured, SetQueues
-from proto.events import Event, FailureFinal, OperationRejected, OperationSubmitted
-from proto.leases import is_claim
-from proto.queries import QueuesRequest, WhyRequest
-from proto.queues import QueuesConfig
-from proto.reasons import Reason, Refusal, pending
-from proto.schedules import (
+from opsched.proto.config import QueuesConfigured, SetQueues
+from opsched.proto.events import Event, FailureFinal, OperationRejected, OperationSubmitted
+from opsched.proto.leases import is_claim
+from opsched.proto.queries import QueuesRequest, WhyRequest
+from opsched.proto.queues import QueuesConfig
+from opsched.proto.reasons import Reason, Refusal, pending
+from opsched.proto.schedules import (
     CreateSchedule,
     DeleteSchedule,
     ScheduleCreated,
@@ -47,22 +47,22 @@ from proto.schedules import (
     ScheduleEvent,
     refused_creation,
 )
-from services.admission import cycle, handlers, metrics, queries, schedule_runner, traces, unpublishable
-from services.admission import schedules as sched
-from services.admission.catchup import FoldProgress
-from services.admission.command_rate import CommandRate, requester_of
-from services.admission.config_source import ConfigSource, queues_configured
-from services.admission.measures import Measures
-from services.admission.model.queues import Book, QueuesConfigError, compile_book
-from services.admission.purge import CommandPurge, Retention
-from services.admission.state.admission_state import AdmissionState
-from services.admission.submit_rate import SubmitRate
-from services.runtime.clock import Clock
-from services.runtime.deadletter import UNKNOWN_OP, guess_op_id
-from services.runtime.leadership import Leadership
-from services.runtime.sealing import Sealer
-from services.runtime.service import Consumer, Context, Service, Task
-from services.runtime.settings import Settings
+from opsched.services.admission import cycle, handlers, metrics, queries, schedule_runner, traces, unpublishable
+from opsched.services.admission import schedules as sched
+from opsched.services.admission.catchup import FoldProgress
+from opsched.services.admission.command_rate import CommandRate, requester_of
+from opsched.services.admission.config_source import ConfigSource, queues_configured
+from opsched.services.admission.measures import Measures
+from opsched.services.admission.model.queues import Book, QueuesConfigError, compile_book
+from opsched.services.admission.purge import CommandPurge, Retention
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.admission.submit_rate import SubmitRate
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.deadletter import UNKNOWN_OP, guess_op_id
+from opsched.services.runtime.leadership import Leadership
+from opsched.services.runtime.sealing import Sealer
+from opsched.services.runtime.service import Consumer, Context, Service, Task
+from opsched.services.runtime.settings import Settings
 
 INVALID_SPEC = Refusal.INVALID_SPEC
 Sent = TypeVar("Sent", bound=msgspec.Struct)

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from datetime import datetime, timedelta
 
-from proto import access
-from proto.commands import Command
-from proto.events import OperationSubmitted
-from proto.reasons import Refusal
-from services.admission.model.ordering import ANONYMOUS  # a command that names no requester
-from services.admission.token_buckets import MAX_TRACKED, TokenBuckets
+from opsched.proto import access
+from opsched.proto.commands import Command
+from opsched.proto.events import OperationSubmitted
+from opsched.proto.reasons import Refusal
+from opsched.services.admission.model.ordering import ANONYMOUS  # a command that names no requester
+from opsched.services.admission.token_buckets import MAX_TRACKED, TokenBuckets
 
 RATE_LIMITED = Refusal.RATE_LIMITED
 

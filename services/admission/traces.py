@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from contextlib import nullcontext
 from typing import Any
 
-from bus import tracing
-from proto import codec
-from proto.events import Event, OperationSubmitted
-from services.admission.model.records import OpRecord
+from opsched.bus import tracing
+from opsched.proto import codec
+from opsched.proto.events import Event, OperationSubmitted
+from opsched.services.admission.model.records import OpRecord
 
 
 def remember(ops: Mapping[str, OpRecord], event: Event, headers: Mapping[str, str]) -> None:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bus.errors import MessageTooLarge
-from bus.refusals import NotPermitted
-from proto import codec
-from proto.commands import CopyOperation, RestartOperation, SubmitOperation
-from proto.events import Event, OperationFailed, OperationRejected
-from proto.reasons import Failure
-from services.admission.model.records import OpRecord
+from opsched.bus.errors import MessageTooLarge
+from opsched.bus.refusals import NotPermitted
+from opsched.proto import codec
+from opsched.proto.commands import CopyOperation, RestartOperation, SubmitOperation
+from opsched.proto.events import Event, OperationFailed, OperationRejected
+from opsched.proto.reasons import Failure
+from opsched.services.admission.model.records import OpRecord
 
 MESSAGE_TOO_LARGE = Failure.MESSAGE_TOO_LARGE
 PUBLISH_REFUSED = Failure.PUBLISH_REFUSED

@@ -11,7 +11,7 @@ from datetime import datetime
 
 import msgspec
 
-from proto.events import (
+from opsched.proto.events import (
     CacheHit,
     CacheMissed,
     Event,
@@ -19,12 +19,12 @@ from proto.events import (
     OperationSucceeded,
     event_type,
 )
-from proto.lifecycle import CACHE_HIT_REASON, OP_ENDS
-from services.cache import lookup
-from services.cache.fingerprint import caching_enabled, fingerprint
-from services.cache.lookup import Candidate, Hit, Miss, Wait
-from services.cache.store import HIT, MISS, WAIT, CacheStore, Run, Waiter
-from services.runtime.service import Context
+from opsched.proto.lifecycle import CACHE_HIT_REASON, OP_ENDS
+from opsched.services.cache import lookup
+from opsched.services.cache.fingerprint import caching_enabled, fingerprint
+from opsched.services.cache.lookup import Candidate, Hit, Miss, Wait
+from opsched.services.cache.store import HIT, MISS, WAIT, CacheStore, Run, Waiter
+from opsched.services.runtime.service import Context
 
 SubmittedOf = Callable[[str], Awaitable["OperationSubmitted | None"]]  # an op's submitted event, from the stream
 

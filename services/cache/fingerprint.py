@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from proto.spec import Container, OpSpec
+from opsched.proto.spec import Container, OpSpec
 
 DEFAULT_SECTIONS = ("init", "connections", "containers")
 KEY_VERSION = 2  # bump when the key's content changes, so old results are not reused by mistake

@@ -20,7 +20,7 @@ from datetime import datetime
 
 import msgspec
 
-from proto.reasons import CacheMiss
+from opsched.proto.reasons import CacheMiss
 
 PROCESSING = "processing"
 SUCCEEDED = "succeeded"

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import msgspec
 
-from bus.bus import Bus
-from proto import codec, subjects
-from proto.events import Event, OperationSubmitted, event_type
-from proto.lifecycle import OP_ENDS
-from services.cache.decide import Decider
-from services.cache.store import CacheStore
-from services.runtime.clock import Clock
-from services.runtime.service import Consumer, Context, Service
-from services.runtime.settings import Settings
+from opsched.bus.bus import Bus
+from opsched.proto import codec, subjects
+from opsched.proto.events import Event, OperationSubmitted, event_type
+from opsched.proto.lifecycle import OP_ENDS
+from opsched.services.cache.decide import Decider
+from opsched.services.cache.store import CacheStore
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.service import Consumer, Context, Service
+from opsched.services.runtime.settings import Settings
 
 ENDS = OP_ENDS
 

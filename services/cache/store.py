@@ -21,8 +21,8 @@ from typing import TypeVar
 
 import msgspec
 
-from services.cache.lookup import Candidate
-from services.runtime.kvstore import KVStore
+from opsched.services.cache.lookup import Candidate
+from opsched.services.runtime.kvstore import KVStore
 
 HIT, WAIT, MISS = "hit", "wait", "miss"
 

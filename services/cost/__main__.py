@@ -1,5 +1,5 @@
-from services.cost.service import Cost
-from services.runtime.runner import main
+from opsched.services.cost.service import Cost
+from opsched.services.runtime.runner import main
 
 if __name__ == "__main__":
     main(Cost)

@@ -7,7 +7,7 @@ import math
 
 import structlog
 
-from proto.limits import MAX_COST
+from opsched.proto.limits import MAX_COST
 
 log = structlog.get_logger()
 

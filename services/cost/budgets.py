@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from proto.events import BudgetExceeded, CostRecorded
-from proto.queues import Budget
-from rules.windows import window_end, window_start
+from opsched.proto.events import BudgetExceeded, CostRecorded
+from opsched.proto.queues import Budget
+from opsched.rules.windows import window_end, window_start
 
 EPSILON = 1e-9
 GPU_HOURS = "gpu_hours"

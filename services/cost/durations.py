@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from proto.events import (
+from opsched.proto.events import (
     Event,
     OperationEvicted,
     OperationFailed,
@@ -25,7 +25,7 @@ from proto.events import (
     OperationSucceeded,
     OperationTimedOut,
 )
-from proto.spec import OpSpec
+from opsched.proto.spec import OpSpec
 
 MIN_RUNS = 3
 LAST_RUNS = 20

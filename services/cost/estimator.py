@@ -15,19 +15,19 @@ from collections.abc import Sequence
 
 import msgspec
 
-from proto.events import Money
-from proto.prices import PricePool, Prices
-from proto.resources import (
+from opsched.proto.events import Money
+from opsched.proto.prices import PricePool, Prices
+from opsched.proto.resources import (
     GPU_PRODUCT_LABELS,
     accelerators,
     amount,
     is_accelerator,
     parse_quantity,
 )
-from proto.spec import Container, OpSpec
-from services.cost.amounts import bounded, own_cost
-from services.cost.durations import LAST_RUNS, typical
-from services.cost.pools import in_pool, matching
+from opsched.proto.spec import Container, OpSpec
+from opsched.services.cost.amounts import bounded, own_cost
+from opsched.services.cost.durations import LAST_RUNS, typical
+from opsched.services.cost.pools import in_pool, matching
 
 GIB = 2**30
 

@@ -19,8 +19,8 @@ from typing import TypeVar
 
 import msgspec
 
-from services.cost.amounts import bounded
-from services.runtime.kvstore import KVStore
+from opsched.services.cost.amounts import bounded
+from opsched.services.runtime.kvstore import KVStore
 
 T = TypeVar("T")
 RECENT = 512  # attempts a total remembers having added: far more than are added while one is redelivered

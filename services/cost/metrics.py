@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from proto.queries import CostAnswer
-from services.runtime.metrics import gauge
+from opsched.proto.queries import CostAnswer
+from opsched.services.runtime.metrics import gauge
 
 WINDOWS = ("day", "week", "month")
 GPU_HOURS = "gpu_hours"

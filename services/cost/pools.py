@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from proto.prices import PricePool, Prices
+from opsched.proto.prices import PricePool, Prices
 
 
 def matching(prices: Prices, labels: dict[str, str]) -> PricePool | None:

@@ -10,11 +10,11 @@ from typing import Any
 import msgspec
 import yaml
 
-from proto import subjects
-from proto.config import PricesConfigured
-from proto.prices import Prices
-from services.runtime.clock import Clock
-from services.runtime.config_file import ConfigKind, FileConfigSource
+from opsched.proto import subjects
+from opsched.proto.config import PricesConfigured
+from opsched.proto.prices import Prices
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.config_file import ConfigKind, FileConfigSource
 
 BUILTIN = "builtin"
 

@@ -13,19 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from proto import subjects
-from proto.events import (
+from opsched.proto import subjects
+from opsched.proto.events import (
     CostRecorded,
     Event,
     OperationRunning,
     OperationSubmitted,
     event_type,
 )
-from proto.lifecycle import ATTEMPT_ENDS
-from proto.prices import Prices
-from services.cost.estimator import gpu_count, hourly_price, pool_hourly
-from services.cost.ledger import LedgerStore, OpCost, PoolPrice, Recorded, charge
-from services.cost.pools import matches, matching
+from opsched.proto.lifecycle import ATTEMPT_ENDS
+from opsched.proto.prices import Prices
+from opsched.services.cost.estimator import gpu_count, hourly_price, pool_hourly
+from opsched.services.cost.ledger import LedgerStore, OpCost, PoolPrice, Recorded, charge
+from opsched.services.cost.pools import matches, matching
 
 ENDS = ATTEMPT_ENDS
 

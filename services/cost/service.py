@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bus.bus import Bus
-from proto import subjects
-from proto.events import CostEstimated, CostRecorded, Event, OperationRunning, OperationSubmitted
-from services.cost import metrics
-from services.cost.ledger import LedgerStore
-from services.cost.recorder import ENDS, Recorder, consumed_subjects
-from services.cost.state import CostState
-from services.runtime.clock import Clock
-from services.runtime.service import Consumer, Context, Service, Task
-from services.runtime.settings import Settings
+from opsched.bus.bus import Bus
+from opsched.proto import subjects
+from opsched.proto.events import CostEstimated, CostRecorded, Event, OperationRunning, OperationSubmitted
+from opsched.services.cost import metrics
+from opsched.services.cost.ledger import LedgerStore
+from opsched.services.cost.recorder import ENDS, Recorder, consumed_subjects
+from opsched.services.cost.state import CostState
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.service import Consumer, Context, Service, Task
+from opsched.services.runtime.settings import Settings
 
 
 class Cost(Service):

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from proto.events import CostRecorded, Event, OperationRunning, OperationSubmitted, SpendRolled
-from proto.queries import BudgetLine, CostAnswer, SpendLine
-from proto.queues import Budget
-from rules.spend_totals import SpendTotals
-from rules.windows import WINDOWS, window_end
+from opsched.proto.events import CostRecorded, Event, OperationRunning, OperationSubmitted, SpendRolled
+from opsched.proto.queries import BudgetLine, CostAnswer, SpendLine
+from opsched.proto.queues import Budget
+from opsched.rules.spend_totals import SpendTotals
+from opsched.rules.windows import WINDOWS, window_end
 
 HOUR = timedelta(hours=1)
 

@@ -8,11 +8,11 @@ from datetime import datetime
 
 import msgspec
 
-from bus.bus import Bus
-from proto import codec, subjects
-from proto.cluster import NodeObserved
-from proto.config import PricesConfigured, QueuesConfigured
-from proto.events import (
+from opsched.bus.bus import Bus
+from opsched.proto import codec, subjects
+from opsched.proto.cluster import NodeObserved
+from opsched.proto.config import PricesConfigured, QueuesConfigured
+from opsched.proto.events import (
     BudgetExceeded,
     CostRecorded,
     Event,
@@ -21,18 +21,18 @@ from proto.events import (
     SpendRolled,
     event_type,
 )
-from proto.lifecycle import ATTEMPT_ENDS, OP_ENDS
-from proto.queries import CostRequest
-from proto.queues import Budget
-from proto.spec import OpSpec
-from services.cost.budgets import Announcements
-from services.cost.durations import Durations
-from services.cost.estimator import Estimate, estimate, hourly_price
-from services.cost.prices import PricesSource
-from services.cost.recorder import ENDS
-from services.cost.spend import SpendView
-from services.runtime.service import Service
-from services.runtime.settings import Settings
+from opsched.proto.lifecycle import ATTEMPT_ENDS, OP_ENDS
+from opsched.proto.queries import CostRequest
+from opsched.proto.queues import Budget
+from opsched.proto.spec import OpSpec
+from opsched.services.cost.budgets import Announcements
+from opsched.services.cost.durations import Durations
+from opsched.services.cost.estimator import Estimate, estimate, hourly_price
+from opsched.services.cost.prices import PricesSource
+from opsched.services.cost.recorder import ENDS
+from opsched.services.cost.spend import SpendView
+from opsched.services.runtime.service import Service
+from opsched.services.runtime.settings import Settings
 
 # the op events its fold reads (the spend view, durations, budgets announced): its follow of the op stream
 # takes only these (an op's cost_estimated, cache answers, admitted, dispatched... never reach it)

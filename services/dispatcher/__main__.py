@@ -1,5 +1,5 @@
-from services.dispatcher.service import Dispatcher
-from services.runtime.runner import main
+from opsched.services.dispatcher.service import Dispatcher
+from opsched.services.runtime.runner import main
 
 if __name__ == "__main__":
     main(Dispatcher)

@@ -25,15 +25,15 @@ from typing import Any
 
 import msgspec
 
-from bus.bus import Bus
-from bus.errors import DependencyUnavailable, InvalidInput
-from proto import codec, subjects
-from proto.config import QueuesConfigured
-from proto.events import OperationAdmitted, OperationRejected
-from proto.queues import QueuesConfig
-from proto.reasons import Refusal
-from rules.naming import pod_name
-from rules.pod_security import mismatches, policy_of, run_policy
+from opsched.bus.bus import Bus
+from opsched.bus.errors import DependencyUnavailable, InvalidInput
+from opsched.proto import codec, subjects
+from opsched.proto.config import QueuesConfigured
+from opsched.proto.events import OperationAdmitted, OperationRejected
+from opsched.proto.queues import QueuesConfig
+from opsched.proto.reasons import Refusal
+from opsched.rules.naming import pod_name
+from opsched.rules.pod_security import mismatches, policy_of, run_policy
 
 REFUSED = Refusal.FORBIDDEN_POD_SPEC  # the op's rejection, as for a pod spec its queue forbids
 INVALID_OP_ID = Refusal.INVALID_OP_ID

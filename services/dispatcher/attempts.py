@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import IntEnum
 
-from proto import subjects
-from proto.events import (
+from opsched.proto import subjects
+from opsched.proto.events import (
     Event,
     OperationAdmitted,
     OperationDispatched,
@@ -30,8 +30,8 @@ from proto.events import (
     StopRequested,
     event_type,
 )
-from proto.lifecycle import ATTEMPT_ENDS
-from services.dispatcher.gang import AttemptKey
+from opsched.proto.lifecycle import ATTEMPT_ENDS
+from opsched.services.dispatcher.gang import AttemptKey
 
 
 class Stage(IntEnum):

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from bus.errors import DependencyUnavailable
-from proto.events import (
+from opsched.bus.errors import DependencyUnavailable
+from opsched.proto.events import (
     DispatchDelayed,
     Event,
     OperationAdmitted,
@@ -24,17 +24,17 @@ from proto.events import (
     OperationFailed,
     OperationRejected,
 )
-from proto.reasons import Refusal
-from rules import reserved_keys
-from rules.gpu_accounting import violations
-from rules.pod_security import check_pods, policy_of
-from rules.podspec import ANNOTATION_EVICTED, build_pods, rendezvous_service
-from services.dispatcher.gang import POD_REJECTED
-from services.dispatcher.k8s import Kube, PodRejected
-from services.dispatcher.podtrace import create_pod
-from services.dispatcher.preempt import Releaser
-from services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
-from services.runtime.service import Context
+from opsched.proto.reasons import Refusal
+from opsched.rules import reserved_keys
+from opsched.rules.gpu_accounting import violations
+from opsched.rules.pod_security import check_pods, policy_of
+from opsched.rules.podspec import ANNOTATION_EVICTED, build_pods, rendezvous_service
+from opsched.services.dispatcher.gang import POD_REJECTED
+from opsched.services.dispatcher.k8s import Kube, PodRejected
+from opsched.services.dispatcher.podtrace import create_pod
+from opsched.services.dispatcher.preempt import Releaser
+from opsched.services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
+from opsched.services.runtime.service import Context
 
 
 async def dispatch(event: OperationAdmitted, ctx: Context, kube: Kube | None, releaser: Releaser | None) -> Event:

@@ -19,18 +19,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from proto.events import OperationEvicted, OperationTimedOut
-from proto.reasons import Eviction
-from rules.podspec import (
+from opsched.proto.events import OperationEvicted, OperationTimedOut
+from opsched.proto.reasons import Eviction
+from opsched.rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PENDING_TIMEOUT,
     ANNOTATION_TTL,
     LABEL_ATTEMPT,
     LABEL_OP,
 )
-from services.dispatcher.gang import gang_backoff
-from services.dispatcher.kobjects import ObjectMeta, Pod, PodCondition, PodStatus
-from services.runtime.clock import Clock
+from opsched.services.dispatcher.gang import gang_backoff
+from opsched.services.dispatcher.kobjects import ObjectMeta, Pod, PodCondition, PodStatus
+from opsched.services.runtime.clock import Clock
 
 TIMEOUT_GRACE_S = 30.0
 CHECK_INTERVAL_S = 5.0

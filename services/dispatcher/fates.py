@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto import subjects
-from proto.attempt_fate import CREATING, RELEASED, AttemptFate
-from services.runtime.kvstore import KVStore
+from opsched.proto import subjects
+from opsched.proto.attempt_fate import CREATING, RELEASED, AttemptFate
+from opsched.services.runtime.kvstore import KVStore
 
 
 class Fates(KVStore):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from proto.events import (
+from opsched.proto.events import (
     Event,
     OperationEvicted,
     OperationFailed,
@@ -29,8 +29,8 @@ from proto.events import (
     OperationSucceeded,
     OperationTimedOut,
 )
-from proto.reasons import Eviction, Failure
-from rules.podspec import (
+from opsched.proto.reasons import Eviction, Failure
+from opsched.rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PREEMPT_MESSAGE,
     ANNOTATION_PREEMPT_REASON,

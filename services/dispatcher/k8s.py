@@ -34,11 +34,11 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from bus.errors import DependencyUnavailable
-from proto.reasons import Failure
-from rules.podspec import LABEL_ATTEMPT, LABEL_OP
-from services.dispatcher.kobjects import Pod, decode_pod_list
-from services.dispatcher.metrics import PodMeasures
+from opsched.bus.errors import DependencyUnavailable
+from opsched.proto.reasons import Failure
+from opsched.rules.podspec import LABEL_ATTEMPT, LABEL_OP
+from opsched.services.dispatcher.kobjects import Pod, decode_pod_list
+from opsched.services.dispatcher.metrics import PodMeasures
 
 KUBERNETES = "kubernetes"
 DEFAULT_TIMEOUT_S = 15.0

@@ -23,7 +23,7 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from services.dispatcher.kobjects import Decoders
+from opsched.services.dispatcher.kobjects import Decoders
 
 WATCH_TIMEOUT_S = 60  # the API server ends every watch after this long; the loop resumes from where it was
 CONNECT_TIMEOUT_S = 10.0

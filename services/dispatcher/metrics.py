@@ -11,7 +11,7 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from bus.errors import DependencyUnavailable
+from opsched.bus.errors import DependencyUnavailable
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 

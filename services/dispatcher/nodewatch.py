@@ -20,11 +20,11 @@ from typing import Any
 
 from kubernetes.client import CoreV1Api
 
-from proto import codec, subjects
-from proto.cluster import ClusterEvent, NodeObserved, NodeRemoved
-from services.dispatcher.kobjects import NODES, Node, Taint
-from services.dispatcher.listwatch import ListWatch
-from services.runtime.clock import Clock
+from opsched.proto import codec, subjects
+from opsched.proto.cluster import ClusterEvent, NodeObserved, NodeRemoved
+from opsched.services.dispatcher.kobjects import NODES, Node, Taint
+from opsched.services.dispatcher.listwatch import ListWatch
+from opsched.services.runtime.clock import Clock
 
 Publish = Callable[..., Awaitable[Any]]  # Bus.publish(message, *, subject=..., msg_id=...)
 Outgoing = tuple[ClusterEvent, str]  # the event and its Nats-Msg-Id

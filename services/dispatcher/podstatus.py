@@ -1,8 +1,8 @@
 """Translate a pod into what the dispatcher knows about it (pure; no API calls)."""
 from __future__ import annotations
 
-from proto.reasons import Failure
-from rules.podspec import (
+from opsched.proto.reasons import Failure
+from opsched.rules.podspec import (
     LABEL_ATTEMPT,
     LABEL_GANG_SIZE,
     LABEL_OP,
@@ -10,8 +10,8 @@ from rules.podspec import (
     MAIN_REPLICA,
     WATCHED_ANNOTATIONS,
 )
-from services.dispatcher.gang import PodView
-from services.dispatcher.kobjects import Pod
+from opsched.services.dispatcher.gang import PodView
+from opsched.services.dispatcher.kobjects import Pod
 
 
 def op_of(pod: Pod) -> tuple[str, int] | None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from bus import tracing
-from rules.podspec import ANNOTATION_TRACEPARENT, LABEL_ATTEMPT, LABEL_OP, LABEL_REPLICA
-from services.dispatcher.gang import PodView
-from services.dispatcher.k8s import CreateResult, Kube
+from opsched.bus import tracing
+from opsched.rules.podspec import ANNOTATION_TRACEPARENT, LABEL_ATTEMPT, LABEL_OP, LABEL_REPLICA
+from opsched.services.dispatcher.gang import PodView
+from opsched.services.dispatcher.k8s import CreateResult, Kube
 
 
 async def create_pod(kube: Kube, pod: dict[str, Any], service: str) -> CreateResult:

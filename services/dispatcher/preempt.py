@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from proto.events import (
+from opsched.proto.events import (
     Event,
     OperationEvicted,
     OperationPreempted,
@@ -20,8 +20,8 @@ from proto.events import (
     PreemptRequested,
     StopRequested,
 )
-from rules import rendezvous
-from rules.podspec import (
+from opsched.rules import rendezvous
+from opsched.rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PREEMPT_MESSAGE,
     ANNOTATION_PREEMPT_REASON,
@@ -29,10 +29,10 @@ from rules.podspec import (
     ANNOTATION_STOPPED,
     attempt_selector,
 )
-from services.dispatcher.gang import PodView, timed_out
-from services.dispatcher.k8s import Kube
-from services.runtime.clock import Clock
-from services.runtime.settings import Settings
+from opsched.services.dispatcher.gang import PodView, timed_out
+from opsched.services.dispatcher.k8s import Kube
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.settings import Settings
 
 GANG_CHECK_INTERVAL_S = 1.0
 

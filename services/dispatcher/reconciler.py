@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from proto import codec
-from proto.events import Event, OperationFailed
-from proto.reasons import Eviction
-from rules.podspec import ANNOTATION_EVICTED
-from services.dispatcher.attempts import Attempt, Attempts, Stage
-from services.dispatcher.gang import DELETED_REASON, AttemptKey, PodView, assess, main_of
-from services.dispatcher.preempt import _pause
+from opsched.proto import codec
+from opsched.proto.events import Event, OperationFailed
+from opsched.proto.reasons import Eviction
+from opsched.rules.podspec import ANNOTATION_EVICTED
+from opsched.services.dispatcher.attempts import Attempt, Attempts, Stage
+from opsched.services.dispatcher.gang import DELETED_REASON, AttemptKey, PodView, assess, main_of
+from opsched.services.dispatcher.preempt import _pause
 
 ORPHANED = Eviction.ORPHANED  # evicted: a pod no live attempt owns
 VANISHED_MESSAGE = "the attempt's pods were deleted while opsched was not watching"

@@ -20,10 +20,10 @@ import dataclasses
 
 import msgspec
 
-from bus.bus import Bus
-from proto import codec, subjects
-from proto.cluster import AgentHeartbeat
-from proto.events import (
+from opsched.bus.bus import Bus
+from opsched.proto import codec, subjects
+from opsched.proto.cluster import AgentHeartbeat
+from opsched.proto.events import (
     Event,
     OperationAdmitted,
     OperationPreempted,
@@ -31,24 +31,24 @@ from proto.events import (
     PreemptRequested,
     StopRequested,
 )
-from proto.reasons import Eviction
-from rules.podspec import ANNOTATION_EVICTED, SELECTOR
-from services.dispatcher.admitted_checks import QueuesInForce
-from services.dispatcher.attempts import Attempt, Attempts, folded_subjects
-from services.dispatcher.dispatch import dispatch
-from services.dispatcher.expiry import check_expiry
-from services.dispatcher.fates import Fates
-from services.dispatcher.gang import PodView
-from services.dispatcher.k8s import Kube, load_api_client
-from services.dispatcher.kobjects import Pod
-from services.dispatcher.nodewatch import NodeWatcher
-from services.dispatcher.podstatus import view_of
-from services.dispatcher.preempt import Releaser, check_gangs
-from services.dispatcher.reconciler import Reconciler
-from services.dispatcher.watcher import PodWatcher
-from services.runtime.clock import Clock
-from services.runtime.service import Consumer, Context, Service, Task
-from services.runtime.settings import Settings
+from opsched.proto.reasons import Eviction
+from opsched.rules.podspec import ANNOTATION_EVICTED, SELECTOR
+from opsched.services.dispatcher.admitted_checks import QueuesInForce
+from opsched.services.dispatcher.attempts import Attempt, Attempts, folded_subjects
+from opsched.services.dispatcher.dispatch import dispatch
+from opsched.services.dispatcher.expiry import check_expiry
+from opsched.services.dispatcher.fates import Fates
+from opsched.services.dispatcher.gang import PodView
+from opsched.services.dispatcher.k8s import Kube, load_api_client
+from opsched.services.dispatcher.kobjects import Pod
+from opsched.services.dispatcher.nodewatch import NodeWatcher
+from opsched.services.dispatcher.podstatus import view_of
+from opsched.services.dispatcher.preempt import Releaser, check_gangs
+from opsched.services.dispatcher.reconciler import Reconciler
+from opsched.services.dispatcher.watcher import PodWatcher
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.service import Consumer, Context, Service, Task
+from opsched.services.runtime.settings import Settings
 
 LIST_TIMEOUT_S = 30.0
 UNWANTED = Eviction.UNWANTED  # evicted: created for an attempt that a stop or preemption released meanwhile

@@ -25,8 +25,8 @@ from typing import Any
 
 from kubernetes.client import CoreV1Api
 
-from proto import codec, subjects
-from proto.events import (
+from opsched.proto import codec, subjects
+from opsched.proto.events import (
     Event,
     OperationFailed,
     OperationPreempted,
@@ -34,8 +34,8 @@ from proto.events import (
     OperationTimedOut,
     PreemptRequested,
 )
-from rules.podspec import ANNOTATION_EVICTED, SELECTOR
-from services.dispatcher.gang import (
+from opsched.rules.podspec import ANNOTATION_EVICTED, SELECTOR
+from opsched.services.dispatcher.gang import (
     GANG_FAILED,
     GANG_FINISHED,
     AttemptKey,
@@ -43,11 +43,11 @@ from services.dispatcher.gang import (
     all_gone,
     assess,
 )
-from services.dispatcher.kobjects import PODS, Pod
-from services.dispatcher.listwatch import ListWatch
-from services.dispatcher.podstatus import view_of
-from services.dispatcher.podtrace import headers_of
-from services.runtime.clock import Clock
+from opsched.services.dispatcher.kobjects import PODS, Pod
+from opsched.services.dispatcher.listwatch import ListWatch
+from opsched.services.dispatcher.podstatus import view_of
+from opsched.services.dispatcher.podtrace import headers_of
+from opsched.services.runtime.clock import Clock
 
 Publish = Callable[..., Awaitable[Any]]  # (event), or (event, headers=...): the pods' trace context
 Free = Callable[[list[PodView], dict[str, str]], Awaitable[Any]]  # release pods: (pods, annotations)

@@ -18,8 +18,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from bus.bus import Bus
-from services.runtime.clock import Clock
+from opsched.bus.bus import Bus
+from opsched.services.runtime.clock import Clock
 
 POLL_S = 2.0
 M = TypeVar("M", bound=msgspec.Struct)  # the config message of one kind (QueuesConfigured, PricesConfigured)

@@ -7,12 +7,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from proto import codec
-from services.runtime.clock import Clock
-from services.runtime.settings import Settings
+from opsched.proto import codec
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.settings import Settings
 
 if TYPE_CHECKING:
-    from services.runtime.service import Service
+    from opsched.services.runtime.service import Service
 
 Handler = Callable[[Any, "Context"], Awaitable[Any]]
 Method = TypeVar("Method", bound=Callable[..., Awaitable[Any]])

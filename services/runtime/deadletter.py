@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 
-from bus.bus import Bus, Received
-from bus.errors import MessageTooLarge
-from bus.sizes import wire_size
-from proto import subjects
-from proto.events import ErrorRaised
-from services.runtime.clock import Clock
+from opsched.bus.bus import Bus, Received
+from opsched.bus.errors import MessageTooLarge
+from opsched.bus.sizes import wire_size
+from opsched.proto import subjects
+from opsched.proto.events import ErrorRaised
+from opsched.services.runtime.clock import Clock
 
 UNKNOWN_OP = "-"  # never a valid op id, so it cannot collide with one
 

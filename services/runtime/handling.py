@@ -7,10 +7,10 @@ from typing import Any
 
 import msgspec
 
-from bus.bus import Received
-from proto import codec, subjects
-from proto.events import HandlerFailed
-from services.runtime.clock import Clock
+from opsched.bus.bus import Received
+from opsched.proto import codec, subjects
+from opsched.proto.events import HandlerFailed
+from opsched.services.runtime.clock import Clock
 
 
 def received(raw: Any, durable: str = "") -> Received:

@@ -20,7 +20,7 @@ import asyncio
 import json
 from collections.abc import Callable
 
-from services.runtime.metrics import CONTENT_TYPE as METRICS_TYPE
+from opsched.services.runtime.metrics import CONTENT_TYPE as METRICS_TYPE
 
 READ_TIMEOUT_S = 5.0  # for the whole request head, however it trickles in; and again for writing the answer
 MAX_HEADER_LINES, MAX_LINE = 100, 8192

@@ -27,11 +27,11 @@ from typing import Any
 
 import structlog
 
-from bus.bus import Received, as_unavailable
-from proto import subjects
-from proto.in_hand import InHand
-from proto.reasons import DeadLetter
-from services.runtime.kvstore import KVStore
+from opsched.bus.bus import Received, as_unavailable
+from opsched.proto import subjects
+from opsched.proto.in_hand import InHand
+from opsched.proto.reasons import DeadLetter
+from opsched.services.runtime.kvstore import KVStore
 
 POISON = DeadLetter.POISON_MESSAGE  # the reason of its dead letter
 RECORD_MAX_AGE_S = 600.0  # above the ack wait: a record is read on the delivery after its own

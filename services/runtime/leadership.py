@@ -24,11 +24,11 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any, TypeVar
 
-from bus.bus import Fence
-from proto import subjects
-from proto.leases import LeaderClaimed
-from services.runtime.clock import Clock
-from services.runtime.lease import KVLease
+from opsched.bus.bus import Fence
+from opsched.proto import subjects
+from opsched.proto.leases import LeaderClaimed
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.lease import KVLease
 
 LEADER, STANDBY = "leader", "standby"
 STOPPING = "stopping"  # why a leader steps down when its process is told to stop (logged at info, not warning)

@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from proto.leases import Lease
-from services.runtime.clock import Clock
-from services.runtime.kvstore import KVStore, is_conflict
+from opsched.proto.leases import Lease
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.kvstore import KVStore, is_conflict
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from typing import Any
 
 import msgspec
 
-from bus.bus import Bus, Received
-from proto import subjects
-from proto.advisories import decode_max_deliveries
+from opsched.bus.bus import Bus, Received
+from opsched.proto import subjects
+from opsched.proto.advisories import decode_max_deliveries
 
 OnLost = Callable[[str, Received], Awaitable[None]]  # (durable, the message read back)
 Retrying = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]  # calls again while NATS is away

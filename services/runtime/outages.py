@@ -10,16 +10,16 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bus.bus import Received, StreamFull, as_unavailable
-from bus.errors import DependencyUnavailable
-from services.runtime.backoff import Backoff
-from services.runtime.clock import Clock
-from services.runtime.handling import quietly as _quietly
-from services.runtime.liveness import HandlerLoops
-from services.runtime.waits import Wait, Waits
+from opsched.bus.bus import Received, StreamFull, as_unavailable
+from opsched.bus.errors import DependencyUnavailable
+from opsched.services.runtime.backoff import Backoff
+from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.handling import quietly as _quietly
+from opsched.services.runtime.liveness import HandlerLoops
+from opsched.services.runtime.waits import Wait, Waits
 
 if TYPE_CHECKING:
-    from bus.bus import Bus
+    from opsched.bus.bus import Bus
 
 T = TypeVar("T")
 

@@ -7,14 +7,14 @@ import functools
 import signal
 from collections.abc import Awaitable, Callable, Sequence
 
-from bus import logging as oplog
-from bus import tracing
-from bus.bus import Bus
-from bus.credentials import of_settings
-from services.runtime import eventloop, metrics
-from services.runtime.health import HealthServer
-from services.runtime.service import Service
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.bus import tracing
+from opsched.bus.bus import Bus
+from opsched.bus.credentials import of_settings
+from opsched.services.runtime import eventloop, metrics
+from opsched.services.runtime.health import HealthServer
+from opsched.services.runtime.service import Service
+from opsched.services.runtime.settings import Settings
 
 Connect = Callable[[str, str], Awaitable[Bus]]  # (url, connection name) -> a connected bus
 
@@ -80,7 +80,7 @@ def report(services: Sequence[Service], connected: Sequence[bool], closed: Seque
 
 
 def main(service_class: Callable[[Settings], Service]) -> None:
-    """Entry point of ``python -m services.<name>``: ``main(Admission)`` serves one instance."""
+    """Entry point of ``python -m opsched.services.<name>``: ``main(Admission)`` serves one instance."""
     settings = Settings()
     oplog.configure(settings.log_format, settings.log_level)
     tracing.configure_or_exit()  # before the service is built: it takes its tracer then (None: off)

@@ -24,8 +24,8 @@ import msgspec
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 
-from proto.reasons import Refusal
-from proto.spec import Container, EnvVar, OpSpec
+from opsched.proto.reasons import Refusal
+from opsched.proto.spec import Container, EnvVar, OpSpec
 
 PREFIX = "sealed:"
 UNSEALABLE_ENV = Refusal.UNSEALABLE_ENV  # the reason an op whose env cannot be opened is refused

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from proto import codec
-from proto.health import HealthAnswer, Problem
+from opsched.proto import codec
+from opsched.proto.health import HealthAnswer, Problem
 
 
 def _when(text: str | None) -> datetime | None:

@@ -43,31 +43,31 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 from nats.errors import TimeoutError as NatsTimeout
 
-from bus import logging as oplog
-from bus import rebuilding, tracing
-from bus.bus import Bus, Fence, Received
-from bus.errors import Fenced, InvalidInput, MessageTooLarge
-from bus.refusals import NotPermitted
-from proto import codec, permissions, subjects
-from proto.reasons import DeadLetter, Reason, Refusal
-from services.runtime import inbox, selfreport
-from services.runtime.backoff import Backoff
-from services.runtime.clock import Clock, SystemClock
-from services.runtime.consumer import Consumer, Context, Handler, Subscription, consumers_of
-from services.runtime.deadletter import dead_letter
-from services.runtime.handling import as_list as _as_list
-from services.runtime.handling import handler_failed as _handler_failed
-from services.runtime.handling import quietly as _quietly
-from services.runtime.handling import received as _received
-from services.runtime.inhand import POISON, InHandRecords, Unrecorded, open_records, poisoned_text
-from services.runtime.leadership import Leadership, holder_id
-from services.runtime.liveness import HandlerLoops
-from services.runtime.maxdeliveries import listen as listen_for_lost
-from services.runtime.outages import Draining, WaitsOut
-from services.runtime.settings import Settings
-from services.runtime.stalls import Stalls
-from services.runtime.waits import Waits
-from services.runtime.window import Window, key_of
+from opsched.bus import logging as oplog
+from opsched.bus import rebuilding, tracing
+from opsched.bus.bus import Bus, Fence, Received
+from opsched.bus.errors import Fenced, InvalidInput, MessageTooLarge
+from opsched.bus.refusals import NotPermitted
+from opsched.proto import codec, permissions, subjects
+from opsched.proto.reasons import DeadLetter, Reason, Refusal
+from opsched.services.runtime import inbox, selfreport
+from opsched.services.runtime.backoff import Backoff
+from opsched.services.runtime.clock import Clock, SystemClock
+from opsched.services.runtime.consumer import Consumer, Context, Handler, Subscription, consumers_of
+from opsched.services.runtime.deadletter import dead_letter
+from opsched.services.runtime.handling import as_list as _as_list
+from opsched.services.runtime.handling import handler_failed as _handler_failed
+from opsched.services.runtime.handling import quietly as _quietly
+from opsched.services.runtime.handling import received as _received
+from opsched.services.runtime.inhand import POISON, InHandRecords, Unrecorded, open_records, poisoned_text
+from opsched.services.runtime.leadership import Leadership, holder_id
+from opsched.services.runtime.liveness import HandlerLoops
+from opsched.services.runtime.maxdeliveries import listen as listen_for_lost
+from opsched.services.runtime.outages import Draining, WaitsOut
+from opsched.services.runtime.settings import Settings
+from opsched.services.runtime.stalls import Stalls
+from opsched.services.runtime.waits import Waits
+from opsched.services.runtime.window import Window, key_of
 
 Task = Callable[[Bus, asyncio.Event], Coroutine[Any, Any, None]]
 NAK_BACKOFF_S = (0.5, 2.0, 5.0, 10.0)

@@ -7,8 +7,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bus.bus import StreamLimits
-from proto import subjects
+from opsched.bus.bus import StreamLimits
+from opsched.proto import subjects
 
 
 class Settings(BaseSettings):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from proto import subjects
+from opsched.proto import subjects
 
 Work = Callable[[], Awaitable[None]]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from proto.cluster import ClusterEvent
-from proto.spec import OpSpec
+from opsched.proto.cluster import ClusterEvent
+from opsched.proto.spec import OpSpec
 from tests.builders.clock import T0
 from tests.builders.events import cache_missed, cost_estimated, submitted
 
@@ -23,7 +23,7 @@ def queued(spec: OpSpec, *, op_id: str = "op-1", at: datetime = T0, amount: floa
 
 def fold(*events: Any, state: Any = None):
     """Fold events (lists are flattened; cluster facts are observed) into an AdmissionState."""
-    from services.admission.state.admission_state import AdmissionState
+    from opsched.services.admission.state.admission_state import AdmissionState
 
     state = state if state is not None else AdmissionState()
     for event in events:

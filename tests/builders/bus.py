@@ -39,15 +39,15 @@ from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError, NotFoundError
 
-from bus.bus import (
+from opsched.bus.bus import (
     DUPLICATE_WINDOW_S,
     Bus,
     Received,
 )
-from bus.refusals import NotPermitted
-from bus.requesting import PubAck
-from bus.sizes import check_size
-from proto import codec, subjects
+from opsched.bus.refusals import NotPermitted
+from opsched.bus.requesting import PubAck
+from opsched.bus.sizes import check_size
+from opsched.proto import codec, subjects
 from tests.builders.identities import OPEN, Identity, of_connection
 from tests.builders.kv import MemoryKV
 from tests.builders.streams import Consumer, PullSubscription, Stored, Stream, matches

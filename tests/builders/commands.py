@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto.commands import StopOperation, SubmitOperation
-from proto.spec import OpSpec
+from opsched.proto.commands import StopOperation, SubmitOperation
+from opsched.proto.spec import OpSpec
 from tests.builders.clock import T0
 
 

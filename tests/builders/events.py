@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto.events import (
+from opsched.proto.events import (
     CacheHit,
     CacheMissed,
     CostEstimated,
@@ -20,7 +20,7 @@ from proto.events import (
     RetryScheduled,
     StopRequested,
 )
-from proto.spec import OpSpec
+from opsched.proto.spec import OpSpec
 from tests.builders.clock import T0
 
 NAMESPACE = "opsched"

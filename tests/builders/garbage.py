@@ -7,9 +7,9 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from proto import subjects
-from proto.events import CostEstimated
-from services.runtime import inbox
+from opsched.proto import subjects
+from opsched.proto.events import CostEstimated
+from opsched.services.runtime import inbox
 from tests.waiting import eventually
 
 # (subject suffix, reply, headers, data): what each is not

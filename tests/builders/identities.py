@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opsched import natsauth
-from proto import permissions, subjects
+from opsched.proto import permissions, subjects
 from tests.builders.streams import matches
 
 EVERYTHING = permissions.Permissions(publish=(">",), subscribe=(">",))

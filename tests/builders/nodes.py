@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from proto.cluster import NodeObserved, NodeRemoved
+from opsched.proto.cluster import NodeObserved, NodeRemoved
 from tests.builders.clock import T0
 from tests.builders.specs import GPU, GPU_PRODUCT
 

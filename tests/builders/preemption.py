@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from proto.events import OperationEvicted, OperationPreempted, PreemptRequested
+from opsched.proto.events import OperationEvicted, OperationPreempted, PreemptRequested
 from tests.builders.clock import T0
 from tests.builders.events import NAMESPACE
 

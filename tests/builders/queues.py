@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from proto.config import QueuesConfigured
-from proto.queues import (
+from opsched.proto.config import QueuesConfigured
+from opsched.proto.queues import (
     Flavor,
     FlavorQuota,
     PriorityClass,
@@ -54,7 +54,7 @@ def book(*queues: Queue, flavors: list[Flavor] | None = None, default: str | Non
          priority_classes: dict[str, int] | None = None, fair_sharing: Any = None):
     """A compiled queue book. Flavors a quota names but ``flavors`` does not define are defined as
     GPU-product flavors (``"a100"`` selects ``nvidia.com/gpu.product: A100``)."""
-    from services.admission.model.queues import DEFAULT_FLAVOR, compile_book
+    from opsched.services.admission.model.queues import DEFAULT_FLAVOR, compile_book
 
     defined = {f.name: f for f in flavors or []}
     for q in queues:
@@ -74,6 +74,6 @@ def book(*queues: Queue, flavors: list[Flavor] | None = None, default: str | Non
 def queues_configured(text: str, source: str = "test") -> QueuesConfigured:
     """A queue configuration in force, as published on ``config.queues`` (``await bus.publish(...)``): what a
     dispatcher run without admission checks the ``admitted`` events a test forges against."""
-    from rules.queues_file import parse_queues
+    from opsched.rules.queues_file import parse_queues
 
     return QueuesConfigured(config=parse_queues(text, source), at=T0, source=source)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from proto.spec import (
+from opsched.proto.spec import (
     Cache,
     Container,
     Environment,

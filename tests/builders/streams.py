@@ -14,7 +14,7 @@ from typing import Any
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import BadRequestError
 
-from bus.requesting import PubAck
+from opsched.bus.requesting import PubAck
 
 
 def matches(pattern: str, subject: str) -> bool:

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.service import Service
-from services.runtime.settings import Settings
+from opsched.services.runtime.service import Service
+from opsched.services.runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = ("admission", "cost", "cache", "dispatcher")
 
 
 def service_class(name: str) -> type[Service]:
-    module = importlib.import_module(f"services.{name}.service")
+    module = importlib.import_module(f"opsched.services.{name}.service")
     classes = [c for _, c in inspect.getmembers(module, inspect.isclass)
                if issubclass(c, Service) and c is not Service and c.__module__ == module.__name__]
     assert len(classes) == 1, f"services/{name}/service.py defines {classes}: one Service subclass"
@@ -35,13 +35,13 @@ def test_every_service_has_the_same_files(name):
 def test_service_py_is_one_service_class_named_for_the_package(name):
     cls = service_class(name)
     assert cls.name == name
-    module = importlib.import_module(f"services.{name}.service")
+    module = importlib.import_module(f"opsched.services.{name}.service")
     assert module.__doc__ and "onsumes" in module.__doc__, "the docstring says what the service consumes"
 
 
 @pytest.mark.parametrize("name", SERVICES)
 def test_build_returns_an_instance_whose_handlers_are_its_methods(name):
-    module = importlib.import_module(f"services.{name}.service")
+    module = importlib.import_module(f"opsched.services.{name}.service")
     service = module.build(Settings(dispatcher_mode="null"))
     assert type(service) is service_class(name) and service.name == name
     assert service.subscriptions, f"{name} consumes nothing"

@@ -131,7 +131,7 @@ def test_the_dispatcher_runs_as_its_service_account():
 def test_each_deployment_runs_a_service_module_that_exists():
     for service in ("admission", "cost", "cache", "dispatcher"):
         (container,) = deployment(f"opsched-{service}")["spec"]["template"]["spec"]["containers"]
-        assert container["command"] == ["python", "-m", f"services.{service}"]
+        assert container["command"] == ["python", "-m", f"opsched.services.{service}"]
         assert (DEPLOY.parent / "services" / service / "__main__.py").is_file()
 
 
@@ -139,7 +139,7 @@ def settings_variables() -> set[str]:
     """The environment variables Settings reads (``OPSCHED_<FIELD>`` and the upper-case aliases)."""
     from pydantic import AliasChoices
 
-    from services.runtime.settings import Settings
+    from opsched.services.runtime.settings import Settings
 
     names = {f"OPSCHED_{name.upper()}" for name in Settings.model_fields}
     for field in Settings.model_fields.values():

@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from proto import cluster, commands, config, events, leases, permissions, schedules, subjects
+from opsched.proto import cluster, commands, config, events, leases, permissions, schedules, subjects
 from tests.builders.streams import matches
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -51,6 +51,28 @@ def test_the_subject_literal_check_would_see_a_subject():
     assert not SUBJECT_LITERAL.search('name = "opsched.io/op-id"')
 
 
+# The repository's top-level packages, each imported as ``opsched.<name>`` (opsched/<name> links to it).
+MAPPED = ('proto', 'rules', 'bus', 'services')
+
+
+def repository_name(module: str) -> str:
+    """``opsched.proto.codec`` → ``proto.codec``: the rules below speak of the repository's directories."""
+    head, _, rest = module.partition(".")
+    return rest if head == "opsched" and rest.split(".")[0] in MAPPED else module
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module a file imports, as written (absolute), at any depth; relative imports left out."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return out
+
+
 def imports_of(path: Path, root: Path | None = None) -> set[str]:
     """Every module a file imports, at any depth (function-local imports too), relative ones resolved (against
     ``root``, by default the repository's)."""
@@ -65,7 +87,7 @@ def imports_of(path: Path, root: Path | None = None) -> set[str]:
             module = ".".join([*base, *([node.module] if node.module else [])])
             out.add(module)
             out |= {f"{module}.{alias.name}" for alias in node.names}
-    return out
+    return {repository_name(m) for m in out}
 
 
 def _top(module: str) -> str:
@@ -271,3 +293,18 @@ def test_the_admission_checks_would_see_a_cycle_and_an_upward_import():
     assert policies_reading_state(graph) == ["services.admission.policies.c -> services.admission.state.fold"]
     # a function-local import is an edge too
     assert "services.admission.state.fold" in admission_graph(ROOT)["services.admission.purge"]
+
+
+@pytest.mark.parametrize("path", IMPORTING_FILES + [pytest.param(p, id=_rel(p)) for d in ("tests", "bench")
+                                                     for p in sorted((ROOT / d).rglob("*.py"))])
+def test_everything_is_imported_by_its_one_name(path):
+    """The repository's code directories are installed as ``opsched.<name>`` only (the wheel has one top-level
+    name, tests/contract/test_wheel.py): importing one by the directory's name would load a second copy."""
+    bare = sorted(m for m in imported_names(path) if _top(m) in MAPPED)
+    assert bare == [], f"{_rel(path)} imports {bare}; write opsched.{bare[0] if bare else ''}"
+
+
+def test_a_bare_import_is_seen(tmp_path):
+    (tmp_path / "x.py").write_text("import proto.codec as c\nfrom services.runtime import bus\nfrom opsched.proto import x\n")
+    assert {m for m in imported_names(tmp_path / "x.py") if _top(m) in MAPPED} == {
+        "proto.codec", "services.runtime", "services.runtime.bus"}

@@ -13,8 +13,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-import proto
-from proto import reasons
+from opsched import proto
+from opsched.proto import reasons
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("services", "opsched", "proto", "rules", "bus")
@@ -26,7 +26,7 @@ def _wire_classes() -> frozenset[str]:
     """The names of every msgspec struct ``proto`` defines: what goes on the wire (or into a bucket)."""
     names = set()
     for info in pkgutil.iter_modules(proto.__path__):
-        module = importlib.import_module(f"proto.{info.name}")
+        module = importlib.import_module(f"opsched.proto.{info.name}")
         names.update(name for name, cls in vars(module).items()
                      if isinstance(cls, type) and issubclass(cls, msgspec.Struct) and cls.__module__ == module.__name__)
     return frozenset(names)
@@ -142,8 +142,8 @@ def test_handler_failed_is_defined_once() -> None:
 def test_members_go_on_the_wire_as_their_text() -> None:
     from datetime import UTC, datetime
 
-    from proto.codec import decode_event, encode
-    from proto.events import OperationFailed
+    from opsched.proto.codec import decode_event, encode
+    from opsched.proto.events import OperationFailed
 
     event = OperationFailed(op_id="a", at=datetime(2026, 1, 1, tzinfo=UTC), reason=reasons.Failure.AGENT_LOST)
     assert b'"AgentLost"' in encode(event)

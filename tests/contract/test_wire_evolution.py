@@ -6,7 +6,7 @@ import json
 import msgspec
 import pytest
 
-from proto import codec
+from opsched.proto import codec
 from tests.contract.wire_samples import SAMPLES, wire_of
 
 # ---- (d) evolution ----------------------------------------------------------------------------

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from proto import codec
-from proto.events import EVENTS, event_type
+from opsched.proto import codec
+from opsched.proto.events import EVENTS, event_type
 from tests.contract.wire_samples import FULL_SPEC, MESSAGES, SAMPLES, tag_of, wire_of
 
 # ---- (b) tags and wire names ------------------------------------------------------------------

@@ -4,9 +4,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from proto import codec
-from proto.commands import COMMANDS
-from proto.events import EVENTS
+from opsched.proto import codec
+from opsched.proto.commands import COMMANDS
+from opsched.proto.events import EVENTS
 from tests.contract.wire_samples import FULL_SPEC, MESSAGES, SAMPLES, tag_of, wire_of
 
 # ---- (a) round trips --------------------------------------------------------------------------

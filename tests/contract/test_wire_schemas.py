@@ -5,22 +5,22 @@ import json
 
 import pytest
 
-from proto.commands import COMMANDS
-from proto.events import EVENTS
-from proto.schema_snapshots import SCHEMA_DIR, render
+from opsched.proto.commands import COMMANDS
+from opsched.proto.events import EVENTS
+from opsched.proto.schema_snapshots import SCHEMA_DIR, render
 from tests.contract.wire_samples import tag_of
 
 # ---- (c) schema snapshots ---------------------------------------------------------------------
 
-REGENERATE = "the wire contract changed: run `python -m proto.schema_snapshots` and commit proto/schemas/"
+REGENERATE = "the wire contract changed: run `python -m opsched.proto.schema_snapshots` and commit proto/schemas/"
 
 
 def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
-    from proto.cluster import CLUSTER_EVENTS
-    from proto.config import PricesConfigured, QueuesConfigured
-    from proto.health import HealthAnswer, HealthRequest
-    from proto.leases import LeaderClaimed
-    from proto.queries import (
+    from opsched.proto.cluster import CLUSTER_EVENTS
+    from opsched.proto.config import PricesConfigured, QueuesConfigured
+    from opsched.proto.health import HealthAnswer, HealthRequest
+    from opsched.proto.leases import LeaderClaimed
+    from opsched.proto.queries import (
         CostAnswer,
         CostRequest,
         QueuesAnswer,

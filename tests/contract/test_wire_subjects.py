@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from proto import subjects
+from opsched.proto import subjects
 
 # ---- (e) subjects -----------------------------------------------------------------------------
 

@@ -6,8 +6,8 @@ import json
 
 import msgspec
 
-from proto import codec
-from proto.commands import (
+from opsched.proto import codec
+from opsched.proto.commands import (
     COMMANDS,
     ApproveOperation,
     CopyOperation,
@@ -17,7 +17,7 @@ from proto.commands import (
     StopOperation,
     SubmitOperation,
 )
-from proto.events import (
+from opsched.proto.events import (
     EVENTS,
     BudgetExceeded,
     CacheHit,
@@ -50,7 +50,7 @@ from proto.events import (
     StopRequested,
     WindowSpend,
 )
-from proto.spec import (
+from opsched.proto.spec import (
     Cache,
     Container,
     Environment,

@@ -17,7 +17,7 @@ from kubernetes import client
 
 from opsched.localcluster.controlplane import ControlPlaneError, ensure_built
 from opsched.natsserver import free_port
-from services.dispatcher.k8s import load_api_client
+from opsched.services.dispatcher.k8s import load_api_client
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,25 +16,25 @@ from typing import Any
 import msgspec
 import structlog
 
-from bus.addressing import subject_for
-from bus.errors import InvalidInput
-from proto import codec
-from proto.cluster import NodeObserved
-from proto.events import Event
-from proto.lifecycle import Status
-from proto.queries import WhyRequest
-from proto.queues import Queue, QueuesConfig
-from services.admission import cycle
-from services.admission.model.queues import compile_book
-from services.admission.service import Admission
-from services.cache.decide import Decider
-from services.cache.service import ENDS
-from services.cache.store import CacheStore
-from services.cost.ledger import LedgerStore
-from services.cost.recorder import Recorder
-from services.cost.service import Cost
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus.addressing import subject_for
+from opsched.bus.errors import InvalidInput
+from opsched.proto import codec
+from opsched.proto.cluster import NodeObserved
+from opsched.proto.events import Event
+from opsched.proto.lifecycle import Status
+from opsched.proto.queries import WhyRequest
+from opsched.proto.queues import Queue, QueuesConfig
+from opsched.services.admission import cycle
+from opsched.services.admission.model.queues import compile_book
+from opsched.services.admission.service import Admission
+from opsched.services.cache.decide import Decider
+from opsched.services.cache.service import ENDS
+from opsched.services.cache.store import CacheStore
+from opsched.services.cost.ledger import LedgerStore
+from opsched.services.cost.recorder import Recorder
+from opsched.services.cost.service import Cost
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import identities
 from tests.builders.clock import FakeClock
 from tests.builders.kv import MemoryKV

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proto import codec
-from proto.cluster import CLUSTER_EVENTS
-from proto.commands import COMMANDS
-from proto.config import SetQueues
-from proto.events import EVENTS, OperationSubmitted
-from proto.limits import MAX_PODS_PER_OP, MAX_SPEC_BYTES
-from proto.queries import QueuesRequest, WhyRequest
-from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
+from opsched.proto import codec
+from opsched.proto.cluster import CLUSTER_EVENTS
+from opsched.proto.commands import COMMANDS
+from opsched.proto.config import SetQueues
+from opsched.proto.events import EVENTS, OperationSubmitted
+from opsched.proto.limits import MAX_PODS_PER_OP, MAX_SPEC_BYTES
+from opsched.proto.queries import QueuesRequest, WhyRequest
+from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
 from tests.fuzz.harness import AdmissionHarness, run
 from tests.fuzz.mutations import encode_raw, mangled, mutated
 from tests.fuzz.wire import OP_IDS, encode, message

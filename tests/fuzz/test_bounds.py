@@ -13,9 +13,9 @@ import pytest
 from hypothesis import Phase, Verbosity, assume, given, settings
 from hypothesis import strategies as st
 
-from proto import codec
-from proto.events import OperationRunning, OperationSubmitted, OperationSucceeded
-from proto.limits import (
+from opsched.proto import codec
+from opsched.proto.events import OperationRunning, OperationSubmitted, OperationSucceeded
+from opsched.proto.limits import (
     MAX_ENV_PER_CONTAINER,
     MAX_LABEL_VALUE_CHARS,
     MAX_LABELS,
@@ -25,7 +25,7 @@ from proto.limits import (
     MAX_SPEC_BYTES,
     MAX_TAGS,
 )
-from proto.spec import OpSpec
+from opsched.proto.spec import OpSpec
 from tests.fuzz.harness import DECODE_ERRORS, AdmissionHarness, CostHarness
 from tests.fuzz.mutations import BAD_QUANTITIES
 from tests.fuzz.test_admission import check_memory

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from opsched.polyaxonfile import SpecError, SpecWarning, parse_polyaxonfile_batch
-from proto import codec
-from proto.events import OperationAdmitted
-from rules.gpu_accounting import violations
-from rules.podspec import build_pods
+from opsched.proto import codec
+from opsched.proto.events import OperationAdmitted
+from opsched.rules.gpu_accounting import violations
+from opsched.rules.podspec import build_pods
 from tests.fuzz.mutations import mutated
 from tests.fuzz.wire import QUANTITIES, RESOURCES, T0
 from tests.unit.polyaxonfile_texts import COMPONENT, OPERATION

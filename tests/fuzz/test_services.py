@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proto import codec
-from proto.events import OperationAdmitted, OperationRunning, OperationSubmitted
-from proto.lifecycle import ATTEMPT_ENDS, OP_ENDS
-from proto.queries import CostRequest
-from rules.podspec import build_pods
-from services.dispatcher.dispatch import dispatch
+from opsched.proto import codec
+from opsched.proto.events import OperationAdmitted, OperationRunning, OperationSubmitted
+from opsched.proto.lifecycle import ATTEMPT_ENDS, OP_ENDS
+from opsched.proto.queries import CostRequest
+from opsched.rules.podspec import build_pods
+from opsched.services.dispatcher.dispatch import dispatch
 from tests.builders.clock import FakeClock
 from tests.fuzz.harness import DECODE_ERRORS, CacheHarness, CostHarness, ctx, run
 from tests.fuzz.mutations import encode_raw, mutated

@@ -16,14 +16,14 @@ import msgspec
 import msgspec.inspect as mi
 from hypothesis import strategies as st
 
-from proto import codec
-from proto.cluster import CLUSTER_EVENTS
-from proto.commands import COMMANDS
-from proto.config import CONFIG_MESSAGES, SetQueues
-from proto.events import EVENTS
-from proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
-from proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
-from proto.spec import OpSpec
+from opsched.proto import codec
+from opsched.proto.cluster import CLUSTER_EVENTS
+from opsched.proto.commands import COMMANDS
+from opsched.proto.config import CONFIG_MESSAGES, SetQueues
+from opsched.proto.events import EVENTS
+from opsched.proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
+from opsched.proto.spec import OpSpec
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 OP_IDS = ("a", "b", "c")

@@ -1,4 +1,4 @@
-"""Each service in its own process, as in production (``python -m services.<name>``), for integration tests:
+"""Each service in its own process, as in production (``python -m opsched.services.<name>``), for integration tests:
 started, killed, restarted and stopped with SIGTERM; each logs to ``<logs>/<name>.log``. With ``nats`` (a
 ``tests.securebus.SecureNats``) each connects as its own NATS user, over TLS."""
 from __future__ import annotations
@@ -25,7 +25,7 @@ class Processes:
         """``services.<name>`` with the common environment and ``env`` (e.g. ``OPSCHED_HEALTH_PORT``)."""
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         user = self.nats.env(identities.service(name)) if self.nats is not None else {}
-        self.procs[name] = subprocess.Popen([sys.executable, "-m", f"services.{name}"],
+        self.procs[name] = subprocess.Popen([sys.executable, "-m", f"opsched.services.{name}"],
                                             env={**self.env, **user, **env}, stdout=log, stderr=subprocess.STDOUT)
 
     def kill(self, name: str) -> None:

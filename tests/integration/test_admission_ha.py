@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from opsched.natsserver import free_port
-from proto.events import OperationAdmitted, OperationSubmitted
+from opsched.proto.events import OperationAdmitted, OperationSubmitted
 from tests.builders import identities, op
 from tests.waiting import eventually
 
@@ -38,7 +38,7 @@ class Admissions:
     def start(self, name: str, module: str = "admission") -> int:
         port = free_port()
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen([sys.executable, "-m", f"services.{module}"], stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([sys.executable, "-m", f"opsched.services.{module}"], stdout=log, stderr=subprocess.STDOUT,
                                 env={**self.env, **self.nats.env(identities.service(module)),
                                      "OPSCHED_HEALTH_PORT": str(port)})
         self.procs[name] = (proc, port)

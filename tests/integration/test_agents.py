@@ -14,7 +14,7 @@ from kubernetes import client
 from opsched.localcluster.controlplane import ControlPlane
 from opsched.localcluster.launcher import spawn, terminate
 from opsched.polyaxonfile import load_polyaxonfile
-from proto.events import (
+from opsched.proto.events import (
     OperationAdmitted,
     OperationFailed,
     OperationRejected,

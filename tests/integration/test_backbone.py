@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from proto.events import (
+from opsched.proto.events import (
     CacheMissed,
     CostEstimated,
     OperationAdmitted,

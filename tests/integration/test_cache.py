@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from proto.events import (
+from opsched.proto.events import (
     CacheHit,
     CacheMissed,
     OperationAdmitted,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from opsched.client import Client
-from proto.events import (
+from opsched.proto.events import (
     CacheMissed,
     CostEstimated,
     CostRecorded,
@@ -27,7 +27,7 @@ from proto.events import (
     OperationRunning,
     OperationSucceeded,
 )
-from proto.queries import PendingReason
+from opsched.proto.queries import PendingReason
 from tests.builders import op
 from tests.builders.identities import ADMIN
 from tests.waiting import eventually

@@ -174,7 +174,7 @@ def test_probes_and_the_metrics_scrape_use_the_health_port_each_service_is_told(
         template = applied.deployment(service)["spec"]["template"]
         (container,) = template["spec"]["containers"]
         env = env_of(container)
-        assert container["command"] == ["python", "-m", f"services.{service}"]
+        assert container["command"] == ["python", "-m", f"opsched.services.{service}"]
         assert int(env["OPSCHED_HEALTH_PORT"]) == HEALTH and env["OPSCHED_HEALTH_HOST"] == "0.0.0.0"
         assert container["ports"] == [{"containerPort": HEALTH, "name": "health", "protocol": "TCP"}]
         probes = {name: (container[name]["httpGet"]["path"], container[name]["httpGet"]["port"])

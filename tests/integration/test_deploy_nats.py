@@ -11,10 +11,10 @@ import nats
 import pytest
 import yaml
 
-from bus.bus import Bus
-from bus.connecting import client_context
-from bus.credentials import Credentials
 from opsched import natsauth
+from opsched.bus.bus import Bus
+from opsched.bus.connecting import client_context
+from opsched.bus.credentials import Credentials
 from opsched.natsserver import NatsServer, free_port, get_json
 from opsched.tls import ensure_tls
 

@@ -9,12 +9,12 @@ import secrets
 import pytest
 from kubernetes import client
 
-from proto.events import OperationFailed
-from rules.failures import will_retry
-from rules.naming import pod_name
-from rules.podspec import LABEL_ATTEMPT, LABEL_OP
-from services.dispatcher.service import Dispatcher
-from services.runtime.service import Context
+from opsched.proto.events import OperationFailed
+from opsched.rules.failures import will_retry
+from opsched.rules.naming import pod_name
+from opsched.rules.podspec import LABEL_ATTEMPT, LABEL_OP
+from opsched.services.dispatcher.service import Dispatcher
+from opsched.services.runtime.service import Context
 from tests.builders import admitted, op, queues_configured
 
 pytestmark = pytest.mark.integration

@@ -12,13 +12,13 @@ import secrets
 
 import pytest
 
-from bus.bus import Bus
-from proto import subjects
-from proto.events import OperationAdmitted, OperationPreempted, OperationStopped
-from rules.naming import pod_name
-from rules.podspec import attempt_selector
-from services.dispatcher.service import Dispatcher
-from services.runtime.service import Context
+from opsched.bus.bus import Bus
+from opsched.proto import subjects
+from opsched.proto.events import OperationAdmitted, OperationPreempted, OperationStopped
+from opsched.rules.naming import pod_name
+from opsched.rules.podspec import attempt_selector
+from opsched.services.dispatcher.service import Dispatcher
+from opsched.services.runtime.service import Context
 from tests.builders import admitted, op, preempt_requested, queues_configured, stop_requested
 from tests.builders.identities import HARNESS
 from tests.kube import pod_gone

@@ -14,10 +14,10 @@ from kubernetes import client
 
 from opsched.localcluster.nodes import NOT_READY_TAINTS, now_rfc3339
 from opsched.localcluster.simkubelet import terminate
-from proto import codec, subjects
-from proto.cluster import ClusterEvent, NodeObserved, NodeRemoved
-from proto.events import OperationAdmitted, OperationDispatched, OperationFailed
-from rules.podspec import ANNOTATION_FLAVORS, LABEL_BORROWING
+from opsched.proto import codec, subjects
+from opsched.proto.cluster import ClusterEvent, NodeObserved, NodeRemoved
+from opsched.proto.events import OperationAdmitted, OperationDispatched, OperationFailed
+from opsched.rules.podspec import ANNOTATION_FLAVORS, LABEL_BORROWING
 from tests.builders import GPU, GPU_PRODUCT, admitted, op, queues_configured
 
 pytestmark = pytest.mark.integration

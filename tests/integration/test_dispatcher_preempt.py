@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from opsched.localcluster.simkubelet import terminate
-from proto.events import (
+from opsched.proto.events import (
     OperationAdmitted,
     OperationDispatched,
     OperationEvicted,
@@ -25,9 +25,9 @@ from proto.events import (
     PreemptRequested,
     StopRequested,
 )
-from proto.spec import OpSpec, ReplicaGroup
-from rules.naming import pod_name, pod_names
-from rules.podspec import (
+from opsched.proto.spec import OpSpec, ReplicaGroup
+from opsched.rules.naming import pod_name, pod_names
+from opsched.rules.podspec import (
     ANNOTATION_STOPPED,
     LABEL_GANG_SIZE,
     LABEL_REPLICA,

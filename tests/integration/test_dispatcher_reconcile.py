@@ -8,7 +8,7 @@ import secrets
 
 import pytest
 
-from proto.events import OperationAdmitted, OperationFailed, OperationRunning, OperationSucceeded
+from opsched.proto.events import OperationAdmitted, OperationFailed, OperationRunning, OperationSucceeded
 from tests.builders import op
 from tests.kube import pod_gone
 

@@ -9,8 +9,8 @@ import asyncio
 import pytest
 from kubernetes.client.rest import ApiException
 
-from proto.events import OperationAdmitted, OperationRunning, OperationStopped
-from rules import rendezvous
+from opsched.proto.events import OperationAdmitted, OperationRunning, OperationStopped
+from opsched.rules import rendezvous
 from tests.builders import op
 from tests.waiting import eventually
 

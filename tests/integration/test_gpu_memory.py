@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from opsched.client import Client
-from proto.events import OperationAdmitted, OperationRunning, OperationStopped
-from proto.resources import GPU_MEMORY
+from opsched.proto.events import OperationAdmitted, OperationRunning, OperationStopped
+from opsched.proto.resources import GPU_MEMORY
 from tests.builders import op
 from tests.waiting import eventually, waiting_on
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from proto.events import OperationAdmitted, OperationSucceeded
+from opsched.proto.events import OperationAdmitted, OperationSucceeded
 from tests.builders import op
 from tests.integration.processes import SERVICES, Processes
 

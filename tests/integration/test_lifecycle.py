@@ -17,7 +17,7 @@ from kubernetes import watch
 from opsched.client import Client
 from opsched.localcluster.nodes import EXIT_CODES_ANNOTATION
 from opsched.polyaxonfile import load_polyaxonfile_batch
-from proto.events import (
+from opsched.proto.events import (
     FailureFinal,
     OperationAdmitted,
     OperationApproved,
@@ -264,7 +264,7 @@ async def test_a_sweep_of_ten_never_runs_more_than_its_concurrency_of_three_and_
 
 
 async def test_restart_copy_and_resume_run_new_pods_linked_to_the_original(client, events, core_v1, k8s_namespace):
-    from proto.events import (
+    from opsched.proto.events import (
         OperationFailed,
         OperationResumed,
         OperationSubmitted,

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from opsched.natsserver import free_port
-from proto import subjects
-from proto.events import ErrorRaised, OperationSucceeded
+from opsched.proto import subjects
+from opsched.proto.events import ErrorRaised, OperationSucceeded
 from tests.builders import op
 from tests.integration.processes import SERVICES, Processes
 from tests.service.test_metrics import scrape

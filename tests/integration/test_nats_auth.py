@@ -9,17 +9,16 @@ import msgspec
 import nats
 import pytest
 
-from bus.connecting import tls_options
-from bus.refusals import NotPermitted
 from opsched import natsauth
+from opsched.bus.connecting import tls_options
+from opsched.bus.refusals import NotPermitted
 from opsched.client import Client
 from opsched.embedded import ServicesInProcess
-from opsched.verdicts import CommandRefused
-from proto import codec, subjects
-from proto.access import NOT_ALLOWED
-from proto.commands import ApproveOperation, SubmitOperation
-from proto.config import SetQueues
-from proto.events import (
+from opsched.proto import codec, subjects
+from opsched.proto.access import NOT_ALLOWED
+from opsched.proto.commands import ApproveOperation, SubmitOperation
+from opsched.proto.config import SetQueues
+from opsched.proto.events import (
     ErrorRaised,
     OperationAdmitted,
     OperationApproved,
@@ -29,7 +28,8 @@ from proto.events import (
     OperationSubmitted,
     StopRequested,
 )
-from proto.queues import QueuesConfig
+from opsched.proto.queues import QueuesConfig
+from opsched.verdicts import CommandRefused
 from tests.builders import op
 from tests.builders.identities import HARNESS
 from tests.eventlog import EventLog

@@ -9,11 +9,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from bus.bus import Bus
+from opsched.bus.bus import Bus
 from opsched.client import Client
 from opsched.natsserver import NatsCluster
-from proto import codec, subjects
-from proto.events import OperationAdmitted, OperationDispatched
+from opsched.proto import codec, subjects
+from opsched.proto.events import OperationAdmitted, OperationDispatched
 from tests.builders import op
 from tests.builders.identities import HARNESS
 from tests.conftest import Stack

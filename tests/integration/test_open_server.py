@@ -3,12 +3,12 @@ connection is ``anonymous``; a client's commands go on ``cmd.anonymous.``, and a
 ``requested_by`` as an unverified label (with users, the connection's user is the requester: test_nats_auth)."""
 from __future__ import annotations
 
-from bus.bus import Bus
+from opsched.bus.bus import Bus
 from opsched.client import Client
 from opsched.embedded import ServicesInProcess
-from proto import subjects
-from proto.events import OperationAdmitted, OperationSubmitted
-from services.runtime.settings import Settings
+from opsched.proto import subjects
+from opsched.proto.events import OperationAdmitted, OperationSubmitted
+from opsched.services.runtime.settings import Settings
 from tests.builders import op
 from tests.eventlog import EventLog
 

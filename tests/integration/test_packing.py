@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from opsched.client import Client
-from proto.events import OperationAdmitted, OperationRunning, OperationStopped
-from rules.podspec import PREFERRED
+from opsched.proto.events import OperationAdmitted, OperationRunning, OperationStopped
+from opsched.rules.podspec import PREFERRED
 from tests.builders import op
 from tests.waiting import eventually, waiting_on
 

@@ -8,7 +8,7 @@ import pytest
 
 from opsched.client import Client
 from opsched.polyaxonfile import parse_polyaxonfile
-from proto.events import OperationSucceeded
+from opsched.proto.events import OperationSucceeded
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from proto.events import OperationRejected, OperationSucceeded
+from opsched.proto.events import OperationRejected, OperationSucceeded
 from tests.builders import op
 
 pytestmark = pytest.mark.integration

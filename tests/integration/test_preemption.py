@@ -8,7 +8,7 @@ import msgspec
 import pytest
 
 from opsched.client import Client
-from proto.events import (
+from opsched.proto.events import (
     CacheMissed,
     CostEstimated,
     OperationAdmitted,
@@ -19,7 +19,7 @@ from proto.events import (
     OperationSucceeded,
     PreemptRequested,
 )
-from proto.spec import ReplicaGroup
+from opsched.proto.spec import ReplicaGroup
 from tests.builders import op
 from tests.kube import pod_gone
 

@@ -12,9 +12,16 @@ from pathlib import Path
 import pytest
 
 from opsched.embedded import ServicesInProcess
-from proto import permissions
-from proto.events import CacheHit, ErrorRaised, HandlerFailed, OperationAdmitted, OperationRejected, OperationSucceeded
-from services.runtime.runner import report
+from opsched.proto import permissions
+from opsched.proto.events import (
+    CacheHit,
+    ErrorRaised,
+    HandlerFailed,
+    OperationAdmitted,
+    OperationRejected,
+    OperationSucceeded,
+)
+from opsched.services.runtime.runner import report
 from tests.builders import identities, op
 from tests.eventlog import EventLog
 from tests.securebus import SecureNats

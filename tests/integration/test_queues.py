@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from opsched.client import Client
-from proto.events import (
+from opsched.proto.events import (
     CacheMissed,
     CostEstimated,
     OperationAdmitted,

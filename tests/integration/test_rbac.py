@@ -14,7 +14,7 @@ import yaml
 from kubernetes import client
 
 from opsched.localcluster import kubectl
-from proto.events import OperationDispatched, OperationFailed, OperationRunning, OperationSucceeded
+from opsched.proto.events import OperationDispatched, OperationFailed, OperationRunning, OperationSucceeded
 from tests.builders import admitted, op, queues_configured
 from tests.integration.rbac import NODE_VERBS, QUEUE_NAMESPACE_GRANTS, can_i, granted
 

@@ -10,7 +10,7 @@ import pytest
 
 from opsched.client import Client
 from opsched.polyaxonfile import load_polyaxonfile_batch
-from proto.events import OperationSucceeded
+from opsched.proto.events import OperationSucceeded
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 OP_LABEL = "opsched.io/op-id"

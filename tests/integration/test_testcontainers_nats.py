@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from bus.bus import Bus
+from opsched.bus.bus import Bus
 from opsched.client import Client
-from proto.events import OperationAdmitted
+from opsched.proto.events import OperationAdmitted
 from tests.builders import op
 from tests.conftest import Stack
 from tests.eventlog import EventLog
@@ -29,7 +29,7 @@ def docker_nats_url():
 
 
 async def test_an_op_is_admitted_through_a_nats_started_by_testcontainers():
-    from services.runtime.settings import Settings
+    from opsched.services.runtime.settings import Settings
 
     container = docker_nats_url()
     with container:

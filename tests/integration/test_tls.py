@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from bus.bus import Bus
+from opsched.bus.bus import Bus
 from opsched.natsserver import get_json
+from opsched.proto import subjects
+from opsched.proto.events import OperationAdmitted
 from opsched.tls import TlsFiles, ensure_tls
-from proto import subjects
-from proto.events import OperationAdmitted
 from tests.builders import op
 from tests.builders.identities import ADMIN, HARNESS
 from tests.conftest import Stack

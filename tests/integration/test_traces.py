@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from bus import tracing
-from proto import subjects
-from proto.events import OperationSucceeded
-from rules.podspec import ANNOTATION_TRACEPARENT, LABEL_OP
+from opsched.bus import tracing
+from opsched.proto import subjects
+from opsched.proto.events import OperationSucceeded
+from opsched.rules.podspec import ANNOTATION_TRACEPARENT, LABEL_OP
 from tests.builders import op
 from tests.integration.test_kill_restart import SERVICES, Processes
 from tests.otlp import OtlpReceiver, ReceivedSpan

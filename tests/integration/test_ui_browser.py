@@ -13,8 +13,8 @@ import pytest
 
 from opsched.demo import EXAMPLES_DIR
 from opsched.polyaxonfile import load_polyaxonfile
+from opsched.proto.events import OperationFailed, OperationRunning, OperationSucceeded
 from opsched.ui.server import WebView
-from proto.events import OperationFailed, OperationRunning, OperationSucceeded
 from tests.ui_browser import Page, chrome
 
 EXAMPLES = ["train-2gpu.yaml", "train-1gpu.yaml", "train-1gpu.yaml", "eval-fails.yaml", "cpu-preprocess.yaml"]

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from bus.bus import Bus
-from bus.connecting import SSL_EOF_NOISE
 from opsched import context
+from opsched.bus.bus import Bus
+from opsched.bus.connecting import SSL_EOF_NOISE
 from opsched.cli import parser
 from opsched.embedded import Embedded, ServicesInProcess
 from opsched.natsserver import free_port
-from proto import codec, subjects
+from opsched.proto import codec, subjects
 from tests.builders.events import running, succeeded
 from tests.docs import snippet
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import nats.js.errors
 import pytest
 
-from bus.bus import StreamFull
-from proto import subjects
-from proto.events import OperationAdmitted, OperationSubmitted
-from services.runtime.runner import report
-from services.runtime.settings import Settings
+from opsched.bus.bus import StreamFull
+from opsched.proto import subjects
+from opsched.proto.events import OperationAdmitted, OperationSubmitted
+from opsched.services.runtime.runner import report
+from opsched.services.runtime.settings import Settings
 from tests.builders import identities, op
 from tests.security.test_side_doors import SUBMITTER, Attacker
 from tests.waiting import eventually

@@ -3,8 +3,8 @@ stream), so env values are sealed there (``services.runtime.sealing``): a submit
 ciphertext, and copying that ciphertext into its own op gets it the ciphertext, never the value."""
 from __future__ import annotations
 
-from proto import codec, subjects
-from proto.events import OperationAdmitted, OperationSubmitted
+from opsched.proto import codec, subjects
+from opsched.proto.events import OperationAdmitted, OperationSubmitted
 from tests.builders import op
 
 

@@ -13,9 +13,9 @@ import secrets
 import msgspec
 import pytest
 
-from proto.events import ErrorRaised, OperationAdmitted, OperationDispatched, OperationRejected
-from rules.naming import pod_name
-from rules.podspec import LABEL_OP, SELECTOR
+from opsched.proto.events import ErrorRaised, OperationAdmitted, OperationDispatched, OperationRejected
+from opsched.rules.naming import pod_name
+from opsched.rules.podspec import LABEL_OP, SELECTOR
 from tests.builders import admitted, identities, op
 from tests.securebus import SecureNats
 

@@ -10,9 +10,9 @@ import asyncio
 
 import nats
 
-from bus.connecting import client_context
-from proto import subjects
-from services.runtime import inbox
+from opsched.bus.connecting import client_context
+from opsched.proto import subjects
+from opsched.services.runtime import inbox
 from tests.builders import garbage, identities, op
 from tests.builders.events import submitted
 

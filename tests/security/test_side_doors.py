@@ -14,9 +14,9 @@ from typing import Any
 import nats
 import pytest
 
-from bus.connecting import client_context
-from proto import subjects
-from proto.events import OperationAdmitted
+from opsched.bus.connecting import client_context
+from opsched.proto import subjects
+from opsched.proto.events import OperationAdmitted
 from tests.builders import identities, op
 
 SUBMITTER, APPROVER = identities.client("ann", "submitter"), identities.client("alice", "approver")

@@ -96,7 +96,7 @@ async def client_as(connect, bus_url, bus):
 
 @pytest.fixture
 async def stack_factory(bus_kind, connect, bus_url, request: pytest.FixtureRequest):
-    from services.runtime.settings import Settings
+    from opsched.services.runtime.settings import Settings
 
     stacks: list[ServicesInProcess] = []
     server = request.getfixturevalue("nats_server") if bus_kind == "nats" else None

@@ -6,8 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from opsched.verdicts import CommandRefused
-from proto.events import (
+from opsched.proto.events import (
     ErrorRaised,
     OperationAdmitted,
     OperationOnHold,
@@ -16,6 +15,7 @@ from proto.events import (
     OperationStopped,
     OperationSubmitted,
 )
+from opsched.verdicts import CommandRefused
 from tests.builders import op
 
 QUEUES = """

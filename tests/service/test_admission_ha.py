@@ -9,13 +9,13 @@ from datetime import datetime, timedelta, timezone
 import msgspec
 import pytest
 
-from proto import codec, subjects
-from proto.events import OperationAdmitted, OperationSubmitted, OperationSucceeded
-from proto.leases import LeaderClaimed, Lease
-from services.admission.service import Admission
-from services.admission.state.admission_state import Status
-from services.runtime.runner import serve
-from services.runtime.settings import Settings
+from opsched.proto import codec, subjects
+from opsched.proto.events import OperationAdmitted, OperationSubmitted, OperationSucceeded
+from opsched.proto.leases import LeaderClaimed, Lease
+from opsched.services.admission.service import Admission
+from opsched.services.admission.state.admission_state import Status
+from opsched.services.runtime.runner import serve
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, gates_cleared, op, submitted
 from tests.builders.clock import FakeClock
 from tests.waiting import advance_until, eventually

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import msgspec
 
-from proto import subjects
-from proto.events import (
+from opsched.proto import subjects
+from opsched.proto.events import (
     ErrorRaised,
     OperationAdmitted,
     OperationRejected,

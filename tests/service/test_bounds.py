@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from proto import codec, subjects
-from proto.commands import SubmitOperation
-from proto.events import ErrorRaised, OperationAdmitted, OperationRejected, OperationSubmitted
+from opsched.proto import codec, subjects
+from opsched.proto.commands import SubmitOperation
+from opsched.proto.events import ErrorRaised, OperationAdmitted, OperationRejected, OperationSubmitted
 from tests.builders import op
 
 GPU = "nvidia.com/gpu"

@@ -12,9 +12,9 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
 from nats.js.errors import NoStreamResponseError
 
-from bus.refusals import NotPermitted
-from proto import permissions, subjects
-from proto.queries import WhyRequest
+from opsched.bus.refusals import NotPermitted
+from opsched.proto import permissions, subjects
+from opsched.proto.queries import WhyRequest
 from tests.builders.identities import HARNESS
 
 QUIET_S = 0.3  # how long "nothing more is delivered" is watched for
@@ -63,7 +63,7 @@ async def test_a_message_id_seen_before_is_stored_once(bus):
 
 async def test_a_publish_on_a_subject_no_stream_holds_has_no_stream_response(bus, monkeypatch):
     # a no-stream answer is waited out as a leaderless stream's is (``PUBLISH_PATIENCE_S``, 20 s): a second will do
-    monkeypatch.setattr("bus.bus.PUBLISH_PATIENCE_S", 1.0)
+    monkeypatch.setattr("opsched.bus.bus.PUBLISH_PATIENCE_S", 1.0)
     with pytest.raises(NoStreamResponseError):
         await bus.publish_raw("nowhere.at.all", b"x", msg("x"))
 
@@ -212,7 +212,7 @@ async def test_the_cache_bucket_is_shared_and_changed_only_by_compare_and_set(bu
 
 async def test_stream_limits_are_applied_to_an_existing_store_and_a_service_that_does_not_align_keeps_them(
         nats_server):
-    from services.runtime.settings import Settings
+    from opsched.services.runtime.settings import Settings
 
     old = await nats_server.connect(name="before-limits", identity=HARNESS)
     await old.ensure_streams()  # a store made before streams had limits
@@ -249,7 +249,7 @@ async def test_stream_limits_are_applied_to_an_existing_store_and_a_service_that
 
 
 async def test_a_bucket_at_its_byte_limit_refuses_a_new_key_keeps_the_old_and_still_replaces_one(nats_server):
-    from bus.bus import StreamFull
+    from opsched.bus.bus import StreamFull
 
     bus = await nats_server.connect(name="test", identity=HARNESS)
     bus.bucket_bytes = {subjects.CACHE_BUCKET: 8 * 1024}

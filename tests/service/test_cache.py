@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from proto import subjects
-from proto.events import (
+from opsched.proto import subjects
+from opsched.proto.events import (
     CacheHit,
     CacheMissed,
     OperationAdmitted,
     OperationFailed,
     OperationSucceeded,
 )
-from services.cache.store import CacheStore
+from opsched.services.cache.store import CacheStore
 from tests.builders import op
 from tests.waiting import eventually
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from opsched.proto import subjects
+from opsched.proto.events import OperationRejected, OperationSubmitted
+from opsched.services.admission.submit_rate import RATE_LIMITED
 from opsched.verdicts import CommandRefused
-from proto import subjects
-from proto.events import OperationRejected, OperationSubmitted
-from services.admission.submit_rate import RATE_LIMITED
 from tests.builders import op
 from tests.service.test_bad_input import dead_letters
 from tests.service.test_max_deliveries import QUEUES

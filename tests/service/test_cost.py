@@ -6,16 +6,16 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from opsched.client import Client
-from opsched.tables import cost_text
-from proto import subjects
-from proto.events import (
+from opsched.proto import subjects
+from opsched.proto.events import (
     CostEstimated,
     CostRecorded,
     OperationAdmitted,
     OperationRunning,
     OperationSucceeded,
 )
-from services.cost.ledger import LedgerStore
+from opsched.services.cost.ledger import LedgerStore
+from opsched.tables import cost_text
 from tests.builders import op
 from tests.waiting import eventually
 

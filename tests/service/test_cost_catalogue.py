@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from proto import subjects
-from proto.config import QueuesConfigured
-from proto.events import (
+from opsched.proto import subjects
+from opsched.proto.config import QueuesConfigured
+from opsched.proto.events import (
     BudgetExceeded,
     CostEstimated,
     CostRecorded,
@@ -18,8 +18,8 @@ from proto.events import (
     OperationSubmitted,
     OperationSucceeded,
 )
-from proto.queues import Budget, QueuesConfig
-from services.runtime.config_file import ConfigFileError
+from opsched.proto.queues import Budget, QueuesConfig
+from opsched.services.runtime.config_file import ConfigFileError
 from tests.builders import node, op, t
 from tests.waiting import eventually
 
@@ -49,7 +49,7 @@ async def ran(bus, op_id: str, start: float, seconds: float, node_name: str | No
 
 async def test_editing_the_prices_file_changes_the_next_estimate(stack_factory, client, events, tmp_path,
                                                                monkeypatch):
-    monkeypatch.setattr("services.runtime.config_file.POLL_S", 0.1)  # polled every 2 s: no need to wait one out
+    monkeypatch.setattr("opsched.services.runtime.config_file.POLL_S", 0.1)  # polled every 2 s: no need to wait one out
     path = tmp_path / "prices.yaml"
     path.write_text(PRICES)
     stack = await stack_factory(dispatcher_mode="null", prices_file=path)

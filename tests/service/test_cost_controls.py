@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from opsched.client import Client
-from proto.events import (
+from opsched.proto.events import (
     CostEstimated,
     CostRecorded,
     OperationAdmitted,

@@ -7,8 +7,7 @@ import asyncio
 import io
 from datetime import datetime, timezone
 
-from opsched.watching import PLAIN, follow
-from proto.events import (
+from opsched.proto.events import (
     CacheMissed,
     FailureFinal,
     OperationAdmitted,
@@ -16,6 +15,7 @@ from proto.events import (
     OperationFailed,
     RetryScheduled,
 )
+from opsched.watching import PLAIN, follow
 from tests.builders import op
 from tests.service.test_cache import waiting_for
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from proto.events import (
+from opsched.proto.events import (
     CacheMissed,
     CostEstimated,
     OperationAdmitted,
@@ -14,7 +14,7 @@ from proto.events import (
     OperationSubmitted,
     OperationSucceeded,
 )
-from proto.reasons import Reason
+from opsched.proto.reasons import Reason
 from tests.builders import op
 
 BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)

@@ -1,4 +1,4 @@
-"""Each service alone: `python -m services.<name>` serves /healthz and /readyz and drains on SIGTERM."""
+"""Each service alone: `python -m opsched.services.<name>` serves /healthz and /readyz and drains on SIGTERM."""
 from __future__ import annotations
 
 import json
@@ -44,7 +44,7 @@ def test_a_service_started_alone_reports_ready_and_exits_0_on_sigterm(service, n
     port = free_port()
     env = {**os.environ, **nats_server.env(identities.service(service)), "OPSCHED_HEALTH_PORT": str(port),
            "OPSCHED_LOG_FORMAT": "json"}
-    proc = subprocess.Popen([sys.executable, "-m", f"services.{service}"], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", f"opsched.services.{service}"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         body = wait_ready(port, proc)

@@ -4,8 +4,8 @@ fail a fetch or the batch they arrive with, so the real deliveries pending besid
 in-memory bus (the garbage comes in the batch a fetch returns) and a real nats-server (published on the inbox)."""
 from __future__ import annotations
 
-from proto import subjects
-from services.runtime.metrics import exposition, registry_of
+from opsched.proto import subjects
+from opsched.services.runtime.metrics import exposition, registry_of
 from tests.builders import garbage, op
 from tests.builders.events import submitted
 

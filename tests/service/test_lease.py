@@ -11,13 +11,13 @@ import msgspec
 import pytest
 import structlog
 
-from bus.bus import Fence
-from bus.errors import Fenced
-from proto import subjects
-from proto.events import OperationSubmitted
-from proto.leases import LeaderClaimed, Lease
-from services.runtime.leadership import LEADER, STANDBY, Leadership
-from services.runtime.lease import KVLease
+from opsched.bus.bus import Fence
+from opsched.bus.errors import Fenced
+from opsched.proto import subjects
+from opsched.proto.events import OperationSubmitted
+from opsched.proto.leases import LeaderClaimed, Lease
+from opsched.services.runtime.leadership import LEADER, STANDBY, Leadership
+from opsched.services.runtime.lease import KVLease
 from tests.builders import T0, op, submitted
 from tests.builders.clock import FakeClock
 from tests.waiting import advance_until, eventually
@@ -255,8 +255,8 @@ async def test_a_publish_behind_a_claim_that_another_instance_claimed_after_is_r
 
 
 async def test_a_fence_applies_only_to_the_stream_of_its_claim(bus):
-    from proto.config import QueuesConfigured
-    from proto.queues import QueuesConfig
+    from opsched.proto.config import QueuesConfigured
+    from opsched.proto.queues import QueuesConfig
 
     old = await bus.publish(LeaderClaimed(role=KEY, holder="a", lease_revision=1, at=T0))
     await bus.publish(LeaderClaimed(role=KEY, holder="b", lease_revision=2, at=T0))

@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 
 import msgspec
 
-from proto.events import (
+from opsched.proto.events import (
     ErrorRaised,
     OperationAdmitted,
     OperationApproved,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 
-from bus.errors import DependencyUnavailable
-from proto import subjects
-from proto.events import OperationAdmitted, OperationSubmitted
-from services.runtime.health import HealthServer
-from services.runtime.runner import report
+from opsched.bus.errors import DependencyUnavailable
+from opsched.proto import subjects
+from opsched.proto.events import OperationAdmitted, OperationSubmitted
+from opsched.services.runtime.health import HealthServer
+from opsched.services.runtime.runner import report
 from tests.builders import op
 from tests.service.test_outages import replace_handler
 from tests.waiting import eventually

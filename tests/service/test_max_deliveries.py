@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from proto import subjects
-from proto.events import ErrorRaised, HandlerFailed, OperationRejected, OperationSubmitted
-from proto.reasons import Reason
+from opsched.proto import subjects
+from opsched.proto.events import ErrorRaised, HandlerFailed, OperationRejected, OperationSubmitted
+from opsched.proto.reasons import Reason
 from tests.builders import op
 from tests.service.test_bad_input import dead_letters
 from tests.waiting import eventually

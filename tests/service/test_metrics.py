@@ -6,9 +6,9 @@ import asyncio
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.runtime import metrics
-from services.runtime.health import HealthServer
-from services.runtime.runner import report
+from opsched.services.runtime import metrics
+from opsched.services.runtime.health import HealthServer
+from opsched.services.runtime.runner import report
 from tests.builders import op
 from tests.service.test_liveness import start
 from tests.waiting import eventually

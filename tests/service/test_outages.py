@@ -3,19 +3,19 @@ unavailable for a while is waited out (the message handled once, never dead-lett
 what the service waits for); a handler bug that repeats ends the op and frees its quota."""
 from __future__ import annotations
 
-from bus.errors import DependencyUnavailable
-from proto import subjects
-from proto.events import (
+from opsched.bus.errors import DependencyUnavailable
+from opsched.proto import subjects
+from opsched.proto.events import (
     DispatchDelayed,
     OperationAdmitted,
     OperationDispatched,
     OperationRejected,
     RetryScheduled,
 )
-from proto.reasons import Failure, Reason
-from rules.failures import MAX_INFRASTRUCTURE_RETRIES
-from services.runtime.health import HealthServer
-from services.runtime.runner import report
+from opsched.proto.reasons import Failure, Reason
+from opsched.rules.failures import MAX_INFRASTRUCTURE_RETRIES
+from opsched.services.runtime.health import HealthServer
+from opsched.services.runtime.runner import report
 from tests.builders import op
 
 QUEUES = """

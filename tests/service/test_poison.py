@@ -5,10 +5,10 @@ two of them dead-letters it at once, well before its last delivery, and says so 
 from __future__ import annotations
 
 from opsched.directreads import DirectReads
-from proto import subjects
-from proto.events import HandlerFailed, OperationRejected
-from proto.reasons import Reason
-from services.runtime.inhand import POISON
+from opsched.proto import subjects
+from opsched.proto.events import HandlerFailed, OperationRejected
+from opsched.proto.reasons import Reason
+from opsched.services.runtime.inhand import POISON
 from tests.builders import op
 from tests.service.test_bad_input import dead_letters
 from tests.service.test_max_deliveries import cost_replicas_dying_with_it

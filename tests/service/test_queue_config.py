@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from opsched.client import Client
-from proto.events import ErrorRaised, OperationAdmitted, OperationRejected
-from proto.queues import FlavorQuota, Queue, QueuesConfig, ResourceQuota
+from opsched.proto.events import ErrorRaised, OperationAdmitted, OperationRejected
+from opsched.proto.queues import FlavorQuota, Queue, QueuesConfig, ResourceQuota
 from tests.builders import op
 from tests.waiting import eventually
 
@@ -21,7 +21,7 @@ async def until_queues(client: Client, names: list[str], timeout: float = 15.0) 
 
 async def test_editing_the_queues_file_takes_effect_without_a_restart(stack_factory, client, events, tmp_path,
                                                                       monkeypatch):
-    monkeypatch.setattr("services.runtime.config_file.POLL_S", 0.1)  # polled every 2 s: no need to wait one out
+    monkeypatch.setattr("opsched.services.runtime.config_file.POLL_S", 0.1)  # polled every 2 s: no need to wait one out
     path = tmp_path / "queues.yaml"
     path.write_text(ONE)
     await stack_factory(queues_file=path, dispatcher_mode="null")

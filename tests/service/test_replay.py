@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from proto.events import OperationAdmitted, OperationSucceeded
+from opsched.proto.events import OperationAdmitted, OperationSucceeded
 from tests.builders import op
 
 QUEUES = """

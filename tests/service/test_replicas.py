@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from proto import subjects
-from proto.events import (
+from opsched.proto import subjects
+from opsched.proto.events import (
     CacheHit,
     CacheMissed,
     CostEstimated,
@@ -18,7 +18,7 @@ from proto.events import (
     OperationDispatched,
     OperationSucceeded,
 )
-from services.cost.ledger import LedgerStore
+from opsched.services.cost.ledger import LedgerStore
 from tests.builders import op, running, succeeded
 from tests.builders.clock import T0
 from tests.waiting import eventually

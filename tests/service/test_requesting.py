@@ -8,8 +8,8 @@ import nats.errors
 import nats.js.errors
 import pytest
 
-from bus.requesting import Requester
-from proto import subjects
+from opsched.bus.requesting import Requester
+from opsched.proto import subjects
 from tests.builders.identities import HARNESS
 
 

@@ -5,8 +5,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from opsched.verdicts import CommandRefused
-from proto.events import (
+from opsched.proto.events import (
     ErrorRaised,
     OperationAdmitted,
     OperationFailed,
@@ -14,6 +13,7 @@ from proto.events import (
     OperationStopped,
     OperationSubmitted,
 )
+from opsched.verdicts import CommandRefused
 from tests.builders import op
 
 

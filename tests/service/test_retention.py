@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from opsched.client import Client
-from proto import codec, subjects
-from proto.events import CostRecorded, OperationAdmitted, OperationRunning, SpendRolled
-from services.admission.state.admission_state import Status
+from opsched.proto import codec, subjects
+from opsched.proto.events import CostRecorded, OperationAdmitted, OperationRunning, SpendRolled
+from opsched.services.admission.state.admission_state import Status
 from tests.builders import op
 from tests.builders.clock import FakeClock
 from tests.service.test_cost import ran

@@ -7,10 +7,10 @@ import json
 
 import msgspec
 
-from proto import codec, subjects
-from proto.commands import SubmitOperation
-from proto.events import ErrorRaised
-from proto.schedules import (
+from opsched.proto import codec, subjects
+from opsched.proto.commands import SubmitOperation
+from opsched.proto.events import ErrorRaised
+from opsched.proto.schedules import (
     CreateSchedule,
     DeleteSchedule,
     ScheduleCreated,
@@ -20,10 +20,10 @@ from proto.schedules import (
     ScheduleFired,
     ScheduleSpec,
 )
-from services.admission.schedule_runner import run_schedules, submitter
-from services.admission.schedules import Schedules, on_create, on_delete
-from services.runtime.service import Consumer, Context, Service
-from services.runtime.settings import Settings
+from opsched.services.admission.schedule_runner import run_schedules, submitter
+from opsched.services.admission.schedules import Schedules, on_create, on_delete
+from opsched.services.runtime.service import Consumer, Context, Service
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, op
 from tests.builders.clock import FakeClock
 
@@ -223,7 +223,7 @@ async def test_admission_disables_a_stored_schedule_out_of_bounds_with_its_reaso
         stack_factory, bus, client, events):
     """A schedule stored before the bounds (startAt 9999-12-31: every pass overflowed, no schedule fired)
     is disabled with the contract's refusal; a schedule created next to it fires and its run is admitted."""
-    from proto.events import OperationAdmitted
+    from opsched.proto.events import OperationAdmitted
 
     log = ScheduleLog()
     await bus.follow(subjects.OPS_STREAM, subjects.OPS_ALL, log.on)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from bus.addressing import cloudevent_headers, default_msg_id
-from bus.sizes import wire_size
+from opsched.bus.addressing import cloudevent_headers, default_msg_id
+from opsched.bus.sizes import wire_size
 from opsched.embedded import ServicesInProcess
-from proto import codec, subjects
-from proto.events import OperationAdmitted, OperationRejected, OperationSubmitted
-from proto.queues import Queue, QueuesConfig
-from rules.spec_size import spec_bytes
+from opsched.proto import codec, subjects
+from opsched.proto.events import OperationAdmitted, OperationRejected, OperationSubmitted
+from opsched.proto.queues import Queue, QueuesConfig
+from opsched.rules.spec_size import spec_bytes
 from tests.builders import op
 from tests.builders.commands import submit
 from tests.builders.identities import HARNESS
@@ -116,7 +116,7 @@ async def _has_queue(admission, name: str) -> bool:
 
 async def test_a_poisoned_op_stream_still_lets_admission_become_ready_and_the_op_ends_with_the_reason(
         stack, bus, client, events, monkeypatch):
-    from services.admission.state.fold import OpFold
+    from opsched.services.admission.state.fold import OpFold
 
     original = OpFold._submitted
 

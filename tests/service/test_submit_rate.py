@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from proto.events import ErrorRaised, OperationRejected, OperationSubmitted
-from services.admission.submit_rate import RATE_LIMITED
+from opsched.proto.events import ErrorRaised, OperationRejected, OperationSubmitted
+from opsched.services.admission.submit_rate import RATE_LIMITED
 from tests.builders import op
 from tests.service.test_bad_input import dead_letters
 from tests.service.test_max_deliveries import QUEUES

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from proto.events import ErrorRaised, OperationAdmitted, OperationRejected
+from opsched.proto.events import ErrorRaised, OperationAdmitted, OperationRejected
 from tests.builders import op
 from tests.service.test_bad_input import dead_letters
 

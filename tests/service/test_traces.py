@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from bus import tracing
-from proto import subjects
-from proto.events import OperationAdmitted, OperationDispatched, OperationOnHold
+from opsched.bus import tracing
+from opsched.proto import subjects
+from opsched.proto.events import OperationAdmitted, OperationDispatched, OperationOnHold
 from tests.builders import op
 from tests.builders.identities import ADMIN, HARNESS
 from tests.otlp import OtlpReceiver

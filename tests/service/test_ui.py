@@ -12,9 +12,15 @@ from typing import Any
 
 import pytest
 
+from opsched.proto import subjects
+from opsched.proto.events import (
+    ErrorRaised,
+    OperationAdmitted,
+    OperationDispatched,
+    OperationRunning,
+    OperationSucceeded,
+)
 from opsched.ui.server import WebView
-from proto import subjects
-from proto.events import ErrorRaised, OperationAdmitted, OperationDispatched, OperationRunning, OperationSucceeded
 from tests.builders import op
 
 BUSES = ["memory"]  # service logic, not about the bus: on the in-memory bus alone (tests/service/conftest.py)

@@ -17,8 +17,8 @@ import pytest
 
 from opsched import cli, natsauth
 from opsched.client import Client
-from proto import subjects
-from proto.events import (
+from opsched.proto import subjects
+from opsched.proto.events import (
     ErrorRaised,
     OperationAdmitted,
     OperationApproved,

@@ -1,12 +1,12 @@
 """Admission scenarios: queue books, ops whose gates cleared, the fold and one cycle of decisions."""
 from __future__ import annotations
 
-from proto.events import OperationAdmitted
-from proto.queues import Queue as QueueConfig
-from proto.queues import QueuesConfig
-from services.admission import cycle
-from services.admission.model.queues import Book, compile_book
-from services.admission.state.admission_state import AdmissionState
+from opsched.proto.events import OperationAdmitted
+from opsched.proto.queues import Queue as QueueConfig
+from opsched.proto.queues import QueuesConfig
+from opsched.services.admission import cycle
+from opsched.services.admission.model.queues import Book, compile_book
+from opsched.services.admission.state.admission_state import AdmissionState
 from tests.builders import T0, gates_cleared, op, submitted
 
 NS = "opsched"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 
-from rules.podspec import (
+from opsched.rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PREEMPT_REASON,
     ANNOTATION_PREEMPTED_BY,
@@ -17,8 +17,8 @@ from rules.podspec import (
     MANAGED_BY,
     MANAGER,
 )
-from services.dispatcher.gang import GANG_TIMEOUT, PodView
-from services.dispatcher.kobjects import (
+from opsched.services.dispatcher.gang import GANG_TIMEOUT, PodView
+from opsched.services.dispatcher.kobjects import (
     ContainerState,
     ContainerStateTerminated,
     ContainerStatus,
@@ -27,7 +27,7 @@ from services.dispatcher.kobjects import (
     PodSpec,
     PodStatus,
 )
-from services.runtime.settings import Settings
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, t
 
 SETTINGS = Settings(gang_timeout_s=120, gang_backoff_base_s=10, gang_backoff_max_s=300)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from opsched.polyaxonfile import FieldError, SpecError, parse_polyaxonfile
-from proto import codec
-from proto.spec import OpSpec
+from opsched.proto import codec
+from opsched.proto.spec import OpSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto.events import OperationAdmitted, PreemptRequested
-from proto.queues import Preemption
-from services.admission import cycle
-from services.admission.state.admission_state import AdmissionState
+from opsched.proto.events import OperationAdmitted, PreemptRequested
+from opsched.proto.queues import Preemption
+from opsched.services.admission import cycle
+from opsched.services.admission.state.admission_state import AdmissionState
 from tests.builders import book, fold, op, queue, queued, running, t
 
 NS = "opsched"

@@ -8,20 +8,20 @@ import msgspec
 import pytest
 import structlog
 
-from bus.errors import InvalidInput
-from proto import subjects
-from proto.access import NOT_ALLOWED, Access, Project, acts_on_all, refusal, requester
-from proto.commands import RejectOperation, StopOperation
-from proto.events import OperationOnHold, OperationRejected, OperationStopped, OperationSubmitted
-from proto.queues import FlavorQuota, Queue, QueuesConfig, ResourceQuota, not_covered
-from proto.reasons import Reason
-from rules.queues_file import problems
-from services.admission import handlers
-from services.admission.model.queues import compile_book
-from services.admission.service import sent_by
-from services.admission.state.admission_state import AdmissionState, Status
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus.errors import InvalidInput
+from opsched.proto import subjects
+from opsched.proto.access import NOT_ALLOWED, Access, Project, acts_on_all, refusal, requester
+from opsched.proto.commands import RejectOperation, StopOperation
+from opsched.proto.events import OperationOnHold, OperationRejected, OperationStopped, OperationSubmitted
+from opsched.proto.queues import FlavorQuota, Queue, QueuesConfig, ResourceQuota, not_covered
+from opsched.proto.reasons import Reason
+from opsched.rules.queues_file import problems
+from opsched.services.admission import handlers
+from opsched.services.admission.model.queues import compile_book
+from opsched.services.admission.service import sent_by
+from opsched.services.admission.state.admission_state import AdmissionState, Status
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import op
 from tests.builders.clock import FakeClock
 from tests.builders.commands import submit

@@ -6,13 +6,13 @@ import re
 
 import pytest
 
-from proto.events import OperationAdmitted, OperationSucceeded
-from proto.queues import Queue as QueueConfig
-from proto.queues import QueuesConfig
-from services.admission import cycle
-from services.admission.model.ordering import sort_key
-from services.admission.model.queues import compile_book
-from services.admission.state.admission_state import AdmissionState, Status
+from opsched.proto.events import OperationAdmitted, OperationSucceeded
+from opsched.proto.queues import Queue as QueueConfig
+from opsched.proto.queues import QueuesConfig
+from opsched.services.admission import cycle
+from opsched.services.admission.model.ordering import sort_key
+from opsched.services.admission.model.queues import compile_book
+from opsched.services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import (
     T0,
     cache_hit,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from proto.events import CacheHit, CacheMissed, CostEstimated, OperationTimedOut
-from services.admission.state.admission_state import Status
+from opsched.proto.events import CacheHit, CacheMissed, CostEstimated, OperationTimedOut
+from opsched.services.admission.state.admission_state import Status
 from tests.builders import (
     admitted,
     cache_hit,

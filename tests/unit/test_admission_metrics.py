@@ -5,10 +5,10 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from proto.events import RetryScheduled
-from services.admission import cycle, metrics
-from services.admission.measures import OTHER, Measures, reason_label
-from services.runtime.metrics import exposition
+from opsched.proto.events import RetryScheduled
+from opsched.services.admission import cycle, metrics
+from opsched.services.admission.measures import OTHER, Measures, reason_label
+from opsched.services.runtime.metrics import exposition
 from tests.builders import GPU, book, fold, op, queue, queued, t
 from tests.builders.events import admitted, dispatched, failed, running, succeeded
 from tests.builders.preemption import preempt_requested

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from proto.events import DispatchDelayed, HandlerFailed, OperationAdmitted, OperationRejected, RetryScheduled
-from proto.reasons import Failure, Reason
-from rules.failures import MAX_INFRASTRUCTURE_RETRIES
-from services.admission import queries
-from services.admission.state.admission_state import AdmissionState, Status
+from opsched.proto.events import DispatchDelayed, HandlerFailed, OperationAdmitted, OperationRejected, RetryScheduled
+from opsched.proto.reasons import Failure, Reason
+from opsched.rules.failures import MAX_INFRASTRUCTURE_RETRIES
+from opsched.services.admission import queries
+from opsched.services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import admitted, case, case_name, dispatched, op, running, submitted, t
 from tests.unit.admission_scenarios import decide, fold, queues, ready
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from proto.queues import Queue as QueueConfig
-from rules.queues_file import QueuesConfigError, load_queues
-from services.admission.model.queues import compile_book
+from opsched.proto.queues import Queue as QueueConfig
+from opsched.rules.queues_file import QueuesConfigError, load_queues
+from opsched.services.admission.model.queues import compile_book
 from tests.builders import case, case_name
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from bus import logging as oplog
-from bus.errors import InvalidInput
-from proto import codec
-from proto.events import (
+from opsched.bus import logging as oplog
+from opsched.bus.errors import InvalidInput
+from opsched.proto import codec
+from opsched.proto.events import (
     OperationAdmitted,
     OperationRejected,
     OperationStopped,
     OperationSubmitted,
     StopRequested,
 )
-from services.admission.handlers import on_stop, on_submit
-from services.admission.state.admission_state import AdmissionState, Status
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.services.admission.handlers import on_stop, on_submit
+from opsched.services.admission.state.admission_state import AdmissionState, Status
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import (
     T0,
     admitted,
@@ -139,7 +139,7 @@ def published(bus: MemoryBus) -> list:
 def admission(clock, monkeypatch):
     import asyncio
 
-    from services.admission.service import Admission
+    from opsched.services.admission.service import Admission
 
     async def no_wait(_seconds):  # the back-off after a failed publish
         return None
@@ -184,7 +184,7 @@ async def test_a_cache_hit_whose_publish_failed_is_finished_by_a_later_cycle(adm
 
 
 def test_a_back_off_that_ends_makes_the_service_run_a_cycle_without_any_event():
-    from proto.events import RetryScheduled
+    from opsched.proto.events import RetryScheduled
 
     spec = op("a").max_retries(1).build()
     state = fold(submitted(spec, op_id="a"), *gates_cleared("a"))

@@ -6,20 +6,20 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from bus import logging as oplog
-from bus.errors import InvalidInput
-from proto.commands import RestartOperation, ResumeOperation
-from proto.events import (
+from opsched.bus import logging as oplog
+from opsched.bus.errors import InvalidInput
+from opsched.proto.commands import RestartOperation, ResumeOperation
+from opsched.proto.events import (
     OperationAdmitted,
     OperationRejected,
     OperationSubmitted,
     OperationTimedOut,
 )
-from services.admission.handlers import on_rerun, on_resume, on_submit
-from services.admission.rendering import INVALID_TEMPLATE
-from services.admission.state.admission_state import AdmissionState
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.services.admission.handlers import on_rerun, on_resume, on_submit
+from opsched.services.admission.rendering import INVALID_TEMPLATE
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, case, case_name, gates_cleared, op, submit, t
 from tests.builders.clock import FakeClock
 from tests.unit.admission_scenarios import NS, decide, fold, queues
@@ -104,8 +104,8 @@ def test_a_resume_with_params_that_cannot_render_is_refused_and_the_op_kept(ctx)
 
 
 def test_the_queue_s_artifacts_root_and_namespace_reach_the_globals(ctx):
-    from proto.queues import Queue, QueuesConfig
-    from services.admission.model.queues import compile_book
+    from opsched.proto.queues import Queue, QueuesConfig
+    from opsched.services.admission.model.queues import compile_book
 
     book = compile_book(QueuesConfig(queues=[Queue(name="default", namespace="team-a", artifacts_root="/runs")]))
     _, admitted = admit(op("a").args("{{ run_outputs_path }}", "{{ namespace }}").build(), ctx, book=book)

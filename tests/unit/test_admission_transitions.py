@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from proto.lifecycle import Status
-from services.admission.state.fold import OpFold
-from services.admission.state.transitions import Transitions
+from opsched.proto.lifecycle import Status
+from opsched.services.admission.state.fold import OpFold
+from opsched.services.admission.state.transitions import Transitions
 from tests.builders import admitted, gates_cleared, node, op, running, submitted
 from tests.builders.clock import T0
 from tests.builders.preemption import evicted, preempt_requested, preempted

@@ -11,18 +11,18 @@ import asyncio
 import msgspec
 import pytest
 
-from bus import logging as oplog
-from bus.errors import InvalidInput
-from proto import codec, subjects
-from proto.config import QueuesConfigured
-from proto.events import OperationAdmitted, OperationRejected
-from rules.queues_file import parse_queues
-from services.admission import cycle
-from services.admission.model.queues import compile_book
-from services.dispatcher.admitted_checks import QueuesInForce
-from services.dispatcher.service import Dispatcher
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.bus.errors import InvalidInput
+from opsched.proto import codec, subjects
+from opsched.proto.config import QueuesConfigured
+from opsched.proto.events import OperationAdmitted, OperationRejected
+from opsched.rules.queues_file import parse_queues
+from opsched.services.admission import cycle
+from opsched.services.admission.model.queues import compile_book
+from opsched.services.dispatcher.admitted_checks import QueuesInForce
+from opsched.services.dispatcher.service import Dispatcher
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, admitted, case, case_name, fold, op, queued
 from tests.builders.clock import FakeClock
 
@@ -185,7 +185,7 @@ async def test_what_admission_admits_passes_the_dispatcher_s_checks():
 
 
 async def test_the_reconciler_never_redispatches_what_the_handler_refuses():
-    from services.dispatcher.attempts import Attempt, Stage
+    from opsched.services.dispatcher.attempts import Attempt, Stage
 
     dispatcher = Dispatcher(Settings(dispatcher_mode="null"))
     await dispatcher.queues.on_message(configured(), 1)

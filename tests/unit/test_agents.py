@@ -8,17 +8,17 @@ from datetime import datetime, timezone
 import msgspec
 import pytest
 
-from bus.addressing import subject_for
-from proto import subjects
-from proto.cluster import NodeObserved
-from proto.commands import SubmitOperation
-from proto.events import OperationAdmitted, OperationRejected, OperationRunning, StopRequested
-from proto.queues import Agent, Flavor, FlavorQuota, Queue, QueuesConfig, ResourceQuota
-from rules.queues_file import problems
-from services.admission.model import agents
-from services.admission.model.queues import compile_book
-from services.dispatcher.attempts import Attempts, folded_subjects
-from services.dispatcher.nodewatch import NodeFacts
+from opsched.bus.addressing import subject_for
+from opsched.proto import subjects
+from opsched.proto.cluster import NodeObserved
+from opsched.proto.commands import SubmitOperation
+from opsched.proto.events import OperationAdmitted, OperationRejected, OperationRunning, StopRequested
+from opsched.proto.queues import Agent, Flavor, FlavorQuota, Queue, QueuesConfig, ResourceQuota
+from opsched.rules.queues_file import problems
+from opsched.services.admission.model import agents
+from opsched.services.admission.model.queues import compile_book
+from opsched.services.dispatcher.attempts import Attempts, folded_subjects
+from opsched.services.dispatcher.nodewatch import NodeFacts
 from tests.builders import GPU, T0, admitted, node, op
 from tests.builders.admission import fold, queued
 from tests.unit.admission_scenarios import decide
@@ -135,7 +135,7 @@ def test_a_named_agents_node_facts_are_its_own():
 
 
 def test_a_submit_naming_an_agent_its_queue_does_not_run_on_is_rejected():
-    from services.admission.handlers import _submitted
+    from opsched.services.admission.handlers import _submitted
 
     book = compile_book(config())
     spec = msgspec.structs.replace(op("x").build(), queue="only-b", agent="a")
@@ -150,7 +150,7 @@ def test_a_submit_naming_an_agent_its_queue_does_not_run_on_is_rejected():
 
 
 def test_an_op_that_ran_on_a_named_agent_leaves_the_stream_with_its_routed_requests():
-    from services.admission.purge import purge_order
+    from opsched.services.admission.purge import purge_order
 
     state = fold(agent_node("gpu-0", "b"), *gpu_op("remote", agent="b"))
     admitted_events(state, compile_book(config()))
@@ -161,7 +161,7 @@ def test_an_op_that_ran_on_a_named_agent_leaves_the_stream_with_its_routed_reque
 
 
 def test_the_default_agent_may_be_named_and_a_file_naming_it_runs_there():
-    from services.admission.handlers import _submitted
+    from opsched.services.admission.handlers import _submitted
 
     book = compile_book(msgspec.structs.replace(config(), default_agent="main"))
     spec = msgspec.structs.replace(op("x").build(), queue="gpu", agent="main")
@@ -181,7 +181,7 @@ def test_the_default_agent_may_be_named_and_a_file_naming_it_runs_there():
 def beat(agent: str, seconds: float):
     from datetime import timedelta
 
-    from proto.cluster import AgentHeartbeat
+    from opsched.proto.cluster import AgentHeartbeat
 
     return AgentHeartbeat(agent=agent, at=T0 + timedelta(seconds=seconds))
 
@@ -193,8 +193,8 @@ def at(seconds: float):
 
 
 def test_a_silent_agent_gets_no_new_ops_and_they_go_to_the_next_agent_that_answers():
-    from proto.queues import Agent
-    from services.admission.cycle import Cycle
+    from opsched.proto.queues import Agent
+    from opsched.services.admission.cycle import Cycle
 
     timed = msgspec.structs.replace(config(), agents=[Agent(name="b", heartbeat_timeout_seconds=30,
                                                             lost_after_seconds=120)])
@@ -214,9 +214,9 @@ def test_a_silent_agent_gets_no_new_ops_and_they_go_to_the_next_agent_that_answe
 
 
 def test_an_agent_silent_past_its_grace_loses_its_running_ops_which_are_retried_on_one_that_answers():
-    from proto.events import OperationFailed
-    from proto.queues import Agent
-    from services.admission.cycle import Cycle
+    from opsched.proto.events import OperationFailed
+    from opsched.proto.queues import Agent
+    from opsched.services.admission.cycle import Cycle
 
     book = compile_book(msgspec.structs.replace(config(), agents=[Agent(name="b", heartbeat_timeout_seconds=30,
                                                                         lost_after_seconds=120)]))
@@ -233,7 +233,7 @@ def test_an_agent_silent_past_its_grace_loses_its_running_ops_which_are_retried_
 
 
 def test_fragmentation_counts_a_flavor_in_the_clusters_its_queues_run_on():
-    from services.admission import queries
+    from opsched.services.admission import queries
 
     book = compile_book(config())
     state = fold(agent_node("gpu-0", ""), agent_node("gpu-0", "b"))

@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from proto.events import OperationAdmitted
-from proto.queues import Aging
-from services.admission import cycle
-from services.admission.model.pending_queue import PendingQueue
-from services.admission.policies.aging import effective
-from services.admission.state.admission_state import AdmissionState, Status
+from opsched.proto.events import OperationAdmitted
+from opsched.proto.queues import Aging
+from opsched.services.admission import cycle
+from opsched.services.admission.model.pending_queue import PendingQueue
+from opsched.services.admission.policies.aging import effective
+from opsched.services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import (
     T0,
     book,
@@ -246,13 +246,13 @@ def test_under_a_steady_stream_of_high_priority_ops_an_op_without_enough_aging_s
 
 
 def test_aging_without_a_cap_keeps_growing():
-    from services.admission.policies.aging import effective
+    from opsched.services.admission.policies.aging import effective
 
     assert effective(0, T0, t(600 * 60), per_minute=1, cap=None) == 600
 
 
 def test_usage_history_decays_by_half_every_half_life_and_counts_as_a_level():
-    from services.admission.state.usage_history import UsageHistory
+    from opsched.services.admission.state.usage_history import UsageHistory
 
     history = UsageHistory()
     key = ("nvidia.com/gpu", "h100")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from proto import subjects
-from proto.attempt_fate import RELEASED, AttemptFate
-from services.dispatcher.fates import Fates
+from opsched.proto import subjects
+from opsched.proto.attempt_fate import RELEASED, AttemptFate
+from opsched.services.dispatcher.fates import Fates
 from tests.builders import T0
 from tests.builders.kv import MemoryKV
 

@@ -7,12 +7,12 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from proto.events import CostEstimated, CostRecorded, Money
-from proto.queues import Budget
-from services.admission.cycle import decide
-from services.admission.policies import budgets, preemption
-from services.admission.policies.admit import ADMIT, WAIT, evaluate
-from services.admission.state.admission_state import snapshot_of
+from opsched.proto.events import CostEstimated, CostRecorded, Money
+from opsched.proto.queues import Budget
+from opsched.services.admission.cycle import decide
+from opsched.services.admission.policies import budgets, preemption
+from opsched.services.admission.policies.admit import ADMIT, WAIT, evaluate
+from opsched.services.admission.state.admission_state import snapshot_of
 from tests.builders import (
     T0,
     admitted,

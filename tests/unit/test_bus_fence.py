@@ -8,10 +8,10 @@ from datetime import datetime, timezone
 import nats.js.errors
 import pytest
 
-from bus.addressing import Fence
-from bus.bus import WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_FLIGHT, Bus
-from bus.errors import Fenced
-from proto.events import OperationAdmitted
+from opsched.bus.addressing import Fence
+from opsched.bus.bus import WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_IN_FLIGHT, Bus
+from opsched.bus.errors import Fenced
+from opsched.proto.events import OperationAdmitted
 from tests.builders import op
 
 CLAIM = Fence(subject="ops.lease.admission.claimed", seq=7)

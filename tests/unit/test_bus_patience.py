@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import nats.js.errors
 
-from bus.bus import DUPLICATE_IN_PROCESS, in_process_elsewhere
+from opsched.bus.bus import DUPLICATE_IN_PROCESS, in_process_elsewhere
 
 
 def test_a_duplicate_message_id_in_process_elsewhere_is_waited_out():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from proto.spec import Cache, OpSpec
-from services.cache.fingerprint import caching_enabled, fingerprint, key_document
+from opsched.proto.spec import Cache, OpSpec
+from opsched.services.cache.fingerprint import caching_enabled, fingerprint, key_document
 from tests.builders import case, case_name, op
 
 

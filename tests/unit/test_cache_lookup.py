@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.cache.lookup import (
+from opsched.services.cache.lookup import (
     EXPIRED,
     MAX_PROCESSING,
     NOT_FOUND,

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 import structlog
 
-from proto.events import (
+from opsched.proto.events import (
     CacheHit,
     CacheMissed,
     FailureFinal,
@@ -17,11 +17,11 @@ from proto.events import (
     OperationSubmitted,
     OperationSucceeded,
 )
-from proto.spec import OpSpec, Termination
-from services.cache.decide import Decider
-from services.cache.service import Cache, consumed_subjects
-from services.cache.store import CacheStore, Run, Waiter, Waiters
-from services.runtime.service import Context
+from opsched.proto.spec import OpSpec, Termination
+from opsched.services.cache.decide import Decider
+from opsched.services.cache.service import Cache, consumed_subjects
+from opsched.services.cache.store import CacheStore, Run, Waiter, Waiters
+from opsched.services.runtime.service import Context
 from tests.builders import T0, failed, failure_final, op, retry_scheduled, stopped, submitted, succeeded
 from tests.builders.clock import FakeClock
 from tests.builders.kv import Entry, MemoryKV

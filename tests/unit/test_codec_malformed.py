@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from proto import codec
+from opsched.proto import codec
 
 DEPTH = 100_000
 NESTED = b"[" * DEPTH + b"]" * DEPTH

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from bus import logging as oplog
-from bus.errors import InvalidInput
+from opsched.bus import logging as oplog
+from opsched.bus.errors import InvalidInput
+from opsched.proto.commands import ApproveOperation, RejectOperation, RestartOperation, StopOperation
+from opsched.proto.events import OperationApproved, OperationRejected, OperationStopped, StopRequested
+from opsched.proto.queries import WhyAnswer
+from opsched.services.admission import handlers, queries
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from opsched.tables import why_text
 from opsched.view import OpsView
-from proto.commands import ApproveOperation, RejectOperation, RestartOperation, StopOperation
-from proto.events import OperationApproved, OperationRejected, OperationStopped, StopRequested
-from proto.queries import WhyAnswer
-from services.admission import handlers, queries
-from services.admission.state.admission_state import AdmissionState
-from services.runtime.service import Context
-from services.runtime.settings import Settings
 from tests.builders import T0, admitted, op, submit, succeeded
 from tests.builders.clock import FakeClock
 from tests.unit.admission_scenarios import fold, queues, ready

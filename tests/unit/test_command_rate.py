@@ -9,19 +9,19 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
-from bus import logging as oplog
-from bus.errors import InvalidInput
-from bus.received import Received
-from proto import codec, subjects
-from proto.commands import RestartOperation, StopOperation, SubmitOperation
-from proto.events import OperationRejected, OperationSubmitted
-from services.admission.command_rate import DEAD_LETTER_WINDOW_S, CommandRate, requester_of
-from services.admission.handlers import OverRate, on_rerun, on_submit
-from services.admission.service import Admission
-from services.admission.state.admission_state import AdmissionState
-from services.admission.submit_rate import ANONYMOUS, RATE_LIMITED, SubmitRate
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.bus.errors import InvalidInput
+from opsched.bus.received import Received
+from opsched.proto import codec, subjects
+from opsched.proto.commands import RestartOperation, StopOperation, SubmitOperation
+from opsched.proto.events import OperationRejected, OperationSubmitted
+from opsched.services.admission.command_rate import DEAD_LETTER_WINDOW_S, CommandRate, requester_of
+from opsched.services.admission.handlers import OverRate, on_rerun, on_submit
+from opsched.services.admission.service import Admission
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.admission.submit_rate import ANONYMOUS, RATE_LIMITED, SubmitRate
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, op, submit, submitted, t
 from tests.builders.clock import FakeClock
 from tests.unit.admission_scenarios import queues

@@ -8,14 +8,14 @@ import time
 import msgspec
 import pytest
 
-from bus import logging as oplog
-from bus.errors import InvalidInput
-from rules import conditions
-from rules.conditions import ConditionError, evaluate
-from services.admission.handlers import on_submit
-from services.admission.state.admission_state import AdmissionState
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.bus.errors import InvalidInput
+from opsched.rules import conditions
+from opsched.rules.conditions import ConditionError, evaluate
+from opsched.services.admission.handlers import on_submit
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, case, case_name, op, submit
 from tests.builders.clock import FakeClock
 from tests.unit.admission_scenarios import queues
@@ -114,7 +114,7 @@ def test_any_failure_while_evaluating_is_a_condition_error_never_a_handler_bug(m
 ], ids=["power", "repeat", "depth"])
 def test_the_cli_refuses_a_condition_bomb_with_exit_2_before_publishing(tmp_path, capsys, monkeypatch, condition,
                                                                           says):
-    from bus import logging as oplog
+    from opsched.bus import logging as oplog
     from opsched.cli import main
 
     monkeypatch.setattr(oplog, "configure", lambda *a, **k: None)  # logging stays the tests' (not this capture's)

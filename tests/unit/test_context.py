@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bus.credentials import Credentials, CredentialsError
 from opsched import context, natsauth
+from opsched.bus.credentials import Credentials, CredentialsError
 from opsched.tls import ensure_tls
 
 

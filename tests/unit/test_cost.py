@@ -4,10 +4,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from proto.events import Money
-from proto.limits import MAX_COST
-from services.cost.estimator import Prices, estimate, expected_duration
-from services.cost.prices import load_prices
+from opsched.proto.events import Money
+from opsched.proto.limits import MAX_COST
+from opsched.services.cost.estimator import Prices, estimate, expected_duration
+from opsched.services.cost.prices import load_prices
 from tests.builders import GPU, case, case_name, op
 
 DEFAULT_S = 3600.0

@@ -6,11 +6,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from bus.addressing import default_msg_id, subject_for
-from proto.events import BudgetExceeded, CostRecorded
-from proto.queues import Budget
-from services.admission.state.admission_state import AdmissionState
-from services.cost.budgets import Announcements
+from opsched.bus.addressing import default_msg_id, subject_for
+from opsched.proto.events import BudgetExceeded, CostRecorded
+from opsched.proto.queues import Budget
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.cost.budgets import Announcements
 from tests.builders import case, case_name, op, submitted
 
 DAY = datetime(2026, 1, 1, tzinfo=timezone.utc)

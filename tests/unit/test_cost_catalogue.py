@@ -5,14 +5,14 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from proto import codec, subjects
-from proto.config import PricesConfigured, QueuesConfigured
-from proto.prices import PricePool, Prices
-from proto.queues import QueuesConfig
-from services.admission.config_source import ConfigSource
-from services.cost.estimator import estimate
-from services.cost.prices import BUILTIN, PricesSource, load_prices
-from services.runtime.config_file import ConfigFileError
+from opsched.proto import codec, subjects
+from opsched.proto.config import PricesConfigured, QueuesConfigured
+from opsched.proto.prices import PricePool, Prices
+from opsched.proto.queues import QueuesConfig
+from opsched.services.admission.config_source import ConfigSource
+from opsched.services.cost.estimator import estimate
+from opsched.services.cost.prices import BUILTIN, PricesSource, load_prices
+from opsched.services.runtime.config_file import ConfigFileError
 from tests.builders import GPU, T0, case, case_name, op
 from tests.builders.bus import memory_bus
 from tests.builders.clock import FakeClock

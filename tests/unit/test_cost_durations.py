@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from proto.events import OperationTimedOut
-from services.cost.durations import Durations, component_key
+from opsched.proto.events import OperationTimedOut
+from opsched.services.cost.durations import Durations, component_key
 from tests.builders import case, case_name, failed, op, running, submitted, succeeded, t
 
 

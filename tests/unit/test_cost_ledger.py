@@ -8,15 +8,15 @@ from datetime import datetime, timezone
 import msgspec
 import pytest
 
-from proto.events import CostRecorded, OperationRunning
-from proto.limits import MAX_COST
-from proto.prices import PricePool
-from proto.queues import Budget
-from rules.windows import window_end, window_start
-from services.cost.estimator import Prices, gpu_count, hourly_price
-from services.cost.ledger import LedgerStore, Recorded, charge
-from services.cost.recorder import Recorder
-from services.cost.spend import SpendView
+from opsched.proto.events import CostRecorded, OperationRunning
+from opsched.proto.limits import MAX_COST
+from opsched.proto.prices import PricePool
+from opsched.proto.queues import Budget
+from opsched.rules.windows import window_end, window_start
+from opsched.services.cost.estimator import Prices, gpu_count, hourly_price
+from opsched.services.cost.ledger import LedgerStore, Recorded, charge
+from opsched.services.cost.recorder import Recorder
+from opsched.services.cost.spend import SpendView
 from tests.builders import GPU, case, case_name, op, running, submitted, succeeded, t
 from tests.builders.kv import MemoryKV
 

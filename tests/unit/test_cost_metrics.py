@@ -1,8 +1,8 @@
 """The cost service's metrics at a scrape (``services.cost.metrics``): what ``opsched cost`` answers."""
 from __future__ import annotations
 
-from proto.queries import BudgetLine, CostAnswer, SpendLine
-from services.cost import metrics
+from opsched.proto.queries import BudgetLine, CostAnswer, SpendLine
+from opsched.services.cost import metrics
 from tests.builders import t
 from tests.unit.test_admission_metrics import scrape
 

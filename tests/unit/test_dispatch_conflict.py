@@ -8,17 +8,17 @@ import json
 import pytest
 from kubernetes.client.rest import ApiException
 
-from bus import logging as oplog
-from bus.errors import DependencyUnavailable
-from proto.events import OperationDispatched, OperationFailed
-from rules.failures import will_retry
-from rules.podspec import LABEL_ATTEMPT, LABEL_OP
-from services.dispatcher.dispatch import dispatch
-from services.dispatcher.k8s import Kube
-from services.dispatcher.metrics import PodMeasures
-from services.dispatcher.preempt import Releaser
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.bus.errors import DependencyUnavailable
+from opsched.proto.events import OperationDispatched, OperationFailed
+from opsched.rules.failures import will_retry
+from opsched.rules.podspec import LABEL_ATTEMPT, LABEL_OP
+from opsched.services.dispatcher.dispatch import dispatch
+from opsched.services.dispatcher.k8s import Kube
+from opsched.services.dispatcher.metrics import PodMeasures
+from opsched.services.dispatcher.preempt import Releaser
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, admitted, case, case_name, op
 from tests.builders.clock import FakeClock
 

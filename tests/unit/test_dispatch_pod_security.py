@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import msgspec
 
-from bus import logging as oplog
-from proto.events import OperationDispatched, OperationRejected
-from services.dispatcher.dispatch import dispatch
-from services.dispatcher.k8s import Kube
-from services.dispatcher.metrics import PodMeasures
-from services.dispatcher.preempt import Releaser
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.proto.events import OperationDispatched, OperationRejected
+from opsched.services.dispatcher.dispatch import dispatch
+from opsched.services.dispatcher.k8s import Kube
+from opsched.services.dispatcher.metrics import PodMeasures
+from opsched.services.dispatcher.preempt import Releaser
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, admitted, op
 from tests.builders.clock import FakeClock
 

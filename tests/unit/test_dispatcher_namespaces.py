@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from bus import logging as oplog
-from proto.events import OperationFailed
-from rules.failures import will_retry
-from services.dispatcher.dispatch import dispatch
-from services.dispatcher.k8s import Kube
-from services.dispatcher.metrics import PodMeasures
-from services.dispatcher.preempt import Releaser
-from services.dispatcher.watcher import PodWatcher
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.proto.events import OperationFailed
+from opsched.rules.failures import will_retry
+from opsched.services.dispatcher.dispatch import dispatch
+from opsched.services.dispatcher.k8s import Kube
+from opsched.services.dispatcher.metrics import PodMeasures
+from opsched.services.dispatcher.preempt import Releaser
+from opsched.services.dispatcher.watcher import PodWatcher
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, admitted, op
 from tests.builders.clock import FakeClock
 from tests.builders.preemption import preempt_requested

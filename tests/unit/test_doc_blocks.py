@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from opsched import context
-from rules.queues_file import load_queues
-from services.admission.model.queues import compile_book
-from services.cost.prices import load_prices
+from opsched.rules.queues_file import load_queues
+from opsched.services.admission.model.queues import compile_book
+from opsched.services.cost.prices import load_prices
 from tests.docs import CODE, ROOT, blocks, snippet
 
 TESTS = ROOT / "tests"

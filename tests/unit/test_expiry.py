@@ -6,9 +6,9 @@ from datetime import datetime
 import msgspec
 import pytest
 
-from services.dispatcher import expiry
-from services.dispatcher.expiry import TIMEOUT, TTL_EXPIRED, UNSCHEDULABLE, Expiry
-from services.dispatcher.kobjects import PODS
+from opsched.services.dispatcher import expiry
+from opsched.services.dispatcher.expiry import TIMEOUT, TTL_EXPIRED, UNSCHEDULABLE, Expiry
+from opsched.services.dispatcher.kobjects import PODS
 from tests.builders import case, case_name, t
 
 
@@ -54,7 +54,7 @@ def test_what_the_dispatcher_does_with_a_pod_over_time(c):
 def test_the_ttl_annotation_comes_from_termination_ttl():
     import msgspec
 
-    from rules.podspec import build_pod
+    from opsched.rules.podspec import build_pod
     from tests.builders import admitted, op
 
     spec = op("x").build()
@@ -96,7 +96,7 @@ def test_an_unschedulable_pod_is_evicted_after_its_queue_s_pending_timeout(c):
 def test_the_pending_timeout_annotation_comes_from_the_admitted_event():
     import msgspec
 
-    from rules.podspec import build_pod
+    from opsched.rules.podspec import build_pod
     from tests.builders import admitted, op
 
     event = msgspec.structs.replace(admitted(op("x").build(), op_id="x"), pending_timeout_s=90.0)

@@ -8,20 +8,20 @@ from datetime import timedelta
 
 import pytest
 
-from bus import logging as oplog
-from bus.refusals import NotPermitted
-from proto import codec
-from proto.events import FailureFinal, OperationAdmitted, OperationFailed, OperationStopped, RetryScheduled
-from proto.queues import Agent, QueuesConfig
-from proto.queues import Queue as QueueConfig
-from rules.failures import MAX_INFRASTRUCTURE_RETRIES
-from services.admission import cycle
-from services.admission.handlers import on_stop
-from services.admission.model.queues import compile_book
-from services.admission.state.admission_state import AdmissionState, Status
-from services.admission.state.retention import expired
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.bus.refusals import NotPermitted
+from opsched.proto import codec
+from opsched.proto.events import FailureFinal, OperationAdmitted, OperationFailed, OperationStopped, RetryScheduled
+from opsched.proto.queues import Agent, QueuesConfig
+from opsched.proto.queues import Queue as QueueConfig
+from opsched.rules.failures import MAX_INFRASTRUCTURE_RETRIES
+from opsched.services.admission import cycle
+from opsched.services.admission.handlers import on_stop
+from opsched.services.admission.model.queues import compile_book
+from opsched.services.admission.state.admission_state import AdmissionState, Status
+from opsched.services.admission.state.retention import expired
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, case, case_name, failed, gates_cleared, op, running, stop, submitted, t
 from tests.builders.bus import MemoryBus, memory_bus
 from tests.builders.clock import FakeClock
@@ -221,7 +221,7 @@ def test_a_stop_folded_before_the_cycle_published_the_retry_ends_the_op_stopped_
 def admission(monkeypatch):
     import asyncio
 
-    from services.admission.service import Admission
+    from opsched.services.admission.service import Admission
 
     async def no_wait(_seconds):  # the back-off after a failed publish
         return None

@@ -6,16 +6,16 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from bus import logging as oplog
-from proto.events import OperationRejected, OperationSubmitted
-from proto.queues import DEFAULT_MAX_PENDING_PER_USER, Queue
-from proto.reasons import Reason
-from services.admission import cycle, queries
-from services.admission.handlers import on_submit
-from services.admission.model.ordering import ANONYMOUS, FairRanks, sort_key
-from services.admission.state.admission_state import AdmissionState
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.proto.events import OperationRejected, OperationSubmitted
+from opsched.proto.queues import DEFAULT_MAX_PENDING_PER_USER, Queue
+from opsched.proto.reasons import Reason
+from opsched.services.admission import cycle, queries
+from opsched.services.admission.handlers import on_submit
+from opsched.services.admission.model.ordering import ANONYMOUS, FairRanks, sort_key
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, book, fold, op, queue, stopped, succeeded, t
 from tests.builders.clock import FakeClock
 from tests.builders.commands import submit
@@ -129,7 +129,7 @@ def test_priority_still_beats_fairness():
 
 
 def test_aging_still_lifts_an_old_low_priority_op_over_a_fresh_high_one():
-    from proto.queues import Aging
+    from opsched.proto.queues import Aging
     from tests.builders import configure_aging
 
     b = book(queue("default", concurrency=1, aging=Aging(per_minute=1, cap=100)))

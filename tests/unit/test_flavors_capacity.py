@@ -4,9 +4,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from services.admission.model.nodes import NodeInfo, describe, tolerates
-from services.admission.policies.flavors import candidates, combos, placement
-from services.admission.state.capacity import Capacity
+from opsched.services.admission.model.nodes import NodeInfo, describe, tolerates
+from opsched.services.admission.policies.flavors import candidates, combos, placement
+from opsched.services.admission.state.capacity import Capacity
 from tests.builders import (
     GPU,
     GPU_PRODUCT,

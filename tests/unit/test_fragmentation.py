@@ -2,11 +2,11 @@
 those stranded on nodes with less free than the largest waiting pod of that flavor asks."""
 from __future__ import annotations
 
-from proto.queries import Fragmentation
-from services.admission import queries
-from services.admission.fragmentation import fragmentation
-from services.admission.model.nodes import NodeInfo
-from services.admission.state.capacity import Capacity
+from opsched.proto.queries import Fragmentation
+from opsched.services.admission import queries
+from opsched.services.admission.fragmentation import fragmentation
+from opsched.services.admission.model.nodes import NodeInfo
+from opsched.services.admission.state.capacity import Capacity
 from tests.builders import GPU, GPU_PRODUCT, book, gpu_flavor, node, op, queue
 from tests.builders.admission import fold, queued
 from tests.unit.admission_scenarios import decide

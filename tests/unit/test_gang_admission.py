@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from proto.events import OperationAdmitted, OperationRejected
-from services.admission import cycle, queries
-from services.admission.state.admission_state import AdmissionState, Status, snapshot_of
+from opsched.proto.events import OperationAdmitted, OperationRejected
+from opsched.services.admission import cycle, queries
+from opsched.services.admission.state.admission_state import AdmissionState, Status, snapshot_of
 from tests.builders import (
     GPU,
     book,

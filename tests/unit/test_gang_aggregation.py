@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from proto.events import (
+from opsched.proto.events import (
     OperationFailed,
     OperationPreempted,
     OperationRunning,
     OperationSucceeded,
 )
-from rules.podspec import ANNOTATION_EVICTED
-from services.dispatcher.gang import (
+from opsched.rules.podspec import ANNOTATION_EVICTED
+from opsched.services.dispatcher.gang import (
     DELETED_REASON,
     EVICTED,
     GANG_FAILED,

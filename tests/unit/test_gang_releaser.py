@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from bus.logging import get as get_log
-from proto.events import (
+from opsched.bus.logging import get as get_log
+from opsched.proto.events import (
     OperationEvicted,
     OperationPreempted,
     OperationStopped,
     PreemptRequested,
     StopRequested,
 )
-from services.dispatcher.gang import GANG_TIMEOUT
-from services.dispatcher.preempt import Releaser, check_gangs
-from services.runtime.settings import Settings
+from opsched.services.dispatcher.gang import GANG_TIMEOUT
+from opsched.services.dispatcher.preempt import Releaser, check_gangs
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, t
 from tests.builders.clock import FakeClock
 from tests.unit.gang_pods import PREEMPTED_BY, STOPPED_ANN, TIMEOUT_ANN, pod

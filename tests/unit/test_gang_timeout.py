@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from proto.events import OperationEvicted
-from services.dispatcher.gang import GANG_TIMEOUT, gang_backoff, timed_out
+from opsched.proto.events import OperationEvicted
+from opsched.services.dispatcher.gang import GANG_TIMEOUT, gang_backoff, timed_out
 from tests.builders import case, case_name, t
 from tests.unit.gang_pods import PREEMPTED_BY, SETTINGS, TIMEOUT_ANN, gang, pod
 

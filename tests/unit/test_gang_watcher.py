@@ -6,19 +6,19 @@ import asyncio
 
 import pytest
 
-from bus.logging import get as get_log
-from proto.events import (
+from opsched.bus.logging import get as get_log
+from opsched.proto.events import (
     OperationFailed,
     OperationPreempted,
     OperationRunning,
     OperationSucceeded,
     PreemptRequested,
 )
-from rules.podspec import ANNOTATION_EVICTED, ANNOTATION_STOPPED
-from services.dispatcher.gang import DELETED_REASON, GANG_FAILED, GANG_FINISHED, assess
-from services.dispatcher.kobjects import Pod
-from services.dispatcher.podstatus import view_of
-from services.dispatcher.watcher import PodWatcher
+from opsched.rules.podspec import ANNOTATION_EVICTED, ANNOTATION_STOPPED
+from opsched.services.dispatcher.gang import DELETED_REASON, GANG_FAILED, GANG_FINISHED, assess
+from opsched.services.dispatcher.kobjects import Pod
+from opsched.services.dispatcher.podstatus import view_of
+from opsched.services.dispatcher.watcher import PodWatcher
 from tests.builders import T0
 from tests.builders.clock import FakeClock
 from tests.unit.gang_pods import PREEMPTED_BY, STOPPED_ANN, v1pod

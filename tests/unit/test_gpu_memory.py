@@ -8,9 +8,9 @@ import msgspec
 import pytest
 
 from opsched.polyaxonfile import SpecError
-from proto.cluster import NodeObserved
-from proto.events import OperationAdmitted, OperationOnHold
-from proto.queues import (
+from opsched.proto.cluster import NodeObserved
+from opsched.proto.events import OperationAdmitted, OperationOnHold
+from opsched.proto.queues import (
     ApprovalPolicy,
     Budget,
     FlavorQuota,
@@ -18,18 +18,18 @@ from proto.queues import (
     QueuesConfig,
     ResourceQuota,
 )
-from proto.resources import (
+from opsched.proto.resources import (
     GPU_MEMORY,
     accelerators,
     gpu_memory_gib,
     is_device,
     requested,
 )
-from rules.podspec import build_pod
-from services.admission.model.gpu_sharing import pack
-from services.admission.model.nodes import NodeInfo
-from services.admission.model.queues import compile_book
-from services.admission.state.capacity import Capacity
+from opsched.rules.podspec import build_pod
+from opsched.services.admission.model.gpu_sharing import pack
+from opsched.services.admission.model.nodes import NodeInfo
+from opsched.services.admission.model.queues import compile_book
+from opsched.services.admission.state.capacity import Capacity
 from tests.builders import T0, admitted, case, case_name, first_fit, fold, op, queued
 from tests.unit.admission_scenarios import decide
 from tests.unit.polyaxonfile_texts import component, parse
@@ -142,8 +142,8 @@ def test_pods_without_an_nvidia_gpu_get_nvidia_visible_devices_void(c):
 
 
 def test_every_container_of_a_gang_without_an_nvidia_gpu_gets_void_and_only_those():
-    from proto.spec import ReplicaGroup
-    from rules.podspec import build_pods
+    from opsched.proto.spec import ReplicaGroup
+    from opsched.rules.podspec import build_pods
 
     cpu = op("worker").cpu("1").build().container
     spec = msgspec.structs.replace(op("dist").gpus(1).build(), replicas=[ReplicaGroup(name="worker", count=2,

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from prometheus_client.core import Metric
 
-from proto.queries import CostAnswer
-from services.admission import metrics as admission_metrics
-from services.admission.measures import Measures
-from services.admission.model.queues import compile_book
-from services.admission.state.admission_state import AdmissionState
-from services.cost import metrics as cost_metrics
-from services.dispatcher.metrics import PodMeasures
-from services.runtime import metrics
+from opsched.proto.queries import CostAnswer
+from opsched.services.admission import metrics as admission_metrics
+from opsched.services.admission.measures import Measures
+from opsched.services.admission.model.queues import compile_book
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.cost import metrics as cost_metrics
+from opsched.services.dispatcher.metrics import PodMeasures
+from opsched.services.runtime import metrics
 from tests.builders import t
 from tests.unit.test_runtime_metrics import fake
 
@@ -27,7 +27,7 @@ GROUPING = re.compile(r"\bby \(([^)]*)\)")
 
 def exposed() -> dict[str, set[str]]:
     """Every family the services expose (name -> label names), from empty state."""
-    from proto.queues import QueuesConfig
+    from opsched.proto.queues import QueuesConfig
 
     families: list[Metric] = [
         *metrics.ServicesCollector([fake("admission", leading="leader")]).collect(),

@@ -2,8 +2,8 @@
 bring NATS back) and /readyz is 503; a connection that gave up reconnecting is for good, so /healthz is 503."""
 from __future__ import annotations
 
-from services.runtime.health import HealthServer
-from services.runtime.runner import report
+from opsched.services.runtime.health import HealthServer
+from opsched.services.runtime.runner import report
 from tests.unit.test_runtime_metrics import fake
 
 

@@ -7,15 +7,15 @@ import pytest
 import urllib3
 from kubernetes.client.rest import ApiException
 
-from bus import logging as oplog
-from bus.errors import DependencyUnavailable
-from proto.events import DispatchDelayed, OperationDispatched
-from services.dispatcher.dispatch import dispatch
-from services.dispatcher.k8s import KUBERNETES, Kube, unavailable
-from services.dispatcher.metrics import PodMeasures
-from services.dispatcher.preempt import Releaser
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.bus.errors import DependencyUnavailable
+from opsched.proto.events import DispatchDelayed, OperationDispatched
+from opsched.services.dispatcher.dispatch import dispatch
+from opsched.services.dispatcher.k8s import KUBERNETES, Kube, unavailable
+from opsched.services.dispatcher.metrics import PodMeasures
+from opsched.services.dispatcher.preempt import Releaser
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, admitted, op
 from tests.builders.clock import FakeClock
 

@@ -13,11 +13,11 @@ import pytest
 import yaml
 from kubernetes import client
 
-from bus.logging import get as get_log
-from services.dispatcher.k8s import Kube, load_api_client
-from services.dispatcher.service import Dispatcher, _connections
-from services.dispatcher.watcher import PodWatcher
-from services.runtime.settings import Settings
+from opsched.bus.logging import get as get_log
+from opsched.services.dispatcher.k8s import Kube, load_api_client
+from opsched.services.dispatcher.service import Dispatcher, _connections
+from opsched.services.dispatcher.watcher import PodWatcher
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0
 from tests.builders.clock import FakeClock
 from tests.unit.gang_pods import v1pod

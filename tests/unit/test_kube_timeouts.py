@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from bus.logging import get as get_log
-from services.dispatcher.k8s import Kube
-from services.dispatcher.listwatch import ListWatch
-from services.dispatcher.nodewatch import NodeWatcher
-from services.dispatcher.service import Dispatcher
-from services.dispatcher.watcher import PodWatcher
-from services.runtime.settings import Settings
+from opsched.bus.logging import get as get_log
+from opsched.services.dispatcher.k8s import Kube
+from opsched.services.dispatcher.listwatch import ListWatch
+from opsched.services.dispatcher.nodewatch import NodeWatcher
+from opsched.services.dispatcher.service import Dispatcher
+from opsched.services.dispatcher.watcher import PodWatcher
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0
 from tests.builders.clock import FakeClock
 

@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from proto.events import DispatchDelayed, Event, FailureFinal, OperationAdmitted, OperationFailed, RetryScheduled
-from proto.lifecycle import ATTEMPT_ENDS, OP_ENDS, SHOWN, STATUS_OF, TERMINAL_LABELS, Status, allowed
+from opsched.proto.events import (
+    DispatchDelayed,
+    Event,
+    FailureFinal,
+    OperationAdmitted,
+    OperationFailed,
+    RetryScheduled,
+)
+from opsched.proto.lifecycle import ATTEMPT_ENDS, OP_ENDS, SHOWN, STATUS_OF, TERMINAL_LABELS, Status, allowed
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELS = {s.label for s in Status} | {"stopping", "preempting", "preempted", "evicted", "attempt_failed"}

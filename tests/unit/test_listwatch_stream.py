@@ -7,9 +7,9 @@ import asyncio
 import json
 from typing import Any
 
-from bus.logging import get as get_log
-from services.dispatcher.kobjects import PODS, Pod
-from services.dispatcher.listwatch import ListWatch
+from opsched.bus.logging import get as get_log
+from opsched.services.dispatcher.kobjects import PODS, Pod
+from opsched.services.dispatcher.listwatch import ListWatch
 from tests.builders import T0
 from tests.builders.clock import FakeClock
 

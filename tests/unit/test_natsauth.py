@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bus.credentials import Credentials, CredentialsError
 from opsched import natsauth
-from proto import permissions, subjects
+from opsched.bus.credentials import Credentials, CredentialsError
+from opsched.proto import permissions, subjects
 
 
 def mode(path: Path) -> int:
@@ -97,7 +97,7 @@ def test_a_service_connection_name_maps_to_its_user():
 
 
 def test_a_permissions_violation_is_remembered_by_subject_and_refused_next_time():
-    from bus.refusals import NotPermitted, Refusals
+    from opsched.bus.refusals import NotPermitted, Refusals
 
     refusals = Refusals()
     assert not refusals.note(Exception("nats: timeout"))

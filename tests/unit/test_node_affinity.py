@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from proto.events import OperationAdmitted, OperationRejected
-from proto.resources import GPU_PRODUCT_LABELS, is_accelerator
-from services.admission.model.node_affinity import matches, required_terms
-from services.admission.model.nodes import NodeInfo, tolerates
+from opsched.proto.events import OperationAdmitted, OperationRejected
+from opsched.proto.resources import GPU_PRODUCT_LABELS, is_accelerator
+from opsched.services.admission.model.node_affinity import matches, required_terms
+from opsched.services.admission.model.nodes import NodeInfo, tolerates
 from tests.builders import case, case_name, fold, node, op, queued, taint
 from tests.unit.admission_scenarios import decide
 

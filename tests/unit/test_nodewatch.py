@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
-from bus.addressing import cloudevent_headers
-from proto import codec, subjects
-from proto.cluster import NodeObserved, NodeRemoved
-from services.dispatcher.kobjects import NODES, Node, ObjectMeta, Taint
-from services.dispatcher.nodewatch import (
+from opsched.bus.addressing import cloudevent_headers
+from opsched.proto import codec, subjects
+from opsched.proto.cluster import NodeObserved, NodeRemoved
+from opsched.services.dispatcher.kobjects import NODES, Node, ObjectMeta, Taint
+from opsched.services.dispatcher.nodewatch import (
     NodeFacts,
     NodeWatcher,
     fact_of,

@@ -7,13 +7,13 @@ from datetime import timedelta
 
 import pytest
 
-from proto.cluster import NodeObserved
-from proto.events import CostRecorded, OperationAdmitted, OperationStopped
-from proto.lifecycle import Status, allowed
-from proto.queues import Budget
-from proto.resources import GPU_MEMORY
-from services.admission import cycle, parking
-from services.admission.state.admission_state import AdmissionState
+from opsched.proto.cluster import NodeObserved
+from opsched.proto.events import CostRecorded, OperationAdmitted, OperationStopped
+from opsched.proto.lifecycle import Status, allowed
+from opsched.proto.queues import Budget
+from opsched.proto.resources import GPU_MEMORY
+from opsched.services.admission import cycle, parking
+from opsched.services.admission.state.admission_state import AdmissionState
 from tests.builders import (
     T0,
     book,

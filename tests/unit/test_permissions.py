@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proto import permissions, subjects
+from opsched.proto import permissions, subjects
 from tests.builders.streams import matches
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from proto.events import OperationAdmitted
-from proto.queues import Flavor
-from rules.podspec import PREFERRED, build_pods
-from services.admission.model import placement
-from services.admission.model.nodes import NodeInfo
-from services.admission.model.placement import Rule
-from services.admission.state.capacity import Capacity
+from opsched.proto.events import OperationAdmitted
+from opsched.proto.queues import Flavor
+from opsched.rules.podspec import PREFERRED, build_pods
+from opsched.services.admission.model import placement
+from opsched.services.admission.model.nodes import NodeInfo
+from opsched.services.admission.model.placement import Rule
+from opsched.services.admission.state.capacity import Capacity
 from tests.builders import GPU, admitted, book, case, case_name, gpu_flavor, node, op, queue
 from tests.builders.admission import fold, queued
 from tests.unit.admission_scenarios import decide
@@ -135,7 +135,7 @@ def test_each_pod_of_the_attempt_prefers_its_host_beside_the_op_s_own_affinity()
 
 
 def test_a_placement_opsched_does_not_know_is_refused_naming_the_field(tmp_path):
-    from rules.queues_file import QueuesConfigError, load_queues
+    from opsched.rules.queues_file import QueuesConfigError, load_queues
 
     path = tmp_path / "queues.yaml"
     path.write_text("flavors:\n  - {name: a100, nodeLabels: {x: y}, placement: packed}\nqueues:\n  - {name: default}\n")

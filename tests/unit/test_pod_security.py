@@ -8,9 +8,9 @@ import copy
 import msgspec
 import pytest
 
-from proto.queues import Queue
-from rules.gpu_accounting import violations
-from rules.pod_security import (
+from opsched.proto.queues import Queue
+from opsched.rules.gpu_accounting import violations
+from opsched.rules.pod_security import (
     CARRIED,
     LEVELS,
     Policy,
@@ -21,8 +21,8 @@ from rules.pod_security import (
     policy_for,
     policy_of,
 )
-from rules.podspec import build_pods
-from rules.queues_file import QueuesConfigError, parse_queues
+from opsched.rules.podspec import build_pods
+from opsched.rules.queues_file import QueuesConfigError, parse_queues
 from tests.builders import admitted, case, case_name, op
 
 BASE = ("baseline", "restricted")  # what every level but privileged refuses

@@ -7,9 +7,9 @@ import json
 import msgspec
 import pytest
 
-from rules import rendezvous
-from rules.gpu_accounting import violations
-from rules.podspec import (
+from opsched.rules import rendezvous
+from opsched.rules.gpu_accounting import violations
+from opsched.rules.podspec import (
     ANNOTATION_FLAVORS,
     ANNOTATION_NAME,
     ANNOTATION_PREEMPTED_BY,
@@ -250,9 +250,9 @@ def test_every_problem_is_reported_at_once():
 
 
 def test_a_tpu_op_needs_the_tensorflow_version_annotation_and_keeps_it_on_the_pod():
-    from proto.spec import Environment, OpSpec
-    from rules.gpu_accounting import violations
-    from rules.podspec import build_pod
+    from opsched.proto.spec import Environment, OpSpec
+    from opsched.rules.gpu_accounting import violations
+    from opsched.rules.podspec import build_pod
     from tests.builders import admitted, op
 
     bare = op("tpu").limits(**{"cloud-tpus.google.com/v2": "8"}).build()
@@ -269,7 +269,7 @@ def test_a_tpu_op_needs_the_tensorflow_version_annotation_and_keeps_it_on_the_po
 
 def gang(**kw):
     """A 1-GPU master with 2 workers (their own image and command) and 1 parameter server."""
-    from proto.spec import Container, ReplicaGroup, Resources
+    from opsched.proto.spec import Container, ReplicaGroup, Resources
 
     worker = Container(image="trainer:2", command=["python", "worker.py"],
                        resources=Resources(limits={GPU: "1"}))
@@ -282,7 +282,7 @@ def gang(**kw):
 
 
 def test_every_pod_of_a_gang_is_built_with_names_from_proto_naming():
-    from rules.naming import pod_names
+    from opsched.rules.naming import pod_names
 
     event = gang()
     pods = build_pods(event)
@@ -333,7 +333,7 @@ def test_a_single_pod_op_builds_one_pod():
          container=dict(resources={"requests": {GPU: "1"}}), says="without a limit"),
 ], ids=case_name)
 def test_replica_containers_are_checked_for_gpu_accounting_too(c):
-    from proto.spec import Container, ReplicaGroup
+    from opsched.proto.spec import Container, ReplicaGroup
 
     spec = op().gpus(1).build()
     spec.replicas = [ReplicaGroup(name="worker", count=2,
@@ -344,7 +344,7 @@ def test_replica_containers_are_checked_for_gpu_accounting_too(c):
 
 
 def test_a_tpu_replica_needs_the_tensorflow_version_annotation():
-    from proto.spec import Container, ReplicaGroup, Resources
+    from opsched.proto.spec import Container, ReplicaGroup, Resources
 
     spec = op().build()
     spec.replicas = [ReplicaGroup(name="tpu", container=Container(
@@ -357,7 +357,7 @@ def rendezvous_env(rank: int, size: int, main: str = "op-g1-1") -> list[dict[str
 
 
 def test_a_gang_s_pods_find_their_master_through_a_headless_service_and_a_one_pod_op_gets_none():
-    from rules.podspec import rendezvous_service
+    from opsched.rules.podspec import rendezvous_service
 
     event = gang()
     pods = build_pods(event)
@@ -377,7 +377,7 @@ def test_a_gang_s_pods_find_their_master_through_a_headless_service_and_a_one_po
 
 def test_a_rendezvous_variable_the_op_sets_keeps_its_value():
     event = gang()
-    from proto.spec import EnvVar
+    from opsched.proto.spec import EnvVar
 
     event.spec.container.env.append(EnvVar(name="MASTER_PORT", value="23456"))
     main = build_pods(event)[0]

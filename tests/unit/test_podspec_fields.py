@@ -7,10 +7,10 @@ import textwrap
 import pytest
 
 from opsched.polyaxonfile import SpecWarning
+from opsched.proto.queries import WhyAnswer
+from opsched.rules.podspec import build_pods
 from opsched.tables import why_text
 from opsched.view import OpRow, _reason
-from proto.queries import WhyAnswer
-from rules.podspec import build_pods
 from tests.builders import admitted, case, case_name
 from tests.unit.polyaxonfile_texts import component, errors_of, parse, pytorchjob
 

@@ -22,9 +22,9 @@ from opsched.polyaxonfile import (
 )
 from opsched.polyaxonfile.models_matrix import MATRIX_MODELS
 from opsched.polyaxonfile.models_operation import MODELS_BY_RUN_KIND
-from proto.events import OperationAdmitted
-from rules.podspec import build_pods
-from rules.templating import Globals, render_spec
+from opsched.proto.events import OperationAdmitted
+from opsched.rules.podspec import build_pods
+from opsched.rules.templating import Globals, render_spec
 
 K8S = {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
                                    "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n9"]}]}}

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from opsched.polyaxonfile import parse_polyaxonfile_batch
-from rules.templating import Globals, render_spec
+from opsched.rules.templating import Globals, render_spec
 from tests.builders import case, case_name
 from tests.unit.polyaxonfile_texts import errors_of, parse, pytorchjob
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from proto.events import OperationAdmitted, PreemptRequested
-from proto.queues import Aging
-from services.admission.state.admission_state import AdmissionState
+from opsched.proto.events import OperationAdmitted, PreemptRequested
+from opsched.proto.queues import Aging
+from opsched.services.admission.state.admission_state import AdmissionState
 from tests.builders import (
     GPU,
     book,

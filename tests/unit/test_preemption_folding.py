@@ -1,7 +1,7 @@
 """Preemption: how preempt requests and preemptions are folded into the admission state."""
 from __future__ import annotations
 
-from services.admission.state.admission_state import AdmissionState, Status
+from opsched.services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import (
     evicted,
     fold,

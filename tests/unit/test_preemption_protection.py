@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.admission import cycle
-from services.admission.state.admission_state import AdmissionState
+from opsched.services.admission import cycle
+from opsched.services.admission.state.admission_state import AdmissionState
 from tests.builders import (
     book,
     case,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from proto.queues import Preemption
-from services.admission.state.admission_state import AdmissionState, Status
+from opsched.proto.queues import Preemption
+from opsched.services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import book, case, case_name, fold, preempted, queue, t
 from tests.unit.preemption_scenarios import (
     admitted_ids,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.admission.state.admission_state import AdmissionState, Status
+from opsched.services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import (
     book,
     cache_missed,

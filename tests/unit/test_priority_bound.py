@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from bus import logging as oplog
-from proto.events import OperationRejected, OperationSubmitted
-from proto.limits import MAX_PRIORITY
-from rules.queues_file import QueuesConfigError, parse_queues
-from services.admission.handlers import on_submit
-from services.admission.state.admission_state import AdmissionState
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.proto.events import OperationRejected, OperationSubmitted
+from opsched.proto.limits import MAX_PRIORITY
+from opsched.rules.queues_file import QueuesConfigError, parse_queues
+from opsched.services.admission.handlers import on_submit
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, book, case, case_name, op, queue, submit
 from tests.builders.clock import FakeClock
 

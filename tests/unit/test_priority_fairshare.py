@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from bus import logging as oplog
-from proto.events import OperationAdmitted, OperationRejected, OperationSubmitted
-from proto.queues import FairSharing
-from rules.queues_file import QueuesConfigError, parse_queues
-from services.admission import cycle
-from services.admission.handlers import on_submit
-from services.admission.policies.fairshare import queue_order, share
-from services.admission.state.admission_state import AdmissionState, snapshot_of
-from services.admission.state.snapshot import Snapshot
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.proto.events import OperationAdmitted, OperationRejected, OperationSubmitted
+from opsched.proto.queues import FairSharing
+from opsched.rules.queues_file import QueuesConfigError, parse_queues
+from opsched.services.admission import cycle
+from opsched.services.admission.handlers import on_submit
+from opsched.services.admission.policies.fairshare import queue_order, share
+from opsched.services.admission.state.admission_state import AdmissionState, snapshot_of
+from opsched.services.admission.state.snapshot import Snapshot
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import (
     GPU,
     T0,

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from rules.queues_file import QueuesConfigError, load_queues, parse_queues
-from services.admission.model.queues import QuotaLine, compile_book
+from opsched.rules.queues_file import QueuesConfigError, load_queues, parse_queues
+from opsched.services.admission.model.queues import QuotaLine, compile_book
 from tests.builders import GPU, GPU_PRODUCT, case, case_name
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

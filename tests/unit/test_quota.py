@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from services.admission.policies import flavors
-from services.admission.policies.admit import ADMIT, BORROW, WAIT, evaluate
-from services.admission.policies.quota import Fit, borrowed, check
-from services.admission.state.admission_state import AdmissionState, snapshot_of
+from opsched.services.admission.policies import flavors
+from opsched.services.admission.policies.admit import ADMIT, BORROW, WAIT, evaluate
+from opsched.services.admission.policies.quota import Fit, borrowed, check
+from opsched.services.admission.state.admission_state import AdmissionState, snapshot_of
 from tests.builders import (
     GPU,
     GPU_PRODUCT,

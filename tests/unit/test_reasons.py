@@ -9,12 +9,12 @@ from string import Formatter
 
 import pytest
 
-from proto.queries import PendingReason
-from proto.reasons import PREEMPTION_LIFTS, REASONS, Reason, Rule, WaitsOn, message, pending
-from services.admission import cycle, parking, queries
-from services.admission.policies import preemption
-from services.admission.state.admission_state import AdmissionState
-from services.admission.state.queue_manager import QueueManager
+from opsched.proto.queries import PendingReason
+from opsched.proto.reasons import PREEMPTION_LIFTS, REASONS, Reason, Rule, WaitsOn, message, pending
+from opsched.services.admission import cycle, parking, queries
+from opsched.services.admission.policies import preemption
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.admission.state.queue_manager import QueueManager
 from tests.builders import GPU, book, fold, op, queue, queued, running, submitted, succeeded, t
 from tests.builders import node as node_observed
 from tests.unit import preemption_scenarios as preempting

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from bus.logging import get as get_log
-from proto.events import (
+from opsched.bus.logging import get as get_log
+from opsched.proto.events import (
     OperationFailed,
     OperationPreempted,
     OperationRunning,
@@ -16,12 +16,12 @@ from proto.events import (
     RetryScheduled,
     StopRequested,
 )
-from proto.reasons import Reason
-from services.dispatcher.attempts import Attempts, Stage
-from services.dispatcher.gang import DELETED_REASON
-from services.dispatcher.podstatus import view_of
-from services.dispatcher.reconciler import ORPHANED, Dispatch, Reconciler, Release, Report, decide
-from services.runtime.settings import Settings
+from opsched.proto.reasons import Reason
+from opsched.services.dispatcher.attempts import Attempts, Stage
+from opsched.services.dispatcher.gang import DELETED_REASON
+from opsched.services.dispatcher.podstatus import view_of
+from opsched.services.dispatcher.reconciler import ORPHANED, Dispatch, Reconciler, Release, Report, decide
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, admitted, case, case_name, dispatched, op, t
 from tests.builders.clock import FakeClock
 from tests.unit.gang_pods import gang, pod, v1pod

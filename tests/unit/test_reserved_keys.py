@@ -3,9 +3,9 @@ anything is sent, by the dispatcher before any pod), never silently dropped (``r
 from __future__ import annotations
 
 from opsched import dryrun
-from proto.events import OperationRejected
-from rules import reserved_keys
-from rules.podspec import ANNOTATION_TRACEPARENT, LABEL_OP
+from opsched.proto.events import OperationRejected
+from opsched.rules import reserved_keys
+from opsched.rules.podspec import ANNOTATION_TRACEPARENT, LABEL_OP
 from tests.builders import op
 from tests.unit.test_dispatch_pod_security import run
 

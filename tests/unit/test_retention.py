@@ -8,17 +8,17 @@ from datetime import timedelta
 import msgspec
 import pytest
 
-from bus.errors import InvalidInput
-from proto import codec, subjects
-from proto.events import CostRecorded, Event
-from proto.spec import Termination
-from proto.summaries import OpSummary
-from services.admission import handlers
-from services.admission.purge import Retention, purge_order
-from services.admission.schedules import run_status
-from services.admission.state.admission_state import AdmissionState, Status
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus.errors import InvalidInput
+from opsched.proto import codec, subjects
+from opsched.proto.events import CostRecorded, Event
+from opsched.proto.spec import Termination
+from opsched.proto.summaries import OpSummary
+from opsched.services.admission import handlers
+from opsched.services.admission.purge import Retention, purge_order
+from opsched.services.admission.schedules import run_status
+from opsched.services.admission.state.admission_state import AdmissionState, Status
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import (
     T0,
     admitted,
@@ -150,7 +150,7 @@ async def test_an_op_stays_while_a_service_has_not_consumed_its_events():
 
 
 async def test_a_resumed_op_is_live_again_and_its_ttl_starts_from_its_new_end():
-    from proto.events import OperationFailed, OperationResumed
+    from opsched.proto.events import OperationFailed, OperationResumed
 
     w = World()
     spec = op("r").build()
@@ -198,7 +198,7 @@ async def test_tombstones_are_bounded_the_oldest_forgotten_first():
 
 
 def test_its_events_are_purged_at_once_or_kind_by_kind_when_it_announced_a_budget_limit():
-    from services.admission.model.records import OpRecord
+    from opsched.services.admission.model.records import OpRecord
 
     record = OpRecord("a", "q", 0, T0, op("a").build())
     record.history.kinds = {"submitted", "running", "cost_recorded", "admitted", "succeeded"}
@@ -284,7 +284,7 @@ async def test_an_instance_that_does_not_decide_forgets_but_neither_writes_nor_p
 
 
 def _book():
-    from proto.queues import Queue, QueuesConfig
-    from services.admission.model.queues import compile_book
+    from opsched.proto.queues import Queue, QueuesConfig
+    from opsched.services.admission.model.queues import compile_book
 
     return compile_book(QueuesConfig(queues=[Queue(name="default", concurrency=5)], default_queue="default"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from services.runtime.health import MAX_HEADER_LINES, HealthServer
+from opsched.services.runtime.health import MAX_HEADER_LINES, HealthServer
 
 TIMEOUT_S = 0.3
 CUT_OFF_WITHIN_S = 5.0  # far more than the read timeout, far less than a held connection

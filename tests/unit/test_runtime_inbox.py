@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from nats.aio.msg import Msg
 
-from services.runtime import inbox
+from opsched.services.runtime import inbox
 from tests.builders import case, case_name
 
 ACK = "$JS.ACK.OPSCHED_OPS.cost-estimator.1.7.3.1700000000000000000.0"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.runtime.liveness import HandlerLoops
+from opsched.services.runtime.liveness import HandlerLoops
 from tests.builders import T0, t
 from tests.builders.clock import FakeClock
 

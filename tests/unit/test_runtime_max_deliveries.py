@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from bus.bus import Received
-from proto import codec, subjects
-from proto.advisories import decode_max_deliveries
-from proto.events import ErrorRaised, HandlerFailed
-from services.runtime.maxdeliveries import listen
-from services.runtime.service import Service, Subscription
-from services.runtime.settings import Settings
+from opsched.bus.bus import Received
+from opsched.proto import codec, subjects
+from opsched.proto.advisories import decode_max_deliveries
+from opsched.proto.events import ErrorRaised, HandlerFailed
+from opsched.services.runtime.maxdeliveries import listen
+from opsched.services.runtime.service import Service, Subscription
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, op, submitted
 from tests.builders.bus import MemoryBus, memory_bus
 from tests.builders.clock import FakeClock

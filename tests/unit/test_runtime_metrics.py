@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.runtime import metrics
-from services.runtime.service import Stats
-from services.runtime.stalls import Stalls
+from opsched.services.runtime import metrics
+from opsched.services.runtime.service import Stats
+from opsched.services.runtime.stalls import Stalls
 from tests.builders.clock import FakeClock
 
 

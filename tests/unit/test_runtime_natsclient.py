@@ -6,7 +6,7 @@ import nats.aio.client
 import nats.errors
 import pytest
 
-from bus.natsclient import Client, Headers, encode_headers
+from opsched.bus.natsclient import Client, Headers, encode_headers
 
 CASES = [
     b"Nats-Msg-Id: op-1.submitted.0\r\nce-specversion: 1.0\r\nce-type: io.opsched.submitted\r\n"

@@ -8,12 +8,12 @@ import asyncio
 
 import pytest
 
-from bus.errors import DependencyUnavailable
-from proto import codec, subjects
-from proto.events import DispatchDelayed, HandlerFailed, OperationSubmitted
-from services.runtime.backoff import Backoff
-from services.runtime.service import Service, Subscription
-from services.runtime.settings import Settings
+from opsched.bus.errors import DependencyUnavailable
+from opsched.proto import codec, subjects
+from opsched.proto.events import DispatchDelayed, HandlerFailed, OperationSubmitted
+from opsched.services.runtime.backoff import Backoff
+from opsched.services.runtime.service import Service, Subscription
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, cost_estimated
 from tests.builders.bus import MemoryBus, memory_bus
 from tests.builders.clock import FakeClock

@@ -10,14 +10,14 @@ import contextlib
 import msgspec
 import pytest
 
-from proto import codec, subjects
-from proto.events import ErrorRaised, HandlerFailed
-from proto.in_hand import InHand
-from services.runtime import service
-from services.runtime.handling import received
-from services.runtime.inhand import POISON, open_records
-from services.runtime.service import Service, Subscription
-from services.runtime.settings import Settings
+from opsched.proto import codec, subjects
+from opsched.proto.events import ErrorRaised, HandlerFailed
+from opsched.proto.in_hand import InHand
+from opsched.services.runtime import service
+from opsched.services.runtime.handling import received
+from opsched.services.runtime.inhand import POISON, open_records
+from opsched.services.runtime.service import Service, Subscription
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, op, submitted
 from tests.builders.bus import MemoryBus, memory_bus
 from tests.builders.clock import FakeClock

@@ -3,7 +3,7 @@ import gc
 
 import pytest
 
-from bus import rebuilding
+from opsched.bus import rebuilding
 
 
 @pytest.fixture(autouse=True)

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from bus.bus import Received
-from bus.errors import InvalidInput
-from proto import codec, subjects
-from proto.events import CostEstimated, ErrorRaised, OperationSubmitted
-from services.runtime.service import NAK_BACKOFF_S, Context, Service, Subscription
-from services.runtime.settings import Settings
+from opsched.bus.bus import Received
+from opsched.bus.errors import InvalidInput
+from opsched.proto import codec, subjects
+from opsched.proto.events import CostEstimated, ErrorRaised, OperationSubmitted
+from opsched.services.runtime.service import NAK_BACKOFF_S, Context, Service, Subscription
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, cost_estimated, op, stop, submitted, t
 from tests.builders.bus import MemoryBus, memory_bus
 from tests.builders.clock import FakeClock

@@ -1,7 +1,7 @@
 """A delivered message's stream sequence, read from its ack subject, agrees with nats-py's metadata."""
 from nats.aio.msg import Msg
 
-from bus.bus import stream_sequence
+from opsched.bus.bus import stream_sequence
 
 
 def _msg(reply: str) -> Msg:

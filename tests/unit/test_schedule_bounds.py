@@ -9,11 +9,11 @@ from datetime import datetime, timedelta, timezone
 import msgspec
 import pytest
 
-import proto.schedules as contract
-from bus.errors import InvalidInput
+import opsched.proto.schedules as contract
+from opsched.bus.errors import InvalidInput
 from opsched.polyaxonfile import SpecError, parse_polyaxonfile_with_schedule
-from proto import codec
-from proto.schedules import (
+from opsched.proto import codec
+from opsched.proto.schedules import (
     EARLIEST_TIME,
     LATEST_TIME,
     MAX_CRON_CHARS,
@@ -27,8 +27,8 @@ from proto.schedules import (
     ScheduleSpec,
     refused_creation,
 )
-from rules import cron
-from services.admission.schedules import Schedules, on_create
+from opsched.rules import cron
+from opsched.services.admission.schedules import Schedules, on_create
 from tests.builders import T0, case, case_name, op, t
 from tests.builders.clock import FakeClock
 

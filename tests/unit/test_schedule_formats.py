@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 import msgspec
 import pytest
 
-from bus.addressing import subject_for
+from opsched.bus.addressing import subject_for
 from opsched.polyaxonfile import SpecError, parse_polyaxonfile_with_schedule
-from proto import codec, subjects
-from proto.schedules import (
+from opsched.proto import codec, subjects
+from opsched.proto.schedules import (
     CreateSchedule,
     DeleteSchedule,
     ScheduleCreated,
@@ -21,8 +21,8 @@ from proto.schedules import (
     ScheduleSpec,
     run_op_id,
 )
-from proto.schema_snapshots import SCHEDULE_SCHEMA_DIR, render_schedules
-from rules import cron
+from opsched.proto.schema_snapshots import SCHEDULE_SCHEMA_DIR, render_schedules
+from opsched.rules import cron
 from tests.builders import T0, case, case_name, op, t
 
 TEMPLATE = op("train").gpus(1).build()
@@ -253,4 +253,4 @@ def test_schedule_commands_fall_in_the_command_stream():
 def test_the_checked_in_schedule_schema_equals_the_code(name):
     path = SCHEDULE_SCHEMA_DIR / name
     assert path.exists() and path.read_text() == render_schedules()[name], \
-        "run `python -m proto.schema_snapshots`"
+        "run `python -m opsched.proto.schema_snapshots`"

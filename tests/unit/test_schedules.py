@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from bus.errors import InvalidInput
-from proto import codec, subjects
-from proto.commands import SubmitOperation
-from proto.schedules import (
+from opsched.bus.errors import InvalidInput
+from opsched.proto import codec, subjects
+from opsched.proto.commands import SubmitOperation
+from opsched.proto.schedules import (
     CreateSchedule,
     DeleteSchedule,
     ScheduleCreated,
@@ -20,9 +20,9 @@ from proto.schedules import (
     ScheduleFired,
     ScheduleSpec,
 )
-from services.admission.model.records import Status
-from services.admission.schedule_runner import fire_due, run_schedules, submitter
-from services.admission.schedules import (
+from opsched.services.admission.model.records import Status
+from opsched.services.admission.schedule_runner import fire_due, run_schedules, submitter
+from opsched.services.admission.schedules import (
     Schedules,
     on_create,
     on_delete,

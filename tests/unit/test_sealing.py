@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.runtime.sealing import PREFIX, Sealer, Unsealable, write_key
+from opsched.services.runtime.sealing import PREFIX, Sealer, Unsealable, write_key
 from tests.builders import op
 
 

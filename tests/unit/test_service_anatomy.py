@@ -7,12 +7,12 @@ import asyncio
 
 import pytest
 
-from bus.bus import Received
-from proto import codec, subjects
-from proto.commands import StopOperation
-from proto.events import CostEstimated, OperationSubmitted
-from services.runtime.service import Consumer, Context, Service, consumers_of
-from services.runtime.settings import Settings
+from opsched.bus.bus import Received
+from opsched.proto import codec, subjects
+from opsched.proto.commands import StopOperation
+from opsched.proto.events import CostEstimated, OperationSubmitted
+from opsched.services.runtime.service import Consumer, Context, Service, consumers_of
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, cost_estimated, op, stop, submitted
 from tests.builders.clock import FakeClock
 from tests.builders.kv import MemoryKV

@@ -7,20 +7,20 @@ from datetime import datetime, timezone
 
 import pytest
 
-from bus import logging as oplog
-from bus.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
-from bus.bus import as_unavailable
-from bus.errors import InvalidInput, MessageTooLarge
-from bus.sizes import check_size, wire_size
-from proto import codec
-from proto.commands import RestartOperation, ResumeOperation
-from proto.events import OperationAdmitted, OperationRejected, OperationSubmitted
-from proto.limits import MAX_NAME_CHARS, MAX_SPEC_BYTES
-from rules.spec_size import SPEC_TOO_LARGE, SpecTooLarge, spec_bytes, too_large
-from services.admission.handlers import on_rerun, on_resume, on_submit
-from services.admission.state.admission_state import AdmissionState, Status
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.bus.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
+from opsched.bus.bus import as_unavailable
+from opsched.bus.errors import InvalidInput, MessageTooLarge
+from opsched.bus.sizes import check_size, wire_size
+from opsched.proto import codec
+from opsched.proto.commands import RestartOperation, ResumeOperation
+from opsched.proto.events import OperationAdmitted, OperationRejected, OperationSubmitted
+from opsched.proto.limits import MAX_NAME_CHARS, MAX_SPEC_BYTES
+from opsched.rules.spec_size import SPEC_TOO_LARGE, SpecTooLarge, spec_bytes, too_large
+from opsched.services.admission.handlers import on_rerun, on_resume, on_submit
+from opsched.services.admission.state.admission_state import AdmissionState, Status
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, failed, op, submit, submitted
 from tests.builders.bus import memory_bus
 from tests.builders.clock import FakeClock
@@ -181,7 +181,7 @@ def test_the_cli_refuses_a_spec_too_large_with_exit_2_naming_the_bound(tmp_path,
 def admission(monkeypatch):
     import asyncio
 
-    from services.admission.service import Admission
+    from opsched.services.admission.service import Admission
 
     async def no_wait(_seconds):
         return None
@@ -210,8 +210,8 @@ async def test_an_op_whose_admitted_is_too_large_is_rejected_and_the_cycle_admit
 
 
 async def test_a_submit_whose_submitted_is_too_large_is_rejected_and_the_command_dead_lettered(admission):
-    from bus.bus import Received
-    from services.admission.service import Admission
+    from opsched.bus.bus import Received
+    from opsched.services.admission.service import Admission
 
     bus = memory_bus("opsched-admission")
     await bus.ensure_streams()
@@ -240,7 +240,7 @@ async def test_a_submit_whose_submitted_is_too_large_is_rejected_and_the_command
 @pytest.fixture
 def breaks_for(monkeypatch):
     """``breaks_for("x", "_submitted")``: the fold's helper raises for op x (a bug no check foresaw)."""
-    from services.admission.state.fold import OpFold
+    from opsched.services.admission.state.fold import OpFold
 
     def breaks(op_id: str, helper: str) -> None:
         original = getattr(OpFold, helper)
@@ -315,7 +315,7 @@ def test_an_op_stream_message_that_does_not_decode_is_skipped_and_counted(admiss
 
 @pytest.mark.parametrize("body", [1000, 1900], ids=["the error text shortened", "the payload cut"])
 def test_a_dead_letter_copy_of_a_message_near_the_limit_still_fits(body):
-    from services.runtime.deadletter import fitted
+    from opsched.services.runtime.deadletter import fitted
 
     headers = {"Nats-Msg-Id": "dlq.admission.7", "Opsched-Original-Subject": "cmd.submit.default",
                "Opsched-Error-Reason": "message_too_large", "Opsched-Error": "e" * 1000}

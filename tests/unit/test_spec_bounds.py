@@ -10,11 +10,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from proto import codec
-from proto.events import BudgetExceeded, CostEstimated, CostRecorded, Money
-from proto.limits import MAX_ANNOTATIONS_BYTES, MAX_LABELS
-from proto.resources import QuantityError, parse_quantity
-from proto.spec import OpSpec
+from opsched.proto import codec
+from opsched.proto.events import BudgetExceeded, CostEstimated, CostRecorded, Money
+from opsched.proto.limits import MAX_ANNOTATIONS_BYTES, MAX_LABELS
+from opsched.proto.resources import QuantityError, parse_quantity
+from opsched.proto.spec import OpSpec
 from tests.builders import case, case_name, op
 
 GPU = "nvidia.com/gpu"

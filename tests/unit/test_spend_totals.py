@@ -2,8 +2,8 @@
 a fold of the whole stream counts (rules.spend_totals)."""
 from datetime import datetime, timezone
 
-from proto.events import CostRecorded
-from rules.spend_totals import SpendTotals
+from opsched.proto.events import CostRecorded
+from opsched.rules.spend_totals import SpendTotals
 
 T0 = datetime(2026, 3, 10, 12, tzinfo=timezone.utc)
 

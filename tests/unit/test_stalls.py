@@ -3,9 +3,9 @@ naming the subject, for a window after the last refusal; a task failing again an
 until it succeeds once. /healthz stays 200: a restart would meet the same refusal."""
 from __future__ import annotations
 
-from services.runtime.health import HealthServer
-from services.runtime.runner import report
-from services.runtime.stalls import Stalls
+from opsched.services.runtime.health import HealthServer
+from opsched.services.runtime.runner import report
+from opsched.services.runtime.stalls import Stalls
 from tests.builders.clock import T0, t
 from tests.unit.test_runtime_metrics import fake
 
@@ -57,8 +57,8 @@ def test_a_stream_at_its_limit_is_told_from_an_outage():
     also means "no leader"; the description tells them apart (``bus.stream_full``)."""
     import nats.js.errors
 
-    from bus.bus import as_unavailable, stream_full
-    from proto import subjects
+    from opsched.bus.bus import as_unavailable, stream_full
+    from opsched.proto import subjects
 
     def refusal(description: str) -> nats.js.errors.APIError:
         return nats.js.errors.ServiceUnavailableError(code=503, err_code=10077, description=description)

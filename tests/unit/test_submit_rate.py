@@ -6,15 +6,15 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from bus import logging as oplog
-from bus.errors import InvalidInput
-from proto.commands import RestartOperation, SubmitOperation
-from proto.events import OperationRejected, OperationSubmitted
-from services.admission.handlers import on_rerun, on_submit
-from services.admission.state.admission_state import AdmissionState
-from services.admission.submit_rate import ANONYMOUS, MAX_TRACKED, RATE_LIMITED, SubmitRate, requester
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.bus.errors import InvalidInput
+from opsched.proto.commands import RestartOperation, SubmitOperation
+from opsched.proto.events import OperationRejected, OperationSubmitted
+from opsched.services.admission.handlers import on_rerun, on_submit
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.admission.submit_rate import ANONYMOUS, MAX_TRACKED, RATE_LIMITED, SubmitRate, requester
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, op, submit, submitted, t
 from tests.builders.clock import FakeClock
 from tests.unit.admission_scenarios import queues

@@ -8,9 +8,9 @@ import time
 import msgspec
 import pytest
 
-from rules import template_sandbox
-from rules.template_sandbox import time_budget
-from rules.templating import Globals, TemplateError, render_spec, render_text
+from opsched.rules import template_sandbox
+from opsched.rules.template_sandbox import time_budget
+from opsched.rules.templating import Globals, TemplateError, render_spec, render_text
 from tests.builders import T0, case, case_name, op
 
 GLOBS = Globals(uuid="op-7", name="train", project_name="vision", created_at=T0)

@@ -7,8 +7,8 @@ import time
 import msgspec
 import pytest
 
-from proto.queues import Queue, QueuesConfig
-from rules.templating import (
+from opsched.proto.queues import Queue, QueuesConfig
+from opsched.rules.templating import (
     Globals,
     TemplateError,
     env_value,

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from bus.connecting import client_context
 from opsched import tls
+from opsched.bus.connecting import client_context
 from opsched.tls import ensure_tls, server_cert_valid, subject_alt_names
 
 

@@ -10,19 +10,19 @@ from collections.abc import Iterator, Mapping
 import pytest
 from opentelemetry.trace import SpanKind, StatusCode
 
-from bus import tracing
-from bus.natsclient import Headers
+from opsched.bus import tracing
+from opsched.bus.natsclient import Headers
 from opsched.client import Client
-from proto import codec, subjects
-from proto.events import CostEstimated, OperationSubmitted
-from rules.podspec import build_pods
-from services.admission import traces
-from services.admission.state.admission_state import AdmissionState
-from services.dispatcher import podtrace
-from services.dispatcher.gang import PodView
-from services.dispatcher.k8s import CreateResult
-from services.runtime.service import Service, Subscription
-from services.runtime.settings import Settings
+from opsched.proto import codec, subjects
+from opsched.proto.events import CostEstimated, OperationSubmitted
+from opsched.rules.podspec import build_pods
+from opsched.services.admission import traces
+from opsched.services.admission.state.admission_state import AdmissionState
+from opsched.services.dispatcher import podtrace
+from opsched.services.dispatcher.gang import PodView
+from opsched.services.dispatcher.k8s import CreateResult
+from opsched.services.runtime.service import Service, Subscription
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0, admitted, cost_estimated, op, submitted, succeeded
 from tests.builders.bus import memory_bus
 from tests.builders.clock import FakeClock
@@ -67,10 +67,10 @@ def test_a_setting_opsched_cannot_honour_is_refused_naming_the_variable(env, nam
 
 
 def test_off_the_services_the_client_and_the_cli_import_nothing_of_opentelemetry():
-    code = ("import sys; from bus import tracing; from services.runtime.settings import Settings\n"
+    code = ("import sys; from opsched.bus import tracing; from opsched.services.runtime.settings import Settings\n"
             "import opsched.cli, opsched.client\n"
             "for name in ('admission', 'cost', 'cache', 'dispatcher'):\n"
-            "    __import__(f'services.{name}.service', fromlist=['build']).build(Settings(dispatcher_mode='null'))\n"
+            "    __import__(f'opsched.services.{name}.service', fromlist=['build']).build(Settings(dispatcher_mode='null'))\n"
             "assert tracing.configure({}) is False and tracing.tracer('cost') is None\n"
             "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from opsched.proto.events import ErrorRaised
+from opsched.proto.queries import PendingReason, QueuesAnswer, QueueStatus, WhyAnswer
+from opsched.proto.summaries import OpSummary
 from opsched.ui.feed import TIMELINE_LIMIT, Feed
-from proto.events import ErrorRaised
-from proto.queries import PendingReason, QueuesAnswer, QueueStatus, WhyAnswer
-from proto.summaries import OpSummary
 from tests.builders import op
 from tests.builders.events import admitted, failed, gates_cleared, running, submitted, succeeded
 

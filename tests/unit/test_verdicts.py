@@ -7,8 +7,19 @@ from datetime import datetime, timezone
 
 import pytest
 
-from bus.addressing import default_msg_id
-from bus.bus import Received
+from opsched.bus.addressing import default_msg_id
+from opsched.bus.bus import Received
+from opsched.proto import subjects
+from opsched.proto.commands import ApproveOperation, StopOperation
+from opsched.proto.events import (
+    ErrorRaised,
+    OperationApproved,
+    OperationRejected,
+    OperationStopped,
+    OperationSubmitted,
+    StopRequested,
+)
+from opsched.services.runtime.deadletter import dead_letter
 from opsched.verdicts import (
     EXIT_BAD_INPUT,
     EXIT_DONE,
@@ -18,17 +29,6 @@ from opsched.verdicts import (
     await_verdict,
     verdict_of,
 )
-from proto import subjects
-from proto.commands import ApproveOperation, StopOperation
-from proto.events import (
-    ErrorRaised,
-    OperationApproved,
-    OperationRejected,
-    OperationStopped,
-    OperationSubmitted,
-    StopRequested,
-)
-from services.runtime.deadletter import dead_letter
 from tests.builders import op
 from tests.builders.bus import memory_bus
 from tests.builders.clock import FakeClock

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
+from opsched.proto import codec
+from opsched.proto.events import DispatchDelayed, ErrorRaised
 from opsched.view import OpsView, table
-from proto import codec
-from proto.events import DispatchDelayed, ErrorRaised
 from tests.builders import (
     T0,
     admitted,
@@ -190,7 +190,7 @@ def test_the_table_cuts_long_reasons():
 def test_a_budget_scope_s_rolled_up_spend_is_no_op_row():
     from datetime import datetime, timezone
 
-    from proto.events import SpendRolled
+    from opsched.proto.events import SpendRolled
 
     view = OpsView()
     rolled = SpendRolled(op_id="queue-0123456789abcdef0123", at=datetime(2026, 1, 1, tzinfo=timezone.utc),

@@ -11,13 +11,13 @@ from typing import Any
 
 from kubernetes import client
 
-from bus.logging import get as get_log
-from services.dispatcher.listwatch import STUCK_AFTER_S
-from services.dispatcher.service import Dispatcher
-from services.dispatcher.watcher import PodWatcher
-from services.runtime.health import HealthServer
-from services.runtime.runner import report
-from services.runtime.settings import Settings
+from opsched.bus.logging import get as get_log
+from opsched.services.dispatcher.listwatch import STUCK_AFTER_S
+from opsched.services.dispatcher.service import Dispatcher
+from opsched.services.dispatcher.watcher import PodWatcher
+from opsched.services.runtime.health import HealthServer
+from opsched.services.runtime.runner import report
+from opsched.services.runtime.settings import Settings
 from tests.builders import T0
 from tests.builders.clock import FakeClock
 from tests.waiting import eventually

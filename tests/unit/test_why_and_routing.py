@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import pytest
 
-from bus import logging as oplog
-from proto.events import OperationRejected, OperationSubmitted
-from proto.queries import FlavorUsage
-from services.admission import cycle, queries
-from services.admission.handlers import on_submit
-from services.admission.policies.routing import route
-from services.admission.state.admission_state import AdmissionState, Status
-from services.runtime.service import Context
-from services.runtime.settings import Settings
+from opsched.bus import logging as oplog
+from opsched.proto.events import OperationRejected, OperationSubmitted
+from opsched.proto.queries import FlavorUsage
+from opsched.services.admission import cycle, queries
+from opsched.services.admission.handlers import on_submit
+from opsched.services.admission.policies.routing import route
+from opsched.services.admission.state.admission_state import AdmissionState, Status
+from opsched.services.runtime.service import Context
+from opsched.services.runtime.settings import Settings
 from tests.builders import (
     GPU,
     T0,

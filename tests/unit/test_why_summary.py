@@ -6,8 +6,8 @@ import argparse
 import json
 
 from opsched import reading
-from proto.queries import WhyAnswer
-from proto.summaries import OpSummary
+from opsched.proto.queries import WhyAnswer
+from opsched.proto.summaries import OpSummary
 
 
 class GoneOp:

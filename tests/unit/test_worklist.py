@@ -1,7 +1,7 @@
 """The cycle's work lists: arrival order, each op once, taken from either end, dropped when it leaves."""
 import pytest
 
-from services.admission.state.worklist import WorkList
+from opsched.services.admission.state.worklist import WorkList
 
 
 def test_taken_in_arrival_order_from_the_front_or_the_back_each_op_once():

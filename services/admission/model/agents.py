@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from services.admission.model.queues import Book
+    from opsched.services.admission.model.queues import Book
 
 AGENT_LABEL = "opsched.io/agent"  # admission's own, on its node records: the agent whose cluster holds the node
 DEFAULT = ""

@@ -9,7 +9,7 @@ so the tracked snapshot and a fresh build agree.
 """
 from __future__ import annotations
 
-from proto.resources import GPU_MEMORY, GPU_MEMORY_CARDS
+from opsched.proto.resources import GPU_MEMORY, GPU_MEMORY_CARDS
 
 EPSILON = 1e-9
 

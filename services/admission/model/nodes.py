@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from proto.cluster import NodeObserved
-from proto.resources import GPU_MEMORY, GPU_PRODUCT_LABELS, is_accelerator
-from proto.resources import amount as quantity_of
-from services.admission.model import agents
-from services.admission.model.node_affinity import Terms, matches
-from services.admission.model.node_affinity import describe as describe_affinity
+from opsched.proto.cluster import NodeObserved
+from opsched.proto.resources import GPU_MEMORY, GPU_PRODUCT_LABELS, is_accelerator
+from opsched.proto.resources import amount as quantity_of
+from opsched.services.admission.model import agents
+from opsched.services.admission.model.node_affinity import Terms, matches
+from opsched.services.admission.model.node_affinity import describe as describe_affinity
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from services.admission.model.ordering import sort_key
+from opsched.services.admission.model.ordering import sort_key
 
 
 @dataclass

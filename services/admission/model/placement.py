@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from proto.resources import is_accelerator
-from rules.podspec import HOSTNAME_LABEL
+from opsched.proto.resources import is_accelerator
+from opsched.rules.podspec import HOSTNAME_LABEL
 
 if TYPE_CHECKING:
-    from services.admission.model.queues import Book
+    from opsched.services.admission.model.queues import Book
 
 BINPACK, SPREAD, FIRST_FIT = "binpack", "spread", "firstFit"
 

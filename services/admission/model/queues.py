@@ -7,9 +7,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from proto.queues import Flavor, Queue, QueuesConfig
-from proto.resources import amount
-from rules.queues_file import DEFAULT_FLAVOR, QueuesConfigError, check
+from opsched.proto.queues import Flavor, Queue, QueuesConfig
+from opsched.proto.resources import amount
+from opsched.rules.queues_file import DEFAULT_FLAVOR, QueuesConfigError, check
 
 Key = tuple[str, str]  # (resource, flavor): one quota line
 Usage = dict[str, dict[Key, float]]  # queue -> key -> used

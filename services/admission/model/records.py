@@ -6,12 +6,12 @@ import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from proto.events import OperationSubmitted
-from proto.lifecycle import Status
-from proto.queries import PendingReason
-from proto.resources import is_device, requested
-from proto.spec import OpSpec
-from services.admission.model.ordering import sort_key
+from opsched.proto.events import OperationSubmitted
+from opsched.proto.lifecycle import Status
+from opsched.proto.queries import PendingReason
+from opsched.proto.resources import is_device, requested
+from opsched.proto.spec import OpSpec
+from opsched.services.admission.model.ordering import sort_key
 
 
 def requests_of(spec: OpSpec) -> tuple[list[dict[str, float]], dict[str, float]]:

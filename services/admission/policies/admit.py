@@ -6,16 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from proto.queries import PendingReason
-from proto.reasons import Reason, pending
-from services.admission.model import agents, placement
-from services.admission.model.node_affinity import required_terms
-from services.admission.model.nodes import describe
-from services.admission.model.records import OpRecord
-from services.admission.policies import budgets
-from services.admission.policies import flavors as flavor_policy
-from services.admission.policies.quota import Fit, check
-from services.admission.state.snapshot import Snapshot
+from opsched.proto.queries import PendingReason
+from opsched.proto.reasons import Reason, pending
+from opsched.services.admission.model import agents, placement
+from opsched.services.admission.model.node_affinity import required_terms
+from opsched.services.admission.model.nodes import describe
+from opsched.services.admission.model.records import OpRecord
+from opsched.services.admission.policies import budgets
+from opsched.services.admission.policies import flavors as flavor_policy
+from opsched.services.admission.policies.quota import Fit, check
+from opsched.services.admission.state.snapshot import Snapshot
 
 ADMIT, BORROW, WAIT, UNFITTABLE = "admit", "borrow", "wait", "never_fits"  # verdict outcomes
 

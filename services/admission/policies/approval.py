@@ -2,9 +2,9 @@
 its queue's policy finds it too expensive or too large (estimated cost, accelerators of all pods)."""
 from __future__ import annotations
 
-from proto.reasons import Hold
-from services.admission.model.queues import Book
-from services.admission.model.records import OpRecord
+from opsched.proto.reasons import Hold
+from opsched.services.admission.model.queues import Book
+from opsched.services.admission.model.records import OpRecord
 
 
 def hold_reason(op: OpRecord, book: Book) -> tuple[str, str] | None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto.queries import PendingReason
-from proto.queues import Budget
-from proto.reasons import Reason, pending
-from rules.windows import window_end
+from opsched.proto.queries import PendingReason
+from opsched.proto.queues import Budget
+from opsched.proto.reasons import Reason, pending
+from opsched.rules.windows import window_end
 
 CODE = Reason.BUDGET_EXHAUSTED
 ADJECTIVE = {"day": "daily", "week": "weekly", "month": "monthly"}

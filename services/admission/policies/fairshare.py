@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from services.admission.model.queues import Book, Key
-from services.admission.state.snapshot import Snapshot
-from services.admission.state.views import QueueView
+from opsched.services.admission.model.queues import Book, Key
+from opsched.services.admission.state.snapshot import Snapshot
+from opsched.services.admission.state.views import QueueView
 
 
 def queue_order(book: Book, snap: Snapshot, view: QueueView) -> list[str]:

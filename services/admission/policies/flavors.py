@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from services.admission.model.queues import DEFAULT_FLAVOR, Book
+from opsched.services.admission.model.queues import DEFAULT_FLAVOR, Book
 
 MAX_COMBOS = 64
 

@@ -15,13 +15,13 @@ from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from datetime import datetime
 
-from proto.queries import PendingReason
-from proto.reasons import PREEMPTION_LIFTS, Preemption, Reason, pending
-from services.admission.model.queues import Book
-from services.admission.model.records import OpRecord
-from services.admission.policies.admit import ADMIT, BORROW, evaluate
-from services.admission.state.snapshot import Snapshot
-from services.admission.state.views import QueueView
+from opsched.proto.queries import PendingReason
+from opsched.proto.reasons import PREEMPTION_LIFTS, Preemption, Reason, pending
+from opsched.services.admission.model.queues import Book
+from opsched.services.admission.model.records import OpRecord
+from opsched.services.admission.policies.admit import ADMIT, BORROW, evaluate
+from opsched.services.admission.state.snapshot import Snapshot
+from opsched.services.admission.state.views import QueueView
 
 RESOLVABLE = PREEMPTION_LIFTS  # the reasons taking running ops away could lift (proto.reasons)
 MAX_CANDIDATES = 64

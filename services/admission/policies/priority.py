@@ -3,10 +3,10 @@ and the most a queue allows (``maxPriorityClass``: that class's value; unset, th
 configuration, else ``MAX_PRIORITY``), so neither a raw number nor a class outranks what its queue permits."""
 from __future__ import annotations
 
-from proto.limits import MAX_PRIORITY
-from proto.reasons import Refusal
-from proto.spec import OpSpec
-from services.admission.model.queues import Book
+from opsched.proto.limits import MAX_PRIORITY
+from opsched.proto.reasons import Refusal
+from opsched.proto.spec import OpSpec
+from opsched.services.admission.model.queues import Book
 
 TOO_HIGH = Refusal.PRIORITY_TOO_HIGH  # the reason code of an op rejected at submit for a priority above its queue's
 

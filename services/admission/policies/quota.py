@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from proto.reasons import Reason, message
-from services.admission.model.queues import Book, Key, Usage
+from opsched.proto.reasons import Reason, message
+from opsched.services.admission.model.queues import Book, Key, Usage
 
 
 class Fit(Enum):

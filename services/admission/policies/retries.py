@@ -1,7 +1,7 @@
 """Back-off before a retry: exponential in the number of the op's own failures, capped."""
 from __future__ import annotations
 
-from proto.queues import RetryBackoff
+from opsched.proto.queues import RetryBackoff
 
 
 def retry_delay(backoff: RetryBackoff, retries_used: int, infrastructure: bool) -> float:

@@ -1,8 +1,8 @@
 """Which queue an op goes to: the one it names, else its project's default, else the global default."""
 from __future__ import annotations
 
-from proto.spec import OpSpec
-from services.admission.model.queues import Book
+from opsched.proto.spec import OpSpec
+from opsched.services.admission.model.queues import Book
 
 
 def route(spec: OpSpec, book: Book) -> str:

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from proto.cluster import ClusterEvent
-from proto.events import Event
-from proto.lifecycle import Status
-from services.admission.model.nodes import NodeInfo
-from services.admission.model.queues import Book
-from services.admission.model.records import OpRecord
-from services.admission.state.fold import OpFold
-from services.admission.state.queue_manager import QueueManager
-from services.admission.state.snapshot import Snapshot
-from services.admission.state.usage_cache import UsageCache
+from opsched.proto.cluster import ClusterEvent
+from opsched.proto.events import Event
+from opsched.proto.lifecycle import Status
+from opsched.services.admission.model.nodes import NodeInfo
+from opsched.services.admission.model.queues import Book
+from opsched.services.admission.model.records import OpRecord
+from opsched.services.admission.state.fold import OpFold
+from opsched.services.admission.state.queue_manager import QueueManager
+from opsched.services.admission.state.snapshot import Snapshot
+from opsched.services.admission.state.usage_cache import UsageCache
 
 __all__ = ["AdmissionState", "OpRecord", "Status", "snapshot_of"]
 

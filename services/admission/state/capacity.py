@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proto.resources import is_accelerator
-from services.admission.model import agents, placement
-from services.admission.model import gpu_sharing as sharing
-from services.admission.model.node_affinity import Terms, key_of
-from services.admission.model.nodes import NodeInfo, allows
+from opsched.proto.resources import is_accelerator
+from opsched.services.admission.model import agents, placement
+from opsched.services.admission.model import gpu_sharing as sharing
+from opsched.services.admission.model.node_affinity import Terms, key_of
+from opsched.services.admission.model.nodes import NodeInfo, allows
 
 
 @dataclass

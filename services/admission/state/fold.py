@@ -13,9 +13,9 @@ from datetime import datetime, timedelta
 
 import msgspec
 
-from proto.cluster import AgentHeartbeat, ClusterEvent, NodeObserved
-from proto.codec import type_of
-from proto.events import (
+from opsched.proto.cluster import AgentHeartbeat, ClusterEvent, NodeObserved
+from opsched.proto.codec import type_of
+from opsched.proto.events import (
     CacheHit,
     CacheMissed,
     CostEstimated,
@@ -38,17 +38,17 @@ from proto.events import (
     SpendRolled,
     StopRequested,
 )
-from proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
-from proto.reasons import Ending, Failure
-from rules.failures import BLOCKING_MESSAGES, is_infrastructure, will_retry
-from services.admission.model.agents import node_key
-from services.admission.model.nodes import NodeInfo
-from services.admission.model.records import Ghost, OpRecord
-from services.admission.state.fold_failures import FoldFailures
-from services.admission.state.fold_preemptions import PreemptionsInFlight
-from services.admission.state.retention import Strays, Tombstones
-from services.admission.state.spend import Spend
-from services.admission.state.transitions import Transitions
+from opsched.proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
+from opsched.proto.reasons import Ending, Failure
+from opsched.rules.failures import BLOCKING_MESSAGES, is_infrastructure, will_retry
+from opsched.services.admission.model.agents import node_key
+from opsched.services.admission.model.nodes import NodeInfo
+from opsched.services.admission.model.records import Ghost, OpRecord
+from opsched.services.admission.state.fold_failures import FoldFailures
+from opsched.services.admission.state.fold_preemptions import PreemptionsInFlight
+from opsched.services.admission.state.retention import Strays, Tombstones
+from opsched.services.admission.state.spend import Spend
+from opsched.services.admission.state.transitions import Transitions
 
 
 class OpFold:

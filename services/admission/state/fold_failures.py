@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from bus import logging as oplog
-from proto.codec import type_of
-from proto.events import Event, OperationFailed, OperationRejected, OperationSubmitted
-from proto.lifecycle import Status
-from proto.reasons import Failure
-from services.admission.model.records import OpRecord
-from services.admission.state.transitions import Transitions
+from opsched.bus import logging as oplog
+from opsched.proto.codec import type_of
+from opsched.proto.events import Event, OperationFailed, OperationRejected, OperationSubmitted
+from opsched.proto.lifecycle import Status
+from opsched.proto.reasons import Failure
+from opsched.services.admission.model.records import OpRecord
+from opsched.services.admission.state.transitions import Transitions
 
 FOLD_FAILED = Failure.FOLD_FAILED  # the reason an op ends with when an event about it could not be folded
 

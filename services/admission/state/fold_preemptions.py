@@ -3,8 +3,8 @@
 the fold (``fold.OpFold``) holds one and announces to its followers what room is held or let go."""
 from __future__ import annotations
 
-from proto.events import PreemptRequested
-from services.admission.model.records import Ghost, OpRecord
+from opsched.proto.events import PreemptRequested
+from opsched.services.admission.model.records import Ghost, OpRecord
 
 
 class PreemptionsInFlight:

@@ -10,13 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from proto.lifecycle import Status
-from proto.queues import Queue
-from services.admission.model.ordering import FIFO, FairRanks, requester_of
-from services.admission.model.pending_queue import PendingQueue
-from services.admission.model.records import Ghost, OpRecord, Park
-from services.admission.state.transitions import Transitions
-from services.admission.state.worklist import WorkList
+from opsched.proto.lifecycle import Status
+from opsched.proto.queues import Queue
+from opsched.services.admission.model.ordering import FIFO, FairRanks, requester_of
+from opsched.services.admission.model.pending_queue import PendingQueue
+from opsched.services.admission.model.records import Ghost, OpRecord, Park
+from opsched.services.admission.state.transitions import Transitions
+from opsched.services.admission.state.worklist import WorkList
 
 EPOCH = datetime.fromtimestamp(0, timezone.utc)
 MAX_ACCEPTED = 10_000  # submits accepted and not yet folded, held for the per-user cap (a bound, never reached)

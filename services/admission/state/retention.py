@@ -13,12 +13,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from proto import subjects
-from proto.events import Event, event_type
-from proto.lifecycle import STATUS_OF, Status
-from proto.resources import gpus_label
-from proto.summaries import AttemptEnd, OpSummary
-from services.admission.model.records import OpRecord
+from opsched.proto import subjects
+from opsched.proto.events import Event, event_type
+from opsched.proto.lifecycle import STATUS_OF, Status
+from opsched.proto.resources import gpus_label
+from opsched.proto.summaries import AttemptEnd, OpSummary
+from opsched.services.admission.model.records import OpRecord
 
 
 def ttl_of(op: OpRecord, default_s: float) -> float:

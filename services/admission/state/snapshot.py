@@ -11,13 +11,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from services.admission.model import agents, placement
-from services.admission.model.node_affinity import Terms, required_terms
-from services.admission.model.nodes import NodeInfo
-from services.admission.model.queues import Book, Usage
-from services.admission.model.records import Ghost, OpRecord
-from services.admission.state.capacity import Capacity
-from services.admission.state.spend import Spend
+from opsched.services.admission.model import agents, placement
+from opsched.services.admission.model.node_affinity import Terms, required_terms
+from opsched.services.admission.model.nodes import NodeInfo
+from opsched.services.admission.model.queues import Book, Usage
+from opsched.services.admission.model.records import Ghost, OpRecord
+from opsched.services.admission.state.capacity import Capacity
+from opsched.services.admission.state.spend import Spend
 
 
 @dataclass

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from proto.events import CostRecorded
-from rules.spend_totals import SpendTotals
+from opsched.proto.events import CostRecorded
+from opsched.rules.spend_totals import SpendTotals
 
 Held = dict[tuple[str, str], tuple[float, float]]  # (scope, name) -> (money, GPU-hours)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.admission.model.records import Ghost, OpRecord
+from opsched.services.admission.model.records import Ghost, OpRecord
 
 
 class Transitions:

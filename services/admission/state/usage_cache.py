@@ -9,15 +9,15 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from services.admission.model import agents
-from services.admission.model.records import Ghost, OpRecord
-from services.admission.state.snapshot import Snapshot
-from services.admission.state.transitions import Transitions
-from services.admission.state.usage_history import UsageHistory
+from opsched.services.admission.model import agents
+from opsched.services.admission.model.records import Ghost, OpRecord
+from opsched.services.admission.state.snapshot import Snapshot
+from opsched.services.admission.state.transitions import Transitions
+from opsched.services.admission.state.usage_history import UsageHistory
 
 if TYPE_CHECKING:
-    from services.admission.model.queues import Book
-    from services.admission.state.fold import OpFold
+    from opsched.services.admission.model.queues import Book
+    from opsched.services.admission.state.fold import OpFold
 
 
 class UsageCache(Transitions):

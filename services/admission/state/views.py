@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from typing import Protocol
 
-from services.admission.model.queues import Key
-from services.admission.model.records import OpRecord
+from opsched.services.admission.model.queues import Key
+from opsched.services.admission.model.records import OpRecord
 
 
 class QueueView(Protocol):
