@@ -13,7 +13,7 @@ from tests.builders.identities import ADMIN
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train-1gpu.yaml"
 # `python -m opsched.cli`, its publish waiting out "no stream" for a second rather than ``PUBLISH_PATIENCE_S`` (20 s:
 # what it would wait for a stream electing a leader); the answer and the exit are the same
-PATIENCE_1S = ("import runpy, sys; import bus.bus as bus; bus.PUBLISH_PATIENCE_S = 1.0; "
+PATIENCE_1S = ("import runpy, sys; import opsched.bus.bus as bus; bus.PUBLISH_PATIENCE_S = 1.0; "
                "sys.argv[0] = 'opsched'; runpy.run_module('opsched.cli', run_name='__main__', alter_sys=True)")
 
 
