@@ -164,18 +164,45 @@ MARKS = {_TESTS / "integration": ("integration",), _TESTS / "faults": ("integrat
          _TESTS / "security": ("integration",)}
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--faults", choices=("with", "skip", "only"), default="with",
+                     help="the fault suite (tests/faults, marked faults): run with the rest (default), leave it out, "
+                          "or run it alone; scripts/test runs the rest in parallel (pytest-xdist), then the "
+                          "fault suite alone and serially (killing NATS nodes mid-run wants a quiet machine)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # The local API server has a self-signed certificate on 127.0.0.1 (insecure-skip-tls-verify).
     config.addinivalue_line("filterwarnings", "ignore::urllib3.exceptions.InsecureRequestWarning")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    """The test uses a fixture set up once per module (a second cluster, manifests applied once)."""
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (``--dist loadgroup``)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         parents = Path(str(item.path)).resolve().parents
         for folder, marks in MARKS.items():
             if folder in parents:
                 for mark in marks:
                     item.add_marker(getattr(pytest.mark, mark))
+        if _shares_a_module_fixture(item) and item.get_closest_marker("xdist_group") is None:
+            # under pytest-xdist a module's tests that share such a fixture run on one worker: set up once, as serially
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    faults = config.getoption("faults", "with")
+    if faults != "with":
+        chosen = {item: (item.get_closest_marker("faults") is not None) == (faults == "only") for item in items}
+        config.hook.pytest_deselected(items=[item for item in items if not chosen[item]])
+        items[:] = [item for item in items if chosen[item]]
+
+
+def _on_worker(config: pytest.Config) -> bool:
+    """A pytest-xdist worker: its reports reach the controller, which keeps the account (below)."""
+    return hasattr(config, "workerinput")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -186,7 +213,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if os.environ.get("OPSCHED_REQUIRE_INTEGRATION") == "1" and _skipped_integration:
+    """Under pytest-xdist the controller receives every worker's reports (``pytest_runtest_logreport`` runs there
+    for each), so the account is the whole run's; a worker does not judge its share."""
+    if (os.environ.get("OPSCHED_REQUIRE_INTEGRATION") == "1" and _skipped_integration
+            and not _on_worker(session.config)):
         print("\nOPSCHED_REQUIRE_INTEGRATION=1 but integration tests were skipped:")
         for line in _skipped_integration:
             print(f"  {line}")

@@ -8,10 +8,20 @@ from tests.e2e.firstday import opsched_up
 _HERE = Path(__file__).resolve().parent
 
 
+# Under pytest-xdist (scripts/test: ``--dist loadgroup``) the tests of one group run on one worker, one after
+# another: those sharing the session's ``default_up`` (one `opsched up` for the run, not one per worker), with the
+# demo's, which also takes `opsched up`'s default metrics port (8090); test_opsched_up's module (its own
+# `opsched up`, a free metrics port) is a group of its own.
+_DEFAULT_PORT_GROUP = "e2e-default-up"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups, and before tests/conftest.py's
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _HERE in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.integration)
+            uses_default = "default_up" in getattr(item, "fixturenames", ()) or item.path.stem == "test_demo"
+            item.add_marker(pytest.mark.xdist_group(_DEFAULT_PORT_GROUP if uses_default else f"e2e-{item.path.stem}"))
 
 
 @pytest.fixture(scope="session")

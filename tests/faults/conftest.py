@@ -1,11 +1,23 @@
 """The fault suite: every test here runs against real parts (nats-server, the control plane, the services as
 processes) and is marked ``integration`` (so it may not skip in CI) and ``faults`` (``-m "not faults"`` leaves
-it out of a quick run; both marks are given in tests/conftest.py)."""
+it out of a quick run; both marks are given in tests/conftest.py). Under pytest-xdist its cases are one group
+(``--dist loadgroup``): one worker runs them one after another, never two stages at once."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from bench.faults.stage import Layout, Stage
+
+_HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.xdist_group("faults"))
 
 
 @pytest.fixture
