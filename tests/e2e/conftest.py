@@ -9,9 +9,10 @@ _HERE = Path(__file__).resolve().parent
 
 
 # Under pytest-xdist (scripts/test: ``--dist loadgroup``) the tests of one group run on one worker, one after
-# another: those sharing the session's ``default_up`` (one `opsched up` for the run, not one per worker), with the
-# demo's, which also takes `opsched up`'s default metrics port (8090); test_opsched_up's module (its own
-# `opsched up`, a free metrics port) is a group of its own.
+# another: those sharing the session's ``default_up`` (one `opsched up` for the run, not one per worker). Every other
+# module is a group of its own: the demo's two runs (each its own local cluster; whichever `opsched up` comes
+# second finds the default metrics port 8090 taken and says so, as it would for a user — no test reads it), and
+# test_opsched_up's (its own `opsched up`, a free metrics port).
 _DEFAULT_PORT_GROUP = "e2e-default-up"
 
 
@@ -20,7 +21,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _HERE in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.integration)
-            uses_default = "default_up" in getattr(item, "fixturenames", ()) or item.path.stem == "test_demo"
+            uses_default = "default_up" in getattr(item, "fixturenames", ())
             item.add_marker(pytest.mark.xdist_group(_DEFAULT_PORT_GROUP if uses_default else f"e2e-{item.path.stem}"))
 
 

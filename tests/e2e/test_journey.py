@@ -37,10 +37,11 @@ def test_the_cache_answers_after_the_original_and_while_it_runs(default_up: User
     again = default_up.submit("cached", cached, "--wait")
     assert default_up.ops()[again]["status"] == "succeeded" and "cache_hit" in json.dumps(default_up.why(again))
     assert first != again
-    running = job("cached-long", "sleep 4", extra="cache: {disable: false}")
+    running = job("cached-long", "sleep 10", extra="cache: {disable: false}")
     original = default_up.submit("cached-long", running)
     # at once, not after `ops` shows it running: the lookup finds it in process (queued, admitted or running) for
-    # as long as it takes to start plus its 4 s, rather than for what is left of the 4 s after two more CLI calls
+    # as long as it takes to start plus its 10 s (a CLI call on a loaded machine takes seconds), rather than for what
+    # is left of them after two more CLI calls
     during = default_up.submit("cached-long", running, "--wait")
     assert default_up.ops()[original]["status"] == "succeeded" and "cache_hit" in json.dumps(default_up.why(during))
 
