@@ -8,12 +8,11 @@ from tests.e2e.firstday import opsched_up
 _HERE = Path(__file__).resolve().parent
 
 
-# Under pytest-xdist (scripts/test: ``--dist loadgroup``) the tests of one group run on one worker, one after
-# another: those sharing the session's ``default_up`` (one `opsched up` for the run, not one per worker). Every other
-# module is a group of its own: the demo's two runs (each its own local cluster; whichever `opsched up` comes
-# second finds the default metrics port 8090 taken and says so, as it would for a user — no test reads it), and
-# test_opsched_up's (its own `opsched up`, a free metrics port).
-_DEFAULT_PORT_GROUP = "e2e-default-up"
+# Under pytest-xdist (scripts/test: ``--dist loadgroup``) each module is a group: its tests run on one worker, one
+# after another. The journey's and the doc blocks' modules share the session's ``default_up`` — one `opsched up` per
+# worker that runs either (so at most two); the demo's two runs have their own local clusters, test_opsched_up its own
+# `opsched up`. Whichever `opsched up` comes second finds the default metrics port 8090 taken and says so, as it would
+# for a user (no test reads it).
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups, and before tests/conftest.py's
@@ -21,8 +20,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _HERE in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.integration)
-            uses_default = "default_up" in getattr(item, "fixturenames", ())
-            item.add_marker(pytest.mark.xdist_group(_DEFAULT_PORT_GROUP if uses_default else f"e2e-{item.path.stem}"))
+            item.add_marker(pytest.mark.xdist_group(f"e2e-{item.path.stem}"))
 
 
 @pytest.fixture(scope="session")
