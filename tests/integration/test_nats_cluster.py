@@ -20,6 +20,9 @@ from tests.conftest import Stack
 from tests.eventlog import EventLog
 from tests.waiting import eventually
 
+# A node killed mid-run, with a bound on the stall: run with the fault suite, alone (scripts/test's second stage).
+pytestmark = pytest.mark.faults
+
 BEFORE, AFTER = 20, 20  # ops submitted before the kill and while the cluster is one node short
 # The replicas of a stream (and of each consumer, each KV bucket) notice their leader is gone and elect
 # another after nats-server's Raft election timeout, randomized in 4-9 s and not configurable; then each
