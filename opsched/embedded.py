@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import os
 import shutil
@@ -314,10 +315,24 @@ class ServicesInProcess:
                 self.task.cancel()
 
 
+async def _start_services(embedded: Embedded) -> ServicesInProcess:
+    """The services, serving ``/metrics`` on the metrics port; the default port taken since it was probed (another
+    `opsched up` starting beside this one): off, said so, as when the probe finds it taken."""
+    try:
+        return await ServicesInProcess(embedded.settings(), connect=embedded.connect).start()
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE or embedded.args.metrics_port is not None or embedded.metrics_port is None:
+            raise
+        _say(f"metrics port {embedded.metrics_port} was taken as the services started ({exc.strerror}): no /metrics "
+             "(choose one with --metrics-port)")
+        embedded.metrics_port = None
+        return await ServicesInProcess(embedded.settings(), connect=embedded.connect).start()
+
+
 async def _serve(embedded: Embedded) -> int:
     from opsched.context import CONTEXT_ENV
 
-    running = await ServicesInProcess(embedded.settings(), connect=embedded.connect).start()
+    running = await _start_services(embedded)
     others: list[Any] = []
     if embedded.agents is not None:
         from opsched.agents_local import start_dispatchers

@@ -30,13 +30,13 @@ async def serve(services: Sequence[Service], settings: Settings, stop: asyncio.E
                                            tls_ca_file=settings.nats_ca_file)
     buses = [await connect(settings.nats_url, f"opsched-{s.name}") for s in services]
     health = None
-    if settings.health_port is not None:
-        registry = metrics.registry_of(services)
-        health = HealthServer(lambda: _report(services, buses), settings.health_port, settings.health_host,
-                              metrics=lambda: metrics.exposition(registry))
-        port = await health.start()
-        oplog.get("runtime").info("health_listening", port=port)
     try:
+        if settings.health_port is not None:
+            registry = metrics.registry_of(services)
+            health = HealthServer(lambda: _report(services, buses), settings.health_port, settings.health_host,
+                                  metrics=lambda: metrics.exposition(registry))
+            port = await health.start()  # a port taken: the buses are closed below, the error goes to the caller
+            oplog.get("runtime").info("health_listening", port=port)
         await asyncio.gather(*(s.run(b, stop) for s, b in zip(services, buses)))
     finally:
         if health:

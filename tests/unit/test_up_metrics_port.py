@@ -2,6 +2,7 @@
 taken by another process: off and said so; a port given that is taken: exit 2 before anything starts."""
 from __future__ import annotations
 
+import errno
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,3 +57,39 @@ def test_a_port_given_that_is_taken_stops_opsched_up(tmp_path: Path, taken: int,
         up(tmp_path, "--metrics-port", str(taken))._metrics_port()
     assert exited.value.code == 2
     assert f"error: --metrics-port {taken}:" in capsys.readouterr().err
+
+
+class _Services:
+    """``ServicesInProcess`` as far as ``_start_services`` uses it: binding the health port fails while it is taken."""
+    started: list[int | None] = []
+
+    def __init__(self, settings, connect=None) -> None:
+        self.port = settings.health_port
+
+    async def start(self) -> "_Services":
+        _Services.started.append(self.port)
+        if self.port is not None:
+            raise OSError(errno.EADDRINUSE, "Address already in use")
+        return self
+
+
+async def test_the_default_port_taken_between_the_probe_and_the_bind_means_no_metrics_said_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """Another `opsched up` starting beside this one takes 8090 after this one probed it free."""
+    monkeypatch.setattr(embedded, "ServicesInProcess", _Services)
+    monkeypatch.setattr(_Services, "started", [])
+    default = up(tmp_path)
+    default.metrics_port = embedded.METRICS_PORT  # as the probe found it: free
+    await embedded._start_services(default)
+    assert _Services.started == [embedded.METRICS_PORT, None] and default.metrics_port is None
+    assert f"metrics port {embedded.METRICS_PORT} was taken as the services started" in capsys.readouterr().err
+
+
+async def test_a_port_given_taken_at_the_bind_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(embedded, "ServicesInProcess", _Services)
+    monkeypatch.setattr(_Services, "started", [])
+    given = up(tmp_path, "--metrics-port", "9123")
+    given.metrics_port = 9123
+    with pytest.raises(OSError):
+        await embedded._start_services(given)
+    assert _Services.started == [9123]
