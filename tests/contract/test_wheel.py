@@ -3,6 +3,7 @@ services/ are in it as ``opsched.proto`` and ``opsched.services``), and what it 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -13,11 +14,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def tracked_copy(into: Path) -> Path:
+    """The repository's tracked files (its links as links), as a clean checkout has them: setuptools builds in the
+    source tree (build/, *.egg-info), so building from the working tree would leave those behind, and reuse them."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source, target = ROOT / name, into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            target.symlink_to(os.readlink(source))
+        elif source.is_file():
+            shutil.copy2(source, target)
+    return into
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    source = tracked_copy(tmp_path_factory.mktemp("source"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--disable-pip-version-check",
-                    "-w", str(out), str(ROOT)], check=True, capture_output=True, text=True, timeout=240)
+                    "-w", str(out), str(source)], check=True, capture_output=True, text=True, timeout=240)
     [built] = out.glob("opsched-*.whl")
     return built
 
