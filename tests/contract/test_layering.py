@@ -109,7 +109,7 @@ IMPORTING_FILES = [pytest.param(p, id=_rel(p)) for p in SOURCE_FILES]
 
 
 @pytest.mark.parametrize("path", IMPORTING_FILES)
-def test_only_the_runtime_imports_nats(path):
+def test_only_the_bus_and_the_runtime_import_nats(path):
     rel = _rel(path)
     used = sorted(m for m in imports_of(path) if _top(m) == "nats")
     assert _allowed(rel, NATS_ALLOWED) or not used, f"{rel} imports {used}; only {', '.join(NATS_ALLOWED)} may"
