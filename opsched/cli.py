@@ -9,12 +9,10 @@ import sys
 import warnings
 from pathlib import Path
 
-from opsched import completion, dryrun, reading
+from opsched import completion, reading
 from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE, add_connection_arguments
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
-from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
-from opsched.rules.templating import TemplateError
 
 EXIT_FULL = 1  # a submit refused at a stream's limit (the backlog cap per identity): not stored, try again later
 QUEUES_HELP = ("queue configuration YAML whose pod security the op is checked against (default: the running "
@@ -39,6 +37,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
     With ``--id X`` a sweep's ops are ``X-0``, ``X-1``, ... and its batch id is derived from X, so
     submitting the same sweep again with the same id is the same batch (ops are idempotent)."""
+    from opsched import dryrun  # reading a file (pydantic models, Jinja2) is most of the CLI's start: only here
+    from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
+    from opsched.rules.templating import TemplateError
+
     overrides = {k: v for k, v in (("params", parse_params(args.param) if args.param else None),
                                    ("queue", args.queue or None), ("priority", args.priority)) if v is not None}
     try:
@@ -70,6 +72,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def _queue_config(args: argparse.Namespace):
     """The queue config whose pod security the ops are checked against (exit 2 when it is invalid)."""
+    from opsched import dryrun
     from opsched.rules.queues_file import QueuesConfigError
 
     try:
@@ -172,7 +175,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
 def _scheduled_op(args: argparse.Namespace):
     """(OpSpec, ScheduleSpec) of the file, or an exit code after saying what is wrong."""
-    from opsched.polyaxonfile import load_polyaxonfile_with_schedule
+    from opsched import dryrun
+    from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_with_schedule
     from opsched.proto.schedules import MAX_SCHEDULE_ID
     from opsched.proto.subjects import valid_token
 

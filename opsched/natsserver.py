@@ -58,8 +58,10 @@ class NatsServer:
                  tls: TlsFiles | None = None, monitor_port: int | None = None) -> None:
         self.store_dir = Path(store_dir)
         self.port = port or free_port()
+        self._port_picked = port is None  # a free port picked here may be taken before the server binds it
         self.log_file = log_file or self.store_dir / "nats-server.log"
         self.config_file = config_file  # a cluster node: everything (ports, store, routes) is in it
+        self._config_written = False  # the config written here (it names the port)
         self.authorization = authorization  # the ``accounts {}`` block of ``opsched.natsauth``: accounts and users
         self.tls = tls  # TLS only on the client port, https on the monitoring port
         # the monitoring endpoint (connections, users, subscriptions: unauthenticated) only when asked for, and then
@@ -79,7 +81,7 @@ class NatsServer:
 
     def _command(self) -> list[str]:
         if self.authorization is not None and self.config_file is None:
-            self.config_file = self._write_config()
+            self.config_file, self._config_written = self._write_config(), True
         if self.config_file:
             return [binary(), "-c", str(self.config_file)]
         cmd = [binary(), "-js", "-a", "127.0.0.1", "-p", str(self.port), "-sd", str(self.store_dir)]
@@ -90,12 +92,26 @@ class NatsServer:
         return [*cmd, "-m", str(self.monitor_port)] if self.monitor_port else cmd
 
     def start(self, timeout: float = 10.0) -> "NatsServer":
-        self.store_dir.mkdir(parents=True, exist_ok=True)
-        cmd = self._command()
-        with open(self.log_file, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
-        self._wait_ready(timeout)
-        return self
+        """Start and wait until it takes connections. A port picked here that another process bound first
+        (between the pick and the server's bind) is picked again, up to a few times, on the first start only."""
+        for attempt in range(4):
+            self.store_dir.mkdir(parents=True, exist_ok=True)
+            logged = self.log_file.stat().st_size if self.log_file.exists() else 0
+            with open(self.log_file, "ab") as log:
+                self.proc = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT,
+                                             preexec_fn=die_with_parent)
+            try:
+                self._wait_ready(timeout)
+                self._port_picked = False  # started: the port is the server's now (a restart keeps it)
+                return self
+            except RuntimeError:
+                lost_port = b"address already in use" in self.log_file.read_bytes()[logged:]
+                if not (lost_port and self._port_picked and attempt < 3):
+                    raise
+                self.port = free_port()
+                if self._config_written:  # it names the lost port
+                    self.config_file = None
+        raise AssertionError("unreachable")
 
     def _monitoring(self) -> str:
         """The config line of the monitoring endpoint: https with TLS, on loopback; none unless asked for."""
@@ -167,6 +183,7 @@ class NatsCluster:
         self.root = Path(root)
         self.name = name
         self.names = [f"n{i}" for i in range(n)]
+        self.base_port = base_port
         self.route_ports = [free_port() for _ in range(n)]
         self.http_ports = [free_port() for _ in range(n)]
         self.tls = tls  # clients, monitoring (https) and routes (both ends verified)
@@ -174,6 +191,15 @@ class NatsCluster:
                                  config_file=self.root / node / "nats-server.conf", tls=tls,
                                  monitor_port=self.http_ports[i])
                       for i, node in enumerate(self.names)]
+
+    def _pick_ports_again(self) -> None:
+        """New route and monitoring ports (and client ports, unless ``base_port`` named them)."""
+        self.route_ports = [free_port() for _ in self.names]
+        self.http_ports = [free_port() for _ in self.names]
+        for node, http_port in zip(self.nodes, self.http_ports):
+            node.monitor_port = http_port
+            if self.base_port is None:
+                node.port = free_port()
 
     @property
     def urls(self) -> str:
@@ -192,11 +218,21 @@ class NatsCluster:
                 f'routes: [{routes}]{route_tls} }}\n{self.authorization}')
 
     def start(self, timeout: float = 30.0) -> "NatsCluster":
-        for i, node in enumerate(self.nodes):
-            node.store_dir.mkdir(parents=True, exist_ok=True)
-            node.config_file.touch(mode=0o600)  # type: ignore[union-attr]
-            node.config_file.write_text(self._config(i))  # type: ignore[union-attr]
-            node.start(timeout)
+        """Start every node, then wait for a meta leader. A port picked here that another process bound before
+        a node did is picked again (every node restarted on new ports), up to a few times."""
+        for attempt in range(4):
+            try:
+                for i, node in enumerate(self.nodes):
+                    node.store_dir.mkdir(parents=True, exist_ok=True)
+                    node.config_file.touch(mode=0o600)  # type: ignore[union-attr]
+                    node.config_file.write_text(self._config(i))  # type: ignore[union-attr]
+                    node.start(timeout)
+                break
+            except RuntimeError as exc:
+                if "address already in use" not in str(exc) or attempt == 3:
+                    raise
+                self.stop()
+                self._pick_ports_again()
         self.wait_meta_leader(timeout)
         return self
 

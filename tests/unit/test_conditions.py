@@ -84,12 +84,12 @@ def test_a_condition_evaluates_over_the_op_s_values(c):
     case("a comprehension", text="[x for x in layers]", error="ListComp is not allowed"),
 ], ids=case_name)
 def test_a_bad_or_hostile_condition_is_a_condition_error_with_a_readable_message(c):
-    started = time.monotonic()
+    started = time.process_time()  # the work this process did, not the wall time (other tests share the cores)
     with pytest.raises(ConditionError) as raised:
         evaluate(c.text, VALUES)
     assert c.error in str(raised.value)
     assert len(str(raised.value)) < 400  # the message quotes a long condition shortened
-    assert time.monotonic() - started < 1.0  # refused before the work, not after it
+    assert time.process_time() - started < 1.0  # refused before the work, not after it
 
 
 def test_a_condition_that_runs_past_its_time_budget_is_refused(monkeypatch):
@@ -133,10 +133,10 @@ def test_admission_rejects_the_issues_condition_bomb_at_submit_quickly_and_stays
     refused (the op rejected ``invalid_condition``, an error event and a dead letter) before the work."""
     spec = msgspec.structs.replace(op("bomb").build(), conditions='{{ "a" * 10**9 }}')
     ctx = Context(service="admission", clock=FakeClock(T0), settings=Settings(), log=oplog.get("test"))
-    started = time.monotonic()
+    started = time.process_time()  # work done here, not wall time (other tests share the cores)
     with pytest.raises(InvalidInput) as refused:
         on_submit(submit(spec, op_id="bomb"), ctx, AdmissionState(), queues(("default", 1)))
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
     [rejected] = refused.value.events
     assert rejected.reason == refused.value.reason == "invalid_condition"
     assert "value too large: 'a' * 1000000000" in rejected.message

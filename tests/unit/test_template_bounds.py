@@ -90,21 +90,21 @@ def test_what_templates_are_for_still_renders(c):
     case("a float overflow", text="{{ 2.0 ** 100000 }}", error="cannot render"),
 ], ids=case_name)
 def test_a_template_bomb_is_a_template_error_naming_its_field(c):
-    started = time.monotonic()
+    started = time.process_time()  # work done here, not wall time (other tests share the cores)
     with pytest.raises(TemplateError) as raised:
         render(c.text)
     assert c.error in str(raised.value)
     assert raised.value.path == ("container", "args", 0)
     assert len(str(raised.value)) < 600  # a long template is quoted shortened
-    assert time.monotonic() - started < 1.0  # refused before the work, not after it
+    assert time.process_time() - started < 1.0  # refused before the work, not after it
 
 
 def test_a_template_that_runs_past_its_time_budget_is_refused_within_the_budget():
-    started = time.monotonic()
+    started = time.process_time()  # work done here, not wall time (other tests share the cores)
     with pytest.raises(TemplateError, match="the templates took longer than the time budget of 0.2 s"):
         with time_budget(0.2):
             render("{% for i in range(10000) %}{% if ([0] * 60000) == ([1] * 60000) %}{% endif %}{% endfor %}")
-    assert time.monotonic() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 def test_all_the_templates_of_an_op_share_one_time_budget():
