@@ -352,13 +352,33 @@ class Bus:
         durables_of``) has acked what it was given (the stream's last sequence when all are caught up): what may be
         removed without a service missing it. Any other consumer (a stray durable, a reader's) holds nothing back:
         it cannot pin the purges at 0."""
-        info = await self.js.stream_info(stream)
-        done = info.state.last_seq
-        for consumer in await self.js.consumers_info(stream):
-            if consumer.config.durable_name not in durables or not (consumer.num_pending or consumer.num_ack_pending):
-                continue  # not a service's (an ordered follower reads, it consumes nothing), or one caught up
-            done = min(done, consumer.ack_floor.stream_seq if consumer.ack_floor else 0)
+        last = (await self.js.stream_info(stream)).state.last_seq
+        done = last
+        for durable in durables:
+            try:
+                consumer = await self.js.consumer_info(stream, durable)
+            except NotFoundError:
+                continue  # no such durable on this stream
+            done = min(done, await self._consumed_by(stream, consumer, last))
         return done
+
+    async def _consumed_by(self, stream: str, consumer: api.ConsumerInfo, last: int) -> int:
+        """Up to which sequence one durable has consumed: its ack floor, and past it every message it will never be
+        given (another subject), up to the first one of its subjects after the floor (none: ``last``). The messages
+        are asked of the stream's leader: not the consumer's own count of what is left (``num_pending``), which a
+        consumer leader on a node still catching up (one restarted after a kill) gives as 0 for commands it has not
+        yet seen — a purge then removed them, undelivered."""
+        floor = consumer.ack_floor.stream_seq if consumer.ack_floor else 0
+        config = consumer.config
+        filters = list(config.filter_subjects or []) or [config.filter_subject or ">"]
+        upto = last
+        for subject in filters:
+            try:
+                found = await self.js.get_msg(stream, seq=floor + 1, subject=subject, next=True)
+                upto = min(upto, (found.seq or floor + 1) - 1)
+            except NotFoundError:
+                continue  # nothing of that subject after the floor
+        return max(floor, upto)
 
     async def publish(self, message: msgspec.Struct, *, msg_id: str | None = None, subject: str | None = None,
                       headers: dict[str, str] | None = None, fence: Fence | None = None) -> PubAck:

@@ -2,6 +2,7 @@
 JetStream cluster of several of them (``NatsCluster``), configured only by nats-server's own config file."""
 from __future__ import annotations
 
+import collections
 import json
 import shutil
 import socket
@@ -31,10 +32,25 @@ def binary() -> str:
     return found
 
 
+_HANDED_OUT: collections.deque[int] = collections.deque(maxlen=1024)  # the ports free_port gave, newest last
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback TCP port nothing listens on now, never one of the last 1,024 this process was given: the
+    kernel may offer a port it just offered again (consecutive picks for two servers would collide)."""
+    held: list[socket.socket] = []
+    try:
+        while True:
+            s = socket.socket()
+            held.append(s)  # kept bound until a new port is found: the kernel offers another one next
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.append(port)
+                return port
+    finally:
+        for s in held:
+            s.close()
 
 
 def tls_block(files: TlsFiles, verify: bool = False) -> str:
@@ -106,7 +122,8 @@ class NatsServer:
                 return self
             except RuntimeError:
                 lost_port = b"address already in use" in self.log_file.read_bytes()[logged:]
-                if not (lost_port and self._port_picked and attempt < 3):
+                ours = self.config_file is None or self._config_written  # a cluster's node: the cluster picks again
+                if not (lost_port and self._port_picked and ours and attempt < 3):
                     raise
                 self.port = free_port()
                 if self._config_written:  # it names the lost port

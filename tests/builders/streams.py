@@ -99,7 +99,7 @@ class Stream:
     def consumed_up_to(self, durables: Collection[str] | None = None) -> int:
         """Up to which sequence every durable consumer (of ``durables``, if given) has acked what it was given (as
         ``Bus.consumed_up_to``)."""
-        return min([self.last_seq] + [c.ack_floor() for name, c in self.consumers.items()
+        return min([self.last_seq] + [c.consumed() for name, c in self.consumers.items()
                                       if durables is None or name in durables])
 
 
@@ -167,16 +167,13 @@ class Consumer:
     def wake(self) -> None:
         self._signal.set()
 
-    def ack_floor(self) -> int:
-        """As JetStream's: the last message it acked before the first of its filters not acked yet (the
-        stream's last sequence when nothing is pending)."""
+    def consumed(self) -> int:
+        """As ``Bus.consumed_up_to`` reads it of JetStream: the sequence before the first message of its filters
+        not acked yet (the stream's last sequence when none waits)."""
         waiting = [*self.pending, *self.due]
         waiting += [m.seq for m in self.stream.messages.values()
                     if m.seq >= self.next_seq and any(matches(f, m.subject) for f in self.filters)]
-        if not waiting:
-            return self.stream.last_seq
-        acked = [seq for seq in self.delivered if seq < min(waiting)]
-        return max(acked, default=0)
+        return min(waiting) - 1 if waiting else self.stream.last_seq
 
     async def fetch(self, batch: int, timeout: float, settle: Settle) -> list[MemoryMsg]:
         """Up to ``batch`` messages, waiting up to ``timeout`` for the first; nats' TimeoutError if none."""

@@ -57,3 +57,23 @@ def test_a_cluster_whose_picked_route_port_is_taken_starts_on_ports_picked_again
         assert cluster.meta_leader() in cluster.names
     finally:
         cluster.stop()
+
+
+def test_free_port_never_gives_this_process_the_same_port_twice(monkeypatch):
+    offered = iter([41000, 41000, 41001, 41000, 41002])  # the kernel offering a port it just offered again
+
+    class Socket:
+        def __init__(self) -> None:
+            self.port = 0
+
+        def bind(self, address) -> None:
+            self.port = next(offered)
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+        def close(self) -> None:
+            pass
+    monkeypatch.setattr(natsserver.socket, "socket", Socket)
+    monkeypatch.setattr(natsserver, "_HANDED_OUT", natsserver.collections.deque(maxlen=8))
+    assert [natsserver.free_port() for _ in range(3)] == [41000, 41001, 41002]
