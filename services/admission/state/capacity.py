@@ -34,6 +34,12 @@ class Capacity:
         cap.open = {n for n in nodes if _has_free_accelerator(cap.free[n])}
         return cap
 
+    def copy(self) -> "Capacity":
+        """What is free copied; the nodes and what was worked out from them alone shared (they are fixed)."""
+        return Capacity(self.nodes, {node: dict(free) for node, free in self.free.items()}, set(self.open),
+                        {node: list(asks) for node, asks in self.shared.items()}, self._matching, self._ever,
+                        self._agents)
+
     @property
     def known(self) -> bool:
         return bool(self.nodes)

@@ -5,7 +5,6 @@ The usage cache (``usage_cache``) keeps one snapshot up to date as ops start and
 not rebuild it: only a node change rebuilds it, once. ``same`` compares it with a fresh build."""
 from __future__ import annotations
 
-import copy
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -114,8 +113,16 @@ class Snapshot:
             self.capacity.give_back(node, pod)
 
     def copy(self) -> "Snapshot":
-        """A copy to simulate on; the queue book is shared (it is never changed by a cycle)."""
-        return copy.deepcopy(self, {id(self.book): self.book, id(self.spend): self.spend})
+        """A copy to simulate on (preemption plans take ops out of it): every count is copied; the queue book
+        and the spend are shared (a cycle never changes them), and so is the capacity's fixed part."""
+        usage: Usage = defaultdict(lambda: defaultdict(float))
+        for queue, used in self.usage.items():
+            usage[queue] = defaultdict(float, used)
+        return Snapshot(self.book, self.capacity.copy(), self.now, running=defaultdict(int, self.running),
+                        cost_used=defaultdict(float, self.cost_used), usage=usage, starved=set(self.starved),
+                        placed={op_id: list(nodes) for op_id, nodes in self.placed.items()},
+                        unplaced=set(self.unplaced), batch_running=defaultdict(int, self.batch_running),
+                        spend=self.spend, committed=dict(self.committed), silent=dict(self.silent))
 
 
 def selector_of(op: OpRecord) -> dict[str, str]:
