@@ -1,7 +1,7 @@
 """The fault suite: every test here runs against real parts (nats-server, the control plane, the services as
 processes) and is marked ``integration`` (so it may not skip in CI) and ``faults`` (both marks are given in
-tests/conftest.py). scripts/test runs the ``faults`` tests after the rest, in one process, one at a time: a NATS node
-killed while other tests load the machine's two cores made ops miss the cases' deadlines (docs/getting-started.md).
+tests/conftest.py). scripts/test runs the ``faults`` tests after the rest, in one process, one at a time: the
+NATS-cluster case bounds a stall in seconds, a claim for a quiet machine (docs/getting-started.md).
 Under pytest-xdist (scripts/test given arguments) they are one group (``--dist loadgroup``): one worker, in turn."""
 from __future__ import annotations
 
