@@ -9,7 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from opsched import completion, reading
+from opsched import completion, entrypoint, reading
 from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE, add_connection_arguments
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
@@ -361,6 +361,7 @@ def _add_schedule_parser(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    entrypoint.begin()
     p = parser()
     if argv is None:
         completion.autocomplete(p)  # the shell asking for completions: answered, and exits

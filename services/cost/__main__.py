@@ -1,5 +1,10 @@
-from opsched.services.cost.service import Cost
-from opsched.services.runtime.runner import main
+"""`python -m opsched.services.cost`: the service as a process (opsched.services.runtime.runner)."""
+from opsched import entrypoint
+
+entrypoint.begin()  # before anything imports nats-py
+
+from opsched.services.cost.service import Cost  # noqa: E402
+from opsched.services.runtime.runner import main  # noqa: E402
 
 if __name__ == "__main__":
     main(Cost)

@@ -1,5 +1,10 @@
-from opsched.services.dispatcher.service import Dispatcher
-from opsched.services.runtime.runner import main
+"""`python -m opsched.services.dispatcher`: the service as a process (opsched.services.runtime.runner)."""
+from opsched import entrypoint
+
+entrypoint.begin()  # before anything imports nats-py
+
+from opsched.services.dispatcher.service import Dispatcher  # noqa: E402
+from opsched.services.runtime.runner import main  # noqa: E402
 
 if __name__ == "__main__":
     main(Dispatcher)
