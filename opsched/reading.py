@@ -53,14 +53,15 @@ def cmd_ops(args: argparse.Namespace) -> int:
     async def show(client) -> int:
         rows = await client.ops()
         if args.output == JSON:
-            print_json([_row(r) for r in rows])
+            print_json([json_row(r) for r in rows])
         else:
             print(table(rows) if rows else "no operations yet")
         return 0
     return with_client(args, show)
 
 
-def _row(row: Any) -> dict[str, Any]:
+def json_row(row: Any) -> dict[str, Any]:
+    """An op's row as `ops --output json` prints it."""
     out = dataclasses.asdict(row)
     del out["rank"]  # the view's own ordering detail
     return out

@@ -3,6 +3,8 @@ queues (examples/queues.yaml, plus a day budget of project ``capped``) and the d
 people besides ``admin`` (alice, a submitter; bob, an approver), and the CLI as each of them runs it."""
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -13,6 +15,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import msgspec
+
+from opsched import context
+from opsched.client import Client
+from opsched.proto import subjects
+from opsched.reading import json_row
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGETS = """
@@ -81,14 +90,37 @@ class User:
         return json.loads(self.ok("why", op_id, "-o", "json"))
 
     def until(self, check: Callable[[dict[str, dict[str, Any]]], Any], what: str, timeout: float = 60) -> Any:
-        """The first truthy ``check(ops)``, looking again as soon as the last look returned."""
-        deadline = time.monotonic() + timeout
-        while True:
-            rows = self.ops()
-            found = check(rows)
-            if found:
-                return found
-            assert time.monotonic() < deadline, f"not within {timeout}s: {what}; ops: {rows}"
+        """The first truthy ``check(ops)``, ``ops`` as `opsched ops -o json` gives them: read in this process, as
+        admin (the SDK, from the context `opsched up` wrote), at once and again after each op event published (and
+        at least every second: a live event can come before the stream stored it). The wait is the test's own: what
+        a step asserts goes through the CLI."""
+        return asyncio.run(self._until(check, what, timeout))
+
+    async def _until(self, check: Callable[[dict[str, dict[str, Any]]], Any], what: str, timeout: float) -> Any:
+        target = context.resolve(context=self.data_dir / "context.json", data_dir=self.data_dir, env=clean_env())
+        client = await Client.connect(target.url, "e2e-wait", target.credentials, ca_file=target.ca_file)
+        rung = asyncio.Event()
+
+        async def ring(_msg: Any) -> None:
+            rung.set()
+        sub = await client.bus.nc.subscribe(subjects.VIEW_EVENTS, cb=ring)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while True:
+                rung.clear()
+                printed = msgspec.json.encode([json_row(row) for row in await client.ops()])
+                rows = {row["op_id"]: row for row in json.loads(printed)}
+                found = check(rows)
+                if found:
+                    return found
+                left = deadline - loop.time()
+                assert left > 0, f"not within {timeout}s: {what}; ops: {rows}"
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(rung.wait(), min(left, 1.0))
+        finally:
+            await sub.unsubscribe()
+            await client.close()
 
     def status(self, op_id: str, *statuses: str, timeout: float = 60) -> dict[str, Any]:
         return self.until(lambda rows: rows.get(op_id) if rows.get(op_id, {}).get("status") in statuses else None,

@@ -4,7 +4,8 @@ one during it), approval by an approver, conditions skipping, a schedule firing,
 params, preemption, a gang, cost and budgets, and `why` for a waiting, a rejected and an ended op.
 
 One `opsched up` for the e2e suite (``default_up``, tests/e2e/conftest.py: examples/queues.yaml and the default
-nodes); the steps use their own ops; each waits on what the CLI shows, with a timeout, never on time."""
+nodes); the steps use their own ops; a step waits on the op events (``User.until``: in the test's process), with
+a timeout, never on time."""
 from __future__ import annotations
 
 import json
