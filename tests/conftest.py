@@ -165,10 +165,10 @@ MARKS = {_TESTS / "integration": ("integration",), _TESTS / "faults": ("integrat
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--faults", choices=("with", "skip", "only"), default="with",
-                     help="the fault suite (tests/faults, marked faults): run with the rest (default), leave it out, "
-                          "or run it alone; scripts/test runs the rest in parallel (pytest-xdist), then the "
-                          "fault suite alone and serially (killing NATS nodes mid-run wants a quiet machine)")
+    parser.addoption("--alone", choices=("with", "skip", "only"), default="with",
+                     help="the tests marked alone (each bounds a time in seconds, a claim for an otherwise idle "
+                          "machine): run with the rest (default), leave them out, or run them alone; scripts/test "
+                          "runs the rest in parallel (pytest-xdist), then these alone and serially")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -193,9 +193,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if _shares_a_module_fixture(item) and item.get_closest_marker("xdist_group") is None:
             # under pytest-xdist a module's tests that share such a fixture run on one worker: set up once, as serially
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    faults = config.getoption("faults", "with")
-    if faults != "with":
-        chosen = {item: (item.get_closest_marker("faults") is not None) == (faults == "only") for item in items}
+    alone = config.getoption("alone", "with")
+    if alone != "with":
+        chosen = {item: (item.get_closest_marker("alone") is not None) == (alone == "only") for item in items}
         config.hook.pytest_deselected(items=[item for item in items if not chosen[item]])
         items[:] = [item for item in items if chosen[item]]
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from kubernetes import client
 
+from opsched.localcluster.rawcalls import raw
 from opsched.proto.resources import GPU_MEMORY, GPU_MEMORY_CARDS
 
 NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
@@ -168,20 +169,20 @@ def register_node(core: client.CoreV1Api, spec: NodeSpec, resources: NodeResourc
 
 
 def post_status(core: client.CoreV1Api, spec: NodeSpec, resources: NodeResources, address: str) -> None:
-    core.patch_node_status(spec.name, {"status": node_status(spec, resources, address)})
+    raw(core.patch_node_status, spec.name, {"status": node_status(spec, resources, address)})
 
 
 def clear_not_ready_taints(core: client.CoreV1Api, name: str) -> bool:
     """Remove not-ready/unreachable taints; True if any were removed. Retries on conflicts."""
     for _ in range(10):
-        node = core.read_node(name)
-        taints = node.spec.taints or []
-        keep = [t for t in taints if t.key not in NOT_READY_TAINTS]
+        node = raw(core.read_node, name)
+        taints = (node.get("spec") or {}).get("taints") or []
+        keep = [t for t in taints if t["key"] not in NOT_READY_TAINTS]
         if len(keep) == len(taints):
             return False
-        node.spec.taints = keep or None
+        node["spec"]["taints"] = keep or None
         try:
-            core.replace_node(name, node)  # carries resourceVersion: 409 if someone else wrote
+            raw(core.replace_node, name, node)  # carries resourceVersion: 409 if someone else wrote
             return True
         except client.ApiException as e:
             if e.status != 409:

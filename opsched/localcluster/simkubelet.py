@@ -52,6 +52,7 @@ from opsched.localcluster.nodes import (
     running_status,
     terminal_status,
 )
+from opsched.localcluster.rawcalls import raw
 from opsched.proto.reasons import Failure
 
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
@@ -150,25 +151,27 @@ class SimKubelet:
                     self._stopping.wait(1.0)
 
     def _relist(self) -> str:
-        pods = self.core.list_pod_for_all_namespaces(_request_timeout=REQUEST_TIMEOUT)
-        current = self.api.sanitize_for_serialization(pods.items)
+        pods = raw(self.core.list_pod_for_all_namespaces, _request_timeout=REQUEST_TIMEOUT)
+        current = pods["items"]
         known = {p["metadata"]["uid"] for p in current}
         for uid in list(self._stages):
             if uid not in known:
                 self._stages.pop(uid, None)
         for pod in current:
             self._on_pod("ADDED", pod)
-        return pods.metadata.resource_version
+        return pods["metadata"]["resourceVersion"]
 
     def _stream(self, resource_version: str) -> None:
         while not self._stopping.is_set():
             self._watch = watch.Watch()
+            # events as JSON dicts (``deserialize=False``: no model objects); the client then leaves the resource
+            # version to its caller, and reports an ERROR event (410 Gone) by failing: the loop re-lists
             for event in self._watch.stream(self.core.list_pod_for_all_namespaces, timeout_seconds=WATCH_TIMEOUT_S,
                                             resource_version=resource_version, allow_watch_bookmarks=True,
-                                            _request_timeout=REQUEST_TIMEOUT):
+                                            _request_timeout=REQUEST_TIMEOUT, deserialize=False):
                 if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                    self._on_pod(event["type"], event["raw_object"])
-            resource_version = self._watch.resource_version or resource_version
+                    self._on_pod(event["type"], event["object"])
+                resource_version = event["object"]["metadata"].get("resourceVersion") or resource_version
 
     def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
@@ -231,7 +234,7 @@ class SimKubelet:
                                             due.name, due.uid))
 
     def _run(self, due: _Due) -> None:
-        pod = self.api.sanitize_for_serialization(self.core.read_namespaced_pod(due.name, due.namespace))
+        pod = raw(self.core.read_namespaced_pod, due.name, due.namespace)
         if pod["metadata"]["uid"] != due.uid:
             return
         phase = pod.get("status", {}).get("phase")
@@ -272,8 +275,8 @@ class SimKubelet:
             codes = {c["name"]: KILLED_EXIT_CODE for c in pod["spec"]["containers"]}
             self._finish(pod, terminal_status(pod, codes))
         try:
-            self.core.delete_namespaced_pod(pod["metadata"]["name"], pod["metadata"]["namespace"],
-                                            grace_period_seconds=0)
+            raw(self.core.delete_namespaced_pod, pod["metadata"]["name"], pod["metadata"]["namespace"],
+                grace_period_seconds=0)
         except client.ApiException as e:
             if e.status != 404:
                 raise
@@ -281,7 +284,7 @@ class SimKubelet:
 
     def _patch_status(self, pod: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         meta = pod["metadata"]
-        self.core.patch_namespaced_pod_status(meta["name"], meta["namespace"], {"status": status})
+        raw(self.core.patch_namespaced_pod_status, meta["name"], meta["namespace"], {"status": status})
         return status
 
     # -- nodes ----------------------------------------------------------------------------

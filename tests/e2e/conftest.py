@@ -9,8 +9,8 @@ _HERE = Path(__file__).resolve().parent
 
 
 # Under pytest-xdist (scripts/test: ``--dist loadgroup``) each module is a group: its tests run on one worker, one
-# after another. The journey's and the doc blocks' modules share the session's ``default_up`` — one `opsched up` per
-# worker that runs either (so at most two); the demo's two runs have their own local clusters, test_opsched_up its own
+# after another; the modules that use the session's ``default_up`` (the journey's, the doc blocks') are one group, so
+# that one `opsched up` serves them all. The demo's two runs have their own local clusters, test_opsched_up its own
 # `opsched up`. Whichever `opsched up` comes second finds the default metrics port 8090 taken and says so, as it would
 # for a user (no test reads it).
 
@@ -20,7 +20,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _HERE in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.integration)
-            item.add_marker(pytest.mark.xdist_group(f"e2e-{item.path.stem}"))
+            shared = "default_up" in getattr(item, "fixturenames", ())
+            item.add_marker(pytest.mark.xdist_group("e2e-default-up" if shared else f"e2e-{item.path.stem}"))
 
 
 @pytest.fixture(scope="session")

@@ -20,9 +20,6 @@ from tests.conftest import Stack
 from tests.eventlog import EventLog
 from tests.waiting import eventually
 
-# A node killed mid-run, with a bound on the stall: run with the fault suite, alone (scripts/test's second stage).
-pytestmark = pytest.mark.faults
-
 BEFORE, AFTER = 20, 20  # ops submitted before the kill and while the cluster is one node short
 # The replicas of a stream (and of each consumer, each KV bucket) notice their leader is gone and elect
 # another after nats-server's Raft election timeout, randomized in 4-9 s and not configurable; then each
@@ -59,6 +56,8 @@ async def stream_leader(bus: Bus, stream: str) -> str:
     return info.cluster.leader
 
 
+@pytest.mark.faults
+@pytest.mark.alone  # a bound on the stall, in seconds: run after the rest, alone (scripts/test's second stage)
 async def test_killing_the_op_stream_leader_loses_nothing_and_stalls_less_than_ten_seconds(
         nats_cluster, cluster_bus, tmp_path):
     queues = tmp_path / "queues.yaml"  # no op finishes in null mode: room for all of them at once
