@@ -13,6 +13,7 @@ from typing import Any
 
 from kubernetes import client, config, watch
 
+from opsched.localcluster.rawcalls import raw
 from opsched.rules.podspec import LABEL_ATTEMPT, LABEL_OP
 
 TERMINATED = ("Succeeded", "Failed")
@@ -93,23 +94,23 @@ class PodLedger:
                 time.sleep(0.5)
 
     def _list(self) -> str:
-        answer = self.core.list_namespaced_pod(self.namespace, _request_timeout=TIMEOUTS)
-        listed = {pod.metadata.name for pod in answer.items}
-        for pod in answer.items:
+        answer = raw(self.core.list_namespaced_pod, self.namespace, _request_timeout=TIMEOUTS)
+        listed = {pod["metadata"]["name"] for pod in answer["items"]}
+        for pod in answer["items"]:
             self._saw(pod, deleted=False)
         with self.lock:
             for name, record in self.pods.items():
                 if name not in listed:
                     record.live = False  # deleted while the watch was away
-        return answer.metadata.resource_version
+        return answer["metadata"]["resourceVersion"]
 
     def _watch(self, version: str) -> str:
         stream = watch.Watch()
         for item in stream.stream(self.core.list_namespaced_pod, self.namespace, resource_version=version,
                                   timeout_seconds=WATCH_S, allow_watch_bookmarks=True,
-                                  _request_timeout=TIMEOUTS):
-            pod = item["object"]  # an ERROR (410 Gone, ...) is raised by the stream as an ApiException
-            version = pod.metadata.resource_version or version
+                                  _request_timeout=TIMEOUTS, deserialize=False):  # JSON dicts, no model objects
+            pod = item["object"]  # an ERROR (410 Gone, ...) fails the stream: listed again
+            version = pod["metadata"].get("resourceVersion") or version
             if item["type"] != "BOOKMARK":
                 self._saw(pod, deleted=item["type"] == "DELETED")
             if self._stop.is_set():
@@ -117,14 +118,15 @@ class PodLedger:
         return version
 
     def _saw(self, pod: Any, deleted: bool) -> None:
-        labels = pod.metadata.labels or {}
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
         if LABEL_OP not in labels:
             return
         op_id, attempt = labels[LABEL_OP], int(labels.get(LABEL_ATTEMPT, "0"))
-        live = not deleted and (pod.status.phase if pod.status else None) not in TERMINATED
+        live = not deleted and (pod.get("status") or {}).get("phase") not in TERMINATED
         with self.lock:
-            record = self.pods.setdefault(pod.metadata.name, PodRecord(op_id, attempt))
-            record.uids.add(pod.metadata.uid)
+            record = self.pods.setdefault(meta["name"], PodRecord(op_id, attempt))
+            record.uids.add(meta["uid"])
             record.live = live
             if live:
                 alive = {r.attempt for r in self.pods.values() if r.live and r.op_id == op_id}
