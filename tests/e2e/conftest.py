@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from opsched.localcluster.controlplane import ControlPlaneError, ensure_built
+from tests.conftest import folders_of
 from tests.e2e.firstday import opsched_up
 
 _HERE = Path(__file__).resolve().parent
@@ -18,7 +19,7 @@ _HERE = Path(__file__).resolve().parent
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups, and before tests/conftest.py's
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if _HERE in Path(str(item.path)).resolve().parents:
+        if _HERE in folders_of(item.path):
             item.add_marker(pytest.mark.integration)
             shared = "default_up" in getattr(item, "fixturenames", ())
             item.add_marker(pytest.mark.xdist_group("e2e-default-up" if shared else f"e2e-{item.path.stem}"))
