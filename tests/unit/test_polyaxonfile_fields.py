@@ -218,7 +218,7 @@ def test_every_field_of_every_model_is_honoured_checked_refused_or_warned():
 # ---- honoured: taking a field out of a full file changes the op (or the pod), or makes the file invalid --
 
 def result(doc: dict):
-    text = yaml.safe_dump(doc, sort_keys=False)
+    text = yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SpecWarning)
         specs = parse_polyaxonfile_batch(text, salt="s") if "matrix" in doc else [parse_polyaxonfile(text)]
@@ -290,7 +290,7 @@ def test_a_checked_or_refused_field_refuses_the_file_at_its_path(key):
 @pytest.mark.parametrize("key", sorted(WARNED), ids=lambda k: ".".join(k))
 def test_a_warned_field_is_warned_and_recorded_on_the_op(key):
     dotted, value = WARNED[key]
-    text = yaml.safe_dump(with_value(JOB, dotted, value), sort_keys=False)
+    text = yaml.dump(with_value(JOB, dotted, value), Dumper=yaml.CSafeDumper, sort_keys=False)
     with pytest.warns(SpecWarning, match="no effect in opsched"):
         spec = parse_polyaxonfile(text)
     assert dotted in spec.ignored
