@@ -38,11 +38,20 @@ def _quiet_ssl_eof() -> None:
 _quiet_ssl_eof()  # once, where every NATS connection of opsched is opened
 
 
+SCHEMES = ("nats", "tls")  # opsched speaks NATS over TCP, with TLS or not; not over WebSocket (opsched.entrypoint)
+
+
 def server_urls(url: str) -> list[str]:
-    """``NATS_URL`` names one server or several (a cluster's nodes), comma-separated."""
+    """``NATS_URL`` names one server or several (a cluster's nodes), comma-separated: ``nats://`` or ``tls://``
+    URLs, or ``host:port``. ``ValueError`` naming one that is none of these."""
     urls = [u.strip() for u in url.split(",") if u.strip()]
     if not urls:
         raise ValueError("no NATS server URL given")
+    for one in urls:
+        scheme = one.partition("://")[0].lower() if "://" in one else SCHEMES[0]
+        if scheme not in SCHEMES:
+            raise ValueError(f"NATS URL {one!r}: opsched connects with nats:// or tls:// (NATS over WebSocket, "
+                             "ws:// and wss://, is not supported)")
     return urls
 
 

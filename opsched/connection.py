@@ -30,10 +30,14 @@ def add_connection_arguments(p: argparse.ArgumentParser) -> None:
 
 def target(args: argparse.Namespace) -> context.Target:
     """Where the command connects, and as whom; exits 2 naming what cannot be used."""
+    from opsched.bus.connecting import server_urls  # imports nats-py: after the CLI's start (opsched.entrypoint)
+
     try:
-        return context.resolve(url=getattr(args, "nats", None), ca_file=getattr(args, "nats_ca", None),
-                               context=getattr(args, "context", None),
-                               data_dir=getattr(args, "data_dir", context.DEFAULT_DATA_DIR))
+        where = context.resolve(url=getattr(args, "nats", None), ca_file=getattr(args, "nats_ca", None),
+                                context=getattr(args, "context", None),
+                                data_dir=getattr(args, "data_dir", context.DEFAULT_DATA_DIR))
+        server_urls(where.url)  # a URL opsched cannot connect with (ws://): named, exit 2
+        return where
     except CredentialsError as exc:
         raise SystemExit(fail(f"cannot use the NATS credentials: {exc}")) from None
     except ValueError as exc:  # a context or CA named but absent or unusable: the user's input

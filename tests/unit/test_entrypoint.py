@@ -28,3 +28,16 @@ def test_a_cli_call_connects_without_aiohttp():
 
 def test_the_sdk_leaves_aiohttp_to_the_program_that_imports_it():
     assert probe("import opsched.client, aiohttp; aiohttp.ClientSession") == "False True"
+
+
+@pytest.mark.parametrize("url", ["ws://127.0.0.1:4222", "nats://a:4222,wss://b:443"])
+def test_a_websocket_url_is_refused_naming_it_by_the_cli_and_the_services(url, capsys):
+    from opsched.cli import main
+    from opsched.services.runtime.settings import Settings
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--nats", url, "queues"])
+    assert exited.value.code == 2
+    assert "ws" in capsys.readouterr().err.split("NATS URL ")[1].split(":")[0]
+    with pytest.raises(ValueError, match="nats:// or tls://"):
+        Settings(nats_url=url)
