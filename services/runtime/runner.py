@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from opsched.bus import logging as oplog
 from opsched.bus import tracing
 from opsched.bus.bus import Bus
+from opsched.bus.connecting import server_urls
 from opsched.bus.credentials import of_settings
 from opsched.services.runtime import eventloop, metrics
 from opsched.services.runtime.health import HealthServer
@@ -82,6 +83,10 @@ def report(services: Sequence[Service], connected: Sequence[bool], closed: Seque
 def main(service_class: Callable[[Settings], Service]) -> None:
     """Entry point of ``python -m opsched.services.<name>``: ``main(Admission)`` serves one instance."""
     settings = Settings()
+    try:
+        server_urls(settings.nats_url)  # a URL opsched cannot connect with (ws://): named, before anything starts
+    except ValueError as exc:
+        raise SystemExit(f"NATS_URL: {exc}") from None
     oplog.configure(settings.log_format, settings.log_level)
     tracing.configure_or_exit()  # before the service is built: it takes its tracer then (None: off)
     try:

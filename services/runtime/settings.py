@@ -4,11 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from opsched.bus.bus import StreamLimits
-from opsched.bus.connecting import server_urls
 from opsched.proto import subjects
 
 
@@ -145,12 +144,6 @@ class Settings(BaseSettings):
         return {subjects.CACHE_BUCKET: self.cache_max_bytes, subjects.COST_BUCKET: self.cost_max_bytes,
                 subjects.OPS_BUCKET: self.summaries_max_bytes, subjects.ATTEMPT_FATE_BUCKET: self.attempts_max_bytes,
                 subjects.IN_HAND_BUCKET: self.in_hand_max_bytes, subjects.LEASE_BUCKET: self.leases_max_bytes}
-
-    @field_validator("nats_url")
-    @classmethod
-    def _usable_url(cls, url: str) -> str:
-        server_urls(url)  # ValueError naming a URL opsched cannot connect with
-        return url
 
     @model_validator(mode="after")
     def _backoff_below_ack_wait(self) -> "Settings":

@@ -7,16 +7,25 @@ from __future__ import annotations
 import pytest
 
 from bench.faults.stage import Layout, Stage
+from opsched.localcluster.controlplane import ControlPlane
+
+
+@pytest.fixture
+def own_control_plane(tmp_path):
+    """A control plane of the test's own, for a fault that kills the API server: the session's goes on serving the
+    worker's next tests, whose pods would otherwise wait on a kube-scheduler still backing off from the outage."""
+    with ControlPlane(tmp_path / "control-plane") as cp:
+        yield cp
 
 
 @pytest.fixture
 async def stage_for(control_plane, tmp_path):
-    """``await stage_for(layout)``: a started ``Stage`` (NATS, simulated GPU nodes, the services as processes),
-    closed after the test."""
+    """``await stage_for(layout)``: a started ``Stage`` (NATS, simulated GPU nodes, the services as processes) on
+    the session's control plane, or on ``await stage_for(layout, own)``, closed after the test."""
     stages: list[Stage] = []
 
-    async def start(layout: Layout) -> Stage:
-        stage = Stage(tmp_path / f"stage-{len(stages)}", control_plane, layout)
+    async def start(layout: Layout, on: ControlPlane | None = None) -> Stage:
+        stage = Stage(tmp_path / f"stage-{len(stages)}", on or control_plane, layout)
         stages.append(stage)
         return await stage.start()
 

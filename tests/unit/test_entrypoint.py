@@ -31,13 +31,15 @@ def test_the_sdk_leaves_aiohttp_to_the_program_that_imports_it():
 
 
 @pytest.mark.parametrize("url", ["ws://127.0.0.1:4222", "nats://a:4222,wss://b:443"])
-def test_a_websocket_url_is_refused_naming_it_by_the_cli_and_the_services(url, capsys):
+def test_a_websocket_url_is_refused_naming_it_by_the_cli_and_the_services(url, capsys, monkeypatch):
     from opsched.cli import main
-    from opsched.services.runtime.settings import Settings
+    from opsched.services.cost.service import Cost
+    from opsched.services.runtime import runner
 
     with pytest.raises(SystemExit) as exited:
         main(["--nats", url, "queues"])
     assert exited.value.code == 2
     assert "ws" in capsys.readouterr().err.split("NATS URL ")[1].split(":")[0]
-    with pytest.raises(ValueError, match="nats:// or tls://"):
-        Settings(nats_url=url)
+    monkeypatch.setenv("NATS_URL", url)
+    with pytest.raises(SystemExit, match="NATS_URL: .*nats:// or tls://"):
+        runner.main(Cost)
