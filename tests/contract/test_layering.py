@@ -6,6 +6,7 @@ and the services) and the client ``opsched/`` (which imports no service, except 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -73,7 +74,8 @@ def imported_names(path: Path) -> set[str]:
     return out
 
 
-def imports_of(path: Path, root: Path | None = None) -> set[str]:
+@functools.cache  # a file is read by several of the tests below: parsed once
+def imports_of(path: Path, root: Path | None = None) -> frozenset[str]:
     """Every module a file imports, at any depth (function-local imports too), relative ones resolved (against
     ``root``, by default the repository's)."""
     tree = ast.parse(path.read_text(), filename=str(path))
@@ -87,7 +89,7 @@ def imports_of(path: Path, root: Path | None = None) -> set[str]:
             module = ".".join([*base, *([node.module] if node.module else [])])
             out.add(module)
             out |= {f"{module}.{alias.name}" for alias in node.names}
-    return {repository_name(m) for m in out}
+    return frozenset(repository_name(m) for m in out)
 
 
 def _top(module: str) -> str:
