@@ -113,11 +113,13 @@ class Embedded:
             _say(f"using the cluster in {self.kubeconfig}")
         if self.args.agents > 1:
             self._start_agents()
-        (self.data_dir / "up.json").write_text(json.dumps(
+        state, partial = self.data_dir / "up.json", self.data_dir / "up.json.partial"
+        partial.write_text(json.dumps(
             {"nats_url": self.nats_url, "kubeconfig": str(self.kubeconfig), "pid": os.getpid(),
              "auth_dir": str(self.auth_dir) if self.auth_dir else None,
              "nats_ca": str(self.tls.ca) if self.tls else None,
              "queues_file": str(Path(self.args.queues).resolve()) if self.args.queues else None}))
+        os.replace(partial, state)  # whole or absent: whoever waits for it to appear reads all of it
         self._write_context()
 
     @property
