@@ -1,6 +1,6 @@
 """The official client's calls answered as plain JSON (``_preload_content=False``), never as its model objects:
 building a pod's or a node's model and turning it back into a dict costs milliseconds an object, most of the
-simulated kubelet's CPU (3.4 s of it for 200 pods, against 1.x as JSON). The answer is read whole, so its
+simulated kubelet's CPU (3.4 s of it for 200 pods; 1.6 s as JSON). The answer is read whole, so its
 connection goes back to the pool. An error status still raises ``ApiException``."""
 from __future__ import annotations
 
