@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from opsched.connection import EXIT_UNREACHABLE
+from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
 
@@ -52,6 +52,11 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
     async def show(client) -> int:
         rows = await client.ops()
+        if args.id:  # these ops (a sweep's batch id: its ops), each of them known
+            rows = [r for r in rows if r.op_id in args.id or r.batch in args.id]
+            unknown = [i for i in args.id if not any(i in (r.op_id, r.batch) for r in rows)]
+            if unknown:
+                return _fail(f"no operation {', '.join(unknown)} (`opsched ops` lists them all)", EXIT_INVALID)
         if args.output == JSON:
             print_json([json_row(r) for r in rows])
         else:
@@ -132,7 +137,8 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
 
 def add_read_parsers(sub: Any) -> None:
-    o = sub.add_parser("ops", help="list operations")
+    o = sub.add_parser("ops", help="list operations (-o json: every field, the outputs of those that succeeded)")
+    o.add_argument("id", nargs="*", help="only these ops (op ids, or a sweep's batch id)")
     add_output(o)
     o.set_defaults(func=cmd_ops)
     w = sub.add_parser("watch", help="follow operations until they end: one op, several, or a sweep's batch id "

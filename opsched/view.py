@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from opsched.proto import codec
 from opsched.proto.events import (
@@ -54,6 +55,7 @@ class OpRow:
     ignored: list[str] = field(default_factory=list)  # fields of its file with no effect in opsched
     batch: str = ""  # the sweep it belongs to
     agent: str = ""  # the agent its attempt was admitted to ("": the default one); its node reads <agent>/<node>
+    outputs: dict[str, Any] = field(default_factory=dict)  # what it succeeded with (its ``succeeded``'s)
 
     @property
     def active(self) -> bool:
@@ -105,7 +107,7 @@ class OpsView:
             summary.op_id, name=summary.name or "?", queue=summary.queue or "?", status=summary.status,
             gpus=summary.gpus, node=summary.node or "-", attempt=summary.attempt, reason=reason,
             cost=f"{summary.estimate:.2f} {summary.currency}" if summary.estimate else "-",
-            rank=max(s.rank for s in SHOWN.values()) + 1)
+            rank=max(s.rank for s in SHOWN.values()) + 1, outputs=dict(summary.outputs))
         self.summarized.add(summary.op_id)
         return row
 
@@ -148,6 +150,8 @@ def _facts(row: OpRow, event: Event) -> None:
         row.agent = event.agent
     elif isinstance(event, (OperationRunning, OperationSucceeded, OperationFailed)) and event.node:
         row.node = f"{row.agent}/{event.node}" if row.agent else event.node
+    if isinstance(event, OperationSucceeded):
+        row.outputs = dict(event.outputs)
     if isinstance(event, OperationRejected) and row.name == "?":  # rejected at submit: no ``submitted`` named it
         row.name, row.queue = event.name or "?", event.queue or row.queue
 
@@ -156,8 +160,9 @@ def _reason_now(row: OpRow, event: Event) -> None:  # noqa: C901 - one branch pe
     """Why the op is where ``event`` left it (the REASON column); an event that says nothing of it leaves it."""
     if isinstance(event, (OperationFailed, OperationRejected)):
         row.reason = f"{event.reason}: {event.message}" if event.message else event.reason
-    elif isinstance(event, OperationSucceeded) and event.reason != Ending.COMPLETED:
-        row.reason = event.reason
+    elif isinstance(event, OperationSucceeded) and (event.reason != Ending.COMPLETED or event.outputs_warning):
+        row.reason = "; ".join(p for p in (event.reason if event.reason != Ending.COMPLETED else "",
+                                           event.outputs_warning) if p)
     elif isinstance(event, OperationStopped):
         row.reason = event.message or event.reason
     elif isinstance(event, (OperationOnHold, OperationSkipped, OperationTimedOut)):

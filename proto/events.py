@@ -60,7 +60,7 @@ class CostEstimated(Event, tag="cost_estimated", kw_only=True):
 class CacheHit(Event, tag="cache_hit", kw_only=True):
     fingerprint: str
     original_op_id: str
-    outputs: dict[str, str] = {}
+    outputs: dict[str, Any] = {}  # the original's (``OperationSucceeded.outputs``)
 
 
 class CacheMissed(Event, tag="cache_missed", kw_only=True):
@@ -106,7 +106,9 @@ class OperationSucceeded(Event, tag="succeeded", kw_only=True):
     pod_name: str | None = None
     node: str | None = None
     reason: str = Ending.COMPLETED
-    outputs: dict[str, str] = {}
+    # what the main container wrote to its termination message, a JSON object (a cache hit: the original's)
+    outputs: dict[str, Any] = {}
+    outputs_warning: str = ""  # why what it wrote was not taken as outputs (not JSON, too large): never a failure
 
 
 class OperationFailed(Event, tag="failed", kw_only=True):

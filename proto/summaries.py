@@ -5,6 +5,7 @@ op's retention ttl has passed and before its events are purged from the op strea
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from opsched.proto.spec import Wire
 
@@ -37,3 +38,4 @@ class OpSummary(Wire, tag_field="type", tag="op_summary", kw_only=True):
     requested_by: str = ""
     original_op_id: str = ""  # a restart or copy of this op
     relation: str = ""
+    outputs: dict[str, Any] = {}  # what it succeeded with (``OperationSucceeded.outputs``)

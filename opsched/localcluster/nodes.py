@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import logging
 import re
+import shlex
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -42,6 +43,9 @@ ATTEMPT_LABEL = "opsched.io/attempt"  # set by the dispatcher on every pod (kept
 DEFAULT_RUNTIME = 1.0
 _SLEEP_RE = re.compile(r"\bsleep\s+(\d+(?:\.\d*)?|\.\d+)")
 _EXIT_RE = re.compile(r"\bexit\s+(\d+)")
+TERMINATION_LOG = "/dev/termination-log"  # Kubernetes' default terminationMessagePath
+TERMINATION_MESSAGE_BYTES = 4096  # the kubelet keeps at most this much of it
+_SEPARATORS = (";", "&&", "||", "|", "&")
 _SHARED_RE = re.compile(r"^(\d+)x(\d+)Gi$")
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
@@ -230,19 +234,57 @@ def _node_exists(core: client.CoreV1Api, name: str) -> bool:
 class PodBehaviour:
     runtime: float
     exit_codes: dict[str, int]  # container name -> exit code
+    messages: dict[str, str] = field(default_factory=dict)  # container name -> its termination message
+
+
+def termination_message(container: dict[str, Any]) -> str | None:
+    """What the container's script writes to its termination message file (``terminationMessagePath``, by default
+    ``/dev/termination-log``) with ``echo``/``printf`` and ``>``, as a shell would leave it there; None: nothing."""
+    target = container.get("terminationMessagePath") or TERMINATION_LOG
+    written = None
+    scripts = [*(container.get("command") or []), *(container.get("args") or [])]  # `sh -c SCRIPT`: each on its own
+    for line in (line for script in scripts for line in str(script).splitlines()):
+        try:
+            tokens = list(shlex.shlex(line, posix=True, punctuation_chars=True))
+        except ValueError:
+            continue
+        command: list[str] = []
+        for token in [*tokens, ";"]:
+            if token not in _SEPARATORS:
+                command.append(token)
+                continue
+            if len(command) >= 3 and command[0] in ("echo", "printf") and command[-2] in (">", ">>") \
+                    and command[-1] == target:
+                text = _printed(command[0], command[1:-2])
+                written = (written or "") + text if command[-2] == ">>" else text
+            command = []
+    return written
+
+
+def _printed(verb: str, words: list[str]) -> str:
+    """What ``echo WORDS`` or ``printf FORMAT ARGS`` prints (a trailing newline left out)."""
+    if verb == "echo":
+        return " ".join(w for w in words if w != "-n")
+    try:
+        return (words[0] % tuple(words[1:])) if words else ""
+    except (TypeError, ValueError):
+        return " ".join(words)
 
 
 def pod_behaviour(pod: dict[str, Any]) -> PodBehaviour:
     """Run time and per-container exit codes: annotations win, else ``sleep N``/``exit N``
     (the module docstring has the order)."""
     containers = pod["spec"].get("containers") or []
-    runtimes, codes = [], {}
+    runtimes, codes, messages = [], {}, {}
     for c in containers:
         text = " ".join([*(c.get("command") or []), *(c.get("args") or [])])
         sleeps = [float(s) for s in _SLEEP_RE.findall(text)]
         runtimes.append(sum(sleeps) if sleeps else DEFAULT_RUNTIME)
         match = _EXIT_RE.search(text)
         codes[c["name"]] = int(match.group(1)) % 256 if match else 0
+        message = termination_message(c)
+        if message is not None:
+            messages[c["name"]] = message
     meta = pod["metadata"]
     annotations = meta.get("annotations") or {}
     runtime = max(runtimes, default=DEFAULT_RUNTIME)
@@ -254,7 +296,7 @@ def pod_behaviour(pod: dict[str, Any]) -> PodBehaviour:
     code = _annotated_exit_code(pod, annotations)
     if code is not None and containers:
         codes[containers[0]["name"]] = code
-    return PodBehaviour(runtime, codes)
+    return PodBehaviour(runtime, codes, messages)
 
 
 def attempt_of(pod: dict[str, Any]) -> int:
@@ -319,7 +361,7 @@ def running_status(pod: dict[str, Any], pod_ip: str, host_ip: str) -> dict[str, 
 
 
 def terminal_status(pod: dict[str, Any], exit_codes: dict[str, int], *, reason: str | None = None,
-                    message: str | None = None) -> dict[str, Any]:
+                    message: str | None = None, messages: dict[str, str] | None = None) -> dict[str, Any]:
     """Phase Succeeded if every container exited 0, else Failed (with a pod reason/message)."""
     now = now_rfc3339()
     started = (pod.get("status") or {}).get("startTime") or now
@@ -328,6 +370,8 @@ def terminal_status(pod: dict[str, Any], exit_codes: dict[str, int], *, reason: 
         code = exit_codes.get(c["name"], 0)
         terminated = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                       "startedAt": started, "finishedAt": now}
+        if (messages or {}).get(c["name"]):  # what it wrote to its termination message file
+            terminated["message"] = messages[c["name"]][:TERMINATION_MESSAGE_BYTES]  # type: ignore[index]
         statuses.append(_container_status(pod, c, {"terminated": terminated}))
     failed = [(c["name"], exit_codes[c["name"]]) for c in pod["spec"]["containers"]
               if exit_codes.get(c["name"], 0) != 0]

@@ -248,7 +248,8 @@ class SimKubelet:
             self._stages[due.uid] = "running"
             self._schedule_end(pod, _parse_time(pod["status"].get("startTime") or now_rfc3339()))
         elif due.action == "finish" and phase == "Running":
-            self._finish(pod, terminal_status(pod, pod_behaviour(pod).exit_codes))
+            behaviour = pod_behaviour(pod)
+            self._finish(pod, terminal_status(pod, behaviour.exit_codes, messages=behaviour.messages))
         elif due.action == "deadline" and phase == "Running":
             codes = {c["name"]: KILLED_EXIT_CODE for c in pod["spec"]["containers"]}
             self._finish(pod, terminal_status(pod, codes, reason=Failure.DEADLINE_EXCEEDED, message=DEADLINE_MESSAGE))

@@ -19,7 +19,8 @@ from opsched.view import OpRow, OpsView
 TIMELINE_LIMIT = 200  # events kept per op (an op retried many times shows its last ones)
 ERRORS_KEPT = 20  # bad input seen on the bus, newest last
 SUBSCRIBER_BUFFER = 2000  # messages a page may fall behind before it is dropped
-_DETAIL_FIELDS = ("node", "pod_name", "reason", "message", "preemptor", "retry_after_s", "approved_by", "comment")
+_DETAIL_FIELDS = ("node", "pod_name", "reason", "message", "outputs_warning", "preemptor", "retry_after_s", "approved_by",
+                  "comment")
 
 
 def row_json(row: OpRow) -> dict[str, Any]:

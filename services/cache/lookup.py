@@ -17,6 +17,7 @@ runtime, and gives:
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -41,7 +42,7 @@ class Candidate(msgspec.Struct, kw_only=True):
     runtime: str
     state: str = PROCESSING
     ended_at: datetime | None = None
-    outputs: dict[str, str] = {}
+    outputs: dict[str, Any] = {}
 
 
 class Hit(msgspec.Struct, frozen=True):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -40,7 +40,7 @@ class Run(msgspec.Struct, kw_only=True):
     decision: str = MISS  # "hit", "wait" or "miss"
     reason: str = ""  # of a miss: "disabled", "not_found", "expired", "original_failed"
     original: str | None = None  # of a hit, or the op waited for
-    outputs: dict[str, str] = {}  # of a hit: the original's
+    outputs: dict[str, Any] = {}  # of a hit: the original's
     candidate: bool = False  # its result may be reused (it runs itself, and caching is not disabled)
     ended: str | None = None  # how it ended: its end's type, "succeeded", "failure_final", "stopped", ...
 

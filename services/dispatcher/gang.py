@@ -68,6 +68,7 @@ class PodView:
     gone: bool = False  # deleted from the API
     annotations: Mapping[str, str] = field(default_factory=dict)  # the dispatcher's (release, traceparent)
     failure: tuple[str, str, int | None] | None = None  # (reason, message, exit code) when Failed
+    outputs: tuple[dict[str, Any], str] | None = None  # (outputs, warning) when Succeeded (``outputs``)
 
     @property
     def key(self) -> AttemptKey:
@@ -160,7 +161,8 @@ def _present(v: PodView) -> bool:
 def _succeeded(views: list[PodView], now: datetime) -> Event | None:
     main = main_of(views)
     if main is not None and _present(main) and main.phase == "Succeeded":
-        return OperationSucceeded(**_base(main, now))
+        outputs, warning = main.outputs or ({}, "")
+        return OperationSucceeded(**_base(main, now), outputs=outputs, outputs_warning=warning)
     return None
 
 

@@ -44,8 +44,13 @@ class ContainerStatus(_K8s):
     state: ContainerState | None = None
 
 
+class ContainerRef(_K8s):
+    name: str = ""
+
+
 class PodSpec(_K8s):
     node_name: str | None = None
+    containers: list[ContainerRef] | None = None  # their names, in order: the first is the op's main container
     active_deadline_seconds: int | None = None
 
 

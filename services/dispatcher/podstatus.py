@@ -12,6 +12,7 @@ from opsched.rules.podspec import (
 )
 from opsched.services.dispatcher.gang import PodView
 from opsched.services.dispatcher.kobjects import Pod
+from opsched.services.dispatcher.outputs import outputs_of
 
 
 def op_of(pod: Pod) -> tuple[str, int] | None:
@@ -38,7 +39,8 @@ def view_of(pod: Pod, *, gone: bool = False) -> PodView | None:
         replica=labels.get(LABEL_REPLICA, MAIN_REPLICA), gang_size=_size(labels.get(LABEL_GANG_SIZE)),
         phase=phase, node=pod.spec.node_name if pod.spec else None, created=meta.creation_timestamp,
         deleting=meta.deletion_timestamp is not None, gone=gone, annotations=annotations,
-        failure=failure_of(pod) if phase == "Failed" else None)
+        failure=failure_of(pod) if phase == "Failed" else None,
+        outputs=outputs_of(pod) if phase == "Succeeded" else None)
 
 
 def _size(value: str | None) -> int:

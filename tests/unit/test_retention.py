@@ -167,13 +167,15 @@ async def test_a_resumed_op_is_live_again_and_its_ttl_starts_from_its_new_end():
 
 async def test_its_summary_is_written_before_its_events_go():
     w = World()
-    await w.store(*finished("a"), cost("a", T0, amount=2.5))
+    events = finished("a")
+    events[-1] = msgspec.structs.replace(events[-1], outputs={"loss": 0.5})
+    await w.store(*events, cost("a", T0, amount=2.5))
     await w.after(TTL)
     summary = w.summary("a")
     assert summary is not None
     assert (summary.status, summary.queue, summary.node, summary.gpus, summary.cost) == (
         "succeeded", "default", "n1", "1", 2.5)
-    assert summary.ended_at == T0
+    assert summary.ended_at == T0 and summary.outputs == {"loss": 0.5}  # `ops -o json` still shows its outputs
 
 
 async def test_dependants_and_commands_still_see_the_status_of_an_op_that_left():

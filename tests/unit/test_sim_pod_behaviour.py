@@ -1,4 +1,5 @@
-"""What a simulated pod does: run time and exit codes from annotations or its command."""
+"""What a simulated pod does: run time and exit codes from annotations or its command, and the termination message
+its script writes (an op's outputs)."""
 from __future__ import annotations
 
 import pytest
@@ -9,6 +10,8 @@ from opsched.localcluster.nodes import (
     EXIT_CODES_ANNOTATION,
     RUNTIME_ANNOTATION,
     pod_behaviour,
+    terminal_status,
+    termination_message,
 )
 from tests.builders import case, case_name
 
@@ -48,3 +51,38 @@ def test_pod_behaviour(c):
     behaviour = pod_behaviour(c.pod)
     assert behaviour.runtime == c.runtime
     assert behaviour.exit_codes == {"main": c.code, "side": 3}  # annotations act on the first container only
+
+
+MESSAGES = [
+    case("echo to the default termination log", container={"args": ["echo '{\"loss\": 0.1}' > /dev/termination-log"]},
+         message='{"loss": 0.1}'),
+    case("sh -c SCRIPT, after other commands, before an exit",
+         container={"command": ["sh", "-c", "sleep 1; echo \"{\\\"a\\\": 1}\" > /dev/termination-log && exit 0"]},
+         message='{"a": 1}'),
+    case("printf with a format", container={"args": ["printf '%s' '{\"acc\": 0.9}' >/dev/termination-log"]},
+         message='{"acc": 0.9}'),
+    case("an append adds to what was written",
+         container={"args": ["echo -n '{\"a\":' > /dev/termination-log; echo ' 1}' >> /dev/termination-log"]},
+         message='{"a": 1}'),
+    case("the container's own terminationMessagePath",
+         container={"terminationMessagePath": "/tmp/out", "args": ["echo '{\"x\": 1}' > /tmp/out"]},
+         message='{"x": 1}'),
+    case("another file is not the termination message", container={"args": ["echo '{\"x\": 1}' > /tmp/out"]},
+         message=None),
+    case("nothing written", container={"command": ["python", "train.py"]}, message=None),
+    case("unbalanced quotes are no write", container={"args": ["echo '{ > /dev/termination-log"]}, message=None),
+]
+
+
+@pytest.mark.parametrize("c", MESSAGES, ids=case_name)
+def test_the_termination_message_a_script_writes(c):
+    assert termination_message(c.container) == c.message
+
+
+def test_a_pod_that_writes_outputs_ends_with_them_as_its_main_containers_termination_message():
+    p = pod(script="sleep 1; echo '{\"loss\": 0.1}' > /dev/termination-log")
+    p["metadata"]["uid"] = "u1"
+    behaviour = pod_behaviour(p)
+    status = terminal_status(p, behaviour.exit_codes, messages=behaviour.messages)
+    terminated = {s["name"]: s["state"]["terminated"] for s in status["containerStatuses"]}
+    assert terminated["main"]["message"] == '{"loss": 0.1}' and "message" not in terminated["side"]

@@ -196,6 +196,9 @@ function drawDetail() {
     whyBox.append(el("div", {}, `waiting in ${why.queue}` + (why.position ? `, position ${why.position} of ${why.queuedTotal || 0}` : "")),
       el("ol", {}, ...why.reasons.map((r) => el("li", {}, `${r.message} [${r.code}]`))));
   }
+  const outputs = row && row.outputs ? Object.entries(row.outputs) : [];
+  document.getElementById("detail-outputs").replaceChildren(...(outputs.length ? [el("div", {}, "outputs: " +
+    outputs.map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(" "))] : []));
   const items = timeline.map((t) => el("li", { "data-event": t.event },
     el("span", { class: "at" }, new Date(t.at).toLocaleTimeString()), el("span", { class: "ev" }, t.event),
     el("span", { class: "detail" }, `attempt ${t.attempt} ` + Object.entries(t.detail).map(([k, v]) => `${k}=${v}`).join(" "))));

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from opsched.proto.events import OperationSubmitted
 from opsched.proto.lifecycle import Status
@@ -45,6 +46,7 @@ class OpHistory:
     cost: float = 0.0  # actual, its attempts' cost_recorded summed
     original_op_id: str = ""  # it is a restart or copy of this op ...
     relation: str = ""  # ... "restart" or "copy"
+    outputs: dict[str, Any] = field(default_factory=dict)  # what it succeeded with (``OperationSucceeded.outputs``)
     # retention (``retention``): when it ended, the kinds of its events on the stream and the last one's sequence
     ended_at: datetime | None = None
     kinds: set[str] = field(default_factory=set)
@@ -66,7 +68,7 @@ class OpRecord:
     attempt: int = 0
     cost_known: bool = False
     cache_known: bool = False
-    cache_outputs: dict[str, str] = field(default_factory=dict)  # the original's, for a cache hit
+    cache_outputs: dict[str, Any] = field(default_factory=dict)  # the original's, for a cache hit
     pod_name: str | None = None
     namespace: str | None = None
     node: str | None = None

@@ -33,6 +33,7 @@ from opsched.proto.events import (
     OperationResumed,
     OperationRunning,
     OperationSubmitted,
+    OperationSucceeded,
     PreemptRequested,
     RetryScheduled,
     SpendRolled,
@@ -281,6 +282,8 @@ class OpFold:
             self._admitted(op, e)
         if isinstance(e, OperationRunning):
             op.running_since = op.running_since or e.at
+        if isinstance(e, OperationSucceeded):
+            op.history.outputs = dict(e.outputs)
         op.status, op.attempt = status, e.attempt
         op.history.waiting_for = op.history.waiting_since = None  # dispatched (or ended): no longer waiting for a dependency
         self._locate(op, e)

@@ -45,7 +45,8 @@ def summary_of(op: OpRecord) -> OpSummary:
         submitted_at=op.submitted_at, admitted_at=op.admitted_at, running_since=op.running_since,
         ended_at=op.history.ended_at, estimate=op.estimate, currency=op.history.currency, cost=round(op.history.cost, 6),
         attempts=[AttemptEnd(attempt=a, ended=how, reason=why) for a, how, why in op.history.attempts],
-        requested_by=op.requested_by or "", original_op_id=op.history.original_op_id, relation=op.history.relation)
+        requested_by=op.requested_by or "", original_op_id=op.history.original_op_id, relation=op.history.relation,
+        outputs=dict(op.history.outputs))
 
 
 class Tombstones:
