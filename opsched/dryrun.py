@@ -77,6 +77,13 @@ def refusals(specs: list[OpSpec], rendered_specs: list[OpSpec], ids: list[str],
     for spec, op_id in zip(rendered_specs, ids):
         problems += check_pods(pods_of(spec, op_id, config), policy_for(config, spec.queue or config.default_queue))
     problems += [r for spec in specs for r in (codec.refusal(spec), too_large(spec), condition_problem(spec)) if r]
+    for spec, op_id in zip(specs, ids):  # a hook's op: the same rules on what it would run (in the op's queue)
+        for i, hook in enumerate(spec.hooks):
+            follow = rendered(hook.spec, f"{op_id}-hook-{i}", config)
+            queue = follow.queue or spec.queue or config.default_queue
+            found = [*violations(follow), *reserved_keys.problems(follow),
+                     *check_pods(pods_of(follow, f"{op_id}-hook-{i}", config), policy_for(config, queue))]
+            problems += [f"hooks[{i}]: {p}" for p in found]
     return list(dict.fromkeys(problems))
 
 

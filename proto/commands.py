@@ -18,6 +18,8 @@ class Command(Wire, tag_field="type", kw_only=True):
 
 class SubmitOperation(Command, tag="submit", kw_only=True):
     spec: OpSpec
+    # a hook's follow-up op: the op whose end triggered it (``OpSpec.hooks``); only admission submits these
+    hook_of: str = ""
 
 
 class StopOperation(Command, tag="stop", kw_only=True):

@@ -75,6 +75,13 @@ class Status(IntEnum):
 
 
 RESUMABLE = frozenset({Status.STOPPED, Status.FAILED, Status.TIMED_OUT})  # `opsched resume` continues these
+# A hook's ``trigger`` (Polyaxon's) -> the ends of its op that run it (``done``: any end but a rejection)
+HOOK_TRIGGERS: dict[str, frozenset[Status]] = {
+    Status.SUCCEEDED.label: frozenset({Status.SUCCEEDED}),
+    Status.FAILED.label: frozenset({Status.FAILED, Status.TIMED_OUT}),
+    Status.STOPPED.label: frozenset({Status.STOPPED}),
+    "done": frozenset({Status.SUCCEEDED, Status.FAILED, Status.TIMED_OUT, Status.STOPPED, Status.SKIPPED}),
+}
 NEXT_ATTEMPT_FROM = frozenset({s for s in Status if s.active} | {Status.RETRYING} | RESUMABLE)
 
 

@@ -13,6 +13,7 @@ MAX_PODS_PER_OP = 1000  # the main pod plus every replica of every group
 MAX_ENV_PER_CONTAINER = 1000  # env entries of one container
 MAX_LIST_ITEMS = 1000  # any other list of a container or environment (command, args, volumes, tolerations, ...)
 MAX_TAGS = 100
+MAX_HOOKS = 8  # hooks of one op (follow-up ops when it ends)
 MAX_NAME_CHARS = 63  # an op's name, project, queue, container and replica-group names (a DNS label)
 MAX_OUTPUTS_BYTES = 4096  # an op's outputs as JSON: Kubernetes' own bound on a container's termination message
 

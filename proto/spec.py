@@ -13,6 +13,7 @@ from opsched.proto import spec_checks
 from opsched.proto.limits import (
     MAX_DURATION_S,
     MAX_ENV_PER_CONTAINER,
+    MAX_HOOKS,
     MAX_LIST_ITEMS,
     MAX_PRIORITY,
     MAX_REPLICA_GROUPS,
@@ -138,6 +139,17 @@ class OpSpec(Wire, kw_only=True):
     description: str | None = None  # put on its pods as the annotation opsched.io/description
     clean_pod_policy: str | None = None  # a gang's finished pods: "All" deleted at its end, "Running" (default) kept
     ignored: Annotated[list[str], Items] = []  # fields of its file with no effect in opsched (warned by the CLI; shown by ops/why)
+    hooks: Annotated[list[Hook], msgspec.Meta(max_length=MAX_HOOKS)] = []  # follow-up ops run when it ends
 
     def __post_init__(self) -> None:
         spec_checks.check_spec(self)
+
+
+class Hook(Wire, kw_only=True):
+    """Polyaxon's hook: when its op ends as ``trigger`` says (``proto.lifecycle.HOOK_TRIGGERS``), ``spec`` is submitted as a follow-up op (in the same
+    queue unless ``spec.queue`` names one). The strings of ``spec.params``/``spec.inputs`` and ``spec.conditions``
+    are evaluated in the finished op's context (its ``globals``, params, outputs and ``status``), as Polyaxon does; what
+    the follow-up op runs renders in its own. A hook's spec has no hooks: a hook never triggers another."""
+
+    trigger: str
+    spec: OpSpec

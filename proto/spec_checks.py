@@ -45,6 +45,19 @@ def check_spec(spec: OpSpec) -> None:
     check_container("container", spec.container)
     _replicas(spec.replicas)
     check_environment(spec.environment)
+    _hooks(spec)
+
+
+def _hooks(spec: OpSpec) -> None:
+    """Each hook names a known trigger, and its follow-up op has no hooks (a hook never triggers another)."""
+    from opsched.proto.lifecycle import HOOK_TRIGGERS  # (it imports the events, which import the spec)
+
+    for i, hook in enumerate(spec.hooks):
+        if hook.trigger not in HOOK_TRIGGERS:
+            raise ValueError(f"hooks[{i}].trigger: {hook.trigger!r} is not one of {', '.join(HOOK_TRIGGERS)}")
+        if hook.spec.hooks:
+            raise ValueError(f"hooks[{i}].spec.hooks: a hook's op has no hooks of its own (a hook never triggers "
+                             "another)")
 
 
 def money(field: str, amount: float) -> None:

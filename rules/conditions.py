@@ -1,9 +1,10 @@
 """Conditional scheduling: a safe, bounded evaluator for Polyaxon's ``conditions``.
 
 ``{{ lr > 0.01 and epochs <= 100 }}`` is evaluated over the op's params and inputs (names resolve
-to values; ``params.lr`` and ``inputs.x`` work too). Only literals, names, arithmetic, comparisons,
-``and``/``or``/``not``, ``in``, ``x if c else y`` and list/tuple literals are allowed: no calls,
-no attribute access beyond ``params.``/``inputs.``, no subscripts, no comprehensions, no bit operators.
+to values; ``params.lr`` and ``inputs.x`` work too; a hook's conditions also see the finished op's
+``outputs.NAME`` and ``globals.status``, given as scopes of their own). Only literals, names, arithmetic,
+comparisons, ``and``/``or``/``not``, ``in``, ``x if c else y`` and list/tuple literals are allowed: no calls,
+no attribute access beyond those scopes, no subscripts, no comprehensions, no bit operators.
 
 It runs on admission's only event loop, so it is bounded, and every failure of any kind is a
 ``ConditionError`` with a readable message (the op is rejected ``invalid_condition``):
@@ -44,6 +45,9 @@ _BIN = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 _UNARY: dict[type, Any] = {ast.Not: operator.not_, ast.USub: operator.neg, ast.UAdd: operator.pos}
+
+
+SCOPES = ("params", "inputs", "outputs", "globals")  # ``params.lr``: a name in a scope
 
 
 class ConditionError(ValueError):
@@ -124,7 +128,13 @@ class _Evaluator:
             return node.value
         if isinstance(node, ast.Name):
             return self._name(node.id)
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("params", "inputs"):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in SCOPES:
+            scope = self.values.get(node.value.id)
+            if isinstance(scope, dict):  # a hook's context: ``outputs.loss``, ``globals.status`` (``scoped``)
+                if node.attr not in scope:
+                    raise ConditionError(f"unknown name {node.value.id}.{node.attr}; known: "
+                                         f"{', '.join(sorted(scope)) or 'none'}")
+                return scope[node.attr]
             return self._name(node.attr)
         if isinstance(node, ast.BoolOp):
             results = (self.eval(v) for v in node.values)

@@ -103,6 +103,28 @@ def template_values(spec: OpSpec, globs: Globals) -> dict[str, Any]:
 
 
 
+def hook_values(spec: OpSpec, globs: Globals, status: str, outputs: dict[str, Any]) -> dict[str, Any]:
+    """What a hook of ``spec``'s op sees once the op ended (Polyaxon: a hook's params render in the finished op's
+    context): the op's own names (``template_values``), its ``outputs`` as it wrote them over those its component
+    declared, and ``globals.status`` (also the bare name ``status``, unless a param takes it)."""
+    written = msgspec.structs.replace(spec, outputs={**spec.outputs, **outputs}) if outputs else spec
+    values = template_values(written, globs)
+    values["globals"] = {**values["globals"], "status": status}
+    values.setdefault("status", status)
+    return values
+
+
+def render_value(value: Any, values: dict[str, Any], path: Path) -> Any:
+    """``value`` (a param's: a string, or lists and mappings of them) with every string's templates rendered."""
+    if isinstance(value, str):
+        return render_text(value, values, path)
+    if isinstance(value, list):
+        return [render_value(v, values, (*path, i)) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: render_value(v, values, (*path, k)) for k, v in value.items()}
+    return value
+
+
 def render_text(text: str, values: dict[str, Any], path: Path = ()) -> str:
     """``text`` with its templates rendered over ``values``; TemplateError naming ``path`` if it can't be."""
     if not has_template(text):

@@ -14,20 +14,21 @@ from typing import Any
 import msgspec
 from pydantic import BaseModel
 
-from opsched.polyaxonfile.errors import Loc, Problems
+from opsched.polyaxonfile.errors import Loc, Problem, Problems
 from opsched.polyaxonfile.fields import split_queue, valid_name
 from opsched.polyaxonfile.hashing import component_hash
 from opsched.polyaxonfile.models_container import ContainerModel
 from opsched.polyaxonfile.models_operation import (
     ComponentModel,
+    HookModel,
     OperationModel,
     OverridesModel,
 )
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel, check_run
 from opsched.polyaxonfile.params import io_and_params
-from opsched.polyaxonfile.templates import template_problems
+from opsched.polyaxonfile.templates import hook_problems, template_problems
 from opsched.polyaxonfile.warned import warned_fields
-from opsched.proto.spec import Cache, Container, Environment, OpSpec, ReplicaGroup, Termination
+from opsched.proto.spec import Cache, Container, Environment, Hook, OpSpec, ReplicaGroup, Termination
 
 
 def _first(*values: Any) -> Any:
@@ -85,7 +86,38 @@ def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fa
     problems = template_problems(spec, base)
     if problems:
         raise Problems(problems)
+    hooks, at = (op.hooks, ()) if op is not None and op.hooks is not None else (comp.hooks or [], base)
+    if hooks:
+        spec.hooks = _hooks(hooks, at, spec, [io.name for io in comp.outputs])
     return spec
+
+
+def _hooks(hooks: list[HookModel], at: Loc, spec: OpSpec, declared: list[str]) -> list[Hook]:
+    """The follow-up ops of the op's hooks (``proto.spec.Hook``), each built as an operation of its component, in
+    the op's project unless its component names one. Their params' templates are tried on the op's own context
+    (its declared outputs included, ``globals.status``), as they will render when it ends."""
+    problems: list[Problem] = []
+    out: list[Hook] = []
+    for i, hook in enumerate(hooks):
+        where = at + ("hooks", i)
+        if hook.component.hooks:
+            problems.append((where + ("component", "hooks"), "a hook's component has no hooks of its own (a hook "
+                                                               "never triggers another)"))
+            continue
+        model = OperationModel.model_construct(kind="operation", params=hook.params, conditions=hook.conditions,
+                                               component=hook.component, queue=hook.queue)
+        try:
+            follow = build_spec(model, OverridesModel(), "hook")
+        except Problems as exc:
+            problems += [(where + loc, message) for loc, message in exc.problems]
+            continue
+        if hook.component.project is None:
+            follow.project = spec.project
+        problems += hook_problems(follow, spec, declared, where)
+        out.append(Hook(trigger=hook.trigger, spec=follow))
+    if problems:
+        raise Problems(problems)
+    return out
 
 
 def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel, fallback: str,

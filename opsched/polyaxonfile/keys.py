@@ -6,7 +6,7 @@ the parser does (version, kind, matrix). ``tests/unit/test_polyaxonfile_fields.p
 
 Refused ("not supported by opsched yet", or a message of ``REFUSED_MESSAGES``): the keys of
 ``UNSUPPORTED`` wherever they appear — features that would change what runs or when if dropped
-(DAG and hub features, hooks, init containers and sidecars, connections, ...), ``schedule`` on a plain
+(DAG and hub features, init containers and sidecars, connections, ...), ``schedule`` on a plain
 submit (``opsched schedule FILE`` reads it), the plugins of ``PLUGINS_REFUSED`` when set, a job's
 ``restartPolicy: Always``, ``hostNetwork``/``hostPID``/``hostIPC: true``, a pytorchjob's
 ``cleanPodPolicy: None``, ``isFlag``/``argFormat``/``toInit``/``connection`` on inputs and params.
@@ -26,7 +26,7 @@ UNSUPPORTED = frozenset({
     "earlyStopping",  # matrix: would stop a sweep early
     "isFlag", "argFormat", "toInit", "connection",  # inputs/outputs/params: change how a value reaches the container
     # top level: pipelines, references, hooks and presets change what runs or when
-    "presets", "hooks", "joins", "dependencies", "trigger", "skipOnUpstreamSkip", "events", "actions",
+    "presets", "joins", "dependencies", "trigger", "skipOnUpstreamSkip", "events", "actions",
     "pathRef", "hubRef", "dagRef", "urlRef", "runPatch", "patchStrategy", "isPreset", "contexts", "template",
     "build", "culling",
 })
@@ -42,7 +42,8 @@ REFUSED_MESSAGES = {
 PLUGINS_REFUSED = ("auth", "docker", "shm", "mountArtifactsStore", "sidecar", "autoResume")
 PLUGINS_WARNED = ("collectArtifacts", "collectLogs", "collectResources", "syncStatuses", "externalHost",
                   "logLevel", "notifications")
-WARNED = frozenset({*(f"plugins.{p}" for p in PLUGINS_WARNED), "inputs.description", "outputs.description"})
+WARNED = frozenset({*(f"plugins.{p}" for p in PLUGINS_WARNED), "inputs.description", "outputs.description",
+                    "hooks.disableDefaults"})  # no default hooks or presets in opsched
 SUPPORTED_VERSIONS = ("1", "1.0", "1.1")
 RUN_KINDS_SUPPORTED = ("job", "pytorchjob")
 RUN_KINDS_KNOWN = frozenset({

@@ -35,7 +35,15 @@ from opsched.polyaxonfile.fields import (
     not_reserved,
 )
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel
-from opsched.proto.limits import MAX_COST, MAX_DURATION_S, MAX_LIST_ITEMS, MAX_PRIORITY, MAX_RETRIES, MAX_TAGS
+from opsched.proto.limits import (
+    MAX_COST,
+    MAX_DURATION_S,
+    MAX_HOOKS,
+    MAX_LIST_ITEMS,
+    MAX_PRIORITY,
+    MAX_RETRIES,
+    MAX_TAGS,
+)
 
 Priority = Annotated[Int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)]
 
@@ -127,6 +135,23 @@ class ComponentModel(_Common):
     inputs: list[IOModel] = []
     outputs: list[IOModel] = []
     run: JobRunModel
+    hooks: Annotated[list[HookModel], Field(max_length=MAX_HOOKS)] | None = None
+
+
+class HookModel(Model):
+    """Polyaxon's V1Hook: a follow-up op when its op ends as ``trigger`` says (``proto.spec.Hook``). What runs: an
+    inline ``component`` (opsched's), or a ``hubRef``/``pathRef`` resolved into one before validation. ``params`` fill
+    the component's inputs; their templates and ``conditions`` are evaluated in the finished op's context when it
+    ends (its globals, params, outputs and ``globals.status``). ``queue``: default the finished op's.
+    ``disableDefaults`` has no effect in opsched (no default hooks or presets): warned. ``connection`` and
+    ``presets`` are refused (``keys.UNSUPPORTED``)."""
+
+    trigger: Literal["succeeded", "failed", "stopped", "done"]
+    component: ComponentModel
+    params: dict[str, Any] = {}
+    conditions: str | None = None
+    queue: Queue | None = None
+    disable_defaults: bool | None = None
 
 
 class OperationModel(_Common):
@@ -134,6 +159,7 @@ class OperationModel(_Common):
     params: dict[str, Any] = {}
     conditions: str | None = None
     component: ComponentModel
+    hooks: Annotated[list[HookModel], Field(max_length=MAX_HOOKS)] | None = None
 
 
 class PytorchComponentModel(ComponentModel):
@@ -143,6 +169,8 @@ class PytorchComponentModel(ComponentModel):
 class PytorchOperationModel(OperationModel):
     component: PytorchComponentModel  # type: ignore[assignment]
 
+
+ComponentModel.model_rebuild()  # its hooks' components are components
 
 # run.kind -> (component model, operation model); the parser picks them after its precheck.
 MODELS_BY_RUN_KIND: dict[str, tuple[type[ComponentModel], type[OperationModel]]] = {

@@ -16,8 +16,10 @@ from opsched.rules.templating import (
     Globals,
     TemplateError,
     has_template,
+    hook_values,
     render_spec,
     render_text,
+    render_value,
     template_values,
 )
 
@@ -54,6 +56,22 @@ def _problems(spec: OpSpec, base: Loc) -> list[Problem]:
             except TemplateError as exc:
                 problems.append((loc, exc.message))
     return problems
+
+
+def hook_problems(follow: OpSpec, spec: OpSpec, declared: list[str], where: Loc) -> list[Problem]:
+    """The params and inputs of a hook's op (at ``where``) that would not render in ``spec``'s op's context once it
+    ends: its names, its declared outputs (written or not), ``globals.status``."""
+    outputs = {name: spec.outputs.get(name) for name in declared}
+    values = hook_values(spec, preview_globals(spec), "succeeded", outputs)
+    problems: list[Problem] = []
+    with time_budget():
+        for section, entries in (("params", follow.params), ("inputs", follow.inputs)):
+            for name, value in entries.items():
+                try:
+                    render_value(value, values, (section, name))
+                except TemplateError as exc:
+                    problems.append((where + ("params", name), exc.message))
+    return list(dict.fromkeys(problems))  # a param that fills an input: said once
 
 
 def _yaml_loc(path: tuple, spec: OpSpec, base: Loc) -> Loc:

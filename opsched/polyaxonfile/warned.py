@@ -18,4 +18,6 @@ def warned_fields(op: OperationModel | None, comp: ComponentModel, base: Loc) ->
             out += [at + ("plugins", name) for name in PLUGINS_WARNED if getattr(plugins, to_snake(name))]
     for section in ("inputs", "outputs"):
         out += [base + (section, i, "description") for i, io in enumerate(getattr(comp, section)) if io.description]
+    hooks, at = (op.hooks, ()) if op is not None and op.hooks is not None else (comp.hooks or [], base)
+    out += [at + ("hooks", i, "disableDefaults") for i, hook in enumerate(hooks) if hook.disable_defaults is not None]
     return [".".join(map(str, loc)) for loc in out]

@@ -35,6 +35,7 @@ from opsched.proto.spec import EnvVar, OpSpec
 from opsched.rules.conditions import ConditionError
 from opsched.rules.spec_size import SPEC_TOO_LARGE, too_large
 from opsched.rules.templating import TemplateError
+from opsched.services.admission import hooks
 from opsched.services.admission.command_rate import CommandRate
 from opsched.services.admission.model import agents
 from opsched.services.admission.model.ordering import requester_of
@@ -96,12 +97,16 @@ def _on_submit(cmd: SubmitOperation, ctx: Context, state: AdmissionState, book: 
     refused = refusal(subjects.requester_of(ctx.subject), cmd.spec.project, book.config.access)
     if refused is not None:
         return OperationRejected(op_id=cmd.op_id, at=now, reason=NOT_ALLOWED, message=f"cannot submit: {refused}")
-    if rate is not None:
+    if rate is not None and not cmd.hook_of:  # a hook's op: one of at most MAX_HOOKS per end of an op charged already
         _within_rate(cmd, ctx, rate)
     oversized = too_large(cmd.spec)
     if oversized is not None:
         return OperationRejected(op_id=cmd.op_id, at=now, reason=SPEC_TOO_LARGE, message=oversized)
+    hook_condition = None
+    if cmd.hook_of:
+        cmd, hook_condition = _hook_followed(cmd, ctx, state, book)
     spec, condition = _routing_fields(cmd, now)
+    condition = hook_condition if hook_condition is not None else condition
     events = _submitted(cmd, spec, ctx, state, book)
     if isinstance(events[0], OperationSubmitted):
         _check_templates(events[0], ctx, book)
@@ -121,6 +126,30 @@ def _routing_fields(cmd: SubmitOperation, now: datetime) -> tuple[OpSpec, bool |
         raise _invalid(cmd.op_id, now, INVALID_CONDITION, f"cannot evaluate the op's conditions: {exc}") from None
     except TemplateError as exc:
         raise _invalid_template(cmd.op_id, now, exc) from None
+
+
+def _hook_followed(cmd: SubmitOperation, ctx: Context, state: AdmissionState,
+                   book: Book) -> tuple[SubmitOperation, bool | None]:
+    """A hook's follow-up op (``hooks``): admission's alone to submit; evaluated in the finished op's context (a
+    template or condition that fails rejects it), and its requester's, as the finished op was."""
+    now = ctx.clock.now()
+    if subjects.requester_of(ctx.subject) != ADMISSION:
+        raise InvalidInput(NOT_ALLOWED, f"cannot submit {cmd.op_id} as a hook of {cmd.hook_of}: only admission "
+                                        "submits a hook's op (when its op ends)", op_id=cmd.op_id)
+    upstream = state.ops.get(cmd.hook_of)
+    if upstream is None:
+        raise _invalid(cmd.op_id, now, Reason.UNKNOWN_OP, f"hook of {cmd.hook_of}: that op is not held any more "
+                                                         "(it left memory before its hook was submitted)")
+    try:
+        spec, condition = hooks.followed(cmd.spec, upstream, _opened(upstream.spec, ctx, upstream.op_id), book.config,
+                                         namespace=ctx.settings.namespace)
+    except ConditionError as exc:
+        raise _invalid(cmd.op_id, now, INVALID_CONDITION,
+                       f"cannot evaluate the hook's conditions over {upstream.op_id}: {exc}") from None
+    except TemplateError as exc:
+        raise _invalid(cmd.op_id, now, INVALID_TEMPLATE,
+                       f"cannot render the hook's params over {upstream.op_id}: {exc}") from None
+    return msgspec.structs.replace(cmd, spec=spec, requested_by=upstream.requested_by or ""), condition
 
 
 def _within_rate(cmd: SubmitOperation, ctx: Context, rate: SubmitRate) -> None:
@@ -296,6 +325,7 @@ def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | 
 
 COPY_ENV = "OPSCHED_COPY_FROM"  # a copy's container learns which op's outputs to start from
 RESUMABLE = (Status.STOPPED, Status.FAILED, Status.TIMED_OUT)
+ADMISSION = "admission"  # the NATS user admission publishes as (``proto.permissions``): it alone submits hooks' ops
 
 
 def on_rerun(cmd: RestartOperation | CopyOperation, ctx: Context, state: AdmissionState,

@@ -47,7 +47,7 @@ from opsched.proto.schedules import (
     ScheduleEvent,
     refused_creation,
 )
-from opsched.services.admission import cycle, handlers, metrics, queries, schedule_runner, traces, unpublishable
+from opsched.services.admission import cycle, handlers, hooks, metrics, queries, schedule_runner, traces, unpublishable
 from opsched.services.admission import schedules as sched
 from opsched.services.admission.catchup import FoldProgress
 from opsched.services.admission.command_rate import CommandRate, requester_of
@@ -328,7 +328,26 @@ class Admission(Service):
                 await asyncio.sleep(0.2)
                 return
             self.log.info(codec.type_of(decision), op_id=decision.op_id)
+        await self._submit_hooks(bus)
         self.stalls.succeeded("cycle")
+
+    async def _submit_hooks(self, bus: Bus) -> None:
+        """Submit the hooks of every op whose end is stored (``hooks``): once each, by its op id; one whose publish
+        fails stays due, tried again at the next cycle."""
+        due = self.state.hooks
+        for op_id in list(due.ops):
+            op = self.state.ops.get(op_id)
+            for cmd in hooks.due(op, self.clock.now()) if op is not None else []:
+                if cmd.op_id in self.state.ops or cmd.op_id in self.state.fold.gone:
+                    continue  # submitted already (a replayed end)
+                try:
+                    await bus.publish(cmd)
+                except Exception as exc:  # noqa: BLE001 - the next cycle tries again; the end is not lost
+                    self.log.warning("hook_submit_failed", op_id=op_id, hook_op_id=cmd.op_id, error=f"{exc!r}")
+                    self.wake.set()
+                    return
+                self.log.info("hook_submitted", op_id=op_id, hook_op_id=cmd.op_id)
+            due.done(op_id)
 
     async def _publish_decision(self, bus: Bus, decisions: list[Event], index: int, fence: Fence | None,
                                 now: datetime) -> Event:

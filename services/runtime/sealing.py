@@ -103,6 +103,9 @@ def _each_value(spec: OpSpec, change) -> OpSpec:
     main = container(spec.container)
     replicas = [r if (c := container(r.container)) is r.container else msgspec.structs.replace(r, container=c)
                 for r in spec.replicas]
-    if main is spec.container and all(a is b for a, b in zip(replicas, spec.replicas)):
+    hooks = [h if (s := _each_value(h.spec, change)) is h.spec else msgspec.structs.replace(h, spec=s)
+             for h in spec.hooks]  # a hook's follow-up op is sealed as its own op would be
+    if main is spec.container and all(a is b for a, b in zip(replicas, spec.replicas)) \
+            and all(a is b for a, b in zip(hooks, spec.hooks)):
         return spec
-    return msgspec.structs.replace(spec, container=main, replicas=replicas)
+    return msgspec.structs.replace(spec, container=main, replicas=replicas, hooks=hooks)

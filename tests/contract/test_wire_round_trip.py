@@ -44,8 +44,8 @@ def _unset_fields(struct: msgspec.Struct, path: str) -> list[str]:
     out: list[str] = []
     for f in msgspec.inspect.type_info(type(struct)).fields:
         value = getattr(struct, f.name)
-        if f.encode_name not in wire:
-            out.append(f"{path}.{f.encode_name}")
+        if f.encode_name not in wire and not (path.endswith(".hooks.spec") and f.encode_name == "hooks"):
+            out.append(f"{path}.{f.encode_name}")  # (a hook's op has no hooks: a hook never triggers another)
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, msgspec.Struct):
                 out += _unset_fields(item, f"{path}.{f.encode_name}")

@@ -55,6 +55,7 @@ from opsched.proto.spec import (
     Container,
     Environment,
     EnvVar,
+    Hook,
     OpSpec,
     ReplicaGroup,
     Resources,
@@ -93,8 +94,11 @@ FULL_SPEC = OpSpec(
     is_approved=False, conditions="{{ params.lr > 0 }}", cost=2.5, tags=["a", "b"], run_kind="service",
     component_hash="abc123", priority_class="high", preemptible=False, batch="sweep-1", batch_concurrency=3, to_env={"LR": "lr"}, iteration=2,
     description="trains", clean_pod_policy="All", ignored=["plugins.collectLogs"],
+
     replicas=[ReplicaGroup(name="worker", count=2, container=FULL_CONTAINER)],
 )
+# its hook's op: every field at every depth but hooks (a hook never triggers another)
+FULL_SPEC = msgspec.structs.replace(FULL_SPEC, hooks=[Hook(trigger="succeeded", spec=FULL_SPEC)])
 
 _COMMON = {"op_id": "op-1", "at": T0, "attempt": 1}
 
@@ -151,7 +155,8 @@ SAMPLES: dict[str, msgspec.Struct] = {
     "dispatch_delayed": DispatchDelayed(**_COMMON, dependency="webhook", message="connection refused"),
     "handler_failed": HandlerFailed(**_COMMON, service="dispatcher", subject="ops.admitted.op-1",
                                     failed_type="admitted", error="gave up after 5 deliveries: KeyError('x')"),
-    "submit": SubmitOperation(op_id="op-1", spec=FULL_SPEC, requested_at=T0, requested_by="alice", request_id="r-0"),
+    "submit": SubmitOperation(op_id="op-1", spec=FULL_SPEC, requested_at=T0, requested_by="alice", request_id="r-0",
+                              hook_of="op-0"),
     "stop": StopOperation(op_id="op-1", requested_at=T0, requested_by="alice", reason="no longer needed",
                           request_id="r-1"),
     "approve": ApproveOperation(op_id="op-1", requested_at=T0, requested_by="alice", comment="fine", request_id="r-2"),

@@ -86,8 +86,13 @@ JOB = {
                   "outputs": [{"name": "model", "type": "str", "value": "m.pt"}],
                   "run": {"kind": "job", "container": CONTAINER, "environment": ENVIRONMENT,
                           "volumes": [{"name": "cache", "emptyDir": {}}]}},
+    "hooks": [{"trigger": "succeeded", "params": {"who": {"value": "{{ globals.name }} {{ globals.status }}"}},
+               "conditions": "{{ lr > 0.1 }}", "queue": "notify",
+               "component": {"name": "notify", "inputs": [{"name": "who", "type": "str"}],
+                             "run": {"kind": "job", "container": {"image": "alpine:3.20", "args": ["{{ who }}"]}}}}],
 }
 PYTORCH = {"version": 1.1, "kind": "component", "name": "ddp",
+           "hooks": [{"trigger": "done", "component": {"run": {"kind": "job", "container": {"image": "alpine:3.20"}}}}],
            "run": {"kind": "pytorchjob", "cleanPodPolicy": "All",
                    "master": {"replicas": 1, "container": {"image": "t:1", "resources": {"limits": {"nvidia.com/gpu": 1}}}},
                    "worker": {"replicas": 3, "container": {"image": "t:1", "command": ["w"]}}}}
@@ -129,6 +134,7 @@ WARNED = {
     ("PluginsModel", "logLevel"): ("plugins.logLevel", "DEBUG"),
     ("PluginsModel", "notifications"): ("plugins.notifications", [{"connections": ["slack"]}]),
     ("IOModel", "description"): ("component.inputs.0.description", "the learning rate"),
+    ("HookModel", "disableDefaults"): ("hooks.0.disableDefaults", True),
 }
 SECTIONS = {("_Common", "plugins")}  # a section whose every field is refused or warned
 
@@ -222,9 +228,10 @@ def result(doc: dict):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SpecWarning)
         specs = parse_polyaxonfile_batch(text, salt="s") if "matrix" in doc else [parse_polyaxonfile(text)]
+    ran = [s for spec in specs for s in (spec, *(hook.spec for hook in spec.hooks))]  # a hook's op: its pods too
     pods = [build_pods(OperationAdmitted(
         op_id=f"op-{i}", at=datetime(2026, 1, 1, tzinfo=timezone.utc), queue="q", namespace="ns", pod_name=f"op-op-{i}-0",
-        spec=render_spec(s, Globals(uuid=f"op-{i}", name=s.name, project_name=s.project)))) for i, s in enumerate(specs)]
+        spec=render_spec(s, Globals(uuid=f"op-{i}", name=s.name, project_name=s.project)))) for i, s in enumerate(ran)]
     return [msgspec.to_builtins(s) for s in specs], pods
 
 

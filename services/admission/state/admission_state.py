@@ -1,7 +1,8 @@
 """Admission's state, wired together: the op-lifecycle fold (``fold``: the facts, folded from events)
-and its two followers, the queue manager (``queue_manager``: pending order, parking, the cycle's work
-lists) and the usage cache (``usage_cache``: active ops, the snapshot). The fold announces every
-transition to both through one interface (``transitions``); nobody else keeps them in step."""
+and its followers, the queue manager (``queue_manager``: pending order, parking, the cycle's work
+lists), the usage cache (``usage_cache``: active ops, the snapshot) and the ops whose hooks are due
+(``hooks_due``). The fold announces every transition to them through one interface (``transitions``);
+nobody else keeps them in step."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -13,6 +14,7 @@ from opsched.services.admission.model.nodes import NodeInfo
 from opsched.services.admission.model.queues import Book
 from opsched.services.admission.model.records import OpRecord
 from opsched.services.admission.state.fold import OpFold
+from opsched.services.admission.state.hooks_due import HooksDue
 from opsched.services.admission.state.queue_manager import QueueManager
 from opsched.services.admission.state.snapshot import Snapshot
 from opsched.services.admission.state.usage_cache import UsageCache
@@ -25,7 +27,8 @@ class AdmissionState:
         self.fold = OpFold(tombstones=tombstones)
         self.queues = QueueManager(self.fold.ops)
         self.usage = UsageCache(self.fold)
-        self.fold.followers = (self.queues, self.usage)
+        self.hooks = HooksDue()
+        self.fold.followers = (self.queues, self.usage, self.hooks)
 
     @property
     def ops(self) -> dict[str, OpRecord]:

@@ -139,6 +139,9 @@ class OpFold:
             op.history.last_seq = max(op.history.last_seq, seq)
             if op.status.terminal != (op.history.ended_at is not None):
                 op.history.ended_at = event.at if op.status.terminal else None  # its ttl runs from its end on the stream
+                if op.status.terminal:
+                    for f in self.followers:
+                        f.ended(op)
         return changed
 
     def _apply(self, event: Event, seq: int) -> bool:

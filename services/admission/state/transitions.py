@@ -57,6 +57,9 @@ class Transitions:
     def backing_off(self, op: OpRecord, until: datetime) -> None:
         """The op may not run before ``until`` (an eviction or retry back-off): a cycle must run then."""
 
+    def ended(self, op: OpRecord) -> None:
+        """The op's end is on the stream (not only assumed): what follows its end may happen (its hooks)."""
+
     def forgotten(self, op: OpRecord) -> None:
         """The finished op left memory (its retention ttl passed): drop every reference to it."""
 
