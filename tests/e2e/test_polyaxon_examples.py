@@ -1,0 +1,37 @@
+"""Every polyaxonfile of ``examples/polyaxon/`` (the fields opsched honours, as Polyaxon users write them) submitted
+with the CLI to `opsched up` as it starts by default, and run to success on the real control plane. The files at the
+top of the folder are operations; its subfolders hold what they reference (components, a hub, overlays)."""
+from __future__ import annotations
+
+import json
+
+from opsched.proto.lifecycle import TERMINAL_LABELS
+from tests.e2e.firstday import ROOT
+
+EXAMPLES = sorted((ROOT / "examples" / "polyaxon").glob("*.yaml"))
+
+
+def submitted(user, path) -> list[str]:
+    """The ids of the file's ops (a sweep prints each op's id, then its batch id)."""
+    lines = user.ok("submit", str(path.relative_to(ROOT))).split()
+    return lines[:-1] if len(lines) > 1 else lines
+
+
+def test_every_example_runs_to_success_its_outputs_and_hooks_included(default_up):
+    assert EXAMPLES, "examples/polyaxon/ holds the example operations"
+    ids = {path.name: submitted(default_up, path) for path in EXAMPLES}
+    hooked = ids["hooks.yaml"][0]
+    report, paged = f"{hooked}-hook-0", f"{hooked}-hook-1"  # the succeeded hook runs; the failed one never exists
+    every = [op_id for file_ids in ids.values() for op_id in file_ids] + [report]
+
+    def ended(rows):
+        return rows if all(rows.get(i, {}).get("status") in TERMINAL_LABELS for i in every) else None
+    rows = default_up.until(ended, "every example op (and the hook it triggers) ended", timeout=240)
+    failed = {name: [(i, rows[i]["status"], rows[i]["reason"]) for i in file_ids if rows[i]["status"] != "succeeded"]
+              for name, file_ids in ids.items()}
+    assert not any(failed.values()), failed
+    assert rows[report]["status"] == "succeeded" and rows[report]["name"] == "report" and paged not in rows
+
+    [row] = json.loads(default_up.ok("ops", ids["outputs.yaml"][0], "-o", "json"))  # that op only
+    assert row["outputs"] == {"loss": 0.12, "model": "runs/m.pt"}
+    assert default_up.run("ops", "no-such-op").returncode == 2
