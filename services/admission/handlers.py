@@ -141,7 +141,8 @@ def _hook_followed(cmd: SubmitOperation, ctx: Context, state: AdmissionState,
         raise _invalid(cmd.op_id, now, Reason.UNKNOWN_OP, f"hook of {cmd.hook_of}: that op is not held any more "
                                                          "(it left memory before its hook was submitted)")
     try:
-        spec, condition = hooks.followed(cmd.spec, upstream, _opened(upstream.spec, ctx, upstream.op_id), book.config,
+        spec, condition = hooks.followed(_opened(cmd.spec, ctx, upstream.op_id), upstream,  # as written: sealed anew
+                                         _opened(upstream.spec, ctx, upstream.op_id), book.config,
                                          namespace=ctx.settings.namespace)
     except ConditionError as exc:
         raise _invalid(cmd.op_id, now, INVALID_CONDITION,

@@ -50,3 +50,34 @@ def test_a_key_file_that_is_not_a_key_is_refused_naming_it(tmp_path):
     with pytest.raises(ValueError, match="OPSCHED_ENV_KEY_FILE"):
         Sealer.of(bad)
     assert oct(write_key(tmp_path / "k").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_hooks_env_is_sealed_with_its_op_and_its_follow_up_op_gets_it_as_written(sealer, tmp_path):
+    import msgspec
+
+    from opsched.bus import logging as oplog
+    from opsched.proto.events import OperationSubmitted
+    from opsched.proto.spec import Hook
+    from opsched.services.admission.handlers import on_submit
+    from opsched.services.admission.hooks import due
+    from opsched.services.admission.state.admission_state import AdmissionState
+    from opsched.services.runtime.consumer import Context
+    from opsched.services.runtime.settings import Settings
+    from tests.builders import T0, admitted, gates_cleared, running, submitted, succeeded
+    from tests.builders.clock import FakeClock
+    from tests.unit.admission_scenarios import queues
+
+    follow = op("notify").env("TOKEN", "s3cret").build()
+    spec = sealer.seal(msgspec.structs.replace(op("train").build(), hooks=[Hook(trigger="done", spec=follow)]))
+    assert "s3cret" not in str(spec.hooks[0].spec.container.env)  # in the op's record: sealed
+    state = AdmissionState()
+    for seq, event in enumerate([submitted(spec, op_id="t"), *gates_cleared("t"), admitted(spec, op_id="t"),
+                                 running("t"), succeeded("t")], 1):
+        state.apply(event, seq)
+    key = tmp_path / "env.key"
+    ctx = Context(service="admission", clock=FakeClock(T0), settings=Settings(env_key_file=str(key)),
+                  log=oplog.get("test"), subject="cmd.admission.submit.default")
+    [cmd] = due(state.ops["t"], T0)
+    event = on_submit(cmd, ctx, state, queues(("default", 1)))
+    assert isinstance(event, OperationSubmitted)
+    assert sealer.unseal(event.spec).container.env == follow.container.env  # sealed once, opens as written
