@@ -11,7 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opsched.polyaxonfile import MAX_BATCH, SpecError, expand_matrix, parse_polyaxonfile_batch
+from opsched.polyaxonfile import (
+    MAX_BATCH,
+    SpecError,
+    expand_matrix,
+    load_polyaxonfile_batch,
+    parse_polyaxonfile_batch,
+)
 from opsched.polyaxonfile.models_matrix import MAX_VALUES
 from opsched.proto import k8s_names
 from opsched.proto.limits import MAX_NAME_CHARS
@@ -19,6 +25,7 @@ from opsched.rules.templating import Globals, render_spec
 from opsched.rules.trial_names import trial_base, trial_name
 from opsched.services.cache.fingerprint import fingerprint
 from tests.builders import case, case_name
+from tests.unit.polyaxonfile_texts import EXAMPLES
 
 MAPPING = """
 version: 1.1
@@ -83,8 +90,16 @@ def grid(**params) -> dict:
     return {"kind": "grid", "params": params}
 
 
+def rendered(spec):
+    return render_spec(spec, Globals(uuid="u", name=spec.name, project_name=spec.project)).container
+
+
 def rendered_command(spec) -> str:
-    return render_spec(spec, Globals(uuid="u", name=spec.name, project_name=spec.project)).container.command[2]
+    return rendered(spec).command[2]
+
+
+def rendered_args(spec) -> str:
+    return rendered(spec).args[0]
 
 
 # --- kind: mapping ----------------------------------------------------------------------------
@@ -272,7 +287,6 @@ def test_each_trial_is_named_for_its_iteration_and_templates_see_that_name():
 
 
 def test_a_trial_of_an_unnamed_file_is_named_for_the_file(tmp_path):
-    from opsched.polyaxonfile import load_polyaxonfile_batch
     path = tmp_path / "nightly.yaml"
     path.write_text(textwrap.dedent(BACKFILL).replace("name: backfill\n", ""))
     assert [s.name for s in load_polyaxonfile_batch(path, salt="s")] == ["nightly-0", "nightly-1", "nightly-2"]
@@ -314,3 +328,20 @@ def test_a_daterange_is_every_step_from_start_up_to_and_excluding_stop(start, da
     assert len(values) == math.ceil(days / step) and values[0] == start.isoformat()
     assert [date.fromisoformat(v) for v in values] == [start + timedelta(days=i * step) for i in range(len(values))]
     assert date.fromisoformat(values[-1]) < stop
+
+
+# --- the examples ---------------------------------------------------------------------------------
+
+def test_the_mapping_example_is_three_named_trials_two_at_a_time():
+    specs = load_polyaxonfile_batch(EXAMPLES / "polyaxon" / "sweep-mapping.yaml")
+    assert [s.name for s in specs] == ["retrain-0", "retrain-1", "retrain-2"]
+    assert [s.inputs["region"] for s in specs] == ["eu", "us", "all"] and {s.batch_concurrency for s in specs} == {2}
+    assert rendered_args(specs[2]) == "echo retrain-2: lr=0.001 region=all epochs=2; sleep 1"
+
+
+def test_the_backfill_example_is_one_op_per_day_up_to_its_stop_two_at_a_time():
+    specs = load_polyaxonfile_batch(EXAMPLES / "polyaxon" / "backfill-daterange.yaml")
+    assert [s.params["day"] for s in specs] == ["2024-01-29", "2024-01-30", "2024-01-31", "2024-02-01"]
+    assert {s.batch_concurrency for s in specs} == {2}
+    assert not any("nvidia.com/gpu" in s.container.resources.limits for s in specs)
+    assert rendered_args(specs[0]) == "echo computing features of 2024-01-29; sleep 1"
