@@ -9,8 +9,8 @@
     natural logs), ``normal``/``lognormal`` [loc, scale], and their quantized ``q…`` forms with a
     third number q (floor(x / q) * q). A value is a list, a mapping ({start, stop, step}, {low,
     high}, ...) or a string ``"1:10:2"`` (not for the date ranges). Computed floats are tidied to 12
-    significant digits. A ``daterange``/``datetimerange`` param must fill an input (or output) of
-    type ``date``/``datetime`` when the component declares one of its name, as in Polyaxon.
+    significant digits. (That a ``daterange``/``datetimerange`` fills an input of type
+    ``date``/``datetime``, as in Polyaxon, is checked by ``matrix``, which knows the component.)
 """
 from __future__ import annotations
 

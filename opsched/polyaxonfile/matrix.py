@@ -72,14 +72,17 @@ def read_matrix(raw: Any) -> Matrix:
     if not isinstance(raw, dict):
         raise Problems([(("matrix",), f"expected a mapping, got {type(raw).__name__}")])
     kind = raw.get("kind")
+    if kind is None:
+        raise Problems([(("matrix", "kind"), f"missing 'kind'; {_KINDS}")])
+    if str(kind) in MATRIX_KINDS_TUNED:
+        raise Problems([(("matrix", "kind"), f"kind {kind!r} needs a tuner, which opsched does not have yet; "
+                                             "use grid, random or mapping")])
     if kind not in MATRIX_KINDS_SUPPORTED:
-        what = ("missing 'kind'; " + _KINDS if kind is None else
-                f"kind {kind!r} needs a tuner, which opsched does not have yet; use grid, random or mapping"
-                if str(kind) in MATRIX_KINDS_TUNED else f"kind {kind!r} is unknown; " + _KINDS)
-        raise Problems([(("matrix", "kind"), what)])
+        raise Problems([(("matrix", "kind"), f"kind {kind!r} is unknown; {_KINDS}")])
     model = validate(MATRIX_MODELS[kind], raw, ("matrix",))
     if isinstance(model, MappingModel):
-        return model, _check_mapping(model)
+        _check_mapping(model)
+        return model, {}
     if not model.params:
         raise Problems([(("matrix", "params"), "a matrix needs at least one param")])
     problems: list[Problem] = []
@@ -90,7 +93,8 @@ def read_matrix(raw: Any) -> Matrix:
     return model, params  # type: ignore[return-value]
 
 
-def _check_mapping(model: MappingModel) -> dict[str, HpParam]:
+def _check_mapping(model: MappingModel) -> None:
+    """At least one entry, at most ``MAX_BATCH``, and valid param names."""
     if not model.values:
         raise Problems([(("matrix", "values"), "a mapping needs at least one entry (one trial's params)")])
     if len(model.values) > MAX_BATCH:
@@ -101,7 +105,6 @@ def _check_mapping(model: MappingModel) -> dict[str, HpParam]:
                                for i, entry in enumerate(model.values) for name in entry if not valid_name(name)]
     if problems:
         raise Problems(problems)
-    return {}
 
 
 def _grid_values(param: HpParam) -> list[Any]:

@@ -171,6 +171,11 @@ def test_a_mapping_of_more_than_max_batch_entries_is_refused():
     assert f"at most {MAX_BATCH}" in found["matrix.values"]
 
 
+def test_a_mapping_without_values_says_what_they_hold():
+    assert matrix_errors({"kind": "mapping", "concurrency": 2}) == {
+        "matrix.values": "a mapping needs values: a list of {param: value, ...}, one trial each"}
+
+
 @pytest.mark.parametrize("kind", ["hyperband", "bayes", "hyperopt", "iterative", "tuner"])
 def test_the_kinds_that_need_a_tuner_are_refused_saying_why(kind):
     found = matrix_errors({"kind": kind, "params": {"a": {"kind": "choice", "value": [1]}}})
