@@ -2,8 +2,8 @@
 
 Public API: ``parse_polyaxonfile(text, source=, overrides=)``,
 ``load_polyaxonfile(path, overrides=)``, ``parse_polyaxonfile_batch(text, source=, overrides=,
-salt=)``, ``load_polyaxonfile_batch(path, overrides=, salt=)`` (a sweep: one OpSpec per matrix
-combination), ``expand_matrix(matrix, seed=)``, ``batch_id(text, overrides, salt)``,
+salt=)``, ``load_polyaxonfile_batch(path, overrides=, salt=)`` (a sweep: one OpSpec per trial of
+the matrix), ``expand_matrix(matrix, seed=)``, ``batch_id(text, overrides, salt)``,
 ``component_hash(container, environment, replicas=(), run_kind="job")``,
 ``SpecError`` (``.errors: list[FieldError]``), ``SpecWarning``; with the ``schedule`` section:
 ``parse_polyaxonfile_with_schedule``/``load_polyaxonfile_with_schedule`` (``schedule``).
@@ -23,7 +23,8 @@ Where each part is read (each module's docstring says what it accepts):
     ``models_schedule``, ``models_matrix``.
   * ``params``: params, inputs and outputs, toEnv; ``convert``: precedence and the OpSpec;
     ``templates``: every template rendered once, errors located; ``hashing``: ``component_hash``.
-  * ``matrix`` and ``hyperparams``: sweeps.
+  * ``matrix``, ``hyperparams`` and ``dates``: sweeps (grid, random and mapping; the date ranges of
+    backfills); a trial is named ``<name>-<iteration>`` (``rules.trial_names``).
 """
 from __future__ import annotations
 

@@ -5,9 +5,12 @@
   * The run section gives the container, the environment and the replica groups: ``run.volumes``
     is merged in before ``run.environment.volumes``; a pytorchjob's master container is
     ``OpSpec.container`` and its worker section one ``ReplicaGroup`` (see ``models_run``).
+  * A sweep's ``Trial`` adds its params and gives the op its ``iteration`` and the name
+    ``<name>-<iteration>`` (``rules.trial_names``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,17 @@ from opsched.polyaxonfile.params import io_and_params
 from opsched.polyaxonfile.templates import hook_problems, template_problems
 from opsched.polyaxonfile.warned import warned_fields
 from opsched.proto.spec import Cache, Container, Environment, Hook, OpSpec, ReplicaGroup, Termination
+from opsched.rules.trial_names import trial_name
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial of a sweep: its index, how many trials the batch has, its params and where each was written."""
+
+    iteration: int
+    count: int
+    params: dict[str, Any]
+    where: dict[str, Loc]
 
 
 def _first(*values: Any) -> Any:
@@ -68,18 +82,19 @@ def _run_parts(run: JobRunModel | PytorchJobRunModel
 
 
 def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fallback: str,
-               swept: dict[str, Any] | None = None, iteration: int | None = None) -> OpSpec:
-    """The OpSpec of a validated model; ``swept``/``iteration``: one trial of a sweep. Its templates
-    are rendered once with stand-in globals, so one that cannot render is refused here."""
+               trial: Trial | None = None) -> OpSpec:
+    """The OpSpec of a validated model, or of one ``trial`` of a sweep. Its templates are rendered
+    once with stand-in globals, so one that cannot render is refused here."""
     op = model if isinstance(model, OperationModel) else None
     comp = model.component if isinstance(model, OperationModel) else model
     base: Loc = ("component",) if op else ()
     problems = check_run(comp.run, base + ("run",))
-    params, inputs, outputs, to_env = io_and_params(op, comp, extra, base, problems, swept)
+    swept, swept_at = (trial.params, trial.where) if trial else (None, None)
+    params, inputs, outputs, to_env = io_and_params(op, comp, extra, base, problems, swept, swept_at)
     if problems:
         raise Problems(problems)
     try:
-        spec = _spec(op, comp, extra, fallback, (params, inputs, outputs, to_env), iteration)
+        spec = _spec(op, comp, extra, fallback, (params, inputs, outputs, to_env), trial)
     except ValueError as exc:  # the contract's refusal of what no check above caught: said, never a crash
         raise Problems([((), f"refused by the op contract: {exc}")]) from None
     spec.ignored = warned_fields(op, comp, base)
@@ -121,7 +136,7 @@ def _hooks(hooks: list[HookModel], at: Loc, spec: OpSpec, declared: list[str]) -
 
 
 def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel, fallback: str,
-          io: tuple[dict, dict, dict, dict], iteration: int | None) -> OpSpec:
+          io: tuple[dict, dict, dict, dict], trial: Trial | None) -> OpSpec:
     params, inputs, outputs, to_env = io
     layers = [m for m in (op, comp) if m is not None]
 
@@ -130,8 +145,9 @@ def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel
 
     container, environment, replicas = _run_parts(comp.run)
     agent, queue = split_queue(_first(extra.queue, pick("queue")))
+    name = pick("name") or fallback
     return OpSpec(
-        name=pick("name") or fallback,
+        name=trial_name(name, trial.iteration, trial.count) if trial else name,
         container=container,
         project=_first(extra.project, pick("project"), "default"),
         queue=queue,
@@ -150,7 +166,7 @@ def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel
         preemptible=_first(extra.preemptible, pick("preemptible"), True),
         replicas=replicas,
         to_env=to_env,
-        iteration=iteration,
+        iteration=trial.iteration if trial else None,
         description=pick("description"),
         clean_pod_policy=getattr(comp.run, "clean_pod_policy", None),
     )

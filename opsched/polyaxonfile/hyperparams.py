@@ -3,24 +3,26 @@
   * ``params: {name: {kind, value}}``. Discrete kinds (grid and random): ``choice`` (a list),
     ``range`` [start, stop, step] (stop excluded; ints stay ints), ``linspace`` [start, stop, num],
     ``logspace`` [start, stop, num(, base=10)] (base ** linspace), ``geomspace`` [start, stop,
-    num]. Distributions (random only), as Polyaxon's hypertune draws them: ``pchoice``
-    [[value, p], ...] (p sum to 1), ``uniform``/``loguniform`` [low, high] (loguniform is
-    exp(uniform(low, high)): the bounds are natural logs), ``normal``/``lognormal`` [loc, scale],
-    and their quantized ``q…`` forms with a third number q (floor(x / q) * q). A value is a list,
-    a mapping ({start, stop, step}, {low, high}, ...) or a string ``"1:10:2"``. Computed floats
-    are tidied to 12 significant digits.
+    num], and the date ranges of Polyaxon's backfills (``dates``). Distributions (random only), as
+    Polyaxon's hypertune draws them: ``pchoice`` [[value, p], ...] (p sum to 1),
+    ``uniform``/``loguniform`` [low, high] (loguniform is exp(uniform(low, high)): the bounds are
+    natural logs), ``normal``/``lognormal`` [loc, scale], and their quantized ``q…`` forms with a
+    third number q (floor(x / q) * q). A value is a list, a mapping ({start, stop, step}, {low,
+    high}, ...) or a string ``"1:10:2"`` (not for the date ranges). Computed floats are tidied to 12
+    significant digits. (That a ``daterange``/``datetimerange`` fills an input of type
+    ``date``/``datetime``, as in Polyaxon, is checked by ``matrix``, which knows the component.)
 """
 from __future__ import annotations
 
 import math
 from typing import Any
 
+from opsched.polyaxonfile.dates import date_range
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import valid_name
 from opsched.polyaxonfile.models_matrix import (
     HP_DISCRETE,
     HP_DISTRIBUTIONS,
-    HP_KNOWN_UNSUPPORTED,
     MAX_VALUES,
     HpParamModel,
 )
@@ -60,27 +62,33 @@ def _number(raw: Any, key: str) -> int | float:
     return raw
 
 
-def _fields(value: Any, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Polyaxon's three spellings: ``[a, b, c]``, ``{k: v}`` and ``"a:b:c"`` → {key: number}."""
+def spelled_out(value: Any, required: tuple[str, ...], optional: tuple[str, ...] = (), *,
+                colons: bool = True, noun: str = "numbers") -> dict[str, Any]:
+    """Polyaxon's spellings of a range: ``[a, b, c]``, ``{k: v}`` and (``colons``) ``"a:b:c"`` →
+    {key: value as written}; ``noun`` names what the list holds in the message of a wrong count."""
     keys = required + optional
     spelled = f"[{', '.join(keys)}]"
-    if isinstance(value, str):
+    forms = "a list, a mapping or a string 'a:b:c'" if colons else "a list or a mapping"
+    if isinstance(value, str) and colons:
         value = value.split(":")
     if isinstance(value, (list, tuple)):
         if not len(required) <= len(value) <= len(keys):
             count = f"{len(required)}" + (f" or {len(keys)}" if optional else "")
-            raise ValueError(f"expected {count} numbers {spelled}, got {len(value)}")
-        value = dict(zip(keys, value))
-    elif isinstance(value, dict):
+            raise ValueError(f"expected {count} {noun} {spelled}, got {len(value)}")
+        return dict(zip(keys, value))
+    if isinstance(value, dict):
         unknown = [k for k in value if k not in keys]
         missing = [k for k in required if k not in value]
         if unknown or missing:
             what = (f"unknown key {unknown[0]!r}" if unknown else f"missing {missing[0]!r}")
-            raise ValueError(f"{what}; expected {spelled} (a list, a mapping or 'a:b:c')")
-    else:
-        raise ValueError(f"expected {spelled} as a list, a mapping or a string 'a:b:c', "
-                         f"got {type(value).__name__}")
-    return {k: _number(v, k) for k, v in value.items()}
+            raise ValueError(f"{what}; expected {spelled} ({forms})")
+        return dict(value)
+    raise ValueError(f"expected {spelled} as {forms}, got {type(value).__name__}")
+
+
+def _fields(value: Any, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A numeric range in any of Polyaxon's spellings → {key: number}."""
+    return {k: _number(v, k) for k, v in spelled_out(value, required, optional).items()}
 
 
 def _count(raw: int | float, key: str) -> int:
@@ -188,8 +196,7 @@ def hp_param(name: str, param: HpParamModel, loc: Loc, problems: list[Problem],
         problems.append((loc, f"invalid param name {name!r}: use letters, digits, '-' and '_'"))
         return None
     if kind not in HP_DISCRETE and kind not in HP_DISTRIBUTIONS:
-        known = "is not supported yet" if kind in HP_KNOWN_UNSUPPORTED else "is unknown"
-        problems.append((loc + ("kind",), f"kind {kind!r} {known}; expected one of "
+        problems.append((loc + ("kind",), f"kind {kind!r} is unknown; expected one of "
                                           f"{', '.join(HP_DISCRETE + HP_DISTRIBUTIONS)}"))
         return None
     if matrix_kind == "grid" and kind in HP_DISTRIBUTIONS:
@@ -204,6 +211,9 @@ def hp_param(name: str, param: HpParamModel, loc: Loc, problems: list[Problem],
             return HpParam(kind, values=list(param.value))
         if kind == "range":
             return HpParam(kind, values=_range(param.value))
+        if kind in ("daterange", "datetimerange"):
+            return HpParam(kind, values=date_range(spelled_out(param.value, ("start", "stop", "step"), colons=False,
+                                                               noun="values"), kind, MAX_VALUES))
         if kind in HP_DISCRETE:
             return HpParam(kind, values=_space(param.value, kind))
         return HpParam(kind, draw=_distribution(kind, param.value))

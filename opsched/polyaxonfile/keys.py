@@ -34,6 +34,8 @@ REFUSED_MESSAGES = {
     **{ref: (f"'{ref}' is not supported by opsched yet: the inline component says what runs; "
              f"remove '{ref}'") for ref in ("hubRef", "pathRef", "dagRef", "urlRef")},
     "culling": "'culling' stops idle services; opsched runs jobs (use termination.timeout)",
+    "earlyStopping": ("'earlyStopping' is not supported by opsched yet: it needs a tuner watching the trials' "
+                      "metrics; remove it to run every trial"),
     "schedule": ("this file has a schedule: run it on its schedule with `opsched schedule FILE`, or remove "
                  "the section to run it once"),
 }

@@ -1,6 +1,6 @@
-"""Models of Polyaxon's ``matrix`` (V1GridSearch and V1RandomSearch), and the limits of a sweep.
+"""Models of Polyaxon's ``matrix`` (V1GridSearch, V1RandomSearch and V1Mapping), and the limits of a sweep.
 
-``matrix`` expands a matrix into combinations; ``hyperparams`` turns one swept param into its values.
+``matrix`` expands a matrix into trials; ``hyperparams`` turns one swept param into its values.
 """
 from __future__ import annotations
 
@@ -10,19 +10,20 @@ from pydantic import Field
 
 from opsched.polyaxonfile.fields import Int, Model
 
-# --- matrix (sweeps): Polyaxon's V1GridSearch and V1RandomSearch -------------------------------
+# --- matrix (sweeps): Polyaxon's V1GridSearch, V1RandomSearch and V1Mapping ----------------------
 #
-# ``matrix: {kind: grid|random, params: {name: {kind, value}}, concurrency, numRuns, seed}``.
-# The models check the shape; ``hp_param`` turns one param into its values (discrete kinds) or a
-# sampler (distributions), reporting problems at ``matrix.params.<name>.kind`` / ``.value``.
+# ``matrix: {kind: grid|random, params: {name: {kind, value}}, concurrency, numRuns, seed}`` or
+# ``matrix: {kind: mapping, values: [{name: value, ...}, ...], concurrency}``. The models check the
+# shape; ``hp_param`` turns one param into its values (discrete kinds) or a sampler (distributions),
+# reporting problems at ``matrix.params.<name>.kind`` / ``.value``. ``earlyStopping`` is refused
+# (``keys.UNSUPPORTED``).
 
-MATRIX_KINDS_SUPPORTED = ("grid", "random")
-MATRIX_KINDS_KNOWN = frozenset({"mapping", "grid", "random", "hyperband", "bayes", "hyperopt",
-                                "iterative", "tuner"})
-HP_DISCRETE = ("choice", "range", "linspace", "logspace", "geomspace")
+MATRIX_KINDS_SUPPORTED = ("grid", "random", "mapping")
+MATRIX_KINDS_TUNED = frozenset({"hyperband", "bayes", "hyperopt", "iterative", "tuner"})  # need a tuner
+HP_DISCRETE = ("choice", "range", "linspace", "logspace", "geomspace", "daterange", "datetimerange")
 HP_DISTRIBUTIONS = ("pchoice", "uniform", "quniform", "loguniform", "qloguniform", "normal",
                     "qnormal", "lognormal", "qlognormal")
-HP_KNOWN_UNSUPPORTED = frozenset({"daterange", "datetimerange"})
+HP_INPUT_TYPES = {"daterange": "date", "datetimerange": "datetime"}  # the input type Polyaxon requires
 MAX_BATCH = 1000  # operations one matrix may make
 MAX_VALUES = 10_000  # values one discrete param may generate
 PositiveInt = Annotated[Int, Field(ge=1)]
@@ -35,12 +36,15 @@ class HpParamModel(Model):
     value: Any
 
 
-class _MatrixModel(Model):
-    params: dict[str, HpParamModel]
+class _Concurrent(Model):
     concurrency: PositiveInt | None = None  # at most this many of the batch run at once
 
 
-class GridModel(_MatrixModel):
+class _Search(_Concurrent):
+    params: dict[str, HpParamModel]
+
+
+class GridModel(_Search):
     """Every combination of the params' discrete values (first param slowest); ``numRuns``
     keeps the first N."""
 
@@ -48,7 +52,7 @@ class GridModel(_MatrixModel):
     num_runs: PositiveInt | None = None
 
 
-class RandomModel(_MatrixModel):
+class RandomModel(_Search):
     """``numRuns`` distinct combinations sampled from the params (discrete values uniformly,
     distributions by their law); ``seed`` makes the draw reproducible."""
 
@@ -57,4 +61,14 @@ class RandomModel(_MatrixModel):
     seed: Int | None = None
 
 
-MATRIX_MODELS: dict[str, type[_MatrixModel]] = {"grid": GridModel, "random": RandomModel}
+class MappingModel(_Concurrent):
+    """An explicit list of trials: each entry of ``values`` is one trial's params, taken as written
+    (entries may name different params, as in Polyaxon)."""
+
+    kind: Literal["mapping"]
+    values: list[dict[str, Any]]
+
+
+MatrixModel = GridModel | RandomModel | MappingModel
+MATRIX_MODELS: dict[str, type[MatrixModel]] = {"grid": GridModel, "random": RandomModel,
+                                               "mapping": MappingModel}

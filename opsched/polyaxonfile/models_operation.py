@@ -35,6 +35,7 @@ from opsched.polyaxonfile.fields import (
     not_reserved,
 )
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel
+from opsched.proto.lifecycle import HOOK_TRIGGERS
 from opsched.proto.limits import (
     MAX_COST,
     MAX_DURATION_S,
@@ -138,6 +139,13 @@ class ComponentModel(_Common):
     hooks: Annotated[list[HookModel], Field(max_length=MAX_HOOKS)] | None = None
 
 
+def _trigger(value: str) -> str:
+    if value not in HOOK_TRIGGERS:
+        *first, last = (repr(t) for t in HOOK_TRIGGERS)
+        raise ValueError(f"a hook's trigger is {', '.join(first)} or {last}, not {value!r}")
+    return value
+
+
 class HookModel(Model):
     """Polyaxon's V1Hook: a follow-up op when its op ends as ``trigger`` says (``proto.spec.Hook``). What runs: an
     inline ``component`` (opsched's), or a ``hubRef``/``pathRef`` resolved into one before validation. ``params`` fill
@@ -146,7 +154,7 @@ class HookModel(Model):
     ``disableDefaults`` has no effect in opsched (no default hooks or presets): warned. ``connection`` and
     ``presets`` are refused (``keys.UNSUPPORTED``)."""
 
-    trigger: Literal["succeeded", "failed", "stopped", "done"]
+    trigger: Annotated[str, AfterValidator(_trigger)]
     component: ComponentModel
     params: dict[str, Any] = {}
     conditions: str | None = None

@@ -124,14 +124,16 @@ def _is_param(raw: Any) -> bool:
 
 
 def io_and_params(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel,
-                  base: Loc, problems: list[Problem],
-                  swept: dict[str, Any] | None = None) -> tuple[dict, dict, dict, dict]:
-    """Params (operation, then one matrix combination, then overrides), the inputs/outputs they fill,
-    and ``to_env`` (env var -> param). Swept values are taken as they are (never unwrapped)."""
+                  base: Loc, problems: list[Problem], swept: dict[str, Any] | None = None,
+                  swept_at: dict[str, Loc] | None = None) -> tuple[dict, dict, dict, dict]:
+    """Params (operation, then one trial of a matrix, then overrides), the inputs/outputs they fill,
+    and ``to_env`` (env var -> param). Swept values are taken as they are (never unwrapped), written
+    at ``swept_at[name]`` (default ``matrix.params.<name>.value``)."""
     params = Params()
     params.add(op.params if op else {}, ("params",), problems)
     for name, value in (swept or {}).items():
-        params.values[name], params.where[name] = value, ("matrix", "params", name, "value")
+        params.values[name] = value
+        params.where[name] = (swept_at or {}).get(name, ("matrix", "params", name, "value"))
     params.add(extra.params, ("overrides", "params"), problems)
     values, where = params.values, params.where
     inputs = resolve_io(comp.inputs, values, where, base + ("inputs",), problems, inputs=True)

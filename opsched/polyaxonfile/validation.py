@@ -31,6 +31,7 @@ _MISSING_HINTS = {
     ("component", "run"): _RUN_HINT,
     ("matrix", "numRuns"): "a random search needs numRuns (how many operations to sample)",
     ("matrix", "params"): "a matrix needs params: {name: {kind, value}}",
+    ("matrix", "values"): "a mapping needs values: a list of {param: value, ...}, one trial each",
 }
 # Missing keys recognised by the end of their path (under "run" or "component.run").
 _MISSING_TAIL_HINTS = {

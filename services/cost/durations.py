@@ -2,8 +2,9 @@
 ``succeeded``) of the last ``LAST_RUNS`` succeeded attempts of the same component, whose median is
 the expected duration once there are at least ``MIN_RUNS`` of them.
 
-The same component: the same project and op name; an op without a name is known by a stable hash of
-its image, command and args. Pure: fed events by the caller (replayed on start, then live)."""
+The same component: the same project and op name (a sweep's trials, ``train-0``, ``train-1``, …, by the
+name they share: ``rules.trial_names``); an op without a name is known by a stable hash of its image,
+command and args. Pure: fed events by the caller (replayed on start, then live)."""
 from __future__ import annotations
 
 import hashlib
@@ -26,6 +27,7 @@ from opsched.proto.events import (
     OperationTimedOut,
 )
 from opsched.proto.spec import OpSpec
+from opsched.rules.trial_names import trial_base
 
 MIN_RUNS = 3
 LAST_RUNS = 20
@@ -33,9 +35,10 @@ _OTHER_ENDS = (OperationFailed, OperationTimedOut, OperationStopped, OperationPr
 
 
 def component_key(spec: OpSpec) -> str:
-    """``<project>/<name>``, or ``<project>/#<hash of image, command and args>`` for an unnamed op."""
+    """``<project>/<name>`` (a sweep's trial: the name its batch shares), or ``<project>/#<hash of image,
+    command and args>`` for an unnamed op."""
     if spec.name:
-        return f"{spec.project or ''}/{spec.name}"
+        return f"{spec.project or ''}/{trial_base(spec.name, spec.iteration)}"
     c = spec.container
     digest = hashlib.sha256(json.dumps([c.image, c.command, c.args]).encode()).hexdigest()[:16]
     return f"{spec.project or ''}/#{digest}"

@@ -70,3 +70,16 @@ def test_an_unnamed_op_is_known_by_its_image_command_and_args():
     assert component_key(unnamed) == component_key(same) != component_key(other)
     assert component_key(unnamed).startswith("default/#")
     assert component_key(op("train").project("vision").build()) == "vision/train"
+
+
+def test_the_trials_of_a_sweep_are_one_component_by_the_name_they_share():
+    def trial(iteration: int):
+        spec = op(f"train-{iteration}").project("vision").build()
+        spec.iteration = iteration
+        return spec
+    d = Durations()
+    for i, seconds in enumerate([30.0, 10.0, 20.0]):
+        ran(d, f"op-{i}", trial(i), seconds)
+    assert component_key(trial(7)) == "vision/train"
+    assert d.runs_of(trial(3)) == d.runs_of(op("train").project("vision").build()) == [30.0, 10.0, 20.0]
+    assert component_key(op("train-7").project("vision").build()) == "vision/train-7"  # not a trial: its own name

@@ -64,3 +64,18 @@ def test_the_invalid_example_fails_with_its_documented_errors():
     locs = {err.loc for err in info.value.errors}
     assert {"termination.maxRetries", "run.container.resources.limits.nvidia.com/gpu"} <= locs
     assert str(info.value).startswith(str(EXAMPLES / "invalid.yaml"))
+
+
+POLYAXON_EXAMPLES = sorted((EXAMPLES / "polyaxon").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", POLYAXON_EXAMPLES, ids=[f"polyaxon/{p.name} parses" for p in POLYAXON_EXAMPLES])
+def test_every_polyaxon_example_parses_without_a_warning(path):
+    import warnings
+
+    from opsched.polyaxonfile import SpecWarning, load_polyaxonfile_batch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpecWarning)
+        specs = load_polyaxonfile_batch(path)
+    assert specs and all(s.component_hash and s.container.image for s in specs)

@@ -102,6 +102,7 @@ SWEEP = {"version": 1.1, "kind": "operation", "name": "s",
          "component": {"inputs": [{"name": "lr", "type": "float"}],
                        "run": {"kind": "job", "container": {"image": "t", "args": ["{{ lr }}"]}}}}
 GRID = {**SWEEP, "matrix": {"kind": "grid", "numRuns": 2, "params": {"lr": {"kind": "choice", "value": [0.1, 0.2, 0.3]}}}}
+MAPPING = {**SWEEP, "matrix": {"kind": "mapping", "concurrency": 2, "values": [{"lr": 0.1}, {"lr": 0.2}]}}
 
 # Fields whose only job is to check a value: a bad value is refused (path, bad value).
 CHECKED = {
@@ -207,7 +208,7 @@ def documented() -> set:
     for doc, root in ((JOB, MODELS_BY_RUN_KIND["job"][1]), (PYTORCH, MODELS_BY_RUN_KIND["pytorchjob"][0]),
                       (pytorch_operation, MODELS_BY_RUN_KIND["pytorchjob"][1])):
         used_fields(root, doc, out)
-    for doc in (SWEEP, GRID):
+    for doc in (SWEEP, GRID, MAPPING):
         used_fields(MATRIX_MODELS[doc["matrix"]["kind"]], doc["matrix"], out)
     return out
 
@@ -254,7 +255,8 @@ def without(doc: dict, path: tuple) -> dict:
 
 POD_SECTIONS = ("container", "environment", "volumes", "master", "worker")
 CASES = [pytest.param(doc, path, id=f"{name}:{'.'.join(map(str, path))}")
-         for name, doc in (("job", JOB), ("pytorchjob", PYTORCH), ("sweep", SWEEP), ("grid", GRID))
+         for name, doc in (("job", JOB), ("pytorchjob", PYTORCH), ("sweep", SWEEP), ("grid", GRID),
+                           ("mapping", MAPPING))
          for path in key_paths(doc) if not unchanged_by_removal(path)]
 
 

@@ -63,7 +63,7 @@ def test_an_operations_hooks_replace_its_components():
 
 @pytest.mark.parametrize("text, loc, message", [
     (hooked(param="{{ outputs.acc }}"), "hooks.0.params.loss", "no attribute 'acc'"),
-    (hooked(trigger="finished"), "hooks.0.trigger", "'succeeded', 'failed', 'stopped' or 'done' (line 6)"),
+    (hooked(trigger="finished"), "hooks.0.trigger", "'succeeded', 'failed', 'stopped' or 'done', not 'finished' (line 6)"),
     (hooked().replace("    component:\n      name: notify", "    component:\n      name: notify\n      hooks: [{trigger: "
                                                          "done, component: {run: {kind: job, container: {image: x}}}}]"),
      "hooks.0.component.hooks", "a hook never triggers another"),
