@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import (
@@ -84,11 +84,23 @@ class ContainerModel(Model):
 
 
 class TolerationModel(Model):
+    """Kubernetes' toleration, with the API server's rules across its fields (else the pod would be refused only
+    when the dispatcher creates it): ``tolerationSeconds`` needs ``effect: NoExecute``, ``Exists`` takes no value."""
+
     key: str | None = None
     operator: Literal["Exists", "Equal"] | None = None
     value: Str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: Int | None = None
+
+    @model_validator(mode="after")
+    def _as_kubernetes_takes_it(self) -> TolerationModel:
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds applies to effect NoExecute only (Kubernetes refuses it with "
+                             f"{self.effect or 'no effect'})")
+        if self.operator == "Exists" and self.value:
+            raise ValueError("operator Exists takes no value (Kubernetes refuses one)")
+        return self
 
 
 def _restart_policy(value: Any) -> Any:

@@ -182,3 +182,13 @@ def test_the_error_message_starts_with_the_source_and_lists_every_error():
 def test_a_missing_file_is_a_spec_error_naming_the_file(tmp_path):
     with pytest.raises(SpecError, match="nope.yaml"):
         load_polyaxonfile(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("toleration, message", [
+    ("{key: a, operator: Equal, value: b, effect: NoSchedule, tolerationSeconds: 60}", "effect NoExecute only"),
+    ("{key: a, operator: Exists, value: b}", "Exists takes no value"),
+])
+def test_a_toleration_kubernetes_would_refuse_is_refused_at_its_line(toleration, message):
+    text = component(**{"  kind: job": f"  kind: job\n  environment:\n    tolerations: [{toleration}]"})
+    found = errors_of(text)
+    assert message in found["run.environment.tolerations.0"].msg and found["run.environment.tolerations.0"].line == 11
