@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 
 from opsched.polyaxonfile import SpecError, load_polyaxonfile
+from opsched.polyaxonfile.models_matrix import MATRIX_MODELS
+from opsched.polyaxonfile.models_operation import MODELS_BY_RUN_KIND
 from tests.unit.polyaxonfile_texts import EXAMPLES
 
 # --- examples -----------------------------------------------------------------------------------
@@ -79,3 +81,42 @@ def test_every_polyaxon_example_parses_without_a_warning(path):
         warnings.simplefilter("error", SpecWarning)
         specs = load_polyaxonfile_batch(path)
     assert specs and all(s.component_hash and s.container.image for s in specs)
+
+
+# Honoured fields no example of examples/polyaxon/ sets, each with why: what the default queue's pod security
+# refuses, or what needs objects the local cluster does not have. tests/unit/test_polyaxonfile_fields.py shows each
+# of them reaching the op or the pod.
+NOT_IN_AN_EXAMPLE = {
+    ("EnvironmentModel", "priorityClassName"): "needs a PriorityClass in the cluster and the queue's priorityClassNames",
+    ("EnvironmentModel", "serviceAccountName"): "needs a ServiceAccount and the queue's serviceAccounts",
+    ("EnvironmentModel", "imagePullSecrets"): "needs a Secret and the queue's imagePullSecrets",
+    ("ContainerPort", "hostPort"): "refused by the default queue's pod security (baseline)",
+    ("ContainerPort", "hostIP"): "refused by the default queue's pod security (baseline), with hostPort",
+    ("HTTPGetAction", "host"): "refused at every pod security level (the kubelet would connect there)",
+    ("TCPSocketAction", "host"): "refused at every pod security level (the kubelet would connect there)",
+    ("SELinuxOptions", "user"): "refused by the default queue's pod security (baseline)",
+    ("SELinuxOptions", "role"): "refused by the default queue's pod security (baseline)",
+}
+
+
+def test_the_polyaxon_examples_set_every_honoured_field():
+    """Every field the parser honours (test_polyaxonfile_fields: not refused, not warned) is set by some example of
+    examples/polyaxon/ (and so runs on the real control plane: tests/e2e/test_polyaxon_examples.py), or is listed
+    above with why not."""
+    import yaml
+
+    from tests.unit.test_polyaxonfile_fields import ALL_MODELS, REFUSED, SECTIONS, WARNED, fields_of, used_fields
+
+    every: dict = {}
+    for model in ALL_MODELS:
+        fields_of(model, every)
+    used: set = set()
+    for path in POLYAXON_EXAMPLES:
+        doc = yaml.safe_load(path.read_text())
+        run_kind = ((doc.get("component") or doc).get("run") or {}).get("kind", "job")
+        component, operation = MODELS_BY_RUN_KIND[run_kind]
+        used_fields(operation if doc.get("kind") == "operation" else component, doc, used)
+        if doc.get("matrix"):
+            used_fields(MATRIX_MODELS[doc["matrix"]["kind"]], doc["matrix"], used)
+    missing = sorted(set(every) - used - set(REFUSED) - set(WARNED) - SECTIONS - set(NOT_IN_AN_EXAMPLE))
+    assert not missing, f"no example of examples/polyaxon/ sets {missing}"
