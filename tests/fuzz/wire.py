@@ -23,6 +23,7 @@ from opsched.proto.config import CONFIG_MESSAGES, SetQueues
 from opsched.proto.events import EVENTS
 from opsched.proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
+from opsched.proto.lifecycle import HOOK_TRIGGERS
 from opsched.proto.spec import OpSpec
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -96,12 +97,15 @@ def any_message(types: tuple[type, ...] = ALL_TYPES) -> st.SearchStrategy[dict[s
 
 
 @functools.cache
-def _of_struct(cls: type) -> st.SearchStrategy[dict[str, Any]]:
+def _of_struct(cls: type, skip: frozenset[str] = frozenset()) -> st.SearchStrategy[dict[str, Any]]:
+    """``skip``: fields left at their defaults (a hook's op has no hooks)."""
     info = mi.type_info(cls)
     assert isinstance(info, mi.StructType), cls
     required: dict[str, st.SearchStrategy[Any]] = {}
     optional: dict[str, st.SearchStrategy[Any]] = {}
     for f in info.fields:
+        if f.name in skip:
+            continue
         (required if f.required else optional)[f.encode_name] = _of_field(f.name, f.type)
     if info.tag_field is not None:
         required[info.tag_field] = st.just(info.tag)
@@ -111,6 +115,10 @@ def _of_struct(cls: type) -> st.SearchStrategy[dict[str, Any]]:
 def _of_field(name: str, t: mi.Type) -> st.SearchStrategy[Any]:
     if name == "replicas" and isinstance(t, mi.ListType):  # a spec's replica groups have unique names
         return st.lists(_of_type(t.item_type), max_size=2, unique_by=lambda group: group["name"])
+    if name == "hooks" and isinstance(t, mi.ListType):  # a hook's op has no hooks of its own (the contract's rule)
+        hook = st.fixed_dictionaries({"trigger": st.sampled_from(sorted(HOOK_TRIGGERS)),
+                                      "spec": _of_struct(OpSpec, frozenset({"hooks"}))})
+        return st.lists(hook, max_size=1)
     if name in HINTS:
         hinted = HINTS[name]
         return st.none() | hinted if _nullable(t) else hinted
