@@ -1,8 +1,9 @@
 """Parse and load polyaxonfiles: one operation, or every operation of a sweep; one file, or several read as one.
 
 The files are first assembled into one document (``overlays.assemble``: references resolved, later files and the
-``runPatch`` applied, every value located in its file: ``document``). The document is prechecked (its ``kind`` and ``run.kind``), validated against the models of its run
-kind together with the overrides and the matrix, then converted to OpSpecs. Every problem found is
+``runPatch`` applied, every value located in its file: ``document``). The document is prechecked (its ``kind``
+and ``run.kind``), validated against the models of its run kind together with the overrides and the matrix,
+then converted to OpSpecs. Every problem found is
 reported at once in a ``SpecError``, located in the YAML; fields set that have no effect in opsched
 raise one ``SpecWarning`` (``warn_ignored``) and are recorded on the op (``keys``); a ``schedule``
 section is refused unless the caller reads it (``opsched.polyaxonfile.schedule``).
@@ -24,7 +25,6 @@ from opsched.polyaxonfile.overlays import assemble, source_of
 from opsched.polyaxonfile.references import Hub, hub_of
 from opsched.polyaxonfile.validation import collect, precheck, validate
 from opsched.proto.spec import OpSpec
-
 
 HubArg = str | Path | Hub | None  # the component library of hubRef: a folder, or ``Hub`` (the CLI's, with its origin)
 Paths = str | Path | Sequence[str | Path]

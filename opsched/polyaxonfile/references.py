@@ -36,8 +36,7 @@ from opsched.polyaxonfile.errors import FieldError, SpecError
 REFERENCES = ("pathRef", "hubRef")
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _VERSION = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
-HUB_HELP = ("set the component library folder: --hub DIR, $OPSCHED_HUB, or \"hub\" in the context file "
-            "(the SDK: hub=DIR)")
+HUB_HELP = "give --hub DIR, set $OPSCHED_HUB, or \"hub\" in the context file (the SDK: hub=DIR)"
 
 
 @dataclass(frozen=True)
@@ -163,7 +162,7 @@ class Resolver:
         hub = self.hub
         if hub is None or hub.folder is None:
             why = f" ({hub.unset})" if hub is not None and hub.unset else ""
-            raise _Refused(f"hubRef {ref.value!r}: no component library is set{why}; {HUB_HELP}")
+            raise _Refused(f"hubRef {ref.value!r}: no component library is set{why}: {HUB_HELP}")
         parts, version = parse_hub_ref(ref.value.strip())
         folder = hub.folder
         where = f"the hub {folder} (from {hub.origin})"
