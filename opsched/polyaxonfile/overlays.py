@@ -65,13 +65,14 @@ def assemble(first: Source, later: Sequence[Source] = (), hub: Hub | None = None
         except SpecError as exc:
             errors += exc.errors
             continue
-        resolver.resolve(node, (node.source,))  # its hooks' references, relative to it
-        overlays.append(node)
+        if isinstance(node.value, dict):
+            resolver.hooks(node, (node.source,))  # its hooks' references, relative to it
+        overlays.append((node, _checked(document, node, errors)))
     document.root = root
     if not errors and overlays and _kind(root) in ("component", "operation"):
         root = _as_operation(root)
-        for overlay in overlays:
-            root = _patched(document, root, overlay, errors)
+        for overlay, strategy in overlays:
+            root = _patched(root, overlay, strategy)
     if not errors:
         root = _run_patched(document, root, errors)
     if errors:
@@ -95,32 +96,32 @@ def _as_operation(root: Node) -> Node:
     return Node(op, root.source, root.at)
 
 
-def _patched(document: Document, op: Node, overlay: Node, errors: list[FieldError]) -> Node:
-    """``op`` patched by a later file (problems added to ``errors``, ``op`` then returned as it was)."""
-    found: list[FieldError] = []
+def _checked(document: Document, overlay: Node, errors: list[FieldError]) -> str:
+    """The strategy a later file patches with; what it may not hold is added to ``errors``."""
     if not isinstance(overlay.value, dict):
         errors.append(document.error_at(overlay, "a file after the first patches the operation: it holds operation "
                                                  "fields (a mapping)"))
-        return op
+        return DEFAULT_STRATEGY
     kind = overlay.get("kind")
     if kind is not None and kind.value not in ("operation", None):
-        found.append(document.error_at(kind, f"kind {kind.value!r}: a file after the first patches the operation "
-                                             "(kind: operation, or no kind); a component can only be the first file"))
+        errors.append(document.error_at(kind, f"kind {kind.value!r}: a file after the first patches the operation "
+                                              "(kind: operation, or no kind); a component can only be the first file"))
     for key in WHAT_RUNS:
         if overlay.is_set(key):
-            found.append(document.error_at(overlay.value[key], f"'{key}' says what runs, which only the first file "
-                                                               "does; a later file patches the operation (its "
-                                                               "runPatch patches the component's run)"))
+            errors.append(document.error_at(overlay.value[key], f"'{key}' says what runs, which only the first file "
+                                                                "does; a later file patches the operation (its "
+                                                                "runPatch patches the component's run)"))
     version, preset = overlay.get("version"), overlay.get("isPreset")
     if version is not None and version.value is not None and str(version.value) not in SUPPORTED_VERSIONS:
-        found.append(document.error_at(version, f"unsupported version {version.value!r}: opsched reads Polyaxon "
-                                                "version 1.1"))
+        errors.append(document.error_at(version, f"unsupported version {version.value!r}: opsched reads Polyaxon "
+                                                 "version 1.1"))
     if preset is not None and preset.value is not None and not isinstance(preset.value, bool):
-        found.append(document.error_at(preset, f"isPreset is true or false, got {preset.value!r}"))
-    strategy = _strategy(document, overlay, found)
-    if found:
-        errors += found
-        return op
+        errors.append(document.error_at(preset, f"isPreset is true or false, got {preset.value!r}"))
+    return _strategy(document, overlay, errors)
+
+
+def _patched(op: Node, overlay: Node, strategy: str) -> Node:
+    """``op`` patched by a later file (checked by ``_checked``)."""
     fields = Node({k: v for k, v in overlay.value.items() if k not in READ_AND_DROPPED}, overlay.source, overlay.at)
     run = _run(op)
     patch = fields.get("runPatch")

@@ -109,8 +109,10 @@ class Resolver:
                 raise _Refused(f"'{key}' {ref.value!r} makes a cycle: {names}")
             try:
                 text = path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise _Refused(f"'{key}' {ref.value!r}: there is no file {name}") from None
             except (OSError, UnicodeDecodeError) as exc:
-                raise _Refused(f"cannot read {name}: {exc}") from None
+                raise _Refused(f"'{key}' {ref.value!r}: cannot read {name} ({exc})") from None
         except _Refused as exc:
             self.errors.append(self.document.error_at(ref, str(exc)))
             return
