@@ -68,7 +68,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def _files(args: argparse.Namespace, verb: str) -> list[str]:
     """The polyaxonfiles of a command: FILE, then every -f FILE, in order (exit 2 when there is none)."""
-    files = ([args.file] if args.file else []) + list(args.files)
+    files = ([args.file] if args.file else []) + list(getattr(args, "files", None) or [])
     if not files:
         raise SystemExit(_fail(f"opsched {verb} needs a polyaxonfile: FILE, or -f FILE (several: later ones patch "
                                "the first)"))
@@ -183,7 +183,7 @@ async def _submit_each(client, file: str, specs: list, ids: list[str], parent: s
 def cmd_schedule(args: argparse.Namespace) -> int:
     """Create a schedule from a polyaxonfile's ``schedule`` section (prints its id), or delete one."""
     if args.delete:
-        if args.file or args.files:
+        if args.file or getattr(args, "files", None):
             return _fail("give FILE to create a schedule or --delete ID to delete one, not both")
 
         async def delete(client) -> int:
@@ -191,7 +191,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             print(f"delete sent for schedule {args.delete}")
             return 0
         return reading.with_client(args, delete)
-    if not args.file and not args.files:
+    if not args.file and not getattr(args, "files", None):
         return _fail("opsched schedule needs a FILE, or -f FILE (or --delete ID)")
     loaded = _scheduled_op(args)
     if isinstance(loaded, int):
@@ -267,11 +267,12 @@ def cmd_approve(args: argparse.Namespace) -> int:
 def cmd_rerun(args: argparse.Namespace) -> int:
     """restart, copy, resume: the params of each -f file (params only), in order, then -P."""
     params = parse_params(args.param)
-    if args.files:
+    files = getattr(args, "files", None)
+    if files:
         from opsched.polyaxonfile import SpecError, load_params_files
 
         try:
-            params = {**load_params_files(args.files), **params}
+            params = {**load_params_files(files), **params}
         except SpecError as exc:
             print(str(exc), file=sys.stderr)
             return EXIT_INVALID

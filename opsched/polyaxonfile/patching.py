@@ -230,8 +230,9 @@ def run_patch_problems(patch: Node, run: Node, at: tuple) -> list[Problem]:
 
 def as_run_patch(patch: Node, run: Node) -> Node:
     """A pytorchjob's replica patch (``container``, ``replicas``, ...) as a patch of each replica ``run`` has."""
-    if run.value["kind"].value != "pytorchjob" or not any(k not in PYTORCH_RUN_KEYS for k in patch.value):
-        return patch
+    keys = set(patch.value) - {"kind"}
+    if run.value["kind"].value != "pytorchjob" or not keys or keys & PYTORCH_RUN_KEYS:
+        return patch  # a run's fields (or both kinds: refused by ``run_patch_problems``)
     fields = {k: v for k, v in patch.value.items() if k != "kind"}
     return Node({r: Node(fields, patch.source, patch.at) for r in REPLICAS if run.is_set(r)}, patch.source, patch.at)
 
