@@ -11,7 +11,8 @@ from opsched.polyaxonfile.models_operation import ComponentModel, HookModel, Ope
 
 def warned_fields(op: OperationModel | None, comp: ComponentModel, base: Loc,
                   hooks: list[tuple[HookModel, Loc]]) -> list[str]:
-    """Dotted paths, in file order (``hooks``: those that run, with where each was written): plugins that only collect or notify, descriptions of inputs/outputs."""
+    """Dotted paths, in file order: plugins that only collect or notify, descriptions of inputs/outputs, a hook's
+    ``disableDefaults`` (``hooks``: those that run, each with where it was written)."""
     out: list[Loc] = []
     for layer, at in ((op, ()), (comp, base)):
         plugins = layer.plugins if layer is not None else None

@@ -124,7 +124,8 @@ def test_submit_reads_file_then_each_f_and_dry_run_shows_the_patched_op(tmp_path
 def test_submit_without_a_file_or_with_an_invalid_one_exits_2_saying_why(tmp_path, capsys, monkeypatch):
     code, _, err = run(tmp_path, capsys, "submit", "--dry-run")
     assert code == cli.EXIT_INVALID and "needs a polyaxonfile: FILE, or -f FILE" in err
-    op, bad = files(tmp_path, op="kind: operation\nhubRef: train:1.0\n", bad="params: {lr: {value: x}}\ncomponent: {}\n")
+    op, bad = files(tmp_path, op="kind: operation\nhubRef: train:1.0\n",
+                    bad="params: {lr: {value: x}}\ncomponent: {}\n")
     monkeypatch.delenv("OPSCHED_HUB", raising=False)
     monkeypatch.delenv("OPSCHED_CONTEXT", raising=False)
     code, _, err = run(tmp_path, capsys, "submit", str(op), "--dry-run")

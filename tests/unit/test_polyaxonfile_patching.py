@@ -120,7 +120,8 @@ def test_a_runpatch_on_a_pytorchjob_patches_every_replica_or_the_one_it_names():
     assert both.container.resources.limits == {"cpu": "1", "memory": "2Gi"}
     assert both.replicas[0].container.resources.limits == {"memory": "2Gi"}
     one = parse_polyaxonfile(text.format(patch="{worker: {replicas: 3}, cleanPodPolicy: All}"))
-    assert one.replicas[0].count == 3 and one.clean_pod_policy == "All" and one.container.resources.limits == {"cpu": "1"}
+    assert one.replicas[0].count == 3 and one.clean_pod_policy == "All"
+    assert one.container.resources.limits == {"cpu": "1"}
 
 
 @pytest.mark.parametrize("patch, loc, message", [
