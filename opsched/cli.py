@@ -38,20 +38,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
     With ``--id X`` a sweep's ops are ``X-0``, ``X-1``, ... and its batch id is derived from X, so
     submitting the same sweep again with the same id is the same batch (ops are idempotent)."""
     from opsched import dryrun  # reading a file (pydantic models, Jinja2) is most of the CLI's start: only here
-    from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_batch
+    from opsched.polyaxonfile import load_polyaxonfiles
     from opsched.rules.templating import TemplateError
 
+    files = _files(args, "submit")
     overrides = {k: v for k, v in (("params", parse_params(args.param) if args.param else None),
                                    ("queue", args.queue or None), ("priority", args.priority)) if v is not None}
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", SpecWarning)
-            specs = load_polyaxonfile_batch(Path(args.file), overrides or None, salt=args.id)
-    except SpecError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_INVALID
-    for warning in caught:
-        print(f"opsched: warning: {warning.message}", file=sys.stderr)
+    specs = _read(lambda hub: load_polyaxonfiles(files, overrides or None, salt=args.id, hub=hub), args)
+    if isinstance(specs, int):
+        return specs
+    args.label = " -f ".join(files)  # how messages name what was read
     from opsched.client import new_op_ids
 
     ids = new_op_ids(args.id, specs)
@@ -59,15 +55,50 @@ def cmd_submit(args: argparse.Namespace) -> int:
     try:
         pods = [dryrun.rendered(spec, op_id, config) for spec, op_id in zip(specs, ids)]
     except TemplateError as exc:
-        return _fail(f"{args.file}: {exc}")
+        return _fail(f"{args.label}: {exc}")
     problems = dryrun.refusals(specs, pods, ids, config)
     if problems:
-        return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
+        return _fail(f"{args.label}: refused:\n  " + "\n  ".join(problems))
     if args.dry_run:
         built = [p for spec, op_id in zip(pods, ids) for p in dryrun.pods_of(spec, op_id, config)]
         print(dryrun.dump(built, args.output), end="")
         return 0
     return asyncio.run(_submit(args, specs, ids, [spec.queue for spec in pods]))
+
+
+def _files(args: argparse.Namespace, verb: str) -> list[str]:
+    """The polyaxonfiles of a command: FILE, then every -f FILE, in order (exit 2 when there is none)."""
+    files = ([args.file] if args.file else []) + list(getattr(args, "files", None) or [])
+    if not files:
+        raise SystemExit(_fail(f"opsched {verb} needs a polyaxonfile: FILE, or -f FILE (several: later ones patch "
+                               "the first)"))
+    return files
+
+
+def _hub(args: argparse.Namespace):
+    """The component library of hubRef: --hub, else $OPSCHED_HUB, else the context file's ``hub``."""
+    from opsched.context import hub_folder
+    from opsched.polyaxonfile import Hub
+
+    folder, origin, unset = hub_folder(getattr(args, "hub", None), context=getattr(args, "context", None),
+                                       data_dir=getattr(args, "data_dir", ".opsched"))
+    return Hub(folder, origin, unset)
+
+
+def _read(load, args: argparse.Namespace):
+    """``load(hub)``, its warnings printed; an invalid file: every problem on stderr, exit 2."""
+    from opsched.polyaxonfile import SpecError, SpecWarning
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SpecWarning)
+            loaded = load(_hub(args))
+    except SpecError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INVALID
+    for warning in caught:
+        print(f"opsched: warning: {warning.message}", file=sys.stderr)
+    return loaded
 
 
 def _queue_config(args: argparse.Namespace):
@@ -106,10 +137,10 @@ async def _submit(args: argparse.Namespace, specs: list, ids: list[str], queues:
     batch = specs[0].batch
     try:
         config = await client.queue_config()  # none in force yet: admission routes (and rejects) as it starts
-        unknown = _unknown_queue(args.file, specs, queues, config) if config is not None else None
+        unknown = _unknown_queue(args.label, specs, queues, config) if config is not None else None
         if unknown is not None:  # refused before anything is published
             return _fail(unknown)
-        failed = await _submit_each(client, args.file, specs, ids, parent)
+        failed = await _submit_each(client, args.label, specs, ids, parent)
         if failed is not None:
             return failed
         if batch:  # the ids on stdout, then the batch id; a summary on stderr
@@ -152,7 +183,7 @@ async def _submit_each(client, file: str, specs: list, ids: list[str], parent: s
 def cmd_schedule(args: argparse.Namespace) -> int:
     """Create a schedule from a polyaxonfile's ``schedule`` section (prints its id), or delete one."""
     if args.delete:
-        if args.file:
+        if args.file or getattr(args, "files", None):
             return _fail("give FILE to create a schedule or --delete ID to delete one, not both")
 
         async def delete(client) -> int:
@@ -160,8 +191,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             print(f"delete sent for schedule {args.delete}")
             return 0
         return reading.with_client(args, delete)
-    if not args.file:
-        return _fail("opsched schedule needs a FILE (or --delete ID)")
+    if not args.file and not getattr(args, "files", None):
+        return _fail("opsched schedule needs a FILE, or -f FILE (or --delete ID)")
     loaded = _scheduled_op(args)
     if isinstance(loaded, int):
         return loaded
@@ -176,30 +207,27 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 def _scheduled_op(args: argparse.Namespace):
     """(OpSpec, ScheduleSpec) of the file, or an exit code after saying what is wrong."""
     from opsched import dryrun
-    from opsched.polyaxonfile import SpecError, SpecWarning, load_polyaxonfile_with_schedule
+    from opsched.polyaxonfile import load_polyaxonfile_with_schedule
     from opsched.proto.schedules import MAX_SCHEDULE_ID
     from opsched.proto.subjects import valid_token
 
     if args.id and (not valid_token(args.id) or len(args.id) > MAX_SCHEDULE_ID):
         return _fail(f"--id {args.id!r}: use lowercase letters, digits and '-', at most {MAX_SCHEDULE_ID}")
+    files = _files(args, "schedule")
     overrides = {k: v for k, v in (("params", parse_params(args.param) if args.param else None),
                                    ("queue", args.queue), ("priority", args.priority)) if v is not None}
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", SpecWarning)
-            spec, schedule = load_polyaxonfile_with_schedule(Path(args.file), overrides=overrides or None)
-    except SpecError as exc:
-        print(str(exc), file=sys.stderr)
-        return EXIT_INVALID
-    for warning in caught:
-        print(f"opsched: warning: {warning.message}", file=sys.stderr)
+    loaded = _read(lambda hub: load_polyaxonfile_with_schedule(files, overrides=overrides or None, hub=hub), args)
+    if isinstance(loaded, int):
+        return loaded
+    spec, schedule = loaded
+    args.label = " -f ".join(files)
     if schedule is None:
-        return _fail(f"{args.file} has no schedule section (kind: cron, interval or datetime); "
+        return _fail(f"{args.label} has no schedule section (kind: cron, interval or datetime); "
                      "use `opsched submit` to run it once")
     config = _queue_config(args)
     problems = dryrun.refusals([spec], [dryrun.rendered(spec, "preview", config)], ["preview"], config)
     if problems:
-        return _fail(f"{args.file}: refused:\n  " + "\n  ".join(problems))
+        return _fail(f"{args.label}: refused:\n  " + "\n  ".join(problems))
     return spec, schedule
 
 
@@ -237,7 +265,17 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
+    """restart, copy, resume: the params of each -f file (params only), in order, then -P."""
     params = parse_params(args.param)
+    files = getattr(args, "files", None)
+    if files:
+        from opsched.polyaxonfile import SpecError, load_params_files
+
+        try:
+            params = {**load_params_files(files), **params}
+        except SpecError as exc:
+            print(str(exc), file=sys.stderr)
+            return EXIT_INVALID
 
     def send(client):
         if args.command == "resume":
@@ -285,8 +323,9 @@ def parser() -> argparse.ArgumentParser:
     up.set_defaults(func=cmd_up)
     s = sub.add_parser("submit", help="submit a polyaxonfile (YAML); a file with a matrix submits "
                                       "every op of its sweep")
-    s.add_argument("file")
-    s.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")
+    _add_file_arguments(s)
+    s.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value (after every "
+                   "file)")
     s.add_argument("--queue", "-q", help="the queue (default: the file's, else its project's, else the default "
                    "queue); one the configuration in force does not have is refused (exit 2, the known ones listed)")
     s.add_argument("--priority", type=int)
@@ -308,7 +347,10 @@ def parser() -> argparse.ArgumentParser:
                        ("copy", "a new op from an op's spec, starting from its outputs (prints the new op's id)"),
                        ("resume", "continue a stopped/failed/timed-out op in place (same id, new attempt)")):
         r = _verdict_parser(sub, verb, text)
-        r.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")
+        r.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value (after "
+                       "the -f files)")
+        r.add_argument("-f", "--file", dest="files", action="append", default=[], metavar="FILE",
+                       help="a file of params only (`params: {lr: {value: 0.1}}`), merged in order; repeatable")
         r.set_defaults(func=cmd_rerun)
     qs = sub.add_parser("queues", help="queues: running/concurrency, quota use per flavor, pending, borrowed")
     qs.add_argument("--apply", metavar="FILE", help="replace the queue configuration with this YAML file")
@@ -347,10 +389,20 @@ def _verdict_parser(sub, verb: str, text: str) -> argparse.ArgumentParser:
     return p
 
 
+def _add_file_arguments(p: argparse.ArgumentParser) -> None:
+    """FILE, -f FILE (repeatable) and --hub: the polyaxonfiles read as one, and the library of their hubRefs."""
+    p.add_argument("file", nargs="?", help="the polyaxonfile (the same as a first -f)")
+    p.add_argument("-f", "--file", dest="files", action="append", default=[], metavar="FILE",
+                   help="a polyaxonfile; repeatable: the first (or FILE) says what runs, each later one patches it "
+                   "(as `polyaxon run -f a -f b`), a file of params only patches the params")
+    p.add_argument("--hub", metavar="DIR", help="the component library of hubRef: DIR/NAME/VERSION.yaml, "
+                   "DIR/NAME.yaml for the latest (default: $OPSCHED_HUB, then the context file's hub)")
+
+
 def _add_schedule_parser(sub) -> None:
     sc = sub.add_parser("schedule", help="run a polyaxonfile on its schedule (cron, interval, datetime); "
                                          "--delete ID stops a schedule")
-    sc.add_argument("file", nargs="?")
+    _add_file_arguments(sc)
     sc.add_argument("--id", help="schedule id (default: the op name and 6 random hex); run n is op ID-n")
     sc.add_argument("--delete", metavar="ID", help="delete this schedule: no new runs")
     sc.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")

@@ -6,7 +6,7 @@ server, the user it connects as — and which source wins: defined here only.
 
     {"description": "opsched up in /home/me/proj/.opsched", "url": "tls://127.0.0.1:4222",
      "ca": "/home/me/proj/.opsched/tls/ca.pem", "user": "admin",
-     "password_file": "/home/me/proj/.opsched/auth/admin.password", "creds": null}
+     "password_file": "/home/me/proj/.opsched/auth/admin.password", "creds": null, "hub": null}
 
 It names the file holding the password, never the password: a context with a ``password`` (or ``token``) is
 refused. ``creds`` is a NATS credentials file (JWT + nkey seed) instead of a password file; ``ca`` and the user
@@ -26,7 +26,13 @@ context)::
                                    or $OPSCHED_NATS_CREDS
 
 ``$OPSCHED_NATS_USER`` alone picks another user of the same `opsched up`: its password file next to the
-context's (``<data dir>/auth/<user>.password``); without a context password file, that user with no password."""
+context's (``<data dir>/auth/<user>.password``); without a context password file, that user with no password.
+
+**The component library** a polyaxonfile's ``hubRef`` reads from (``hub_folder``), the first source that gives it::
+
+    hub   --hub DIR                $OPSCHED_HUB              the context's hub   none (a hubRef is refused)
+
+``hub`` is a folder (relative to the context file); `opsched up` writes none, a context file of yours may."""
 from __future__ import annotations
 
 import json
@@ -43,7 +49,8 @@ USER_ENV, PASSWORD_FILE_ENV, CREDS_ENV = "OPSCHED_NATS_USER", "OPSCHED_NATS_PASS
 DEFAULT_DATA_DIR = ".opsched"
 FILE_NAME = "context.json"
 DEFAULT_URL = "nats://127.0.0.1:4222"
-FIELDS = ("description", "url", "ca", "user", "password_file", "creds")
+HUB_ENV = "OPSCHED_HUB"
+FIELDS = ("description", "url", "ca", "user", "password_file", "creds", "hub")
 SECRETS = ("password", "token", "nkey", "seed")  # a context names files; it never holds a secret
 
 
@@ -61,6 +68,7 @@ class Context:
     password_file: Path | None = None
     creds: Path | None = None
     description: str = ""
+    hub: Path | None = None  # the component library of hubRef
 
 
 @dataclass(frozen=True)
@@ -78,10 +86,10 @@ def default_path(data_dir: Path | str = DEFAULT_DATA_DIR) -> Path:
 
 
 def write(path: Path, *, url: str, ca: Path | None, user: str | None, password_file: Path | None,
-          creds: Path | None = None, description: str = "") -> Path:
+          creds: Path | None = None, description: str = "", hub: Path | None = None) -> Path:
     """Write a context file (0600, replaced atomically) naming absolute paths; returns ``path``."""
     body = {"description": description, "url": url, "ca": _absolute(ca), "user": user,
-            "password_file": _absolute(password_file), "creds": _absolute(creds)}
+            "password_file": _absolute(password_file), "creds": _absolute(creds), "hub": _absolute(hub)}
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -122,7 +130,7 @@ def read(path: Path) -> Context:
         return base / body[key] if body.get(key) else None  # an absolute path stays as it is
     return Context(url=body.get("url") or None, ca=file("ca"), user=body.get("user") or None,
                    password_file=file("password_file"), creds=file("creds"),
-                   description=body.get("description") or "")
+                   description=body.get("description") or "", hub=file("hub"))
 
 
 def find(named: Path | str | None = None, data_dir: Path | str = DEFAULT_DATA_DIR,
@@ -154,6 +162,25 @@ def resolve(*, url: str | None = None, ca_file: Path | str | None = None, creden
     return Target(url=target_url, ca_file=_ca(ca_file, env, found, where, data_dir),
                   credentials=credentials if credentials is not None else _credentials(env, found, where),
                   context=path)
+
+
+def hub_folder(explicit: Path | str | None = None, *, context: Path | str | None = None,
+               data_dir: Path | str = DEFAULT_DATA_DIR, env: dict[str, str] | None = None
+               ) -> tuple[Path | None, str, str]:
+    """The component library ``hubRef`` reads from, by this module's precedence: (folder, where it was set, why there
+    is none). A context that cannot be read is no error here (only a hubRef needs it): it is why there is none."""
+    env = dict(os.environ) if env is None else env
+    if explicit:
+        return Path(explicit), "--hub", ""
+    if env.get(HUB_ENV):
+        return Path(env[HUB_ENV]), f"${HUB_ENV}", ""
+    try:
+        path, found = find(context, data_dir, env)
+    except ContextError as exc:
+        return None, "", str(exc)
+    if found is not None and found.hub is not None:
+        return found.hub, f"context {path} (hub)", ""
+    return None, "", ""
 
 
 def _ca(explicit: Path | str | None, env: dict[str, str], found: Context | None, where: str,

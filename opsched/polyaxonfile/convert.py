@@ -1,7 +1,9 @@
 """Build the ``proto.spec.OpSpec`` of a validated component or operation.
 
-  * Precedence: ``overrides`` > operation > component. ``termination`` and ``cache`` merge field by
-    field; every other field is replaced as a whole. ``name`` falls back to the file's stem.
+  * Precedence: ``overrides`` > the operation's fields, which patch its component's with the operation's
+    ``patchStrategy`` (default post_merge: the operation's value wins, ``termination`` and ``cache`` merge field by
+    field, ``tags`` and ``hooks`` are the component's then the operation's others; ``patching``), as Polyaxon
+    compiles an operation. ``name`` falls back to the file's stem.
   * The run section gives the container, the environment and the replica groups: ``run.volumes``
     is merged in before ``run.environment.volumes``; a pytorchjob's master container is
     ``OpSpec.container`` and its worker section one ``ReplicaGroup`` (see ``models_run``).
@@ -29,6 +31,7 @@ from opsched.polyaxonfile.models_operation import (
 )
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel, check_run
 from opsched.polyaxonfile.params import io_and_params
+from opsched.polyaxonfile.patching import DEFAULT_STRATEGY, Section, patch_value
 from opsched.polyaxonfile.templates import hook_problems, template_problems
 from opsched.polyaxonfile.warned import warned_fields
 from opsched.proto.spec import Cache, Container, Environment, Hook, OpSpec, ReplicaGroup, Termination
@@ -49,12 +52,23 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
-def _merged(struct: type, *parts: BaseModel | None) -> Any:
-    data: dict[str, Any] = {}
-    for part in parts:
-        if part is not None:
-            data.update(part.model_dump(by_alias=True, exclude_none=True))
-    return msgspec.convert(data, struct)
+def _merged(struct: type, comp: BaseModel | None, op: BaseModel | None, strategy: str) -> Any:
+    """A section of the component patched field by field by the operation's."""
+    data = [part.model_dump(by_alias=True, exclude_none=True) if part is not None else None for part in (comp, op)]
+    return msgspec.convert(patch_value(data[0], data[1], strategy, Section()) or {}, struct)
+
+
+def strategy_of(op: OperationModel | None) -> str:
+    return op.patch_strategy if op is not None and op.patch_strategy is not None else DEFAULT_STRATEGY
+
+
+def hooks_of(op: OperationModel | None, comp: ComponentModel, base: Loc) -> list[tuple[HookModel, Loc]]:
+    """The hooks that run, each with where it was written: the component's patched by the operation's."""
+    written = [*((h, base + ("hooks", i)) for i, h in enumerate(comp.hooks or [])),
+               *((h, ("hooks", i)) for i, h in enumerate(op.hooks or [] if op is not None else []))]
+    where = {id(hook): at for hook, at in written}
+    chosen = patch_value(comp.hooks, op.hooks if op is not None else None, strategy_of(op)) or []
+    return [(hook, where[id(hook)]) for hook in chosen]
 
 
 def _environment(run: JobRunModel) -> Environment:
@@ -97,24 +111,23 @@ def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fa
         spec = _spec(op, comp, extra, fallback, (params, inputs, outputs, to_env), trial)
     except ValueError as exc:  # the contract's refusal of what no check above caught: said, never a crash
         raise Problems([((), f"refused by the op contract: {exc}")]) from None
-    spec.ignored = warned_fields(op, comp, base)
+    hooks = hooks_of(op, comp, base)
+    spec.ignored = warned_fields(op, comp, base, hooks)
     problems = template_problems(spec, base)
     if problems:
         raise Problems(problems)
-    hooks, at = (op.hooks, ()) if op is not None and op.hooks is not None else (comp.hooks or [], base)
     if hooks:
-        spec.hooks = _hooks(hooks, at, spec, [io.name for io in comp.outputs])
+        spec.hooks = _hooks(hooks, spec, [io.name for io in comp.outputs])
     return spec
 
 
-def _hooks(hooks: list[HookModel], at: Loc, spec: OpSpec, declared: list[str]) -> list[Hook]:
+def _hooks(hooks: list[tuple[HookModel, Loc]], spec: OpSpec, declared: list[str]) -> list[Hook]:
     """The follow-up ops of the op's hooks (``proto.spec.Hook``), each built as an operation of its component, in
     the op's project unless its component names one. Their params' templates are tried on the op's own context
     (its declared outputs included, ``globals.status``), as they will render when it ends."""
     problems: list[Problem] = []
     out: list[Hook] = []
-    for i, hook in enumerate(hooks):
-        where = at + ("hooks", i)
+    for hook, where in hooks:
         if hook.component.hooks:
             problems.append((where + ("component", "hooks"), "a hook's component has no hooks of its own (a hook "
                                                                "never triggers another)"))
@@ -138,10 +151,10 @@ def _hooks(hooks: list[HookModel], at: Loc, spec: OpSpec, declared: list[str]) -
 def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel, fallback: str,
           io: tuple[dict, dict, dict, dict], trial: Trial | None) -> OpSpec:
     params, inputs, outputs, to_env = io
-    layers = [m for m in (op, comp) if m is not None]
+    strategy = strategy_of(op)
 
-    def pick(attr: str) -> Any:  # the operation's value, else the component's
-        return _first(*(getattr(m, attr) for m in layers))
+    def pick(attr: str) -> Any:  # the component's value patched by the operation's
+        return patch_value(getattr(comp, attr), getattr(op, attr) if op is not None else None, strategy)
 
     container, environment, replicas = _run_parts(comp.run)
     agent, queue = split_queue(_first(extra.queue, pick("queue")))
@@ -154,8 +167,8 @@ def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel
         agent=agent,
         priority=_first(extra.priority, pick("priority"), 0),
         params=params, inputs=inputs, outputs=outputs, environment=environment,
-        termination=_merged(Termination, comp.termination, op and op.termination),
-        cache=_merged(Cache, comp.cache, op and op.cache),
+        termination=_merged(Termination, comp.termination, op and op.termination, strategy),
+        cache=_merged(Cache, comp.cache, op and op.cache, strategy),
         is_approved=pick("is_approved"),
         conditions=op.conditions if op else None,
         cost=pick("cost"),

@@ -1,6 +1,10 @@
 """The errors of a polyaxonfile: ``FieldError`` (one problem, located), ``SpecError`` (all of them),
 ``SpecWarning`` (a Polyaxon feature accepted but ignored), and ``Problems``, which carries the
 problems found on the way (``Problem`` = (path in Polyaxon names, message)) until they are located.
+
+A problem in a file other than the one submitted (a component a ``pathRef``/``hubRef`` names, a later ``-f``
+file) names that file (``FieldError.file``) and how it was reached (``FieldError.via``: "the pathRef at op.yaml
+line 3"); its ``line`` is in that file.
 """
 from __future__ import annotations
 
@@ -16,6 +20,16 @@ class FieldError:
     msg: str
     line: int | None = None  # 1-based, when the path exists in the YAML
     column: int | None = None
+    file: str | None = None  # the file the line is in, when it is not the SpecError's source
+    via: str = ""  # how that file was reached: "the pathRef at op.yaml line 3" ("" when given directly)
+
+    def where(self) -> str:
+        """`` (line 3)``, `` (components/train.yaml line 7, by the pathRef at op.yaml line 3)``, or ""."""
+        parts = [p for p in (self.file, f"line {self.line}" if self.line else "") if p]
+        text = " ".join(parts)
+        if self.via:
+            text = f"{text or 'in the file'}, by {self.via}"
+        return f" ({text})" if text else ""
 
 
 class SpecError(Exception):
@@ -30,8 +44,7 @@ class SpecError(Exception):
         count = len(self.errors)
         lines = [f"{self.source}: invalid polyaxonfile ({count} error{'s' if count != 1 else ''})"]
         for err in self.errors:
-            where = f" (line {err.line})" if err.line else ""
-            lines.append(f"  {err.loc or '<document>'}{where}: {err.msg}")
+            lines.append(f"  {err.loc or '<document>'}{err.where()}: {err.msg}")
         return "\n".join(lines)
 
 

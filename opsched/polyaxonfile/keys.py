@@ -6,7 +6,9 @@ the parser does (version, kind, matrix). ``tests/unit/test_polyaxonfile_fields.p
 
 Refused ("not supported by opsched yet", or a message of ``REFUSED_MESSAGES``): the keys of
 ``UNSUPPORTED`` wherever they appear — features that would change what runs or when if dropped
-(DAG and hub features, init containers and sidecars, connections, ...), ``schedule`` on a plain
+(DAG features, ``urlRef``, init containers and sidecars, connections, ...), ``pathRef``/``hubRef``/``runPatch``
+anywhere but where they are read before validation (an operation, its hooks: ``references``, ``overlays``),
+``patchStrategy`` on a component, ``schedule`` on a plain
 submit (``opsched schedule FILE`` reads it), the plugins of ``PLUGINS_REFUSED`` when set, a job's
 ``restartPolicy: Always``, ``hostNetwork``/``hostPID``/``hostIPC: true``, a pytorchjob's
 ``cleanPodPolicy: None``, ``isFlag``/``argFormat``/``toInit``/``connection`` on inputs and params.
@@ -27,12 +29,21 @@ UNSUPPORTED = frozenset({
     "isFlag", "argFormat", "toInit", "connection",  # inputs/outputs/params: change how a value reaches the container
     # top level: pipelines, references, hooks and presets change what runs or when
     "presets", "joins", "dependencies", "trigger", "skipOnUpstreamSkip", "events", "actions",
-    "pathRef", "hubRef", "dagRef", "urlRef", "runPatch", "patchStrategy", "isPreset", "contexts", "template",
+    "pathRef", "hubRef", "runPatch",  # read on an operation (references, patching); refused anywhere else
+    "dagRef", "urlRef", "isPreset", "contexts", "template",
     "build", "culling",
 })
 REFUSED_MESSAGES = {
-    **{ref: (f"'{ref}' is not supported by opsched yet: the inline component says what runs; "
-             f"remove '{ref}'") for ref in ("hubRef", "pathRef", "dagRef", "urlRef")},
+    **{ref: (f"'{ref}' belongs to an operation or to a hook (it names the component they run), not here; a "
+             f"component is what a {ref} names") for ref in ("hubRef", "pathRef")},
+    "dagRef": ("'dagRef' names a component of a DAG's, and opsched has no DAGs yet: put the component inline, or "
+               "in a file a pathRef names"),
+    "urlRef": ("'urlRef' is not supported: opsched fetches nothing from the network; save the component in a file "
+               "and name it with a pathRef (or put it in a hub folder: hubRef)"),
+    "runPatch": "'runPatch' belongs to an operation (or a later -f file): it patches the operation's component's run",
+    "patchStrategy": "'patchStrategy' belongs to an operation (or a later -f file), with its runPatch",
+    "isPreset": ("'isPreset' marks a file that patches another (a later -f file); the first file is the operation: "
+                 "remove it"),
     "culling": "'culling' stops idle services; opsched runs jobs (use termination.timeout)",
     "earlyStopping": ("'earlyStopping' is not supported by opsched yet: it needs a tuner watching the trials' "
                       "metrics; remove it to run every trial"),

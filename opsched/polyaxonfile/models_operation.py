@@ -35,6 +35,7 @@ from opsched.polyaxonfile.fields import (
     not_reserved,
 )
 from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel
+from opsched.polyaxonfile.patching import Strategy
 from opsched.proto.lifecycle import HOOK_TRIGGERS
 from opsched.proto.limits import (
     MAX_COST,
@@ -163,7 +164,13 @@ class HookModel(Model):
 
 
 class OperationModel(_Common):
+    """An operation: its component (inline; a ``pathRef``/``hubRef`` was replaced by it, and its ``runPatch``
+    applied to its run, before validation: ``references``, ``overlays``), params, conditions and hooks.
+    ``patchStrategy`` (Polyaxon's; default post_merge) says how its ``runPatch`` patched the run and how its own
+    fields patch its component's (``convert``)."""
+
     kind: Literal["operation"]
+    patch_strategy: Strategy | None = None
     params: dict[str, Any] = {}
     conditions: str | None = None
     component: ComponentModel

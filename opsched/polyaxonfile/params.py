@@ -89,7 +89,7 @@ class Params:
     def add(self, raw: dict[str, Any], loc: Loc, problems: list[Problem], *, unwrap: bool = True) -> None:
         for name, value in raw.items():
             self.where[name] = loc + (name,)
-            if unwrap and _is_param(value):
+            if unwrap and is_param(value):
                 self._add_param(name, value, problems)
             else:
                 self.values[name] = value
@@ -118,7 +118,7 @@ class Params:
         self.to_env[var] = name
 
 
-def _is_param(raw: Any) -> bool:
+def is_param(raw: Any) -> bool:
     """``{value: x, ...}`` (Polyaxon's V1Param) rather than a mapping that is itself the value."""
     return isinstance(raw, dict) and bool(raw) and set(raw) <= _PARAM_KEYS and bool({"value", "ref"} & set(raw))
 

@@ -11,38 +11,40 @@ Schedule (Polyaxon's ``schedule`` on the operation, else on its component)
 """
 from __future__ import annotations
 
-from pathlib import Path
-
+from opsched.polyaxonfile.document import Document
 from opsched.polyaxonfile.errors import Problem, Problems, SpecError
-from opsched.polyaxonfile.load import parse_with_schedule
+from opsched.polyaxonfile.load import HubArg, Paths, document_of, documents_of, parse_with_schedule
 from opsched.polyaxonfile.models_schedule import SCHEDULE_MODELS, schedule_kind_problem
 from opsched.polyaxonfile.validation import collect, validate
-from opsched.polyaxonfile.yaml_source import load_yaml, locate, read_file
 from opsched.proto.schedules import ScheduleSpec
 from opsched.proto.spec import OpSpec
 
 
-def parse_polyaxonfile_with_schedule(text: str, *, source: str = "<string>", overrides: dict | None = None
-                                     ) -> tuple[OpSpec, ScheduleSpec | None]:
+def parse_polyaxonfile_with_schedule(text: str, *, source: str = "<string>", overrides: dict | None = None,
+                                     hub: HubArg = None) -> tuple[OpSpec, ScheduleSpec | None]:
     """The OpSpec and the ``schedule`` section (None without one); ``SpecError`` lists the problems of
     both. Fields with no effect raise a ``SpecWarning`` as for a plain parse."""
-    doc = load_yaml(text, source)
+    return _with_schedule(document_of(text, source, hub), overrides)
+
+
+def load_polyaxonfile_with_schedule(path: Paths, *, overrides: dict | None = None, hub: HubArg = None
+                                    ) -> tuple[OpSpec, ScheduleSpec | None]:
+    """``parse_polyaxonfile_with_schedule`` of a file, or of several read as one (``load_polyaxonfiles``);
+    unreadable files raise ``SpecError`` too."""
+    return _with_schedule(documents_of(path, hub), overrides)
+
+
+def _with_schedule(document: Document, overrides: dict | None) -> tuple[OpSpec, ScheduleSpec | None]:
+    doc = document.data()
     problems: list[Problem] = []
     schedule = collect(problems, _schedule, doc) if isinstance(doc, dict) else None
     try:
-        [spec] = parse_with_schedule(text, source, overrides)
+        [spec] = parse_with_schedule(document, overrides)
     except SpecError as exc:
-        errors = locate(text, problems) + exc.errors
-        raise SpecError(source, sorted(errors, key=lambda e: (e.line is None, e.line or 0))) from None
+        raise SpecError(exc.source, document.sorted(document.locate(problems) + exc.errors)) from None
     if problems:
-        raise SpecError(source, locate(text, problems))
+        raise SpecError(document.main.name, document.locate(problems))
     return spec, schedule
-
-
-def load_polyaxonfile_with_schedule(path: str | Path, *, overrides: dict | None = None
-                                    ) -> tuple[OpSpec, ScheduleSpec | None]:
-    """``parse_polyaxonfile_with_schedule`` of a file; unreadable files raise ``SpecError`` too."""
-    return parse_polyaxonfile_with_schedule(read_file(path), source=str(path), overrides=overrides)
 
 
 def _schedule(doc: dict) -> ScheduleSpec | None:

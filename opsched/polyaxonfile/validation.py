@@ -2,9 +2,9 @@
 
   * ``kind: component`` with ``run: {kind: job, container, environment, volumes}`` or
     ``run: {kind: pytorchjob, master, worker}`` (``models_run``), or ``kind: operation`` with an inline
-    ``component:``. Other run kinds (service, dag, tfjob, mpijob, ...) are errors ("not supported
-    yet; only 'job' and 'pytorchjob'"); so is an operation without an inline component
-    (hubRef/pathRef/... unsupported). ``OpSpec.run_kind`` is the run kind.
+    ``component:`` (a ``pathRef``/``hubRef`` is replaced by the component it names before: ``references``).
+    Other run kinds (service, dag, tfjob, mpijob, ...) are errors ("not supported yet; only 'job' and
+    'pytorchjob'"); so is an operation without a component. ``OpSpec.run_kind`` is the run kind.
 
 Unknown keys are errors ("unknown field"), and keys of ``keys.UNSUPPORTED`` are errors saying they
 are not supported yet; a missing required section gets a hint of what it should hold.
@@ -25,8 +25,8 @@ from opsched.polyaxonfile.keys import (
 
 _RUN_HINT = "a 'run' section with 'kind: job' or 'kind: pytorchjob' is required"
 _MISSING_HINTS = {
-    ("component",): "an inline component is required (hubRef, pathRef, dagRef and urlRef "
-                    "are not supported yet)",
+    ("component",): "a component is required: inline, or named by a pathRef or a hubRef (dagRef and urlRef "
+                    "are not supported)",
     ("run",): _RUN_HINT,
     ("component", "run"): _RUN_HINT,
     ("matrix", "numRuns"): "a random search needs numRuns (how many operations to sample)",

@@ -6,11 +6,13 @@ from pydantic.alias_generators import to_snake
 
 from opsched.polyaxonfile.errors import Loc
 from opsched.polyaxonfile.keys import PLUGINS_WARNED
-from opsched.polyaxonfile.models_operation import ComponentModel, OperationModel
+from opsched.polyaxonfile.models_operation import ComponentModel, HookModel, OperationModel
 
 
-def warned_fields(op: OperationModel | None, comp: ComponentModel, base: Loc) -> list[str]:
-    """Dotted paths, in file order: plugins that only collect or notify, descriptions of inputs/outputs."""
+def warned_fields(op: OperationModel | None, comp: ComponentModel, base: Loc,
+                  hooks: list[tuple[HookModel, Loc]]) -> list[str]:
+    """Dotted paths, in file order: plugins that only collect or notify, descriptions of inputs/outputs, a hook's
+    ``disableDefaults`` (``hooks``: those that run, each with where it was written)."""
     out: list[Loc] = []
     for layer, at in ((op, ()), (comp, base)):
         plugins = layer.plugins if layer is not None else None
@@ -18,6 +20,5 @@ def warned_fields(op: OperationModel | None, comp: ComponentModel, base: Loc) ->
             out += [at + ("plugins", name) for name in PLUGINS_WARNED if getattr(plugins, to_snake(name))]
     for section in ("inputs", "outputs"):
         out += [base + (section, i, "description") for i, io in enumerate(getattr(comp, section)) if io.description]
-    hooks, at = (op.hooks, ()) if op is not None and op.hooks is not None else (comp.hooks or [], base)
-    out += [at + ("hooks", i, "disableDefaults") for i, hook in enumerate(hooks) if hook.disable_defaults is not None]
+    out += [at + ("disableDefaults",) for hook, at in hooks if hook.disable_defaults is not None]
     return [".".join(map(str, loc)) for loc in out]

@@ -62,21 +62,28 @@ def load_yaml(text: str, source: str) -> Any:
 
 def locate(text: str, problems: list[Problem]) -> list[FieldError]:
     """Turn problems into FieldErrors with the line/column of the deepest existing YAML node."""
-    try:
-        root = yaml.compose(text, Loader=_Loader)
-    except yaml.YAMLError:
-        root = None
-    errors = []
-    for loc, msg in problems:
-        mark, node = None, root
-        for part in loc:
-            found = _child(node, part)
-            if found is None:
-                break
-            mark, node = found
-        pos = (mark.line + 1, mark.column + 1) if mark else (None, None)
-        errors.append(FieldError(".".join(str(p) for p in loc), msg, *pos))
+    root = compose(text)
+    errors = [FieldError(".".join(str(p) for p in loc), msg, *position(root, loc)) for loc, msg in problems]
     return sorted(errors, key=lambda e: (e.line is None, e.line or 0, e.column or 0))
+
+
+def compose(text: str) -> Any:
+    """The YAML node tree of ``text`` (None when it is not YAML), for ``position``."""
+    try:
+        return yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError:
+        return None
+
+
+def position(root: Any, loc: tuple[str | int, ...]) -> tuple[int | None, int | None]:
+    """The 1-based line and column of the deepest node of ``root`` on the path ``loc`` (None, None: none)."""
+    mark, node = None, root
+    for part in loc:
+        found = _child(node, part)
+        if found is None:
+            break
+        mark, node = found
+    return (mark.line + 1, mark.column + 1) if mark else (None, None)
 
 
 def _child(node: Any, part: str | int) -> tuple[Any, Any] | None:

@@ -26,7 +26,7 @@ def test_the_up_block_is_how_the_tests_start_opsched():
     assert snippet("up").split("#")[0].split() == ["opsched", "up"]  # tests/e2e/firstday.py: opsched up (+ its files)
 
 
-@pytest.mark.parametrize("name", ["using-it", "sweep", "tour"])
+@pytest.mark.parametrize("name", ["using-it", "sweep", "tour", "polyaxon-files"])
 def test_a_readme_command_block_runs_as_written(default_up: User, name: str):
     done = run_block(name, default_up)
     assert done.returncode == 0, f"doc block {name} exited {done.returncode}:\n{done.stderr}\n{done.stdout}"

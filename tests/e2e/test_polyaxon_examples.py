@@ -9,17 +9,21 @@ from opsched.proto.lifecycle import TERMINAL_LABELS
 from tests.e2e.firstday import ROOT
 
 EXAMPLES = sorted((ROOT / "examples" / "polyaxon").glob("*.yaml"))
+HUB = "examples/polyaxon/hub"  # the component library of the examples' hubRefs
 
 
-def submitted(user, path) -> list[str]:
+def submitted(user, path, *more: str) -> list[str]:
     """The ids of the file's ops (a sweep prints each op's id, then its batch id)."""
-    lines = user.ok("submit", str(path.relative_to(ROOT))).split()
+    lines = user.ok("submit", str(path.relative_to(ROOT)), "--hub", HUB, *more).split()
     return lines[:-1] if len(lines) > 1 else lines
 
 
 def test_every_example_runs_to_success_its_outputs_and_hooks_included(default_up):
     assert EXAMPLES, "examples/polyaxon/ holds the example operations"
     ids = {path.name: submitted(default_up, path) for path in EXAMPLES}
+    overlay = "examples/polyaxon/overlays/lr-small.yaml"  # a later -f file: params only
+    ids["train-pathref.yaml -f lr-small.yaml"] = submitted(default_up, ROOT / "examples/polyaxon/train-pathref.yaml",
+                                                           "-f", overlay)
     hooked = ids["hooks.yaml"][0]
     report, paged = f"{hooked}-hook-0", f"{hooked}-hook-1"  # the succeeded hook runs; the failed one never exists
     every = [op_id for file_ids in ids.values() for op_id in file_ids] + [report]

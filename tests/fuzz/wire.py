@@ -21,9 +21,9 @@ from opsched.proto.cluster import CLUSTER_EVENTS
 from opsched.proto.commands import COMMANDS
 from opsched.proto.config import CONFIG_MESSAGES, SetQueues
 from opsched.proto.events import EVENTS
+from opsched.proto.lifecycle import HOOK_TRIGGERS
 from opsched.proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
-from opsched.proto.lifecycle import HOOK_TRIGGERS
 from opsched.proto.spec import OpSpec
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)

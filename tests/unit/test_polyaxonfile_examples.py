@@ -69,6 +69,7 @@ def test_the_invalid_example_fails_with_its_documented_errors():
 
 
 POLYAXON_EXAMPLES = sorted((EXAMPLES / "polyaxon").glob("*.yaml"))
+HUB = EXAMPLES / "polyaxon" / "hub"  # the component library of the examples' hubRefs (--hub examples/polyaxon/hub)
 
 
 @pytest.mark.parametrize("path", POLYAXON_EXAMPLES, ids=[f"polyaxon/{p.name} parses" for p in POLYAXON_EXAMPLES])
@@ -79,8 +80,34 @@ def test_every_polyaxon_example_parses_without_a_warning(path):
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", SpecWarning)
-        specs = load_polyaxonfile_batch(path)
+        specs = load_polyaxonfile_batch(path, hub=HUB)
     assert specs and all(s.component_hash and s.container.image for s in specs)
+
+
+REFERENCED = sorted([*(EXAMPLES / "polyaxon" / "components").glob("*.yaml"), *HUB.glob("**/*.yaml")])
+
+
+@pytest.mark.parametrize("path", REFERENCED, ids=[f"{p.relative_to(EXAMPLES)} is a component" for p in REFERENCED])
+def test_the_files_the_polyaxon_examples_name_are_components_that_run_alone(path):
+    import yaml
+
+    assert yaml.safe_load(path.read_text())["kind"] == "component"
+    assert load_polyaxonfile(path, overrides={"params": {"model": "m"}} if "evaluate" in str(path) else None)
+
+
+def test_the_polyaxon_reference_examples_resolve_their_component_and_patch_it():
+    from opsched.polyaxonfile import load_polyaxonfiles
+
+    folder = EXAMPLES / "polyaxon"
+    ref = load_polyaxonfile(folder / "train-pathref.yaml")
+    assert (ref.name, ref.inputs) == ("train-pathref", {"lr": 0.1, "epochs": 1})
+    patched = load_polyaxonfile(folder / "train-runpatch.yaml")
+    assert [(e.name, e.value) for e in patched.container.env] == [("STAGE", "tune"), ("EXTRA", "1")]
+    assert patched.container.resources.limits == {"cpu": "500m", "memory": "256Mi"}
+    assert patched.environment.labels == {"team": "vision"}
+    assert load_polyaxonfile(folder / "evaluate-hubref.yaml", hub=HUB).inputs == {"model": "runs/m.pt"}
+    [small] = load_polyaxonfiles([folder / "train-pathref.yaml", folder / "overlays" / "lr-small.yaml"])
+    assert small.params == {"lr": 0.001}
 
 
 # Honoured fields no example of examples/polyaxon/ sets, each with why: what the default queue's pod security
@@ -111,7 +138,7 @@ def test_the_polyaxon_examples_set_every_honoured_field():
     for model in ALL_MODELS:
         fields_of(model, every)
     used: set = set()
-    for path in POLYAXON_EXAMPLES:
+    for path in [*POLYAXON_EXAMPLES, *REFERENCED]:  # the operations, and the components they name
         doc = yaml.safe_load(path.read_text())
         run_kind = ((doc.get("component") or doc).get("run") or {}).get("kind", "job")
         component, operation = MODELS_BY_RUN_KIND[run_kind]

@@ -75,7 +75,8 @@ COMMON = {"description": "c", "tags": ["x"], "queue": "gpu-a", "priority": 3, "i
           "priorityClass": "high", "preemptible": False, "termination": {"maxRetries": 2, "timeout": 600, "ttl": 60},
           "cache": {"disable": False, "ttl": 3600, "io": ["lr"], "sections": ["containers"]}}
 JOB = {
-    "version": 1.1, "kind": "operation", "project": "p1",
+    "version": 1.1, "kind": "operation", "project": "p1", "patchStrategy": "pre_merge",
+    "runPatch": {"container": {"env": [{"name": "PATCHED", "value": "1"}]}},
     "params": {"lr": {"value": 0.5, "toEnv": "LR"}, "tag": {"value": "v2", "contextOnly": True}},
     "conditions": "{{ lr > 0 }}",
     "component": {"kind": "component", "name": "comp", **COMMON,

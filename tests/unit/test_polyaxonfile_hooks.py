@@ -55,10 +55,16 @@ def test_a_hook_is_its_components_op_with_its_params_kept_for_the_end_of_the_op(
     assert hook.spec.container.args == ["loss={{ loss }} run={{ globals.uuid }}"]  # the hook op's own, at its run
 
 
-def test_an_operations_hooks_replace_its_components():
+def test_an_operations_hooks_add_to_its_components_unless_its_patch_strategy_says_otherwise():
+    """As Polyaxon compiles an operation: its hooks patch its component's with its patchStrategy (a list: post_merge
+    appends the operation's, replace keeps the operation's only, isnull the component's, pre_merge puts the
+    operation's first)."""
     text = hooked().replace("component:\n  outputs:", "component:\n  hooks: [{trigger: done, component: {run: "
                                                      "{kind: job, container: {image: x}}}}]\n  outputs:")
-    assert [h.trigger for h in parse_polyaxonfile(text).hooks] == ["succeeded"]
+    assert [h.trigger for h in parse_polyaxonfile(text).hooks] == ["done", "succeeded"]
+    for strategy, triggers in (("replace", ["succeeded"]), ("isnull", ["done"]), ("pre_merge", ["succeeded", "done"])):
+        spec = parse_polyaxonfile(text.replace("name: train\n", f"name: train\npatchStrategy: {strategy}\n"))
+        assert [h.trigger for h in spec.hooks] == triggers, strategy
 
 
 @pytest.mark.parametrize("text, loc, message", [

@@ -76,7 +76,7 @@ def test_keys_that_would_change_what_runs_are_refused_not_ignored():
                                        "contexts: []\nhubRef: x\npathRef: y"})
     errors = errors_of(text)
     assert set(errors) == {"isPreset", "contexts", "hubRef", "pathRef"}
-    assert "the inline component says what runs" in errors["hubRef"].msg
+    assert "belongs to an operation or to a hook" in errors["hubRef"].msg
 
 
 def test_a_schedule_on_a_plain_submit_is_refused_pointing_to_opsched_schedule():
