@@ -22,7 +22,7 @@ from opsched.proto import codec
 from opsched.proto.events import OperationAdmitted
 from opsched.proto.queues import QueuesConfig
 from opsched.proto.spec import OpSpec
-from opsched.rules import reserved_keys
+from opsched.rules import connections, reserved_keys
 from opsched.rules.gpu_accounting import violations
 from opsched.rules.naming import pod_name
 from opsched.rules.spec_size import too_large
@@ -46,43 +46,52 @@ def queue_config(path: Path | None, data_dir: Path) -> QueuesConfig:
 def rendered(spec: OpSpec, op_id: str, config: QueuesConfig | None = None) -> OpSpec:
     """``spec`` as admission would render it for ``op_id`` (raises ``TemplateError``)."""
     config = config or QueuesConfig()
+    now = datetime.now(timezone.utc)
     globs = globals_for(op_id, spec, spec.queue or config.default_queue, config, namespace=DEFAULT_NAMESPACE,
-                        created_at=datetime.now(timezone.utc), requested_by="cli")
+                        created_at=now, requested_by="cli", compiled_at=now)
     return render_spec(spec, globs)
 
 
 def pods_of(spec: OpSpec, op_id: str, config: QueuesConfig | None = None) -> list[dict[str, Any]]:
     """Every pod of the op's first attempt (``spec`` rendered), as the dispatcher builds them from its
-    admitted event."""
+    admitted event, with the connections and init image its queue's configuration gives it (``refusals`` says
+    why it may not name one: ``ValueError`` here)."""
     from opsched.rules.podspec import build_pods
 
     config = config or QueuesConfig()
     queue = spec.queue or config.default_queue
     own = next((q for q in config.queues if q.name == queue), None)
+    carried = connections.admitted_fields(spec, config, queue)[0]
     admitted = OperationAdmitted(op_id=op_id, at=datetime.now(timezone.utc), spec=spec, queue=queue,
                                  namespace=own.namespace if own and own.namespace else DEFAULT_NAMESPACE,
-                                 pod_name=pod_name(op_id, 0))
+                                 pod_name=pod_name(op_id, 0), **carried)
     return build_pods(admitted)
 
 
 def refusals(specs: list[OpSpec], rendered_specs: list[OpSpec], ids: list[str],
              config: QueuesConfig | None = None) -> list[str]:
-    """Every reason the services would refuse these ops, once each: the GPU-accounting rules and the queue's
-    pod security on what would run (``rendered_specs``: toEnv and templates applied), then the contract, the
-    size and the conditions of what is sent (``specs``)."""
+    """Every reason the services would refuse these ops, once each: the GPU-accounting rules, the connections
+    its queue's configuration does not give it (``rules.connections``) and the queue's pod security on what would
+    run (``rendered_specs``: toEnv and templates applied), then the contract, the size and the conditions of what
+    is sent (``specs``)."""
     from opsched.rules.pod_security import check_pods, policy_for
 
     config = config or QueuesConfig()
     problems = [p for spec in rendered_specs for p in (*violations(spec), *reserved_keys.problems(spec))]
     for spec, op_id in zip(rendered_specs, ids):
-        problems += check_pods(pods_of(spec, op_id, config), policy_for(config, spec.queue or config.default_queue))
+        queue = spec.queue or config.default_queue
+        carried, unusable = connections.admitted_fields(spec, config, queue)
+        problems += unusable or check_pods(pods_of(spec, op_id, config), policy_for(config, queue,
+                                                                                    carried["connections"]))
     problems += [r for spec in specs for r in (codec.refusal(spec), too_large(spec), condition_problem(spec)) if r]
     for spec, op_id in zip(specs, ids):  # a hook's op: the same rules on what it would run (in the op's queue)
         for i, hook in enumerate(spec.hooks):
             follow = rendered(hook.spec, f"{op_id}-hook-{i}", config)
             queue = follow.queue or spec.queue or config.default_queue
+            carried, unusable = connections.admitted_fields(follow, config, queue)
             found = [*violations(follow), *reserved_keys.problems(follow),
-                     *check_pods(pods_of(follow, f"{op_id}-hook-{i}", config), policy_for(config, queue))]
+                     *(unusable or check_pods(pods_of(follow, f"{op_id}-hook-{i}", config),
+                                              policy_for(config, queue, carried["connections"])))]
             problems += [f"hooks[{i}]: {p}" for p in found]
     return list(dict.fromkeys(problems))
 

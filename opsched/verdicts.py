@@ -39,7 +39,8 @@ NOTHING_TO_DO = frozenset({Refusal.ALREADY_APPROVED, Refusal.ALREADY_STOPPING}) 
 # refusals of what was typed (an id naming nothing, params that cannot render, ...): exit 2; others exit 1
 BAD_INPUT = frozenset({Reason.UNKNOWN_OP, Refusal.INVALID_OP_ID, Refusal.INVALID_TEMPLATE, Refusal.INVALID_CONDITION,
                        Refusal.SPEC_TOO_LARGE, Refusal.INVALID_SPEC, Refusal.MALFORMED_MESSAGE, Refusal.DUPLICATE_OP_ID,
-                       Refusal.UNKNOWN_QUEUE, Refusal.UNKNOWN_PRIORITY_CLASS, Refusal.AGENT_MISMATCH})
+                       Refusal.UNKNOWN_QUEUE, Refusal.UNKNOWN_PRIORITY_CLASS, Refusal.AGENT_MISMATCH,
+                       Refusal.UNKNOWN_CONNECTION})
 EXIT_DONE, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_NO_VERDICT = 0, 1, 2, 4
 RERUNS = ("restart", "copy")
 # the events that say a command was done (a rerun's: of the new op)

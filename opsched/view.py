@@ -31,8 +31,8 @@ from opsched.proto.events import (
     SpendRolled,
 )
 from opsched.proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, SHOWN, TERMINAL_LABELS, Status
+from opsched.proto.pod_resources import gpus_of
 from opsched.proto.reasons import Ending, Reason, dependency_name, message
-from opsched.proto.resources import gpus_label
 from opsched.proto.summaries import OpSummary
 
 TERMINAL_STATUSES = TERMINAL_LABELS
@@ -125,8 +125,7 @@ def _reason(row: OpRow) -> str:
 
 
 def _gpus(event: OperationSubmitted) -> str:
-    containers = [(event.spec.container, 1)] + [(g.container, g.count) for g in event.spec.replicas]
-    return gpus_label([(c.resources.limits, count) for c, count in containers])
+    return gpus_of(event.spec)
 
 
 def _details(row: OpRow, event: Event) -> None:

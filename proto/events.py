@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from opsched.proto.queues import DEFAULT_LEVEL, AllowableVolume, Level
+from opsched.proto.queues import DEFAULT_LEVEL, AllowableVolume, Connection, Level
 from opsched.proto.reasons import Ending
 from opsched.proto.spec import OpSpec, Wire
 from opsched.proto.spec_checks import money
@@ -90,6 +90,10 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     # under placement binpack/spread: the pod prefers that node (weight 100), so kube-scheduler agrees
     preferred_hosts: list[str] = []
     agent: str = ""  # the agent whose dispatcher runs it ("": the default one): its subject is ops.admitted.<agent>.<id>
+    # the declarations of the connections its pods name (names, kinds, repositories, the Secrets' names: never a
+    # secret's value; ``rules.connections``) and the image of its git and file init steps ("": DEFAULT_INIT_IMAGE)
+    connections: list[Connection] = []
+    init_image: str = ""
 
 
 class OperationDispatched(Event, tag="dispatched", kw_only=True):

@@ -15,6 +15,11 @@ MAX_LIST_ITEMS = 1000  # any other list of a container or environment (command, 
 MAX_TAGS = 100
 MAX_HOOKS = 8  # hooks of one op (follow-up ops when it ends)
 MAX_NAME_CHARS = 63  # an op's name, project, queue, container and replica-group names (a DNS label)
+MAX_CONNECTION_NAME_CHARS = 50  # a connection's name: its secret's volume is ``opsched-conn-<name>`` (a DNS label)
+MAX_INIT_STEPS = 16  # init steps of one pod (Polyaxon's ``init``: git, file, container)
+MAX_SIDECARS = 8  # sidecar containers of one pod
+MAX_CONNECTIONS = 16  # connections one pod names (``connections`` and its init steps')
+MAX_FILE_CONTENT_BYTES = 64 * 1024  # an init file's content (under Linux's 128 KiB for one exec string)
 MAX_OUTPUTS_BYTES = 4096  # an op's outputs as JSON: Kubernetes' own bound on a container's termination message
 
 # ---- labels and annotations: Kubernetes' own rules ---------------------------------------------------

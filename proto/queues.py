@@ -14,10 +14,11 @@ import msgspec
 
 from opsched.proto.access import Access
 from opsched.proto.resources import is_accelerator
-from opsched.proto.spec import Wire
+from opsched.proto.spec import EnvVar, Wire
 
 Quantity = str | int | float
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
+DEFAULT_INIT_IMAGE = "alpine/git:v2.36.1"  # runs the git and file init steps (git and sh), unless configured
 DEFAULT_MAX_PENDING_PER_USER = 1000  # a queue's maxPendingPerUser unless it sets one (0: no cap)
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 # A queue's pods' Pod Security Standards level, checked by ``rules.pod_security``, and the volume kinds a queue may
@@ -112,6 +113,41 @@ class Budget(Wire, kw_only=True, forbid_unknown_fields=True):
     gpu_hours: Annotated[float, msgspec.Meta(ge=0)] | None = None
 
 
+class ConnectionSecret(Wire, kw_only=True, forbid_unknown_fields=True):
+    """The Kubernetes Secret (in the namespace of the queue's pods) holding a connection's credentials: only its
+    name is ever on the bus. A container that gets the connection has it mounted read-only at ``mount_path``;
+    else each key of ``items`` as an env var of that name (``secretKeyRef``); else every key (``envFrom``).
+    A git step mounts it for ``git`` whatever these say (keys ``username`` and ``password``, or
+    ``ssh-privatekey`` and optionally ``known_hosts``: Kubernetes' basic-auth and ssh-auth secret types)."""
+
+    name: str
+    items: list[str] = []
+    mount_path: str | None = None
+
+
+class GitSchema(Wire, kw_only=True, forbid_unknown_fields=True):
+    """A git connection's repository: what a git init step naming the connection clones, unless it says otherwise."""
+
+    url: str
+    revision: str | None = None
+    flags: list[str] = []
+
+
+class Connection(Wire, kw_only=True, forbid_unknown_fields=True):
+    """Polyaxon's connection, declared by the admin: a name ops refer to (``connections:`` of a run, or an init
+    step's ``connection:``), and what a container that names it gets: ``env`` and the ``secret``. A ``git``
+    connection also names a repository (``schema``) that a git init step clones with its credentials; a
+    ``custom`` one only gives credentials. ``queues``: the queues whose ops may name it (empty: every queue)."""
+
+    name: str
+    kind: Literal["git", "custom"]
+    schema_: GitSchema | None = msgspec.field(default=None, name="schema")
+    secret: ConnectionSecret | None = None
+    env: list[EnvVar] = []
+    description: str = ""
+    queues: list[str] = []
+
+
 class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     """One queue. ``default_priority_class``: the priority of its ops that name neither a class nor a number.
     ``max_priority_class``: the highest priority an op of this queue may have, by its own number
@@ -151,6 +187,7 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     # its order within equal (effective) priority: requesters interleaved round-robin, or first come first served
     ordering: Literal["fair-by-user", "fifo"] = "fair-by-user"
     max_pending_per_user: NonNegInt = DEFAULT_MAX_PENDING_PER_USER  # a requester's waiting ops in it; 0: no cap
+    init_image: str | None = None  # the image of its ops' git and file init steps; None: the configuration's
 
 
 def not_covered(queue: Queue, request: dict[str, float]) -> list[str]:
@@ -196,3 +233,5 @@ class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
     budgets: list[Budget] = []
     artifacts_root: str = "/plx-context/artifacts"  # Polyaxon's; a queue may set its own
     access: Access = msgspec.field(default_factory=Access)  # who may act on which project's ops (proto.access)
+    connections: list[Connection] = []  # what ops may name for credentials and repositories (Polyaxon's connections)
+    init_image: str = DEFAULT_INIT_IMAGE  # the image of the git and file init steps; a queue may set its own

@@ -291,6 +291,7 @@ class Refusal(StrEnum):
     SCHEDULE_EXISTS = "schedule_exists"
     UNKNOWN_SCHEDULE = "unknown_schedule"
     MALFORMED_MESSAGE = "malformed_message"  # a message that does not decode (also a dead letter's reason)
+    UNKNOWN_CONNECTION = "unknown_connection"  # a connection its queue's configuration does not declare for it
 
 
 class Eviction(StrEnum):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 
 from opsched.proto.limits import MAX_QUANTITY
@@ -118,15 +119,34 @@ def requested(limits: dict[str, str], requests: dict[str, str]) -> dict[str, flo
     return out
 
 
-def gpus_label(containers: list[tuple[dict[str, str], int]]) -> str:
+def effective(regular: Iterable[dict[str, float]], init: Iterable[dict[str, float]] = ()) -> dict[str, float]:
+    """What a pod asks for, as Kubernetes counts it from its containers' own amounts: per resource, the larger of
+    the sum over its regular containers (they run together) and the largest of its init containers (they run one
+    at a time, before them)."""
+    out: dict[str, float] = {}
+    for amounts in regular:
+        for resource, value in amounts.items():
+            out[resource] = out.get(resource, 0.0) + value
+    for amounts in init:
+        for resource, value in amounts.items():
+            out[resource] = max(out.get(resource, 0.0), value)
+    return out
+
+
+def limited(limits: dict[str, str]) -> dict[str, float]:
+    """A container's limits as amounts (``amount``: shared GPU memory in GiB)."""
+    return {name: amount(name, qty) for name, qty in limits.items()}
+
+
+def gpus_label(pods: list[tuple[dict[str, float], int]]) -> str:
     """Whole devices of all an op's pods (``2``, ``1xamd.com``) and shared GPU memory (``8GiB-mem``), as
-    ``opsched ops`` shows them; ``containers`` are (resource limits, how many pods have them)."""
+    ``opsched ops`` shows them; ``pods`` are (a pod's limits as amounts, how many pods have them)."""
     gpus: dict[str, int] = {}
-    memory = 0
-    for limits, count in containers:
-        for resource, n in accelerators(limits).items():
-            gpus[resource] = gpus.get(resource, 0) + n * count
-        if GPU_MEMORY in limits:
-            memory += gpu_memory_gib(limits[GPU_MEMORY]) * count
-    parts = [f"{n}x{r.split('/')[0]}" if r != "nvidia.com/gpu" else str(n) for r, n in gpus.items()]
-    return ",".join(parts + ([f"{memory}GiB-mem"] if memory else [])) or "-"
+    memory = 0.0
+    for limits, count in pods:
+        for resource, n in limits.items():
+            if is_device(resource):
+                gpus[resource] = gpus.get(resource, 0) + int(n) * count
+        memory += limits.get(GPU_MEMORY, 0.0) * count
+    parts = [f"{n}x{r.split('/')[0]}" if r != "nvidia.com/gpu" else str(n) for r, n in gpus.items() if n]
+    return ",".join(parts + ([f"{memory:g}GiB-mem"] if memory else [])) or "-"

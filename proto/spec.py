@@ -5,19 +5,23 @@ Fields evolve only by adding defaulted fields. Names are camelCase on the wire.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import msgspec
 
 from opsched.proto import spec_checks
 from opsched.proto.limits import (
+    MAX_CONNECTIONS,
     MAX_DURATION_S,
     MAX_ENV_PER_CONTAINER,
     MAX_HOOKS,
+    MAX_INIT_STEPS,
     MAX_LIST_ITEMS,
     MAX_PRIORITY,
     MAX_REPLICA_GROUPS,
     MAX_RETRIES,
+    MAX_SIDECARS,
     MAX_TAGS,
 )
 
@@ -25,6 +29,13 @@ from opsched.proto.limits import (
 # checked on decode and construction by ``OpSpec.__post_init__`` (``proto.spec_checks``).
 Seconds = Annotated[int, msgspec.Meta(ge=0, le=MAX_DURATION_S)]
 Items = msgspec.Meta(max_length=MAX_LIST_ITEMS)
+
+# Polyaxon's context: an emptyDir mounted at CONTEXT_ROOT in every container of a pod that has init steps or
+# sidecars; init steps write under ARTIFACTS_PATH unless they name a ``path`` ({{ globals.context_path }},
+# {{ globals.artifacts_path }}).
+CONTEXT_ROOT = "/plx-context"
+ARTIFACTS_PATH = f"{CONTEXT_ROOT}/artifacts"
+DEFAULT_FILENAME = "file"  # an init file step's file when it names none
 
 
 class Wire(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True, forbid_unknown_fields=False):
@@ -99,17 +110,82 @@ class Cache(Wire, kw_only=True):
     sections: Annotated[list[str], Items] | None = None
 
 
+class GitInit(Wire, kw_only=True):
+    """Clone ``url`` (else its connection's) at ``revision`` (else its connection's, else the default branch) into
+    ``<path>/<name>``: the connection's name, else the repository's (the URL's last segment without ``.git``).
+    ``flags`` are passed to ``git clone``, each split like a shell would (``"--depth 1"`` is two arguments)."""
+
+    url: str | None = None
+    revision: str | None = None
+    flags: Annotated[list[str], Items] = []
+
+
+class FileInit(Wire, kw_only=True):
+    """Write ``content`` to ``<path>/<filename>`` (default ``file``), then ``chmod`` it if set (``+x``, ``755``)."""
+
+    content: str
+    filename: str | None = None
+    chmod: str | None = None
+
+
+class InitStep(Wire, kw_only=True):
+    """One of Polyaxon's ``init`` entries: an init container run before the pod's containers, in order. Exactly one
+    of ``git``, ``file`` (both run opsched's init image) or ``container`` (the user's own). ``connection``: an
+    admin-declared connection (``proto.queues.Connection``) whose credentials the step gets (a git step: its
+    repository too). ``path``: where it writes (absolute; default ``ARTIFACTS_PATH``); a path outside
+    ``CONTEXT_ROOT`` gets its own emptyDir, mounted there in every container of the pod."""
+
+    git: GitInit | None = None
+    file: FileInit | None = None
+    container: Container | None = None
+    connection: str | None = None
+    path: str | None = None
+
+    def container_name(self, index: int) -> str:
+        """The name of its init container: the user's own, else ``init-git-<index>``/``init-file-<index>``."""
+        if self.container is not None:
+            return self.container.name
+        return f"init-{'git' if self.git is not None else 'file'}-{index}"
+
+    def target(self) -> str:
+        """The directory it writes into."""
+        return self.path or ARTIFACTS_PATH
+
+    def destination(self) -> str | None:
+        """What a git or file step writes: ``<target>/<name>`` (a clone: the connection's name, else the
+        repository's; a file: its filename); None for a container step, or a git step it cannot name."""
+        if self.file is not None:
+            name = self.file.filename or DEFAULT_FILENAME
+        elif self.git is not None:
+            name = self.connection or repo_name(self.git.url or "")
+        else:
+            return None
+        return f"{self.target().rstrip('/')}/{name}" if name else None
+
+
+def repo_name(url: str) -> str:
+    """A repository's name from its URL, as Polyaxon names a clone without a connection (``…/models.git`` →
+    ``models``); "" when the URL has none."""
+    last = url.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    return last[:-4] if last.endswith(".git") else last
+
+
 class ReplicaGroup(Wire, kw_only=True):
     """Extra pods of a distributed op (e.g. Polyaxon's pytorchjob workers), started as one gang
-    with the main container (the master)."""
+    with the main container (the master). ``init``, ``sidecars`` and ``connections``: its pods' own, as
+    ``OpSpec``'s are the main pod's."""
 
     name: str
     count: int = 1
     container: Container
+    init: Annotated[list[InitStep], msgspec.Meta(max_length=MAX_INIT_STEPS)] = []
+    sidecars: Annotated[list[Container], msgspec.Meta(max_length=MAX_SIDECARS)] = []
+    connections: Annotated[list[str], msgspec.Meta(max_length=MAX_CONNECTIONS)] = []
 
 
 class OpSpec(Wire, kw_only=True):
-    """One operation: a job with one container, plus its scheduling fields."""
+    """One operation: a job with one main container (and its pod's init steps and sidecars), plus its scheduling
+    fields."""
 
     name: str
     container: Container
@@ -140,6 +216,11 @@ class OpSpec(Wire, kw_only=True):
     clean_pod_policy: str | None = None  # a gang's finished pods: "All" deleted at its end, "Running" (default) kept
     ignored: Annotated[list[str], Items] = []  # fields of its file with no effect in opsched (warned by the CLI; shown by ops/why)
     hooks: Annotated[list[Hook], msgspec.Meta(max_length=MAX_HOOKS)] = []  # follow-up ops run when it ends
+    # the main pod's init containers (in order, before its containers), its sidecars (after the main container) and
+    # the connections its main container gets (their env and secret: ``proto.queues.Connection``)
+    init: Annotated[list[InitStep], msgspec.Meta(max_length=MAX_INIT_STEPS)] = []
+    sidecars: Annotated[list[Container], msgspec.Meta(max_length=MAX_SIDECARS)] = []
+    connections: Annotated[list[str], msgspec.Meta(max_length=MAX_CONNECTIONS)] = []
 
     def __post_init__(self) -> None:
         spec_checks.check_spec(self)
@@ -153,3 +234,17 @@ class Hook(Wire, kw_only=True):
 
     trigger: str
     spec: OpSpec
+
+
+def all_containers(spec: OpSpec) -> Iterator[tuple[tuple[str | int, ...], Container]]:
+    """(path, container) of every container of the op's pods: each pod's main container, its init steps' and its
+    sidecars (the main pod's, then each replica group's)."""
+    pods: list[tuple[tuple[str | int, ...], OpSpec | ReplicaGroup]] = [((), spec)]
+    pods += [(("replicas", i), g) for i, g in enumerate(spec.replicas)]
+    for at, pod in pods:
+        yield (*at, "container"), pod.container
+        for i, step in enumerate(pod.init):
+            if step.container is not None:
+                yield (*at, "init", i, "container"), step.container
+        for i, sidecar in enumerate(pod.sidecars):
+            yield (*at, "sidecars", i), sidecar

@@ -9,13 +9,19 @@ on decode msgspec adds where the spec is (``- at `$.spec```). Cheap by design: i
 from __future__ import annotations
 
 import math
+import posixpath
+import re
+import shlex
 from typing import TYPE_CHECKING
 
 from opsched.proto import k8s_names
 from opsched.proto.limits import (
     MAX_ANNOTATIONS_BYTES,
+    MAX_CONNECTION_NAME_CHARS,
+    MAX_CONNECTIONS,
     MAX_COST,
     MAX_DEVICES_PER_POD,
+    MAX_FILE_CONTENT_BYTES,
     MAX_LABELS,
     MAX_NAME_CHARS,
     MAX_PODS_PER_OP,
@@ -24,10 +30,12 @@ from opsched.proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, i
 from opsched.proto.template_markers import has_template
 
 if TYPE_CHECKING:
-    from opsched.proto.spec import Container, Environment, OpSpec, ReplicaGroup
+    from opsched.proto.spec import Container, Environment, InitStep, OpSpec, ReplicaGroup
 
 # a replica group's pods are labelled ``<group>-<index>`` (a label value: at most 63), so its name leaves room
 MAX_GROUP_NAME_CHARS = MAX_NAME_CHARS - len(str(MAX_PODS_PER_OP)) - 1
+# chmod's modes: octal (``755``) or symbolic (``+x``, ``u+rw,go-w``): what a file init step may pass to chmod
+_CHMOD = re.compile(r"^([0-7]{3,4}|[ugoa]*[-+=][rwxXst]*(,[ugoa]*[-+=][rwxXst]*)*)$")
 
 
 def check_spec(spec: OpSpec) -> None:
@@ -43,6 +51,7 @@ def check_spec(spec: OpSpec) -> None:
     if spec.cost is not None:
         money("cost", spec.cost)
     check_container("container", spec.container)
+    check_pod("", spec.container, spec.init, spec.sidecars, spec.connections)
     _replicas(spec.replicas)
     check_environment(spec.environment)
     _hooks(spec)
@@ -109,10 +118,135 @@ def _replicas(groups: list[ReplicaGroup]) -> None:
             bound = "below 1" if group.count < 1 else f"above the limit of {MAX_PODS_PER_OP} pods per op"
             raise ValueError(f"{at}.count: {group.count} is {bound}")
         check_container(f"{at}.container", group.container)
+        check_pod(f"{at}.", group.container, group.init, group.sidecars, group.connections)
         pods += group.count
     if pods > MAX_PODS_PER_OP:
         raise ValueError(f"replicas: {pods} pods in all (the main pod and every replica) is above the limit of "
                          f"{MAX_PODS_PER_OP} pods per op")
+
+
+Where = tuple[str | int, ...]  # a field's path (in a step, a pod), as the edge locates it in the file
+
+
+def check_pod(at: str, main: Container, init: list[InitStep], sidecars: list[Container],
+              connections: list[str]) -> None:
+    """A pod's init steps, sidecars and connections (``at``: "" for the main pod, ``replicas[i].`` for a group's):
+    raise ``ValueError`` naming the first problem of ``pod_problems``."""
+    for where, problem in pod_problems(main, init, sidecars, connections):
+        raise ValueError(f"{at}{dotted(where)}: {problem}")
+    for i, step in enumerate(init):
+        if step.container is not None:
+            check_container(f"{at}init[{i}].container", step.container)
+    for i, sidecar in enumerate(sidecars):
+        check_container(f"{at}sidecars[{i}]", sidecar)
+
+
+def dotted(where: Where) -> str:
+    """("container", "args", 0) -> "container.args[0]": a field's path as messages name it."""
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p) for i, p in enumerate(where))
+
+
+def pod_problems(main: Container, init: list[InitStep], sidecars: list[Container],
+                 connections: list[str]) -> list[tuple[Where, str]]:
+    """Every problem of a pod's init steps (``init_step_problems``), of its connections (names, each once, at
+    most ``MAX_CONNECTIONS`` with its steps'), and of its containers' names: unique, as Kubernetes wants them
+    (init containers included). Each at its path in the pod (``init``, ``sidecars``, ``connections``)."""
+    out: list[tuple[Where, str]] = [(("init", i, *where), problem) for i, step in enumerate(init)
+                                    for where, problem in init_step_problems(step)]
+    for i, name in enumerate(connections):
+        problem = k8s_names.dns_label(name, MAX_CONNECTION_NAME_CHARS)
+        if problem or name in connections[:i]:
+            out.append((("connections", i), problem or f"{name!r} is named twice"))
+    if len({*connections, *(s.connection for s in init if s.connection)}) > MAX_CONNECTIONS:
+        out.append((("connections",), f"a pod may name at most {MAX_CONNECTIONS} connections"))
+    out += _same_destination(init)
+    named: list[tuple[Where, str]] = [(("init", i), step.container_name(i)) for i, step in enumerate(init)]
+    named += [(("container",), main.name)] + [(("sidecars", i), c.name) for i, c in enumerate(sidecars)]
+    seen: dict[str, Where] = {}
+    for where, name in named:
+        if name in seen:
+            out.append((where, f"the container name {name!r} is also {dotted(seen[name])}'s; the containers of a "
+                               "pod (init containers and sidecars included) need unique names"))
+        seen.setdefault(name, where)
+    return out
+
+
+def _same_destination(init: list[InitStep]) -> list[tuple[Where, str]]:
+    """Two git or file steps of a pod that would write to the same place (the second would find it taken)."""
+    out: list[tuple[Where, str]] = []
+    seen: dict[str, int] = {}
+    for i, step in enumerate(init):
+        dest = step.destination()
+        if dest is None:
+            continue
+        if dest in seen:
+            out.append((("init", i), f"writes to {dest}, as init[{seen[dest]}] does; give one of them another path"))
+        seen.setdefault(dest, i)
+    return out
+
+
+def init_step_problems(step: InitStep) -> list[tuple[Where, str]]:
+    """Every problem of one init step, each at its field's path within the step (the edge locates them in the
+    file): exactly one of git, file or container; a git step with a URL or a connection, its flags splittable;
+    a file's content within bounds, a plain file name, a mode chmod takes; an absolute, normalized path."""
+    kinds = [k for k in ("git", "file", "container") if getattr(step, k) is not None]
+    if len(kinds) != 1:
+        return [((), f"an init step is exactly one of git, file or container, not {' and '.join(kinds) or 'none'}"
+                     + (" (opsched runs git and file steps in its own init container; make your container a step "
+                        "of its own)" if "container" in kinds else ""))]
+    out: list[tuple[Where, str]] = []
+    if step.connection is not None:
+        problem = k8s_names.dns_label(step.connection, MAX_CONNECTION_NAME_CHARS)
+        if problem or step.file is not None:
+            out.append((("connection",), problem or "a file step uses no connection (a git or container step does)"))
+    if step.path is not None and (problem := path_problem(step.path)):
+        out.append((("path",), problem))
+    if step.git is not None:
+        out += [(("git", *where), problem) for where, problem in _git_problems(step)]
+    if step.file is not None:
+        out += [(("file", *where), problem) for where, problem in _file_problems(step)]
+    return out
+
+
+def _git_problems(step: InitStep) -> list[tuple[Where, str]]:
+    assert step.git is not None
+    out: list[tuple[Where, str]] = []
+    for j, flag in enumerate(step.git.flags):
+        try:
+            shlex.split(flag)
+        except ValueError as exc:
+            out.append((("flags", j), f"{flag[:80]!r} cannot be split into arguments: {exc}"))
+    url = step.git.url
+    if url is None and step.connection is None:
+        out.append(((), "a git step needs a url, or a connection whose repository it clones"))
+    elif url is not None and step.connection is None:
+        from opsched.proto.spec import repo_name  # (the spec imports these checks)
+
+        if repo_name(url) in ("", ".", ".."):
+            out.append((("url",), f"{url[:120]!r} names no repository to clone into (its last segment)"))
+    return out
+
+
+def _file_problems(step: InitStep) -> list[tuple[Where, str]]:
+    assert step.file is not None
+    out: list[tuple[Where, str]] = []
+    size = len(step.file.content.encode())
+    if size > MAX_FILE_CONTENT_BYTES:
+        out.append((("content",), f"{size} bytes is above the limit of {MAX_FILE_CONTENT_BYTES}"))
+    name = step.file.filename
+    if name is not None and (not name or "/" in name or name in (".", "..") or "\0" in name):
+        out.append((("filename",), f"{name[:80]!r} must be a file name (no '/'); the step's path says where it goes"))
+    mode = step.file.chmod
+    if mode is not None and not _CHMOD.match(mode):
+        out.append((("chmod",), f"{mode[:80]!r} is not a mode chmod takes (e.g. +x, 755, u+rw)"))
+    return out
+
+
+def path_problem(path: str) -> str | None:
+    """Why ``path`` is not an absolute, normalized path (a mount path); None: it is."""
+    if not path.startswith("/") or posixpath.normpath(path) != path.rstrip("/") or "\0" in path:
+        return f"{path[:120]!r} must be an absolute, normalized path (no '..', '.' or '//')"
+    return None
 
 
 def check_environment(env: Environment) -> None:

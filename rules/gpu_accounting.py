@@ -1,6 +1,7 @@
 """Refuse pod specs that bypass the scheduler's GPU accounting (managed-Kubernetes GPU guidance).
 
-Every container of the attempt is checked: the main one and each replica group's (a gang)."""
+Every container of the attempt is checked: the main one, each replica group's (a gang), and every pod's init
+containers and sidecars."""
 from __future__ import annotations
 
 from opsched.proto.resources import QuantityError, is_accelerator, parse_quantity
@@ -10,8 +11,15 @@ DRIVER_PATH_HINTS = ("nvidia", "/dev/dri", "libcuda", "/usr/lib/x86_64-linux-gnu
 
 
 def containers(spec: OpSpec) -> list[tuple[str, Container]]:
-    """(prefix for messages, container): the main container, then one per replica group."""
-    return [("", spec.container)] + [(f"replica {g.name!r}: ", g.container) for g in spec.replicas]
+    """(prefix for messages, container): the main pod's (its init containers, main container and sidecars), then
+    each replica group's."""
+    pods = [("", spec)] + [(f"replica {g.name!r}: ", g) for g in spec.replicas]
+    out: list[tuple[str, Container]] = []
+    for prefix, pod in pods:
+        out += [(f"{prefix}init[{i}]: ", s.container) for i, s in enumerate(pod.init) if s.container is not None]
+        out.append((prefix, pod.container))
+        out += [(f"{prefix}sidecars[{i}]: ", c) for i, c in enumerate(pod.sidecars)]
+    return out
 
 
 def violations(spec: OpSpec) -> list[str]:

@@ -5,7 +5,8 @@ The levels are Kubernetes' Pod Security Standards: ``privileged`` (no restrictio
 default: no known privilege escalation) and ``restricted`` (hardened). On top of them, at ``baseline`` and
 ``restricted``, opsched refuses what would undo its own isolation: a projected service-account token
 volume (it undoes ``automountServiceAccountToken``), ``gitRepo`` volumes, ``secret`` volumes (and projected
-secrets) unless the queue sets ``allowSecretVolumes``, a toleration of every taint, and the system priority
+secrets) unless the queue sets ``allowSecretVolumes`` (the volume of an admin-declared connection's Secret, which
+``rules.podspec`` names ``opsched-conn-<name>``, is allowed: ``Policy.connection_secrets``), a toleration of every taint, and the system priority
 classes; and what the queue does not list: a ``serviceAccountName`` not in its ``serviceAccounts``, a token
 (``automountServiceAccountToken`` true, or unset with a service account named: the account's own setting,
 which mounts one by default) without ``allowServiceAccountToken``, a ``priorityClassName`` not in its
@@ -25,7 +26,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from opsched.proto.queues import DEFAULT_LEVEL, AllowableVolume, Level, QueuesConfig
+from opsched.proto.queues import DEFAULT_LEVEL, AllowableVolume, Connection, Level, QueuesConfig
+from opsched.rules.podspec import CONNECTION_VOLUME_PREFIX
 
 LEVELS: tuple[Level, ...] = ("privileged", "baseline", "restricted")  # least to most restrictive
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"  # Pod Security admission's namespace label
@@ -65,6 +67,8 @@ class Policy(NamedTuple):
     priority_class_names: tuple[str, ...] = ()  # its priorityClassNames: the pods' priorityClassName
     volumes: tuple[str, ...] = ()  # its allowVolumes: of ALLOWABLE_VOLUMES
     pull_secrets: tuple[str, ...] = ()  # its imagePullSecrets: the secrets its pods may pull images with
+    # (volume name, Secret name) of the admin-declared connections its op names: allowed without allowSecretVolumes
+    connection_secrets: tuple[tuple[str, str], ...] = ()
 
 
 # Each Policy field after queue and level: (the attribute of a Queue and of an admitted event that carries it,
@@ -80,13 +84,21 @@ CARRIED = {
 }
 
 
-def policy_of(queue: str, source: Any) -> Policy:
-    """The policy carried by ``source``: a ``proto.queues.Queue`` or an ``OperationAdmitted`` (same attributes)."""
+def policy_of(queue: str, source: Any, connections: Iterable[Connection] | None = None) -> Policy:
+    """The policy carried by ``source``: a ``proto.queues.Queue`` or an ``OperationAdmitted`` (same attributes),
+    with the Secrets of ``connections`` (default: the event's; they are checked against the configuration apart,
+    ``rules.connections``)."""
+    connections = getattr(source, "connections", ()) if connections is None else connections
     return Policy(queue, source.pod_security, secret_volumes=source.allow_secret_volumes,
                   service_accounts=tuple(source.service_accounts),
                   service_account_token=source.allow_service_account_token,
                   priority_class_names=tuple(source.priority_class_names), volumes=tuple(source.allow_volumes),
-                  pull_secrets=tuple(source.image_pull_secrets))
+                  pull_secrets=tuple(source.image_pull_secrets), connection_secrets=connection_secrets(connections))
+
+
+def connection_secrets(connections: Iterable[Connection]) -> tuple[tuple[str, str], ...]:
+    """(volume name, Secret name) of each connection with a Secret, as ``rules.podspec`` mounts it."""
+    return tuple((f"{CONNECTION_VOLUME_PREFIX}{c.name}", c.secret.name) for c in connections if c.secret is not None)
 
 
 def carried(policy: Policy) -> dict[str, Any]:
@@ -115,12 +127,13 @@ def _listed(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def policy_for(config: QueuesConfig, queue: str) -> Policy:
-    """The policy of ``queue`` in ``config``; an unknown queue gets the default level."""
+def policy_for(config: QueuesConfig, queue: str, connections: Iterable[Connection] = ()) -> Policy:
+    """The policy of ``queue`` in ``config`` for an op naming ``connections``; an unknown queue gets the default
+    level."""
     own = next((q for q in config.queues if q.name == queue), None)
     if own is None:
-        return Policy(queue)
-    return policy_of(queue, own)
+        return Policy(queue, connection_secrets=connection_secrets(connections))
+    return policy_of(queue, own, connections)
 
 
 def queue_namespace(namespace: str | None, default_namespace: str) -> str:
@@ -339,7 +352,7 @@ def _volumes(spec: dict[str, Any], policy: Policy, found: _Found) -> None:
         vol = vol if isinstance(vol, dict) else {}
         if "gitRepo" in vol:
             found.refuse(f"spec.volumes[{i}].gitRepo", vol["gitRepo"], "gitRepo volumes run git on the node")
-        if "secret" in vol and not policy.secret_volumes:
+        if "secret" in vol and not policy.secret_volumes and not _connection_secret(vol, policy):
             found.refuse(f"spec.volumes[{i}].secret", vol["secret"], "the queue does not set allowSecretVolumes")
         for kind in ALLOWABLE_VOLUMES:
             if kind in vol and kind not in policy.volumes:
@@ -354,6 +367,13 @@ def _volumes(spec: dict[str, Any], policy: Policy, found: _Found) -> None:
                              "a projected token undoes automountServiceAccountToken")
             if "secret" in source and not policy.secret_volumes:
                 found.refuse(f"{at}.secret", source["secret"], "the queue does not set allowSecretVolumes")
+
+
+def _connection_secret(volume: dict[str, Any], policy: Policy) -> bool:
+    """The Secret volume of an admin-declared connection the op names (its name and Secret as opsched mounts it)."""
+    secret = volume.get("secret")
+    return isinstance(secret, dict) and (volume.get("name"), secret.get("secretName")) in policy.connection_secrets \
+        and set(secret) == {"secretName"}
 
 
 def _identity(spec: dict[str, Any], policy: Policy, found: _Found) -> None:

@@ -1,7 +1,13 @@
 """Build the Pods of one attempt of an admitted operation, as plain dicts (fast to serialise).
 
 An attempt is one pod (the main container) or a gang: the main pod plus ``count`` pods per replica
-group, each with its group's container and the same labels, annotations and placement. Accelerators
+group, each with its group's container and the same labels, annotations and placement. A pod's init steps
+are its init containers, in order (``rules.init_steps``), its sidecars come after its main container, and a pod
+with either gets Polyaxon's context: an emptyDir ``opsched-context`` mounted at ``/plx-context`` in every
+container (and an emptyDir per init step ``path`` outside it, ``opsched-init-<k>``, mounted at that path in
+every container). A connection gives the container that names it its ``env`` and its Secret (mounted read-only
+at its ``mountPath``, volume ``opsched-conn-<name>``; else its ``items`` as ``secretKeyRef`` env vars; else
+``envFrom``): the main container gets the pod's ``connections``, an init step its own. Accelerators
 appear only as limits, with requests equal to limits. Labels carry the op id, queue, attempt, the
 pod's replica (``main`` or ``<group>-<i>``) and the gang size, so the watcher can map a pod back to
 its attempt from the API alone. Admission's placement (the flavor's node labels and tolerations) is
@@ -13,9 +19,10 @@ import json
 from typing import Any
 
 from opsched.proto.events import OperationAdmitted
+from opsched.proto.queues import DEFAULT_INIT_IMAGE, Connection
 from opsched.proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_accelerator, parse_quantity
-from opsched.proto.spec import Container, Environment
-from opsched.rules import rendezvous
+from opsched.proto.spec import CONTEXT_ROOT, Container, Environment, InitStep, OpSpec, ReplicaGroup
+from opsched.rules import init_steps, rendezvous
 from opsched.rules.naming import pod_names
 
 NVIDIA_RESOURCES = ("nvidia.com/gpu", GPU_MEMORY)  # their device plugins set NVIDIA_VISIBLE_DEVICES
@@ -50,6 +57,12 @@ ANNOTATION_TRACEPARENT = "opsched.io/traceparent"
 WATCHED_ANNOTATIONS = (*RELEASE_ANNOTATIONS, ANNOTATION_TRACEPARENT)  # what the pod watch reads of a pod
 
 
+CONTEXT_VOLUME = "opsched-context"  # Polyaxon's context, mounted at CONTEXT_ROOT
+INIT_VOLUME_PREFIX = "opsched-init-"  # + k: the k-th init step path outside CONTEXT_ROOT
+CONNECTION_VOLUME_PREFIX = "opsched-conn-"  # + a connection's name: its Secret
+RESERVED_VOLUMES = (CONTEXT_VOLUME, INIT_VOLUME_PREFIX, CONNECTION_VOLUME_PREFIX)  # names (or prefixes) of opsched's
+
+
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 PREFERRED_WEIGHT = 100  # the most a preferred term may weigh: the node admission placed the pod on
@@ -66,10 +79,9 @@ def build_pods(admitted: OperationAdmitted) -> list[dict[str, Any]]:
     size = len(names)
     hosts = list(admitted.preferred_hosts) + [""] * size
     pods = [build_pod(admitted, gang_size=size, host=hosts[0])]
-    replicas = [(f"{g.name}-{i}", g.container) for g in admitted.spec.replicas for i in range(g.count)]
-    for i, (name, (replica, container)) in enumerate(zip(names[1:], replicas), 1):
-        pods.append(build_pod(admitted, name=name, replica=replica, container=container, gang_size=size,
-                              host=hosts[i]))
+    replicas = [(f"{g.name}-{i}", g) for g in admitted.spec.replicas for i in range(g.count)]
+    for i, (name, (replica, group)) in enumerate(zip(names[1:], replicas), 1):
+        pods.append(build_pod(admitted, name=name, replica=replica, group=group, gang_size=size, host=hosts[i]))
     rendezvous.apply(pods)
     return pods
 
@@ -84,26 +96,28 @@ def rendezvous_service(admitted: OperationAdmitted) -> dict[str, Any] | None:
 
 
 def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: str = MAIN_REPLICA,
-              container: Container | None = None, gang_size: int | None = None,
+              group: ReplicaGroup | None = None, gang_size: int | None = None,
               host: str | None = None) -> dict[str, Any]:
-    """One pod of the attempt; by default its main pod (named by the admitted event). ``host``: the node it
-    prefers (admission's placement; default: the main pod's ``preferred_hosts``)."""
+    """One pod of the attempt: by default its main pod (named by the admitted event), else a pod of replica
+    ``group``. ``host``: the node it prefers (admission's placement; default: the main pod's ``preferred_hosts``)."""
     if host is None:
         host = admitted.preferred_hosts[0] if admitted.preferred_hosts else ""
     spec, env = admitted.spec, admitted.spec.environment
     size = gang_size if gang_size is not None else len(pod_names(admitted.op_id, admitted.attempt, spec))
+    init, containers, volumes = _containers(admitted, group if group is not None else spec)
     pod_spec: dict[str, Any] = {
         "restartPolicy": env.restart_policy or "Never",
-        "containers": [_container(container or spec.container)],
+        "containers": containers,
     }
     optional = {
+        "initContainers": init or None,
         **_placement(admitted),
         "affinity": preferring(env.affinity, host),
         "activeDeadlineSeconds": spec.termination.timeout or None,
         "priorityClassName": env.priority_class_name,
         "serviceAccountName": env.service_account_name,
         "automountServiceAccountToken": _automount(env),
-        "volumes": list(env.volumes) or None,
+        "volumes": [*env.volumes, *volumes] or None,
         "imagePullSecrets": [{"name": n} for n in env.image_pull_secrets] or None,
         "securityContext": env.security_context,
         "dnsPolicy": env.dns_policy,
@@ -201,6 +215,84 @@ def _placement(admitted: OperationAdmitted) -> dict[str, Any]:
         if toleration not in tolerations:
             tolerations.append(dict(toleration))
     return {"nodeSelector": selector or None, "tolerations": tolerations or None}
+
+
+def _containers(admitted: OperationAdmitted, pod: OpSpec | ReplicaGroup
+                ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A pod's init containers, its containers (the main one, then its sidecars) and the volumes opsched adds
+    (its context, its init paths', its connections' Secrets)."""
+    declared = {c.name: c for c in admitted.connections}
+    mounts, volumes = _context(pod.init, bool(pod.sidecars))
+    image = admitted.init_image or DEFAULT_INIT_IMAGE
+    init = []
+    for i, step in enumerate(pod.init):
+        connection = _declared(declared, step.connection) if step.connection else None
+        built = _mounted(_container(init_steps.container_of(step, i, image, connection)), mounts)
+        if connection is not None:
+            volumes += _connect(built, connection, git=step.git is not None)
+        init.append(built)
+    main = _mounted(_container(pod.container), mounts)
+    for name in pod.connections:
+        volumes += _connect(main, _declared(declared, name), git=False)
+    sidecars = [_mounted(_container(c), mounts) for c in pod.sidecars]
+    return init, [main, *sidecars], list({v["name"]: v for v in volumes}.values())
+
+
+def _declared(declared: dict[str, Connection], name: str) -> Connection:
+    if name not in declared:  # admission resolves every name it admits (``rules.connections``)
+        raise ValueError(f"connection {name!r} is named by the op but not declared on its admitted event")
+    return declared[name]
+
+
+def under_context(path: str) -> bool:
+    """Whether ``path`` is in the context volume (``CONTEXT_ROOT`` or below)."""
+    return path.rstrip("/") == CONTEXT_ROOT or path.startswith(CONTEXT_ROOT + "/")
+
+
+def _context(init: list[InitStep], sidecars: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The mounts every container of the pod gets, and their volumes: none without init steps or sidecars."""
+    if not init and not sidecars:
+        return [], []
+    mounts = [{"name": CONTEXT_VOLUME, "mountPath": CONTEXT_ROOT}]
+    volumes: list[dict[str, Any]] = [{"name": CONTEXT_VOLUME, "emptyDir": {}}]
+    outside = dict.fromkeys(s.path.rstrip("/") for s in init if s.path and not under_context(s.path))
+    for k, path in enumerate(outside):
+        mounts.append({"name": f"{INIT_VOLUME_PREFIX}{k}", "mountPath": path})
+        volumes.append({"name": f"{INIT_VOLUME_PREFIX}{k}", "emptyDir": {}})
+    return mounts, volumes
+
+
+def _mounted(container: dict[str, Any], mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    if mounts:
+        container["volumeMounts"] = [*container.get("volumeMounts", []), *(dict(m) for m in mounts)]
+    return container
+
+
+def _connect(container: dict[str, Any], connection: Connection, *, git: bool) -> list[dict[str, Any]]:
+    """Give ``container`` what ``connection`` holds (its env and its Secret, by name only); the volumes it needs.
+    A git step's container has the Secret mounted at ``init_steps.GIT_CREDENTIALS``, whatever it says."""
+    _add_env(container, [{"name": e.name, "value": e.value} for e in connection.env])
+    secret = connection.secret
+    if secret is None:
+        return []
+    path = init_steps.GIT_CREDENTIALS if git else secret.mount_path
+    if path is not None:
+        volume = f"{CONNECTION_VOLUME_PREFIX}{connection.name}"
+        container.setdefault("volumeMounts", []).append({"name": volume, "mountPath": path, "readOnly": True})
+        return [{"name": volume, "secret": {"secretName": secret.name}}]
+    if secret.items:
+        _add_env(container, [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": key}}}
+                             for key in secret.items])
+    else:
+        container.setdefault("envFrom", []).append({"secretRef": {"name": secret.name}})
+    return []
+
+
+def _add_env(container: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+    """``entries`` after the container's own env, before the ``NVIDIA_VISIBLE_DEVICES=void`` it may end with."""
+    env = container.setdefault("env", [])
+    at = len(env) - 1 if env and env[-1] == {"name": NVIDIA_VISIBLE_DEVICES, "value": VOID} else len(env)
+    env[at:at] = entries
 
 
 def _container(c: Container) -> dict[str, Any]:

@@ -5,20 +5,24 @@ the CLI validates a file before sending it (``opsched queues --apply``).
 from __future__ import annotations
 
 import hashlib
+import posixpath
+import re
 from pathlib import Path
 
 import msgspec
 import yaml
 
+from opsched.proto import k8s_names
 from opsched.proto.access import problems as access_problems
-from opsched.proto.limits import MAX_PRIORITY
-from opsched.proto.queues import Queue, QueuesConfig
+from opsched.proto.limits import MAX_CONNECTION_NAME_CHARS, MAX_PRIORITY
+from opsched.proto.queues import Connection, Queue, QueuesConfig
 from opsched.proto.resources import QuantityError, amount
 from opsched.proto.subjects import valid_token
 from opsched.rules.agent_checks import agent_problems
 from opsched.rules.pod_security import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES
 
 DEFAULT_FLAVOR = "default"  # the flavor of a resource whose quota names no flavor
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")  # an env var's name, as the API server takes it
 
 
 class QueuesConfigError(ValueError):
@@ -51,7 +55,49 @@ def problems(config: QueuesConfig) -> list[str]:
             problems.append(f"projectQueues.{project}: {queue!r} is not one of the queues {names}")
     for i, q in enumerate(config.queues):
         problems += _queue_problems(f"queues[{i}]", q, flavor_names)
+    if not config.init_image.strip():
+        problems.append("initImage: an image name is needed (the git and file init steps run it)")
+    problems += _connections_problems(config.connections, names)
     return problems + agent_problems(config) + access_problems(config.access)
+
+
+def _connections_problems(connections: list[Connection], queues: list[str]) -> list[str]:
+    """Connections: unique names, each a DNS label; a git one with a repository url; its secret and env as
+    Kubernetes takes them; the queues it names defined."""
+    out: list[str] = []
+    names = [c.name for c in connections]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        out.append(f"connections: the name {dup!r} is used twice")
+    for i, c in enumerate(connections):
+        at = f"connections[{i}]"
+        problem = k8s_names.dns_label(c.name, MAX_CONNECTION_NAME_CHARS)
+        if problem:
+            out.append(f"{at}.name: {problem}")
+        if c.kind == "git" and (c.schema_ is None or not c.schema_.url.strip()):
+            out.append(f"{at}.schema.url: a git connection names its repository (schema: {{url: ...}})")
+        if c.kind != "git" and c.schema_ is not None:
+            out.append(f"{at}.schema: only a git connection has a schema (a repository)")
+        out += [f"{at}.env[{j}].name: {e.name!r} is not an env var name" for j, e in enumerate(c.env)
+                if not ENV_NAME.match(e.name)]
+        out += [f"{at}.queues[{j}]: {q!r} is not one of the queues {queues}" for j, q in enumerate(c.queues)
+                if q not in queues]
+        if c.secret is not None:
+            out += _secret_problems(f"{at}.secret", c)
+    return out
+
+
+def _secret_problems(at: str, c: Connection) -> list[str]:
+    assert c.secret is not None
+    out: list[str] = []
+    problem = k8s_names.dns_subdomain(c.secret.name)
+    if problem:
+        out.append(f"{at}.name: {problem}")
+    out += [f"{at}.items[{j}]: {key!r} is not an env var name (each item becomes one)"
+            for j, key in enumerate(c.secret.items) if not ENV_NAME.match(key)]
+    path = c.secret.mount_path
+    if path is not None and (not path.startswith("/") or posixpath.normpath(path) != path.rstrip("/")):
+        out.append(f"{at}.mountPath: {path!r} must be an absolute, normalized path")
+    return out
 
 
 def _priority_problems(config: QueuesConfig) -> list[str]:
@@ -87,6 +133,8 @@ def _queue_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:
     if q.namespace in SYSTEM_NAMESPACES:
         out.append(f"{where}.namespace: {q.namespace!r} is a system namespace; opsched never schedules into "
                    f"{', '.join(SYSTEM_NAMESPACES)} (at any podSecurity level)")
+    if q.init_image is not None and not q.init_image.strip():
+        out.append(f"{where}.initImage: an image name is needed (or leave it out: the configuration's)")
     for j, name in enumerate(q.priority_class_names):
         if name in SYSTEM_PRIORITY_CLASSES:
             out.append(f"{where}.priorityClassNames[{j}]: {name!r} is a system priority class, for the cluster's own "

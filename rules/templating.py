@@ -4,17 +4,21 @@ What a container runs is rendered from its op's values with a sandboxed Jinja2 e
 (``jinja2.sandbox.ImmutableSandboxedEnvironment``, ``StrictUndefined``): the CLI renders it to refuse a
 bad file before publishing and for ``--dry-run``, admission renders it to refuse an op that arrived on
 the bus and to put what runs on ``OperationAdmitted``. Rendered fields: every container's ``image``,
-``command``, ``args``, ``env`` values and ``workingDir`` (the main container and each replica group's);
-``queue`` and node selector values are rendered by admission with ``render_text``.
+``command``, ``args``, ``env`` values and ``workingDir`` (every pod's main container, init steps' containers and
+sidecars: ``proto.spec.all_containers``); ``queue`` and node selector values are rendered by admission with ``render_text``.
 
 Names a template may use (``template_values``): every input, output and param by its bare name
 (``{{ lr }}``), the same under ``params.``/``inputs.``/``outputs.``, and ``globals.*``: ``uuid`` (and
-``run_uuid``: the op id), ``name``, ``project_name``, ``owner_name``, ``created_at`` (ISO 8601),
-``iteration`` (a sweep trial's index, else None), ``namespace``, ``run_artifacts_path`` and
-``run_outputs_path``. A global is also reachable by its bare name unless a param has that name.
+``run_uuid``: the op id), ``name``, ``project_name``, ``project_unique_name`` (``<owner>.<project>``),
+``run_info`` (``<owner>.<project>.runs.<uuid>``), ``owner_name``, ``created_at`` and ``compiled_at`` (ISO 8601),
+``cloning_kind`` and ``original_uuid`` (a restart's or copy's), ``iteration`` (a sweep trial's index, else None),
+``namespace``, ``context_path`` (``/plx-context``), ``artifacts_path`` (``/plx-context/artifacts``: where init steps
+write), ``run_artifacts_path`` and ``run_outputs_path``. A global is also reachable by its bare name unless a param
+has that name.
 
-``OpSpec.to_env`` (Polyaxon's ``toEnv``) sets an env var on every container of the op to a param's
-value: strings as written, booleans ``true``/``false``, None empty, anything else as JSON.
+``OpSpec.to_env`` (Polyaxon's ``toEnv``) sets an env var on the main container of every pod of the op (a
+pytorchjob's master and workers) to a param's value: strings as written, booleans ``true``/``false``, None empty,
+anything else as JSON.
 
 Templates render in a bounded sandbox (``rules.template_sandbox``: source, depth, the size of every value,
 output and time, all of one op's templates sharing one time budget). Every failure of any kind is a
@@ -27,7 +31,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from jinja2 import TemplateError as JinjaError
@@ -35,7 +39,8 @@ from jinja2 import UndefinedError
 from jinja2.exceptions import SecurityError, TemplateSyntaxError
 
 from opsched.proto.queues import QueuesConfig
-from opsched.proto.spec import Container, EnvVar, OpSpec
+from opsched.proto.spec import ARTIFACTS_PATH, CONTEXT_ROOT, Container, EnvVar, OpSpec, ReplicaGroup, all_containers
+from opsched.proto.spec_checks import dotted
 from opsched.proto.template_markers import MARKERS, has_template  # noqa: F401 - re-exported
 from opsched.rules.template_sandbox import render, time_budget
 from opsched.rules.value_bounds import OutOfTime, ValueTooLarge
@@ -53,16 +58,15 @@ class TemplateError(ValueError):
 
 
 def format_path(path: Path) -> str:
-    """("container", "args", 0) -> "container.args[0]"."""
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+    """("container", "args", 0) -> "container.args[0]" (``proto.spec_checks.dotted``)."""
+    return dotted(path)
 
 
 @dataclass(frozen=True)
 class Globals:
-    """Polyaxon's ``globals.*`` of one op: who and where it is."""
+    """Polyaxon's ``globals.*`` of one op: who and where it is. ``compiled_at``: when it was rendered for this
+    attempt (admission's clock; None: not known); ``cloning_kind`` and ``original_uuid``: a restart's or copy's
+    relation to the op it was made from (``restart``/``copy``, its id)."""
 
     uuid: str
     name: str
@@ -72,25 +76,35 @@ class Globals:
     iteration: int | None = None
     namespace: str = "default"
     artifacts_root: str = "/plx-context/artifacts"  # Polyaxon's (QueuesConfig.artifacts_root)
+    compiled_at: datetime | None = None
+    cloning_kind: str | None = None
+    original_uuid: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         run_path = f"{self.artifacts_root.rstrip('/')}/{self.uuid}"
+        project = f"{self.owner_name}.{self.project_name}"
         return {
             "uuid": self.uuid, "run_uuid": self.uuid, "name": self.name, "project_name": self.project_name,
+            "project_unique_name": project, "run_info": f"{project}.runs.{self.uuid}",
             "owner_name": self.owner_name, "iteration": self.iteration, "namespace": self.namespace,
             "created_at": self.created_at.isoformat() if self.created_at else None,
+            "compiled_at": self.compiled_at.isoformat() if self.compiled_at else None,
+            "cloning_kind": self.cloning_kind, "original_uuid": self.original_uuid,
+            "context_path": CONTEXT_ROOT, "artifacts_path": ARTIFACTS_PATH,
             "run_artifacts_path": run_path, "run_outputs_path": f"{run_path}/outputs",
         }
 
 
 def globals_for(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, namespace: str,
-                created_at: datetime, requested_by: str | None) -> Globals:
+                created_at: datetime, requested_by: str | None, compiled_at: datetime | None = None,
+                cloning_kind: str | None = None, original_uuid: str | None = None) -> Globals:
     """The op's ``globals.*``: its queue's namespace and artifacts root (else the config's)."""
     own = next((q for q in config.queues if q.name == queue), None)
     return Globals(uuid=op_id, name=spec.name, project_name=spec.project, owner_name=requested_by or "default",
                    created_at=created_at, iteration=spec.iteration,
                    namespace=(own.namespace if own and own.namespace else namespace),
-                   artifacts_root=(own.artifacts_root if own and own.artifacts_root else config.artifacts_root))
+                   artifacts_root=(own.artifacts_root if own and own.artifacts_root else config.artifacts_root),
+                   compiled_at=compiled_at, cloning_kind=cloning_kind or None, original_uuid=original_uuid or None)
 
 
 def template_values(spec: OpSpec, globs: Globals) -> dict[str, Any]:
@@ -161,7 +175,7 @@ def _reason(exc: Exception) -> str:
 
 def needs_rendering(spec: OpSpec) -> bool:
     """Does any rendered field of any container hold a template?"""
-    return any(has_template(text) for c in (spec.container, *(g.container for g in spec.replicas))
+    return any(has_template(text) for _, c in all_containers(spec)
                for text in (c.image, c.working_dir, *c.command, *c.args, *(e.value for e in c.env)))
 
 
@@ -199,12 +213,28 @@ def _render_spec(spec: OpSpec, globs: Globals, errors: list[TemplateError] | Non
             errors.append(exc)
             return text
     extra = _to_env(spec, values, errors)
-    main = _container(spec.container, render, extra, ("container",))
-    groups = [msgspec.structs.replace(g, container=_container(g.container, render, extra, ("replicas", i, "container")))
-              for i, g in enumerate(spec.replicas)]
-    if main is spec.container and all(a.container is b.container for a, b in zip(groups, spec.replicas)):
+    groups = [_pod(g, render, extra, ("replicas", i)) for i, g in enumerate(spec.replicas)]
+    out = _pod(spec, render, extra, ())
+    if out is spec and all(a is b for a, b in zip(groups, spec.replicas)):
         return spec
-    return msgspec.structs.replace(spec, container=main, replicas=groups)
+    return msgspec.structs.replace(out, replicas=groups)
+
+
+Pod = TypeVar("Pod", OpSpec, ReplicaGroup)
+
+
+def _pod(pod: Pod, render: Callable[[str, Path], str], extra: list[EnvVar], at: Path) -> Pod:
+    """``pod`` (the op's main pod, or a replica group) with its containers rendered; ``extra`` (``toEnv``) goes
+    to its main container only, as Polyaxon gives params to the main container."""
+    main = _container(pod.container, render, extra, at + ("container",))
+    init = [s if s.container is None else msgspec.structs.replace(
+        s, container=_container(s.container, render, [], at + ("init", i, "container")))
+        for i, s in enumerate(pod.init)]
+    sidecars = [_container(c, render, [], at + ("sidecars", i)) for i, c in enumerate(pod.sidecars)]
+    if main is pod.container and all(a.container is b.container for a, b in zip(init, pod.init)) \
+            and all(a is b for a, b in zip(sidecars, pod.sidecars)):
+        return pod
+    return msgspec.structs.replace(pod, container=main, init=init, sidecars=sidecars)
 
 
 def _to_env(spec: OpSpec, values: dict[str, Any], errors: list[TemplateError] | None) -> list[EnvVar]:

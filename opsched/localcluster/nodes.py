@@ -351,13 +351,17 @@ def _container_status(pod: dict[str, Any], c: dict[str, Any], state: dict[str, A
 
 
 def running_status(pod: dict[str, Any], pod_ip: str, host_ip: str) -> dict[str, Any]:
+    """Running, its init containers (if any) having completed, in order, as a kubelet reports them."""
     now = now_rfc3339()
-    return {
+    status = {
         "phase": "Running", "startTime": now, "hostIP": host_ip, "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
         "conditions": _conditions("True", now),
         "containerStatuses": [_container_status(pod, c, {"running": {"startedAt": now}})
                               for c in pod["spec"]["containers"]],
     }
+    done = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}
+    init = [_container_status(pod, c, done) | {"ready": True} for c in pod["spec"].get("initContainers") or []]
+    return {**status, "initContainerStatuses": init} if init else status
 
 
 def terminal_status(pod: dict[str, Any], exit_codes: dict[str, int], *, reason: str | None = None,

@@ -8,7 +8,8 @@ args (``["sh", "-c", "sleep 2; exit 1"]``), else 1 s and 0. ``opsched.io/sim-exi
 (the last value repeats), and wins over ``sim-exit-code``: an op that fails twice, then succeeds
 (details in ``nodes.pod_behaviour``). ``activeDeadlineSeconds`` is honoured
 (reason DeadlineExceeded), and deletions are confirmed with grace period 0, as a kubelet would.
-restartPolicy is ignored (containers are never restarted). Like a kubelet it rides out an API-server
+restartPolicy is ignored (containers are never restarted). A pod's init containers are reported completed, in
+order, when it starts (``status.initContainerStatuses``); nothing runs, so a Secret it names need not exist. Like a kubelet it rides out an API-server
 restart: its watch re-lists after 410 Gone, a dropped connection or a silent one (client read timeout),
 and a timed transition that fails because the API is unreachable is tried again, never dropped.
 

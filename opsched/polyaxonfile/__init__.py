@@ -26,7 +26,8 @@ Where each part is read (each module's docstring says what it accepts):
     reading the file, safe YAML, and the line/column of each error; ``errors``: the error types.
   * ``fields`` (field types and the base model), ``models_operation`` (version, scheduling fields,
     overrides, plugins), ``models_run`` (job, pytorchjob), ``models_container`` (container,
-    environment), ``models_k8s`` (Kubernetes structures: affinity, probes, lifecycle, ...),
+    environment), ``models_init`` (a pod's init steps, sidecars and connections), ``models_k8s``
+    (Kubernetes structures: affinity, probes, lifecycle, ...),
     ``models_schedule``, ``models_matrix``.
   * ``params``: params, inputs and outputs, toEnv; ``convert``: precedence and the OpSpec;
     ``templates``: every template rendered once, errors located; ``hashing``: ``component_hash``.

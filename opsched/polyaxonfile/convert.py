@@ -6,7 +6,9 @@
     compiles an operation. ``name`` falls back to the file's stem.
   * The run section gives the container, the environment and the replica groups: ``run.volumes``
     is merged in before ``run.environment.volumes``; a pytorchjob's master container is
-    ``OpSpec.container`` and its worker section one ``ReplicaGroup`` (see ``models_run``).
+    ``OpSpec.container`` and its worker section one ``ReplicaGroup`` (see ``models_run``). A pod's
+    ``init``, ``sidecars`` and ``connections`` (a job's run, a pytorchjob's master) are the OpSpec's;
+    a worker section's, its group's (``models_init``).
   * A sweep's ``Trial`` adds its params and gives the op its ``iteration`` and the name
     ``<name>-<iteration>`` (``rules.trial_names``).
 """
@@ -23,13 +25,14 @@ from opsched.polyaxonfile.errors import Loc, Problem, Problems
 from opsched.polyaxonfile.fields import split_queue, valid_name
 from opsched.polyaxonfile.hashing import component_hash
 from opsched.polyaxonfile.models_container import ContainerModel
+from opsched.polyaxonfile.models_init import init_steps, sidecars_of
 from opsched.polyaxonfile.models_operation import (
     ComponentModel,
     HookModel,
     OperationModel,
     OverridesModel,
 )
-from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel, check_run
+from opsched.polyaxonfile.models_run import JobRunModel, KFReplicaModel, PytorchJobRunModel, check_run
 from opsched.polyaxonfile.params import io_and_params
 from opsched.polyaxonfile.patching import DEFAULT_STRATEGY, Section, patch_value
 from opsched.polyaxonfile.templates import hook_problems, template_problems
@@ -81,18 +84,25 @@ def _container(model: ContainerModel) -> Container:
     return msgspec.convert(model.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True), Container)
 
 
+def _pod(section: JobRunModel | KFReplicaModel) -> dict[str, Any]:
+    """A pod's init steps, sidecars and connections (``models_init``), as OpSpec and ReplicaGroup name them."""
+    return {"init": init_steps(section.init), "sidecars": sidecars_of(section.sidecars),
+            "connections": list(section.connections)}
+
+
 def _run_parts(run: JobRunModel | PytorchJobRunModel
-               ) -> tuple[Container, Environment, list[ReplicaGroup]]:
-    """The main container, the environment and the replica groups of a validated run."""
+               ) -> tuple[Container, Environment, list[ReplicaGroup], dict[str, Any]]:
+    """The main container, the environment, the replica groups of a validated run, and the main pod's init steps,
+    sidecars and connections."""
     if isinstance(run, JobRunModel):
-        return _container(run.container), _environment(run), []
+        return _container(run.container), _environment(run), [], _pod(run)
     replicas = []
     if run.worker is not None:
         replicas.append(ReplicaGroup(name="worker", count=_first(run.worker.replicas, 1),
-                                     container=_container(run.worker.container)))
+                                     container=_container(run.worker.container), **_pod(run.worker)))
     # Polyaxon puts environment in each replica; opsched rejects it (check_run), so the
     # pytorchjob gets the default environment.
-    return _container(run.master.container), Environment(), replicas
+    return _container(run.master.container), Environment(), replicas, _pod(run.master)
 
 
 def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fallback: str,
@@ -156,7 +166,7 @@ def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel
     def pick(attr: str) -> Any:  # the component's value patched by the operation's
         return patch_value(getattr(comp, attr), getattr(op, attr) if op is not None else None, strategy)
 
-    container, environment, replicas = _run_parts(comp.run)
+    container, environment, replicas, pod = _run_parts(comp.run)
     agent, queue = split_queue(_first(extra.queue, pick("queue")))
     name = pick("name") or fallback
     return OpSpec(
@@ -174,7 +184,7 @@ def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel
         cost=pick("cost"),
         tags=pick("tags") or [],
         run_kind=comp.run.kind,
-        component_hash=component_hash(container, environment, replicas, comp.run.kind),
+        component_hash=component_hash(container, environment, replicas, comp.run.kind, pod),
         priority_class=_first(extra.priority_class, pick("priority_class")),
         preemptible=_first(extra.preemptible, pick("preemptible"), True),
         replicas=replicas,
@@ -182,6 +192,7 @@ def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel
         iteration=trial.iteration if trial else None,
         description=pick("description"),
         clean_pod_policy=getattr(comp.run, "clean_pod_policy", None),
+        **pod,
     )
 
 

@@ -6,15 +6,15 @@ the parser does (version, kind, matrix). ``tests/unit/test_polyaxonfile_fields.p
 
 Refused ("not supported by opsched yet", or a message of ``REFUSED_MESSAGES``): the keys of
 ``UNSUPPORTED`` wherever they appear — features that would change what runs or when if dropped
-(DAG features, ``urlRef``, init containers and sidecars, connections, ...), ``pathRef``/``hubRef``/``runPatch``
-anywhere but where they are read before validation (an operation, its hooks: ``references``, ``overlays``),
-``patchStrategy`` on a component, ``schedule`` on a plain
-submit (``opsched schedule FILE`` reads it), the plugins of ``PLUGINS_REFUSED`` when set, a job's
-``restartPolicy: Always``, ``hostNetwork``/``hostPID``/``hostIPC: true``, a pytorchjob's
-``cleanPodPolicy: None``, ``isFlag``/``argFormat``/``toInit``/``connection`` on inputs and params.
+(DAG features, ``urlRef``, ``envFrom``, ...), ``pathRef``/``hubRef``/``runPatch`` anywhere but where they are read
+before validation (an operation, its hooks: ``references``, ``overlays``), ``patchStrategy`` on a component,
+``schedule`` on a plain submit (``opsched schedule FILE`` reads it), the plugins of ``PLUGINS_REFUSED`` when set, a
+job's ``restartPolicy: Always``, ``hostNetwork``/``hostPID``/``hostIPC: true``, a pytorchjob's
+``cleanPodPolicy: None``, ``isFlag``/``argFormat``/``toInit``/``connection`` on inputs and params, the init kinds that
+read an artifacts store (``artifacts``, ``paths``, ``dockerfile``, ``tensorboard``, the refs: ``models_init``).
 
 Warned: ``WARNED`` — fields that change neither scheduling nor the pod in opsched: the plugins of
-``PLUGINS_WARNED`` when set, and the descriptions of inputs and outputs. The CLI prints a
+``PLUGINS_WARNED`` when set, the descriptions of inputs and outputs, an init file's ``kind``. The CLI prints a
 ``SpecWarning`` and the op records them (``OpSpec.ignored``), so ``opsched ops`` and ``why`` show them.
 Every other key is an error ("unknown field").
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 # Keys Polyaxon or Kubernetes accept that opsched refuses: ignoring them would change the run.
 UNSUPPORTED = frozenset({
-    "init", "sidecars", "connections", "envFrom", "valueFrom", "nodeName", "schedulerName",
+    "envFrom", "valueFrom", "nodeName", "schedulerName",
     "priority",  # run.environment.priority (a raw pod priority); use priorityClassName
     "schedulingPolicy", "elasticPolicy", "nProcPerNode",  # pytorchjob: change how the gang runs
     "earlyStopping",  # matrix: would stop a sweep early
@@ -56,7 +56,8 @@ PLUGINS_REFUSED = ("auth", "docker", "shm", "mountArtifactsStore", "sidecar", "a
 PLUGINS_WARNED = ("collectArtifacts", "collectLogs", "collectResources", "syncStatuses", "externalHost",
                   "logLevel", "notifications")
 WARNED = frozenset({*(f"plugins.{p}" for p in PLUGINS_WARNED), "inputs.description", "outputs.description",
-                    "hooks.disableDefaults"})  # no default hooks or presets in opsched
+                    "hooks.disableDefaults",  # no default hooks or presets in opsched
+                    "init.file.kind"})  # an artifact kind for Polyaxon's lineage
 SUPPORTED_VERSIONS = ("1", "1.0", "1.1")
 RUN_KINDS_SUPPORTED = ("job", "pytorchjob")
 RUN_KINDS_KNOWN = frozenset({

@@ -9,7 +9,10 @@
     Environment: Polyaxon has no run-level ``environment``/``volumes`` for a pytorchjob (they are
     per replica), and OpSpec has no per-replica environment yet, so both ``run.environment`` and
     ``run.<replica>.environment``/``volumes`` are errors, and a pytorchjob gets the default
-    environment (admission still adds its flavor's node selector and tolerations).
+    environment (admission still adds its flavor's node selector and tolerations). ``init``,
+    ``sidecars`` and ``connections`` are per replica (``models_init``): the master's are the main
+    pod's (``OpSpec.init``, ...), the worker's its group's (``ReplicaGroup.init``, ...); at the run
+    level of a pytorchjob they are errors, as in Polyaxon.
     ``cleanPodPolicy``: Running (default: workers still running when the job ends are deleted) or All
     (every pod of the gang is deleted once it ends; OpSpec.clean_pod_policy); None is refused.
     ``schedulingPolicy``, ``elasticPolicy`` and ``nProcPerNode`` are errors (not supported yet).
@@ -28,6 +31,7 @@ from opsched.polyaxonfile.models_container import (
     check_metadata,
     check_resources,
 )
+from opsched.polyaxonfile.models_init import Connections, Init, Sidecars, container_of, pod_parts_problems
 from opsched.proto.limits import MAX_PODS_PER_OP
 
 
@@ -36,19 +40,25 @@ class JobRunModel(Model):
     container: ContainerModel
     environment: EnvironmentModel = EnvironmentModel()
     volumes: list[dict[str, Any]] = []
+    init: Init = []
+    sidecars: Sidecars = []
+    connections: Connections = []
 
 
 class KFReplicaModel(Model):
     """Polyaxon's V1KFReplica: one replica section (master, worker) of a distributed run.
 
     ``environment`` and ``volumes`` are read only to be rejected by ``check_run`` (per-replica
-    placement is not supported yet); init, sidecars and connections are in ``UNSUPPORTED``.
+    placement is not supported yet); ``init``, ``sidecars`` and ``connections`` are its pods' own.
     """
 
     replicas: Int | None = None
     container: ContainerModel
     environment: Any = None
     volumes: Any = None
+    init: Init = []
+    sidecars: Sidecars = []
+    connections: Connections = []
 
 
 def _clean_pod_policy(value: Any) -> Any:
@@ -68,6 +78,9 @@ class PytorchJobRunModel(Model):
     worker: KFReplicaModel | None = None
     environment: Any = None
     volumes: Any = None
+    init: Any = None
+    sidecars: Any = None
+    connections: Any = None
 
 
 _REPLICA_UNSUPPORTED = {
@@ -75,19 +88,22 @@ _REPLICA_UNSUPPORTED = {
                     "adds the flavor's node selector and tolerations)"),
     "volumes": "per-replica volumes are not supported yet; leave them out",
 }
+_PER_REPLICA = ("init", "sidecars", "connections")  # a pytorchjob's: set in master and worker, not at its run level
 
 
 def check_run(run: JobRunModel | PytorchJobRunModel, loc: Loc) -> list[Problem]:
     """Resources of every container of the run, and the pytorchjob's replica rules."""
     if isinstance(run, JobRunModel):
         return (check_resources(run.container.resources, loc + ("container", "resources"))
-                + check_metadata(run.environment, loc + ("environment",)))
+                + check_metadata(run.environment, loc + ("environment",)) + _pod_problems(run, loc))
     problems: list[Problem] = []
     for key, unsupported in _REPLICA_UNSUPPORTED.items():
         if key in run.model_fields_set:
             msg = (f"a pytorchjob has no run-level {key} in Polyaxon (only per replica), "
                    f"and {unsupported}")
             problems.append((loc + (key,), msg))
+    problems += [(loc + (key,), f"a pytorchjob has no run-level {key} in Polyaxon: set it per replica "
+                                f"(master.{key}, worker.{key})") for key in _PER_REPLICA if key in run.model_fields_set]
     problems += _replica_counts(run, loc)
     for section, replica in (("master", run.master), ("worker", run.worker)):
         if replica is None:
@@ -97,7 +113,13 @@ def check_run(run: JobRunModel | PytorchJobRunModel, loc: Loc) -> list[Problem]:
                 problems.append((loc + (section, key), msg))
         problems += check_resources(replica.container.resources,
                                     loc + (section, "container", "resources"))
+        problems += _pod_problems(replica, loc + (section,))
     return problems
+
+
+def _pod_problems(pod: JobRunModel | KFReplicaModel, loc: Loc) -> list[Problem]:
+    """A pod's init steps, sidecars and connections (``models_init``)."""
+    return pod_parts_problems(container_of(pod.container, "main"), pod.init, pod.sidecars, pod.connections, loc)
 
 
 def _replica_counts(run: PytorchJobRunModel, loc: Loc) -> list[Problem]:

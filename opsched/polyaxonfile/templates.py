@@ -3,7 +3,7 @@
 The spec is rendered exactly as admission will render it (``rules.templating``), with stand-in globals
 (an op id of ``PREVIEW_UUID``, created now); each ``TemplateError`` becomes a problem located at the
 field of the polyaxonfile it came from (``run.container.args[0]``, ``run.worker.container.command[1]``,
-``queue``, ``run.environment.nodeSelector.<key>``).
+``run.init[0].container.image``, ``run.sidecars[1].env``, ``queue``, ``run.environment.nodeSelector.<key>``).
 """
 from __future__ import annotations
 
@@ -75,9 +75,11 @@ def hook_problems(follow: OpSpec, spec: OpSpec, declared: list[str], where: Loc)
 
 
 def _yaml_loc(path: tuple, spec: OpSpec, base: Loc) -> Loc:
+    """Where a field of the OpSpec (``container.args[0]``, ``init[1].container.image``, ``sidecars[0].env``,
+    ``replicas[0].container.command``) was written: under the run, a pytorchjob's master or worker section."""
     run: Loc = base + ("run",)
-    if path[:1] == ("container",):
-        return run + (("master", "container") if spec.run_kind == "pytorchjob" else ("container",)) + path[1:]
+    if path[:1] in (("container",), ("init",), ("sidecars",)):
+        return run + (("master",) if spec.run_kind == "pytorchjob" else ()) + path
     if path[:1] == ("replicas",) and len(path) > 2:
         return run + (spec.replicas[path[1]].name,) + path[2:]
     return ()

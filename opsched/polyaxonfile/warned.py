@@ -7,12 +7,13 @@ from pydantic.alias_generators import to_snake
 from opsched.polyaxonfile.errors import Loc
 from opsched.polyaxonfile.keys import PLUGINS_WARNED
 from opsched.polyaxonfile.models_operation import ComponentModel, HookModel, OperationModel
+from opsched.polyaxonfile.models_run import JobRunModel
 
 
 def warned_fields(op: OperationModel | None, comp: ComponentModel, base: Loc,
                   hooks: list[tuple[HookModel, Loc]]) -> list[str]:
     """Dotted paths, in file order: plugins that only collect or notify, descriptions of inputs/outputs, a hook's
-    ``disableDefaults`` (``hooks``: those that run, each with where it was written)."""
+    ``disableDefaults`` (``hooks``: those that run, each with where it was written), init files' ``kind``."""
     out: list[Loc] = []
     for layer, at in ((op, ()), (comp, base)):
         plugins = layer.plugins if layer is not None else None
@@ -21,4 +22,9 @@ def warned_fields(op: OperationModel | None, comp: ComponentModel, base: Loc,
     for section in ("inputs", "outputs"):
         out += [base + (section, i, "description") for i, io in enumerate(getattr(comp, section)) if io.description]
     out += [at + ("disableDefaults",) for hook, at in hooks if hook.disable_defaults is not None]
+    run = comp.run
+    pods = [(("run",), run)] if isinstance(run, JobRunModel) else \
+        [(("run", name), section) for name in ("master", "worker") if (section := getattr(run, name)) is not None]
+    out += [base + at + ("init", i, "file", "kind") for at, pod in pods for i, step in enumerate(pod.init)
+            if step.file is not None and step.file.kind is not None]
     return [".".join(map(str, loc)) for loc in out]

@@ -42,7 +42,8 @@ from opsched.proto.events import (
     RetryScheduled,
 )
 from opsched.proto.lifecycle import CACHE_HIT_REASON
-from opsched.proto.reasons import Failure, Preemption, Reason
+from opsched.proto.reasons import Failure, Preemption, Reason, Refusal
+from opsched.rules import connections
 from opsched.rules.failures import is_infrastructure, why_final
 from opsched.rules.naming import pod_name, pod_names
 from opsched.rules.pod_security import carried, run_policy
@@ -66,6 +67,7 @@ from opsched.services.admission.state.admission_state import AdmissionState, OpR
 from opsched.services.admission.state.snapshot import same
 from opsched.services.runtime.sealing import UNSEALABLE_ENV, Sealer, Unsealable
 
+UNKNOWN_CONNECTION = Refusal.UNKNOWN_CONNECTION  # a connection the configuration no longer declares for the op
 VERIFY = os.environ.get("OPSCHED_VERIFY_SNAPSHOT") == "1"  # tests: compare the tracked snapshot with a build
 LOOKAHEAD = 16
 PREEMPTION_PLANS_PER_CYCLE = 4
@@ -276,7 +278,8 @@ class Cycle:
         try:  # checked at submit and resume, so it renders; were it not to, no pod runs braces
             written = self.sealer.unseal(op.spec)
             spec = rendered(op.op_id, written, op.queue, self.book.config, namespace=self.namespace,
-                            created_at=op.submitted_at, requested_by=op.requested_by)
+                            created_at=op.submitted_at, requested_by=op.requested_by, compiled_at=self.now,
+                            cloning_kind=op.history.relation, original_uuid=op.history.original_op_id)
             spec = op.spec if spec is written else self.sealer.seal(spec)
         except Unsealable as exc:
             return OperationRejected(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=UNSEALABLE_ENV,
@@ -284,6 +287,10 @@ class Cycle:
         except TemplateError as exc:
             return OperationRejected(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=INVALID_TEMPLATE,
                                      message=f"cannot render the op's templates: {exc}")
+        pods, unusable = connections.admitted_fields(spec, self.book.config, op.queue)
+        if unusable:  # checked at submit; the configuration changed since
+            return OperationRejected(op_id=op.op_id, at=self.now, attempt=op.attempt, reason=UNKNOWN_CONNECTION,
+                                     message="; ".join(unusable))
         op.flavors, op.assumed_nodes = dict(verdict.flavors), verdict.nodes  # counted when applied
         queue = self.book.queues[op.queue]
         allowed = run_policy(self.book.config, op.queue, self.namespace)  # what the dispatcher checks it against
@@ -295,7 +302,7 @@ class Cycle:
             flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
             borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op),
             pending_timeout_s=queue.pending_timeout_seconds, **carried(policy), preferred_hosts=verdict.hosts,
-            agent=verdict.agent)
+            agent=verdict.agent, **pods)
 
     def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
         op.blocked = verdict.reasons

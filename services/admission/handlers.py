@@ -32,6 +32,7 @@ from opsched.proto.queues import not_covered
 from opsched.proto.reasons import Ending, Reason, Refusal
 from opsched.proto.reasons import message as reason_message
 from opsched.proto.spec import EnvVar, OpSpec
+from opsched.rules import connections
 from opsched.rules.conditions import ConditionError
 from opsched.rules.spec_size import SPEC_TOO_LARGE, too_large
 from opsched.rules.templating import TemplateError
@@ -200,6 +201,10 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
         return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=Refusal.UNKNOWN_PRIORITY_CLASS, message=str(exc))]
     except PriorityTooHigh as exc:
         return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=TOO_HIGH, message=str(exc))]
+    unusable = connections.resolve(spec, book.config, queue)[1]
+    if unusable:
+        return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=Refusal.UNKNOWN_CONNECTION,
+                                  message="; ".join(unusable))]
     return [OperationSubmitted(op_id=cmd.op_id, at=now, spec=spec, queue=queue, submitted_at=now, priority=priority,
                                requested_by=cmd.requested_by or None, request_id=cmd.request_id)]
 

@@ -9,6 +9,7 @@ resume with new params and each scheduled run get their own values; a retry rend
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -32,12 +33,13 @@ INVALID_CONDITION = Refusal.INVALID_CONDITION
 
 
 def rendered(op_id: str, spec: OpSpec, queue: str, config: QueuesConfig, *, namespace: str,
-             created_at: datetime, requested_by: str | None) -> OpSpec:
-    """``spec`` with every container rendered (raises ``TemplateError``)."""
+             created_at: datetime, requested_by: str | None, **lineage: Any) -> OpSpec:
+    """``spec`` with every container rendered (raises ``TemplateError``); ``lineage``: ``compiled_at``,
+    ``cloning_kind``, ``original_uuid`` (``rules.templating.globals_for``)."""
     if not spec.to_env and not needs_rendering(spec):
         return spec  # most ops: nothing to render (and no globals to build)
     globs = globals_for(op_id, spec, queue, config, namespace=namespace, created_at=created_at,
-                        requested_by=requested_by)
+                        requested_by=requested_by, **lineage)
     return render_spec(spec, globs)
 
 

@@ -13,11 +13,13 @@ What does not change the result stays out: the op's name, queue, priority, resou
 (node selector, tolerations, affinity), termination, cost, tags and the cache settings themselves
 other than ``io`` and ``sections``.
 
-Notes on the sections: opsched's spec has no ``init`` or ``connections`` yet (the edge refuses
-them), so they add nothing today; when they arrive, every field of theirs goes into the key (Polyaxon
-computes the non-container ``init`` fields, e.g. git refs, and then forgets to add them). Leaving
-``containers`` out of ``cache.sections`` means the user declares that the command and args do not
-change the result: only then are they left out.
+Notes on the sections: ``init`` (every pod's init steps, every field: a git step's url, revision and
+flags, a file's content; Polyaxon computes the non-container ``init`` fields, e.g. git refs, and then forgets
+to add them) and ``connections`` (the names every pod's containers and steps use) are in the key unless
+``cache.sections`` leaves them out; the sidecars are containers (under the same rules as the main one). A pod
+without init steps, sidecars or connections keys exactly as before they existed. Leaving ``containers`` out of
+``cache.sections`` means the user declares that the command and args do not change the result: only then are
+they left out.
 """
 from __future__ import annotations
 
@@ -45,23 +47,40 @@ def key_document(spec: OpSpec) -> dict[str, Any]:
     io = set(spec.cache.io) if spec.cache.io is not None else None
     sections = set(spec.cache.sections) if spec.cache.sections is not None else set(DEFAULT_SECTIONS)
     with_commands = "containers" in sections
+    component: dict[str, Any] = {
+        "main": _container(spec.container, with_commands),
+        "replicas": [{"name": g.name, "count": g.count, "container": _container(g.container, with_commands),
+                      **_pod_extras(g, sections, with_commands)} for g in spec.replicas],
+        "volumes": _canonical(spec.environment.volumes),
+        **_pod_extras(spec, sections, with_commands),
+    }
     return {
         "v": KEY_VERSION,
         "project": spec.project,
         "kind": spec.run_kind,
         "runtime": spec.run_kind,  # opsched's run kind names its runtime too (job, pytorchjob)
-        "component": {
-            "main": _container(spec.container, with_commands),
-            "replicas": [{"name": g.name, "count": g.count, "container": _container(g.container, with_commands)}
-                         for g in spec.replicas],
-            "volumes": _canonical(spec.environment.volumes),
-        },
+        "component": component,
         "state": {
             "inputs": _io(spec.inputs, io),
             "params": _io(spec.params, io),  # params fill the component's inputs and {{ templates }}
             "outputs": _io({k: v for k, v in spec.outputs.items() if v is not None}, io),
         },
     }
+
+
+def _pod_extras(pod: Any, sections: set[str], with_commands: bool) -> dict[str, Any]:
+    """A pod's sidecars, init steps (section ``init``) and connections (section ``connections``), each only when it
+    has some (an OpSpec or a ReplicaGroup)."""
+    out: dict[str, Any] = {}
+    if pod.sidecars:
+        out["sidecars"] = [_container(c, with_commands) for c in pod.sidecars]
+    if pod.init and "init" in sections:
+        out["init"] = [{**_canonical(msgspec.structs.replace(s, container=None)),
+                        **({"container": _container(s.container, with_commands)} if s.container else {})}
+                       for s in pod.init]
+    if pod.connections and "connections" in sections:
+        out["connections"] = list(pod.connections)
+    return out
 
 
 def _container(c: Container, with_commands: bool) -> dict[str, Any]:

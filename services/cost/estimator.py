@@ -16,12 +16,14 @@ from collections.abc import Sequence
 import msgspec
 
 from opsched.proto.events import Money
+from opsched.proto.pod_resources import pod_limits, shapes
 from opsched.proto.prices import PricePool, Prices
 from opsched.proto.resources import (
     GPU_PRODUCT_LABELS,
-    accelerators,
     amount,
+    effective,
     is_accelerator,
+    is_device,
     parse_quantity,
 )
 from opsched.proto.spec import Container, OpSpec
@@ -76,35 +78,40 @@ def estimate(spec: OpSpec, prices: Prices, default_duration_s: float, runs: Sequ
                     pool=pool.name if pool else "", runs=used)
 
 
-def pods(spec: OpSpec) -> list[Container]:
-    """The containers of all the op's pods: the main one and every replica of its gang."""
-    return [spec.container] + [g.container for g in spec.replicas for _ in range(g.count)]
-
-
 def _hourly(spec: OpSpec, prices: Prices) -> dict[str, float]:
-    """Price per hour per resource, summed over all the op's pods (``prices`` without pools)."""
+    """Price per hour per resource, summed over all the op's pods (``prices`` without pools); each pod's amounts
+    counted as Kubernetes counts them (``proto.pod_resources``: its init containers against the rest)."""
     product = _product(spec)
     out: dict[str, float] = {}
-    for container in pods(spec):
-        for resource, price in _container_hourly(container, product, prices).items():
-            out[resource] = out.get(resource, 0.0) + price
+    for shape in shapes(spec):
+        pod = effective(map(_priced_amounts, shape.containers), map(_priced_amounts, shape.init))
+        for resource, price in _pod_hourly(pod, product, prices).items():
+            out[resource] = out.get(resource, 0.0) + price * shape.pods
     return out
 
 
-def _container_hourly(container: Container, product: str | None, prices: Prices) -> dict[str, float]:
+def _priced_amounts(container: Container) -> dict[str, float]:
+    """What a container is priced on: its CPU and memory (the limit where set, else the request) and its
+    accelerators (limits: per device, shared GPU memory per GiB)."""
     res = container.resources
     amounts = {**res.requests, **res.limits}
+    out: dict[str, float] = {r: float(parse_quantity(amounts[r])) for r in ("cpu", "memory") if r in amounts}
+    out.update({r: amount(r, qty) for r, qty in res.limits.items() if is_accelerator(r)})
+    return out
+
+
+def _pod_hourly(pod: dict[str, float], product: str | None, prices: Prices) -> dict[str, float]:
     out: dict[str, float] = {}
-    if "cpu" in amounts:
-        out["cpu"] = float(parse_quantity(amounts["cpu"])) * prices.cpu_hour
-    if "memory" in amounts:
-        out["memory"] = float(parse_quantity(amounts["memory"])) / GIB * prices.gib_hour
-    for resource, qty in res.limits.items():  # per device-hour; shared GPU memory per GiB-hour
+    if "cpu" in pod:
+        out["cpu"] = pod["cpu"] * prices.cpu_hour
+    if "memory" in pod:
+        out["memory"] = pod["memory"] / GIB * prices.gib_hour
+    for resource, quantity in pod.items():  # per device-hour; shared GPU memory per GiB-hour
         if not is_accelerator(resource):
             continue
         table = prices.accelerators.get(resource, {})
         price = table.get(product or "*", table.get("*", 0.0))
-        out[resource] = amount(resource, qty) * price
+        out[resource] = quantity * price
     return out
 
 
@@ -127,5 +134,5 @@ def pool_hourly(spec: OpSpec, prices: Prices, pool: PricePool | None) -> float:
 
 
 def gpu_count(spec: OpSpec) -> int:
-    """Accelerators of all the op's pods (main container and replicas)."""
-    return sum(sum(accelerators(c.resources.limits).values()) for c in pods(spec))
+    """Whole accelerators of all the op's pods (as Kubernetes counts each pod's: ``proto.pod_resources``)."""
+    return sum(int(n) * count for limits, count in pod_limits(spec) for r, n in limits.items() if is_device(r))

@@ -11,6 +11,8 @@ attempt whose
   ``allowServiceAccountToken``, ``priorityClassNames``, ``allowVolumes``, ``imagePullSecrets``: the dispatcher checks
   the pods against what the event carries) are not its queue's (``rules.pod_security.run_policy``, the rule
   admission admits with);
+- connections (their declarations: repositories and the Secrets' names) or init image are not what its queue's
+  configuration gives the op (``rules.connections.carried_problems``, the rule admission admits with);
 - main pod is not named for the attempt (``rules.naming.pod_name``).
 
 A refusal is bad input: the op is ``rejected`` (``forbidden_pod_spec``), the message is dead-lettered with an
@@ -32,6 +34,7 @@ from opsched.proto.config import QueuesConfigured
 from opsched.proto.events import OperationAdmitted, OperationRejected
 from opsched.proto.queues import QueuesConfig
 from opsched.proto.reasons import Refusal
+from opsched.rules import connections
 from opsched.rules.naming import pod_name
 from opsched.rules.pod_security import mismatches, policy_of, run_policy
 
@@ -68,7 +71,8 @@ class QueuesInForce:
 
     def problems(self, event: OperationAdmitted) -> list[str]:
         """Every way ``event`` asks for more than its queue allows under the configuration folded so far."""
-        allowed = run_policy(self.config or QueuesConfig(), event.queue, self.default_namespace)
+        config = self.config or QueuesConfig()
+        allowed = run_policy(config, event.queue, self.default_namespace)
         if allowed is None:
             return [f"queue {event.queue!r} is not in the queue configuration in force ({self.source})"]
         namespace, policy = allowed
@@ -76,6 +80,8 @@ class QueuesInForce:
         if event.namespace != namespace:
             out.append(f"namespace {event.namespace!r} is not queue {event.queue}'s ({namespace!r})")
         out += mismatches(policy_of(event.queue, event), policy)
+        out += connections.carried_problems(event.spec, event.queue, {"connections": event.connections,
+                                                                      "init_image": event.init_image}, config)
         expected = pod_name(event.op_id, event.attempt)
         if event.pod_name != expected:
             out.append(f"pod name {event.pod_name!r} is not the attempt's ({expected!r})")

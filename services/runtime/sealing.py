@@ -1,7 +1,7 @@
 """Env values sealed in the op stream (issue 28: a submitter reads the env of its own ops only).
 
 Every client reads the op events (the view, ``opsched watch``, direct gets of the op stream), other users' included;
-an op's env may hold what its owner alone should see. With a key (``OPSCHED_ENV_KEY_FILE``; ``opsched up`` writes
+an op's env (of any container: main, init steps', sidecars', replicas') may hold what its owner alone should see. With a key (``OPSCHED_ENV_KEY_FILE``; ``opsched up`` writes
 one next to the NATS passwords) admission seals every env value of an op as it records its ``submitted`` event, and
 the dispatcher opens them as it builds the pods: in the stream a value reads ``sealed:<base64>``, in the pod as it
 was written. Only admission and the dispatcher hold the key (each reads it from its own file).
@@ -19,6 +19,7 @@ import functools
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from cryptography.exceptions import InvalidTag
@@ -92,20 +93,30 @@ class Sealer:
 
 
 def _each_value(spec: OpSpec, change) -> OpSpec:
-    """``spec`` with ``change`` applied to every env value; ``spec`` itself when no value changes (most ops: no env,
-    or nothing sealed; an admission cycle opens every op it admits)."""
+    """``spec`` with ``change`` applied to every env value of every container (main, init steps', sidecars', each
+    replica group's); ``spec`` itself when no value changes (most ops: no env, or nothing sealed; an admission cycle
+    opens every op it admits)."""
     def container(c: Container) -> Container:
         values = [change(e.value) for e in c.env]
         if all(v is e.value for v, e in zip(values, c.env)):
             return c
         return msgspec.structs.replace(c, env=[EnvVar(name=e.name, value=v) for e, v in zip(c.env, values)])
 
-    main = container(spec.container)
-    replicas = [r if (c := container(r.container)) is r.container else msgspec.structs.replace(r, container=c)
-                for r in spec.replicas]
+    def pod(p: Any) -> Any:  # an OpSpec or a ReplicaGroup: its containers
+        main = container(p.container)
+        init = [s if s.container is None or (c := container(s.container)) is s.container
+                else msgspec.structs.replace(s, container=c) for s in p.init]
+        sidecars = [container(c) for c in p.sidecars]
+        if main is p.container and all(a is b for a, b in zip(init, p.init)) \
+                and all(a is b for a, b in zip(sidecars, p.sidecars)):
+            return p
+        return msgspec.structs.replace(p, container=main, init=init, sidecars=sidecars)
+
+    own = pod(spec)
+    replicas = [pod(r) for r in spec.replicas]
     hooks = [h if (s := _each_value(h.spec, change)) is h.spec else msgspec.structs.replace(h, spec=s)
              for h in spec.hooks]  # a hook's follow-up op is sealed as its own op would be
-    if main is spec.container and all(a is b for a, b in zip(replicas, spec.replicas)) \
+    if own is spec and all(a is b for a, b in zip(replicas, spec.replicas)) \
             and all(a is b for a, b in zip(hooks, spec.hooks)):
         return spec
-    return msgspec.structs.replace(spec, container=main, replicas=replicas, hooks=hooks)
+    return msgspec.structs.replace(own, replicas=replicas, hooks=hooks)

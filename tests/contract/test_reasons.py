@@ -104,7 +104,7 @@ PINNED = {
                "priority_too_high approval_rejected not_allowed spec_too_large forbidden_pod_spec unsealable_env "
                "invalid_template invalid_condition rate_limited already_ended already_approved already_stopping "
                "not_on_hold duplicate_op_id not_resumable invalid_queues invalid_schedule invalid_schedule_id "
-               "schedule_exists unknown_schedule malformed_message",
+               "schedule_exists unknown_schedule malformed_message unknown_connection",
     "Eviction": "gang_timeout gang_failed gang_finished pod_rejected unwanted orphaned unschedulable",
     "Preemption": "within_queue reclaim",
     "Hold": "is_approved_false cost_above_threshold gpus_above_threshold",

@@ -46,9 +46,10 @@ def _unset_fields(struct: msgspec.Struct, path: str) -> list[str]:
         value = getattr(struct, f.name)
         if f.encode_name not in wire and not (path.endswith(".hooks.spec") and f.encode_name == "hooks"):
             out.append(f"{path}.{f.encode_name}")  # (a hook's op has no hooks: a hook never triggers another)
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, msgspec.Struct):
-                out += _unset_fields(item, f"{path}.{f.encode_name}")
+        items = [item for item in (value if isinstance(value, list) else [value]) if isinstance(item, msgspec.Struct)]
+        unset = [_unset_fields(item, f"{path}.{f.encode_name}") for item in items]
+        # the items of a list set every field between them (an init step is one of git, file or container)
+        out += sorted(set.intersection(*map(set, unset))) if unset else []
     return out
 
 

@@ -50,12 +50,16 @@ from opsched.proto.events import (
     StopRequested,
     WindowSpend,
 )
+from opsched.proto.queues import Connection, ConnectionSecret, GitSchema
 from opsched.proto.spec import (
     Cache,
     Container,
     Environment,
     EnvVar,
+    FileInit,
+    GitInit,
     Hook,
+    InitStep,
     OpSpec,
     ReplicaGroup,
     Resources,
@@ -75,6 +79,13 @@ FULL_CONTAINER = Container(
     startup_probe={"tcpSocket": {"port": 8080}}, termination_message_path="/dev/log",
     termination_message_policy="File", stdin=True, stdin_once=True, tty=True,
 )
+# init steps that set every field between them (a step is one of git, file or container)
+FULL_INIT = [InitStep(git=GitInit(url="https://git.example/ml/models.git", revision="v1", flags=["--depth 1"]),
+                      connection="repo", path="/plx-context/code"),
+             InitStep(file=FileInit(content="echo hi", filename="run.sh", chmod="+x"), path="/scripts"),
+             InitStep(container=msgspec.structs.replace(FULL_CONTAINER, name="prepare"), connection="db")]
+FULL_POD = {"init": FULL_INIT, "sidecars": [msgspec.structs.replace(FULL_CONTAINER, name="logger")],
+            "connections": ["repo"]}
 FULL_SPEC = OpSpec(
     name="train", project="vision", queue="gpu-a", agent="agent-b", priority=7,
     container=FULL_CONTAINER,
@@ -95,7 +106,7 @@ FULL_SPEC = OpSpec(
     component_hash="abc123", priority_class="high", preemptible=False, batch="sweep-1", batch_concurrency=3, to_env={"LR": "lr"}, iteration=2,
     description="trains", clean_pod_policy="All", ignored=["plugins.collectLogs"],
 
-    replicas=[ReplicaGroup(name="worker", count=2, container=FULL_CONTAINER)],
+    replicas=[ReplicaGroup(name="worker", count=2, container=FULL_CONTAINER, **FULL_POD)], **FULL_POD,
 )
 # its hook's op: every field at every depth but hooks (a hook never triggers another)
 FULL_SPEC = msgspec.structs.replace(FULL_SPEC, hooks=[Hook(trigger="succeeded", spec=FULL_SPEC)])
@@ -119,7 +130,12 @@ SAMPLES: dict[str, msgspec.Struct] = {
                                   allow_secret_volumes=True, service_accounts=["trainer"],
                                   allow_service_account_token=True, priority_class_names=["batch-high"],
                                   allow_volumes=["persistentVolumeClaim"], image_pull_secrets=["regcred"],
-                                  preferred_hosts=["gpu-a"], agent="agent-b"),
+                                  preferred_hosts=["gpu-a"], agent="agent-b",
+                                  connections=[Connection(name="repo", kind="git", schema_=GitSchema(
+                                      url="https://git.example/ml/models.git", revision="main", flags=["--depth 1"]),
+                                      secret=ConnectionSecret(name="git-creds", items=["GIT_TOKEN"], mount_path="/creds"),
+                                      env=[EnvVar(name="GIT_HOST", value="git.example")], description="models",
+                                      queues=["gpu-a"])], init_image="alpine/git:v2.36.1"),
     "dispatched": OperationDispatched(**_COMMON, pod_name="op-op-1-1", namespace="ml"),
     "running": OperationRunning(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1"),
     "succeeded": OperationSucceeded(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", reason="cache_hit",

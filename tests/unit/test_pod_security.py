@@ -365,7 +365,8 @@ queues:
 
 
 def test_every_allowance_goes_from_the_queue_into_the_admitted_event_and_back():
-    assert set(Policy._fields) == {"queue", "level", *CARRIED}
+    # (connection_secrets: from the event's connections, which the dispatcher checks apart: rules.connections)
+    assert set(Policy._fields) == {"queue", "level", "connection_secrets", *CARRIED}
     event = msgspec.structs.replace(admitted(op().build(), queue="gpu"), **carried(LISTING))
     assert policy_of("gpu", event) == LISTING
     assert policy_of("gpu", Queue(name="gpu", **{k: v for k, v in carried(LISTING).items()})) == LISTING

@@ -23,7 +23,10 @@ from opsched.polyaxonfile import (
 from opsched.polyaxonfile.models_matrix import MATRIX_MODELS
 from opsched.polyaxonfile.models_operation import MODELS_BY_RUN_KIND
 from opsched.proto.events import OperationAdmitted
+from opsched.proto.queues import QueuesConfig
+from opsched.rules import connections
 from opsched.rules.podspec import build_pods
+from opsched.rules.queues_file import parse_queues
 from opsched.rules.templating import Globals, render_spec
 
 K8S = {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}],
@@ -71,6 +74,12 @@ ENVIRONMENT = {
                                        "options": [{"name": "ndots", "value": "2"}]},
     "hostAliases": [{"ip": "10.0.0.1", "hostnames": ["db"]}], "restartPolicy": "OnFailure",
 }
+INIT = [{"git": {"url": "https://git.example/ml/models.git", "revision": "v1", "flags": ["--depth 1"]},
+         "path": "/plx-context/code"},
+        {"connection": "repo"},
+        {"file": {"content": "echo {{ lr }}", "filename": "run.sh", "chmod": "+x"}, "path": "/scripts"},
+        {"container": {"image": "busybox:1.36", "name": "prepare", "command": ["sh", "-c", "true"]}, "connection": "db"}]
+SIDECARS = [{"image": "fluentd:1", "name": "logs", "resources": {"limits": {"cpu": "100m"}}}]
 COMMON = {"description": "c", "tags": ["x"], "queue": "gpu-a", "priority": 3, "isApproved": False, "cost": 2.5,
           "priorityClass": "high", "preemptible": False, "termination": {"maxRetries": 2, "timeout": 600, "ttl": 60},
           "cache": {"disable": False, "ttl": 3600, "io": ["lr"], "sections": ["containers"]}}
@@ -86,7 +95,8 @@ JOB = {
                              {"name": "note", "type": "str", "isOptional": True}],
                   "outputs": [{"name": "model", "type": "str", "value": "m.pt"}],
                   "run": {"kind": "job", "container": CONTAINER, "environment": ENVIRONMENT,
-                          "volumes": [{"name": "cache", "emptyDir": {}}]}},
+                          "volumes": [{"name": "cache", "emptyDir": {}}], "init": INIT, "sidecars": SIDECARS,
+                          "connections": ["repo"]}},
     "hooks": [{"trigger": "succeeded", "params": {"who": {"value": "{{ globals.name }} {{ globals.status }}"}},
                "conditions": "{{ lr > 0.1 }}", "queue": "notify",
                "component": {"name": "notify", "inputs": [{"name": "who", "type": "str"}],
@@ -95,8 +105,11 @@ JOB = {
 PYTORCH = {"version": 1.1, "kind": "component", "name": "ddp",
            "hooks": [{"trigger": "done", "component": {"run": {"kind": "job", "container": {"image": "alpine:3.20"}}}}],
            "run": {"kind": "pytorchjob", "cleanPodPolicy": "All",
-                   "master": {"replicas": 1, "container": {"image": "t:1", "resources": {"limits": {"nvidia.com/gpu": 1}}}},
-                   "worker": {"replicas": 3, "container": {"image": "t:1", "command": ["w"]}}}}
+                   "master": {"replicas": 1, "container": {"image": "t:1", "resources": {"limits": {"nvidia.com/gpu": 1}}},
+                              "init": [{"connection": "repo"}], "connections": ["db"]},
+                   "worker": {"replicas": 3, "container": {"image": "t:1", "command": ["w"]},
+                              "init": [{"file": {"content": "x"}}], "sidecars": [{"image": "fluentd:1"}],
+                              "connections": ["repo"]}}}
 SWEEP = {"version": 1.1, "kind": "operation", "name": "s",
          "matrix": {"kind": "random", "numRuns": 3, "seed": 7, "concurrency": 2,
                     "params": {"lr": {"kind": "choice", "value": [i / 100 for i in range(1, 41)]}}},
@@ -128,6 +141,11 @@ REFUSED = {
     ("KFReplicaModel", "volumes"): ("run.worker.volumes", [{"name": "v"}]),
     ("PytorchJobRunModel", "environment"): ("run.environment", {"labels": {"a": "b"}}),
     ("PytorchJobRunModel", "volumes"): ("run.volumes", [{"name": "v"}]),
+    **{("PytorchJobRunModel", k): (f"run.{k}", v) for k, v in
+       (("init", [{"connection": "repo"}]), ("sidecars", [{"image": "x"}]), ("connections", ["repo"]))},
+    **{("InitModel", k): ("component.run.init.0", {k: v}) for k, v in
+       (("artifacts", {"dirs": ["d"]}), ("paths", ["d"]), ("dockerfile", {"image": "x"}), ("tensorboard", {}),
+        ("lineageRef", "l"), ("modelRef", "m"), ("artifactRef", "a"))},
 }
 # Warned when set and recorded on the op: (where to set it, value).
 WARNED = {
@@ -137,6 +155,7 @@ WARNED = {
     ("PluginsModel", "notifications"): ("plugins.notifications", [{"connections": ["slack"]}]),
     ("IOModel", "description"): ("component.inputs.0.description", "the learning rate"),
     ("HookModel", "disableDefaults"): ("hooks.0.disableDefaults", True),
+    ("FileModel", "kind"): ("component.run.init.2.file.kind", "file"),
 }
 SECTIONS = {("_Common", "plugins")}  # a section whose every field is refused or warned
 
@@ -225,15 +244,36 @@ def test_every_field_of_every_model_is_honoured_checked_refused_or_warned():
 
 # ---- honoured: taking a field out of a full file changes the op (or the pod), or makes the file invalid --
 
+CONNECTIONS: QueuesConfig = parse_queues("""
+queues: [{name: q}]
+defaultQueue: q
+connections:
+  - {name: repo, kind: git, schema: {url: "https://git.example/ml/private.git"}, secret: {name: git-creds}}
+  - {name: db, kind: custom, secret: {name: db-creds, items: [DB_PASSWORD]}, env: [{name: DB_HOST, value: db}]}
+""")
+
+
+class Refused(Exception):
+    """Admission would refuse the op (a connection its queue's configuration does not give it)."""
+
+
+def admitted_fields(spec):
+    fields, problems = connections.admitted_fields(spec, CONNECTIONS, "q")
+    if problems:
+        raise Refused(problems)
+    return fields
+
+
 def result(doc: dict):
     text = yaml.dump(doc, Dumper=yaml.CSafeDumper, sort_keys=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SpecWarning)
         specs = parse_polyaxonfile_batch(text, salt="s") if "matrix" in doc else [parse_polyaxonfile(text)]
     ran = [s for spec in specs for s in (spec, *(hook.spec for hook in spec.hooks))]  # a hook's op: its pods too
+    rendered = [render_spec(s, Globals(uuid=f"op-{i}", name=s.name, project_name=s.project)) for i, s in enumerate(ran)]
     pods = [build_pods(OperationAdmitted(
         op_id=f"op-{i}", at=datetime(2026, 1, 1, tzinfo=timezone.utc), queue="q", namespace="ns", pod_name=f"op-op-{i}-0",
-        spec=render_spec(s, Globals(uuid=f"op-{i}", name=s.name, project_name=s.project)))) for i, s in enumerate(ran)]
+        spec=s, **admitted_fields(s))) for i, s in enumerate(rendered)]
     return [msgspec.to_builtins(s) for s in specs], pods
 
 
@@ -254,7 +294,7 @@ def without(doc: dict, path: tuple) -> dict:
     return out
 
 
-POD_SECTIONS = ("container", "environment", "volumes", "master", "worker")
+POD_SECTIONS = ("container", "environment", "volumes", "master", "worker", "init", "sidecars", "connections")
 CASES = [pytest.param(doc, path, id=f"{name}:{'.'.join(map(str, path))}")
          for name, doc in (("job", JOB), ("pytorchjob", PYTORCH), ("sweep", SWEEP), ("grid", GRID),
                            ("mapping", MAPPING))
@@ -266,8 +306,8 @@ def test_taking_a_field_out_of_a_full_file_changes_what_runs_or_is_refused(doc, 
     full_specs, full_pods = result(doc)
     try:
         specs, pods = result(without(doc, path))
-    except SpecError:
-        return  # required: the file is invalid without it
+    except (SpecError, Refused):
+        return  # required: the file (or the op, to admission) is invalid without it
     if any(part in POD_SECTIONS for part in path):
         assert pods != full_pods, f"{'.'.join(map(str, path))} does not reach the pod"
     else:

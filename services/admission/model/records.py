@@ -9,16 +9,17 @@ from typing import Any
 
 from opsched.proto.events import OperationSubmitted
 from opsched.proto.lifecycle import Status
+from opsched.proto.pod_resources import pod_requests
 from opsched.proto.queries import PendingReason
-from opsched.proto.resources import is_device, requested
+from opsched.proto.resources import is_device
 from opsched.proto.spec import OpSpec
 from opsched.services.admission.model.ordering import sort_key
 
 
 def requests_of(spec: OpSpec) -> tuple[list[dict[str, float]], dict[str, float]]:
-    """What each pod of ``spec`` requests, and all of them together."""
-    containers = [spec.container] + [g.container for g in spec.replicas for _ in range(g.count)]
-    pods = [requested(c.resources.limits, c.resources.requests) for c in containers]
+    """What each pod of ``spec`` requests (as Kubernetes counts it: ``proto.pod_resources``), and all of them
+    together."""
+    pods = [request for request, count in pod_requests(spec) for _ in range(count)]
     total: dict[str, float] = {}
     for pod in pods:
         for resource, amount in pod.items():

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from opsched.proto import subjects
 from opsched.proto.events import Event, event_type
 from opsched.proto.lifecycle import STATUS_OF, Status
-from opsched.proto.resources import gpus_label
+from opsched.proto.pod_resources import gpus_of
 from opsched.proto.summaries import AttemptEnd, OpSummary
 from opsched.services.admission.model.records import OpRecord
 
@@ -36,12 +36,11 @@ def expired(op: OpRecord, now: datetime, default_s: float, consumed_seq: int) ->
 
 def summary_of(op: OpRecord) -> OpSummary:
     """What ``opsched ops``, ``why`` and ``status`` show of the op once it has left memory."""
-    containers = [(op.spec.container, 1)] + [(g.container, g.count) for g in op.spec.replicas]
     return OpSummary(
         op_id=op.op_id, status=op.status.label, name=op.spec.name or "", queue=op.queue,
         project=op.spec.project or "", attempt=op.attempt, reason=op.reason,
         message=op.handler_failure or op.reason_message, node=op.node or "",
-        gpus=gpus_label([(c.resources.limits, n) for c, n in containers]),
+        gpus=gpus_of(op.spec),
         submitted_at=op.submitted_at, admitted_at=op.admitted_at, running_since=op.running_since,
         ended_at=op.history.ended_at, estimate=op.estimate, currency=op.history.currency, cost=round(op.history.cost, 6),
         attempts=[AttemptEnd(attempt=a, ended=how, reason=why) for a, how, why in op.history.attempts],
