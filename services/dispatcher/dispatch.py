@@ -44,7 +44,11 @@ async def dispatch(event: OperationAdmitted, ctx: Context, kube: Kube | None, re
     except Unsealable as exc:
         return OperationRejected(**base, reason=UNSEALABLE_ENV, message=f"cannot build the pod: {exc}")
     policy = policy_of(event.queue, event)
-    problems = violations(event.spec) + reserved_keys.problems(event.spec) + check_pods(build_pods(event), policy)
+    try:
+        pods = build_pods(event)
+    except ValueError as exc:  # what the event carries cannot make pods (a connection it names but does not declare)
+        return OperationRejected(**base, reason=Refusal.FORBIDDEN_POD_SPEC, message=f"cannot build the pods: {exc}")
+    problems = violations(event.spec) + reserved_keys.problems(event.spec) + check_pods(pods, policy)
     if problems:
         return OperationRejected(**base, reason=Refusal.FORBIDDEN_POD_SPEC, message="; ".join(problems))
     if kube is not None and releaser is not None:

@@ -102,7 +102,7 @@ def test_the_context_names_the_url_ca_user_and_password_file_never_the_password(
     password_file = up.data_dir / "auth" / "admin.password"
     assert body == {"description": f"opsched up in {up.data_dir}", "url": up.nats_url,
                     "ca": str(up.data_dir / "tls" / "ca.pem"), "user": "admin",
-                    "password_file": str(password_file), "creds": None}
+                    "password_file": str(password_file), "creds": None, "hub": None}
     assert body["url"].startswith("tls://")
     assert password_file.read_text().strip() not in path.read_text()
 
