@@ -84,6 +84,19 @@ _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_si
 _json = st.recursive(st.none() | st.booleans() | st.integers(-1000, 1000) | _text,
                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
                      max_leaves=8)
+# a pod's init steps, sidecars and connections as the contract takes them (one kind per step, unique container
+# names and destinations, connection names DNS labels): a few valid ones each, drawn as lists
+_STEPS = [{"git": {"url": "https://git.example/ml/models.git", "revision": "v1", "flags": ["--depth 1"]}},
+          {"git": {}, "connection": "repo", "path": "/plx-context/code"},
+          {"file": {"content": "echo hi", "filename": "run.sh", "chmod": "+x"}, "path": "/scripts"},
+          {"container": {"image": "python:3.11-slim", "name": "init-prepare"}, "connection": "db"}]
+POD_PARTS: dict[str, st.SearchStrategy[Any]] = {
+    "init": st.lists(st.sampled_from(range(len(_STEPS))), max_size=2, unique=True).map(
+        lambda picked: [_STEPS[i] for i in picked]),
+    "sidecars": st.lists(st.sampled_from(["sidecar-logs", "sidecar-metrics"]), max_size=2, unique=True).map(
+        lambda names: [{"image": "python:3.11-slim", "name": n} for n in names]),
+    "connections": st.lists(st.sampled_from(["repo", "db", "cache"]), max_size=2, unique=True),
+}
 
 
 def message(cls: type[msgspec.Struct]) -> st.SearchStrategy[dict[str, Any]]:
@@ -124,6 +137,8 @@ def _nullable(t: mi.Type) -> bool:
 
 
 def _of_type(t: mi.Type, name: str = "") -> st.SearchStrategy[Any]:  # noqa: C901 - one case per kind
+    if name in POD_PARTS and isinstance(t, mi.ListType) and (name != "connections" or isinstance(t.item_type, mi.StrType)):
+        return POD_PARTS[name]  # (a configuration's or an admitted event's connections: declarations, drawn as any)
     if isinstance(t, mi.StructType):
         return _of_struct(t.cls)
     if isinstance(t, mi.UnionType):
