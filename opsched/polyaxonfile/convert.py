@@ -108,7 +108,7 @@ def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fa
     except ValueError as exc:  # the contract's refusal of what no check above caught: said, never a crash
         raise Problems([((), f"refused by the op contract: {exc}")]) from None
     spec.ignored = warned_fields(op, comp, base)
-    problems = template_problems(spec, base)
+    problems = template_problems(spec, base, len(comp.run.volumes) if isinstance(comp.run, JobRunModel) else 0)
     if problems:
         raise Problems(problems)
     hooks, at = (op.hooks, ()) if op is not None and op.hooks is not None else (comp.hooks or [], base)
