@@ -146,20 +146,21 @@ def dotted(where: Where) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p) for i, p in enumerate(where))
 
 
-def pod_problems(main: Container, init: list[InitStep], sidecars: list[Container],
-                 connections: list[str]) -> list[tuple[Where, str]]:
+def pod_problems(main: Container, init: list[InitStep], sidecars: list[Container], connections: list[str],
+                 rendered: bool = False) -> list[tuple[Where, str]]:
     """Every problem of a pod's init steps (``init_step_problems``), of its connections (names, each once, at
     most ``MAX_CONNECTIONS`` with its steps'), and of its containers' names: unique, as Kubernetes wants them
-    (init containers included). Each at its path in the pod (``init``, ``sidecars``, ``connections``)."""
+    (init containers included). Each at its path in the pod (``init``, ``sidecars``, ``connections``). A value
+    with a template is checked once ``rendered`` (``rules.templating`` checks the rendered pod again)."""
     out: list[tuple[Where, str]] = [(("init", i, *where), problem) for i, step in enumerate(init)
-                                    for where, problem in init_step_problems(step)]
+                                    for where, problem in init_step_problems(step, rendered)]
     for i, name in enumerate(connections):
-        problem = k8s_names.dns_label(name, MAX_CONNECTION_NAME_CHARS)
+        problem = None if _later(name, rendered) else k8s_names.dns_label(name, MAX_CONNECTION_NAME_CHARS)
         if problem or name in connections[:i]:
             out.append((("connections", i), problem or f"{name!r} is named twice"))
     if len({*connections, *(s.connection for s in init if s.connection)}) > MAX_CONNECTIONS:
         out.append((("connections",), f"a pod may name at most {MAX_CONNECTIONS} connections"))
-    out += _same_destination(init)
+    out += _same_destination(init, rendered)
     named: list[tuple[Where, str]] = [(("init", i), step.container_name(i)) for i, step in enumerate(init)]
     named += [(("container",), main.name)] + [(("sidecars", i), c.name) for i, c in enumerate(sidecars)]
     seen: dict[str, Where] = {}
@@ -171,13 +172,18 @@ def pod_problems(main: Container, init: list[InitStep], sidecars: list[Container
     return out
 
 
-def _same_destination(init: list[InitStep]) -> list[tuple[Where, str]]:
+def _later(value: str | None, rendered: bool) -> bool:
+    """A value whose check waits until it is rendered: it has a template, and it is not rendered yet."""
+    return not rendered and has_template(value)
+
+
+def _same_destination(init: list[InitStep], rendered: bool) -> list[tuple[Where, str]]:
     """Two git or file steps of a pod that would write to the same place (the second would find it taken)."""
     out: list[tuple[Where, str]] = []
     seen: dict[str, int] = {}
     for i, step in enumerate(init):
         dest = step.destination()
-        if dest is None:
+        if dest is None or _later(dest, rendered):
             continue
         if dest in seen:
             out.append((("init", i), f"writes to {dest}, as init[{seen[dest]}] does; give one of them another path"))
@@ -185,10 +191,11 @@ def _same_destination(init: list[InitStep]) -> list[tuple[Where, str]]:
     return out
 
 
-def init_step_problems(step: InitStep) -> list[tuple[Where, str]]:
+def init_step_problems(step: InitStep, rendered: bool = False) -> list[tuple[Where, str]]:
     """Every problem of one init step, each at its field's path within the step (the edge locates them in the
     file): exactly one of git, file or container; a git step with a URL or a connection, its flags splittable;
-    a file's content within bounds, a plain file name, a mode chmod takes; an absolute, normalized path."""
+    a file's content within bounds, a plain file name, a mode chmod takes; an absolute, normalized path. A
+    templated connection, path, URL, file name or mode is checked once ``rendered``."""
     kinds = [k for k in ("git", "file", "container") if getattr(step, k) is not None]
     if len(kinds) != 1:
         return [((), f"an init step is exactly one of git, file or container, not {' and '.join(kinds) or 'none'}"
@@ -196,19 +203,20 @@ def init_step_problems(step: InitStep) -> list[tuple[Where, str]]:
                         "of its own)" if "container" in kinds else ""))]
     out: list[tuple[Where, str]] = []
     if step.connection is not None:
-        problem = k8s_names.dns_label(step.connection, MAX_CONNECTION_NAME_CHARS)
+        problem = None if _later(step.connection, rendered) else \
+            k8s_names.dns_label(step.connection, MAX_CONNECTION_NAME_CHARS)
         if problem or step.file is not None:
             out.append((("connection",), problem or "a file step uses no connection (a git or container step does)"))
-    if step.path is not None and (problem := path_problem(step.path)):
+    if step.path is not None and not _later(step.path, rendered) and (problem := path_problem(step.path)):
         out.append((("path",), problem))
     if step.git is not None:
-        out += [(("git", *where), problem) for where, problem in _git_problems(step)]
+        out += [(("git", *where), problem) for where, problem in _git_problems(step, rendered)]
     if step.file is not None:
-        out += [(("file", *where), problem) for where, problem in _file_problems(step)]
+        out += [(("file", *where), problem) for where, problem in _file_problems(step, rendered)]
     return out
 
 
-def _git_problems(step: InitStep) -> list[tuple[Where, str]]:
+def _git_problems(step: InitStep, rendered: bool) -> list[tuple[Where, str]]:
     assert step.git is not None
     out: list[tuple[Where, str]] = []
     for j, flag in enumerate(step.git.flags):
@@ -219,7 +227,7 @@ def _git_problems(step: InitStep) -> list[tuple[Where, str]]:
     url = step.git.url
     if url is None and step.connection is None:
         out.append(((), "a git step needs a url, or a connection whose repository it clones"))
-    elif url is not None and step.connection is None:
+    elif url is not None and step.connection is None and not _later(url, rendered):
         from opsched.proto.spec import repo_name  # (the spec imports these checks)
 
         if repo_name(url) in ("", ".", ".."):
@@ -227,17 +235,18 @@ def _git_problems(step: InitStep) -> list[tuple[Where, str]]:
     return out
 
 
-def _file_problems(step: InitStep) -> list[tuple[Where, str]]:
+def _file_problems(step: InitStep, rendered: bool) -> list[tuple[Where, str]]:
     assert step.file is not None
     out: list[tuple[Where, str]] = []
     size = len(step.file.content.encode())
     if size > MAX_FILE_CONTENT_BYTES:
         out.append((("content",), f"{size} bytes is above the limit of {MAX_FILE_CONTENT_BYTES}"))
     name = step.file.filename
-    if name is not None and (not name or "/" in name or name in (".", "..") or "\0" in name):
+    if name is not None and not _later(name, rendered) and (not name or "/" in name or name in (".", "..")
+                                                            or "\0" in name):
         out.append((("filename",), f"{name[:80]!r} must be a file name (no '/'); the step's path says where it goes"))
     mode = step.file.chmod
-    if mode is not None and not _CHMOD.match(mode):
+    if mode is not None and not _later(mode, rendered) and not _CHMOD.match(mode):
         out.append((("chmod",), f"{mode[:80]!r} is not a mode chmod takes (e.g. +x, 755, u+rw)"))
     return out
 
@@ -255,7 +264,8 @@ def check_environment(env: Environment) -> None:
         raise ValueError(f"{at}.labels: {len(env.labels)} labels is above the limit of {MAX_LABELS}")
     for key, value in env.labels.items():
         _named(f"{at}.labels[{key[:80]!r}]", key, k8s_names.qualified_key)
-        _named(f"{at}.labels[{key!r}]", value, k8s_names.label_value)
+        if not has_template(value):  # a templated value is checked once rendered (``rendered_environment_problems``)
+            _named(f"{at}.labels[{key!r}]", value, k8s_names.label_value)
     size = 0
     for key, value in env.annotations.items():
         _named(f"{at}.annotations[{key[:80]!r}]", key, k8s_names.qualified_key)
@@ -269,8 +279,21 @@ def check_environment(env: Environment) -> None:
             _named(f"{at}.nodeSelector[{key!r}]", value, k8s_names.label_value)
     for field, name in (("priorityClassName", env.priority_class_name),
                         ("serviceAccountName", env.service_account_name)):
-        if name is not None:
+        if name is not None and not has_template(name):
             _named(f"{at}.{field}", name, k8s_names.dns_subdomain)
+
+
+def rendered_environment_problems(env: Environment) -> list[tuple[Where, str]]:
+    """The checks ``check_environment`` leaves to the rendered values (label and node-selector values, the
+    priority class and service account names), each at its path in the environment."""
+    out: list[tuple[Where, str]] = []
+    for section, values in (("labels", env.labels), ("nodeSelector", env.node_selector)):
+        out += [((section, key), p) for key, value in values.items() if (p := k8s_names.label_value(value))]
+    for field, name in (("priorityClassName", env.priority_class_name),
+                        ("serviceAccountName", env.service_account_name)):
+        if name is not None and (problem := k8s_names.dns_subdomain(name)):
+            out.append(((field,), problem))
+    return out
 
 
 def _named(field: str, value: str, check) -> None:  # type: ignore[no-untyped-def]

@@ -58,6 +58,14 @@ def resolve(spec: OpSpec, config: QueuesConfig, queue: str) -> tuple[list[Connec
     return list(found.values()), list(dict.fromkeys(problems))
 
 
+def undeclared(spec: OpSpec, connections: list[Connection]) -> list[str]:
+    """The connections ``spec`` names that ``connections`` (an admitted event's) do not declare: its pods cannot be
+    built (``rules.podspec``); the dispatcher refuses such an event."""
+    declared = {c.name for c in connections}
+    return [f"{where}: connection {name!r} is not declared on the admitted event" for where, name, _ in named(spec)
+            if name not in declared]
+
+
 def init_image(config: QueuesConfig, queue: str) -> str:
     """The image of ``queue``'s git and file init steps: its own, else the configuration's."""
     own = next((q for q in config.queues if q.name == queue), None)

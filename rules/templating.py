@@ -3,9 +3,16 @@
 What a container runs is rendered from its op's values with a sandboxed Jinja2 environment
 (``jinja2.sandbox.ImmutableSandboxedEnvironment``, ``StrictUndefined``): the CLI renders it to refuse a
 bad file before publishing and for ``--dry-run``, admission renders it to refuse an op that arrived on
-the bus and to put what runs on ``OperationAdmitted``. Rendered fields: every container's ``image``,
-``command``, ``args``, ``env`` values and ``workingDir`` (every pod's main container, init steps' containers and
-sidecars: ``proto.spec.all_containers``); ``queue`` and node selector values are rendered by admission with ``render_text``.
+the bus and to put what runs on ``OperationAdmitted``. Rendered: every string of the run that reaches the pod
+(``render_spec``), through lists and mappings, the keys of mappings as written: of every container (each pod's
+main container, init steps' and sidecars), all but its ``name`` and ``resources`` (``NOT_RENDERED``: a DNS label
+and quantities the edge refuses templates in); every init step's git ``url``/``revision``/``flags``, file
+``content``/``filename``/``chmod``, ``connection`` and ``path``; every pod's ``connections``; the environment's
+values (labels, annotations, node selector, tolerations, affinity, volumes, the pod's security context, ...). What
+the contract checks of a templated value (``proto.spec_checks``: a label value, a mode, a path, a connection's name)
+is checked once rendered, and a rendered value it refuses is a ``TemplateError`` at that field. What admission reads
+before it routes and places an op renders at submit (``render_placement``: node selector values, tolerations,
+affinity, connection names; ``queue`` with ``render_text``); the rest when it admits the op.
 
 Names a template may use (``template_values``): every input, output and param by its bare name
 (``{{ lr }}``), the same under ``params.``/``inputs.``/``outputs.``, and ``globals.*``: ``uuid`` (and
@@ -31,7 +38,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 from jinja2 import TemplateError as JinjaError
@@ -39,8 +46,17 @@ from jinja2 import UndefinedError
 from jinja2.exceptions import SecurityError, TemplateSyntaxError
 
 from opsched.proto.queues import QueuesConfig
-from opsched.proto.spec import ARTIFACTS_PATH, CONTEXT_ROOT, Container, EnvVar, OpSpec, ReplicaGroup, all_containers
-from opsched.proto.spec_checks import dotted
+from opsched.proto.spec import (
+    ARTIFACTS_PATH,
+    CONTEXT_ROOT,
+    Container,
+    Environment,
+    EnvVar,
+    InitStep,
+    OpSpec,
+    ReplicaGroup,
+)
+from opsched.proto.spec_checks import dotted, pod_problems, rendered_environment_problems
 from opsched.proto.template_markers import MARKERS, has_template  # noqa: F401 - re-exported
 from opsched.rules.template_sandbox import render, time_budget
 from opsched.rules.value_bounds import OutOfTime, ValueTooLarge
@@ -173,10 +189,22 @@ def _reason(exc: Exception) -> str:
         else f"{type(exc).__name__}: {exc}"
 
 
+_MARKERS = tuple(m.encode() for m in MARKERS)
+_ENCODE = msgspec.json.Encoder().encode
+NOT_RENDERED = frozenset({"name", "resources"})  # of a container: its name (a DNS label) and quantities, as written
+
+
+def _rendered_parts(spec: OpSpec) -> tuple:
+    """What of ``spec`` renders: every pod's containers, init steps, sidecars and connections, and the environment."""
+    groups = [(g.container, g.init, g.sidecars, g.connections) for g in spec.replicas] if spec.replicas else ()
+    return (spec.container, spec.init, spec.sidecars, spec.connections, spec.environment, groups)
+
+
 def needs_rendering(spec: OpSpec) -> bool:
-    """Does any rendered field of any container hold a template?"""
-    return any(has_template(text) for _, c in all_containers(spec)
-               for text in (c.image, c.working_dir, *c.command, *c.args, *(e.value for e in c.env)))
+    """Does any rendered string of the op hold a template? (One encode and a byte search: admission asks it of every
+    op it admits.)"""
+    data = _ENCODE(_rendered_parts(spec))
+    return b"{{" in data or b"{%" in data or b"{#" in data  # MARKERS
 
 
 def env_value(value: Any) -> str:
@@ -191,19 +219,22 @@ def env_value(value: Any) -> str:
 
 
 def render_spec(spec: OpSpec, globs: Globals, errors: list[TemplateError] | None = None) -> OpSpec:
-    """``spec`` with every container rendered and its ``to_env`` vars set (the same spec if nothing changes).
+    """``spec`` with every string that reaches its pods rendered and its ``to_env`` vars set (the same spec if
+    nothing changes), its rendered values checked as the contract checks them.
 
-    Raises the first ``TemplateError``; with ``errors``, collects every one instead and leaves those fields
-    as written."""
+    Raises the first ``TemplateError``; with ``errors``, collects every one instead and returns ``spec`` as
+    written."""
     if not spec.to_env and not needs_rendering(spec):
         return spec  # the common case: nothing to render, nothing to build
     with time_budget():  # one budget for all the op's templates
         return _render_spec(spec, globs, errors)
 
 
-def _render_spec(spec: OpSpec, globs: Globals, errors: list[TemplateError] | None) -> OpSpec:
-    values = template_values(spec, globs)
+Render = Callable[[str, Path], str]
 
+
+def _renderer(values: dict[str, Any], errors: list[TemplateError] | None) -> Render:
+    """``render(text, path)``: the first failure raised, or with ``errors`` every one collected (the text kept)."""
     def render(text: str, path: Path) -> str:
         try:
             return render_text(text, values, path)
@@ -212,29 +243,76 @@ def _render_spec(spec: OpSpec, globs: Globals, errors: list[TemplateError] | Non
                 raise
             errors.append(exc)
             return text
-    extra = _to_env(spec, values, errors)
+    return render
+
+
+def _render_spec(spec: OpSpec, globs: Globals, errors: list[TemplateError] | None) -> OpSpec:
+    values = template_values(spec, globs)
+    failed: list[TemplateError] = []
+    render = _renderer(values, failed)
+    extra = _to_env(spec, values, failed)
     groups = [_pod(g, render, extra, ("replicas", i)) for i, g in enumerate(spec.replicas)]
-    out = _pod(spec, render, extra, ())
-    if out is spec and all(a is b for a, b in zip(groups, spec.replicas)):
+    main = _pod(spec, render, extra, ())
+    environment = msgspec.convert(_deep(msgspec.to_builtins(spec.environment), render, ("environment",)), Environment)
+    if not failed:
+        failed += _rendered_problems(main, environment, groups)
+    if failed:
+        if errors is None:
+            raise failed[0]
+        errors.extend(failed)
         return spec
-    return msgspec.structs.replace(out, replicas=groups)
+    try:
+        out = msgspec.structs.replace(spec, container=main["container"], init=main["init"],
+                                      sidecars=main["sidecars"], connections=main["connections"],
+                                      environment=environment, replicas=[
+                                          msgspec.structs.replace(g, **parts) for g, parts in zip(spec.replicas, groups)])
+    except ValueError as exc:  # what the contract refuses of the rendered op (an annotation or file grown too large)
+        error = TemplateError((), f"the rendered op is refused: {exc}")
+        if errors is None:
+            raise error from None
+        errors.append(error)
+        return spec
+    return spec if out == spec else out
 
 
-Pod = TypeVar("Pod", OpSpec, ReplicaGroup)
+def _rendered_problems(main: dict[str, Any], environment: Environment,
+                       groups: list[dict[str, Any]]) -> list[TemplateError]:
+    """What the contract checks of rendered values only (``proto.spec_checks``), each at its field."""
+    out = [TemplateError(("environment", *where), f"{problem} (as rendered)")
+           for where, problem in rendered_environment_problems(environment)]
+    for at, pod in [((), main), *((("replicas", i), g) for i, g in enumerate(groups))]:
+        out += [TemplateError(at + where, f"{problem} (as rendered)") for where, problem in
+                pod_problems(pod["container"], pod["init"], pod["sidecars"], pod["connections"], rendered=True)]
+    return out
 
 
-def _pod(pod: Pod, render: Callable[[str, Path], str], extra: list[EnvVar], at: Path) -> Pod:
-    """``pod`` (the op's main pod, or a replica group) with its containers rendered; ``extra`` (``toEnv``) goes
-    to its main container only, as Polyaxon gives params to the main container."""
-    main = _container(pod.container, render, extra, at + ("container",))
-    init = [s if s.container is None else msgspec.structs.replace(
-        s, container=_container(s.container, render, [], at + ("init", i, "container")))
-        for i, s in enumerate(pod.init)]
-    sidecars = [_container(c, render, [], at + ("sidecars", i)) for i, c in enumerate(pod.sidecars)]
-    if main is pod.container and all(a.container is b.container for a, b in zip(init, pod.init)) \
-            and all(a is b for a, b in zip(sidecars, pod.sidecars)):
-        return pod
-    return msgspec.structs.replace(pod, container=main, init=init, sidecars=sidecars)
+def _deep(value: Any, render: Render, path: Path, skip: frozenset[str] = frozenset()) -> Any:
+    """``value`` (builtins) with every string rendered, through lists and mappings; keys stay as written, and
+    so do the values of the keys in ``skip`` (at this level)."""
+    if isinstance(value, str):
+        return render(value, path)
+    if isinstance(value, list):
+        return [_deep(v, render, (*path, i)) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return {k: v if k in skip else _deep(v, render, (*path, k)) for k, v in value.items()}
+    return value
+
+
+def _pod(pod: OpSpec | ReplicaGroup, render: Render, extra: list[EnvVar], at: Path) -> dict[str, Any]:
+    """The rendered containers, init steps, sidecars and connections of ``pod`` (the op's main pod, or a replica
+    group); ``extra`` (``toEnv``) goes to its main container only, as Polyaxon gives params to the main container."""
+    init = []
+    for i, step in enumerate(pod.init):
+        where = (*at, "init", i)
+        data = _deep(msgspec.to_builtins(msgspec.structs.replace(step, container=None)), render, where)
+        container = None if step.container is None else _container(step.container, render, [], (*where, "container"))
+        init.append(msgspec.structs.replace(msgspec.convert(data, InitStep), container=container))
+    return {
+        "container": _container(pod.container, render, extra, (*at, "container")),
+        "init": init,
+        "sidecars": [_container(c, render, [], (*at, "sidecars", i)) for i, c in enumerate(pod.sidecars)],
+        "connections": [render(name, (*at, "connections", i)) for i, name in enumerate(pod.connections)],
+    }
 
 
 def _to_env(spec: OpSpec, values: dict[str, Any], errors: list[TemplateError] | None) -> list[EnvVar]:
@@ -251,18 +329,46 @@ def _to_env(spec: OpSpec, values: dict[str, Any], errors: list[TemplateError] | 
     return out
 
 
-def _container(c: Container, render: Callable[[str, Path], str], extra: list[EnvVar], at: Path) -> Container:
-    clash = sorted({e.name for e in c.env} & {e.name for e in extra})
+def _container(c: Container, render: Render, extra: list[EnvVar], at: Path) -> Container:
+    """``c`` with every string rendered but its name and resources (``NOT_RENDERED``), then ``extra`` env."""
+    data = _deep(msgspec.to_builtins(c), render, at, NOT_RENDERED)
+    rendered = msgspec.convert(data, Container)
+    clash = sorted({e.name for e in rendered.env} & {e.name for e in extra})
     if clash:
-        raise TemplateError(at + ("env",), f"{clash[0]} is set both in env and by toEnv; keep one")
-    changed = {
-        "image": render(c.image, at + ("image",)),
-        "command": [render(x, at + ("command", i)) for i, x in enumerate(c.command)],
-        "args": [render(x, at + ("args", i)) for i, x in enumerate(c.args)],
-        "env": [EnvVar(name=e.name, value=render(e.value, at + ("env", i, "value"))) for i, e in enumerate(c.env)]
-        + extra,
-        "working_dir": render(c.working_dir, at + ("workingDir",)) if c.working_dir else c.working_dir,
-    }
-    if all(changed[k] == getattr(c, k) for k in changed):
-        return c
-    return msgspec.structs.replace(c, **changed)
+        raise TemplateError((*at, "env"), f"{clash[0]} is set both in env and by toEnv; keep one")
+    return msgspec.structs.replace(rendered, env=[*rendered.env, *extra]) if extra else rendered
+
+
+def render_placement(spec: OpSpec, values: dict[str, Any], errors: list[TemplateError] | None = None) -> OpSpec:
+    """``spec`` with what admission reads before it routes and places the op rendered: its node selector values,
+    tolerations, affinity and the connections every pod names (the rest renders at admission, ``render_spec``)."""
+    render = _renderer(values, errors)
+    env = spec.environment
+    data = _deep({"nodeSelector": env.node_selector, "tolerations": env.tolerations, "affinity": env.affinity},
+                 render, ("environment",))
+    environment = msgspec.structs.replace(env, node_selector=data["nodeSelector"], tolerations=data["tolerations"],
+                                          affinity=data["affinity"])
+
+    def named(pod: Any, at: Path) -> dict[str, Any]:
+        steps = [s if not has_template(s.connection) else msgspec.structs.replace(
+            s, connection=render(s.connection or "", (*at, "init", i, "connection"))) for i, s in enumerate(pod.init)]
+        return {"init": steps, "connections": [render(n, (*at, "connections", i)) for i, n in enumerate(pod.connections)]}
+    replicas = [msgspec.structs.replace(g, **named(g, ("replicas", i))) for i, g in enumerate(spec.replicas)]
+    return msgspec.structs.replace(spec, environment=environment, replicas=replicas, **named(spec, ()))
+
+
+def placement_templated(spec: OpSpec) -> bool:
+    """Does anything ``render_placement`` renders hold a template? (Asked of every op submitted: most have none of
+    these fields.)"""
+    env = spec.environment
+    if not (spec.connections or spec.init or spec.replicas or env.node_selector or env.tolerations or env.affinity):
+        return False
+    names = [*spec.connections, *(s.connection for s in spec.init if s.connection)]
+    for group in spec.replicas:
+        names += [*group.connections, *(s.connection for s in group.init if s.connection)]
+    if any(has_template(text) for text in (*names, *env.node_selector.values())):
+        return True
+    if not env.tolerations and not env.affinity:
+        return False
+    data = msgspec.json.encode((env.tolerations, env.affinity))
+    return any(m in data for m in _MARKERS)

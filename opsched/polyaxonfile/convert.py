@@ -123,7 +123,7 @@ def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fa
         raise Problems([((), f"refused by the op contract: {exc}")]) from None
     hooks = hooks_of(op, comp, base)
     spec.ignored = warned_fields(op, comp, base, hooks)
-    problems = template_problems(spec, base)
+    problems = template_problems(spec, base, len(comp.run.volumes) if isinstance(comp.run, JobRunModel) else 0)
     if problems:
         raise Problems(problems)
     if hooks:

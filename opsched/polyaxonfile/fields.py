@@ -53,6 +53,9 @@ def _scalar_to_str(value: Any) -> Any:
 
 
 def _quantity(value: str) -> str:
+    if has_template(value):
+        raise ValueError(f"{value!r}: a quantity is not rendered (resources are counted when the op is submitted, "
+                         "before templates render); write the quantity")
     try:
         parse_quantity(value)
     except QuantityError as exc:
@@ -109,6 +112,9 @@ def not_reserved(value: str) -> str:
 
 
 def dns_label(value: str) -> str:
+    if has_template(value):
+        raise ValueError(f"{value!r}: a container's name is not rendered (it names the container in the pod); "
+                         "write it")
     if not _DNS_LABEL.match(value):
         raise ValueError(f"invalid container name {value!r}: must be a DNS label (lowercase, '-')")
     return value

@@ -175,7 +175,7 @@ def check_metadata(env: EnvironmentModel, loc: Loc) -> list[Problem]:
         problems.append((loc + ("labels",), f"{len(env.labels)} labels is above the limit of {MAX_LABELS}"))
     for section, values in (("labels", env.labels), ("nodeSelector", env.node_selector)):
         for key, value in values.items():
-            value_problem = None if has_template(value) and section == "nodeSelector" else k8s_names.label_value(value)
+            value_problem = None if has_template(value) else k8s_names.label_value(value)  # checked once rendered
             problems += [(loc + (section, key), p) for p in (k8s_names.qualified_key(key), value_problem) if p]
     problems += [(loc + ("annotations", key), p) for key in env.annotations if (p := k8s_names.qualified_key(key))]
     size = sum(len(k.encode()) + len(v.encode()) for k, v in env.annotations.items())

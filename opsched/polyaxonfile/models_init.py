@@ -10,6 +10,9 @@
     ``modelRef``, ``artifactRef``) are refused, naming the key, until opsched has an artifacts store.
   * ``sidecars``: Kubernetes containers run beside the main one (name default ``sidecar-<i>``).
   * ``connections``: the names of admin-declared connections the main container gets (env and Secret).
+Every string here may be a template (``rules.templating``): a connection's name is rendered at submit, before
+admission resolves it; the rest when the op is admitted. What the contract checks of a templated value waits
+until it is rendered.
 The contract's rules (``proto.spec_checks.init_step_problems``, ``check_pod``) are applied at the edge with the
 problems located in the file (``init_problems``).
 """
@@ -33,6 +36,7 @@ from opsched.proto.limits import (
 )
 from opsched.proto.spec import Container, FileInit, GitInit, InitStep
 from opsched.proto.spec_checks import pod_problems
+from opsched.proto.template_markers import has_template
 
 NO_STORE = ("{key!r} init steps read from an artifacts store, which opsched does not have yet; use git, file or "
             "container steps")
@@ -45,7 +49,7 @@ def _refuse(key: str) -> Any:
 
 
 def _connection_name(value: str) -> str:
-    problem = k8s_names.dns_label(value, MAX_CONNECTION_NAME_CHARS)
+    problem = None if has_template(value) else k8s_names.dns_label(value, MAX_CONNECTION_NAME_CHARS)
     if problem:
         raise ValueError(f"connection {problem}")
     return value

@@ -3,7 +3,8 @@
 The spec is rendered exactly as admission will render it (``rules.templating``), with stand-in globals
 (an op id of ``PREVIEW_UUID``, created now); each ``TemplateError`` becomes a problem located at the
 field of the polyaxonfile it came from (``run.container.args[0]``, ``run.worker.container.command[1]``,
-``run.init[0].container.image``, ``run.sidecars[1].env``, ``queue``, ``run.environment.nodeSelector.<key>``).
+``run.init[0].git.url``, ``run.sidecars[1].env``, ``run.connections[0]``, ``queue``,
+``run.environment.labels.<key>``, ``run.volumes[0].nfs.path``).
 """
 from __future__ import annotations
 
@@ -31,30 +32,26 @@ def preview_globals(spec: OpSpec, op_id: str = PREVIEW_UUID, namespace: str = "d
                    created_at=datetime.now(timezone.utc), namespace=namespace)
 
 
-def template_problems(spec: OpSpec, base: Loc) -> list[Problem]:
-    """Every field of ``spec`` that would not render, located in the polyaxonfile (``base``: the component)."""
+def template_problems(spec: OpSpec, base: Loc, run_volumes: int = 0) -> list[Problem]:
+    """Every field of ``spec`` that would not render, located in the polyaxonfile (``base``: the component;
+    ``run_volumes``: how many of the environment's volumes ``run.volumes`` gave, before ``run.environment``'s)."""
     with time_budget():  # the budget admission gives an op's templates
-        return _problems(spec, base)
+        return _problems(spec, base, run_volumes)
 
 
-def _problems(spec: OpSpec, base: Loc) -> list[Problem]:
+def _problems(spec: OpSpec, base: Loc, run_volumes: int) -> list[Problem]:
     globs = preview_globals(spec)
     errors: list[TemplateError] = []
     try:
         render_spec(spec, globs, errors)
     except TemplateError as exc:
         errors.append(exc)
-    problems: list[Problem] = [(_yaml_loc(exc.path, spec, base), exc.message) for exc in errors]
-    values = template_values(spec, globs)
-    fields: list[tuple[Loc, str | None]] = [(("queue",), spec.queue)]
-    fields += [(base + ("run", "environment", "nodeSelector", k), v)
-               for k, v in spec.environment.node_selector.items()]
-    for loc, text in fields:
-        if text and has_template(text):
-            try:
-                render_text(text, values)
-            except TemplateError as exc:
-                problems.append((loc, exc.message))
+    problems: list[Problem] = [(_yaml_loc(exc.path, spec, base, run_volumes), exc.message) for exc in errors]
+    if spec.queue and has_template(spec.queue):
+        try:
+            render_text(spec.queue, template_values(spec, globs))
+        except TemplateError as exc:
+            problems.append((("queue",), exc.message))
     return problems
 
 
@@ -74,12 +71,19 @@ def hook_problems(follow: OpSpec, spec: OpSpec, declared: list[str], where: Loc)
     return list(dict.fromkeys(problems))  # a param that fills an input: said once
 
 
-def _yaml_loc(path: tuple, spec: OpSpec, base: Loc) -> Loc:
-    """Where a field of the OpSpec (``container.args[0]``, ``init[1].container.image``, ``sidecars[0].env``,
-    ``replicas[0].container.command``) was written: under the run, a pytorchjob's master or worker section."""
+def _yaml_loc(path: tuple, spec: OpSpec, base: Loc, run_volumes: int = 0) -> Loc:
+    """Where a field of the OpSpec (``container.args[0]``, ``init[1].git.url``, ``sidecars[0].env``,
+    ``connections[0]``, ``replicas[0].container.command``, ``environment.labels.team``) was written: under the run,
+    a pytorchjob's master or worker section; an environment volume under ``run.volumes`` or ``run.environment``."""
     run: Loc = base + ("run",)
-    if path[:1] in (("container",), ("init",), ("sidecars",)):
+    if path[:1] in (("container",), ("init",), ("sidecars",), ("connections",)):
         return run + (("master",) if spec.run_kind == "pytorchjob" else ()) + path
     if path[:1] == ("replicas",) and len(path) > 2:
         return run + (spec.replicas[path[1]].name,) + path[2:]
+    if path[:2] == ("environment", "volumes") and len(path) > 2 and isinstance(path[2], int) and path[2] < run_volumes:
+        return run + ("volumes",) + path[2:]
+    if path[:2] == ("environment", "volumes") and len(path) > 2 and isinstance(path[2], int):
+        return run + ("environment", "volumes", path[2] - run_volumes) + path[3:]
+    if path[:1] == ("environment",):
+        return run + path
     return ()

@@ -25,7 +25,7 @@ from opsched.proto.events import (
     OperationRejected,
 )
 from opsched.proto.reasons import Refusal
-from opsched.rules import reserved_keys
+from opsched.rules import connections, reserved_keys
 from opsched.rules.gpu_accounting import violations
 from opsched.rules.pod_security import check_pods, policy_of
 from opsched.rules.podspec import ANNOTATION_EVICTED, build_pods, rendezvous_service
@@ -44,11 +44,9 @@ async def dispatch(event: OperationAdmitted, ctx: Context, kube: Kube | None, re
     except Unsealable as exc:
         return OperationRejected(**base, reason=UNSEALABLE_ENV, message=f"cannot build the pod: {exc}")
     policy = policy_of(event.queue, event)
-    try:
-        pods = build_pods(event)
-    except ValueError as exc:  # what the event carries cannot make pods (a connection it names but does not declare)
-        return OperationRejected(**base, reason=Refusal.FORBIDDEN_POD_SPEC, message=f"cannot build the pods: {exc}")
-    problems = violations(event.spec) + reserved_keys.problems(event.spec) + check_pods(pods, policy)
+    unbuildable = connections.undeclared(event.spec, event.connections)  # (its pods need their declarations)
+    problems = violations(event.spec) + reserved_keys.problems(event.spec) + (
+        unbuildable or check_pods(build_pods(event), policy))
     if problems:
         return OperationRejected(**base, reason=Refusal.FORBIDDEN_POD_SPEC, message="; ".join(problems))
     if kube is not None and releaser is not None:

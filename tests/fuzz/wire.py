@@ -24,7 +24,7 @@ from opsched.proto.events import EVENTS
 from opsched.proto.lifecycle import HOOK_TRIGGERS
 from opsched.proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
 from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
-from opsched.proto.spec import Container, OpSpec
+from opsched.proto.spec import OpSpec
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 OP_IDS = ("a", "b", "c")
@@ -85,6 +85,19 @@ _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_si
 _json = st.recursive(st.none() | st.booleans() | st.integers(-1000, 1000) | _text,
                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
                      max_leaves=8)
+# a pod's init steps, sidecars and connections as the contract takes them (one kind per step, unique container
+# names and destinations, connection names DNS labels): a few valid ones each, drawn as lists
+_STEPS = [{"git": {"url": "https://git.example/ml/models.git", "revision": "v1", "flags": ["--depth 1"]}},
+          {"git": {}, "connection": "repo", "path": "/plx-context/code"},
+          {"file": {"content": "echo hi", "filename": "run.sh", "chmod": "+x"}, "path": "/scripts"},
+          {"container": {"image": "python:3.11-slim", "name": "init-prepare"}, "connection": "db"}]
+POD_PARTS: dict[str, st.SearchStrategy[Any]] = {
+    "init": st.lists(st.sampled_from(range(len(_STEPS))), max_size=2, unique=True).map(
+        lambda picked: [_STEPS[i] for i in picked]),
+    "sidecars": st.lists(st.sampled_from(["sidecar-logs", "sidecar-metrics"]), max_size=2, unique=True).map(
+        lambda names: [{"image": "python:3.11-slim", "name": n} for n in names]),
+    "connections": st.lists(st.sampled_from(["repo", "db", "cache"]), max_size=2, unique=True),
+}
 
 
 def message(cls: type[msgspec.Struct]) -> st.SearchStrategy[dict[str, Any]]:
@@ -115,15 +128,6 @@ def _of_struct(cls: type, skip: frozenset[str] = frozenset()) -> st.SearchStrate
 def _of_field(name: str, t: mi.Type) -> st.SearchStrategy[Any]:
     if name == "replicas" and isinstance(t, mi.ListType):  # a spec's replica groups have unique names
         return st.lists(_of_type(t.item_type), max_size=2, unique_by=lambda group: group["name"])
-    if name == "connections" and isinstance(t, mi.ListType) and isinstance(t.item_type, mi.StrType):  # a pod's: once
-        return st.lists(_label, max_size=2, unique=True)
-    if name == "init" and isinstance(t, mi.ListType):  # each exactly one of git, file or container; named apart
-        return st.lists(_init_step(), max_size=1).map(  # (two steps may not write to one path: the unit tests)
-            lambda steps: [{**s, "container": {**s["container"], "name": f"init-own-{i}"}} if "container" in s else s
-                           for i, s in enumerate(steps)])
-    if name == "sidecars" and isinstance(t, mi.ListType):  # named apart from the main container and each other
-        return st.lists(_of_struct(Container), max_size=2).map(
-            lambda sidecars: [{**c, "name": f"sidecar-{i}-of-{len(sidecars)}"} for i, c in enumerate(sidecars)])
     if name == "hooks" and isinstance(t, mi.ListType):  # a hook's op has no hooks of its own (the contract's rule)
         hook = st.fixed_dictionaries({"trigger": st.sampled_from(sorted(HOOK_TRIGGERS)),
                                       "spec": _of_struct(OpSpec, frozenset({"hooks"}))})
@@ -136,27 +140,13 @@ def _of_field(name: str, t: mi.Type) -> st.SearchStrategy[Any]:
     return _of_type(t, name)
 
 
-def _init_step() -> st.SearchStrategy[dict[str, Any]]:
-    """An init step as the contract takes it: a git clone (a URL, or a connection's repository), a file, or a container
-    of the user's (its name apart from the pod's other containers)."""
-    path = st.none() | st.sampled_from(("/plx-context/artifacts", "/data/in"))
-    git = st.fixed_dictionaries({"git": st.fixed_dictionaries({"url": st.just("https://github.com/org/repo.git")},
-                                                              optional={"revision": _text, "flags": st.just(["--depth 1"])})},
-                                optional={"path": path})
-    by_connection = st.fixed_dictionaries({"git": st.just({}), "connection": _label}, optional={"path": path})
-    file = st.fixed_dictionaries({"file": st.fixed_dictionaries(
-        {"content": _text}, optional={"filename": st.sampled_from(("run.sh", "conf.yaml")),
-                                      "chmod": st.sampled_from(("+x", "755"))})}, optional={"path": path})
-    container = st.fixed_dictionaries({"container": _of_struct(Container).map(lambda c: {**c, "name": "init-own"})},
-                                      optional={"connection": _label, "path": path})
-    return git | by_connection | file | container
-
-
 def _nullable(t: mi.Type) -> bool:
     return isinstance(t, mi.UnionType) and any(isinstance(x, mi.NoneType) for x in t.types)
 
 
 def _of_type(t: mi.Type, name: str = "") -> st.SearchStrategy[Any]:  # noqa: C901 - one case per kind
+    if name in POD_PARTS and isinstance(t, mi.ListType) and (name != "connections" or isinstance(t.item_type, mi.StrType)):
+        return POD_PARTS[name]  # (a configuration's or an admitted event's connections: declarations, drawn as any)
     if isinstance(t, mi.StructType):
         return _of_struct(t.cls)
     if isinstance(t, mi.UnionType):

@@ -2,7 +2,7 @@
 the connection from the queue configuration, the dispatcher builds the pod, the API server takes it and
 kube-scheduler places it counting its GPUs as Kubernetes does (its init container's 2 against its main container's
 and sidecar's 1 + 1). Read back from the API server: the init containers in order, the context mounted in every
-container, the Secret referenced by its name only."""
+container, the Secret referenced by its name only, the templates of an init file and a label rendered."""
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +24,7 @@ run:
   kind: job
   init:
     - connection: repo
-    - file: {filename: run.sh, chmod: "+x", content: "echo hi"}
+    - file: {filename: run.sh, chmod: "+x", content: "echo {{ globals.uuid }}"}
     - container:
         name: warm-up
         image: busybox:1.36
@@ -36,6 +36,7 @@ run:
       command: [sh, -c, "sleep 0.2"]
       resources: {limits: {nvidia.com/gpu: 1}}
   connections: [repo]
+  environment: {labels: {run: "{{ globals.uuid }}"}}
   container:
     image: python:3.11-slim
     workingDir: "{{ globals.artifacts_path }}/repo"
@@ -82,5 +83,7 @@ async def test_init_steps_a_sidecar_and_a_connection_run_as_kubernetes_runs_them
     env = {e.name: e.value for e in spec.init_containers[0].env}
     assert env["OPSCHED_GIT_URL"] == "https://git.example/ml/models.git"
     assert env["OPSCHED_GIT_DEST"] == "/plx-context/artifacts/repo"
+    assert {e.name: e.value for e in spec.init_containers[1].env}["OPSCHED_FILE_CONTENT"] == f"echo {op_id}"
+    assert pod.metadata.labels["run"] == op_id  # a template in a label's value, rendered when admitted
     [row] = [r for r in await client.ops() if r.op_id == op_id]
     assert row.gpus == "2"

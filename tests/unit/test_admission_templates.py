@@ -111,3 +111,29 @@ def test_the_queue_s_artifacts_root_and_namespace_reach_the_globals(ctx):
     _, admitted = admit(op("a").args("{{ run_outputs_path }}", "{{ namespace }}").build(), ctx, book=book)
     assert admitted.spec.container.args == ["/runs/op-1/outputs", "team-a"]
     assert admitted.namespace == "team-a" != NS
+
+
+def test_what_placement_reads_is_rendered_at_submit_and_the_rest_when_admitted(ctx):
+    from opsched.proto.spec import FileInit, InitStep
+    from opsched.rules.queues_file import parse_queues
+    from opsched.services.admission.model.queues import compile_book
+
+    spec = op("a").params(zone="eu", team="ml", repo="repo").build()
+    spec = msgspec.structs.replace(
+        spec, connections=["{{ repo }}"], init=[InitStep(file=FileInit(content="{{ globals.uuid }}"), path="/{{ team }}")],
+        environment=msgspec.structs.replace(
+            spec.environment, tolerations=[{"key": "zone", "operator": "Equal", "value": "{{ zone }}"}],
+            affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["{{ zone }}"]}]}]}}},
+            labels={"team": "{{ team }}"}))
+    book = compile_book(parse_queues("queues: [{name: default}]\nconnections: [{name: repo, kind: custom}]"))
+    submitted = on_submit(submit(spec, op_id="a"), ctx, AdmissionState(), book)
+    assert isinstance(submitted, OperationSubmitted)  # its connection resolved, rendered
+    placed = submitted.spec
+    assert placed.connections == ["repo"] and placed.environment.tolerations[0]["value"] == "eu"
+    assert placed.environment.affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["eu"]  # what admission's node fit reads
+    assert placed.environment.labels == {"team": "{{ team }}"}  # the rest: when admitted
+    _, admitted = admit(spec, ctx, op_id="a", book=book)
+    assert admitted.spec.environment.labels == {"team": "ml"} and admitted.spec.init[0].path == "/ml"
+    assert admitted.spec.init[0].file.content == "a" and [c.name for c in admitted.connections] == ["repo"]

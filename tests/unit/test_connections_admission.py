@@ -117,3 +117,15 @@ def test_the_cache_keys_on_every_init_step_sidecar_and_connection_and_an_op_with
     assert len(keys) == 5
     unkeyed = msgspec.structs.replace(plain, cache=msgspec.structs.replace(plain.cache, sections=["containers"]))
     assert fingerprint(msgspec.structs.replace(unkeyed, init=[step])) == fingerprint(unkeyed)  # sections say so
+
+
+async def test_the_dispatcher_refuses_an_admitted_naming_a_connection_it_does_not_declare_creating_nothing():
+    from opsched.services.dispatcher.dispatch import dispatch
+    from opsched.services.runtime.service import Context
+
+    event = msgspec.structs.replace(decide(fold(submitted(spec("repo"), op_id="a"), *gates_cleared("a")),
+                                           compile_book(CONFIG))[0], connections=[])
+    outcome = await dispatch(event, Context("dispatcher", FakeClock(T0), Settings(), oplog.get("test")), None, None)
+    assert isinstance(outcome, OperationRejected) and outcome.reason == "forbidden_pod_spec"
+    assert outcome.message == ("connections[0]: connection 'repo' is not declared on the admitted event; "
+                               "init[0].connection: connection 'repo' is not declared on the admitted event")
