@@ -62,6 +62,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.dry_run:
         built = [p for spec, op_id in zip(pods, ids) for p in dryrun.pods_of(spec, op_id, config)]
         print(dryrun.dump(built, args.output), end="")
+        for note in dryrun.hook_notes(specs, ids):  # a hook's op is built when its op ends: said, not printed
+            print(f"opsched: {note}", file=sys.stderr)
         return 0
     return asyncio.run(_submit(args, specs, ids, [spec.queue for spec in pods]))
 

@@ -24,7 +24,7 @@ from opsched.proto.queues import QueuesConfig
 from opsched.proto.spec import OpSpec
 from opsched.rules import connections, reserved_keys
 from opsched.rules.gpu_accounting import violations
-from opsched.rules.naming import pod_name
+from opsched.rules.naming import hook_op_id, pod_name
 from opsched.rules.spec_size import too_large
 from opsched.rules.templating import globals_for, render_spec
 
@@ -86,7 +86,7 @@ def refusals(specs: list[OpSpec], rendered_specs: list[OpSpec], ids: list[str],
     problems += [r for spec in specs for r in (codec.refusal(spec), too_large(spec), condition_problem(spec)) if r]
     for spec, op_id in zip(specs, ids):  # a hook's op: the same rules on what it would run (in the op's queue)
         for i, hook in enumerate(spec.hooks):
-            follow = rendered(hook.spec, f"{op_id}-hook-{i}", config)
+            follow = rendered(hook.spec, hook_op_id(op_id, 0, i), config)
             queue = follow.queue or spec.queue or config.default_queue
             carried, unusable = connections.admitted_fields(follow, config, queue)
             found = [*violations(follow), *reserved_keys.problems(follow),
@@ -94,6 +94,14 @@ def refusals(specs: list[OpSpec], rendered_specs: list[OpSpec], ids: list[str],
                                               policy_for(config, queue, carried["connections"])))]
             problems += [f"hooks[{i}]: {p}" for p in found]
     return list(dict.fromkeys(problems))
+
+
+def hook_notes(specs: list[OpSpec], ids: list[str]) -> list[str]:
+    """A line per hook of each op: when it runs, what, where (its pods are built when the op ends, its params
+    rendered in the op's context then; ``refusals`` has checked them already)."""
+    return [f"{op_id}: hook {i} on {hook.trigger}: op {hook_op_id(op_id, 0, i)} ({hook.spec.name}) in queue "
+            f"{hook.spec.queue or spec.queue or 'of the op'}, its params rendered over the op's when it ends"
+            for spec, op_id in zip(specs, ids) for i, hook in enumerate(spec.hooks)]
 
 
 def dump(pods: list[dict[str, Any]], output: str) -> str:

@@ -12,7 +12,6 @@ it (``invalid_template``/``invalid_condition``), visible in ``opsched ops``. A h
 """
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 
 import msgspec
@@ -21,20 +20,10 @@ from opsched.proto.commands import SubmitOperation
 from opsched.proto.lifecycle import HOOK_TRIGGERS
 from opsched.proto.queues import QueuesConfig
 from opsched.proto.spec import OpSpec
-from opsched.proto.subjects import valid_token
 from opsched.rules.conditions import evaluate
+from opsched.rules.naming import hook_op_id
 from opsched.rules.templating import globals_for, hook_values, render_value
 from opsched.services.admission.model.records import OpRecord
-
-MAX_OP_ID = 63
-
-
-def hook_op_id(op_id: str, attempt: int, index: int) -> str:
-    """``<op id>-hook-<index>`` (``-<attempt>`` after a resume); a hash when that would not be a valid op id."""
-    own = f"{op_id}-hook-{index}" + (f"-{attempt}" if attempt else "")
-    if valid_token(own) and len(own) <= MAX_OP_ID:
-        return own
-    return "hook-" + hashlib.sha256(f"{op_id}/{attempt}/{index}".encode()).hexdigest()[:24]
 
 
 def due(op: OpRecord, now: datetime) -> list[SubmitOperation]:

@@ -17,8 +17,9 @@ from opsched.proto.events import (
     OperationTimedOut,
 )
 from opsched.proto.spec import Hook, OpSpec
+from opsched.rules.naming import hook_op_id
 from opsched.services.admission.handlers import on_submit
-from opsched.services.admission.hooks import due, hook_op_id
+from opsched.services.admission.hooks import due
 from opsched.services.admission.rendering import INVALID_CONDITION, INVALID_TEMPLATE
 from opsched.services.admission.state.admission_state import AdmissionState
 from opsched.services.runtime.consumer import Context

@@ -82,3 +82,13 @@ def test_an_operations_hooks_add_to_its_components_unless_its_patch_strategy_say
 def test_a_hook_that_could_not_run_is_refused_at_its_line(text, loc, message):
     found = errors(text)
     assert loc in found and message in found[loc], found
+
+
+def test_a_dry_run_says_which_hooks_the_op_has(tmp_path, capsys):
+    from opsched import cli
+
+    path = tmp_path / "op.yaml"
+    path.write_text(hooked())
+    code = cli.main(["--data-dir", str(tmp_path / "data"), "submit", str(path), "--dry-run", "--id", "t"])
+    err = capsys.readouterr().err
+    assert code == 0 and "t: hook 0 on succeeded: op t-hook-0 (notify) in queue of the op" in err
