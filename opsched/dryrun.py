@@ -74,26 +74,27 @@ def refusals(specs: list[OpSpec], rendered_specs: list[OpSpec], ids: list[str],
     its queue's configuration does not give it (``rules.connections``) and the queue's pod security on what would
     run (``rendered_specs``: toEnv and templates applied), then the contract, the size and the conditions of what
     is sent (``specs``)."""
-    from opsched.rules.pod_security import check_pods, policy_for
-
     config = config or QueuesConfig()
-    problems = [p for spec in rendered_specs for p in (*violations(spec), *reserved_keys.problems(spec))]
-    for spec, op_id in zip(rendered_specs, ids):
-        queue = spec.queue or config.default_queue
-        carried, unusable = connections.admitted_fields(spec, config, queue)
-        problems += unusable or check_pods(pods_of(spec, op_id, config), policy_for(config, queue,
-                                                                                    carried["connections"]))
+    problems = [p for spec, op_id in zip(rendered_specs, ids)
+                for p in _run_problems(spec, op_id, spec.queue or config.default_queue, config)]
     problems += [r for spec in specs for r in (codec.refusal(spec), too_large(spec), condition_problem(spec)) if r]
     for spec, op_id in zip(specs, ids):  # a hook's op: the same rules on what it would run (in the op's queue)
         for i, hook in enumerate(spec.hooks):
-            follow = rendered(hook.spec, hook_op_id(op_id, 0, i), config)
+            follow_id = hook_op_id(op_id, 0, i)
+            follow = rendered(hook.spec, follow_id, config)
             queue = follow.queue or spec.queue or config.default_queue
-            carried, unusable = connections.admitted_fields(follow, config, queue)
-            found = [*violations(follow), *reserved_keys.problems(follow),
-                     *(unusable or check_pods(pods_of(follow, f"{op_id}-hook-{i}", config),
-                                              policy_for(config, queue, carried["connections"])))]
-            problems += [f"hooks[{i}]: {p}" for p in found]
+            problems += [f"hooks[{i}]: {p}" for p in _run_problems(follow, follow_id, queue, config)]
     return list(dict.fromkeys(problems))
+
+
+def _run_problems(spec: OpSpec, op_id: str, queue: str, config: QueuesConfig) -> list[str]:
+    """Why the dispatcher would refuse what ``spec`` (rendered) runs in ``queue``: GPU accounting, reserved keys, the
+    connections its queue does not give it, else its pods' pod security."""
+    from opsched.rules.pod_security import check_pods, policy_for
+
+    carried, unusable = connections.admitted_fields(spec, config, queue)
+    return [*violations(spec), *reserved_keys.problems(spec),
+            *(unusable or check_pods(pods_of(spec, op_id, config), policy_for(config, queue, carried["connections"])))]
 
 
 def hook_notes(specs: list[OpSpec], ids: list[str]) -> list[str]:
