@@ -1,7 +1,7 @@
 """The faults production brings, each as ``strike`` (inject it), ``hold`` (let it last) and ``heal``: kill -9
 of a service (started again after a while, or left dead while a replica serves), kill -9 of one node of the
 NATS cluster, kill -9 of the API server for a while, and kill -9 of the only nats-server (while it is down,
-a submit through the CLI must be refused with a clear message).
+a submit through the CLI must be refused with a clear message); and several of them, in turn or at once.
 
 Processes are started on the event loop's thread: a child of this harness dies with the thread that
 started it (Linux's parent-death signal), and a worker thread may end before the run does."""
@@ -150,6 +150,55 @@ class NatsDown(Fault):
             node.start()
         if isinstance(stage.nats, NatsCluster):
             stage.nats.wait_meta_leader()
+
+
+@dataclass(kw_only=True)
+class InTurn(Fault):
+    """Several faults one after the other: each struck, held and healed before the next strikes (the last one's
+    hold and heal are the run's). Ops that arrive meanwhile meet each of them in turn."""
+
+    parts: list[Fault]
+
+    def __post_init__(self) -> None:
+        self.kind = "in turn: " + ", then ".join(part.name for part in self.parts)
+        self.lasts_s = self.parts[-1].lasts_s
+        self.emits = self.parts[-1].emits
+
+    async def strike(self, stage: Stage) -> None:
+        for part in self.parts[:-1]:
+            await part.strike(stage)
+            await part.hold(stage)
+            await part.heal(stage)
+        await self.parts[-1].strike(stage)
+
+    async def hold(self, stage: Stage) -> None:
+        await self.parts[-1].hold(stage)
+
+    async def heal(self, stage: Stage) -> None:
+        await self.parts[-1].heal(stage)
+
+
+@dataclass(kw_only=True)
+class AtOnce(Fault):
+    """Several faults struck together, held together and healed together."""
+
+    parts: list[Fault]
+
+    def __post_init__(self) -> None:
+        self.kind = "at once: " + ", ".join(part.name for part in self.parts)
+        self.lasts_s = max(part.lasts_s for part in self.parts)
+        self.emits = tuple(dict.fromkeys(e for part in self.parts for e in part.emits))
+
+    async def strike(self, stage: Stage) -> None:
+        for part in self.parts:  # in order, on this thread (see the module's docstring)
+            await part.strike(stage)
+
+    async def hold(self, stage: Stage) -> None:
+        await asyncio.gather(*(part.hold(stage) for part in self.parts))
+
+    async def heal(self, stage: Stage) -> None:
+        for part in self.parts:
+            await part.heal(stage)
 
 
 def nodes_of(nats: NatsServer | NatsCluster) -> list[NatsServer]:
