@@ -50,6 +50,8 @@ def check_spec(spec: OpSpec) -> None:
         _named("priorityClass", spec.priority_class, k8s_names.dns_label)
     if spec.cost is not None:
         money("cost", spec.cost)
+    if spec.main_role is not None:
+        _named("mainRole", spec.main_role, lambda n: k8s_names.dns_label(n, MAX_GROUP_NAME_CHARS))
     check_container("container", spec.container)
     check_pod("", spec.container, spec.init, spec.sidecars, spec.connections)
     _replicas(spec.replicas)
@@ -117,6 +119,8 @@ def _replicas(groups: list[ReplicaGroup]) -> None:
         if not 1 <= group.count <= MAX_PODS_PER_OP:
             bound = "below 1" if group.count < 1 else f"above the limit of {MAX_PODS_PER_OP} pods per op"
             raise ValueError(f"{at}.count: {group.count} is {bound}")
+        if group.restart_policy not in (None, "Never", "OnFailure"):
+            raise ValueError(f"{at}.restartPolicy: {group.restart_policy!r} is not Never or OnFailure")
         check_container(f"{at}.container", group.container)
         check_pod(f"{at}.", group.container, group.init, group.sidecars, group.connections)
         pods += group.count
