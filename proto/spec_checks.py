@@ -119,8 +119,6 @@ def _replicas(groups: list[ReplicaGroup]) -> None:
         if not 1 <= group.count <= MAX_PODS_PER_OP:
             bound = "below 1" if group.count < 1 else f"above the limit of {MAX_PODS_PER_OP} pods per op"
             raise ValueError(f"{at}.count: {group.count} is {bound}")
-        if group.restart_policy not in (None, "Never", "OnFailure"):
-            raise ValueError(f"{at}.restartPolicy: {group.restart_policy!r} is not Never or OnFailure")
         check_container(f"{at}.container", group.container)
         check_pod(f"{at}.", group.container, group.init, group.sidecars, group.connections)
         pods += group.count

@@ -14,7 +14,6 @@ main pod waits for the others to run before it is created (an mpijob's launcher)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from opsched.proto.spec import Container, OpSpec, ReplicaGroup
 
@@ -46,7 +45,8 @@ KINDS: dict[str, RunKind] = {
 DISTRIBUTED = tuple(KINDS)
 
 
-class PodRole(NamedTuple):
+@dataclass(frozen=True)
+class PodRole:
     """One pod of an attempt: its role, its index in the role, and its group (None: the main pod)."""
 
     role: str

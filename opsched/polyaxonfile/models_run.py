@@ -96,6 +96,7 @@ class DistributedRunModel(Model):
     """What every distributed kind has: cleanPodPolicy, schedulingPolicy; and the run-level sections Polyaxon
     does not have for them (read only to be refused by ``check_run`` with a clear message)."""
 
+    kind: str  # each kind's own Literal
     clean_pod_policy: Annotated[Literal["All", "Running"], BeforeValidator(_clean_pod_policy)] | None = None
     scheduling_policy: SchedulingPolicyModel | None = None
     environment: Any = None
@@ -106,7 +107,7 @@ class DistributedRunModel(Model):
 
     def sections(self) -> dict[str, KFReplicaModel]:
         """The replica sections it has, by role, in its kind's order."""
-        roles = KINDS[getattr(self, "kind")].roles
+        roles = KINDS[self.kind].roles
         return {role: section for role in roles if (section := getattr(self, role, None)) is not None}
 
 
