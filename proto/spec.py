@@ -22,6 +22,7 @@ from opsched.proto.limits import (
     MAX_REPLICA_GROUPS,
     MAX_RETRIES,
     MAX_SIDECARS,
+    MAX_SLOTS_PER_WORKER,
     MAX_TAGS,
 )
 
@@ -171,13 +172,15 @@ def repo_name(url: str) -> str:
 
 
 class ReplicaGroup(Wire, kw_only=True):
-    """Extra pods of a distributed op (e.g. Polyaxon's pytorchjob workers), started as one gang
-    with the main container (the master). ``init``, ``sidecars`` and ``connections``: its pods' own, as
-    ``OpSpec``'s are the main pod's."""
+    """Extra pods of a distributed op (a replica role of Polyaxon's tfjob, mpijob, pytorchjob, ...: ``name`` is the
+    role), started as one gang with the main pod. Its pods are indexed from 0, or from 1 when ``name`` is the main
+    pod's role (the main pod is index 0: ``rules.replica_roles``). ``init``, ``sidecars`` and ``connections``: its
+    pods' own, as ``OpSpec``'s are the main pod's. ``restart_policy``: its pods' (Never when None)."""
 
     name: str
     count: int = 1
     container: Container
+    restart_policy: str | None = None
     init: Annotated[list[InitStep], msgspec.Meta(max_length=MAX_INIT_STEPS)] = []
     sidecars: Annotated[list[Container], msgspec.Meta(max_length=MAX_SIDECARS)] = []
     connections: Annotated[list[str], msgspec.Meta(max_length=MAX_CONNECTIONS)] = []
@@ -214,6 +217,8 @@ class OpSpec(Wire, kw_only=True):
     iteration: Annotated[int, msgspec.Meta(ge=0)] | None = None  # a sweep trial's index in its batch ({{ globals.iteration }})
     description: str | None = None  # put on its pods as the annotation opsched.io/description
     clean_pod_policy: str | None = None  # a gang's finished pods: "All" deleted at its end, "Running" (default) kept
+    main_role: str | None = None  # the main pod's replica role (None: its run kind's first: ``rules.replica_roles``)
+    slots_per_worker: Annotated[int, msgspec.Meta(ge=1, le=MAX_SLOTS_PER_WORKER)] | None = None  # an mpijob's hostfile slots
     ignored: Annotated[list[str], Items] = []  # fields of its file with no effect in opsched (warned by the CLI; shown by ops/why)
     hooks: Annotated[list[Hook], msgspec.Meta(max_length=MAX_HOOKS)] = []  # follow-up ops run when it ends
     # the main pod's init containers (in order, before its containers), its sidecars (after the main container) and

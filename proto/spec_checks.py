@@ -50,6 +50,8 @@ def check_spec(spec: OpSpec) -> None:
         _named("priorityClass", spec.priority_class, k8s_names.dns_label)
     if spec.cost is not None:
         money("cost", spec.cost)
+    if spec.main_role is not None:
+        _named("mainRole", spec.main_role, lambda n: k8s_names.dns_label(n, MAX_GROUP_NAME_CHARS))
     check_container("container", spec.container)
     check_pod("", spec.container, spec.init, spec.sidecars, spec.connections)
     _replicas(spec.replicas)

@@ -6,6 +6,7 @@ import hashlib
 
 from opsched.proto.spec import OpSpec
 from opsched.proto.subjects import valid_token
+from opsched.rules.replica_roles import pods_of
 
 MAX_OP_ID = 63
 
@@ -16,9 +17,10 @@ def pod_name(op_id: str, attempt: int) -> str:
 
 
 def pod_names(op_id: str, attempt: int, spec: OpSpec) -> list[str]:
-    """Every pod of an attempt: the main pod, then each replica group's pods in order."""
+    """Every pod of an attempt (``rules.replica_roles.pods_of``): the main pod, then each replica group's pods in
+    order, ``<main>-<role>-<index>``."""
     main = pod_name(op_id, attempt)
-    return [main] + [f"{main}-{group.name}-{i}" for group in spec.replicas for i in range(group.count)]
+    return [main if p.is_main else f"{main}-{p.role}-{p.index}" for p in pods_of(spec)]
 
 
 def hook_op_id(op_id: str, attempt: int, index: int) -> str:

@@ -1,7 +1,8 @@
 """Build the Pods of one attempt of an admitted operation, as plain dicts (fast to serialise).
 
 An attempt is one pod (the main container) or a gang: the main pod plus ``count`` pods per replica
-group, each with its group's container and the same labels, annotations and placement. A pod's init steps
+group, each with its group's container and restartPolicy and the same labels, annotations and placement, and
+each given its run kind's rendezvous (``rules.rendezvous``: hostnames in a headless Service, the framework's env). A pod's init steps
 are its init containers, in order (``rules.init_steps``), its sidecars come after its main container, and a pod
 with either gets Polyaxon's context: an emptyDir ``opsched-context`` mounted at ``/plx-context`` in every
 container (and an emptyDir per init step ``path`` outside it, ``opsched-init-<k>``, mounted at that path in
@@ -9,7 +10,7 @@ every container). A connection gives the container that names it its ``env`` and
 at its ``mountPath``, volume ``opsched-conn-<name>``; else its ``items`` as ``secretKeyRef`` env vars; else
 ``envFrom``): the main container gets the pod's ``connections``, an init step its own. Accelerators
 appear only as limits, with requests equal to limits. Labels carry the op id, queue, attempt, the
-pod's replica (``main`` or ``<group>-<i>``) and the gang size, so the watcher can map a pod back to
+pod's replica (``main`` or ``<role>-<i>``: ``rules.replica_roles``) and the gang size, so the watcher can map a pod back to
 its attempt from the API alone. Admission's placement (the flavor's node labels and tolerations) is
 merged into the op's own; the flavors chosen are annotated.
 """
@@ -24,6 +25,7 @@ from opsched.proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, i
 from opsched.proto.spec import CONTEXT_ROOT, Container, Environment, InitStep, OpSpec, ReplicaGroup
 from opsched.rules import init_steps, rendezvous
 from opsched.rules.naming import pod_names
+from opsched.rules.replica_roles import pods_of, replica_label
 
 NVIDIA_RESOURCES = ("nvidia.com/gpu", GPU_MEMORY)  # their device plugins set NVIDIA_VISIBLE_DEVICES
 NVIDIA_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
@@ -60,7 +62,8 @@ WATCHED_ANNOTATIONS = (*RELEASE_ANNOTATIONS, ANNOTATION_TRACEPARENT)  # what the
 CONTEXT_VOLUME = "opsched-context"  # Polyaxon's context, mounted at CONTEXT_ROOT
 INIT_VOLUME_PREFIX = "opsched-init-"  # + k: the k-th init step path outside CONTEXT_ROOT
 CONNECTION_VOLUME_PREFIX = "opsched-conn-"  # + a connection's name: its Secret
-RESERVED_VOLUMES = (CONTEXT_VOLUME, INIT_VOLUME_PREFIX, CONNECTION_VOLUME_PREFIX)  # names (or prefixes) of opsched's
+# names (or prefixes) of opsched's; an mpijob's launcher mounts its hostfile ConfigMap as rendezvous.HOSTFILE_VOLUME
+RESERVED_VOLUMES = (CONTEXT_VOLUME, INIT_VOLUME_PREFIX, CONNECTION_VOLUME_PREFIX, rendezvous.HOSTFILE_VOLUME)
 
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -74,25 +77,39 @@ def attempt_selector(op_id: str, attempt: int) -> str:
 
 
 def build_pods(admitted: OperationAdmitted) -> list[dict[str, Any]]:
-    """Every pod of the attempt: the main pod first, then each replica group's pods in order."""
+    """Every pod of the attempt (``rules.replica_roles.pods_of``): the main pod first, then each replica group's
+    pods in order, with their rendezvous (``rules.rendezvous``)."""
     names = pod_names(admitted.op_id, admitted.attempt, admitted.spec)
     size = len(names)
     hosts = list(admitted.preferred_hosts) + [""] * size
-    pods = [build_pod(admitted, gang_size=size, host=hosts[0])]
-    replicas = [(f"{g.name}-{i}", g) for g in admitted.spec.replicas for i in range(g.count)]
-    for i, (name, (replica, group)) in enumerate(zip(names[1:], replicas), 1):
-        pods.append(build_pod(admitted, name=name, replica=replica, group=group, gang_size=size, host=hosts[i]))
-    rendezvous.apply(pods)
+    pods = []
+    for i, (name, role) in enumerate(zip(names, pods_of(admitted.spec))):
+        if role.is_main:
+            pods.append(build_pod(admitted, gang_size=size, host=hosts[i]))
+        else:
+            pods.append(build_pod(admitted, name=name, replica=replica_label(role), group=role.group,
+                                  gang_size=size, host=hosts[i]))
+    rendezvous.apply(pods, admitted.spec, admitted.namespace)
     return pods
 
 
+def _owned(admitted: OperationAdmitted) -> dict[str, str]:
+    """The labels of what the dispatcher creates for an attempt besides its pods (its Service, its ConfigMap)."""
+    return {MANAGED_BY: MANAGER, LABEL_OP: admitted.op_id, LABEL_ATTEMPT: str(admitted.attempt)}
+
+
 def rendezvous_service(admitted: OperationAdmitted) -> dict[str, Any] | None:
-    """The headless Service of a gang's rendezvous (``rules.rendezvous``); None for a one-pod attempt."""
-    if len(pod_names(admitted.op_id, admitted.attempt, admitted.spec)) < 2:
+    """The headless Service of a gang's rendezvous (``rules.rendezvous``), selecting every pod of the attempt; None
+    for a one-pod attempt."""
+    if not rendezvous.is_gang(admitted.spec):
         return None
-    labels = {MANAGED_BY: MANAGER, LABEL_OP: admitted.op_id, LABEL_ATTEMPT: str(admitted.attempt)}
-    main = {"metadata": {"name": admitted.pod_name, "namespace": admitted.namespace}}
-    return rendezvous.service(main, {**labels, LABEL_REPLICA: MAIN_REPLICA}, labels)
+    labels = _owned(admitted)
+    return rendezvous.service(admitted.spec, admitted.pod_name, admitted.namespace, labels, labels)
+
+
+def rendezvous_config_map(admitted: OperationAdmitted) -> dict[str, Any] | None:
+    """An mpijob attempt's hostfile ConfigMap (``rules.rendezvous``); None for every other attempt."""
+    return rendezvous.config_map(admitted.spec, admitted.pod_name, admitted.namespace, _owned(admitted))
 
 
 def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: str = MAIN_REPLICA,
@@ -106,7 +123,7 @@ def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: 
     size = gang_size if gang_size is not None else len(pod_names(admitted.op_id, admitted.attempt, spec))
     init, containers, volumes = _containers(admitted, group if group is not None else spec)
     pod_spec: dict[str, Any] = {
-        "restartPolicy": env.restart_policy or "Never",
+        "restartPolicy": (group.restart_policy if group is not None else env.restart_policy) or "Never",
         "containers": containers,
     }
     optional = {

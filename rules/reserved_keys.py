@@ -38,7 +38,8 @@ def problems(spec: OpSpec) -> list[str]:
             + [f"environment.annotations[{k!r}] is set by opsched; remove it" for k in RESERVED_ANNOTATIONS
                if k in env.annotations]
             + [f"environment.volumes[{i}].name: {v.get('name')!r} is opsched's (its context, init paths and "
-               f"connections' Secrets are {CONTEXT_VOLUME!r}, {RESERVED_VOLUMES[1]!r}…, {RESERVED_VOLUMES[2]!r}…); "
+               f"connections' Secrets are {CONTEXT_VOLUME!r}, {RESERVED_VOLUMES[1]!r}…, {RESERVED_VOLUMES[2]!r}…, an "
+               f"mpijob's hostfile {RESERVED_VOLUMES[3]!r}); "
                "rename it" for i, v in enumerate(env.volumes) if str(v.get("name", "")).startswith(RESERVED_VOLUMES)]
             + _mount_paths(spec))
 

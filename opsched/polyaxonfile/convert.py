@@ -5,8 +5,8 @@
     field, ``tags`` and ``hooks`` are the component's then the operation's others; ``patching``), as Polyaxon
     compiles an operation. ``name`` falls back to the file's stem.
   * The run section gives the container, the environment and the replica groups: ``run.volumes``
-    is merged in before ``run.environment.volumes``; a pytorchjob's master container is
-    ``OpSpec.container`` and its worker section one ``ReplicaGroup`` (see ``models_run``). A pod's
+    is merged in before ``run.environment.volumes``; a distributed run's main pod's container is
+    ``OpSpec.container`` and each replica section a ``ReplicaGroup`` named for its role (see ``models_run``). A pod's
     ``init``, ``sidecars`` and ``connections`` (a job's run, a pytorchjob's master) are the OpSpec's;
     a worker section's, its group's (``models_init``).
   * A sweep's ``Trial`` adds its params and gives the op its ``iteration`` and the name
@@ -32,12 +32,13 @@ from opsched.polyaxonfile.models_operation import (
     OperationModel,
     OverridesModel,
 )
-from opsched.polyaxonfile.models_run import JobRunModel, KFReplicaModel, PytorchJobRunModel, check_run
+from opsched.polyaxonfile.models_run import JobRunModel, KFReplicaModel, RunModel, check_run, main_role
 from opsched.polyaxonfile.params import io_and_params
 from opsched.polyaxonfile.patching import DEFAULT_STRATEGY, Section, patch_value
 from opsched.polyaxonfile.templates import hook_problems, template_problems
 from opsched.polyaxonfile.warned import warned_fields
 from opsched.proto.spec import Cache, Container, Environment, Hook, OpSpec, ReplicaGroup, Termination
+from opsched.rules.replica_roles import KINDS
 from opsched.rules.trial_names import trial_name
 
 
@@ -90,19 +91,41 @@ def _pod(section: JobRunModel | KFReplicaModel) -> dict[str, Any]:
             "connections": list(section.connections)}
 
 
-def _run_parts(run: JobRunModel | PytorchJobRunModel
-               ) -> tuple[Container, Environment, list[ReplicaGroup], dict[str, Any]]:
+def _run_parts(run: RunModel) -> tuple[Container, Environment, list[ReplicaGroup], dict[str, Any]]:
     """The main container, the environment, the replica groups of a validated run, and the main pod's init steps,
-    sidecars and connections."""
+    sidecars and connections. A distributed run's main pod is pod 0 of its main role (``models_run.main_role``);
+    each section is a group named for its role, the main role's holding its pods after pod 0 (if any)."""
     if isinstance(run, JobRunModel):
         return _container(run.container), _environment(run), [], _pod(run)
+    role = main_role(run)
+    sections = run.sections()
+    assert role is not None  # check_run refused a run without one
+    main = sections[role]
     replicas = []
-    if run.worker is not None:
-        replicas.append(ReplicaGroup(name="worker", count=_first(run.worker.replicas, 1),
-                                     container=_container(run.worker.container), **_pod(run.worker)))
-    # Polyaxon puts environment in each replica; opsched rejects it (check_run), so the
-    # pytorchjob gets the default environment.
-    return _container(run.master.container), Environment(), replicas, _pod(run.master)
+    for name, section in sections.items():
+        count = _first(section.replicas, 1) - (1 if name == role else 0)
+        if count >= 1:
+            replicas.append(ReplicaGroup(name=name, count=count, container=_container(section.container),
+                                         restart_policy=section.restart_policy(), **_pod(section)))
+    # Polyaxon puts environment in each replica; opsched honours only its restartPolicy (check_run)
+    return _container(main.container), Environment(restart_policy=main.restart_policy()), replicas, _pod(main)
+
+
+def _shape(run: RunModel) -> dict[str, Any]:
+    """What of a distributed run's own fields its component hash counts (only when set: no other hash changes)."""
+    fields = _kind_fields(run)
+    return {"mainRole": fields.get("main_role"), "slotsPerWorker": fields.get("slots_per_worker")}
+
+
+def _kind_fields(run: RunModel) -> dict[str, Any]:
+    """What a distributed run sets besides its pods: its cleanPodPolicy, its main pod's role when not its kind's
+    first, an mpijob's slots per worker."""
+    if isinstance(run, JobRunModel):
+        return {}
+    role = main_role(run)
+    return {"clean_pod_policy": run.clean_pod_policy,
+            "main_role": role if role != KINDS[run.kind].main_roles[0] else None,
+            "slots_per_worker": getattr(run, "slots_per_worker", None)}
 
 
 def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fallback: str,
@@ -184,14 +207,14 @@ def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel
         cost=pick("cost"),
         tags=pick("tags") or [],
         run_kind=comp.run.kind,
-        component_hash=component_hash(container, environment, replicas, comp.run.kind, pod),
+        component_hash=component_hash(container, environment, replicas, comp.run.kind, {**pod, **_shape(comp.run)}),
         priority_class=_first(extra.priority_class, pick("priority_class")),
         preemptible=_first(extra.preemptible, pick("preemptible"), True),
         replicas=replicas,
         to_env=to_env,
         iteration=trial.iteration if trial else None,
         description=pick("description"),
-        clean_pod_policy=getattr(comp.run, "clean_pod_policy", None),
+        **_kind_fields(comp.run),
         **pod,
     )
 

@@ -9,8 +9,8 @@ Refused ("not supported by opsched yet", or a message of ``REFUSED_MESSAGES``): 
 (DAG features, ``urlRef``, ``envFrom``, ...), ``pathRef``/``hubRef``/``runPatch`` anywhere but where they are read
 before validation (an operation, its hooks: ``references``, ``overlays``), ``patchStrategy`` on a component,
 ``schedule`` on a plain submit (``opsched schedule FILE`` reads it), the plugins of ``PLUGINS_REFUSED`` when set, a
-job's ``restartPolicy: Always``, ``hostNetwork``/``hostPID``/``hostIPC: true``, a pytorchjob's
-``cleanPodPolicy: None``, ``isFlag``/``argFormat``/``toInit``/``connection`` on inputs and params, the init kinds that
+job's ``restartPolicy: Always``, ``hostNetwork``/``hostPID``/``hostIPC: true``, a distributed run's
+``cleanPodPolicy: None`` and what ``models_run`` refuses of it (a partial gang's ``schedulingPolicy.minAvailable``, ...), ``isFlag``/``argFormat``/``toInit``/``connection`` on inputs and params, the init kinds that
 read an artifacts store (``artifacts``, ``paths``, ``dockerfile``, ``tensorboard``, the refs: ``models_init``).
 
 Warned: ``WARNED`` — fields that change neither scheduling nor the pod in opsched: the plugins of
@@ -24,7 +24,7 @@ from __future__ import annotations
 UNSUPPORTED = frozenset({
     "envFrom", "valueFrom", "nodeName", "schedulerName",
     "priority",  # run.environment.priority (a raw pod priority); use priorityClassName
-    "schedulingPolicy", "elasticPolicy", "nProcPerNode",  # pytorchjob: change how the gang runs
+    "elasticPolicy", "nProcPerNode",  # pytorchjob, paddlejob: change how the gang runs
     "earlyStopping",  # matrix: would stop a sweep early
     "isFlag", "argFormat", "toInit", "connection",  # inputs/outputs/params: change how a value reaches the container
     # top level: pipelines, references, hooks and presets change what runs or when
@@ -59,7 +59,7 @@ WARNED = frozenset({*(f"plugins.{p}" for p in PLUGINS_WARNED), "inputs.descripti
                     "hooks.disableDefaults",  # no default hooks or presets in opsched
                     "init.file.kind"})  # an artifact kind for Polyaxon's lineage
 SUPPORTED_VERSIONS = ("1", "1.0", "1.1")
-RUN_KINDS_SUPPORTED = ("job", "pytorchjob")
+RUN_KINDS_SUPPORTED = ("job", "pytorchjob", "tfjob", "mpijob", "xgbjob", "paddlejob", "mxjob")
 RUN_KINDS_KNOWN = frozenset({
     "job", "service", "dag", "daskjob", "rayjob", "tfjob", "pytorchjob", "mpijob", "mxjob",
     "xgbjob", "paddlejob", "notifier", "watchdog", "tuner", "cleaner",

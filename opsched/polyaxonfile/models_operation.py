@@ -34,7 +34,15 @@ from opsched.polyaxonfile.fields import (
     Version,
     not_reserved,
 )
-from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel
+from opsched.polyaxonfile.models_run import (
+    JobRunModel,
+    MPIJobRunModel,
+    MXJobRunModel,
+    PaddleJobRunModel,
+    PytorchJobRunModel,
+    TFJobRunModel,
+    XGBoostJobRunModel,
+)
 from opsched.polyaxonfile.patching import Strategy
 from opsched.proto.lifecycle import HOOK_TRIGGERS
 from opsched.proto.limits import (
@@ -185,12 +193,57 @@ class PytorchOperationModel(OperationModel):
     component: PytorchComponentModel  # type: ignore[assignment]
 
 
+class TFComponentModel(ComponentModel):
+    run: TFJobRunModel  # type: ignore[assignment]
+
+
+class TFOperationModel(OperationModel):
+    component: TFComponentModel  # type: ignore[assignment]
+
+
+class MPIComponentModel(ComponentModel):
+    run: MPIJobRunModel  # type: ignore[assignment]
+
+
+class MPIOperationModel(OperationModel):
+    component: MPIComponentModel  # type: ignore[assignment]
+
+
+class XGBoostComponentModel(ComponentModel):
+    run: XGBoostJobRunModel  # type: ignore[assignment]
+
+
+class XGBoostOperationModel(OperationModel):
+    component: XGBoostComponentModel  # type: ignore[assignment]
+
+
+class PaddleComponentModel(ComponentModel):
+    run: PaddleJobRunModel  # type: ignore[assignment]
+
+
+class PaddleOperationModel(OperationModel):
+    component: PaddleComponentModel  # type: ignore[assignment]
+
+
+class MXComponentModel(ComponentModel):
+    run: MXJobRunModel  # type: ignore[assignment]
+
+
+class MXOperationModel(OperationModel):
+    component: MXComponentModel  # type: ignore[assignment]
+
+
 ComponentModel.model_rebuild()  # its hooks' components are components
 
 # run.kind -> (component model, operation model); the parser picks them after its precheck.
 MODELS_BY_RUN_KIND: dict[str, tuple[type[ComponentModel], type[OperationModel]]] = {
     "job": (ComponentModel, OperationModel),
     "pytorchjob": (PytorchComponentModel, PytorchOperationModel),
+    "tfjob": (TFComponentModel, TFOperationModel),
+    "mpijob": (MPIComponentModel, MPIOperationModel),
+    "xgbjob": (XGBoostComponentModel, XGBoostOperationModel),
+    "paddlejob": (PaddleComponentModel, PaddleOperationModel),
+    "mxjob": (MXComponentModel, MXOperationModel),
 }
 
 

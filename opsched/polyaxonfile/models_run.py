@@ -1,27 +1,36 @@
-"""Models of the ``run`` section: a job, or a pytorchjob (a master and a worker replica section).
+"""Models of the ``run`` section: a job, or a distributed run of one of Polyaxon's Kubeflow kinds.
 
-  * ``run.kind: pytorchjob`` (Polyaxon's V1PytorchJob): ``master`` and ``worker`` are V1KFReplica
-    sections {replicas, container}. The master's container is ``OpSpec.container`` (a master is
-    required; its ``replicas`` must be 1 or absent); the worker section, if any, becomes
-    ``OpSpec.replicas = [ReplicaGroup(name="worker", count=replicas (default 1, must be >= 1),
-    container)]``, one gang with the master. Replica containers are validated like a job's, and
-    errors are located under ``run.master.container...`` / ``run.worker.container...``.
-    Environment: Polyaxon has no run-level ``environment``/``volumes`` for a pytorchjob (they are
-    per replica), and OpSpec has no per-replica environment yet, so both ``run.environment`` and
-    ``run.<replica>.environment``/``volumes`` are errors, and a pytorchjob gets the default
-    environment (admission still adds its flavor's node selector and tolerations). ``init``,
-    ``sidecars`` and ``connections`` are per replica (``models_init``): the master's are the main
-    pod's (``OpSpec.init``, ...), the worker's its group's (``ReplicaGroup.init``, ...); at the run
-    level of a pytorchjob they are errors, as in Polyaxon.
-    ``cleanPodPolicy``: Running (default: workers still running when the job ends are deleted) or All
-    (every pod of the gang is deleted once it ends; OpSpec.clean_pod_policy); None is refused.
-    ``schedulingPolicy``, ``elasticPolicy`` and ``nProcPerNode`` are errors (not supported yet).
+  * ``run.kind`` ``pytorchjob`` (``master``, ``worker``), ``tfjob`` (``chief``, ``ps``, ``worker``, ``evaluator``),
+    ``mpijob`` (``launcher``, ``worker``, ``slotsPerWorker``), ``xgbjob`` (``master``, ``worker``), ``paddlejob``
+    (``master``, ``worker``) and ``mxjob`` (``scheduler``, ``server``, ``worker``; ``mode: MXTrain``), with
+    Polyaxon's field names (V1PytorchJob, V1TFJob, V1MPIJob, V1XGBoostJob, V1PaddleJob, V1MXJob). Each replica
+    section is a V1KFReplica {replicas, container, environment, init, sidecars, connections}; its pods are one
+    role (``rules.replica_roles``). The **main pod** (the op's end) is index 0 of the first of its kind's main roles
+    the run has: pytorchjob/xgbjob master, mpijob launcher (each required), tfjob chief else worker 0, paddlejob
+    master else worker 0, mxjob scheduler else its one worker (an mxjob without a scheduler may only be one worker,
+    no server: the operator ends it with nothing else). Its container is ``OpSpec.container`` (``OpSpec.main_role``
+    when not its kind's first role); every other section becomes a ``ReplicaGroup`` named for its role (count
+    ``replicas``, default 1, at least 1), the main role's own section holding its pods after index 0. A master,
+    chief, launcher or scheduler has ``replicas`` 1 (or absent); a paddlejob master may have more. Replica
+    containers are validated like a job's, errors located under ``run.<role>.container...``.
+    Environment: Polyaxon has no run-level ``environment``/``volumes`` here (they are per replica), and opsched
+    honours only ``<role>.environment.restartPolicy`` (Never or OnFailure: that role's pods'), so the rest of a
+    replica's ``environment``, its ``volumes`` and the run-level ones are errors; the pods get the default
+    environment (admission still adds the flavor's node selector and tolerations). ``init``, ``sidecars`` and
+    ``connections`` are per replica (``models_init``); at the run level they are errors, as in Polyaxon.
+    ``cleanPodPolicy``: Running (default: pods still running when the job ends are deleted) or All (every pod of
+    the gang is deleted once it ends; OpSpec.clean_pod_policy); None is refused. ``schedulingPolicy.minAvailable``:
+    the gang's pod count (the default: all or nothing) is honoured; below it (a partial gang) is refused, as are
+    its ``queue``, ``priorityClass``, ``minResources`` and ``scheduleTimeoutSeconds`` (opsched's queue, priority
+    class and gang timeout say those). ``slotsPerWorker``: an mpijob's hostfile slots (``OpSpec.slots_per_worker``).
+    Refused: a tfjob's ``enableDynamicWorker: true`` and ``successPolicy: AllWorkers`` (its end is its chief's, else
+    worker 0's), an mxjob's ``mode: MXTune`` and tuner sections, ``elasticPolicy`` and ``nProcPerNode``.
 """
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.polyaxonfile.fields import Int, Model
@@ -32,7 +41,8 @@ from opsched.polyaxonfile.models_container import (
     check_resources,
 )
 from opsched.polyaxonfile.models_init import Connections, Init, Sidecars, container_of, pod_parts_problems
-from opsched.proto.limits import MAX_PODS_PER_OP
+from opsched.proto.limits import MAX_PODS_PER_OP, MAX_SLOTS_PER_WORKER
+from opsched.rules.replica_roles import KINDS
 
 
 class JobRunModel(Model):
@@ -46,11 +56,10 @@ class JobRunModel(Model):
 
 
 class KFReplicaModel(Model):
-    """Polyaxon's V1KFReplica: one replica section (master, worker) of a distributed run.
+    """Polyaxon's V1KFReplica: one replica section (master, worker, chief, ...) of a distributed run.
 
-    ``environment`` and ``volumes`` are read only to be rejected by ``check_run`` (per-replica
-    placement is not supported yet); ``init``, ``sidecars`` and ``connections`` are its pods' own.
-    """
+    ``environment`` (of which only ``restartPolicy`` is honoured) and ``volumes`` are read to be checked by
+    ``check_run``; ``init``, ``sidecars`` and ``connections`` are its pods' own."""
 
     replicas: Int | None = None
     container: ContainerModel
@@ -60,6 +69,10 @@ class KFReplicaModel(Model):
     sidecars: Sidecars = []
     connections: Connections = []
 
+    def restart_policy(self) -> str | None:
+        env = self.environment
+        return env.get("restartPolicy") if isinstance(env, dict) else None
+
 
 def _clean_pod_policy(value: Any) -> Any:
     if value == "None":
@@ -68,52 +81,186 @@ def _clean_pod_policy(value: Any) -> Any:
     return value
 
 
-class PytorchJobRunModel(Model):
-    """Polyaxon's V1PytorchJob. It has no run-level environment or volumes (they are per
-    replica); both are read only to be rejected by ``check_run`` with a clear message."""
+class SchedulingPolicyModel(Model):
+    """Polyaxon's V1SchedulingPolicy: ``minAvailable`` equal to the gang's pods is honoured (all or nothing, the
+    default); everything else is refused by ``check_run``."""
 
-    kind: Literal["pytorchjob"]
+    min_available: Int | None = None
+    queue: Any = None
+    min_resources: Any = None
+    priority_class: Any = None
+    schedule_timeout_seconds: Any = None
+
+
+class DistributedRunModel(Model):
+    """What every distributed kind has: cleanPodPolicy, schedulingPolicy; and the run-level sections Polyaxon
+    does not have for them (read only to be refused by ``check_run`` with a clear message)."""
+
+    kind: str  # each kind's own Literal
     clean_pod_policy: Annotated[Literal["All", "Running"], BeforeValidator(_clean_pod_policy)] | None = None
-    master: KFReplicaModel
-    worker: KFReplicaModel | None = None
+    scheduling_policy: SchedulingPolicyModel | None = None
     environment: Any = None
     volumes: Any = None
     init: Any = None
     sidecars: Any = None
     connections: Any = None
 
-
-_REPLICA_UNSUPPORTED = {
-    "environment": ("per-replica environment is not supported yet; leave it out (admission still "
-                    "adds the flavor's node selector and tolerations)"),
-    "volumes": "per-replica volumes are not supported yet; leave them out",
-}
-_PER_REPLICA = ("init", "sidecars", "connections")  # a pytorchjob's: set in master and worker, not at its run level
+    def sections(self) -> dict[str, KFReplicaModel]:
+        """The replica sections it has, by role, in its kind's order."""
+        roles = KINDS[self.kind].roles
+        return {role: section for role in roles if (section := getattr(self, role, None)) is not None}
 
 
-def check_run(run: JobRunModel | PytorchJobRunModel, loc: Loc) -> list[Problem]:
-    """Resources of every container of the run, and the pytorchjob's replica rules."""
+class PytorchJobRunModel(DistributedRunModel):
+    """Polyaxon's V1PytorchJob."""
+
+    kind: Literal["pytorchjob"]
+    master: KFReplicaModel
+    worker: KFReplicaModel | None = None
+
+
+class TFJobRunModel(DistributedRunModel):
+    """Polyaxon's V1TFJob."""
+
+    kind: Literal["tfjob"]
+    enable_dynamic_worker: bool | None = None
+    success_policy: str | None = None
+    chief: KFReplicaModel | None = None
+    ps: KFReplicaModel | None = None
+    worker: KFReplicaModel | None = None
+    evaluator: KFReplicaModel | None = None
+
+
+class MPIJobRunModel(DistributedRunModel):
+    """Polyaxon's V1MPIJob."""
+
+    kind: Literal["mpijob"]
+    slots_per_worker: Annotated[Int, Field(ge=1, le=MAX_SLOTS_PER_WORKER)] | None = None
+    launcher: KFReplicaModel
+    worker: KFReplicaModel | None = None
+
+
+class XGBoostJobRunModel(DistributedRunModel):
+    """Polyaxon's V1XGBoostJob."""
+
+    kind: Literal["xgbjob"]
+    master: KFReplicaModel
+    worker: KFReplicaModel | None = None
+
+
+class PaddleJobRunModel(DistributedRunModel):
+    """Polyaxon's V1PaddleJob (``elasticPolicy`` is refused: ``keys.UNSUPPORTED``)."""
+
+    kind: Literal["paddlejob"]
+    master: KFReplicaModel | None = None
+    worker: KFReplicaModel | None = None
+
+
+class MXJobRunModel(DistributedRunModel):
+    """Polyaxon's V1MXJob: training mode (scheduler, server, worker); its tuning mode is refused."""
+
+    kind: Literal["mxjob"]
+    mode: str | None = None
+    scheduler: KFReplicaModel | None = None
+    server: KFReplicaModel | None = None
+    worker: KFReplicaModel | None = None
+    tuner: Any = None
+    tuner_tracker: Any = None
+    tuner_server: Any = None
+
+
+DISTRIBUTED_RUNS: tuple[type[DistributedRunModel], ...] = (
+    PytorchJobRunModel, TFJobRunModel, MPIJobRunModel, XGBoostJobRunModel, PaddleJobRunModel, MXJobRunModel)
+RunModel = JobRunModel | DistributedRunModel
+SINGLE = ("master", "chief", "launcher", "scheduler")  # roles of one pod (a paddlejob's master may have more)
+_PER_REPLICA = ("init", "sidecars", "connections")  # set per replica, not at the run level
+_TUNE = {"tuner": "tuner", "tuner_tracker": "tunerTracker", "tuner_server": "tunerServer"}
+
+
+def check_run(run: RunModel, loc: Loc) -> list[Problem]:
+    """Resources of every container of the run, and the distributed kinds' replica rules."""
     if isinstance(run, JobRunModel):
         return (check_resources(run.container.resources, loc + ("container", "resources"))
                 + check_metadata(run.environment, loc + ("environment",)) + _pod_problems(run, loc))
+    kind = run.kind
     problems: list[Problem] = []
-    for key, unsupported in _REPLICA_UNSUPPORTED.items():
+    for key in ("environment", "volumes"):
         if key in run.model_fields_set:
-            msg = (f"a pytorchjob has no run-level {key} in Polyaxon (only per replica), "
-                   f"and {unsupported}")
-            problems.append((loc + (key,), msg))
-    problems += [(loc + (key,), f"a pytorchjob has no run-level {key} in Polyaxon: set it per replica "
-                                f"(master.{key}, worker.{key})") for key in _PER_REPLICA if key in run.model_fields_set]
-    problems += _replica_counts(run, loc)
-    for section, replica in (("master", run.master), ("worker", run.worker)):
-        if replica is None:
-            continue
-        for key, msg in _REPLICA_UNSUPPORTED.items():
-            if key in replica.model_fields_set:
-                problems.append((loc + (section, key), msg))
-        problems += check_resources(replica.container.resources,
-                                    loc + (section, "container", "resources"))
-        problems += _pod_problems(replica, loc + (section,))
+            problems.append((loc + (key,), f"a {kind} has no run-level {key} in Polyaxon (only per replica), and "
+                                           f"opsched honours only a replica's environment.restartPolicy"))
+    problems += [(loc + (key,), f"a {kind} has no run-level {key} in Polyaxon: set it per replica "
+                                f"({', '.join(f'{r}.{key}' for r in KINDS[kind].roles)})")
+                 for key in _PER_REPLICA if key in run.model_fields_set]
+    problems += _kind_problems(run, loc)
+    sections = run.sections()
+    problems += _replica_counts(run, sections, loc)
+    for role, replica in sections.items():
+        problems += _replica_environment(replica, loc + (role,))
+        problems += check_resources(replica.container.resources, loc + (role, "container", "resources"))
+        problems += _pod_problems(replica, loc + (role,))
+    return problems + _scheduling_policy(run, sections, loc)
+
+
+def main_role(run: DistributedRunModel) -> str | None:
+    """The role of the main pod: the first of its kind's main roles the run has (None: it has none)."""
+    sections = run.sections()
+    return next((role for role in KINDS[run.kind].main_roles if role in sections), None)
+
+
+def pods_in(sections: dict[str, KFReplicaModel]) -> int:
+    return sum(r.replicas if r.replicas is not None else 1 for r in sections.values())
+
+
+def _kind_problems(run: DistributedRunModel, loc: Loc) -> list[Problem]:
+    """What one kind refuses: a run without its main pod, a tfjob's dynamic workers and success policy, an mxjob's
+    tuning mode and one without a scheduler that is more than one worker."""
+    problems: list[Problem] = []
+    sections = run.sections()
+    if main_role(run) is None:
+        roles = KINDS[run.kind].main_roles
+        problems.append((loc + (roles[0],), f"a {run.kind} needs a {' or a '.join(roles)}: its pod 0 is the main "
+                                            "one, whose end is the op's"))
+    if isinstance(run, TFJobRunModel):
+        if run.enable_dynamic_worker:
+            problems.append((loc + ("enableDynamicWorker",), "enableDynamicWorker: true is not supported: a gang "
+                                                             "is admitted and runs all or nothing"))
+        if run.success_policy not in (None, ""):
+            problems.append((loc + ("successPolicy",), f"successPolicy {run.success_policy!r} is not supported: a "
+                                                       "tfjob ends with its chief, else with worker 0 (the default)"))
+    if isinstance(run, MXJobRunModel):
+        if run.mode not in (None, "MXTrain"):
+            problems.append((loc + ("mode",), f"mode {run.mode!r} is not supported: only MXTrain (scheduler, "
+                                              "server, worker); MXTune has no end the operator defines"))
+        problems += [(loc + (alias,), f"{alias} belongs to MXTune, which is not supported: only MXTrain "
+                                      "(scheduler, server, worker)")
+                     for key, alias in _TUNE.items() if key in run.model_fields_set]
+        if run.scheduler is None and ("server" in sections or pods_in(sections) > 1):
+            problems.append((loc + ("scheduler",), "an mxjob without a scheduler may only be one worker (the "
+                                                   "operator ends such a job with it); add a scheduler"))
+    return problems
+
+
+def _replica_environment(replica: KFReplicaModel, loc: Loc) -> list[Problem]:
+    """A replica's environment: only ``restartPolicy`` (Never or OnFailure); its volumes: refused."""
+    problems: list[Problem] = []
+    if "volumes" in replica.model_fields_set:
+        problems.append((loc + ("volumes",), "per-replica volumes are not supported yet; leave them out"))
+    env = replica.environment
+    if env is None:
+        return problems
+    if not isinstance(env, dict):
+        return [*problems, (loc + ("environment",), "expected a mapping")]
+    for key in env:
+        if key != "restartPolicy":
+            problems.append((loc + ("environment", key), f"per-replica environment.{key} is not supported yet "
+                                                         "(only restartPolicy); leave it out (admission still adds "
+                                                         "the flavor's node selector and tolerations)"))
+    policy = env.get("restartPolicy")
+    if policy is not None and policy not in ("Never", "OnFailure"):
+        why = ("Always never lets a job end (its pod restarts forever)" if policy == "Always"
+               else f"{policy!r} is not a restart policy")
+        problems.append((loc + ("environment", "restartPolicy"), f"restartPolicy: {why}; use Never (the default) "
+                                                                 "or OnFailure"))
     return problems
 
 
@@ -122,19 +269,50 @@ def _pod_problems(pod: JobRunModel | KFReplicaModel, loc: Loc) -> list[Problem]:
     return pod_parts_problems(container_of(pod.container, "main"), pod.init, pod.sidecars, pod.connections, loc)
 
 
-def _replica_counts(run: PytorchJobRunModel, loc: Loc) -> list[Problem]:
-    """One master; workers at least one, and with it within the pods an op may have."""
+def _replica_counts(run: DistributedRunModel, sections: dict[str, KFReplicaModel], loc: Loc) -> list[Problem]:
+    """One pod for a master/chief/launcher/scheduler (a paddlejob's master may have more); at least one per
+    section; all of them within the pods an op may have."""
     problems: list[Problem] = []
-    if run.master.replicas not in (None, 1):
-        msg = (f"master.replicas must be 1, got {run.master.replicas} "
-               "(set worker.replicas for more pods)")
-        problems.append((loc + ("master", "replicas"), msg))
-    if run.worker is not None and run.worker.replicas is not None and run.worker.replicas < 1:
-        msg = (f"worker.replicas must be at least 1, got {run.worker.replicas} "
-               "(leave the worker section out for a master-only job)")
-        problems.append((loc + ("worker", "replicas"), msg))
-    elif run.worker is not None and run.worker.replicas is not None and run.worker.replicas >= MAX_PODS_PER_OP:
-        msg = (f"worker.replicas {run.worker.replicas} is above the limit of {MAX_PODS_PER_OP} pods per op "
-               f"(the master and {MAX_PODS_PER_OP - 1} workers at most)")
-        problems.append((loc + ("worker", "replicas"), msg))
+    for role, replica in sections.items():
+        n = replica.replicas
+        if n is None:
+            continue
+        if role in SINGLE and n != 1 and not (run.kind == "paddlejob" and n >= 1):
+            problems.append((loc + (role, "replicas"), f"{role}.replicas must be 1, got {n} (set worker.replicas "
+                                                       "for more pods)"))
+        elif n < 1:
+            problems.append((loc + (role, "replicas"), f"{role}.replicas must be at least 1, got {n} (leave the "
+                                                       f"{role} section out for none)"))
+    total = pods_in(sections)
+    if total > MAX_PODS_PER_OP and not problems:
+        last = list(sections)[-1]
+        problems.append((loc + (last, "replicas"), f"{total} pods in all is above the limit of {MAX_PODS_PER_OP} "
+                                                   "pods per op"))
+    return problems
+
+
+_POLICY_REFUSED = {
+    "queue": "set the op's queue (queue:) instead",
+    "min_resources": "opsched admits a gang when every pod's resources fit its queue",
+    "priority_class": "set the op's priorityClass (opsched's, from the queue config) or environment's "
+                      "priorityClassName instead",
+    "schedule_timeout_seconds": "a gang not all running within the dispatcher's gang timeout is evicted and "
+                                "retried; a queue's pendingTimeout bounds unschedulable pods",
+}
+
+
+def _scheduling_policy(run: DistributedRunModel, sections: dict[str, KFReplicaModel], loc: Loc) -> list[Problem]:
+    policy = run.scheduling_policy
+    if policy is None:
+        return []
+    at = loc + ("schedulingPolicy",)
+    problems = [(at + (SchedulingPolicyModel.model_fields[key].alias or key,),
+                 f"schedulingPolicy.{SchedulingPolicyModel.model_fields[key].alias or key} is not supported: {why}")
+                for key, why in _POLICY_REFUSED.items() if key in policy.model_fields_set]
+    total = pods_in(sections)
+    if policy.min_available is not None and policy.min_available != total:
+        what = ("a partial gang (some pods admitted before the rest) is not supported"
+                if policy.min_available < total else "a gang cannot need more pods than it has")
+        problems.append((at + ("minAvailable",), f"schedulingPolicy.minAvailable {policy.min_available} is not the "
+                                                 f"gang's {total} pods: {what}; leave it out or set {total}"))
     return problems

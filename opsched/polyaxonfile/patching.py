@@ -5,7 +5,7 @@ fields by its operation's) with a ``patchStrategy`` (Polyaxon's V1PatchStrategy;
 Polyaxon). A field set on one side only is taken from that side whatever the strategy; a null field is not set.
 For a field set on both sides:
 
-  * A *section* (a mapping of known fields: the run, its ``container``, ``environment`` and a pytorchjob's ``master``/
+  * A *section* (a mapping of known fields: the run, its ``container``, ``environment`` and a distributed run's ``master``/
     ``worker``; ``affinity``, the pod's ``securityContext``, ``dnsConfig``; an operation's ``termination``, ``cache``,
     ``plugins``) is patched field by field under every strategy, as Polyaxon patches its models.
   * Any other value (a scalar, a list, a free mapping such as ``resources``, ``nodeSelector``, ``labels``):
@@ -38,6 +38,7 @@ from typing import Any, Literal, get_args
 
 from opsched.polyaxonfile.document import Node, Source, plain, wrap
 from opsched.polyaxonfile.errors import Problem
+from opsched.rules.replica_roles import KINDS
 
 Strategy = Literal["replace", "isnull", "post_merge", "pre_merge"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
@@ -177,10 +178,14 @@ _REPLICA_FIELDS = {"container": CONTAINER, "environment": ENVIRONMENT, "volumes"
 REPLICA = Section(_REPLICA_FIELDS)
 RUNS: dict[str, Section] = {
     "job": Section(_REPLICA_FIELDS),
-    "pytorchjob": Section({"master": REPLICA, "worker": REPLICA}),
+    **{kind: Section({role: REPLICA for role in k.roles}) for kind, k in KINDS.items()},
 }
-PYTORCH_RUN_KEYS = frozenset({"kind", "master", "worker", "cleanPodPolicy", "schedulingPolicy", "elasticPolicy"})
-REPLICAS = ("master", "worker")
+# a distributed run's own fields (else a replica's): its replica sections, and the run-level fields of its kind
+_KIND_FIELDS = {"tfjob": ("enableDynamicWorker", "successPolicy"), "mpijob": ("slotsPerWorker",),
+                "mxjob": ("mode", "tuner", "tunerTracker", "tunerServer")}
+RUN_KEYS: dict[str, frozenset[str]] = {
+    kind: frozenset({"kind", "cleanPodPolicy", "schedulingPolicy", "elasticPolicy", *k.roles,
+                     *_KIND_FIELDS.get(kind, ())}) for kind, k in KINDS.items()}
 
 
 class _Entries(Shape):
@@ -219,22 +224,24 @@ def run_patch_problems(patch: Node, run: Node, at: tuple) -> list[Problem]:
     if patch.is_set("kind") and patch.value["kind"].value != kind:
         return [(at + ("kind",), f"runPatch.kind {patch.value['kind'].value!r} is not the component's run kind "
                                  f"{kind!r}")]
-    if kind == "pytorchjob":
-        run_keys = sorted(k for k in patch.value if k in PYTORCH_RUN_KEYS - {"kind"})
-        replica_keys = sorted(k for k in patch.value if k not in PYTORCH_RUN_KEYS)
+    if kind in RUN_KEYS:
+        run_keys = sorted(k for k in patch.value if k in RUN_KEYS[kind] - {"kind"})
+        replica_keys = sorted(k for k in patch.value if k not in RUN_KEYS[kind])
         if run_keys and replica_keys:
-            return [(at, f"a pytorchjob's runPatch holds a run's fields ({', '.join(run_keys)}) or one replica's "
+            return [(at, f"a {kind}'s runPatch holds a run's fields ({', '.join(run_keys)}) or one replica's "
                          f"({', '.join(replica_keys)}, applied to every replica), not both")]
     return []
 
 
 def as_run_patch(patch: Node, run: Node) -> Node:
-    """A pytorchjob's replica patch (``container``, ``replicas``, ...) as a patch of each replica ``run`` has."""
+    """A distributed run's replica patch (``container``, ``replicas``, ...) as a patch of each replica ``run`` has."""
     keys = set(patch.value) - {"kind"}
-    if run.value["kind"].value != "pytorchjob" or not keys or keys & PYTORCH_RUN_KEYS:
+    kind = run.value["kind"].value
+    if kind not in RUN_KEYS or not keys or keys & RUN_KEYS[kind]:
         return patch  # a run's fields (or both kinds: refused by ``run_patch_problems``)
     fields = {k: v for k, v in patch.value.items() if k != "kind"}
-    return Node({r: Node(fields, patch.source, patch.at) for r in REPLICAS if run.is_set(r)}, patch.source, patch.at)
+    return Node({r: Node(fields, patch.source, patch.at) for r in KINDS[kind].roles if run.is_set(r)},
+                patch.source, patch.at)
 
 
 def apply_run_patch(run: Node, patch: Node, strategy: str) -> Node:

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from opsched.polyaxonfile.errors import Loc, Problem
 from opsched.proto.spec import OpSpec
+from opsched.rules.replica_roles import KINDS, main_role
 from opsched.rules.template_sandbox import time_budget
 from opsched.rules.templating import (
     Globals,
@@ -74,10 +75,11 @@ def hook_problems(follow: OpSpec, spec: OpSpec, declared: list[str], where: Loc)
 def _yaml_loc(path: tuple, spec: OpSpec, base: Loc, run_volumes: int = 0) -> Loc:
     """Where a field of the OpSpec (``container.args[0]``, ``init[1].git.url``, ``sidecars[0].env``,
     ``connections[0]``, ``replicas[0].container.command``, ``environment.labels.team``) was written: under the run,
-    a pytorchjob's master or worker section; an environment volume under ``run.volumes`` or ``run.environment``."""
+    a distributed run's replica section (the main pod's: its main role's); an environment volume under ``run.volumes``
+    or ``run.environment``."""
     run: Loc = base + ("run",)
     if path[:1] in (("container",), ("init",), ("sidecars",), ("connections",)):
-        return run + (("master",) if spec.run_kind == "pytorchjob" else ()) + path
+        return run + ((main_role(spec),) if spec.run_kind in KINDS else ()) + path
     if path[:1] == ("replicas",) and len(path) > 2:
         return run + (spec.replicas[path[1]].name,) + path[2:]
     if path[:2] == ("environment", "volumes") and len(path) > 2 and isinstance(path[2], int) and path[2] < run_volumes:

@@ -1,10 +1,10 @@
 """Validation: the document's shape and kinds first, then a model; every problem is located by path.
 
-  * ``kind: component`` with ``run: {kind: job, container, environment, volumes}`` or
-    ``run: {kind: pytorchjob, master, worker}`` (``models_run``), or ``kind: operation`` with an inline
-    ``component:`` (a ``pathRef``/``hubRef`` is replaced by the component it names before: ``references``).
-    Other run kinds (service, dag, tfjob, mpijob, ...) are errors ("not supported yet; only 'job' and
-    'pytorchjob'"); so is an operation without a component. ``OpSpec.run_kind`` is the run kind.
+  * ``kind: component`` with ``run: {kind: job, container, environment, volumes}`` or a distributed run
+    (``pytorchjob``, ``tfjob``, ``mpijob``, ``xgbjob``, ``paddlejob``, ``mxjob``: ``models_run``), or ``kind:
+    operation`` with an inline ``component:`` (a ``pathRef``/``hubRef`` is replaced by the component it names
+    before: ``references``). Other run kinds (service, dag, ...) are errors ("not supported yet; only ...");
+    so is an operation without a component. ``OpSpec.run_kind`` is the run kind.
 
 Unknown keys are errors ("unknown field"), and keys of ``keys.UNSUPPORTED`` are errors saying they
 are not supported yet; a missing required section gets a hint of what it should hold.
@@ -23,7 +23,8 @@ from opsched.polyaxonfile.keys import (
     UNSUPPORTED,
 )
 
-_RUN_HINT = "a 'run' section with 'kind: job' or 'kind: pytorchjob' is required"
+_RUN_HINT = ("a 'run' section with 'kind: job' (or a distributed kind: pytorchjob, tfjob, mpijob, xgbjob, paddlejob, "
+             "mxjob) is required")
 _MISSING_HINTS = {
     ("component",): "a component is required: inline, or named by a pathRef or a hubRef (dagRef and urlRef "
                     "are not supported)",
@@ -35,7 +36,8 @@ _MISSING_HINTS = {
 }
 # Missing keys recognised by the end of their path (under "run" or "component.run").
 _MISSING_TAIL_HINTS = {
-    ("run", "master"): "a pytorchjob needs a 'master' replica: its container is the main one",
+    ("run", "master"): "a pytorchjob or an xgbjob needs a 'master' replica: its container is the main one",
+    ("run", "launcher"): "an mpijob needs a 'launcher' replica: its container is the main one",
     ("master", "container"): "a 'container' is required",
     ("worker", "container"): "a 'container' is required",
 }
@@ -62,7 +64,8 @@ def precheck(doc: Any) -> str:
     if run_kind not in RUN_KINDS_SUPPORTED:
         known = "is not supported yet" if str(run_kind) in RUN_KINDS_KNOWN else "is unknown"
         raise Problems([(base + ("run", "kind"),
-                         f"run.kind {run_kind!r} {known}; only 'job' and 'pytorchjob'")])
+                         f"run.kind {run_kind!r} {known}; only "
+                         f"{', '.join(repr(k) for k in RUN_KINDS_SUPPORTED[:-1])} and {RUN_KINDS_SUPPORTED[-1]!r}")])
     return run_kind
 
 

@@ -24,7 +24,7 @@ def warned_fields(op: OperationModel | None, comp: ComponentModel, base: Loc,
     out += [at + ("disableDefaults",) for hook, at in hooks if hook.disable_defaults is not None]
     run = comp.run
     pods = [(("run",), run)] if isinstance(run, JobRunModel) else \
-        [(("run", name), section) for name in ("master", "worker") if (section := getattr(run, name)) is not None]
+        [(("run", name), section) for name, section in run.sections().items()]
     out += [base + at + ("init", i, "file", "kind") for at, pod in pods for i, step in enumerate(pod.init)
             if step.file is not None and step.file.kind is not None]
     return [".".join(map(str, loc)) for loc in out]

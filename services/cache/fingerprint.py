@@ -53,6 +53,8 @@ def key_document(spec: OpSpec) -> dict[str, Any]:
                       **_pod_extras(g, sections, with_commands)} for g in spec.replicas],
         "volumes": _canonical(spec.environment.volumes),
         **_pod_extras(spec, sections, with_commands),
+        # a distributed kind's shape (``rules.replica_roles``): the main pod's role, an mpijob's slots; when set only
+        **{k: v for k, v in (("mainRole", spec.main_role), ("slotsPerWorker", spec.slots_per_worker)) if v is not None},
     }
     return {
         "v": KEY_VERSION,

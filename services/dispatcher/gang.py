@@ -10,6 +10,8 @@ An attempt is one pod, or a gang: the main pod plus its replicas (labels ``opsch
 - ``failed`` when any pod Failed, or was deleted by someone else before the attempt ended;
 - ``running`` when every pod of the gang runs (a replica that already Succeeded counts as started).
 
+A gang whose main pod waits for the others (an mpijob's launcher) is ``main_due`` once they all run.
+
 Everything here is derived from what the API holds (labels, annotations, phases), so a restarted
 dispatcher reaches the same conclusions after its re-list.
 """
@@ -202,11 +204,13 @@ def gang_backoff(attempt: int, settings: Any) -> float:
 
 def timed_out(views: Iterable[PodView], now: datetime, settings: Any) -> OperationEvicted | None:
     """An eviction when a gang's pods are not all started ``settings.gang_timeout_s`` after its main
-    pod was created. An attempt being released, deleted or failed is left to that path; a gang
+    pod was created (a main pod that waits for the others: after the first of them). An attempt being released, deleted or failed is left to that path; a gang
     annotated ``evicted: gang_timeout`` but not yet deleted (a crash in between) is evicted again."""
     views = list(views)
     main = main_of(views)
-    if main is None or main.gang_size <= 1 or main.created is None:
+    first = main if main is not None else min((v for v in views if v.created is not None),
+                                              key=lambda v: v.created or now, default=None)
+    if first is None or first.gang_size <= 1 or first.created is None:
         return None
     release = release_of(views)
     if release is not None and (release.kind, release.reason) != (EVICTED, GANG_TIMEOUT):
@@ -214,10 +218,21 @@ def timed_out(views: Iterable[PodView], now: datetime, settings: Any) -> Operati
     if any(v.gone or v.deleting or v.phase == "Failed" for v in views):
         return None
     started = sum(v.started for v in views)
-    waited = (now - main.created).total_seconds()
-    if started >= main.gang_size or waited < settings.gang_timeout_s:
+    waited = (now - first.created).total_seconds()
+    if started >= first.gang_size or waited < settings.gang_timeout_s:
         return None
     return OperationEvicted(
-        op_id=main.op_id, at=now, attempt=main.attempt, reason=GANG_TIMEOUT,
-        message=f"{started}/{main.gang_size} pods running after {settings.gang_timeout_s:g}s",
-        retry_after_s=gang_backoff(main.attempt, settings))
+        op_id=first.op_id, at=now, attempt=first.attempt, reason=GANG_TIMEOUT,
+        message=f"{started}/{first.gang_size} pods running after {settings.gang_timeout_s:g}s",
+        retry_after_s=gang_backoff(first.attempt, settings))
+
+
+def main_due(views: Iterable[PodView]) -> bool:
+    """Whether a gang whose main pod waits (an mpijob's launcher) should have it now: never seen, and every other
+    pod of the gang Running (none released, deleted or failed)."""
+    views = list(views)
+    if not views or main_of(views) is not None or release_of(views) is not None:
+        return False
+    if any(v.gone or v.deleting for v in views):
+        return False
+    return sum(v.phase == "Running" for v in views) == views[0].gang_size - 1

@@ -236,24 +236,38 @@ class Kube:
     async def create_service(self, body: dict[str, Any]) -> bool:
         """Create a gang's rendezvous Service (``rules.rendezvous``); False when it exists (409: its name is
         the attempt's). A refusal is the attempt's (``PodRejected``), as a pod's is."""
+        return await self._create_owned(self.core.create_namespaced_service, body, "rendezvous Service")
+
+    async def create_config_map(self, body: dict[str, Any]) -> bool:
+        """Create an mpijob attempt's hostfile ConfigMap (``rules.rendezvous``); as ``create_service``."""
+        return await self._create_owned(self.core.create_namespaced_config_map, body, "hostfile ConfigMap")
+
+    async def _create_owned(self, create: Callable[..., Any], body: dict[str, Any], what: str) -> bool:
         name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
         if self.namespaces and ns not in self.namespaces:
             raise NamespaceRefused(403, ns, f"is not one of the dispatcher's ({', '.join(self.namespaces)})")
         try:
-            await self.call(self.core.create_namespaced_service, ns, body)
+            await self.call(create, ns, body)
         except ApiException as exc:
             if exc.status == 409:
                 return False
             if 400 <= exc.status < 500 and exc.status != 429:
-                raise PodRejected(exc.status, f"the gang's rendezvous Service {name} in {ns} was refused: "
+                raise PodRejected(exc.status, f"the gang's {what} {name} in {ns} was refused: "
                                               f"{_api_message(exc)}") from None
             raise
         return True
 
     async def delete_service(self, name: str, namespace: str) -> bool:
         """Delete a gang's rendezvous Service; False if it was not there."""
+        return await self._delete_owned(self.core.delete_namespaced_service, name, namespace)
+
+    async def delete_config_map(self, name: str, namespace: str) -> bool:
+        """Delete an mpijob attempt's hostfile ConfigMap; False if it was not there."""
+        return await self._delete_owned(self.core.delete_namespaced_config_map, name, namespace)
+
+    async def _delete_owned(self, delete: Callable[..., Any], name: str, namespace: str) -> bool:
         try:
-            await self.call(self.core.delete_namespaced_service, name, namespace)
+            await self.call(delete, name, namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return False

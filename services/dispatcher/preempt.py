@@ -29,7 +29,7 @@ from opsched.rules.podspec import (
     ANNOTATION_STOPPED,
     attempt_selector,
 )
-from opsched.services.dispatcher.gang import PodView, timed_out
+from opsched.services.dispatcher.gang import PodView, main_due, timed_out
 from opsched.services.dispatcher.k8s import Kube
 from opsched.services.runtime.clock import Clock
 from opsched.services.runtime.settings import Settings
@@ -50,11 +50,17 @@ class Releaser:
         return [n for n, ok in zip(names, found) if ok]
 
     async def delete(self, namespace: str, names: list[str], grace_s: int) -> list[str]:
-        """Delete the pods, and the rendezvous Service of a gang among them; the names of those still there."""
+        """Delete the pods, and the rendezvous of a gang among them; the names of those still there."""
         found = await asyncio.gather(*(self.kube.delete_pod(n, namespace, grace_s) for n in names))
         gangs = [n for n in names if any(other.startswith(f"{n}-") for other in names)]  # a main pod, replicas
-        await asyncio.gather(*(self.kube.delete_service(rendezvous.service_name(n), namespace) for n in gangs))
+        await asyncio.gather(*(self.delete_rendezvous(namespace, n) for n in gangs))
         return [n for n, ok in zip(names, found) if ok]
+
+    async def delete_rendezvous(self, namespace: str, main_pod: str) -> None:
+        """Delete what a gang's rendezvous made besides its pods (``rules.rendezvous``): its headless Service and,
+        an mpijob's, its hostfile ConfigMap (either not there: fine)."""
+        await asyncio.gather(self.kube.delete_service(rendezvous.service_name(main_pod), namespace),
+                             self.kube.delete_config_map(rendezvous.config_map_name(main_pod), namespace))
 
     async def release(self, namespace: str, names: Iterable[str], annotations: dict[str, str],
                       grace_s: int) -> bool:
@@ -109,13 +115,21 @@ class Releaser:
 # ---- the gang timeout check ---------------------------------------------------------------------------
 
 async def check_gangs(gangs: Callable[[], list[list[PodView]]], releaser: Releaser,
-                      publish: Callable[[Event], Awaitable[Any]], clock: Clock, stop: asyncio.Event) -> None:
-    """Every second, evict the gangs not all Running in time (time from the injected clock)."""
+                      publish: Callable[[Event], Awaitable[Any]], clock: Clock, stop: asyncio.Event,
+                      start_main: Callable[[list[PodView]], Awaitable[Any]] | None = None) -> None:
+    """Every second, evict the gangs not all Running in time (time from the injected clock), and hand the gangs
+    whose other pods all run but whose main pod is not there yet to ``start_main`` (it creates the main pod of
+    those whose main pod waits: an mpijob's launcher)."""
     evicted: set[tuple[str, int]] = set()  # released by this process: not again while they terminate
     while not stop.is_set():
         now, current = clock.now(), gangs()
         evicted &= {views[0].key for views in current}
         for views in current:
+            if start_main is not None and main_due(views):
+                try:
+                    await start_main(views)
+                except Exception as exc:  # noqa: BLE001 - API or bus trouble: the next check retries
+                    releaser.log.warning("main_pod_not_started", op_id=views[0].op_id, error=repr(exc))
             event = timed_out(views, now, releaser.settings)
             if event is None or views[0].key in evicted:
                 continue

@@ -7,7 +7,7 @@ and emits ``dispatched`` (or ``rejected``, ``failed``); releases pods on preempt
 (``watcher``: ``running``, ``succeeded``, ``failed``, ``timed_out``, ``preempted``) and the nodes
 (``nodewatch``: node facts on the cluster stream), repair what those paths missed by comparing the
 attempts folded from the op stream (``attempts``) with the pods on the API server (``reconciler``), evict gangs not all Running in time
-(``preempt.check_gangs``) and expire what outlived its ttl (``expiry``). A stop or preemption wins over an
+and create the main pod of a gang whose main pod waits for the others once they run (``preempt.check_gangs``) and expire what outlived its ttl (``expiry``). A stop or preemption wins over an
 ``admitted`` handled later or elsewhere: each attempt's fate is kept in KV (``fates``). It folds the queue
 configuration itself (``admitted_checks``) and refuses an ``admitted`` that asks for more than its queue allows
 (bad input: ``rejected``, a dead letter and an ``error`` event; no pod). Given its queue
@@ -26,6 +26,7 @@ from opsched.proto.cluster import AgentHeartbeat
 from opsched.proto.events import (
     Event,
     OperationAdmitted,
+    OperationFailed,
     OperationPreempted,
     OperationStopped,
     PreemptRequested,
@@ -33,9 +34,10 @@ from opsched.proto.events import (
 )
 from opsched.proto.reasons import Eviction
 from opsched.rules.podspec import ANNOTATION_EVICTED, SELECTOR
+from opsched.rules.replica_roles import main_waits
 from opsched.services.dispatcher.admitted_checks import QueuesInForce
 from opsched.services.dispatcher.attempts import Attempt, Attempts, folded_subjects
-from opsched.services.dispatcher.dispatch import dispatch
+from opsched.services.dispatcher.dispatch import dispatch, start_main
 from opsched.services.dispatcher.expiry import check_expiry
 from opsched.services.dispatcher.fates import Fates
 from opsched.services.dispatcher.gang import PodView
@@ -76,7 +78,8 @@ class Dispatcher(Service):
         if self.kube is not None:
             self.releaser = Releaser(self.kube, settings, self.log)
             self.watchers = [PodWatcher(self.kube.core, self._publish, self.clock, self.log, free=self.releaser.free,
-                                        namespace=ns) for ns in self.kube.namespaces or (None,)]
+                                        namespace=ns, unwind=self.releaser.delete_rendezvous)
+                             for ns in self.kube.namespaces or (None,)]
 
     def tasks(self) -> list[Task]:
         if self.kube is None:
@@ -196,7 +199,24 @@ class Dispatcher(Service):
 
     async def run_gang_checks(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.releaser is not None
-        await check_gangs(self._gangs, self.releaser, bus.publish, self.clock, stop)
+        await check_gangs(self._gangs, self.releaser, bus.publish, self.clock, stop, self._start_main)
+
+    async def _start_main(self, views: list[PodView]) -> None:
+        """Create the main pod of a live attempt whose main pod waits for its other pods (they all run now:
+        ``gang.main_due``), unless a stop or preemption released it; a refusal fails the attempt."""
+        assert self.kube is not None and self.releaser is not None and self.fates is not None
+        op_id, number = views[0].key
+        attempt = self.attempts.get(op_id)
+        if attempt is None or attempt.attempt != number or not attempt.stage.live or attempt.admitted is None:
+            return
+        if not main_waits(attempt.admitted.spec) or await self.fates.released(op_id, number):
+            return
+        ctx = Context(self.name, self.clock, self.settings, self.log.bind(op_id=op_id))
+        refusal = await start_main(self.kube, self.releaser, attempt.admitted, ctx)
+        if refusal is not None:
+            await self._publish(OperationFailed(op_id=op_id, at=self.clock.now(), attempt=number,
+                                                pod_name=attempt.admitted.pod_name, reason=refusal.reason,
+                                                message=refusal.message))
 
     def _gangs(self) -> list[list[PodView]]:
         return [gang for watcher in self.watchers for gang in watcher.gangs()]

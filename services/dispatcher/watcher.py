@@ -8,7 +8,8 @@ Pods are grouped by attempt (labels op id + attempt); ``gang.assess`` says what 
 A deleted pod is kept (``gone``) until its whole attempt is gone and the event that means is published
 (a failed publish is retried at the next re-list, and each time the server ends a watch, at least every
 minute), so a preempted attempt is reported once its last pod is deleted. When an attempt fails, the rest of its gang is released
-(annotated, then deleted with the grace period) so that it frees its GPUs.
+(annotated, then deleted with the grace period) so that it frees its GPUs. When the last pod of a gang is gone (its ttl, a
+stop, cleanPodPolicy All), its rendezvous Service and hostfile ConfigMap are deleted (``unwind``).
 
 Preemptions asked for but not yet reported are remembered (seeded from the stream at start): if a
 list finds none of their pods, they were all deleted while nobody watched, and they are reported.
@@ -34,6 +35,7 @@ from opsched.proto.events import (
     OperationTimedOut,
     PreemptRequested,
 )
+from opsched.rules.naming import pod_name
 from opsched.rules.podspec import ANNOTATION_EVICTED, SELECTOR
 from opsched.services.dispatcher.gang import (
     GANG_FAILED,
@@ -51,6 +53,7 @@ from opsched.services.runtime.clock import Clock
 
 Publish = Callable[..., Awaitable[Any]]  # (event), or (event, headers=...): the pods' trace context
 Free = Callable[[list[PodView], dict[str, str]], Awaitable[Any]]  # release pods: (pods, annotations)
+Unwind = Callable[[str, str], Awaitable[Any]]  # delete a gang's rendezvous: (namespace, main pod name)
 
 
 class PodWatcher(ListWatch):
@@ -60,7 +63,7 @@ class PodWatcher(ListWatch):
     decoders = PODS
 
     def __init__(self, core: CoreV1Api, publish: Publish, clock: Clock, log, free: Free | None = None,
-                 namespace: str | None = None) -> None:
+                 namespace: str | None = None, unwind: Unwind | None = None) -> None:
         super().__init__(log, clock)
         self.core = core
         self.namespace = namespace
@@ -68,6 +71,7 @@ class PodWatcher(ListWatch):
             self.name = f"pod_watch_{namespace}"
         self.publish = publish
         self.free = free
+        self.unwind = unwind
         self.lock = threading.Lock()  # the thread and the loop (handlers, gang checks) share what follows
         self.attempts: dict[AttemptKey, dict[str, PodView]] = {}  # pods seen, per attempt
         self.reported: dict[AttemptKey, str] = {}  # attempt -> type of the last event published
@@ -107,8 +111,10 @@ class PodWatcher(ListWatch):
         published = event is None or codec.type_of(event) == reported or self._report(view.key, event, views)
         if published and all_gone(views):  # nothing more can happen to this attempt: forget it
             with self.lock:
-                self.attempts.pop(view.key, None)
+                known = self.attempts.pop(view.key, None) is not None
                 self.reported.pop(view.key, None)
+            if known and self.unwind is not None and any(v.gang_size > 1 for v in views):  # its rendezvous goes too
+                self.run_on_loop(self.unwind(view.namespace, pod_name(*view.key)), f"rendezvous of {view.op_id}")
 
     def _report(self, key: AttemptKey, event: Event, views: list[PodView]) -> bool:
         """Publish the attempt's event; False if that failed (the attempt is kept: a re-list retries)."""

@@ -61,6 +61,8 @@ CALLS = {"create_namespaced_pod": ("pods", {"create"}), "read_namespaced_pod": (
          "list_namespaced_pod": ("pods", {"list", "watch"}), "patch_namespaced_pod": ("pods", {"patch"}),
          "delete_namespaced_pod": ("pods", {"delete"}), "list_node": ("nodes", {"list", "watch"}),
          "create_namespaced_service": ("services", {"create"}), "delete_namespaced_service": ("services", {"delete"}),
+         "create_namespaced_config_map": ("configmaps", {"create"}),
+         "delete_namespaced_config_map": ("configmaps", {"delete"}),
          "list_pod_for_all_namespaces": (None, set())}  # only when it has no queue namespaces: a cluster admin
 
 
@@ -92,11 +94,12 @@ def test_the_dispatcher_reads_nodes_cluster_wide_and_nothing_else():
 
 
 def test_the_dispatcher_uses_pods_only_in_the_queue_namespaces_it_is_told_of():
-    """A Role per queue namespace, with exactly the pod verbs (and a gang's rendezvous Services); the same namespaces as its OPSCHED_POD_NAMESPACES
+    """A Role per queue namespace, with exactly the pod verbs (and a gang's rendezvous Services and hostfile ConfigMaps); the same namespaces as its OPSCHED_POD_NAMESPACES
     (else it would watch a namespace it may not, or never watch one it may)."""
     roles = dispatcher_roles("Role")
     assert roles and all(grants(r) == {"pods": {"create", "get", "list", "watch", "patch", "delete"},
-                                       "services": {"create", "delete"}} for r in roles)
+                                       "services": {"create", "delete"}, "configmaps": {"create", "delete"}}
+                         for r in roles)
     (container,) = deployment("opsched-dispatcher")["spec"]["template"]["spec"]["containers"]
     assert container["envFrom"] == [{"configMapRef": {"name": "opsched-config"}}]
     assert "OPSCHED_POD_NAMESPACES" not in {e["name"] for e in container["env"]}

@@ -104,9 +104,11 @@ FULL_SPEC = OpSpec(
     cache=Cache(disable=False, ttl=3600, io=["dataset"], sections=["init"]),
     is_approved=False, conditions="{{ params.lr > 0 }}", cost=2.5, tags=["a", "b"], run_kind="service",
     component_hash="abc123", priority_class="high", preemptible=False, batch="sweep-1", batch_concurrency=3, to_env={"LR": "lr"}, iteration=2,
-    description="trains", clean_pod_policy="All", ignored=["plugins.collectLogs"],
+    description="trains", clean_pod_policy="All", main_role="chief", slots_per_worker=2,
+    ignored=["plugins.collectLogs"],
 
-    replicas=[ReplicaGroup(name="worker", count=2, container=FULL_CONTAINER, **FULL_POD)], **FULL_POD,
+    replicas=[ReplicaGroup(name="worker", count=2, container=FULL_CONTAINER, restart_policy="OnFailure", **FULL_POD)],
+    **FULL_POD,
 )
 # its hook's op: every field at every depth but hooks (a hook never triggers another)
 FULL_SPEC = msgspec.structs.replace(FULL_SPEC, hooks=[Hook(trigger="succeeded", spec=FULL_SPEC)])

@@ -79,7 +79,7 @@ HINTS.update({
 })
 # the names of a spec's containers, groups, pods and ops are DNS labels
 DNS_FIELDS = {"name", "pod_name", "namespace", "project", "run_op_id", "priority_class", "priority_class_name",
-              "service_account_name"}
+              "service_account_name", "main_role"}
 _label = st.from_regex(re.compile(r"[a-z][a-z0-9-]{0,10}[a-z0-9]"), fullmatch=True)
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 _json = st.recursive(st.none() | st.booleans() | st.integers(-1000, 1000) | _text,

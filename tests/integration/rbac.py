@@ -14,7 +14,9 @@ POD_VERBS = {"create", "get", "list", "watch", "patch", "delete"}
 NODE_VERBS = {"get", "list", "watch"}
 SERVICE_VERBS = {"create", "delete"}  # a gang's rendezvous Service
 # what the dispatcher may do in a queue namespace (nodes: cluster-wide)
-QUEUE_NAMESPACE_GRANTS = {"pods": POD_VERBS, "services": SERVICE_VERBS, "nodes": NODE_VERBS}
+CONFIG_MAP_VERBS = {"create", "delete"}  # an mpijob's hostfile
+QUEUE_NAMESPACE_GRANTS = {"pods": POD_VERBS, "services": SERVICE_VERBS, "configmaps": CONFIG_MAP_VERBS,
+                          "nodes": NODE_VERBS}
 ROW = re.compile(r"^(\S+)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
 
 

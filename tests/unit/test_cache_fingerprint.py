@@ -76,6 +76,9 @@ def test_the_key_changes_with_what_determines_the_result(c):
     case("more workers change the key", other=pytorchjob(workers=3)),
     case("another worker command changes the key", other=pytorchjob(worker_command="other.py")),
     case("another worker image changes the key", other=pytorchjob(image="pytorch:3")),
+    case("another main pod role changes the key (a tfjob's worker 0, not its chief)",
+         other=with_(pytorchjob(), run_kind="tfjob", main_role="worker")),
+    case("other slots per worker change the key", other=with_(pytorchjob(), slots_per_worker=4)),
 ], ids=case_name)
 def test_the_replica_groups_are_part_of_the_key(c):
     assert fingerprint(c.other) != fingerprint(pytorchjob())

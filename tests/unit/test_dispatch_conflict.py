@@ -53,6 +53,10 @@ class Core:
     def delete_namespaced_service(self, name, namespace, **kwargs):
         self.calls.append(("delete_service", name))
 
+    def delete_namespaced_config_map(self, name, namespace, **kwargs):
+        self.calls.append(("delete_config_map", name))
+        raise ApiException(status=404, reason="Not Found")
+
 
 def kube(core: Core) -> Kube:
     k = Kube.__new__(Kube)

@@ -41,6 +41,10 @@ class FakeKube:
         self.calls.append(("delete_service", name))
         return True
 
+    async def delete_config_map(self, name, namespace) -> bool:
+        self.calls.append(("delete_config_map", name))
+        return False
+
     async def pod_names(self, namespace, selector) -> list[str]:
         self.calls.append(("list", selector))
         return [n for n in self.labelled if n in self.pods]
@@ -60,8 +64,9 @@ async def test_preemption_annotates_each_pod_before_deleting_it_with_the_preempt
     assert await releaser(kube).preempt(preempt_request("op-g-0", "op-g-0-w-0"), T0) is None  # the watcher reports
     annotate = [c for c in kube.calls if c[0] == "annotate"]
     assert annotate[0][2] == {**PREEMPTED_BY, "opsched.io/preempt-message": "for a higher priority"}
-    assert [c[0] for c in kube.calls] == ["annotate", "annotate", "delete", "delete", "delete_service"]
-    assert kube.calls[-1] == ("delete_service", "op-g-0")  # the gang's rendezvous goes with its pods
+    assert [c[0] for c in kube.calls] == ["annotate", "annotate", "delete", "delete", "delete_service",
+                                          "delete_config_map"]
+    assert kube.calls[-2:] == [("delete_service", "op-g-0"), ("delete_config_map", "op-g-0-hostfile")]  # its rendezvous
     assert {c[2] for c in kube.calls if c[0] == "delete"} == {7}
 
 
@@ -104,7 +109,7 @@ async def test_a_timed_out_gang_is_annotated_then_evicted_then_deleted_once():
     stop.set()
     await asyncio.wait_for(task, 2)
     assert [c[0] for c in kube.calls if c[0] != "list"] == [
-        "annotate", "annotate", "publish", "delete", "delete", "delete_service"]
+        "annotate", "annotate", "publish", "delete", "delete", "delete_service", "delete_config_map"]
     (published,) = [c[1] for c in kube.calls if c[0] == "publish"]
     assert published == OperationEvicted(op_id="g", at=t(120), attempt=0, reason=GANG_TIMEOUT,
                                          message="1/2 pods running after 120s", retry_after_s=10.0)

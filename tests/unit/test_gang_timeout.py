@@ -26,7 +26,9 @@ from tests.unit.gang_pods import PREEMPTED_BY, SETTINGS, TIMEOUT_ANN, gang, pod
          views=gang("Running", "Pending", deleting=True), at=1000, evicted=False),
     case("a gang annotated evicted but not yet deleted (a crash in between) is evicted again",
          views=gang("Running", "Pending", annotations=TIMEOUT_ANN), at=1000, evicted=True),
-    case("a gang whose main pod was not seen yet waits", views=gang("Running", "Pending")[1:], at=1000,
+    case("a gang whose main pod is not there yet (it waits for the others) is timed from its first pod",
+         views=gang("Running", "Pending", "Pending")[1:], at=120, evicted=True),
+    case("... and waits while under the timeout", views=gang("Running", "Pending", "Pending")[1:], at=119.9,
          evicted=False),
 ], ids=case_name)
 def test_gang_timeout_decision(c):
@@ -54,3 +56,18 @@ def test_backoff_grows_with_the_attempt_and_is_capped(c):
     assert gang_backoff(c.attempt, SETTINGS) == c.wait
     views = [pod("main", attempt=c.attempt), pod("worker-0", "Pending", attempt=c.attempt)]
     assert timed_out(views, t(500), SETTINGS).retry_after_s == c.wait
+
+
+@pytest.mark.parametrize("c", [
+    case("every other pod runs and the main pod was never seen: due", views=gang("Running", "Running", "Running")[1:],
+         due=True),
+    case("another pod still pending: not yet", views=gang("Running", "Running", "Pending")[1:], due=False),
+    case("the main pod is there: nothing to start", views=gang("Pending", "Running", "Running"), due=False),
+    case("a gang being released: never", views=gang("Running", "Running", "Running", annotations=PREEMPTED_BY)[1:],
+         due=False),
+    case("a gang being deleted: never", views=gang("Running", "Running", "Running", deleting=True)[1:], due=False),
+], ids=case_name)
+def test_a_main_pod_that_waits_is_due_once_every_other_pod_runs(c):
+    from opsched.services.dispatcher.gang import main_due
+
+    assert main_due(c.views) == c.due

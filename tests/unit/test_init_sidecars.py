@@ -346,7 +346,8 @@ def test_a_users_volume_or_mount_where_opsched_puts_its_own_is_refused():
                                                                                "emptyDir": {}}]))
     assert reserved_keys.problems(s) == [
         "environment.volumes[0].name: 'opsched-context' is opsched's (its context, init paths and connections' "
-        "Secrets are 'opsched-context', 'opsched-init-'…, 'opsched-conn-'…); rename it",
+        "Secrets are 'opsched-context', 'opsched-init-'…, 'opsched-conn-'…, an mpijob's hostfile "
+        "'opsched-mpi-hostfile'); rename it",
         "sidecars[0].volumeMounts[0].mountPath: '/plx-context' is where opsched mounts the pod's context (or an init "
         "step's path); mount elsewhere"]
     alone = OpSpec(name="t", container=Container(image="m", volume_mounts=[mount]))

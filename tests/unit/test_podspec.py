@@ -289,7 +289,7 @@ def test_every_pod_of_a_gang_is_built_with_names_from_proto_naming():
     assert [p["metadata"]["name"] for p in pods] == pod_names("g1", 1, event.spec) == [
         "op-g1-1", "op-g1-1-worker-0", "op-g1-1-worker-1", "op-g1-1-ps-0"]
     alone = build_pod(event)
-    rendezvous.apply([alone, *copy.deepcopy(pods[1:])])
+    rendezvous.apply([alone, *copy.deepcopy(pods[1:])], event.spec, event.namespace)
     assert pods[0] == alone  # the main pod is the pod of a one-pod op, with its gang labels and rendezvous
     assert build_pods(event) == pods
 
@@ -353,23 +353,25 @@ def test_a_tpu_replica_needs_the_tensorflow_version_annotation():
 
 
 def rendezvous_env(rank: int, size: int, main: str = "op-g1-1") -> list[dict[str, str]]:
-    return [{"name": k, "value": v} for k, v in rendezvous.environment(main, rank, size).items()]
+    """PyTorch's env://, which a gang of a kind without its own rendezvous (a ``job`` with groups) gets."""
+    return [{"name": "MASTER_ADDR", "value": f"main-0.{main}"}, {"name": "MASTER_PORT", "value": "29500"},
+            {"name": "WORLD_SIZE", "value": str(size)}, {"name": "RANK", "value": str(rank)}]
 
 
-def test_a_gang_s_pods_find_their_master_through_a_headless_service_and_a_one_pod_op_gets_none():
+def test_a_gang_s_pods_find_each_other_through_a_headless_service_and_a_one_pod_op_gets_none():
     from opsched.rules.podspec import rendezvous_service
 
     event = gang()
     pods = build_pods(event)
-    assert pods[0]["spec"]["hostname"] == "master" and pods[0]["spec"]["subdomain"] == "op-g1-1"
-    assert all("hostname" not in p["spec"] for p in pods[1:])
+    assert [(p["spec"]["hostname"], p["spec"]["subdomain"]) for p in pods] == [
+        ("main-0", "op-g1-1"), ("worker-0", "op-g1-1"), ("worker-1", "op-g1-1"), ("ps-0", "op-g1-1")]
     for rank, pod in enumerate(pods):
         env = {e["name"]: e["value"] for c in pod["spec"]["containers"] for e in c["env"]}
-        assert env["MASTER_ADDR"] == "master.op-g1-1" and env["MASTER_PORT"] == "29500"
+        assert env["MASTER_ADDR"] == "main-0.op-g1-1" and env["MASTER_PORT"] == "29500"
         assert (env["WORLD_SIZE"], env["RANK"]) == ("4", str(rank))
     service = rendezvous_service(event)
     assert service["metadata"]["name"] == "op-g1-1" and service["spec"]["clusterIP"] == "None"
-    assert service["spec"]["selector"] == {**service["metadata"]["labels"], LABEL_REPLICA: "main"}
+    assert service["spec"]["selector"] == service["metadata"]["labels"]  # every pod of the attempt
     assert service["metadata"]["labels"][LABEL_OP] == "g1" and service["spec"]["publishNotReadyAddresses"]
     assert rendezvous_service(admitted(op("one").gpus(1).build())) is None
     assert "hostname" not in build_pods(admitted(op("one").gpus(1).build()))[0]["spec"]
@@ -389,4 +391,4 @@ def test_a_service_name_stays_a_dns_label_however_long_the_op_id():
     long_pod = "op-" + "x" * 63 + "-12"
     name = rendezvous.service_name(long_pod)
     assert len(name) <= 63 and name == rendezvous.service_name(long_pod) and name[0].isalpha()
-    assert rendezvous.master_addr(long_pod) == f"master.{name}"
+    assert rendezvous.config_map_name(long_pod) == f"{name}-hostfile"

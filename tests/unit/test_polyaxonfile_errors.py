@@ -118,7 +118,7 @@ INVALID = [
      pytorchjob(**{"cleanPodPolicy: All": "elasticPolicy: {minReplicas: 1}"}), "run.elasticPolicy"),
     ("a boolean worker replica count is rejected",
      pytorchjob(**{"replicas: 3": "replicas: true"}), "run.worker.replicas"),
-    ("a tfjob is rejected as not supported yet", pytorchjob(**{"kind: pytorchjob": "kind: tfjob"}),
+    ("a service is rejected as not supported yet", pytorchjob(**{"kind: pytorchjob": "kind: service"}),
      "run.kind"),
 ]
 
@@ -130,16 +130,19 @@ def test_invalid_files_give_an_error_at_the_right_path(text, loc):
     assert loc in errors, errors
 
 
-@pytest.mark.parametrize("kind", ["service", "tfjob", "mpijob"],
-                         ids=lambda k: f"run kind {k} says only job and pytorchjob are supported")
-def test_other_run_kinds_say_only_job_and_pytorchjob_are_supported(kind):
+SUPPORTED = "only 'job', 'pytorchjob', 'tfjob', 'mpijob', 'xgbjob', 'paddlejob' and 'mxjob'"
+
+
+@pytest.mark.parametrize("kind", ["service", "dag", "rayjob"],
+                         ids=lambda k: f"run kind {k} says which kinds are supported")
+def test_other_run_kinds_say_which_kinds_are_supported(kind):
     err = errors_of(component(**{"kind: job": f"kind: {kind}"}))["run.kind"]
-    assert err.msg == f"run.kind '{kind}' is not supported yet; only 'job' and 'pytorchjob'"
+    assert err.msg == f"run.kind '{kind}' is not supported yet; {SUPPORTED}"
 
 
 def test_an_unknown_run_kind_is_called_unknown():
     err = errors_of(component(**{"kind: job": "kind: magic"}))["run.kind"]
-    assert err.msg == "run.kind 'magic' is unknown; only 'job' and 'pytorchjob'"
+    assert err.msg == f"run.kind 'magic' is unknown; {SUPPORTED}"
 
 
 def test_errors_carry_the_line_of_the_offending_key():

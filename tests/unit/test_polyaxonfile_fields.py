@@ -110,6 +110,29 @@ PYTORCH = {"version": 1.1, "kind": "component", "name": "ddp",
                    "worker": {"replicas": 3, "container": {"image": "t:1", "command": ["w"]},
                               "init": [{"file": {"content": "x"}}], "sidecars": [{"image": "fluentd:1"}],
                               "connections": ["repo"]}}}
+TF = {"version": 1.1, "kind": "component", "name": "tf",
+      "run": {"kind": "tfjob", "cleanPodPolicy": "All", "schedulingPolicy": {"minAvailable": 6},
+              "chief": {"replicas": 1, "container": {"image": "tf:2", "resources": {"limits": {"nvidia.com/gpu": 1}}},
+                        "environment": {"restartPolicy": "OnFailure"}},
+              "ps": {"replicas": 2, "container": {"image": "tf:2", "command": ["ps"]}},
+              "worker": {"replicas": 2, "container": {"image": "tf:2", "command": ["w"]},
+                         "environment": {"restartPolicy": "OnFailure"}},
+              "evaluator": {"container": {"image": "tf:2", "command": ["eval"]}}}}
+MPI = {"version": 1.1, "kind": "component", "name": "mpi",
+       "run": {"kind": "mpijob", "slotsPerWorker": 2, "cleanPodPolicy": "Running",
+               "launcher": {"container": {"image": "mpi:1", "command": ["mpirun", "python", "t.py"]}},
+               "worker": {"replicas": 2, "container": {"image": "mpi:1"}}}}
+XGB = {"version": 1.1, "kind": "component", "name": "xgb",
+       "run": {"kind": "xgbjob", "master": {"container": {"image": "xgb:1"}},
+               "worker": {"replicas": 2, "container": {"image": "xgb:1", "command": ["w"]}}}}
+PADDLE = {"version": 1.1, "kind": "component", "name": "paddle",
+          "run": {"kind": "paddlejob", "master": {"replicas": 2, "container": {"image": "paddle:2"}},
+                  "worker": {"replicas": 2, "container": {"image": "paddle:2", "command": ["w"]}}}}
+MX = {"version": 1.1, "kind": "component", "name": "mx",
+      "run": {"kind": "mxjob", "mode": "MXTrain", "scheduler": {"container": {"image": "mx:1"}},
+              "server": {"replicas": 1, "container": {"image": "mx:1", "command": ["s"]}},
+              "worker": {"replicas": 2, "container": {"image": "mx:1", "command": ["w"]}}}}
+DISTRIBUTED = {"tfjob": TF, "mpijob": MPI, "xgbjob": XGB, "paddlejob": PADDLE, "mxjob": MX, "pytorchjob": PYTORCH}
 SWEEP = {"version": 1.1, "kind": "operation", "name": "s",
          "matrix": {"kind": "random", "numRuns": 3, "seed": 7, "concurrency": 2,
                     "params": {"lr": {"kind": "choice", "value": [i / 100 for i in range(1, 41)]}}},
@@ -126,6 +149,8 @@ CHECKED = {
     ("_Common", "version"): ("version", 2),
     ("ComponentModel", "kind"): ("component.kind", "job"),
     ("KFReplicaModel", "replicas"): ("run.master.replicas", 2),
+    ("SchedulingPolicyModel", "minAvailable"): ("run.schedulingPolicy.minAvailable", 3),  # the gang's pods: 4
+    ("MXJobRunModel", "mode"): ("run.mode", "MXTune"),
     ("NodeSelectorTerm", "matchFields"): ("component.run.environment.affinity.nodeAffinity."
                                           "preferredDuringSchedulingIgnoredDuringExecution.0.preference.matchFields.0.key",
                                           "zone"),
@@ -139,10 +164,16 @@ REFUSED = {
        ("auth", "docker", "shm", "mountArtifactsStore", "sidecar", "autoResume")},
     ("KFReplicaModel", "environment"): ("run.master.environment", {"labels": {"a": "b"}}),
     ("KFReplicaModel", "volumes"): ("run.worker.volumes", [{"name": "v"}]),
-    ("PytorchJobRunModel", "environment"): ("run.environment", {"labels": {"a": "b"}}),
-    ("PytorchJobRunModel", "volumes"): ("run.volumes", [{"name": "v"}]),
-    **{("PytorchJobRunModel", k): (f"run.{k}", v) for k, v in
+    ("DistributedRunModel", "environment"): ("run.environment", {"labels": {"a": "b"}}),
+    ("DistributedRunModel", "volumes"): ("run.volumes", [{"name": "v"}]),
+    **{("DistributedRunModel", k): (f"run.{k}", v) for k, v in
        (("init", [{"connection": "repo"}]), ("sidecars", [{"image": "x"}]), ("connections", ["repo"]))},
+    **{("SchedulingPolicyModel", k): (f"run.schedulingPolicy.{k}", v) for k, v in
+       (("queue", "q"), ("minResources", 2), ("priorityClass", "high"), ("scheduleTimeoutSeconds", 60))},
+    ("TFJobRunModel", "enableDynamicWorker"): ("run.enableDynamicWorker", True),
+    ("TFJobRunModel", "successPolicy"): ("run.successPolicy", "AllWorkers"),
+    **{("MXJobRunModel", k): (f"run.{k}", {"container": {"image": "mx:1"}}) for k in ("tuner", "tunerTracker",
+                                                                                       "tunerServer")},
     **{("InitModel", k): ("component.run.init.0", {k: v}) for k, v in
        (("artifacts", {"dirs": ["d"]}), ("paths", ["d"]), ("dockerfile", {"image": "x"}), ("tensorboard", {}),
         ("lineageRef", "l"), ("modelRef", "m"), ("artifactRef", "a"))},
@@ -163,7 +194,9 @@ SECTIONS = {("_Common", "plugins")}  # a section whose every field is refused or
 def unchanged_by_removal(path: tuple) -> bool:
     """Fields that only check a value (CHECKED): taking them out of a valid file changes nothing."""
     checks = {"type", "isList", "options"}
-    return path in {("version",), ("component", "kind"), ("run", "master", "replicas")} or (
+    return path in {("version",), ("component", "kind"), ("run", "master", "replicas"), ("run", "mode"),
+                    ("run", "schedulingPolicy"), ("run", "schedulingPolicy", "minAvailable"),
+                    ("run", "chief", "replicas"), ("run", "server", "replicas")} or (
         path[-1] in checks and any(p in ("inputs", "outputs") for p in path))
 
 
@@ -219,15 +252,15 @@ def _is_mapping_of_models(annotation) -> bool:
     return typing.get_origin(annotation) is dict or any(_is_mapping_of_models(a) for a in typing.get_args(annotation))
 
 
-ALL_MODELS = [*MODELS_BY_RUN_KIND["job"], *MODELS_BY_RUN_KIND["pytorchjob"], *MATRIX_MODELS.values()]
+ALL_MODELS = [m for models in MODELS_BY_RUN_KIND.values() for m in models] + [*MATRIX_MODELS.values()]
 
 
 def documented() -> set:
     out: set = set()
-    pytorch_operation = {"version": 1.1, "kind": "operation", "component": PYTORCH}
-    for doc, root in ((JOB, MODELS_BY_RUN_KIND["job"][1]), (PYTORCH, MODELS_BY_RUN_KIND["pytorchjob"][0]),
-                      (pytorch_operation, MODELS_BY_RUN_KIND["pytorchjob"][1])):
-        used_fields(root, doc, out)
+    for kind, doc in DISTRIBUTED.items():
+        used_fields(MODELS_BY_RUN_KIND[kind][0], doc, out)
+        used_fields(MODELS_BY_RUN_KIND[kind][1], {"version": 1.1, "kind": "operation", "component": doc}, out)
+    used_fields(MODELS_BY_RUN_KIND["job"][1], JOB, out)
     for doc in (SWEEP, GRID, MAPPING):
         used_fields(MATRIX_MODELS[doc["matrix"]["kind"]], doc["matrix"], out)
     return out
@@ -294,9 +327,10 @@ def without(doc: dict, path: tuple) -> dict:
     return out
 
 
-POD_SECTIONS = ("container", "environment", "volumes", "master", "worker", "init", "sidecars", "connections")
+POD_SECTIONS = ("container", "environment", "volumes", "master", "worker", "init", "sidecars", "connections",
+                "chief", "ps", "evaluator", "launcher", "scheduler", "server", "slotsPerWorker")
 CASES = [pytest.param(doc, path, id=f"{name}:{'.'.join(map(str, path))}")
-         for name, doc in (("job", JOB), ("pytorchjob", PYTORCH), ("sweep", SWEEP), ("grid", GRID),
+         for name, doc in (("job", JOB), *DISTRIBUTED.items(), ("sweep", SWEEP), ("grid", GRID),
                            ("mapping", MAPPING))
          for path in key_paths(doc) if not unchanged_by_removal(path)]
 
@@ -325,6 +359,10 @@ def with_value(doc: dict, dotted: str, value) -> dict:
 
 
 def base_for(dotted: str) -> dict:
+    if dotted.startswith(("run.enableDynamicWorker", "run.successPolicy")):
+        return TF
+    if dotted.startswith(("run.mode", "run.tuner")):
+        return MX
     return PYTORCH if dotted.startswith("run.") else JOB
 
 

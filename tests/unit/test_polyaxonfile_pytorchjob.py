@@ -73,18 +73,18 @@ def test_a_master_with_more_than_one_replica_is_rejected_at_master_replicas():
 def test_a_worker_replica_count_below_one_is_rejected_with_a_clear_message(count):
     err = errors_of(pytorchjob(**{"replicas: 3": f"replicas: {count}"}))["run.worker.replicas"]
     assert err.msg == (f"worker.replicas must be at least 1, got {count} "
-                       "(leave the worker section out for a master-only job)")
+                       "(leave the worker section out for none)")
     assert err.line == 16
 
 
 @pytest.mark.parametrize("section, line", [("master", 9), ("worker", 16)],
                          ids=["a master environment is rejected",
                               "a worker environment is rejected"])
-def test_a_per_replica_environment_is_rejected_as_not_supported_yet(section, line):
+def test_a_per_replica_environment_other_than_its_restart_policy_is_rejected_as_not_supported_yet(section, line):
     text = pytorchjob(**{f"  {section}:\n": f"  {section}:\n    environment: "
                                              "{nodeSelector: {a: b}}\n"})
-    err = errors_of(text)[f"run.{section}.environment"]
-    assert err.msg.startswith("per-replica environment is not supported yet")
+    err = errors_of(text)[f"run.{section}.environment.nodeSelector"]
+    assert err.msg.startswith("per-replica environment.nodeSelector is not supported yet (only restartPolicy)")
     assert err.line == line
 
 
@@ -98,7 +98,7 @@ def test_a_run_level_environment_on_a_pytorchjob_is_rejected_with_the_reason():
     text = pytorchjob(**{"cleanPodPolicy: All": "environment: {nodeSelector: {a: b}}"})
     err = errors_of(text)["run.environment"]
     assert "no run-level environment in Polyaxon" in err.msg
-    assert "per-replica environment is not supported yet" in err.msg
+    assert "opsched honours only a replica's environment.restartPolicy" in err.msg
 
 
 def test_a_replica_error_inside_an_operation_is_located_under_component():
