@@ -6,6 +6,7 @@ import hashlib
 
 from opsched.proto.spec import OpSpec
 from opsched.proto.subjects import valid_token
+from opsched.rules import serving
 
 MAX_OP_ID = 63
 
@@ -16,9 +17,11 @@ def pod_name(op_id: str, attempt: int) -> str:
 
 
 def pod_names(op_id: str, attempt: int, spec: OpSpec) -> list[str]:
-    """Every pod of an attempt: the main pod, then each replica group's pods in order."""
+    """Every pod of an attempt: the main pod (a service's replicas of it: ``rules.serving``), then each replica
+    group's pods in order."""
     main = pod_name(op_id, attempt)
-    return [main] + [f"{main}-{group.name}-{i}" for group in spec.replicas for i in range(group.count)]
+    return [main, *serving.replica_names(main, spec)] + [f"{main}-{group.name}-{i}" for group in spec.replicas
+                                                          for i in range(group.count)]
 
 
 def hook_op_id(op_id: str, attempt: int, index: int) -> str:

@@ -22,7 +22,7 @@ from opsched.proto.events import OperationAdmitted
 from opsched.proto.queues import DEFAULT_INIT_IMAGE, Connection
 from opsched.proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_accelerator, parse_quantity
 from opsched.proto.spec import CONTEXT_ROOT, Container, Environment, InitStep, OpSpec, ReplicaGroup
-from opsched.rules import init_steps, rendezvous
+from opsched.rules import init_steps, rendezvous, serving
 from opsched.rules.naming import pod_names
 
 NVIDIA_RESOURCES = ("nvidia.com/gpu", GPU_MEMORY)  # their device plugins set NVIDIA_VISIBLE_DEVICES
@@ -54,7 +54,7 @@ RELEASE_ANNOTATIONS = (ANNOTATION_PREEMPTED_BY, ANNOTATION_PREEMPT_REASON, ANNOT
                        ANNOTATION_STOPPED, ANNOTATION_EVICTED)
 # Set by the dispatcher when tracing is on (never by users): the W3C traceparent of the span that created the pod
 ANNOTATION_TRACEPARENT = "opsched.io/traceparent"
-WATCHED_ANNOTATIONS = (*RELEASE_ANNOTATIONS, ANNOTATION_TRACEPARENT)  # what the pod watch reads of a pod
+WATCHED_ANNOTATIONS = (*RELEASE_ANNOTATIONS, ANNOTATION_TRACEPARENT, serving.ANNOTATION_PORTS)  # what the pod watch reads
 
 
 CONTEXT_VOLUME = "opsched-context"  # Polyaxon's context, mounted at CONTEXT_ROOT
@@ -74,23 +74,31 @@ def attempt_selector(op_id: str, attempt: int) -> str:
 
 
 def build_pods(admitted: OperationAdmitted) -> list[dict[str, Any]]:
-    """Every pod of the attempt: the main pod first, then each replica group's pods in order."""
-    names = pod_names(admitted.op_id, admitted.attempt, admitted.spec)
+    """Every pod of the attempt: the main pod first (a service's replicas of it next: ``rules.serving``), then each
+    replica group's pods in order."""
+    spec = admitted.spec
+    names = pod_names(admitted.op_id, admitted.attempt, spec)
     size = len(names)
     hosts = list(admitted.preferred_hosts) + [""] * size
     pods = [build_pod(admitted, gang_size=size, host=hosts[0])]
-    replicas = [(f"{g.name}-{i}", g) for g in admitted.spec.replicas for i in range(g.count)]
+    replicas: list[tuple[str, ReplicaGroup | None]] = [(f"{serving.REPLICA}-{i}", None)
+                                                       for i in range(1, spec.main_pods)]
+    replicas += [(f"{g.name}-{i}", g) for g in spec.replicas for i in range(g.count)]
     for i, (name, (replica, group)) in enumerate(zip(names[1:], replicas), 1):
         pods.append(build_pod(admitted, name=name, replica=replica, group=group, gang_size=size, host=hosts[i]))
-    rendezvous.apply(pods)
+    if not serving.serves(spec):  # a service's replicas serve alike: no rendezvous
+        rendezvous.apply(pods)
     return pods
 
 
 def rendezvous_service(admitted: OperationAdmitted) -> dict[str, Any] | None:
-    """The headless Service of a gang's rendezvous (``rules.rendezvous``); None for a one-pod attempt."""
+    """The Service the attempt's pods need, created before them: a service's ClusterIP Service (``rules.serving``),
+    else a gang's headless rendezvous Service (``rules.rendezvous``); None for a one-pod job."""
+    labels = {MANAGED_BY: MANAGER, LABEL_OP: admitted.op_id, LABEL_ATTEMPT: str(admitted.attempt)}
+    if serving.serves(admitted.spec):
+        return serving.service_object(admitted.pod_name, admitted.namespace, admitted.spec, labels, labels)
     if len(pod_names(admitted.op_id, admitted.attempt, admitted.spec)) < 2:
         return None
-    labels = {MANAGED_BY: MANAGER, LABEL_OP: admitted.op_id, LABEL_ATTEMPT: str(admitted.attempt)}
     main = {"metadata": {"name": admitted.pod_name, "namespace": admitted.namespace}}
     return rendezvous.service(main, {**labels, LABEL_REPLICA: MAIN_REPLICA}, labels)
 
@@ -106,7 +114,7 @@ def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: 
     size = gang_size if gang_size is not None else len(pod_names(admitted.op_id, admitted.attempt, spec))
     init, containers, volumes = _containers(admitted, group if group is not None else spec)
     pod_spec: dict[str, Any] = {
-        "restartPolicy": env.restart_policy or "Never",
+        "restartPolicy": env.restart_policy or (serving.RESTART_POLICY if serving.serves(spec) else "Never"),
         "containers": containers,
     }
     optional = {
@@ -200,6 +208,7 @@ def _annotations(admitted: OperationAdmitted) -> dict[str, str]:
         annotations[ANNOTATION_DESCRIPTION] = spec.description[:MAX_DESCRIPTION]
     if admitted.pending_timeout_s is not None:
         annotations[ANNOTATION_PENDING_TIMEOUT] = f"{admitted.pending_timeout_s:g}"
+    annotations.update(serving.ports_annotation(spec))  # a service's pods: the watcher reads its ports here
     if admitted.flavors:
         annotations[ANNOTATION_FLAVORS] = json.dumps(admitted.flavors, sort_keys=True, separators=(",", ":"))
     return annotations
@@ -232,6 +241,9 @@ def _containers(admitted: OperationAdmitted, pod: OpSpec | ReplicaGroup
             volumes += _connect(built, connection, git=step.git is not None)
         init.append(built)
     main = _mounted(_container(pod.container), mounts)
+    probe = serving.default_probe(admitted.spec) if pod is admitted.spec else None
+    if probe is not None:
+        main["readinessProbe"] = probe
     for name in pod.connections:
         volumes += _connect(main, _declared(declared, name), git=False)
     sidecars = [_mounted(_container(c), mounts) for c in pod.sidecars]

@@ -34,7 +34,7 @@ from opsched.polyaxonfile.fields import (
     Version,
     not_reserved,
 )
-from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel
+from opsched.polyaxonfile.models_run import JobRunModel, PytorchJobRunModel, ServiceRunModel
 from opsched.polyaxonfile.patching import Strategy
 from opsched.proto.lifecycle import HOOK_TRIGGERS
 from opsched.proto.limits import (
@@ -50,10 +50,18 @@ from opsched.proto.limits import (
 Priority = Annotated[Int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)]
 
 
+class CullingModel(Model):
+    """Polyaxon's ``termination.culling``: a service nobody used (``opsched touch``) for ``timeout`` seconds is
+    stopped. Only a service has it (``convert`` refuses it on any other run kind)."""
+
+    timeout: Annotated[Int, Field(gt=0, le=MAX_DURATION_S)]
+
+
 class TerminationModel(Model):
     max_retries: Annotated[Int, Field(ge=0, le=MAX_RETRIES)] | None = None
     timeout: Annotated[Int, Field(gt=0, le=MAX_DURATION_S)] | None = None
     ttl: Annotated[Int, Field(ge=0, le=MAX_DURATION_S)] | None = None
+    culling: CullingModel | None = None
 
 
 class CacheModel(Model):
@@ -185,12 +193,21 @@ class PytorchOperationModel(OperationModel):
     component: PytorchComponentModel  # type: ignore[assignment]
 
 
+class ServiceComponentModel(ComponentModel):
+    run: ServiceRunModel  # type: ignore[assignment]
+
+
+class ServiceOperationModel(OperationModel):
+    component: ServiceComponentModel  # type: ignore[assignment]
+
+
 ComponentModel.model_rebuild()  # its hooks' components are components
 
 # run.kind -> (component model, operation model); the parser picks them after its precheck.
 MODELS_BY_RUN_KIND: dict[str, tuple[type[ComponentModel], type[OperationModel]]] = {
     "job": (ComponentModel, OperationModel),
     "pytorchjob": (PytorchComponentModel, PytorchOperationModel),
+    "service": (ServiceComponentModel, ServiceOperationModel),
 }
 
 

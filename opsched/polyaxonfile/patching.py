@@ -178,6 +178,7 @@ REPLICA = Section(_REPLICA_FIELDS)
 RUNS: dict[str, Section] = {
     "job": Section(_REPLICA_FIELDS),
     "pytorchjob": Section({"master": REPLICA, "worker": REPLICA}),
+    "service": Section(_REPLICA_FIELDS),  # a job's pod, and its ports (a list: taken whole)
 }
 PYTORCH_RUN_KEYS = frozenset({"kind", "master", "worker", "cleanPodPolicy", "schedulingPolicy", "elasticPolicy"})
 REPLICAS = ("master", "worker")

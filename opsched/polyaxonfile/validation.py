@@ -3,8 +3,8 @@
   * ``kind: component`` with ``run: {kind: job, container, environment, volumes}`` or
     ``run: {kind: pytorchjob, master, worker}`` (``models_run``), or ``kind: operation`` with an inline
     ``component:`` (a ``pathRef``/``hubRef`` is replaced by the component it names before: ``references``).
-    Other run kinds (service, dag, tfjob, mpijob, ...) are errors ("not supported yet; only 'job' and
-    'pytorchjob'"); so is an operation without a component. ``OpSpec.run_kind`` is the run kind.
+    or ``run: {kind: service, ports, replicas, ...}``. Other run kinds (dag, tfjob, mpijob, ...) are errors
+    ("not supported yet"); so is an operation without a component. ``OpSpec.run_kind`` is the run kind.
 
 Unknown keys are errors ("unknown field"), and keys of ``keys.UNSUPPORTED`` are errors saying they
 are not supported yet; a missing required section gets a hint of what it should hold.
@@ -23,7 +23,7 @@ from opsched.polyaxonfile.keys import (
     UNSUPPORTED,
 )
 
-_RUN_HINT = "a 'run' section with 'kind: job' or 'kind: pytorchjob' is required"
+_RUN_HINT = "a 'run' section with 'kind: job', 'kind: pytorchjob' or 'kind: service' is required"
 _MISSING_HINTS = {
     ("component",): "a component is required: inline, or named by a pathRef or a hubRef (dagRef and urlRef "
                     "are not supported)",
@@ -38,6 +38,7 @@ _MISSING_TAIL_HINTS = {
     ("run", "master"): "a pytorchjob needs a 'master' replica: its container is the main one",
     ("master", "container"): "a 'container' is required",
     ("worker", "container"): "a 'container' is required",
+    ("run", "ports"): "a service needs 'ports': the ports it serves on (e.g. [8888]), its Service's",
 }
 
 
@@ -62,7 +63,7 @@ def precheck(doc: Any) -> str:
     if run_kind not in RUN_KINDS_SUPPORTED:
         known = "is not supported yet" if str(run_kind) in RUN_KINDS_KNOWN else "is unknown"
         raise Problems([(base + ("run", "kind"),
-                         f"run.kind {run_kind!r} {known}; only 'job' and 'pytorchjob'")])
+                         f"run.kind {run_kind!r} {known}; only 'job', 'pytorchjob' and 'service'")])
     return run_kind
 
 

@@ -110,6 +110,10 @@ PYTORCH = {"version": 1.1, "kind": "component", "name": "ddp",
                    "worker": {"replicas": 3, "container": {"image": "t:1", "command": ["w"]},
                               "init": [{"file": {"content": "x"}}], "sidecars": [{"image": "fluentd:1"}],
                               "connections": ["repo"]}}}
+SERVICE = {"version": 1.1, "kind": "component", "name": "nb", "termination": {"culling": {"timeout": 3600}},
+           "run": {"kind": "service", "ports": [8888, 6006], "replicas": 2, "isExternal": False,
+                   "environment": {"restartPolicy": "Always", "labels": {"team": "a"}},
+                   "container": {"image": "jupyter:1", "readinessProbe": {"tcpSocket": {"port": 8888}}}}}
 SWEEP = {"version": 1.1, "kind": "operation", "name": "s",
          "matrix": {"kind": "random", "numRuns": 3, "seed": 7, "concurrency": 2,
                     "params": {"lr": {"kind": "choice", "value": [i / 100 for i in range(1, 41)]}}},
@@ -126,6 +130,7 @@ CHECKED = {
     ("_Common", "version"): ("version", 2),
     ("ComponentModel", "kind"): ("component.kind", "job"),
     ("KFReplicaModel", "replicas"): ("run.master.replicas", 2),
+    ("ServiceRunModel", "isExternal"): ("run.isExternal", "not a bool"),  # false: what opsched does; true: refused
     ("NodeSelectorTerm", "matchFields"): ("component.run.environment.affinity.nodeAffinity."
                                           "preferredDuringSchedulingIgnoredDuringExecution.0.preference.matchFields.0.key",
                                           "zone"),
@@ -140,6 +145,7 @@ REFUSED = {
     ("KFReplicaModel", "environment"): ("run.master.environment", {"labels": {"a": "b"}}),
     ("KFReplicaModel", "volumes"): ("run.worker.volumes", [{"name": "v"}]),
     ("PytorchJobRunModel", "environment"): ("run.environment", {"labels": {"a": "b"}}),
+    ("ServiceEnvironmentModel", "restartPolicy"): ("run.environment.restartPolicy", "Never"),  # Always: the default
     ("PytorchJobRunModel", "volumes"): ("run.volumes", [{"name": "v"}]),
     **{("PytorchJobRunModel", k): (f"run.{k}", v) for k, v in
        (("init", [{"connection": "repo"}]), ("sidecars", [{"image": "x"}]), ("connections", ["repo"]))},
@@ -156,6 +162,7 @@ WARNED = {
     ("IOModel", "description"): ("component.inputs.0.description", "the learning rate"),
     ("HookModel", "disableDefaults"): ("hooks.0.disableDefaults", True),
     ("FileModel", "kind"): ("component.run.init.2.file.kind", "file"),
+    ("ServiceRunModel", "rewritePath"): ("run.rewritePath", True),
 }
 SECTIONS = {("_Common", "plugins")}  # a section whose every field is refused or warned
 
@@ -163,7 +170,8 @@ SECTIONS = {("_Common", "plugins")}  # a section whose every field is refused or
 def unchanged_by_removal(path: tuple) -> bool:
     """Fields that only check a value (CHECKED): taking them out of a valid file changes nothing."""
     checks = {"type", "isList", "options"}
-    return path in {("version",), ("component", "kind"), ("run", "master", "replicas")} or (
+    return path in {("version",), ("component", "kind"), ("run", "master", "replicas"), ("run", "isExternal"),
+                    ("run", "environment", "restartPolicy")} or (
         path[-1] in checks and any(p in ("inputs", "outputs") for p in path))
 
 
@@ -219,14 +227,17 @@ def _is_mapping_of_models(annotation) -> bool:
     return typing.get_origin(annotation) is dict or any(_is_mapping_of_models(a) for a in typing.get_args(annotation))
 
 
-ALL_MODELS = [*MODELS_BY_RUN_KIND["job"], *MODELS_BY_RUN_KIND["pytorchjob"], *MATRIX_MODELS.values()]
+ALL_MODELS = [*MODELS_BY_RUN_KIND["job"], *MODELS_BY_RUN_KIND["pytorchjob"], *MODELS_BY_RUN_KIND["service"],
+              *MATRIX_MODELS.values()]
 
 
 def documented() -> set:
     out: set = set()
     pytorch_operation = {"version": 1.1, "kind": "operation", "component": PYTORCH}
     for doc, root in ((JOB, MODELS_BY_RUN_KIND["job"][1]), (PYTORCH, MODELS_BY_RUN_KIND["pytorchjob"][0]),
-                      (pytorch_operation, MODELS_BY_RUN_KIND["pytorchjob"][1])):
+                      (pytorch_operation, MODELS_BY_RUN_KIND["pytorchjob"][1]),
+                      (SERVICE, MODELS_BY_RUN_KIND["service"][0]),
+                      ({"version": 1.1, "kind": "operation", "component": SERVICE}, MODELS_BY_RUN_KIND["service"][1])):
         used_fields(root, doc, out)
     for doc in (SWEEP, GRID, MAPPING):
         used_fields(MATRIX_MODELS[doc["matrix"]["kind"]], doc["matrix"], out)
@@ -296,7 +307,7 @@ def without(doc: dict, path: tuple) -> dict:
 
 POD_SECTIONS = ("container", "environment", "volumes", "master", "worker", "init", "sidecars", "connections")
 CASES = [pytest.param(doc, path, id=f"{name}:{'.'.join(map(str, path))}")
-         for name, doc in (("job", JOB), ("pytorchjob", PYTORCH), ("sweep", SWEEP), ("grid", GRID),
+         for name, doc in (("job", JOB), ("pytorchjob", PYTORCH), ("service", SERVICE), ("sweep", SWEEP), ("grid", GRID),
                            ("mapping", MAPPING))
          for path in key_paths(doc) if not unchanged_by_removal(path)]
 
@@ -325,6 +336,8 @@ def with_value(doc: dict, dotted: str, value) -> dict:
 
 
 def base_for(dotted: str) -> dict:
+    if dotted in ("run.isExternal", "run.environment.restartPolicy", "run.rewritePath"):
+        return SERVICE
     return PYTORCH if dotted.startswith("run.") else JOB
 
 
@@ -340,7 +353,7 @@ def test_a_checked_or_refused_field_refuses_the_file_at_its_path(key):
 @pytest.mark.parametrize("key", sorted(WARNED), ids=lambda k: ".".join(k))
 def test_a_warned_field_is_warned_and_recorded_on_the_op(key):
     dotted, value = WARNED[key]
-    text = yaml.dump(with_value(JOB, dotted, value), Dumper=yaml.CSafeDumper, sort_keys=False)
+    text = yaml.dump(with_value(base_for(dotted), dotted, value), Dumper=yaml.CSafeDumper, sort_keys=False)
     with pytest.warns(SpecWarning, match="no effect in opsched"):
         spec = parse_polyaxonfile(text)
     assert dotted in spec.ignored
