@@ -28,6 +28,7 @@ from opsched.rules.podspec import (
     LABEL_ATTEMPT,
     LABEL_OP,
 )
+from opsched.rules.naming import pod_name
 from opsched.services.dispatcher.gang import gang_backoff
 from opsched.services.dispatcher.kobjects import ObjectMeta, Pod, PodCondition, PodStatus
 from opsched.services.runtime.clock import Clock
@@ -116,4 +117,4 @@ async def _act(expiry: Expiry, releaser, publish, clock: Clock) -> None:
         await publish(OperationTimedOut(op_id=expiry.op_id, at=clock.now(), attempt=expiry.attempt,
                                         pod_name=expiry.name, node=expiry.node,
                                         message="ran past termination.timeout; stopped by opsched"))
-    await releaser.delete(expiry.namespace, existing, releaser.settings.stop_grace_s)
+    await releaser.delete(expiry.namespace, existing, releaser.settings.stop_grace_s, pod_name(expiry.op_id, expiry.attempt))
