@@ -42,7 +42,7 @@ def culled(attempt: Attempt, now: datetime) -> OperationStopped | None:
         return None
     idle = (now - since).total_seconds()
     return OperationStopped(op_id=attempt.op_id, at=now, attempt=attempt.attempt, reason=Ending.CULLED,
-                            message=f"culled: idle for {idle:.0f}s, past termination.culling.timeout "
+                            message=f"idle for {idle:.0f}s, past its termination.culling.timeout of "
                                     f"{culling.timeout}s (nobody ran `opsched touch {attempt.op_id}`)")
 
 
