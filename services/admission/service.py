@@ -31,8 +31,8 @@ from opsched.proto.commands import (
     RestartOperation,
     ResumeOperation,
     StopOperation,
-    TouchOperation,
     SubmitOperation,
+    TouchOperation,
 )
 from opsched.proto.config import QueuesConfigured, SetQueues
 from opsched.proto.events import Event, FailureFinal, OperationRejected, OperationSubmitted

@@ -69,8 +69,8 @@ STAGE_OF: dict[type[Event], Stage] = {
 
 def folded_subjects(agent: str = "") -> list[str]:
     """What the table folds: the requests routed to its agent's dispatcher, and every op's own events."""
-    own = {subjects.events_of(event_type(kind)) for kind in (*STAGE_OF, OperationTouched)
-           if event_type(kind) not in subjects.ROUTED_KINDS}
+    kinds: list[type[Event]] = [*STAGE_OF, OperationTouched]  # touches: for culling
+    own = {subjects.events_of(event_type(kind)) for kind in kinds if event_type(kind) not in subjects.ROUTED_KINDS}
     return sorted(own) + subjects.dispatcher_filters(agent)
 
 

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from opsched.proto.events import OperationEvicted, OperationTimedOut
 from opsched.proto.reasons import Eviction
+from opsched.rules.naming import pod_name
 from opsched.rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PENDING_TIMEOUT,
@@ -28,7 +29,6 @@ from opsched.rules.podspec import (
     LABEL_ATTEMPT,
     LABEL_OP,
 )
-from opsched.rules.naming import pod_name
 from opsched.services.dispatcher.gang import gang_backoff
 from opsched.services.dispatcher.kobjects import ObjectMeta, Pod, PodCondition, PodStatus
 from opsched.services.runtime.clock import Clock
