@@ -259,6 +259,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return _with_verdict(args, lambda client: client.stop(args.id, timeout=args.timeout))
 
 
+def cmd_touch(args: argparse.Namespace) -> int:
+    return _with_verdict(args, lambda client: client.touch(args.id, timeout=args.timeout))
+
+
 def cmd_approve(args: argparse.Namespace) -> int:
     def send(client):
         act = client.approve if args.command == "approve" else client.reject
@@ -367,6 +371,9 @@ def parser() -> argparse.ArgumentParser:
     ui.set_defaults(func=cmd_ui)
     st = _verdict_parser(sub, "stop", "stop a queued or running operation")
     st.set_defaults(func=cmd_stop)
+    tc = _verdict_parser(sub, "touch", "say a running service is in use: its idle time (termination.culling) "
+                                       "starts again")
+    tc.set_defaults(func=cmd_touch)
     return p
 
 

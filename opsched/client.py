@@ -25,6 +25,7 @@ from opsched.proto.commands import (
     ResumeOperation,
     StopOperation,
     SubmitOperation,
+    TouchOperation,
 )
 from opsched.proto.config import QueuesConfigured, SetQueues
 from opsched.proto.events import Event
@@ -147,6 +148,11 @@ class Client:
         ``CommandRefused`` (unknown op, already ended, not allowed, ...) or ``VerdictUnknown`` (no answer in
         ``timeout`` s). ``wait=False``: publish and return None at once."""
         return await self._command(StopOperation(op_id=op_id, reason=reason), wait, timeout)
+
+    async def touch(self, op_id: str, *, wait: bool = True, timeout: float = VERDICT_TIMEOUT_S) -> Verdict | None:
+        """Say a running service is in use: its culling idle time starts again. The verdict as ``stop``'s (refused
+        ``not_a_running_service`` when the op is not a service, or not running)."""
+        return await self._command(TouchOperation(op_id=op_id), wait, timeout)
 
     async def approve(self, op_id: str, comment: str = "", requested_by: str = "sdk", *, wait: bool = True,
                       timeout: float = VERDICT_TIMEOUT_S) -> Verdict | None:

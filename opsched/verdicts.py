@@ -1,10 +1,11 @@
-"""Admission's verdict on one command (stop, approve, reject, restart, copy, resume), read from the op stream.
+"""Admission's verdict on one command (stop, touch, approve, reject, restart, copy, resume), read from the op
+stream.
 
 A command carries a ``request_id`` chosen by its sender; its Nats-Msg-Id is ``<op_id>.<verb>.<request_id>``
 (``bus.addressing``). Admission answers every such command, on the op's subjects:
 
 - done: the event its handler returns carries the ``request_id`` (stop: ``stop_requested``, or ``stopped`` for an
-  op that held no pod; approve: ``approved``; reject: ``rejected``; resume: ``resumed``); a restart or copy is
+  op that held no pod; touch: ``touched``; approve: ``approved``; reject: ``rejected``; resume: ``resumed``); a restart or copy is
   answered by the NEW op's ``submitted`` (or ``rejected``), whose id the sender chose;
 - refused, or nothing to do: an ``error`` event whose ``command_msg_id`` is the command's Nats-Msg-Id (reasons
   ``unknown_op``, ``already_ended``, ``not_resumable``, ``not_on_hold``, ``not_allowed``, ...; nothing to do:
@@ -30,6 +31,7 @@ from opsched.proto.events import (
     OperationResumed,
     OperationStopped,
     OperationSubmitted,
+    OperationTouched,
     StopRequested,
 )
 from opsched.proto.reasons import Reason, Refusal
@@ -45,7 +47,7 @@ EXIT_DONE, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_NO_VERDICT = 0, 1, 2, 4
 RERUNS = ("restart", "copy")
 # the events that say a command was done (a rerun's: of the new op)
 DONE: dict[str, tuple[type[Event], ...]] = {
-    "stop": (StopRequested, OperationStopped), "approve": (OperationApproved,), "reject": (OperationRejected,),
+    "stop": (StopRequested, OperationStopped), "touch": (OperationTouched,), "approve": (OperationApproved,), "reject": (OperationRejected,),
     "resume": (OperationResumed,), "restart": (OperationSubmitted,), "copy": (OperationSubmitted,),
 }
 
@@ -147,6 +149,8 @@ def _done_text(event: Event) -> str:
         return f"{event.op_id}: stop requested (attempt {event.attempt}); its pods are being deleted"
     if isinstance(event, OperationStopped):
         return f"{event.op_id}: stopped"
+    if isinstance(event, OperationTouched):
+        return f"{event.op_id}: touched; its idle time counts from now"
     if isinstance(event, OperationApproved):
         return f"{event.op_id}: approved" + (f" by {event.approved_by}" if event.approved_by else "")
     if isinstance(event, OperationRejected):

@@ -56,6 +56,8 @@ class OpRow:
     batch: str = ""  # the sweep it belongs to
     agent: str = ""  # the agent its attempt was admitted to ("": the default one); its node reads <agent>/<node>
     outputs: dict[str, Any] = field(default_factory=dict)  # what it succeeded with (its ``succeeded``'s)
+    # a running service's: {"host": NAME.NS.svc, "ports": [...], "portForward": "kubectl port-forward ..."}
+    endpoint: dict[str, Any] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -151,6 +153,9 @@ def _facts(row: OpRow, event: Event) -> None:
         row.node = f"{row.agent}/{event.node}" if row.agent else event.node
     if isinstance(event, OperationSucceeded):
         row.outputs = dict(event.outputs)
+    if isinstance(event, OperationRunning) and event.endpoint is not None:
+        e = event.endpoint
+        row.endpoint = {"host": e.host, "ports": list(e.ports), "portForward": e.port_forward()}
     if isinstance(event, OperationRejected) and row.name == "?":  # rejected at submit: no ``submitted`` named it
         row.name, row.queue = event.name or "?", event.queue or row.queue
 
@@ -176,6 +181,8 @@ def _reason_now(row: OpRow, event: Event) -> None:  # noqa: C901 - one branch pe
         row.reason = f"{codec.type_of(event)} ({event.reason}); back in queue"
     elif isinstance(event, CacheHit):
         row.reason = f"cache hit of {event.original_op_id}"
+    elif isinstance(event, OperationRunning) and event.endpoint is not None:
+        row.reason = serving_text(row.endpoint)
     elif isinstance(event, (OperationAdmitted, OperationDispatched)):  # (no longer waiting for the API)
         row.reason = f"pod {event.namespace}/{event.pod_name}"
     elif isinstance(event, DispatchDelayed) and row.rank <= Status.ADMITTED:
@@ -183,9 +190,19 @@ def _reason_now(row: OpRow, event: Event) -> None:  # noqa: C901 - one branch pe
                              since=event.at, detail=event.message)
 
 
+def serving_text(endpoint: dict[str, Any]) -> str:
+    """How a running service is reached: its Service's DNS name and ports, and the port-forward line."""
+    ports = ",".join(map(str, endpoint["ports"]))
+    return f"serving at {endpoint['host']}:{ports}; from here: {endpoint['portForward']}"
+
+
 def table(rows: list[OpRow]) -> str:
+    """The ops, one a line; under them, each running service's endpoint in full (the REASON column is cut)."""
     headers = ("ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "GPUS", "NODE", "EST. COST", "REASON")
     data = [(r.op_id, r.name, r.queue, r.status, r.attempt, r.gpus, r.node, r.cost, _reason(r)[:60]) for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *data)]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in [headers, *data]]
+    serving = [r for r in rows if r.endpoint and r.status == "running"]
+    if serving:
+        lines += ["", "services:"] + [f"  {r.op_id}  {serving_text(r.endpoint)}" for r in serving]
     return "\n".join(lines)

@@ -26,6 +26,10 @@ class StopOperation(Command, tag="stop", kw_only=True):
     reason: str = "stopped by user"
 
 
+class TouchOperation(Command, tag="touch", kw_only=True):
+    """Say a running service is in use: its culling idle time starts again (``touched``)."""
+
+
 class ApproveOperation(Command, tag="approve", kw_only=True):
     """Release an op held for approval (``isApproved: false`` or a queue's approval policy)."""
 
@@ -61,4 +65,4 @@ class ResumeOperation(RerunOperation, tag="resume", kw_only=True):
 
 
 COMMANDS: tuple[type[Command], ...] = (SubmitOperation, StopOperation, ApproveOperation, RejectOperation,
-                                       RestartOperation, CopyOperation, ResumeOperation)
+                                       RestartOperation, CopyOperation, ResumeOperation, TouchOperation)

@@ -101,9 +101,28 @@ class OperationDispatched(Event, tag="dispatched", kw_only=True):
     namespace: str
 
 
+class ServiceEndpoint(Wire, kw_only=True):
+    """How to reach a running service: its ClusterIP Service (``rules.serving``) and the ports it serves."""
+
+    name: str
+    namespace: str
+    ports: list[int] = []
+
+    @property
+    def host(self) -> str:
+        """Its DNS name inside the cluster."""
+        return f"{self.name}.{self.namespace}.svc"
+
+    def port_forward(self) -> str:
+        """A ready-to-paste line that reaches it from this machine (each port on the same local port)."""
+        ports = " ".join(f"{p}:{p}" for p in self.ports)
+        return f"kubectl port-forward -n {self.namespace} svc/{self.name} {ports}"
+
+
 class OperationRunning(Event, tag="running", kw_only=True):
     pod_name: str
     node: str | None = None
+    endpoint: ServiceEndpoint | None = None  # a service's: every pod Ready, reached through its Service
 
 
 class OperationSucceeded(Event, tag="succeeded", kw_only=True):
@@ -135,6 +154,13 @@ class OperationStopped(Event, tag="stopped", kw_only=True):
     reason: str = Ending.STOPPED
     message: str = ""
     request_id: str = ""  # the stop command's ``request_id`` (admission stopping an op that held no pod)
+
+
+class OperationTouched(Event, tag="touched", kw_only=True):
+    """Someone used a running service (``opsched touch``): its idle time (``termination.culling``) starts again."""
+
+    touched_by: str = ""
+    request_id: str = ""  # the touch command's ``request_id``: its sender reads its verdict here
 
 
 class StopRequested(Event, tag="stop_requested", kw_only=True):
@@ -328,7 +354,7 @@ EVENTS: tuple[type[Event], ...] = (
     OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
     OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, FailureFinal,
     OperationTimedOut, OperationResumed, CostRecorded, BudgetExceeded, ErrorRaised, DispatchDelayed, HandlerFailed,
-    SpendRolled,
+    SpendRolled, OperationTouched,
 )
 
 

@@ -11,6 +11,7 @@ MAX_SPEC_BYTES = 256 * 1024  # an op spec, encoded: what every event carrying it
 MAX_REPLICA_GROUPS = 8  # replica groups of one op (Kueue's limit of pod sets per workload)
 MAX_PODS_PER_OP = 1000  # the main pod plus every replica of every group
 MAX_SLOTS_PER_WORKER = 1024  # an mpijob's slotsPerWorker (processes per worker in its hostfile)
+MAX_SERVICE_PORTS = 16  # the ports of a service (its ClusterIP Service's)
 MAX_ENV_PER_CONTAINER = 1000  # env entries of one container
 MAX_LIST_ITEMS = 1000  # any other list of a container or environment (command, args, volumes, tolerations, ...)
 MAX_TAGS = 100

@@ -24,6 +24,7 @@ ROLES = ("submitter", "approver", "admin")
 EMITS: dict[str, tuple[str, ...]] = {
     "admission": ("submitted", "admitted", "rejected", "skipped", "on_hold", "preempt_requested",
                   "retry_scheduled", "failure_final", "stopped", "stop_requested", "approved", "resumed", "failed",
+                  "touched",
                   "succeeded",  # a cache hit ends its op with the original's outputs, never dispatched
                   "schedule_created", "schedule_fired", "schedule_deleted", "schedule_finished", "lease",
                   "spend_rolled"),
@@ -44,9 +45,9 @@ OTHER_PUBLISH: dict[str, tuple[str, ...]] = {
 
 # the command verbs of each client role (each only under its own ``cmd.<user>.``)
 VERBS: dict[str, tuple[str, ...]] = {
-    "submitter": ("submit", "stop", "restart", "copy", "resume"),
+    "submitter": ("submit", "stop", "restart", "copy", "resume", "touch"),
     "approver": ("approve", "reject"),
-    "admin": ("submit", "stop", "restart", "copy", "resume", "approve", "reject", subjects.SET_QUEUES,
+    "admin": ("submit", "stop", "restart", "copy", "resume", "touch", "approve", "reject", subjects.SET_QUEUES,
               subjects.SCHEDULE_CREATE, subjects.SCHEDULE_DELETE),
 }
 QUERIES = (subjects.QUERY_WHY, subjects.QUERY_QUEUES, subjects.QUERY_COST, subjects.QUERY_HEALTH_ALL)

@@ -1,6 +1,6 @@
 """What each pod of an op asks the scheduler for, as Kubernetes counts it (``proto.resources.effective``: its
 init containers against the sum of its main container and sidecars), and how many such pods the op has: the main
-pod, then each replica group's. Admission's quota and placement, the cost estimate, approval's GPU count and the
+pod (a service's replicas of it), then each replica group's. Admission's quota and placement, the cost estimate, approval's GPU count and the
 ``GPUS`` column all count an op through this module, so they agree with kube-scheduler."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class PodShape(NamedTuple):
 
 
 def shapes(spec: OpSpec) -> list[PodShape]:
-    pods: list[tuple[OpSpec | ReplicaGroup, int]] = [(spec, 1)]
+    pods: list[tuple[OpSpec | ReplicaGroup, int]] = [(spec, spec.main_pods)]
     pods += [(g, g.count) for g in spec.replicas]
     return [PodShape([pod.container, *pod.sidecars], [s.container for s in pod.init if s.container is not None], n)
             for pod, n in pods]

@@ -258,6 +258,7 @@ class Ending(StrEnum):
     STOPPED = "stopped"  # stopped (``stop_requested`` too): `opsched stop`
     CONDITION_FALSE = "condition_false"  # skipped: its ``conditions`` were false
     RESUMED = "resumed"  # not an end: the reason an op resumed in place shows (``OpRow``, ``why``)
+    CULLED = "culled"  # stopped: a service nobody touched for its ``termination.culling.timeout``
 
 
 class Refusal(StrEnum):
@@ -292,6 +293,7 @@ class Refusal(StrEnum):
     UNKNOWN_SCHEDULE = "unknown_schedule"
     MALFORMED_MESSAGE = "malformed_message"  # a message that does not decode (also a dead letter's reason)
     UNKNOWN_CONNECTION = "unknown_connection"  # a connection its queue's configuration does not declare for it
+    NOT_A_RUNNING_SERVICE = "not_a_running_service"  # a touch of an op that is not a service, or not running
 
 
 class Eviction(StrEnum):

@@ -21,6 +21,7 @@ from opsched.proto.limits import (
     MAX_PRIORITY,
     MAX_REPLICA_GROUPS,
     MAX_RETRIES,
+    MAX_SERVICE_PORTS,
     MAX_SIDECARS,
     MAX_SLOTS_PER_WORKER,
     MAX_TAGS,
@@ -98,10 +99,30 @@ class Environment(Wire, kw_only=True):
     restart_policy: str | None = None  # Never (default) or OnFailure
 
 
+class Culling(Wire, kw_only=True):
+    """Polyaxon's ``termination.culling`` (a service's): stopped once nobody used it for ``timeout`` seconds, from
+    its start (``running``) or its last ``opsched touch`` (``touched``)."""
+
+    timeout: Annotated[int, msgspec.Meta(ge=1, le=MAX_DURATION_S)]
+
+
 class Termination(Wire, kw_only=True):
     max_retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] | None = None
     timeout: Annotated[int, msgspec.Meta(ge=1, le=MAX_DURATION_S)] | None = None  # seconds of running, then killed
     ttl: Seconds | None = None  # seconds after the end before the pod is deleted
+    culling: Culling | None = None  # a service's idle limit
+
+
+SERVICE_KIND = "service"  # ``OpSpec.run_kind`` of a service (Polyaxon's ``run.kind: service``)
+Port = Annotated[int, msgspec.Meta(ge=1, le=65535)]
+
+
+class ServiceSpec(Wire, kw_only=True):
+    """A service's own fields (Polyaxon's V1Service): ``replicas`` identical pods that run until stopped, behind a
+    ClusterIP Service on ``ports`` (``rules.serving``)."""
+
+    ports: Annotated[list[Port], msgspec.Meta(min_length=1, max_length=MAX_SERVICE_PORTS)]
+    replicas: Annotated[int, msgspec.Meta(ge=1)] = 1
 
 
 class Cache(Wire, kw_only=True):
@@ -226,9 +247,15 @@ class OpSpec(Wire, kw_only=True):
     init: Annotated[list[InitStep], msgspec.Meta(max_length=MAX_INIT_STEPS)] = []
     sidecars: Annotated[list[Container], msgspec.Meta(max_length=MAX_SIDECARS)] = []
     connections: Annotated[list[str], msgspec.Meta(max_length=MAX_CONNECTIONS)] = []
+    service: ServiceSpec | None = None  # set exactly when ``run_kind`` is ``SERVICE_KIND``
 
     def __post_init__(self) -> None:
         spec_checks.check_spec(self)
+
+    @property
+    def main_pods(self) -> int:
+        """How many pods run the main container: a service's replicas, else one (a gang's replica groups apart)."""
+        return self.service.replicas if self.service is not None else 1
 
 
 class Hook(Wire, kw_only=True):

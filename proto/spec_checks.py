@@ -55,8 +55,30 @@ def check_spec(spec: OpSpec) -> None:
     check_container("container", spec.container)
     check_pod("", spec.container, spec.init, spec.sidecars, spec.connections)
     _replicas(spec.replicas)
+    _service(spec)
     check_environment(spec.environment)
     _hooks(spec)
+
+
+def _service(spec: OpSpec) -> None:
+    """A service (``run_kind`` "service") has its ``service`` fields, its ports each once and its replicas within the
+    pods an op may have; nothing else has them, nor a culling timeout. (The parser gives a service no replica groups;
+    the pods of any are the op's too, as a job's.)"""
+    from opsched.proto.spec import SERVICE_KIND  # (the spec imports this module)
+
+    service = spec.service
+    if (spec.run_kind == SERVICE_KIND) != (service is not None):
+        raise ValueError(f"service: set exactly when runKind is {SERVICE_KIND!r} (runKind {spec.run_kind!r})")
+    if service is None:
+        if spec.termination.culling is not None:
+            raise ValueError("termination.culling: only a service is culled when idle")
+        return
+    pods = service.replicas + sum(g.count for g in spec.replicas)
+    if pods > MAX_PODS_PER_OP:
+        raise ValueError(f"service.replicas: {pods} pods in all is above the limit of {MAX_PODS_PER_OP} pods per op")
+    for i, port in enumerate(service.ports):
+        if port in service.ports[:i]:
+            raise ValueError(f"service.ports[{i}]: {port} is named twice")
 
 
 def _hooks(spec: OpSpec) -> None:

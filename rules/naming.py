@@ -6,6 +6,7 @@ import hashlib
 
 from opsched.proto.spec import OpSpec
 from opsched.proto.subjects import valid_token
+from opsched.rules import serving
 from opsched.rules.replica_roles import pods_of
 
 MAX_OP_ID = 63
@@ -17,10 +18,11 @@ def pod_name(op_id: str, attempt: int) -> str:
 
 
 def pod_names(op_id: str, attempt: int, spec: OpSpec) -> list[str]:
-    """Every pod of an attempt (``rules.replica_roles.pods_of``): the main pod, then each replica group's pods in
-    order, ``<main>-<role>-<index>``."""
+    """Every pod of an attempt (``rules.replica_roles.pods_of``): the main pod (then a service's replicas of it:
+    ``rules.serving``), then each replica group's pods in order, ``<main>-<role>-<index>``."""
     main = pod_name(op_id, attempt)
-    return [main if p.is_main else f"{main}-{p.role}-{p.index}" for p in pods_of(spec)]
+    return [main, *serving.replica_names(main, spec)] + [f"{main}-{p.role}-{p.index}" for p in pods_of(spec)
+                                                          if not p.is_main]
 
 
 def hook_op_id(op_id: str, attempt: int, index: int) -> str:

@@ -23,7 +23,7 @@ from opsched.proto.events import OperationAdmitted
 from opsched.proto.queues import DEFAULT_INIT_IMAGE, Connection
 from opsched.proto.resources import GPU_MEMORY, QuantityError, gpu_memory_gib, is_accelerator, parse_quantity
 from opsched.proto.spec import CONTEXT_ROOT, Container, Environment, InitStep, OpSpec, ReplicaGroup
-from opsched.rules import init_steps, rendezvous
+from opsched.rules import init_steps, rendezvous, serving
 from opsched.rules.naming import pod_names
 from opsched.rules.replica_roles import pods_of, replica_label
 
@@ -56,7 +56,7 @@ RELEASE_ANNOTATIONS = (ANNOTATION_PREEMPTED_BY, ANNOTATION_PREEMPT_REASON, ANNOT
                        ANNOTATION_STOPPED, ANNOTATION_EVICTED)
 # Set by the dispatcher when tracing is on (never by users): the W3C traceparent of the span that created the pod
 ANNOTATION_TRACEPARENT = "opsched.io/traceparent"
-WATCHED_ANNOTATIONS = (*RELEASE_ANNOTATIONS, ANNOTATION_TRACEPARENT)  # what the pod watch reads of a pod
+WATCHED_ANNOTATIONS = (*RELEASE_ANNOTATIONS, ANNOTATION_TRACEPARENT, serving.ANNOTATION_PORTS)  # what the pod watch reads
 
 
 CONTEXT_VOLUME = "opsched-context"  # Polyaxon's context, mounted at CONTEXT_ROOT
@@ -77,19 +77,25 @@ def attempt_selector(op_id: str, attempt: int) -> str:
 
 
 def build_pods(admitted: OperationAdmitted) -> list[dict[str, Any]]:
-    """Every pod of the attempt (``rules.replica_roles.pods_of``): the main pod first, then each replica group's
-    pods in order, with their rendezvous (``rules.rendezvous``)."""
-    names = pod_names(admitted.op_id, admitted.attempt, admitted.spec)
+    """Every pod of the attempt: the main pod first, then a service's replicas of it (``rules.serving``: they serve
+    alike, no rendezvous), or each replica group's pods in order (``rules.replica_roles.pods_of``) with their
+    rendezvous (``rules.rendezvous``)."""
+    spec = admitted.spec
+    names = pod_names(admitted.op_id, admitted.attempt, spec)
     size = len(names)
     hosts = list(admitted.preferred_hosts) + [""] * size
+    if serving.serves(spec):
+        return [build_pod(admitted, gang_size=size, host=hosts[0])] + [
+            build_pod(admitted, name=name, replica=f"{serving.REPLICA}-{i}", gang_size=size, host=hosts[i])
+            for i, name in enumerate(names[1:], 1)]
     pods = []
-    for i, (name, role) in enumerate(zip(names, pods_of(admitted.spec))):
+    for i, (name, role) in enumerate(zip(names, pods_of(spec))):
         if role.is_main:
             pods.append(build_pod(admitted, gang_size=size, host=hosts[i]))
         else:
             pods.append(build_pod(admitted, name=name, replica=replica_label(role), group=role.group,
                                   gang_size=size, host=hosts[i]))
-    rendezvous.apply(pods, admitted.spec, admitted.namespace)
+    rendezvous.apply(pods, spec, admitted.namespace)
     return pods
 
 
@@ -99,11 +105,14 @@ def _owned(admitted: OperationAdmitted) -> dict[str, str]:
 
 
 def rendezvous_service(admitted: OperationAdmitted) -> dict[str, Any] | None:
-    """The headless Service of a gang's rendezvous (``rules.rendezvous``), selecting every pod of the attempt; None
-    for a one-pod attempt."""
+    """The Service the attempt's pods need, created before them: a service's ClusterIP Service (``rules.serving``),
+    else a gang's headless rendezvous Service (``rules.rendezvous``) selecting every pod of the attempt; None for a
+    one-pod job."""
+    labels = _owned(admitted)
+    if serving.serves(admitted.spec):
+        return serving.service_object(admitted.pod_name, admitted.namespace, admitted.spec, labels, labels)
     if not rendezvous.is_gang(admitted.spec):
         return None
-    labels = _owned(admitted)
     return rendezvous.service(admitted.spec, admitted.pod_name, admitted.namespace, labels, labels)
 
 
@@ -123,7 +132,8 @@ def build_pod(admitted: OperationAdmitted, *, name: str | None = None, replica: 
     size = gang_size if gang_size is not None else len(pod_names(admitted.op_id, admitted.attempt, spec))
     init, containers, volumes = _containers(admitted, group if group is not None else spec)
     pod_spec: dict[str, Any] = {
-        "restartPolicy": (group.restart_policy if group is not None else env.restart_policy) or "Never",
+        "restartPolicy": ((group.restart_policy if group is not None else env.restart_policy)
+                          or (serving.RESTART_POLICY if serving.serves(spec) else "Never")),
         "containers": containers,
     }
     optional = {
@@ -217,6 +227,7 @@ def _annotations(admitted: OperationAdmitted) -> dict[str, str]:
         annotations[ANNOTATION_DESCRIPTION] = spec.description[:MAX_DESCRIPTION]
     if admitted.pending_timeout_s is not None:
         annotations[ANNOTATION_PENDING_TIMEOUT] = f"{admitted.pending_timeout_s:g}"
+    annotations.update(serving.ports_annotation(spec))  # a service's pods: the watcher reads its ports here
     if admitted.flavors:
         annotations[ANNOTATION_FLAVORS] = json.dumps(admitted.flavors, sort_keys=True, separators=(",", ":"))
     return annotations
@@ -249,6 +260,9 @@ def _containers(admitted: OperationAdmitted, pod: OpSpec | ReplicaGroup
             volumes += _connect(built, connection, git=step.git is not None)
         init.append(built)
     main = _mounted(_container(pod.container), mounts)
+    probe = serving.default_probe(admitted.spec) if pod is admitted.spec else None
+    if probe is not None:
+        main["readinessProbe"] = probe
     for name in pod.connections:
         volumes += _connect(main, _declared(declared, name), git=False)
     sidecars = [_mounted(_container(c), mounts) for c in pod.sidecars]

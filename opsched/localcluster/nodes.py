@@ -350,18 +350,39 @@ def _container_status(pod: dict[str, Any], c: dict[str, Any], state: dict[str, A
             "ready": running, "started": running, "restartCount": 0, "state": state}
 
 
-def running_status(pod: dict[str, Any], pod_ip: str, host_ip: str) -> dict[str, Any]:
-    """Running, its init containers (if any) having completed, in order, as a kubelet reports them."""
+def readiness_delay(pod: dict[str, Any]) -> float | None:
+    """Seconds from start until the pod is Ready: the longest ``initialDelaySeconds`` of its containers' readiness
+    probes (the first probe then passes); None when none has a probe (Ready as it starts, as a kubelet says)."""
+    probes = [c["readinessProbe"] for c in pod["spec"]["containers"] if c.get("readinessProbe")]
+    if not probes:
+        return None
+    return max(float(p.get("initialDelaySeconds") or 0) for p in probes)
+
+
+def running_status(pod: dict[str, Any], pod_ip: str, host_ip: str, *, ready: bool | None = None) -> dict[str, Any]:
+    """Running, its init containers (if any) having completed, in order, as a kubelet reports them. ``ready``:
+    whether its containers passed their readiness probes (default: Ready unless one has a probe)."""
     now = now_rfc3339()
+    ready = readiness_delay(pod) is None if ready is None else ready
     status = {
         "phase": "Running", "startTime": now, "hostIP": host_ip, "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
-        "conditions": _conditions("True", now),
-        "containerStatuses": [_container_status(pod, c, {"running": {"startedAt": now}})
+        "conditions": _conditions("True" if ready else "False", now, None if ready else "ContainersNotReady"),
+        "containerStatuses": [_container_status(pod, c, {"running": {"startedAt": now}}) | {"ready": ready}
                               for c in pod["spec"]["containers"]],
     }
     done = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}
     init = [_container_status(pod, c, done) | {"ready": True} for c in pod["spec"].get("initContainers") or []]
     return {**status, "initContainerStatuses": init} if init else status
+
+
+def ready_status(pod: dict[str, Any]) -> dict[str, Any]:
+    """A running pod's status once its readiness probes passed: Ready, every container ready."""
+    now, status = now_rfc3339(), dict(pod["status"])
+    readiness = ("Ready", "ContainersReady")
+    status["conditions"] = [{k: v for k, v in c.items() if k != "reason"} | {"status": "True", "lastTransitionTime": now}
+                            if c["type"] in readiness else c for c in status.get("conditions") or []]
+    status["containerStatuses"] = [c | {"ready": True} for c in status.get("containerStatuses") or []]
+    return status
 
 
 def terminal_status(pod: dict[str, Any], exit_codes: dict[str, int], *, reason: str | None = None,

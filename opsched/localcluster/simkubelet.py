@@ -8,7 +8,11 @@ args (``["sh", "-c", "sleep 2; exit 1"]``), else 1 s and 0. ``opsched.io/sim-exi
 (the last value repeats), and wins over ``sim-exit-code``: an op that fails twice, then succeeds
 (details in ``nodes.pod_behaviour``). ``activeDeadlineSeconds`` is honoured
 (reason DeadlineExceeded), and deletions are confirmed with grace period 0, as a kubelet would.
-restartPolicy is ignored (containers are never restarted). A pod's init containers are reported completed, in
+A pod with ``restartPolicy: Always`` (a service's) never ends on its own (its containers would be restarted): it
+runs until it is deleted or its ``activeDeadlineSeconds`` pass; any other restartPolicy is ignored (containers are
+never restarted). Readiness: a pod whose containers have readiness probes starts Running but not Ready, and becomes
+Ready (condition Ready, containerStatuses ready) once the longest ``initialDelaySeconds`` of them has passed (the
+first probe passes); a pod without any is Ready as it starts. A pod's init containers are reported completed, in
 order, when it starts (``status.initContainerStatuses``); nothing runs, so a Secret it names need not exist. Like a kubelet it rides out an API-server
 restart: its watch re-lists after 410 Gone, a dropped connection or a silent one (client read timeout),
 and a timed transition that fails because the API is unreachable is tried again, never dropped.
@@ -49,6 +53,8 @@ from opsched.localcluster.nodes import (
     pod_behaviour,
     pod_key,
     post_status,
+    readiness_delay,
+    ready_status,
     register_node,
     running_status,
     terminal_status,
@@ -67,6 +73,11 @@ from opsched.localcluster.launcher import spawn, terminate  # noqa: E402 - re-ex
 __all__ = ["EXIT_CODE_ANNOTATION", "EXIT_CODES_ANNOTATION", "RUNTIME_ANNOTATION", "DEADLINE_MESSAGE", "SimKubelet",
            "NodeSpec", "NodeResources", "spawn", "terminate", "main"]
 log = logging.getLogger("opsched.simkubelet")
+
+
+def _is_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _parse_time(text: str) -> float:
@@ -191,7 +202,9 @@ class SimKubelet:
             self._stages[uid] = "done"
         elif stage is None and phase == "Running":  # running before we (re)started
             self._stages[uid] = "running"
-            self._schedule_end(pod, _parse_time(pod["status"].get("startTime") or now_rfc3339()))
+            started = _parse_time(pod["status"].get("startTime") or now_rfc3339())
+            self._schedule_end(pod, started)
+            self._schedule_ready(pod, started)
         elif stage is None:
             self._stages[uid] = "starting"
             self._schedule(time.time() + self.start_delay, "start", pod)
@@ -205,11 +218,18 @@ class SimKubelet:
 
     def _schedule_end(self, pod: dict[str, Any], started: float) -> None:
         end = started + pod_behaviour(pod).runtime
+        if pod["spec"].get("restartPolicy") == "Always":
+            end = float("inf")  # restarted whenever it exits: it ends only when deleted (or at its deadline)
         deadline = pod["spec"].get("activeDeadlineSeconds")
         if deadline is not None and started + deadline < end:
             self._schedule(started + deadline, "deadline", pod)
-        else:
+        elif end != float("inf"):
             self._schedule(end, "finish", pod)
+
+    def _schedule_ready(self, pod: dict[str, Any], started: float) -> None:
+        delay = readiness_delay(pod)
+        if delay is not None and not _is_ready(pod):
+            self._schedule(started + delay, "ready", pod)
 
     # -- timed transitions ----------------------------------------------------------------
     def _timer_loop(self) -> None:
@@ -247,7 +267,12 @@ class SimKubelet:
             self._start_pod(pod)
         elif due.action == "start" and phase == "Running":  # an earlier try was stored, its answer lost
             self._stages[due.uid] = "running"
-            self._schedule_end(pod, _parse_time(pod["status"].get("startTime") or now_rfc3339()))
+            started = _parse_time(pod["status"].get("startTime") or now_rfc3339())
+            self._schedule_end(pod, started)
+            self._schedule_ready(pod, started)
+        elif due.action == "ready" and phase == "Running":
+            self._patch_status(pod, ready_status(pod))
+            log.info("pod %s node=%s Ready", pod_key(pod), pod["spec"]["nodeName"])
         elif due.action == "finish" and phase == "Running":
             behaviour = pod_behaviour(pod)
             self._finish(pod, terminal_status(pod, behaviour.exit_codes, messages=behaviour.messages))
@@ -263,6 +288,7 @@ class SimKubelet:
         self._stages[pod["metadata"]["uid"]] = "running"
         log.info("pod %s node=%s phase=Running ip=%s", pod_key(pod), node, pod_ip)
         self._schedule_end(pod, started)
+        self._schedule_ready(pod, started)
 
     def _finish(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
         self._patch_status(pod, status)

@@ -9,6 +9,8 @@
     ``OpSpec.container`` and each replica section a ``ReplicaGroup`` named for its role (see ``models_run``). A pod's
     ``init``, ``sidecars`` and ``connections`` (a job's run, a pytorchjob's master) are the OpSpec's;
     a worker section's, its group's (``models_init``).
+  * A service's ``ports`` and ``replicas`` are ``OpSpec.service``; ``termination.culling`` is refused on any other
+    run kind.
   * A sweep's ``Trial`` adds its params and gives the op its ``iteration`` and the name
     ``<name>-<iteration>`` (``rules.trial_names``).
 """
@@ -32,12 +34,22 @@ from opsched.polyaxonfile.models_operation import (
     OperationModel,
     OverridesModel,
 )
-from opsched.polyaxonfile.models_run import JobRunModel, KFReplicaModel, RunModel, check_run, main_role
+from opsched.polyaxonfile.models_run import JobRunModel, KFReplicaModel, RunModel, ServiceRunModel, check_run, main_role
 from opsched.polyaxonfile.params import io_and_params
 from opsched.polyaxonfile.patching import DEFAULT_STRATEGY, Section, patch_value
 from opsched.polyaxonfile.templates import hook_problems, template_problems
 from opsched.polyaxonfile.warned import warned_fields
-from opsched.proto.spec import Cache, Container, Environment, Hook, OpSpec, ReplicaGroup, Termination
+from opsched.proto.spec import (
+    SERVICE_KIND,
+    Cache,
+    Container,
+    Environment,
+    Hook,
+    OpSpec,
+    ReplicaGroup,
+    ServiceSpec,
+    Termination,
+)
 from opsched.rules.replica_roles import KINDS
 from opsched.rules.trial_names import trial_name
 
@@ -135,7 +147,7 @@ def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fa
     op = model if isinstance(model, OperationModel) else None
     comp = model.component if isinstance(model, OperationModel) else model
     base: Loc = ("component",) if op else ()
-    problems = check_run(comp.run, base + ("run",))
+    problems = check_run(comp.run, base + ("run",)) + _culling_problems(op, comp, base)
     swept, swept_at = (trial.params, trial.where) if trial else (None, None)
     params, inputs, outputs, to_env = io_and_params(op, comp, extra, base, problems, swept, swept_at)
     if problems:
@@ -152,6 +164,23 @@ def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fa
     if hooks:
         spec.hooks = _hooks(hooks, spec, [io.name for io in comp.outputs])
     return spec
+
+
+def _culling_problems(op: OperationModel | None, comp: ComponentModel, base: Loc) -> list[Problem]:
+    """``termination.culling`` stops an idle service: on any other run kind it is refused where it was written."""
+    if comp.run.kind == SERVICE_KIND:
+        return []
+    return [(at + ("termination", "culling"), f"culling stops a service nobody uses; this run is a {comp.run.kind}, "
+                                              "which ends on its own (use termination.timeout to bound it)")
+            for layer, at in ((comp, base), (op, ())) if layer is not None and layer.termination is not None
+            and layer.termination.culling is not None]
+
+
+def _service(run: RunModel) -> ServiceSpec | None:
+    """A service's ports and replicas (``models_run.ServiceRunModel``); None for any other run."""
+    if not isinstance(run, ServiceRunModel):
+        return None
+    return ServiceSpec(ports=list(run.ports), replicas=_first(run.replicas, 1))
 
 
 def _hooks(hooks: list[tuple[HookModel, Loc]], spec: OpSpec, declared: list[str]) -> list[Hook]:
@@ -215,6 +244,7 @@ def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel
         iteration=trial.iteration if trial else None,
         description=pick("description"),
         **_kind_fields(comp.run),
+        service=_service(comp.run),
         **pod,
     )
 

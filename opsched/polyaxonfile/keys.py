@@ -9,8 +9,10 @@ Refused ("not supported by opsched yet", or a message of ``REFUSED_MESSAGES``): 
 (DAG features, ``urlRef``, ``envFrom``, ...), ``pathRef``/``hubRef``/``runPatch`` anywhere but where they are read
 before validation (an operation, its hooks: ``references``, ``overlays``), ``patchStrategy`` on a component,
 ``schedule`` on a plain submit (``opsched schedule FILE`` reads it), the plugins of ``PLUGINS_REFUSED`` when set, a
-job's ``restartPolicy: Always``, ``hostNetwork``/``hostPID``/``hostIPC: true``, a distributed run's
-``cleanPodPolicy: None`` and what ``models_run`` refuses of it (a partial gang's ``schedulingPolicy.minAvailable``, ...), ``isFlag``/``argFormat``/``toInit``/``connection`` on inputs and params, the init kinds that
+ job's ``restartPolicy: Always``, ``hostNetwork``/``hostPID``/``hostIPC: true``, a distributed run's
+``cleanPodPolicy: None`` and what ``models_run`` refuses of it (a partial gang's ``schedulingPolicy.minAvailable``, ...),
+a service's ``isExternal: true`` and ``restartPolicy`` Never/OnFailure, ``culling`` on anything but a service,
+``isFlag``/``argFormat``/``toInit``/``connection`` on inputs and params, the init kinds that
 read an artifacts store (``artifacts``, ``paths``, ``dockerfile``, ``tensorboard``, the refs: ``models_init``).
 
 Warned: ``WARNED`` — fields that change neither scheduling nor the pod in opsched: the plugins of
@@ -31,7 +33,8 @@ UNSUPPORTED = frozenset({
     "presets", "joins", "dependencies", "trigger", "skipOnUpstreamSkip", "events", "actions",
     "pathRef", "hubRef", "runPatch",  # read on an operation (references, patching); refused anywhere else
     "dagRef", "urlRef", "isPreset", "contexts", "template",
-    "build", "culling",
+    "build",
+    "probe",  # termination.probe: Polyaxon's activity probe for culling
 })
 REFUSED_MESSAGES = {
     **{ref: (f"'{ref}' belongs to an operation or to a hook (it names the component they run), not here; a "
@@ -44,7 +47,8 @@ REFUSED_MESSAGES = {
     "patchStrategy": "'patchStrategy' belongs to an operation (or a later -f file), with its runPatch",
     "isPreset": ("'isPreset' marks a file that patches another (a later -f file); the first file is the operation: "
                  "remove it"),
-    "culling": "'culling' stops idle services; opsched runs jobs (use termination.timeout)",
+    "probe": ("'probe' (an activity probe) is not supported: opsched counts a service as used when someone runs "
+              "`opsched touch ID`; remove it (termination.culling.timeout still applies)"),
     "earlyStopping": ("'earlyStopping' is not supported by opsched yet: it needs a tuner watching the trials' "
                       "metrics; remove it to run every trial"),
     "schedule": ("this file has a schedule: run it on its schedule with `opsched schedule FILE`, or remove "
@@ -57,9 +61,10 @@ PLUGINS_WARNED = ("collectArtifacts", "collectLogs", "collectResources", "syncSt
                   "logLevel", "notifications")
 WARNED = frozenset({*(f"plugins.{p}" for p in PLUGINS_WARNED), "inputs.description", "outputs.description",
                     "hooks.disableDefaults",  # no default hooks or presets in opsched
-                    "init.file.kind"})  # an artifact kind for Polyaxon's lineage
+                    "init.file.kind",  # an artifact kind for Polyaxon's lineage
+                    "run.rewritePath"})  # a service's: no gateway adds a base URL to rewrite
 SUPPORTED_VERSIONS = ("1", "1.0", "1.1")
-RUN_KINDS_SUPPORTED = ("job", "pytorchjob", "tfjob", "mpijob", "xgbjob", "paddlejob", "mxjob")
+RUN_KINDS_SUPPORTED = ("job", "pytorchjob", "tfjob", "mpijob", "xgbjob", "paddlejob", "mxjob", "service")
 RUN_KINDS_KNOWN = frozenset({
     "job", "service", "dag", "daskjob", "rayjob", "tfjob", "pytorchjob", "mpijob", "mxjob",
     "xgbjob", "paddlejob", "notifier", "watchdog", "tuner", "cleaner",

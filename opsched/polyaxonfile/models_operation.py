@@ -40,6 +40,7 @@ from opsched.polyaxonfile.models_run import (
     MXJobRunModel,
     PaddleJobRunModel,
     PytorchJobRunModel,
+    ServiceRunModel,
     TFJobRunModel,
     XGBoostJobRunModel,
 )
@@ -58,10 +59,18 @@ from opsched.proto.limits import (
 Priority = Annotated[Int, Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY)]
 
 
+class CullingModel(Model):
+    """Polyaxon's ``termination.culling``: a service nobody used (``opsched touch``) for ``timeout`` seconds is
+    stopped. Only a service has it (``convert`` refuses it on any other run kind)."""
+
+    timeout: Annotated[Int, Field(gt=0, le=MAX_DURATION_S)]
+
+
 class TerminationModel(Model):
     max_retries: Annotated[Int, Field(ge=0, le=MAX_RETRIES)] | None = None
     timeout: Annotated[Int, Field(gt=0, le=MAX_DURATION_S)] | None = None
     ttl: Annotated[Int, Field(ge=0, le=MAX_DURATION_S)] | None = None
+    culling: CullingModel | None = None
 
 
 class CacheModel(Model):
@@ -233,6 +242,14 @@ class MXOperationModel(OperationModel):
     component: MXComponentModel  # type: ignore[assignment]
 
 
+class ServiceComponentModel(ComponentModel):
+    run: ServiceRunModel  # type: ignore[assignment]
+
+
+class ServiceOperationModel(OperationModel):
+    component: ServiceComponentModel  # type: ignore[assignment]
+
+
 ComponentModel.model_rebuild()  # its hooks' components are components
 
 # run.kind -> (component model, operation model); the parser picks them after its precheck.
@@ -244,6 +261,7 @@ MODELS_BY_RUN_KIND: dict[str, tuple[type[ComponentModel], type[OperationModel]]]
     "xgbjob": (XGBoostComponentModel, XGBoostOperationModel),
     "paddlejob": (PaddleComponentModel, PaddleOperationModel),
     "mxjob": (MXComponentModel, MXOperationModel),
+    "service": (ServiceComponentModel, ServiceOperationModel),
 }
 
 

@@ -25,6 +25,12 @@
     class and gang timeout say those). ``slotsPerWorker``: an mpijob's hostfile slots (``OpSpec.slots_per_worker``).
     Refused: a tfjob's ``enableDynamicWorker: true`` and ``successPolicy: AllWorkers`` (its end is its chief's, else
     worker 0's), an mxjob's ``mode: MXTune`` and tuner sections, ``elasticPolicy`` and ``nProcPerNode``.
+  * ``run.kind: service`` (Polyaxon's V1Service): a job's fields (container, environment, volumes, init, sidecars,
+    connections) plus ``ports`` (required: the ports it serves, each once), ``replicas`` (identical pods, default
+    1), ``rewritePath`` (warned: opsched has no gateway adding a base URL, so requests reach the service at its
+    root whatever it says) and ``isExternal`` (false, the default, is what opsched does; true is refused: no
+    exposure outside the cluster). Its ``environment.restartPolicy`` is ``Always`` (the default for a service:
+    its containers restart until it is stopped); Never and OnFailure are refused. → ``OpSpec.service``.
 """
 from __future__ import annotations
 
@@ -41,7 +47,7 @@ from opsched.polyaxonfile.models_container import (
     check_resources,
 )
 from opsched.polyaxonfile.models_init import Connections, Init, Sidecars, container_of, pod_parts_problems
-from opsched.proto.limits import MAX_PODS_PER_OP, MAX_SLOTS_PER_WORKER
+from opsched.proto.limits import MAX_PODS_PER_OP, MAX_SERVICE_PORTS, MAX_SLOTS_PER_WORKER
 from opsched.rules.replica_roles import KINDS
 
 
@@ -53,6 +59,38 @@ class JobRunModel(Model):
     init: Init = []
     sidecars: Sidecars = []
     connections: Connections = []
+
+
+def _service_restart_policy(value: Any) -> Any:
+    if value in ("Never", "OnFailure"):
+        raise ValueError(f"restartPolicy: {value} would let a service end on its own; a service runs until it is "
+                         "stopped (or culled), its containers restarted Always (the default: leave it out)")
+    return value
+
+
+class ServiceEnvironmentModel(EnvironmentModel):
+    """A service's environment: a job's, but its pods restart Always."""
+
+    restart_policy: Annotated[Literal["Always"], BeforeValidator(_service_restart_policy)] | None = None  # type: ignore[assignment]
+
+
+def _external(value: Any) -> Any:
+    if value is True:
+        raise ValueError("isExternal: true would expose the service outside the cluster without authentication; "
+                         "opsched gives a service a ClusterIP Service only, reached with `kubectl port-forward` "
+                         "(leave it out, or false)")
+    return value
+
+
+class ServiceRunModel(JobRunModel):
+    """Polyaxon's V1Service: a job's pod (``JobRunModel``) served on ``ports`` by ``replicas`` pods."""
+
+    kind: Literal["service"]  # type: ignore[assignment]
+    environment: ServiceEnvironmentModel = ServiceEnvironmentModel()  # type: ignore[assignment]
+    ports: Annotated[list[Annotated[Int, Field(ge=1, le=65535)]], Field(min_length=1, max_length=MAX_SERVICE_PORTS)]
+    replicas: Annotated[Int, Field(ge=1, le=MAX_PODS_PER_OP)] | None = None
+    rewrite_path: bool | None = None
+    is_external: Annotated[bool, BeforeValidator(_external)] | None = None
 
 
 class KFReplicaModel(Model):
@@ -180,8 +218,10 @@ _TUNE = {"tuner": "tuner", "tuner_tracker": "tunerTracker", "tuner_server": "tun
 def check_run(run: RunModel, loc: Loc) -> list[Problem]:
     """Resources of every container of the run, and the distributed kinds' replica rules."""
     if isinstance(run, JobRunModel):
+        ports = run.ports if isinstance(run, ServiceRunModel) else []
+        twice = [(loc + ("ports", i), f"port {p} is named twice") for i, p in enumerate(ports) if p in ports[:i]]
         return (check_resources(run.container.resources, loc + ("container", "resources"))
-                + check_metadata(run.environment, loc + ("environment",)) + _pod_problems(run, loc))
+                + check_metadata(run.environment, loc + ("environment",)) + _pod_problems(run, loc) + twice)
     kind = run.kind
     problems: list[Problem] = []
     for key in ("environment", "volumes"):

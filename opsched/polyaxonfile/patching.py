@@ -179,6 +179,7 @@ REPLICA = Section(_REPLICA_FIELDS)
 RUNS: dict[str, Section] = {
     "job": Section(_REPLICA_FIELDS),
     **{kind: Section({role: REPLICA for role in k.roles}) for kind, k in KINDS.items()},
+    "service": Section(_REPLICA_FIELDS),  # a job's pod, and its ports (a list: taken whole)
 }
 # a distributed run's own fields (else a replica's): its replica sections, and the run-level fields of its kind
 _KIND_FIELDS = {"tfjob": ("enableDynamicWorker", "successPolicy"), "mpijob": ("slotsPerWorker",),

@@ -1,10 +1,11 @@
 """Validation: the document's shape and kinds first, then a model; every problem is located by path.
 
-  * ``kind: component`` with ``run: {kind: job, container, environment, volumes}`` or a distributed run
-    (``pytorchjob``, ``tfjob``, ``mpijob``, ``xgbjob``, ``paddlejob``, ``mxjob``: ``models_run``), or ``kind:
-    operation`` with an inline ``component:`` (a ``pathRef``/``hubRef`` is replaced by the component it names
-    before: ``references``). Other run kinds (service, dag, ...) are errors ("not supported yet; only ...");
-    so is an operation without a component. ``OpSpec.run_kind`` is the run kind.
+  * ``kind: component`` with ``run: {kind: job, container, environment, volumes}``, a distributed run
+    (``pytorchjob``, ``tfjob``, ``mpijob``, ``xgbjob``, ``paddlejob``, ``mxjob``: ``models_run``) or
+    ``run: {kind: service, ports, replicas, ...}``, or ``kind: operation`` with an inline ``component:`` (a
+    ``pathRef``/``hubRef`` is replaced by the component it names before: ``references``). Other run kinds (dag, ...)
+    are errors ("not supported yet; only ..."); so is an operation without a component. ``OpSpec.run_kind`` is the
+    run kind.
 
 Unknown keys are errors ("unknown field"), and keys of ``keys.UNSUPPORTED`` are errors saying they
 are not supported yet; a missing required section gets a hint of what it should hold.
@@ -24,7 +25,7 @@ from opsched.polyaxonfile.keys import (
 )
 
 _RUN_HINT = ("a 'run' section with 'kind: job' (or a distributed kind: pytorchjob, tfjob, mpijob, xgbjob, paddlejob, "
-             "mxjob) is required")
+             "mxjob; or 'kind: service') is required")
 _MISSING_HINTS = {
     ("component",): "a component is required: inline, or named by a pathRef or a hubRef (dagRef and urlRef "
                     "are not supported)",
@@ -40,6 +41,7 @@ _MISSING_TAIL_HINTS = {
     ("run", "launcher"): "an mpijob needs a 'launcher' replica: its container is the main one",
     ("master", "container"): "a 'container' is required",
     ("worker", "container"): "a 'container' is required",
+    ("run", "ports"): "a service needs 'ports': the ports it serves on (e.g. [8888]), its Service's",
 }
 
 

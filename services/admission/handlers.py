@@ -17,6 +17,7 @@ from opsched.proto.commands import (
     ResumeOperation,
     StopOperation,
     SubmitOperation,
+    TouchOperation,
 )
 from opsched.proto.events import (
     Event,
@@ -26,12 +27,13 @@ from opsched.proto.events import (
     OperationSkipped,
     OperationStopped,
     OperationSubmitted,
+    OperationTouched,
     StopRequested,
 )
 from opsched.proto.queues import not_covered
 from opsched.proto.reasons import Ending, Reason, Refusal
 from opsched.proto.reasons import message as reason_message
-from opsched.proto.spec import EnvVar, OpSpec
+from opsched.proto.spec import SERVICE_KIND, EnvVar, OpSpec
 from opsched.rules import connections
 from opsched.rules.conditions import ConditionError
 from opsched.rules.spec_size import SPEC_TOO_LARGE, too_large
@@ -326,6 +328,25 @@ def on_stop(cmd: StopOperation, ctx: Context, state: AdmissionState) -> Event | 
         return StopRequested(op_id=op.op_id, at=now, attempt=op.attempt, pod_name=op.pod_name,
                              namespace=op.namespace, reason=cmd.reason, agent=op.agent, request_id=cmd.request_id)
     return OperationStopped(op_id=op.op_id, at=now, attempt=op.attempt, reason=Ending.STOPPED, message=cmd.reason,
+                            request_id=cmd.request_id)
+
+
+NOT_A_RUNNING_SERVICE = Refusal.NOT_A_RUNNING_SERVICE
+
+
+def on_touch(cmd: TouchOperation, ctx: Context, state: AdmissionState) -> Event:
+    """``touched``: a running service was used, so its culling idle time starts again (the dispatcher, which culls,
+    folds it). Refused when the op is unknown or has ended, and (``not_a_running_service``) when it is not a service
+    or not running yet."""
+    op = _acting_on("touch", cmd.op_id, state)
+    if op.spec.run_kind != SERVICE_KIND:
+        raise InvalidInput(NOT_A_RUNNING_SERVICE, f"cannot touch {op.op_id}: it is a {op.spec.run_kind}, not a "
+                                                  f"service (touch keeps a running service from being culled)",
+                           op_id=op.op_id)
+    if op.status != Status.RUNNING:
+        raise InvalidInput(NOT_A_RUNNING_SERVICE, f"cannot touch {op.op_id}: the service is {op.status.label}, not "
+                                                  "running (its idle time counts from when it runs)", op_id=op.op_id)
+    return OperationTouched(op_id=op.op_id, at=ctx.clock.now(), attempt=op.attempt, touched_by=cmd.requested_by,
                             request_id=cmd.request_id)
 
 

@@ -1,6 +1,6 @@
 """The admission service.
 
-Consumes the commands (``cmd.>``: submit, stop, approve, reject, restart, copy, resume, schedules,
+Consumes the commands (``cmd.>``: submit, stop, touch, approve, reject, restart, copy, resume, schedules,
 set queues) and answers each with the events that follow (``ops.submitted``, ``ops.stop_requested``,
 ``ops.schedule_created``, ``config.queues``, ...). On start it rebuilds its state by replaying the
 config, cluster and op streams, then follows them live; it answers the ``why`` and ``queues``
@@ -32,6 +32,7 @@ from opsched.proto.commands import (
     ResumeOperation,
     StopOperation,
     SubmitOperation,
+    TouchOperation,
 )
 from opsched.proto.config import QueuesConfigured, SetQueues
 from opsched.proto.events import Event, FailureFinal, OperationRejected, OperationSubmitted
@@ -134,6 +135,13 @@ class Admission(Service):
         await self.known(cmd.op_id)
         handlers.check_owner("stop", cmd.op_id, ctx, self.state, self.book)
         return handlers.on_stop(cmd, ctx, self.state)
+
+    @commands.handles(TouchOperation)
+    async def on_touch(self, cmd: TouchOperation, ctx: Context) -> Event | None:
+        cmd = sent_by(cmd, ctx.subject)
+        await self.known(cmd.op_id)
+        handlers.check_owner("touch", cmd.op_id, ctx, self.state, self.book)
+        return handlers.on_touch(cmd, ctx, self.state)
 
     @commands.handles(ApproveOperation)
     async def on_approve(self, cmd: ApproveOperation, ctx: Context) -> Event | None:

@@ -11,6 +11,9 @@ was scheduled after it: a handler gave up on its ``admitted``), or any event of 
 was folded (a stop of a retry not admitted yet ends the op): the admitted handler then creates nothing (a stop or preemption handled
 while an ``admitted`` waited for redelivery wins), and the reconciler deletes its pods still running.
 An ended attempt keeps only its key and stage (no spec), so memory is a few dozen bytes per op.
+
+For a service's culling (``culling``) a live attempt also keeps when it started running (its first ``running``) and
+when it was last touched (``touched``: ``opsched touch``).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from opsched.proto.events import (
     OperationDispatched,
     OperationRejected,
     OperationRunning,
+    OperationTouched,
     PreemptRequested,
     RetryScheduled,
     StopRequested,
@@ -65,7 +69,8 @@ STAGE_OF: dict[type[Event], Stage] = {
 
 def folded_subjects(agent: str = "") -> list[str]:
     """What the table folds: the requests routed to its agent's dispatcher, and every op's own events."""
-    own = {subjects.events_of(event_type(kind)) for kind in STAGE_OF if event_type(kind) not in subjects.ROUTED_KINDS}
+    kinds: list[type[Event]] = [*STAGE_OF, OperationTouched]  # touches: for culling
+    own = {subjects.events_of(event_type(kind)) for kind in kinds if event_type(kind) not in subjects.ROUTED_KINDS}
     return sorted(own) + subjects.dispatcher_filters(agent)
 
 
@@ -77,6 +82,8 @@ class Attempt:
     attempt: int
     stage: Stage
     admitted: OperationAdmitted | None = None  # while live: what its pods are built from
+    running_at: datetime | None = None  # its first ``running``
+    touched_at: datetime | None = None  # its last ``touched``
 
     @property
     def key(self) -> AttemptKey:
@@ -94,6 +101,9 @@ class Attempts:
         self.latest: dict[str, Attempt] = {}
 
     def apply(self, event: Event) -> None:
+        if isinstance(event, OperationTouched):
+            self._touched(event)
+            return
         stage = STAGE_OF.get(type(event))
         if stage is None:
             return
@@ -107,14 +117,22 @@ class Attempts:
         elif event.attempt < current.attempt:
             return  # an earlier attempt's late event
         current.stage = max(current.stage, stage)
+        if isinstance(event, OperationRunning) and current.running_at is None:
+            current.running_at = event.at
         if isinstance(event, OperationAdmitted) and current.stage.live:
             current.admitted = event
         if not current.stage.live:
             current.admitted = None  # nothing will be built from it again
 
+    def _touched(self, event: OperationTouched) -> None:
+        current = self.latest.get(event.op_id)
+        if current is not None and current.attempt == event.attempt and current.stage.live:
+            current.touched_at = max(filter(None, (current.touched_at, event.at)))
+
     def snapshot(self) -> list[Attempt]:
         """Every op's latest attempt (copies: the table moves on while a reconciler decides)."""
-        return [Attempt(a.op_id, a.attempt, a.stage, a.admitted) for a in self.latest.values()]
+        return [Attempt(a.op_id, a.attempt, a.stage, a.admitted, a.running_at, a.touched_at)
+                for a in self.latest.values()]
 
     def get(self, op_id: str) -> Attempt | None:
         return self.latest.get(op_id)

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from opsched.proto.events import OperationEvicted, OperationTimedOut
 from opsched.proto.reasons import Eviction
+from opsched.rules.naming import pod_name
 from opsched.rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PENDING_TIMEOUT,
@@ -116,4 +117,4 @@ async def _act(expiry: Expiry, releaser, publish, clock: Clock) -> None:
         await publish(OperationTimedOut(op_id=expiry.op_id, at=clock.now(), attempt=expiry.attempt,
                                         pod_name=expiry.name, node=expiry.node,
                                         message="ran past termination.timeout; stopped by opsched"))
-    await releaser.delete(expiry.namespace, existing, releaser.settings.stop_grace_s)
+    await releaser.delete(expiry.namespace, existing, releaser.settings.stop_grace_s, pod_name(expiry.op_id, expiry.attempt))

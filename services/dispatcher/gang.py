@@ -8,7 +8,8 @@ An attempt is one pod, or a gang: the main pod plus its replicas (labels ``opsch
   failure; a preempted attempt is ``preempted`` once every pod of it is gone;
 - ``succeeded`` when the main pod Succeeded;
 - ``failed`` when any pod Failed, or was deleted by someone else before the attempt ended;
-- ``running`` when every pod of the gang runs (a replica that already Succeeded counts as started).
+- ``running`` when every pod of the gang runs (a replica that already Succeeded counts as started); a service's
+  (its pods annotated with their ports: ``rules.serving``) when every one of its pods is Ready, with its endpoint.
 
 A gang whose main pod waits for the others (an mpijob's launcher) is ``main_due`` once they all run.
 
@@ -32,6 +33,7 @@ from opsched.proto.events import (
     OperationTimedOut,
 )
 from opsched.proto.reasons import Eviction, Failure
+from opsched.rules import serving
 from opsched.rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PREEMPT_MESSAGE,
@@ -71,6 +73,7 @@ class PodView:
     annotations: Mapping[str, str] = field(default_factory=dict)  # the dispatcher's (release, traceparent)
     failure: tuple[str, str, int | None] | None = None  # (reason, message, exit code) when Failed
     outputs: tuple[dict[str, Any], str] | None = None  # (outputs, warning) when Succeeded (``outputs``)
+    ready: bool = False  # its condition Ready is True (every container passed its readiness probe)
 
     @property
     def key(self) -> AttemptKey:
@@ -83,6 +86,11 @@ class PodView:
     @property
     def started(self) -> bool:
         return self.phase in STARTED_PHASES
+
+    @property
+    def serves(self) -> bool:
+        """A service's pod: running means Ready, and it has an endpoint."""
+        return serving.ANNOTATION_PORTS in self.annotations
 
 
 @dataclass(frozen=True)
@@ -192,7 +200,14 @@ def _running(views: list[PodView], now: datetime) -> Event | None:
         return None
     if any(v.deleting for v in views) or sum(v.started for v in views) < main.gang_size:
         return None
-    return OperationRunning(op_id=main.op_id, at=now, attempt=main.attempt, pod_name=main.name, node=main.node)
+    endpoint = None
+    if main.serves:  # a service runs once it serves: every pod Ready
+        if sum(v.ready and v.phase == "Running" for v in views) < main.gang_size:
+            return None
+        ports = serving.ports_of(main.annotations[serving.ANNOTATION_PORTS])
+        endpoint = serving.endpoint(main.name, main.namespace, ports)
+    return OperationRunning(op_id=main.op_id, at=now, attempt=main.attempt, pod_name=main.name, node=main.node,
+                            endpoint=endpoint)
 
 
 # ---- the gang timeout -------------------------------------------------------------------------------

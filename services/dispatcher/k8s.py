@@ -234,9 +234,10 @@ class Kube:
         return [pod.metadata.name for pod in decode_pod_list(data).items]
 
     async def create_service(self, body: dict[str, Any]) -> bool:
-        """Create a gang's rendezvous Service (``rules.rendezvous``); False when it exists (409: its name is
+        """Create an attempt's Service (a gang's rendezvous: ``rules.rendezvous``; a service's: ``rules.serving``);
+        False when it exists (409: its name is
         the attempt's). A refusal is the attempt's (``PodRejected``), as a pod's is."""
-        return await self._create_owned(self.core.create_namespaced_service, body, "rendezvous Service")
+        return await self._create_owned(self.core.create_namespaced_service, body, "Service")
 
     async def create_config_map(self, body: dict[str, Any]) -> bool:
         """Create an mpijob attempt's hostfile ConfigMap (``rules.rendezvous``); as ``create_service``."""
@@ -252,13 +253,13 @@ class Kube:
             if exc.status == 409:
                 return False
             if 400 <= exc.status < 500 and exc.status != 429:
-                raise PodRejected(exc.status, f"the gang's {what} {name} in {ns} was refused: "
+                raise PodRejected(exc.status, f"the attempt's {what} {name} in {ns} was refused: "
                                               f"{_api_message(exc)}") from None
             raise
         return True
 
     async def delete_service(self, name: str, namespace: str) -> bool:
-        """Delete a gang's rendezvous Service; False if it was not there."""
+        """Delete an attempt's Service (a gang's rendezvous, a service's); False if it was not there."""
         return await self._delete_owned(self.core.delete_namespaced_service, name, namespace)
 
     async def delete_config_map(self, name: str, namespace: str) -> bool:

@@ -40,7 +40,13 @@ def view_of(pod: Pod, *, gone: bool = False) -> PodView | None:
         phase=phase, node=pod.spec.node_name if pod.spec else None, created=meta.creation_timestamp,
         deleting=meta.deletion_timestamp is not None, gone=gone, annotations=annotations,
         failure=failure_of(pod) if phase == "Failed" else None,
-        outputs=outputs_of(pod) if phase == "Succeeded" else None)
+        outputs=outputs_of(pod) if phase == "Succeeded" else None, ready=ready(pod))
+
+
+def ready(pod: Pod) -> bool:
+    """Its condition Ready is True (the kubelet's word that every container passed its readiness probe)."""
+    conditions = pod.status.conditions if pod.status else None
+    return any(c.type == "Ready" and c.status == "True" for c in conditions or [])
 
 
 def _size(value: str | None) -> int:

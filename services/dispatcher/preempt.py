@@ -1,5 +1,6 @@
 """Deleting pods on purpose: preemption, stop, and the release of gangs (timed out, failed, rejected).
 
+A service's Service (``rules.serving``) goes with its pods; a gang's rendezvous Service with its pods too.
 Every such deletion first annotates the pods with why (``opsched.io/preempted-by``,
 ``opsched.io/stopped``, ``opsched.io/evicted``), so that the watcher, even one started after a
 restart, never mistakes it for a failure; then deletes them with a grace period (the containers
@@ -21,6 +22,7 @@ from opsched.proto.events import (
     StopRequested,
 )
 from opsched.rules import rendezvous
+from opsched.rules.naming import pod_name
 from opsched.rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PREEMPT_MESSAGE,
@@ -49,11 +51,14 @@ class Releaser:
         found = await asyncio.gather(*(self.kube.annotate_pod(n, namespace, annotations) for n in names))
         return [n for n, ok in zip(names, found) if ok]
 
-    async def delete(self, namespace: str, names: list[str], grace_s: int) -> list[str]:
-        """Delete the pods, and the rendezvous of a gang among them; the names of those still there."""
+    async def delete(self, namespace: str, names: list[str], grace_s: int, main: str | None = None) -> list[str]:
+        """Delete the pods, and the rendezvous of a gang among them (its main pod's and replicas' names given) or the
+        Service of the attempt whose ``main`` pod is named (a service's, even of one pod); the names of the pods
+        still there."""
         found = await asyncio.gather(*(self.kube.delete_pod(n, namespace, grace_s) for n in names))
         gangs = [n for n in names if any(other.startswith(f"{n}-") for other in names)]  # a main pod, replicas
-        await asyncio.gather(*(self.delete_rendezvous(namespace, n) for n in gangs))
+        mains = dict.fromkeys([*gangs, *([main] if main else [])])
+        await asyncio.gather(*(self.delete_rendezvous(namespace, n) for n in mains))
         return [n for n, ok in zip(names, found) if ok]
 
     async def delete_rendezvous(self, namespace: str, main_pod: str) -> None:
@@ -63,19 +68,22 @@ class Releaser:
                              self.kube.delete_config_map(rendezvous.config_map_name(main_pod), namespace))
 
     async def release(self, namespace: str, names: Iterable[str], annotations: dict[str, str],
-                      grace_s: int) -> bool:
-        """Annotate, then delete; False when every pod was already gone."""
+                      grace_s: int, main: str | None = None) -> bool:
+        """Annotate, then delete (``main``: see ``delete``); False when every pod was already gone."""
         existing = await self.annotate(namespace, list(dict.fromkeys(names)), annotations)
-        deleted = await self.delete(namespace, existing, grace_s)
+        deleted = await self.delete(namespace, existing, grace_s, main)
         if deleted:
             self.log.info("pods_released", namespace=namespace, pods=deleted, why=annotations)
         return bool(deleted)
 
     async def free(self, views: list[PodView], annotations: dict[str, str]) -> None:
-        """Release the given pods (the rest of a failed gang) with the stop grace period."""
+        """Release the given pods (the rest of a failed gang) with the stop grace period (a service's: its Service
+        too)."""
         for namespace in dict.fromkeys(v.namespace for v in views):
             names = [v.name for v in views if v.namespace == namespace]
-            await self.release(namespace, names, annotations, self.settings.stop_grace_s)
+            serves = next((v for v in views if v.namespace == namespace and v.serves), None)
+            await self.release(namespace, names, annotations, self.settings.stop_grace_s,
+                               pod_name(serves.op_id, serves.attempt) if serves is not None else None)
 
     async def attempt_pods(self, namespace: str, op_id: str, attempt: int, *known: str) -> list[str]:
         """Every pod of the attempt, found by its labels (plus the names already known)."""
@@ -89,14 +97,16 @@ class Releaser:
         annotations = {ANNOTATION_PREEMPTED_BY: event.preemptor, ANNOTATION_PREEMPT_REASON: event.reason}
         if event.message:
             annotations[ANNOTATION_PREEMPT_MESSAGE] = event.message
-        if await self.release(event.namespace, event.pod_names, annotations, self.settings.preempt_grace_s):
+        if await self.release(event.namespace, event.pod_names, annotations, self.settings.preempt_grace_s,
+                              pod_name(event.op_id, event.attempt)):
             return None
         return OperationPreempted(op_id=event.op_id, at=now, attempt=event.attempt, preemptor=event.preemptor,
                                   reason=event.reason, message=event.message)
 
     async def stop(self, event: StopRequested, now: datetime) -> OperationStopped:
         names = await self.attempt_pods(event.namespace, event.op_id, event.attempt, event.pod_name)
-        await self.release(event.namespace, names, {ANNOTATION_STOPPED: "true"}, self.settings.stop_grace_s)
+        await self.release(event.namespace, names, {ANNOTATION_STOPPED: "true"}, self.settings.stop_grace_s,
+                           pod_name(event.op_id, event.attempt))
         return OperationStopped(op_id=event.op_id, at=now, attempt=event.attempt, reason=event.reason)
 
     async def evict(self, views: list[PodView], event: OperationEvicted,

@@ -7,7 +7,9 @@ and emits ``dispatched`` (or ``rejected``, ``failed``); releases pods on preempt
 (``watcher``: ``running``, ``succeeded``, ``failed``, ``timed_out``, ``preempted``) and the nodes
 (``nodewatch``: node facts on the cluster stream), repair what those paths missed by comparing the
 attempts folded from the op stream (``attempts``) with the pods on the API server (``reconciler``), evict gangs not all Running in time
-and create the main pod of a gang whose main pod waits for the others once they run (``preempt.check_gangs``) and expire what outlived its ttl (``expiry``). A stop or preemption wins over an
+and create the main pod of a gang whose main pod waits for the others once they run (``preempt.check_gangs``),
+expire what outlived its ttl (``expiry``) and stop services idle past their culling timeout (``culling``:
+``stopped``, reason ``culled``; the ``touched`` events it folds say when each was last used). A stop or preemption wins over an
 ``admitted`` handled later or elsewhere: each attempt's fate is kept in KV (``fates``). It folds the queue
 configuration itself (``admitted_checks``) and refuses an ``admitted`` that asks for more than its queue allows
 (bad input: ``rejected``, a dead letter and an ``error`` event; no pod). Given its queue
@@ -37,6 +39,7 @@ from opsched.rules.podspec import ANNOTATION_EVICTED, SELECTOR
 from opsched.rules.replica_roles import main_waits
 from opsched.services.dispatcher.admitted_checks import QueuesInForce
 from opsched.services.dispatcher.attempts import Attempt, Attempts, folded_subjects
+from opsched.services.dispatcher.culling import check_culling
 from opsched.services.dispatcher.dispatch import dispatch, start_main
 from opsched.services.dispatcher.expiry import check_expiry
 from opsched.services.dispatcher.fates import Fates
@@ -85,7 +88,8 @@ class Dispatcher(Service):
         if self.kube is None:
             return []  # null mode: no cluster to watch
         beat = [self.heartbeat] if self.settings.agent else []
-        return [self.watch_pods, self.watch_nodes, self.run_gang_checks, self.run_expiry_checks, self.reconcile, *beat]
+        return [self.watch_pods, self.watch_nodes, self.run_gang_checks, self.run_expiry_checks, self.run_culling_checks,
+                self.reconcile, *beat]
 
     async def start(self, bus: Bus) -> None:
         """The queue configuration in force (replayed, then followed live); the bucket of fates; the op stream,
@@ -224,6 +228,10 @@ class Dispatcher(Service):
     async def run_expiry_checks(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None and self.releaser is not None
         await check_expiry(self._pod_objects, self.releaser, bus.publish, self.clock, stop, self.log)
+
+    async def run_culling_checks(self, bus: Bus, stop: asyncio.Event) -> None:
+        assert self.releaser is not None
+        await check_culling(self.attempts.snapshot, self.releaser, bus.publish, self.clock, stop, self.log)
 
     async def reconcile(self, bus: Bus, stop: asyncio.Event) -> None:
         assert self.kube is not None and self.releaser is not None

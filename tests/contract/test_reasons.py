@@ -99,12 +99,12 @@ PINNED = {
     "Failure": "HandlerFailed AgentLost PodDeleted PodRejected PodConflict NamespaceRefused DeadlineExceeded Error "
                "Failed NodeLost NodeShutdown Evicted Preempted Terminated Shutdown UnexpectedAdmissionError OutOfcpu "
                "OutOfmemory OutOfnvidia.com/gpu message_too_large publish_refused fold_failed",
-    "Ending": "Completed cache_hit stopped condition_false resumed",
+    "Ending": "Completed cache_hit stopped condition_false resumed culled",
     "Refusal": "invalid_spec invalid_op_id unknown_queue agent_mismatch queue_full unknown_priority_class "
                "priority_too_high approval_rejected not_allowed spec_too_large forbidden_pod_spec unsealable_env "
                "invalid_template invalid_condition rate_limited already_ended already_approved already_stopping "
                "not_on_hold duplicate_op_id not_resumable invalid_queues invalid_schedule invalid_schedule_id "
-               "schedule_exists unknown_schedule malformed_message unknown_connection",
+               "schedule_exists unknown_schedule malformed_message unknown_connection not_a_running_service",
     "Eviction": "gang_timeout gang_failed gang_finished pod_rejected unwanted orphaned unschedulable",
     "Preemption": "within_queue reclaim",
     "Hold": "is_approved_false cost_above_threshold gpus_above_threshold",

@@ -16,6 +16,7 @@ from opsched.proto.commands import (
     ResumeOperation,
     StopOperation,
     SubmitOperation,
+    TouchOperation,
 )
 from opsched.proto.events import (
     EVENTS,
@@ -44,8 +45,10 @@ from opsched.proto.events import (
     OperationSubmitted,
     OperationSucceeded,
     OperationTimedOut,
+    OperationTouched,
     PreemptRequested,
     RetryScheduled,
+    ServiceEndpoint,
     SpendRolled,
     StopRequested,
     WindowSpend,
@@ -54,6 +57,7 @@ from opsched.proto.queues import Connection, ConnectionSecret, GitSchema
 from opsched.proto.spec import (
     Cache,
     Container,
+    Culling,
     Environment,
     EnvVar,
     FileInit,
@@ -63,6 +67,7 @@ from opsched.proto.spec import (
     OpSpec,
     ReplicaGroup,
     Resources,
+    ServiceSpec,
     Termination,
 )
 from tests.builders import T0, t
@@ -100,7 +105,8 @@ FULL_SPEC = OpSpec(
                                                                                  "hostnames": ["db"]}],
         restart_policy="OnFailure",
     ),
-    termination=Termination(max_retries=2, timeout=600, ttl=60),
+    termination=Termination(max_retries=2, timeout=600, ttl=60, culling=Culling(timeout=3600)),
+    service=ServiceSpec(ports=[8888, 6006], replicas=2),
     cache=Cache(disable=False, ttl=3600, io=["dataset"], sections=["init"]),
     is_approved=False, conditions="{{ params.lr > 0 }}", cost=2.5, tags=["a", "b"], run_kind="service",
     component_hash="abc123", priority_class="high", preemptible=False, batch="sweep-1", batch_concurrency=3, to_env={"LR": "lr"}, iteration=2,
@@ -139,7 +145,9 @@ SAMPLES: dict[str, msgspec.Struct] = {
                                       env=[EnvVar(name="GIT_HOST", value="git.example")], description="models",
                                       queues=["gpu-a"])], init_image="alpine/git:v2.36.1"),
     "dispatched": OperationDispatched(**_COMMON, pod_name="op-op-1-1", namespace="ml"),
-    "running": OperationRunning(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1"),
+    "running": OperationRunning(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1",
+                                endpoint=ServiceEndpoint(name="op-op-1-1", namespace="ml", ports=[8888])),
+    "touched": OperationTouched(**_COMMON, touched_by="alice", request_id="r-1"),
     "succeeded": OperationSucceeded(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1", reason="cache_hit",
                                     outputs={"model": "m.pt", "loss": 0.25},
                                     outputs_warning="outputs ignored: the termination message is not JSON"),
@@ -185,6 +193,7 @@ SAMPLES: dict[str, msgspec.Struct] = {
     "resume": ResumeOperation(op_id="op-1", requested_at=T0, requested_by="alice", params={"lr": 1},
                               request_id="r-5"),
     "reject": RejectOperation(op_id="op-1", requested_at=T0, requested_by="bob", comment="too big", request_id="r-6"),
+    "touch": TouchOperation(op_id="op-1", requested_at=T0, requested_by="alice", request_id="r-7"),
 }
 MESSAGES = EVENTS + COMMANDS
 

@@ -71,8 +71,8 @@ def mutated(draw: st.DrawFn, doc: Any) -> Any:
             parent[draw(st.sampled_from(("x", key.upper(), key + "_", "__class__")))] = parent.pop(key)
         elif how == "tag" and isinstance(doc, dict) and "type" in doc:
             doc["type"] = draw(st.sampled_from(("", "nope", "Submitted", "submitted ", 1, None)))
-        else:
-            parent[key] = draw(LEAVES)
+        else:  # a copy: a later mutation may reach into it, and LEAVES' lists and dicts are shared
+            parent[key] = copy.deepcopy(draw(LEAVES))
     return doc
 
 

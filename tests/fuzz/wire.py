@@ -122,7 +122,22 @@ def _of_struct(cls: type, skip: frozenset[str] = frozenset()) -> st.SearchStrate
         (required if f.required else optional)[f.encode_name] = _of_field(f.name, f.type)
     if info.tag_field is not None:
         required[info.tag_field] = st.just(info.tag)
-    return st.fixed_dictionaries(required, optional=optional)
+    drawn = st.fixed_dictionaries(required, optional=optional)
+    return drawn.map(_service_or_not) if cls is OpSpec else drawn
+
+
+def _service_or_not(spec: dict[str, Any]) -> dict[str, Any]:
+    """The contract's rule of a service: its ``service`` fields exactly when its run kind is ``service``, and a
+    culling timeout only then (a drawn spec with service fields is a service; one without is not)."""
+    if spec.get("service") is not None:
+        return {**spec, "runKind": "service"}
+    spec = {k: v for k, v in spec.items() if k != "service"}
+    if spec.get("runKind") == "service":
+        spec["runKind"] = "job"
+    termination = spec.get("termination")
+    if isinstance(termination, dict) and "culling" in termination:
+        spec["termination"] = {k: v for k, v in termination.items() if k != "culling"}
+    return spec
 
 
 def _of_field(name: str, t: mi.Type) -> st.SearchStrategy[Any]:

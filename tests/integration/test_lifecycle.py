@@ -289,3 +289,56 @@ async def test_restart_copy_and_resume_run_new_pods_linked_to_the_original(clien
     copy_pod = (await pods_of(core_v1, k8s_namespace, copied))[f"op-{copied}-0"]
     assert {"name": "OPSCHED_COPY_FROM", "value": original} in [
         {"name": e.name, "value": e.value} for e in copy_pod.spec.containers[0].env]
+
+
+# --- services -----------------------------------------------------------------------------------
+
+SERVICE = """
+version: 1.1
+kind: component
+name: notebook
+run:
+  kind: service
+  ports: [8888]
+  replicas: 2
+  container:
+    image: jupyter/base-notebook:2024-01-15
+    readinessProbe: {tcpSocket: {port: 8888}, initialDelaySeconds: 1}
+"""
+
+
+def _ready(pod) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+async def test_a_service_of_two_replicas_runs_once_ready_shows_its_endpoint_and_stop_ends_it_stopped(
+        client, events, core_v1, k8s_namespace):
+    from opsched.polyaxonfile import parse_polyaxonfile
+    from opsched.view import table
+
+    op_id = await client.submit(parse_polyaxonfile(textwrap.dedent(SERVICE)))
+    names = [f"op-{op_id}-0", f"op-{op_id}-0-replica-1"]
+
+    async def running_not_ready() -> bool:
+        pods = await pods_of(core_v1, k8s_namespace, op_id)
+        return len(pods) == 2 and all(p.status.phase == "Running" and not _ready(p) for p in pods.values())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while not await running_not_ready():  # the simulated kubelet holds them not Ready for 1 s
+        assert loop.time() < deadline, "both pods Running, not yet Ready"
+        await asyncio.sleep(0.05)
+    assert not events.of(op_id, OperationRunning)  # Running is not enough: a service runs once it is Ready
+    running = await events.expect(OperationRunning, op_id, timeout=20)
+    assert all(_ready(p) for p in (await pods_of(core_v1, k8s_namespace, op_id)).values())
+    assert running.endpoint is not None and (running.endpoint.host, running.endpoint.ports) == (
+        f"op-{op_id}-0.{k8s_namespace}.svc", [8888])
+    svc = await asyncio.to_thread(core_v1.read_namespaced_service, f"op-{op_id}-0", k8s_namespace)
+    assert svc.spec.type == "ClusterIP" and [p.port for p in svc.spec.ports] == [8888]
+    shown = table(await client.ops())
+    assert f"kubectl port-forward -n {k8s_namespace} svc/op-{op_id}-0 8888:8888" in shown
+    await client.stop(op_id)
+    await events.expect(OperationStopped, op_id, timeout=20)
+    assert all([await pod_gone(core_v1, k8s_namespace, name) for name in names])
+    services = await asyncio.to_thread(core_v1.list_namespaced_service, k8s_namespace)
+    assert f"op-{op_id}-0" not in {s.metadata.name for s in services.items}  # deleted with its pods
+    assert (await client.why(op_id)).status == "stopped" and not events.of(op_id, OperationFailed)

@@ -43,7 +43,7 @@ INVALID = [
     ("an unknown container field is rejected",
      component(**{"image: python:3.11-slim": "imag: python:3.11-slim\n    image: x"}),
      "run.container.imag"),
-    ("a run kind other than job is rejected", component(**{"kind: job": "kind: service"}),
+    ("a run kind opsched does not run yet is rejected", component(**{"kind: job": "kind: dag"}),
      "run.kind"),
     ("a queue name with capitals is rejected", component(**{"queue: gpu": "queue: GPU_Queue"}),
      "queue"),
@@ -118,7 +118,7 @@ INVALID = [
      pytorchjob(**{"cleanPodPolicy: All": "elasticPolicy: {minReplicas: 1}"}), "run.elasticPolicy"),
     ("a boolean worker replica count is rejected",
      pytorchjob(**{"replicas: 3": "replicas: true"}), "run.worker.replicas"),
-    ("a service is rejected as not supported yet", pytorchjob(**{"kind: pytorchjob": "kind: service"}),
+    ("a dag is rejected as not supported yet", pytorchjob(**{"kind: pytorchjob": "kind: dag"}),
      "run.kind"),
 ]
 
@@ -130,10 +130,10 @@ def test_invalid_files_give_an_error_at_the_right_path(text, loc):
     assert loc in errors, errors
 
 
-SUPPORTED = "only 'job', 'pytorchjob', 'tfjob', 'mpijob', 'xgbjob', 'paddlejob' and 'mxjob'"
+SUPPORTED = "only 'job', 'pytorchjob', 'tfjob', 'mpijob', 'xgbjob', 'paddlejob', 'mxjob' and 'service'"
 
 
-@pytest.mark.parametrize("kind", ["service", "dag", "rayjob"],
+@pytest.mark.parametrize("kind", ["dag", "rayjob"],
                          ids=lambda k: f"run kind {k} says which kinds are supported")
 def test_other_run_kinds_say_which_kinds_are_supported(kind):
     err = errors_of(component(**{"kind: job": f"kind: {kind}"}))["run.kind"]

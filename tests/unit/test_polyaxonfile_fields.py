@@ -133,6 +133,10 @@ MX = {"version": 1.1, "kind": "component", "name": "mx",
               "server": {"replicas": 1, "container": {"image": "mx:1", "command": ["s"]}},
               "worker": {"replicas": 2, "container": {"image": "mx:1", "command": ["w"]}}}}
 DISTRIBUTED = {"tfjob": TF, "mpijob": MPI, "xgbjob": XGB, "paddlejob": PADDLE, "mxjob": MX, "pytorchjob": PYTORCH}
+SERVICE = {"version": 1.1, "kind": "component", "name": "nb", "termination": {"culling": {"timeout": 3600}},
+           "run": {"kind": "service", "ports": [8888, 6006], "replicas": 2, "isExternal": False,
+                   "environment": {"restartPolicy": "Always", "labels": {"team": "a"}},
+                   "container": {"image": "jupyter:1", "readinessProbe": {"tcpSocket": {"port": 8888}}}}}
 SWEEP = {"version": 1.1, "kind": "operation", "name": "s",
          "matrix": {"kind": "random", "numRuns": 3, "seed": 7, "concurrency": 2,
                     "params": {"lr": {"kind": "choice", "value": [i / 100 for i in range(1, 41)]}}},
@@ -151,6 +155,7 @@ CHECKED = {
     ("KFReplicaModel", "replicas"): ("run.master.replicas", 2),
     ("SchedulingPolicyModel", "minAvailable"): ("run.schedulingPolicy.minAvailable", 3),  # the gang's pods: 4
     ("MXJobRunModel", "mode"): ("run.mode", "MXTune"),
+    ("ServiceRunModel", "isExternal"): ("run.isExternal", "not a bool"),  # false: what opsched does; true: refused
     ("NodeSelectorTerm", "matchFields"): ("component.run.environment.affinity.nodeAffinity."
                                           "preferredDuringSchedulingIgnoredDuringExecution.0.preference.matchFields.0.key",
                                           "zone"),
@@ -165,6 +170,7 @@ REFUSED = {
     ("KFReplicaModel", "environment"): ("run.master.environment", {"labels": {"a": "b"}}),
     ("KFReplicaModel", "volumes"): ("run.worker.volumes", [{"name": "v"}]),
     ("DistributedRunModel", "environment"): ("run.environment", {"labels": {"a": "b"}}),
+    ("ServiceEnvironmentModel", "restartPolicy"): ("run.environment.restartPolicy", "Never"),  # Always: the default
     ("DistributedRunModel", "volumes"): ("run.volumes", [{"name": "v"}]),
     **{("DistributedRunModel", k): (f"run.{k}", v) for k, v in
        (("init", [{"connection": "repo"}]), ("sidecars", [{"image": "x"}]), ("connections", ["repo"]))},
@@ -187,6 +193,7 @@ WARNED = {
     ("IOModel", "description"): ("component.inputs.0.description", "the learning rate"),
     ("HookModel", "disableDefaults"): ("hooks.0.disableDefaults", True),
     ("FileModel", "kind"): ("component.run.init.2.file.kind", "file"),
+    ("ServiceRunModel", "rewritePath"): ("run.rewritePath", True),
 }
 SECTIONS = {("_Common", "plugins")}  # a section whose every field is refused or warned
 
@@ -196,7 +203,8 @@ def unchanged_by_removal(path: tuple) -> bool:
     checks = {"type", "isList", "options"}
     return path in {("version",), ("component", "kind"), ("run", "master", "replicas"), ("run", "mode"),
                     ("run", "schedulingPolicy"), ("run", "schedulingPolicy", "minAvailable"),
-                    ("run", "chief", "replicas"), ("run", "server", "replicas")} or (
+                    ("run", "chief", "replicas"), ("run", "server", "replicas"),
+                    ("run", "isExternal"), ("run", "environment", "restartPolicy")} or (
         path[-1] in checks and any(p in ("inputs", "outputs") for p in path))
 
 
@@ -261,6 +269,8 @@ def documented() -> set:
         used_fields(MODELS_BY_RUN_KIND[kind][0], doc, out)
         used_fields(MODELS_BY_RUN_KIND[kind][1], {"version": 1.1, "kind": "operation", "component": doc}, out)
     used_fields(MODELS_BY_RUN_KIND["job"][1], JOB, out)
+    used_fields(MODELS_BY_RUN_KIND["service"][0], SERVICE, out)
+    used_fields(MODELS_BY_RUN_KIND["service"][1], {"version": 1.1, "kind": "operation", "component": SERVICE}, out)
     for doc in (SWEEP, GRID, MAPPING):
         used_fields(MATRIX_MODELS[doc["matrix"]["kind"]], doc["matrix"], out)
     return out
@@ -330,7 +340,7 @@ def without(doc: dict, path: tuple) -> dict:
 POD_SECTIONS = ("container", "environment", "volumes", "master", "worker", "init", "sidecars", "connections",
                 "chief", "ps", "evaluator", "launcher", "scheduler", "server", "slotsPerWorker")
 CASES = [pytest.param(doc, path, id=f"{name}:{'.'.join(map(str, path))}")
-         for name, doc in (("job", JOB), *DISTRIBUTED.items(), ("sweep", SWEEP), ("grid", GRID),
+         for name, doc in (("job", JOB), *DISTRIBUTED.items(), ("service", SERVICE), ("sweep", SWEEP), ("grid", GRID),
                            ("mapping", MAPPING))
          for path in key_paths(doc) if not unchanged_by_removal(path)]
 
@@ -359,6 +369,8 @@ def with_value(doc: dict, dotted: str, value) -> dict:
 
 
 def base_for(dotted: str) -> dict:
+    if dotted in ("run.isExternal", "run.environment.restartPolicy", "run.rewritePath"):
+        return SERVICE
     if dotted.startswith(("run.enableDynamicWorker", "run.successPolicy")):
         return TF
     if dotted.startswith(("run.mode", "run.tuner")):
@@ -378,7 +390,7 @@ def test_a_checked_or_refused_field_refuses_the_file_at_its_path(key):
 @pytest.mark.parametrize("key", sorted(WARNED), ids=lambda k: ".".join(k))
 def test_a_warned_field_is_warned_and_recorded_on_the_op(key):
     dotted, value = WARNED[key]
-    text = yaml.dump(with_value(JOB, dotted, value), Dumper=yaml.CSafeDumper, sort_keys=False)
+    text = yaml.dump(with_value(base_for(dotted), dotted, value), Dumper=yaml.CSafeDumper, sort_keys=False)
     with pytest.warns(SpecWarning, match="no effect in opsched"):
         spec = parse_polyaxonfile(text)
     assert dotted in spec.ignored
