@@ -183,6 +183,9 @@ class ReplicaGroup(Wire, kw_only=True):
     connections: Annotated[list[str], msgspec.Meta(max_length=MAX_CONNECTIONS)] = []
 
 
+SERVICE_KIND = "service"  # the run_kind of a service op (a notebook, TensorBoard: it runs until stopped)
+
+
 class OpSpec(Wire, kw_only=True):
     """One operation: a job with one main container (and its pod's init steps and sidecars), plus its scheduling
     fields."""
@@ -206,7 +209,9 @@ class OpSpec(Wire, kw_only=True):
     run_kind: str = "job"
     component_hash: str | None = None
     priority_class: str | None = None  # a named class from the queue config; not the pod's priorityClassName
-    preemptible: bool = True
+    # None: not said; admission records its queue's services.defaultPreemptible for a service op, and reads any other
+    # None as true (``policies.service_defaults``)
+    preemptible: bool | None = None
     replicas: Annotated[list[ReplicaGroup], msgspec.Meta(max_length=MAX_REPLICA_GROUPS)] = []  # gang: admitted and started all-or-nothing with `container`
     batch: str | None = None  # a group submitted together (e.g. a sweep)
     batch_concurrency: Annotated[int, msgspec.Meta(ge=1)] | None = None  # at most this many ops of the batch run at once

@@ -55,12 +55,15 @@ def test_no_admission_module_spells_a_reason_code_as_a_bare_string():
 
 SAMPLES: dict[Reason, dict[str, object]] = {  # fields that fill each reason's template
     Reason.QUEUE_CONCURRENCY: dict(queue="q", running=2, limit=2),
+    Reason.MAX_SERVICES: dict(queue="q", running=2, limit=2),
     Reason.COST_QUOTA: dict(queue="q", used=6.0, estimate=6.0, quota=10.0),
     Reason.QUOTA_EXHAUSTED: dict(resource="nvidia.com/gpu", flavor="h100", used=2.0, nominal=2.0, amount=1.0,
                                  borrowing="; no cohort to borrow from", cohort=""),
     Reason.QUOTA_LENT_OUT: dict(resource="nvidia.com/gpu", flavor="h100", amount=3.0, nominal=4.0, free=2.0),
     Reason.COHORT_LENDER_WAITING: dict(lender="b", cohort="lab"),
     Reason.BORROW_LATER: {},
+    Reason.NONPREEMPTIBLE_OVER_NOMINAL: dict(queue="q", resource="nvidia.com/gpu", flavor="h100", cohort="lab",
+                                             used=2.0, amount=1.0, nominal=2.0, never=""),
     Reason.NO_CAPACITY: dict(what="1 x nvidia.com/gpu"),
     Reason.UNFITTABLE: dict(what="4 x nvidia.com/gpu"),
     Reason.BUDGET_EXHAUSTED: dict(scope="queue", name="a", period="daily", spent=6.0, unit="", running="",
