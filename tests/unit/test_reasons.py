@@ -41,6 +41,18 @@ def test_parking_waits_on_what_the_table_says():
         assert parking._dependency(reason, Op, QueueManager({})) == expected[rule.waits_on], reason
 
 
+def test_the_manuals_table_has_every_reason_as_the_table_says_it():
+    """docs/queues.md's reason codes: one row per code, with what it means and whether preemption may lift it."""
+    text = (ROOT / "docs" / "queues.md").read_text()
+    section = text.split("## Why an op waits: the reason codes\n", 1)[1].split("\n#", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| `"):
+            rows[cells[0].strip("`")] = tuple(cells[1:])
+    assert rows == {r.value: (rule.means, "yes" if rule.preemption_lifts else "no") for r, rule in REASONS.items()}
+
+
 def test_no_admission_module_spells_a_reason_code_as_a_bare_string():
     codes = {r.value for r in Reason}
     hits = []
