@@ -17,6 +17,7 @@ from opsched.services.admission.handlers import on_submit
 from opsched.services.admission.state.admission_state import AdmissionState, Status, snapshot_of
 from opsched.services.runtime.service import Context
 from opsched.services.runtime.settings import Settings
+from opsched.tables import queues_table
 from tests.builders import (
     T0,
     book,
@@ -181,3 +182,12 @@ def test_a_good_services_setting_is_read():
     assert config.queues[0].services == Services(max_services=3, default_priority_class="interactive",
                                                  default_preemptible=False)
     assert parse_queues("queues: [{name: default}]\n").queues[0].services == Services()
+
+
+def test_opsched_queues_shows_the_services_a_queue_runs_and_its_cap():
+    state = fold(*[queued_service(f"s{n}", n) for n in range(1, 4)])
+    cycle.decide(state, CAPPED, t(10), "opsched")
+    (status,) = queries.queues(state, CAPPED).queues
+    assert (status.running, status.services, status.max_services) == (2, 2, 2)
+    assert "2/10 (2/2 services)" in queues_table(queries.queues(state, CAPPED))
+    assert "services" not in queues_table(queries.queues(AdmissionState(), book(queue("plain")))).split("\n")[1]
