@@ -209,8 +209,8 @@ class OpSpec(Wire, kw_only=True):
     run_kind: str = "job"
     component_hash: str | None = None
     priority_class: str | None = None  # a named class from the queue config; not the pod's priorityClassName
-    # None: not said; admission records its queue's services.defaultPreemptible for a service op, and reads any other
-    # None as true (``policies.service_defaults``)
+    # None: not said. Admission writes its queue's services.defaultPreemptible into a service op's spec at submit
+    # (``services.admission.policies.service_ops``) and reads any other None as true (``OpRecord.preemptible``)
     preemptible: bool | None = None
     replicas: Annotated[list[ReplicaGroup], msgspec.Meta(max_length=MAX_REPLICA_GROUPS)] = []  # gang: admitted and started all-or-nothing with `container`
     batch: str | None = None  # a group submitted together (e.g. a sweep)
