@@ -16,6 +16,8 @@ def queues_table(answer: QueuesAnswer) -> str:
         borrowed = ", ".join(f"{u.resource}[{u.flavor}] {u.borrowed:g}" for u in q.usage if u.borrowed) or "-"
         cost = f"{q.cost_used:.2f}/{q.cost_quota:.2f}" if q.cost_quota is not None else f"{q.cost_used:.2f}"
         running = f"{q.running}/{q.concurrency if q.concurrency is not None else '∞'}"
+        if q.services or q.max_services is not None:  # a queue that runs services, or caps them
+            running += f" ({q.services}/{q.max_services if q.max_services is not None else '∞'} services)"
         name = q.name + (" *" if q.name == answer.default_queue else "")
         rows.append((name, q.cohort or "-", running, q.pending, quota, borrowed, cost))
     table = grid(("QUEUE", "COHORT", "RUNNING", "PENDING", "USED/QUOTA", "BORROWED", "COST"), rows)

@@ -148,6 +148,19 @@ class Connection(Wire, kw_only=True, forbid_unknown_fields=True):
     queues: list[str] = []
 
 
+class Services(Wire, kw_only=True, forbid_unknown_fields=True):
+    """A queue's settings for its service ops (``OpSpec.run_kind`` ``service``: notebooks, TensorBoard, ...).
+    ``default_priority_class``: the class of a service op that names neither a class nor a priority (before the
+    queue's own ``default_priority_class``); ``default_preemptible``: the ``preemptible`` of a service op that does
+    not set it (an op's own value is honoured); both applied once, when admission accepts the op (its recorded
+    spec says them). ``max_services``: at most this many of its service ops admitted and not ended at once (the
+    next waits, ``max_services``); None: no cap beyond the queue's concurrency."""
+
+    max_services: PositiveInt | None = None
+    default_priority_class: str | None = None
+    default_preemptible: bool = True
+
+
 class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     """One queue. ``default_priority_class``: the priority of its ops that name neither a class nor a number.
     ``max_priority_class``: the highest priority an op of this queue may have, by its own number
@@ -188,6 +201,7 @@ class Queue(Wire, kw_only=True, forbid_unknown_fields=True):
     ordering: Literal["fair-by-user", "fifo"] = "fair-by-user"
     max_pending_per_user: NonNegInt = DEFAULT_MAX_PENDING_PER_USER  # a requester's waiting ops in it; 0: no cap
     init_image: str | None = None  # the image of its ops' git and file init steps; None: the configuration's
+    services: Services = msgspec.field(default_factory=Services)  # its service ops' defaults and cap
 
 
 def not_covered(queue: Queue, request: dict[str, float]) -> list[str]:

@@ -31,11 +31,13 @@ class WaitsOn(Enum):
 
 class Reason(StrEnum):
     QUEUE_CONCURRENCY = "queue_concurrency"
+    MAX_SERVICES = "max_services"
     COST_QUOTA = "cost_quota"
     QUOTA_EXHAUSTED = "quota_exhausted"
     QUOTA_LENT_OUT = "quota_lent_out"
     COHORT_LENDER_WAITING = "cohort_lender_waiting"
     BORROW_LATER = "borrow_later"
+    NONPREEMPTIBLE_OVER_NOMINAL = "nonpreemptible_over_nominal"
     NO_CAPACITY = "no_capacity"
     AGENT_SILENT = "agent_silent"
     UNFITTABLE = "unfittable"
@@ -96,6 +98,10 @@ REASONS: dict[Reason, Rule] = {
     Reason.QUEUE_CONCURRENCY: Rule(
         "its queue runs as many ops as its concurrency allows",
         "queue {queue} concurrency reached ({running}/{limit})", True, WaitsOn.SCOPE),
+    Reason.MAX_SERVICES: Rule(
+        "its queue runs as many service ops as its services.maxServices allows",
+        "queue {queue} already runs {running} service(s) (services.maxServices {limit}); a service starts when "
+        "one of them is stopped", True, WaitsOn.SCOPE),
     Reason.COST_QUOTA: Rule(
         "the estimated cost of its queue's running ops is at the queue's costQuota",
         "queue {queue} cost quota: {used:.2f} in use + {estimate:.2f} estimated > {quota:.2f}", True, WaitsOn.SCOPE),
@@ -117,6 +123,13 @@ REASONS: dict[Reason, Rule] = {
     Reason.BORROW_LATER: Rule(
         "it fits only by borrowing; ops within their quota go first",
         "fits only by borrowing; ops within quota go first", False, WaitsOn.SCOPE),
+    Reason.NONPREEMPTIBLE_OVER_NOMINAL: Rule(
+        "it is not preemptible, so it may use only its queue's nominal quota, never quota borrowed from its cohort "
+        "(which could then never be reclaimed)",
+        # never: "" or what to do when it asks more than the nominal itself (then it can never be admitted here)
+        "not preemptible: it may use only queue {queue}'s nominal quota of {resource} flavor {flavor}, never "
+        "borrow from cohort {cohort} ({used:g} in use + {amount:g} asked > {nominal:g} nominal){never}",
+        True, WaitsOn.SCOPE),
     Reason.NO_CAPACITY: Rule(
         "no node its pods may use has room now",
         "no free capacity now for {what}", True, WaitsOn.CAPACITY),

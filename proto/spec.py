@@ -230,7 +230,9 @@ class OpSpec(Wire, kw_only=True):
     run_kind: str = "job"
     component_hash: str | None = None
     priority_class: str | None = None  # a named class from the queue config; not the pod's priorityClassName
-    preemptible: bool = True
+    # None: not said. Admission writes its queue's services.defaultPreemptible into a service op's spec at submit
+    # (``services.admission.policies.service_ops``) and reads any other None as true (``OpRecord.preemptible``)
+    preemptible: bool | None = None
     replicas: Annotated[list[ReplicaGroup], msgspec.Meta(max_length=MAX_REPLICA_GROUPS)] = []  # gang: admitted and started all-or-nothing with `container`
     batch: str | None = None  # a group submitted together (e.g. a sweep)
     batch_concurrency: Annotated[int, msgspec.Meta(ge=1)] | None = None  # at most this many ops of the batch run at once

@@ -101,8 +101,8 @@ def _secret_problems(at: str, c: Connection) -> list[str]:
 
 
 def _priority_problems(config: QueuesConfig) -> list[str]:
-    """Priority classes: unique names, values within MAX_PRIORITY; a queue's default and maximum classes
-    defined, the default no higher than the maximum."""
+    """Priority classes: unique names, values within MAX_PRIORITY; a queue's default classes (its own and its
+    services') and maximum class defined, each default no higher than the maximum."""
     out: list[str] = []
     classes = [c.name for c in config.priority_classes]
     values = {c.name: c.value for c in config.priority_classes}
@@ -112,15 +112,17 @@ def _priority_problems(config: QueuesConfig) -> list[str]:
         if abs(c.value) > MAX_PRIORITY:
             out.append(f"priorityClasses[{i}].value: {c.value} is beyond +-{MAX_PRIORITY} (class {c.name!r})")
     for i, q in enumerate(config.queues):
-        for field, name in (("defaultPriorityClass", q.default_priority_class),
-                            ("maxPriorityClass", q.max_priority_class)):
+        defaults = (("defaultPriorityClass", q.default_priority_class),
+                    ("services.defaultPriorityClass", q.services.default_priority_class))
+        for field, name in (*defaults, ("maxPriorityClass", q.max_priority_class)):
             if name is not None and name not in values:
                 out.append(f"queues[{i}].{field}: unknown priority class {name!r} "
                            f"(known: {', '.join(classes) or 'none'})")
-        low, high = q.default_priority_class or "", q.max_priority_class or ""
-        if low in values and high in values and values[low] > values[high]:
-            out.append(f"queues[{i}].defaultPriorityClass: {low!r} ({values[low]}) is above the queue's "
-                       f"maxPriorityClass {high!r} ({values[high]})")
+        high = q.max_priority_class or ""
+        for field, low in ((field, name or "") for field, name in defaults):
+            if low in values and high in values and values[low] > values[high]:
+                out.append(f"queues[{i}].{field}: {low!r} ({values[low]}) is above the queue's "
+                           f"maxPriorityClass {high!r} ({values[high]})")
     return out
 
 

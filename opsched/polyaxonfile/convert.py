@@ -238,7 +238,7 @@ def _spec(op: OperationModel | None, comp: ComponentModel, extra: OverridesModel
         run_kind=comp.run.kind,
         component_hash=component_hash(container, environment, replicas, comp.run.kind, {**pod, **_shape(comp.run)}),
         priority_class=_first(extra.priority_class, pick("priority_class")),
-        preemptible=_first(extra.preemptible, pick("preemptible"), True),
+        preemptible=_first(extra.preemptible, pick("preemptible")),  # unset: admission decides, by its queue
         replicas=replicas,
         to_env=to_env,
         iteration=trial.iteration if trial else None,

@@ -5,7 +5,7 @@
     default "default"), ``tags`` (list or comma-separated string), ``queue``, ``priority`` (int,
     opsched's own), ``termination`` {maxRetries >= 0, timeout > 0 s, ttl >= 0 s}, ``cache``
     {disable, ttl >= 0, io, sections}, ``isApproved``, ``cost`` (>= 0), ``priorityClass`` and
-    ``preemptible`` (bool, default true). The operation also has ``params`` and ``conditions``.
+    ``preemptible`` (bool; unset: true, or a service's queue's ``services.defaultPreemptible``). The operation also has ``params`` and ``conditions``.
   * ``priorityClass`` (opsched's own, → ``OpSpec.priority_class``): the name of a priority class
     of opsched's queue config, a DNS label; whether it exists is checked by admission, not here.
     It is NOT the pod's ``run.environment.priorityClassName``, which is passed to Kubernetes.

@@ -44,6 +44,7 @@ from opsched.services.admission.model import agents
 from opsched.services.admission.model.ordering import requester_of
 from opsched.services.admission.model.queues import Book
 from opsched.services.admission.model.records import requests_of
+from opsched.services.admission.policies import service_ops
 from opsched.services.admission.policies.priority import TOO_HIGH, PriorityTooHigh, UnknownPriorityClass, priority_of
 from opsched.services.admission.policies.routing import route
 from opsched.services.admission.rendering import INVALID_CONDITION, INVALID_TEMPLATE, rendered, routing_fields
@@ -197,6 +198,7 @@ def _submitted(cmd: SubmitOperation, spec: OpSpec, ctx: Context, state: Admissio
         return [OperationRejected(op_id=cmd.op_id, at=now, queue=queue, reason=Reason.USER_PENDING_CAP,
                                   message=reason_message(Reason.USER_PENDING_CAP, user=user, count=count, queue=queue,
                                                          cap=cap))]
+    spec = service_ops.with_defaults(spec, config)  # recorded on its submitted: what it runs with
     try:
         priority = priority_of(spec, queue, book)
     except UnknownPriorityClass as exc:

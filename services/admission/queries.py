@@ -101,6 +101,7 @@ def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
                              borrowing_limit=line.borrowing_limit)
                  for (r, f), line in book.quotas[name].items()]
         out.append(QueueStatus(name=name, cohort=q.cohort, running=snap.running[name], concurrency=q.concurrency,
+                               services=snap.services[name], max_services=q.services.max_services,
                                pending=state.queues.waiting(name), cost_used=snap.cost_used[name],
                                cost_quota=q.cost_quota, usage=usage))
     waiting = (o for o in state.ops.values() if not (o.status.active or o.status.terminal))

@@ -126,9 +126,9 @@ def test_a_file_without_a_name_is_named_after_its_file():
 
 # --- priority class and preemption -----------------------------------------------------------
 
-def test_priority_class_and_preemptible_default_to_none_and_true():
-    spec = parse(COMPONENT)
-    assert spec.priority_class is None and spec.preemptible is True
+def test_priority_class_and_preemptible_default_to_none():
+    spec = parse(COMPONENT)  # unset: admission decides, by the op's queue (preemptible unless a service's says not)
+    assert spec.priority_class is None and spec.preemptible is None
 
 
 def test_a_component_sets_its_priority_class_and_preemptible():

@@ -112,10 +112,30 @@ def test_a_queue_within_its_nominal_whose_quota_is_lent_out_is_told_so():
     assert check(pair(b=quota("h100", 4)), usage(a=4), "b", H100, 5).lent_out is False  # beyond nominal
 
 
-def test_without_borrowing_allowed_a_fit_by_borrowing_is_no_and_says_why():
-    result = check(pair(), usage(a=2), "a", H100, 1, allow_borrow=False)
-    assert (result.fit, result.reason) == (Fit.NO, "fits only by borrowing")
-    assert check(pair(), usage(a=1), "a", H100, 1, allow_borrow=False).fit == Fit.FITS
+@pytest.mark.parametrize("c", [
+    case("within its nominal it fits", book=pair(), used=usage(a=1), amount=1, fit=Fit.FITS, code=None),
+    case("what would borrow from an idle cohort does not fit", book=pair(), used=usage(a=2), amount=1, fit=Fit.NO,
+         code="nonpreemptible_over_nominal"),
+    case("over its nominal it is told it may not borrow, even when the cohort could not lend either",
+         book=pair(), used=usage(a=2, b=2), amount=1, fit=Fit.NO, code="nonpreemptible_over_nominal"),
+    case("its own nominal lent out to borrowers is still that, reclaimable", book=pair(b=quota("h100", 4)),
+         used=usage(a=4), queue="b", amount=3, fit=Fit.NO, code="quota_lent_out"),
+    case("a queue alone is over its nominal as before", book=ALONE, used=usage(a=3), amount=2, fit=Fit.NO,
+         code="quota_exhausted"),
+], ids=case_name)
+def test_nominal_only_never_fits_by_borrowing(c):
+    result = check(c.book, c.used, c.args.get("queue", "a"), H100, c.amount, nominal_only=True)
+    assert (result.fit, result.code) == (c.fit, c.code)
+    assert check(c.book, c.used, c.args.get("queue", "a"), H100, c.amount).code != "nonpreemptible_over_nominal"
+
+
+def test_nominal_only_says_the_nominal_what_is_in_use_and_what_it_asks():
+    result = check(pair(), usage(a=1), "a", H100, 2, nominal_only=True)
+    assert result.reason == ("not preemptible: it may use only queue a's nominal quota of nvidia.com/gpu flavor h100, "
+                             "never borrow from cohort lab (1 in use + 2 asked > 2 nominal)")
+    never = check(pair(), {}, "a", H100, 3, nominal_only=True).reason
+    assert never.endswith("(0 in use + 3 asked > 2 nominal); it asks more than the whole nominal, so it never fits "
+                          "here: make it preemptible, or use a queue with more nominal quota")
 
 
 @pytest.mark.parametrize("c", [

@@ -41,6 +41,18 @@ def test_parking_waits_on_what_the_table_says():
         assert parking._dependency(reason, Op, QueueManager({})) == expected[rule.waits_on], reason
 
 
+def test_the_manuals_table_has_every_reason_as_the_table_says_it():
+    """docs/queues.md's reason codes: one row per code, with what it means and whether preemption may lift it."""
+    text = (ROOT / "docs" / "queues.md").read_text()
+    section = text.split("## Why an op waits: the reason codes\n", 1)[1].split("\n#", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| `"):
+            rows[cells[0].strip("`")] = tuple(cells[1:])
+    assert rows == {r.value: (rule.means, "yes" if rule.preemption_lifts else "no") for r, rule in REASONS.items()}
+
+
 def test_no_admission_module_spells_a_reason_code_as_a_bare_string():
     codes = {r.value for r in Reason}
     hits = []
@@ -55,12 +67,15 @@ def test_no_admission_module_spells_a_reason_code_as_a_bare_string():
 
 SAMPLES: dict[Reason, dict[str, object]] = {  # fields that fill each reason's template
     Reason.QUEUE_CONCURRENCY: dict(queue="q", running=2, limit=2),
+    Reason.MAX_SERVICES: dict(queue="q", running=2, limit=2),
     Reason.COST_QUOTA: dict(queue="q", used=6.0, estimate=6.0, quota=10.0),
     Reason.QUOTA_EXHAUSTED: dict(resource="nvidia.com/gpu", flavor="h100", used=2.0, nominal=2.0, amount=1.0,
                                  borrowing="; no cohort to borrow from", cohort=""),
     Reason.QUOTA_LENT_OUT: dict(resource="nvidia.com/gpu", flavor="h100", amount=3.0, nominal=4.0, free=2.0),
     Reason.COHORT_LENDER_WAITING: dict(lender="b", cohort="lab"),
     Reason.BORROW_LATER: {},
+    Reason.NONPREEMPTIBLE_OVER_NOMINAL: dict(queue="q", resource="nvidia.com/gpu", flavor="h100", cohort="lab",
+                                             used=2.0, amount=1.0, nominal=2.0, never=""),
     Reason.NO_CAPACITY: dict(what="1 x nvidia.com/gpu"),
     Reason.UNFITTABLE: dict(what="4 x nvidia.com/gpu"),
     Reason.BUDGET_EXHAUSTED: dict(scope="queue", name="a", period="daily", spent=6.0, unit="", running="",

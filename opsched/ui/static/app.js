@@ -116,7 +116,10 @@ function drawQueues() {
   if (!answer) { box.replaceChildren(el("p", { class: "empty" }, "waiting for admission's answer…")); return; }
   // The answer as admission sent it (proto/schemas/query.queues_answer.json): camelCase, defaults left out.
   box.replaceChildren(...(answer.queues || []).map((q) => {
-    const running = `${q.running || 0}/${q.concurrency === undefined ? "∞" : q.concurrency}`;
+    let running = `${q.running || 0}/${q.concurrency === undefined ? "∞" : q.concurrency}`;
+    if (q.services || q.maxServices !== undefined) {  // a queue that runs services, or caps them (as `opsched queues`)
+      running += ` (${q.services || 0}/${q.maxServices === undefined ? "∞" : q.maxServices} services)`;
+    }
     const card = el("div", { class: "queue", "data-queue": q.name },
       el("h3", {}, q.name + (q.name === answer.defaultQueue ? " (default)" : "")),
       el("div", { class: "meta" }, `running ${running} · pending ${q.pending || 0}` + (q.cohort ? ` · cohort ${q.cohort}` : "")));

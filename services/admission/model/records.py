@@ -12,7 +12,7 @@ from opsched.proto.lifecycle import Status
 from opsched.proto.pod_resources import pod_requests
 from opsched.proto.queries import PendingReason
 from opsched.proto.resources import is_device
-from opsched.proto.spec import OpSpec
+from opsched.proto.spec import SERVICE_KIND, OpSpec
 from opsched.services.admission.model.ordering import sort_key
 
 
@@ -123,6 +123,17 @@ class OpRecord:
     def since(self) -> datetime:
         return self.queued_at or self.submitted_at
 
+    @property
+    def service(self) -> bool:
+        """A service op (``run_kind`` service): counted against its queue's ``services.maxServices``."""
+        return self.spec.run_kind == SERVICE_KIND
+
+    @property
+    def preemptible(self) -> bool:
+        """May preemption take it, and may it borrow? Only ``preemptible: false`` says no: unset is preemptible (a
+        service's queue default is written into its spec when it is accepted: ``policies.service_ops``)."""
+        return self.spec.preemptible is not False
+
     @functools.cached_property  # its request does not change (a cycle asks for it for every pending op)
     def gpus(self) -> float:
         """Accelerators of all its pods."""
@@ -155,6 +166,7 @@ class Ghost:
     pods: list[dict[str, float]]
     node: str | None
     estimate: float
+    service: bool = False  # a service op: it held one of its queue's maxServices
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""Can this op be admitted now? Checks in order — queue concurrency, cost quota, budgets, then for each
-flavor assignment (most preferred first): quota (own, then borrowed) and node capacity.
+"""Can this op be admitted now? Checks in order — queue concurrency, its services cap (a service op), batch
+concurrency, cost quota, budgets, then for each flavor assignment (most preferred first): quota (own, then
+borrowed: never for an op that is not preemptible) and node capacity.
 A fit without borrowing beats one with borrowing; the reasons of every failure are kept for `why`."""
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict
     if queue.concurrency is not None and running >= queue.concurrency:
         return _wait(pending(Reason.QUEUE_CONCURRENCY, queue=op.queue, running=running, limit=queue.concurrency),
                      blocked=True)
+    cap = queue.services.max_services
+    if op.service and cap is not None and snap.services[op.queue] >= cap:
+        return _wait(pending(Reason.MAX_SERVICES, queue=op.queue, running=snap.services[op.queue], limit=cap))
     batch, limit = op.spec.batch, op.spec.batch_concurrency
     if batch and limit is not None and snap.batch_running[batch] >= limit:
         return _wait(pending(Reason.BATCH_CONCURRENCY, batch=batch, running=snap.batch_running[batch], limit=limit))
@@ -107,10 +111,11 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
         return Verdict(UNFITTABLE)
     borrowing = False
     for resource, flavor in combo.items():
-        result = check(book, snap.usage, op.queue, (resource, flavor), op.request[resource])
+        result = check(book, snap.usage, op.queue, (resource, flavor), op.request[resource],
+                       nominal_only=not op.preemptible)
         if result.fit == Fit.NO:
-            code = Reason.QUOTA_LENT_OUT if result.lent_out else Reason.QUOTA_EXHAUSTED
-            reasons.append(PendingReason(code=code, message=result.reason))  # the code's template, filled by check
+            assert result.code is not None
+            reasons.append(PendingReason(code=result.code, message=result.reason))  # its template, filled by check
             return Verdict(WAIT)
         borrowing = borrowing or result.fit == Fit.BORROWS
     lenders = [m for m in book.members(op.queue) if m != op.queue and m in snap.starved] if borrowing else []

@@ -2,12 +2,13 @@
 
 Candidates: ops of the same queue with a lower priority (or, with LowerOrNewerEqualPriority, the
 same priority and submitted later), and — reclaiming lent quota — ops of other queues of the cohort
-that run on borrowed quota (policy LowerPriority or Any). Never: ops with `preemptible: false`, ops
-already being preempted, ops preempted less than the cooldown ago, ops running for less than their
-queue's minRuntime. Order: ops of borrowing queues first, then lowest priority, then most recently
-admitted. Take them greedily on a copy of the snapshot until the op fits, then drop every victim it
-fits without (walking back). Priorities compared are effective ones: the preemptor's aged priority
-now, a victim's priority when it was admitted.
+that run on borrowed quota (policy LowerPriority or Any). Never: ops with `preemptible: false` (which
+never borrow either: ``policies.quota``), ops already being preempted, ops preempted less than the
+cooldown ago, ops running for less than their queue's minRuntime. Order: ops of borrowing queues
+first, then lowest priority, then most recently admitted. Take them greedily on a copy of the
+snapshot until the op fits, then drop every victim it fits without (walking back). Priorities
+compared are effective ones: the preemptor's aged priority now, a victim's priority when it was
+admitted.
 """
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def candidates(op: OpRecord, priority: float, view: QueueView, snap: Snapshot, n
 
 def possible(op: OpRecord, view: QueueView, book: Book) -> bool:
     """Could some running op ever be a victim of ``op`` (its protection by time having run out)?"""
-    return any(v.op.spec.preemptible and v.op.preempted_by is None
+    return any(v.op.preemptible and v.op.preempted_by is None
                for v in _eligible(op, float(op.priority), view, book))
 
 
@@ -85,7 +86,7 @@ def _within_queue(op: OpRecord, priority: float, policy: str, queue: Mapping[flo
 
 
 def _protected(victim: OpRecord, book: Book, now: datetime) -> bool:
-    if not victim.spec.preemptible or victim.preempted_by is not None:
+    if not victim.preemptible or victim.preempted_by is not None:
         return True
     queue = book.queues.get(victim.queue)
     if queue is None:

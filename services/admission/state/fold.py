@@ -373,7 +373,7 @@ class OpFold:
             op.history.attempts.append((op.attempt, type_of(e), e.reason))
         if isinstance(e, OperationPreempted) and e.preemptor in self.nominated:
             self._hold(e.preemptor, Ghost(op.queue, dict(op.flavors), dict(op.request), list(op.pods), op.node,
-                                          op.estimate))
+                                          op.estimate, op.service))
         self.set_active(op, False)
         op.queued_at = e.at  # back of the line among equals, as Kueue requeues at eviction time
         if isinstance(e, OperationPreempted):

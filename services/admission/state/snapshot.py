@@ -1,4 +1,4 @@
-"""What one cycle decides on: running counts, cost in use, quota usage and free node capacity,
+"""What one cycle decides on: running counts (of them, services), cost in use, quota usage and free node capacity,
 aggregated from the active ops (bounded by what runs, never by the pending depth).
 
 The usage cache (``usage_cache``) keeps one snapshot up to date as ops start and end, so a cycle does
@@ -25,6 +25,7 @@ class Snapshot:
     capacity: Capacity
     now: datetime | None = None
     running: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    services: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # of ``running``: service ops
     cost_used: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     usage: Usage = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
     starved: set[str] = field(default_factory=set)  # queues with ops waiting for their own lent quota
@@ -60,6 +61,8 @@ class Snapshot:
     def hold(self, ghost: Ghost, sign: int) -> None:
         """Room a preempted victim left, held for its preemptor (as if the victim still ran)."""
         self.running[ghost.queue] += sign
+        if ghost.service:
+            self.services[ghost.queue] += sign
         self.cost_used[ghost.queue] += sign * ghost.estimate
         for resource, flavor in ghost.flavors.items():
             self.usage[ghost.queue][(resource, flavor)] += sign * ghost.request.get(resource, 0.0)
@@ -68,6 +71,8 @@ class Snapshot:
 
     def _count(self, op: OpRecord, sign: int) -> None:
         self.running[op.queue] += sign
+        if op.service:
+            self.services[op.queue] += sign
         if op.spec.batch:
             self.batch_running[op.spec.batch] += sign
         self.cost_used[op.queue] += sign * op.estimate
@@ -119,6 +124,7 @@ class Snapshot:
         for queue, used in self.usage.items():
             usage[queue] = defaultdict(float, used)
         return Snapshot(self.book, self.capacity.copy(), self.now, running=defaultdict(int, self.running),
+                        services=defaultdict(int, self.services),
                         cost_used=defaultdict(float, self.cost_used), usage=usage, starved=set(self.starved),
                         placed={op_id: list(nodes) for op_id, nodes in self.placed.items()},
                         unplaced=set(self.unplaced), batch_running=defaultdict(int, self.batch_running),
@@ -141,7 +147,7 @@ def tolerations_of(op: OpRecord) -> list:
 def same(a: Snapshot, b: Snapshot) -> list[str]:
     """Where two snapshots differ (counts, usage, commitments, free capacity); empty when alike."""
     out = []
-    for name in ("running", "cost_used", "batch_running"):
+    for name in ("running", "services", "cost_used", "batch_running"):
         if _nonzero(getattr(a, name)) != _nonzero(getattr(b, name)):
             out.append(f"{name}: {_nonzero(getattr(a, name))} != {_nonzero(getattr(b, name))}")
     ua, ub = ({k: v for k, v in ((k, _nonzero(v)) for k, v in u.items()) if v} for u in (a.usage, b.usage))
