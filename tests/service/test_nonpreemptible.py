@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from opsched.proto.events import OperationAdmitted, OperationSubmitted
-from opsched.proto.spec import SERVICE_KIND
+from opsched.proto.spec import SERVICE_KIND, ServiceSpec
 from tests.builders import op
 from tests.waiting import eventually, waiting_on
 
@@ -26,7 +26,7 @@ queues:
 
 def service(name: str, gpus: int = 0):
     spec = op(name).queue("a").gpus(gpus).build() if gpus else op(name).queue("a").build()
-    return msgspec.structs.replace(spec, run_kind=SERVICE_KIND)
+    return msgspec.structs.replace(spec, run_kind=SERVICE_KIND, service=ServiceSpec(ports=[8888]))
 
 
 async def test_a_queues_service_is_not_preemptible_waits_rather_than_borrow_and_is_capped(stack_factory, client,

@@ -10,7 +10,7 @@ from opsched.bus import logging as oplog
 from opsched.proto.events import OperationRejected, OperationSubmitted
 from opsched.proto.queues import Services
 from opsched.proto.reasons import Reason, pending
-from opsched.proto.spec import SERVICE_KIND, OpSpec
+from opsched.proto.spec import SERVICE_KIND, OpSpec, ServiceSpec
 from opsched.rules.queues_file import QueuesConfigError, parse_queues
 from opsched.services.admission import cycle, queries
 from opsched.services.admission.handlers import on_submit
@@ -41,7 +41,7 @@ CLASSES = {"interactive": 500, "normal": 100, "batch": 0}
 
 
 def service(name: str, **fields) -> OpSpec:
-    return msgspec.structs.replace(op(name).build(), run_kind=SERVICE_KIND, **fields)
+    return msgspec.structs.replace(op(name).build(), run_kind=SERVICE_KIND, service=ServiceSpec(ports=[8888]), **fields)
 
 
 # ---- defaults, written at submit --------------------------------------------------------------
