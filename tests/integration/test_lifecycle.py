@@ -33,6 +33,7 @@ from opsched.proto.events import (
 )
 from tests.builders import op
 from tests.kube import pod_gone
+from tests.waiting import eventually
 
 QUEUES = """
 defaultQueue: default
@@ -322,11 +323,8 @@ async def test_a_service_of_two_replicas_runs_once_ready_shows_its_endpoint_and_
     async def running_not_ready() -> bool:
         pods = await pods_of(core_v1, k8s_namespace, op_id)
         return len(pods) == 2 and all(p.status.phase == "Running" and not _ready(p) for p in pods.values())
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 20
-    while not await running_not_ready():  # the simulated kubelet holds them not Ready for 1 s
-        assert loop.time() < deadline, "both pods Running, not yet Ready"
-        await asyncio.sleep(0.05)
+    # the simulated kubelet holds them not Ready for 1 s
+    await eventually(running_not_ready, "both pods Running, not yet Ready", timeout=20, interval=0.05)
     assert not events.of(op_id, OperationRunning)  # Running is not enough: a service runs once it is Ready
     running = await events.expect(OperationRunning, op_id, timeout=20)
     assert all(_ready(p) for p in (await pods_of(core_v1, k8s_namespace, op_id)).values())
