@@ -294,11 +294,21 @@ class ServicesInProcess:
         from opsched.services.runtime.runner import serve
 
         self.task = asyncio.create_task(serve(self.services, self.settings, self.stop, self.connect))
-        waits = [asyncio.create_task(s.ready.wait()) for s in self.services]
-        done, _ = await asyncio.wait([self.task, *waits], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        if self.task in done:
-            self.task.result()  # raises the startup error
-        await asyncio.wait_for(asyncio.gather(*waits), timeout=timeout)
+        waits = {asyncio.create_task(s.ready.wait()) for s in self.services}
+        deadline = asyncio.get_running_loop().time() + timeout
+        while waits:
+            left = max(deadline - asyncio.get_running_loop().time(), 0)
+            done, _ = await asyncio.wait({self.task, *waits}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            waits -= done
+            if self.task in done or not done:
+                for w in waits:
+                    w.cancel()
+            if self.task in done:
+                self.task.result()  # raises the startup error
+                raise RuntimeError("the services stopped before they were all ready")
+            if not done:
+                stuck = "; ".join(f"{s.name}: {s.starting}" for s in self.services if not s.ready.is_set())
+                raise TimeoutError(f"services not ready after {timeout:.0f} s ({stuck})")
         return self
 
     def service(self, name: str):

@@ -111,6 +111,7 @@ class Service(WaitsOut):
         self.stats = Stats()
         self.bus: Bus | None = None
         self.ready = asyncio.Event()
+        self.starting = "not started"  # the step ``run`` is in until ready: what a startup timeout names
         self.stopping = asyncio.Event()  # ``run``'s stop: a wait for a dependency ends when it is set
         self.waits = Waits()  # the dependencies its handler loops wait for now (readiness reports them)
         self.stalls = Stalls(settings.stall_window_s)  # what keeps it from progressing: refused publishes (readiness)
@@ -161,17 +162,24 @@ class Service(WaitsOut):
         """Serve until ``stop`` is set; then finish the message in hand and return (drain)."""
         self.bus, self.stopping = bus, stop
         bus.bucket_bytes = self.settings.bucket_bytes()  # the buckets it creates are bounded
+        self.starting = "creating or checking the streams"
         await bus.ensure_streams(self.settings.stream_limits(), align=self.name == permissions.STREAM_KEEPER)
+        self.starting = "rebuilding its state from the streams"
         await self.start(bus)
+        self.starting = "opening its in-hand records"
         self.in_hand = await open_records(bus, holder_id(), self.settings.poison_crashes)
+        self.starting = "serving its health query"
         await bus.serve(subjects.health_query(self.name), self._health, group=f"{self.name}-health")
+        self.starting = "creating its consumers"
         subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver,
                                       ack_wait=self.settings.ack_wait_s)) for s in self.subscriptions]
         for s, psub in subs:  # before any fetch: what lands on its inbox and is no delivery of it is dropped
             inbox.screen(psub, s.stream, s.durable, functools.partial(self._garbage, s.durable))
             self.pulls[s.durable] = psub
+        self.starting = "listening for lost-message advisories"
         advised = await listen_for_lost(bus, [(s.durable, s.stream) for s in self.subscriptions], self._lost,
                                         lambda call: self.until_available(call, None, self.log), self.log)
+        self.starting = "ready"
         self.ready.set()
         self.log.info("service_started", consumers=[s.durable for s in self.subscriptions])
         tasks = [asyncio.create_task(self._loop(s, psub, stop)) for s, psub in subs]
