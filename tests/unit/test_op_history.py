@@ -2,6 +2,7 @@
 every event type of the contract is either shown or explicitly not."""
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from opsched.proto.events import (
@@ -124,3 +125,16 @@ def test_an_event_published_again_is_one_entry():
     timeline.add(entry_of(preempted("lo", preemptor="hi", at=t(2))))
     timeline.add(None)
     assert len(timeline.entries) == 1
+
+
+def test_every_event_of_the_contract_s_samples_gives_an_entry_that_round_trips_or_none_when_not_shown():
+    from opsched.proto import codec
+    from tests.contract.wire_samples import SAMPLES
+
+    for tag, message in SAMPLES.items():
+        if not isinstance(message, Event):
+            continue
+        entry = entry_of(message)
+        assert (entry is None) == (type(message) in NOT_SHOWN), tag
+        if entry is not None:
+            assert entry.event == tag and msgspec.json.decode(codec.encode(entry), type=HistoryEntry) == entry
