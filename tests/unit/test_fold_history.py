@@ -3,6 +3,8 @@
 ended, or rejected before it was an op (its queue, name and reason)."""
 from __future__ import annotations
 
+import msgspec
+
 from opsched.proto import codec
 from opsched.proto.events import Event, OperationRejected
 from opsched.proto.limits import MAX_HISTORY_ENTRIES, MAX_OUTPUTS_BYTES
@@ -10,8 +12,21 @@ from opsched.proto.summaries import OpSummary
 from opsched.rules.op_history import Timeline, entry_of
 from opsched.services.admission import queries
 from opsched.services.admission.state.admission_state import AdmissionState
-from tests.builders import admitted, book, failed, failure_final, gates_cleared, op, queue, running, submitted, t
-from tests.builders.preemption import preempt_requested, preempted
+from opsched.services.admission.state.retention import summary_of
+from tests.builders import (
+    admitted,
+    book,
+    failed,
+    failure_final,
+    gates_cleared,
+    op,
+    queue,
+    running,
+    submitted,
+    succeeded,
+    t,
+)
+from tests.builders.preemption import evicted, preempt_requested, preempted
 
 SPEC = op("train").gpus(1).build()
 RECLAIMED = "queue research reclaims 1 nvidia.com/gpu lent to default"
@@ -85,3 +100,15 @@ def test_a_summary_with_a_full_history_and_the_largest_outputs_stays_far_under_a
     summary = OpSummary(op_id="lo", status="failed", history=timeline.entries, history_dropped=timeline.dropped,
                         outputs={"x": "y" * MAX_OUTPUTS_BYTES})
     assert len(codec.encode(summary)) < 64 * 1024  # NATS takes 1 MiB
+
+
+def test_an_op_evicted_then_successful_ends_without_the_eviction_s_message():
+    eviction = msgspec.structs.replace(evicted("g", at=t(1), reason="pods_not_ready"), message="2 of 3 pods running")
+    events = [submitted(SPEC, op_id="g"), *gates_cleared("g"), admitted(SPEC, op_id="g"), running("g"), eviction,
+              admitted(SPEC, op_id="g", attempt=1, at=t(2)), running("g", attempt=1, at=t(3)),
+              succeeded("g", attempt=1, at=t(4))]
+    state = stored(*events)
+    answer = queries.why(state, book(queue("default")), "g")
+    assert (answer.end_reason, answer.end_message) == ("Completed", "")
+    assert summary_of(state.ops["g"]).message == ""
+    assert [e.message for e in answer.history if e.event == "evicted"] == ["2 of 3 pods running"]  # kept there

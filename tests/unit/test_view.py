@@ -209,4 +209,4 @@ def test_a_submit_rejected_before_it_was_an_op_shows_its_name_and_queue_live_and
     # once its stray left the stream, its summary (written by admission's retention) says the same
     gone = OpsView().add_summary(OpSummary(op_id="op-1", status="rejected", name="train", queue="x",
                                            reason="unknown_queue", message="unknown queue 'x'"))
-    assert (gone.name, gone.queue, gone.reason) == ("train", "x", "unknown_queue")
+    assert (gone.name, gone.queue, gone.reason) == ("train", "x", "unknown_queue: unknown queue 'x'")

@@ -321,6 +321,7 @@ class OpFold:
         op.routed = op.routed or bool(e.agent)
         op.node_selector, op.tolerations = dict(e.node_selector), list(e.tolerations)
         op.admitted_at, op.running_since, op.node, op.preempted_by = e.at, None, None, None
+        op.reason_message = ""  # why it waited (an eviction's message) says nothing of how this attempt ends
         op.admitted_priority = e.effective_priority
         self.drop_nomination(op.op_id)
 
