@@ -101,16 +101,10 @@ async def watch(client: Any, ids: list[str], output: str | None, *, title: str =
 
 def cmd_why(args: argparse.Namespace) -> int:
     from opsched.tables import why_text
+    from opsched.why_any import why
 
     async def run(client) -> int:
-        answer = await client.why(args.id)
-        from opsched.proto.lifecycle import TERMINAL_LABELS
-
-        if answer.status in TERMINAL_LABELS and not (answer.end_reason or answer.end_message):
-            summary = await client.summary(args.id)  # it ended and left admission's memory: its summary says how
-            if summary is not None:
-                answer.queue = answer.queue or summary.queue
-                answer.end_reason, answer.end_message = summary.reason or summary.status, summary.message
+        answer = await why(client, args.id)  # an op that left admission's memory: completed from its summary
         print_json(answer) if args.output == JSON else print(why_text(answer))
         return 0 if answer.found else 1
     return with_client(args, run)
@@ -149,7 +143,8 @@ def add_read_parsers(sub: Any) -> None:
                    help="json: one JSON object per event, for scripts")
     w.set_defaults(func=cmd_watch)
     y = sub.add_parser("why", help="why an operation is pending: ranked reasons and its queue position; an op "
-                                   "that ended: its status and the reason and message it ended with")
+                                   "that ended: its status and the reason and message it ended with; then what "
+                                   "happened to it, per attempt (admitted where, preempted by whom and why, ...)")
     y.add_argument("id")
     add_output(y)
     y.set_defaults(func=cmd_why)

@@ -1,6 +1,9 @@
 """Plain-text tables for `opsched queues`, `opsched why` and `opsched cost`."""
 from __future__ import annotations
 
+from datetime import timezone
+
+from opsched.proto.history import HistoryEntry
 from opsched.proto.queries import CostAnswer, QueuesAnswer, WhyAnswer
 
 
@@ -35,21 +38,69 @@ def fragmentation_text(answer: QueuesAnswer) -> str:
 
 
 def why_text(answer: WhyAnswer) -> str:
+    """Its status, queue and name, why it waits (or how it ended), then its history grouped by attempt."""
     if not answer.found:
         return f"{answer.op_id}: no such operation"
-    head = f"{answer.op_id}: {answer.status}" + (f" in queue {answer.queue}" if answer.queue else "")
+    named = f"{answer.op_id} ({answer.name})" if answer.name else answer.op_id
+    head = f"{named}: {answer.status}" + (f" in queue {answer.queue}" if answer.queue else "")
+    note = [f"  ignored (no effect in opsched): {', '.join(answer.ignored)}"] if answer.ignored else []
     if answer.end_reason or answer.end_message:  # it ended: how
         ended = ": ".join(p for p in (answer.end_reason, answer.end_message) if p)
-        return "\n".join([f"{head} (ended: {ended})",
-                          *([f"  ignored (no effect in opsched): {', '.join(answer.ignored)}"] if answer.ignored
-                            else [])])
+        return "\n".join([f"{head} (ended: {ended})", *note, *history_lines(answer)])
     if answer.position is not None:
         head += f", position {answer.position} of {answer.queued_total}"
-    note = [f"  ignored (no effect in opsched): {', '.join(answer.ignored)}"] if answer.ignored else []
     if not answer.reasons:
-        return "\n".join([head + ("" if answer.status in ("pending", "queued") else " (not waiting)"), *note])
+        waiting = answer.status in ("pending", "queued") or answer.history
+        return "\n".join([head + ("" if waiting else " (not waiting)"), *note, *history_lines(answer)])
     lines = [f"  {i}. {r.message}  [{r.code}]" for i, r in enumerate(answer.reasons, 1)]
-    return "\n".join([head, *lines, *note])
+    return "\n".join([head, *lines, *note, *history_lines(answer)])
+
+
+def history_lines(answer: WhyAnswer) -> list[str]:
+    """``answer.history`` for people: grouped by attempt, a UTC time per entry (its date too once the day changed)."""
+    if not answer.history:
+        return []
+    day = answer.history[0].at.astimezone(timezone.utc).date()
+    out: list[str] = [f"  history (UTC, from {day.isoformat()}):"]
+    attempt: int | None = None
+    for i, entry in enumerate(answer.history):
+        if entry.attempt != attempt:
+            attempt = entry.attempt
+            out.append(f"    attempt {attempt}")
+        when = entry.at.astimezone(timezone.utc)
+        stamp = when.strftime("%H:%M:%S") if when.date() == day else when.strftime("%Y-%m-%d %H:%M:%S")
+        out.append(f"      {stamp}  {entry_text(entry)}")
+        if i == 0 and answer.history_dropped:
+            out.append(f"      … {answer.history_dropped} entries dropped (the first and the latest are kept)")
+    return out
+
+
+_VERBS = {"preempt_requested": "preemption requested", "failure_final": "failed for good",
+          "cost_recorded": "charged", "cache_hit": "cache hit", "stop_requested": "stop requested",
+          "on_hold": "on hold"}
+_BY = {"cache_hit": "of", "submitted": "by"}  # how an entry names who did it (else "by")
+_QUEUE_OF = ("submitted", "admitted", "rejected")  # entries whose queue is said
+
+
+def entry_text(e: HistoryEntry) -> str:
+    """One history entry in words: ``preempted by op-9 (reclaim): <its message>``; an entry with no ``by``
+    leaves it out (``preempted (queue_drained): ...``); an event type not known here is named as it is."""
+    admitted = e.event == "admitted"
+    flavors = ", ".join(f"{r}={f}" for r, f in sorted(e.flavors.items()))
+    words = [
+        (True, _VERBS.get(e.event, e.event.replace("_", " "))),
+        (e.amount is not None and not admitted, f"{e.amount or 0:.2f}"),
+        (bool(e.queue) and e.event in _QUEUE_OF, f"{'in' if e.event == 'rejected' else 'to'} {e.queue}"),
+        (bool(flavors), f"({flavors})"),
+        (e.amount is not None and admitted, f"est {e.amount or 0:.2f}"),
+        (bool(e.node), f"{'via agent' if admitted else 'on'} {e.node}"),
+        (bool(e.pool), f"at pool {e.pool}'s prices"),
+        (bool(e.by), f"{_BY.get(e.event, 'by')} {e.by}"),
+        (bool(e.reason), f"({e.reason})"),
+    ]
+    text = " ".join(word for shown, word in words if shown)
+    text += f": {e.message}" if e.message else ""
+    return text + (f"; back in its queue after {e.retry_after_s:g}s" if e.retry_after_s else "")
 
 
 def cost_text(answer: CostAnswer) -> str:

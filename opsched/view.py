@@ -102,7 +102,7 @@ class OpsView:
 
     def add_summary(self, summary: OpSummary) -> OpRow:
         """An op that ended and left admission's memory, as its summary (the ops bucket) tells it."""
-        reason = summary.message if summary.message and not summary.reason else summary.reason
+        reason = ": ".join(p for p in (summary.reason, summary.message) if p)  # as its end's event showed it
         if summary.original_op_id and not reason:
             reason = f"{summary.relation} of {summary.original_op_id}"
         row = self.rows[summary.op_id] = OpRow(

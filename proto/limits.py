@@ -40,3 +40,7 @@ MAX_PRIORITY = 1_000_000_000  # |raw priority| (Kubernetes' limit for user prior
 MAX_RETRIES = 100
 MAX_DURATION_S = 366 * 24 * 3600  # termination.timeout, termination.ttl, cache.ttl
 MAX_COST = 1e12  # any amount of money on the wire (non-negative, finite)
+
+# ---- what is kept of an op ---------------------------------------------------------------------------
+MAX_HISTORY_ENTRIES = 48  # entries of one op's history (``why``, its summary): the first and the latest ones
+MAX_HISTORY_MESSAGE = 300  # characters of one history entry's message (the rest cut, "…" marking the cut)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from opsched.proto.history import HistoryEntry
 from opsched.proto.spec import Wire
 
 
@@ -26,6 +27,9 @@ class WhyAnswer(Wire, tag_field="type", tag="why_answer", kw_only=True):
     ignored: list[str] = []  # fields of its file that have no effect in opsched (warned at submit)
     end_reason: str = ""  # an op that ended: the reason code it ended with ("unknown_queue", "Completed", ...) ...
     end_message: str = ""  # ... and its message
+    name: str = ""  # the op's name (its file's ``name``)
+    history: list[HistoryEntry] = []  # what happened to it, oldest first (``proto.history``) ...
+    history_dropped: int = 0  # ... and how many entries were left out (after the first, before the latest)
 
 
 class FlavorUsage(Wire, kw_only=True):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from opsched.proto.history import HistoryEntry
 from opsched.proto.spec import Wire
 
 
@@ -39,3 +40,5 @@ class OpSummary(Wire, tag_field="type", tag="op_summary", kw_only=True):
     original_op_id: str = ""  # a restart or copy of this op
     relation: str = ""
     outputs: dict[str, Any] = {}  # what it succeeded with (``OperationSucceeded.outputs``)
+    history: list[HistoryEntry] = []  # what happened to it (``proto.history``), as ``why`` answered it ...
+    history_dropped: int = 0  # ... and how many entries were left out

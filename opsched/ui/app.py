@@ -1,10 +1,11 @@
 """The web view's ASGI app (Starlette), read-only: the page and its static files, ``/api/state`` (everything, as
-the page starts from), ``/api/ops/<id>`` (an op's row, timeline and `why`), ``/api/events`` (Server-Sent Events:
+the page starts from), ``/api/ops/<id>`` (an op's row, the timeline of events this view saw, and `why` asked
+then: its history, each entry also in words as ``opsched why`` prints it, ``history``), ``/api/events`` (Server-Sent Events:
 a ``snapshot``, then one message per change) and ``/healthz``. Nothing here writes to the bus."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from opsched.proto.queries import WhyAnswer
+from opsched.tables import entry_text
 from opsched.ui.feed import Feed
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -33,7 +36,16 @@ def sse(kind: str, data: Any) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + msgspec.json.encode(data) + b"\n\n"
 
 
-def build_app(feed: Feed, keepalive: float = KEEPALIVE_S) -> Starlette:
+def with_history(found: dict[str, Any], answer: WhyAnswer) -> dict[str, Any]:
+    """An op's page data with its `why` answer (the history is the authority on what happened to it), and the
+    history's entries in words (``opsched.tables.entry_text``: the page shows what the CLI prints)."""
+    return {**found, "why": msgspec.to_builtins(answer), "historyDropped": answer.history_dropped,
+            "history": [{**msgspec.to_builtins(e), "text": entry_text(e)} for e in answer.history]}
+
+
+def build_app(feed: Feed, keepalive: float = KEEPALIVE_S,
+              why: Callable[[str], Awaitable[WhyAnswer]] | None = None) -> Starlette:
+    """``why``: asks `why` of an op (``Sources.why``) for its page; None: the page shows the feed's last answer."""
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=PAGE_HEADERS)
 
@@ -43,7 +55,14 @@ def build_app(feed: Feed, keepalive: float = KEEPALIVE_S) -> Starlette:
     async def one_op(request: Request) -> Response:
         op_id = request.path_params["op_id"]
         found = feed.op(op_id)
-        return _json(found) if found else _json({"error": f"no operation {op_id!r} on the bus"}, 404)
+        if not found:
+            return _json({"error": f"no operation {op_id!r} on the bus"}, 404)
+        if why is not None:
+            try:
+                found = with_history(found, await why(op_id))
+            except Exception:  # noqa: BLE001 - admission not answering is weather: the events seen still show
+                pass
+        return _json(found)
 
     async def events(request: Request) -> Response:
         return StreamingResponse(_stream(feed, keepalive), media_type="text/event-stream",

@@ -11,6 +11,7 @@ import msgspec
 from opsched.proto import codec, subjects
 from opsched.proto.summaries import OpSummary
 from opsched.ui.feed import Feed
+from opsched.why_any import why as why_of
 
 SERVICES = ("admission", "cost", "cache", "dispatcher")  # each asked how it is (``proto.health``)
 WHY_LIMIT = 100  # waiting ops asked `why` about in one round (the first submitted first)
@@ -59,6 +60,10 @@ class Sources:
         for op_id, answer in zip(waiting, answers):
             if not isinstance(answer, BaseException) and op_id in still:
                 self.feed.answered_why(op_id, answer)
+
+    async def why(self, op_id: str) -> Any:
+        """`why` of one op, as ``opsched why`` asks it (an op that left admission's memory: from its summary)."""
+        return await why_of(self.client, op_id, timeout=self.query_timeout)
 
     async def _ask(self, query: str, ask: Any) -> None:
         try:

@@ -99,9 +99,9 @@ class Retention:
             await bus.purge(subjects.OPS_STREAM, subject)
 
     async def _purge_stray(self, bus: Bus, stray: Stray) -> None:
-        if stray.status is not None:  # an op that ended before admission held it: a summary, if none yet
-            await self._summarize(bus, stray.op_id, OpSummary(op_id=stray.op_id, status=stray.status.label,
-                                                              ended_at=stray.at), replace=False)
+        summary = stray.summary()  # an op that ended before admission held it: a summary, if none yet
+        if summary is not None:
+            await self._summarize(bus, stray.op_id, summary, replace=False)
         await bus.purge(subjects.OPS_STREAM, stray.subject, before_seq=stray.seq + 1)
 
     async def _summarize(self, bus: Bus, op_id: str, summary: OpSummary, *, replace: bool) -> None:

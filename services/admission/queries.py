@@ -1,4 +1,5 @@
-"""Answers to `why` and `queues` from live state: ranked pending reasons, position, usage per flavor."""
+"""Answers to `why` and `queues` from live state: ranked pending reasons, position, usage per flavor; `why` of any
+op it knows also gives its name and history (``rules.op_history``), live, ended, or rejected before it was an op."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -24,7 +25,8 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
     if op is None:
         return _not_held(state, op_id)
     answer = WhyAnswer(op_id=op_id, found=True, status=op.status.name.lower(), queue=op.queue,
-                       ignored=list(op.spec.ignored))
+                       ignored=list(op.spec.ignored), name=op.spec.name or "",
+                       history=list(op.history.timeline.entries), history_dropped=op.history.timeline.dropped)
     if op.status.terminal:  # how it ended (an op that left memory: its summary says, ``opsched why`` reads it)
         answer.end_reason, answer.end_message = op.reason, op.handler_failure or op.reason_message
     if op.status == Status.PENDING:
@@ -45,14 +47,16 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
 
 
 def _not_held(state: AdmissionState, op_id: str) -> WhyAnswer:
-    """Why of an op not in memory: ended and left, rejected before it was an op, or unknown."""
+    """Why of an op not in memory: ended and left (its summary in the ops bucket tells the rest: ``opsched why``
+    reads it), rejected before it was an op (its queue, name, reason and the one entry of its history), or unknown."""
     gone = state.fold.gone.get(op_id)  # it ended and left memory: its summary is in the ops bucket
     if gone is not None:
         return WhyAnswer(op_id=op_id, found=True, status=gone.label)
     ended = state.fold.strays.end_of(op_id)  # rejected before it was an op (e.g. its spec refused on decode)
     if ended is not None and ended.status is not None:
-        return WhyAnswer(op_id=op_id, found=True, status=ended.status.label, end_reason=ended.reason,
-                         end_message=ended.message)
+        return WhyAnswer(op_id=op_id, found=True, status=ended.status.label, queue=ended.queue, name=ended.name,
+                         end_reason=ended.reason, end_message=ended.message,
+                         history=[ended.entry] if ended.entry is not None else [])
     return WhyAnswer(op_id=op_id, found=False, reasons=[pending(Reason.UNKNOWN_OP)])
 
 

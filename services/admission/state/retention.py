@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from opsched.proto import subjects
-from opsched.proto.events import Event, event_type
+from opsched.proto.events import Event, OperationRejected, event_type
+from opsched.proto.history import HistoryEntry
 from opsched.proto.lifecycle import STATUS_OF, Status
 from opsched.proto.pod_resources import gpus_of
 from opsched.proto.summaries import AttemptEnd, OpSummary
+from opsched.rules.op_history import entry_of
 from opsched.services.admission.model.records import OpRecord
 
 
@@ -45,7 +47,8 @@ def summary_of(op: OpRecord) -> OpSummary:
         ended_at=op.history.ended_at, estimate=op.estimate, currency=op.history.currency, cost=round(op.history.cost, 6),
         attempts=[AttemptEnd(attempt=a, ended=how, reason=why) for a, how, why in op.history.attempts],
         requested_by=op.requested_by or "", original_op_id=op.history.original_op_id, relation=op.history.relation,
-        outputs=dict(op.history.outputs))
+        outputs=dict(op.history.outputs), history=list(op.history.timeline.entries),
+        history_dropped=op.history.timeline.dropped)
 
 
 class Tombstones:
@@ -77,8 +80,19 @@ class Stray:
     at: datetime
     op_id: str
     status: Status | None  # the op's end, when the event is one (a submit rejected before it was an op) ...
-    reason: str = ""  # ... with its reason and message (``why``)
+    reason: str = ""  # ... with its reason and message (``why``) ...
     message: str = ""
+    name: str = ""  # ... the op's name and the queue it asked for (a rejected submit names them) ...
+    queue: str = ""
+    entry: HistoryEntry | None = None  # ... and the entry its end gives its history (``rules.op_history``)
+
+    def summary(self) -> OpSummary | None:
+        """What views keep of the op it ended once it leaves the stream (None: it ended none)."""
+        if self.status is None:
+            return None
+        return OpSummary(op_id=self.op_id, status=self.status.label, name=self.name, queue=self.queue,
+                         reason=self.reason, message=self.message, ended_at=self.at,
+                         history=[self.entry] if self.entry is not None else [])
 
 
 class Strays:
@@ -91,9 +105,12 @@ class Strays:
         if seq and kind not in subjects.KEPT_PAST_PURGE:
             status = STATUS_OF.get(type(event))
             end = status if status is not None and status.terminal else None
+            named = event if isinstance(event, OperationRejected) and end is not None else None
             self.found.append(Stray(subjects.event(kind, event.op_id), seq, event.at, event.op_id, end,
                                     getattr(event, "reason", "") if end else "",
-                                    getattr(event, "message", "") if end else ""))
+                                    getattr(event, "message", "") if end else "",
+                                    name=named.name if named else "", queue=named.queue if named else "",
+                                    entry=entry_of(event) if end else None))
 
     def due(self, now: datetime, ttl_s: float, consumed_seq: int, limit: int) -> list[Stray]:
         """The strays whose ttl has passed and which every service has consumed, oldest first; forgotten."""
