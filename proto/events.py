@@ -5,10 +5,11 @@ Evolve only by adding defaulted fields. ``at`` is the time of the fact, from the
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
+from opsched.proto.limits import MAX_PRICE_POINTS
 from opsched.proto.queues import DEFAULT_LEVEL, AllowableVolume, Connection, Level
 from opsched.proto.reasons import Ending
 from opsched.proto.spec import OpSpec, Wire
@@ -40,6 +41,21 @@ class OperationSubmitted(Event, tag="submitted", kw_only=True):
     request_id: str = ""  # the command's ``request_id`` (a restart or copy): its sender reads its verdict here
 
 
+class PricePoint(Wire, kw_only=True):
+    """The op priced in one pool of the catalogue (``pool`` "" = its default prices) for one GPU product ("*" = any
+    other): what admission reads to price a flavor (``rules.pricing.point_for``)."""
+
+    pool: str = ""
+    match: dict[str, str] = {}  # the pool's match labels (none for the defaults)
+    product: str = "*"
+    hourly: float  # the op's price per hour there (all its pods)
+    amount: float  # hourly x its expected duration, raised to the op's own cost like the estimate
+
+    def __post_init__(self) -> None:
+        money("hourly", self.hourly)
+        money("amount", self.amount)
+
+
 class CostEstimated(Event, tag="cost_estimated", kw_only=True):
     estimate: Money
     # "explicit", "timeout", "history" (median of past runs), "floor" (past runs whose median is below the
@@ -50,6 +66,9 @@ class CostEstimated(Event, tag="cost_estimated", kw_only=True):
     prices_source: str = ""  # the catalogue that priced it: "file:<path>#<sha>" or "builtin"
     pool: str = ""  # the catalogue's node pool that priced it (matched by the op's nodeSelector)
     runs: int = 0  # basis "history" or "floor": how many past runs of the same component the median is of
+    # the op priced in every pool and the defaults, for every product they name (``rules.pricing``): admission
+    # prices the flavor it considers from these; the estimate above is the point of the op's own nodeSelector
+    points: Annotated[list[PricePoint], msgspec.Meta(max_length=MAX_PRICE_POINTS)] = []
 
     def __post_init__(self) -> None:
         money("durationS", self.duration_s)

@@ -23,9 +23,9 @@ from opsched.proto.events import (
 )
 from opsched.proto.lifecycle import ATTEMPT_ENDS
 from opsched.proto.prices import Prices
+from opsched.rules.pricing import matches, matching
 from opsched.services.cost.estimator import gpu_count, hourly_price, pool_hourly
 from opsched.services.cost.ledger import LedgerStore, OpCost, PoolPrice, Recorded, charge
-from opsched.services.cost.pools import matches, matching
 
 ENDS = ATTEMPT_ENDS
 
