@@ -113,6 +113,14 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     # secret's value; ``rules.connections``) and the image of its git and file init steps ("": DEFAULT_INIT_IMAGE)
     connections: list[Connection] = []
     init_image: str = ""
+    # its estimate on the flavors it was admitted to (``cost_estimated.points``: cost quota, budgets and the spend held
+    # count this), and the catalogue pool that priced it ("": the defaults); None: an admission from before this
+    estimate: float | None = None
+    pool: str = ""
+
+    def __post_init__(self) -> None:
+        if self.estimate is not None:
+            money("estimate", self.estimate)
 
 
 class OperationDispatched(Event, tag="dispatched", kw_only=True):

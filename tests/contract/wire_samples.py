@@ -145,7 +145,7 @@ SAMPLES: dict[str, msgspec.Struct] = {
                                       url="https://git.example/ml/models.git", revision="main", flags=["--depth 1"]),
                                       secret=ConnectionSecret(name="git-creds", items=["GIT_TOKEN"], mount_path="/creds"),
                                       env=[EnvVar(name="GIT_HOST", value="git.example")], description="models",
-                                      queues=["gpu-a"])], init_image="alpine/git:v2.36.1"),
+                                      queues=["gpu-a"])], init_image="alpine/git:v2.36.1", estimate=3.2, pool="spot"),
     "dispatched": OperationDispatched(**_COMMON, pod_name="op-op-1-1", namespace="ml"),
     "running": OperationRunning(**_COMMON, pod_name="op-op-1-1", node="gpu-node-1",
                                 endpoint=ServiceEndpoint(name="op-op-1-1", namespace="ml", ports=[8888])),

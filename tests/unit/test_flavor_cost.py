@@ -1,0 +1,99 @@
+"""Admission prices the flavor it considers (``policies.flavor_cost``): cost quota and budgets are checked with the
+op's estimate on each flavor assignment, the admitted event carries the estimate it was admitted at (what the queue's
+cost in use counts), approval's ``costAbove`` compares the highest estimate over the flavors the op may get, and the
+reasons name the flavor. Catalogue: an A100 at 3.00 an hour, a T4 at 0.35; the op asks for one GPU for an hour, with
+no product of its own (routed by flavor): its own estimate is the any-product price, 2.00."""
+from __future__ import annotations
+
+import pytest
+
+from opsched.proto.events import CostEstimated, OperationAdmitted, OperationOnHold
+from opsched.proto.prices import Prices
+from opsched.proto.queues import ApprovalPolicy, Budget
+from opsched.proto.reasons import Hold, Reason
+from opsched.services.admission import cycle
+from opsched.services.cost.estimator import estimate
+from tests.builders import GPU, book, cache_missed, fold, op, queue, submitted, t
+
+CATALOGUE = Prices(cpu_hour=0.0, gib_hour=0.0, accelerators={GPU: {"A100": 3.0, "T4": 0.35, "*": 2.0}})
+SPEC = op("train").gpus(1).timeout(3600).build()
+
+
+def gated(op_id: str, *, points: bool = True) -> list:
+    """An op of queue ``gpu`` whose gates cleared, priced by the catalogue (without its points: an older estimate)."""
+    est = estimate(SPEC, CATALOGUE, 3600.0)
+    return [submitted(SPEC, op_id=op_id, queue="gpu"),
+            CostEstimated(op_id=op_id, at=t(0), estimate=est.money, basis=est.basis, duration_s=est.duration_s,
+                          points=est.points if points else []),
+            cache_missed(op_id)]
+
+
+def gpu_book(**fields):
+    return book(queue("gpu", gpus={"a100": 4, "t4": 4}, **fields))  # a100 first: the queue's preferred flavor
+
+
+def decide(state, b) -> list:
+    return cycle.decide(state, b, t(60), "opsched")
+
+
+def test_a_cost_quota_the_a100_breaks_admits_the_op_on_the_t4_at_the_t4_estimate():
+    state = fold(gated("x"))
+    admitted = [d for d in decide(state, gpu_book(cost_quota=1.0)) if isinstance(d, OperationAdmitted)]
+    assert [(d.flavors, d.estimate, d.pool) for d in admitted] == [({GPU: "t4"}, pytest.approx(0.35), "")]
+    assert state.ops["x"].estimate == pytest.approx(0.35)  # what its queue's cost in use counts
+
+
+def test_without_a_cost_limit_the_preferred_flavor_is_admitted_at_its_own_price():
+    state = fold(gated("x"))
+    admitted = [d for d in decide(state, gpu_book()) if isinstance(d, OperationAdmitted)]
+    assert [(d.flavors, d.estimate) for d in admitted] == [({GPU: "a100"}, pytest.approx(3.0))]
+
+
+def test_the_cost_quota_reasons_name_each_flavor_and_its_estimate():
+    state = fold(gated("x"))
+    assert not [d for d in decide(state, gpu_book(cost_quota=0.1)) if isinstance(d, OperationAdmitted)]
+    blocked = state.ops["x"].blocked
+    assert [r.code for r in blocked] == [Reason.COST_QUOTA, Reason.COST_QUOTA]
+    assert [r.message for r in blocked] == [
+        "queue gpu cost quota: 0.00 in use + 3.00 estimated on flavor a100 > 0.10",
+        "queue gpu cost quota: 0.00 in use + 0.35 estimated on flavor t4 > 0.10"]
+
+
+def test_a_budget_is_checked_with_the_estimate_of_each_flavor():
+    b = book(queue("gpu", gpus={"a100": 4, "t4": 4}))
+    b.config.budgets.append(Budget(scope="queue", name="gpu", window="day", money=1.0))
+    state = fold(gated("x"))
+    admitted = [d for d in decide(state, b) if isinstance(d, OperationAdmitted)]
+    assert [(d.flavors, d.estimate) for d in admitted] == [({GPU: "t4"}, pytest.approx(0.35))]
+    state = fold(gated("y"))
+    b.config.budgets[0] = Budget(scope="queue", name="gpu", window="day", money=0.1)
+    decide(state, b)
+    assert [r.code for r in state.ops["y"].blocked] == [Reason.BUDGET_EXHAUSTED] * 2
+    assert "0.35 estimated on flavor t4 > 0.10 limit" in state.ops["y"].blocked[1].message
+
+
+def test_approval_compares_the_highest_estimate_over_the_flavors_the_op_may_get():
+    state = fold(gated("x"))
+    held = [d for d in decide(state, gpu_book(approval=ApprovalPolicy(cost_above=2.5)))
+            if isinstance(d, OperationOnHold)]
+    assert [(h.reason, h.message) for h in held] == [(
+        Hold.COST_ABOVE_THRESHOLD, "estimated cost 3.00 on flavor a100 is above queue gpu's approval threshold "
+        "2.50 — waiting for `opsched approve x`")]
+    state = fold(gated("y"))
+    b = book(queue("gpu", gpus={"t4": 4}, approval=ApprovalPolicy(cost_above=2.5)))  # a T4 only: 0.35
+    assert not [d for d in decide(state, b) if isinstance(d, OperationOnHold)]
+
+
+def test_an_estimate_without_points_prices_every_flavor_alike():
+    state = fold(gated("x", points=False))
+    admitted = [d for d in decide(state, gpu_book(cost_quota=2.5)) if isinstance(d, OperationAdmitted)]
+    assert [(d.flavors, d.estimate) for d in admitted] == [({GPU: "a100"}, pytest.approx(2.0))]
+
+
+def test_an_admitted_event_from_before_estimates_per_flavor_keeps_the_ops_estimate():
+    state = fold(gated("x"))
+    [admitted] = [d for d in decide(state, gpu_book()) if isinstance(d, OperationAdmitted)]
+    replayed = fold(gated("x"), OperationAdmitted(**{f: getattr(admitted, f) for f in admitted.__struct_fields__
+                                                     if f not in ("estimate", "pool")}))
+    assert replayed.ops["x"].estimate == pytest.approx(2.0)
+    assert fold(gated("x"), admitted).ops["x"].estimate == pytest.approx(3.0)  # replayed: what it was admitted at
