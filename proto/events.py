@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from opsched.proto.limits import MAX_PRICE_POINTS
+from opsched.proto.limits import MAX_PODS_PER_OP, MAX_PRICE_POINTS
 from opsched.proto.queues import DEFAULT_LEVEL, AllowableVolume, Connection, Level
 from opsched.proto.reasons import Ending
 from opsched.proto.spec import OpSpec, Wire
@@ -150,6 +150,10 @@ class OperationRunning(Event, tag="running", kw_only=True):
     pod_name: str
     node: str | None = None
     endpoint: ServiceEndpoint | None = None  # a service's: every pod Ready, reached through its Service
+    # the node of each pod of the attempt, pods in name order (the main pod first: its name prefixes the others'),
+    # "" for one not known: the cost service charges each pod at the price of its node's pool; [] : the main pod's
+    # ``node`` for all (an older dispatcher)
+    nodes: Annotated[list[str], msgspec.Meta(max_length=MAX_PODS_PER_OP)] = []
 
 
 class OperationSucceeded(Event, tag="succeeded", kw_only=True):
@@ -283,6 +287,18 @@ class OperationResumed(Event, tag="resumed", kw_only=True):
     request_id: str = ""  # the resume command's ``request_id``: its sender reads its verdict here
 
 
+class PodCharge(Wire, kw_only=True):
+    """The pods of an attempt charged at one pool's price for one GPU product (``pool`` "" = the defaults)."""
+
+    pool: str = ""
+    product: str = "*"
+    pods: int = 1
+    hourly: float  # what an hour of those pods together costs there
+
+    def __post_init__(self) -> None:
+        money("hourly", self.hourly)
+
+
 class CostRecorded(Event, tag="cost_recorded", kw_only=True):
     """What one finished attempt actually cost: its run time (running -> end) x the op's hourly price.
     ``at`` is when the attempt ended (the budget window it is charged to)."""
@@ -294,7 +310,9 @@ class CostRecorded(Event, tag="cost_recorded", kw_only=True):
     project: str = ""
     gpu_hours: float = 0.0  # accelerators x hours run (for GPU-hour budgets)
     started_at: datetime | None = None
-    pool: str = ""  # the catalogue's node pool whose price was charged ("" = the default prices)
+    pool: str = ""  # the catalogue's node pool whose price was charged ("" = the default prices): the main pod's
+    # each pool (and product) its pods were charged at, by the node each ran on: a gang across pools is charged per pod
+    pods: Annotated[list[PodCharge], msgspec.Meta(max_length=MAX_PRICE_POINTS)] = []
 
     def __post_init__(self) -> None:
         money("amount", self.amount)

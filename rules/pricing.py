@@ -14,14 +14,15 @@ prices each flavor it considers without the catalogue. ``point_count`` bounds a 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 import msgspec
 
-from opsched.proto.events import PricePoint
 from opsched.proto.pod_resources import shapes
 from opsched.proto.prices import PricePool, Prices
 from opsched.proto.resources import GPU_PRODUCT_LABELS, amount, effective, is_accelerator, parse_quantity
 from opsched.proto.spec import Container, OpSpec
+from opsched.rules.naming import pod_names
 
 GIB = 2**30
 ANY = "*"  # the product of labels that name none (and the price of a product a table does not name)
@@ -120,7 +121,31 @@ def accelerators_of(spec: OpSpec) -> list[str]:
                    if is_accelerator(r)})
 
 
-def point_for(points: Sequence[PricePoint], labels: dict[str, str]) -> PricePoint | None:
+class Point(Protocol):
+    """A price point as the cost service's estimate (``PricePoint``) and its ledger keep it."""
+
+    @property
+    def pool(self) -> str: ...
+    @property
+    def match(self) -> dict[str, str]: ...
+    @property
+    def product(self) -> str: ...
+
+
+P = TypeVar("P", bound=Point)
+
+
+def pod_shapes(op_id: str, spec: OpSpec) -> list[int]:
+    """For each pod of an attempt in name order (``OperationRunning.nodes``' order: the main pod first), the index
+    of its shape (``shape_hourly``); the same for every attempt (only the main pod's name, their prefix, changes)."""
+    indexes = [i for i, s in enumerate(shapes(spec)) for _ in range(s.pods)]
+    names = pod_names(op_id, 0, spec)
+    if len(names) != len(indexes):  # never: both list the main pod, a service's replicas, then each group's pods
+        return indexes
+    return [indexes[i] for i in sorted(range(len(names)), key=names.__getitem__)]
+
+
+def point_for(points: Sequence[P], labels: dict[str, str]) -> P | None:
     """The point that prices ``labels``: the first pool (catalogue order) whose match labels are all in them, else
     the defaults; within it the point of their product, else of ``"*"``. None when ``points`` has no such place."""
     pool = next((p.pool for p in points if p.pool != DEFAULTS and matches(p.match, labels)), DEFAULTS)
