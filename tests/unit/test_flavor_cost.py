@@ -13,7 +13,10 @@ from opsched.proto.queues import ApprovalPolicy, Budget
 from opsched.proto.reasons import Hold, Reason
 from opsched.services.admission import cycle
 from opsched.services.cost.estimator import estimate
-from tests.builders import GPU, book, cache_missed, fold, op, queue, submitted, t
+from opsched.services.cost.ledger import LedgerStore
+from opsched.services.cost.recorder import Recorder
+from tests.builders import GPU, book, cache_missed, fold, op, queue, running, submitted, succeeded, t
+from tests.builders.kv import MemoryKV
 
 CATALOGUE = Prices(cpu_hour=0.0, gib_hour=0.0, accelerators={GPU: {"A100": 3.0, "T4": 0.35, "*": 2.0}})
 SPEC = op("train").gpus(1).timeout(3600).build()
@@ -97,3 +100,17 @@ def test_an_admitted_event_from_before_estimates_per_flavor_keeps_the_ops_estima
                                                      if f not in ("estimate", "pool")}))
     assert replayed.ops["x"].estimate == pytest.approx(2.0)
     assert fold(gated("x"), admitted).ops["x"].estimate == pytest.approx(3.0)  # replayed: what it was admitted at
+
+
+async def test_the_same_op_admitted_to_a_t4_flavor_and_to_an_a100_flavor_is_estimated_and_charged_each_price():
+    """The issue's test, across admission and the cost service's ledger: two queues, one flavor each."""
+    nodes = {"t4-1": {"nvidia.com/gpu.product": "T4"}, "a100-1": {"nvidia.com/gpu.product": "A100"}}
+    recorder = Recorder(LedgerStore(MemoryKV()), lambda: CATALOGUE, labels_of=nodes.get)
+    for flavor, node_name, price in (("t4", "t4-1", 0.35), ("a100", "a100-1", 3.0)):
+        state = fold(gated(flavor))
+        [admitted] = [d for d in decide(state, book(queue("gpu", gpus={flavor: 1}))) if isinstance(d, OperationAdmitted)]
+        assert (admitted.flavors, admitted.estimate) == ({GPU: flavor}, pytest.approx(price))
+        await recorder.submitted(submitted(SPEC, op_id=flavor, queue="gpu"))
+        await recorder.running(running(flavor, at=t(0), node=node_name))
+        charged = await recorder.ended(succeeded(flavor, at=t(3600)))
+        assert charged is not None and charged.amount == pytest.approx(price)
