@@ -5,17 +5,21 @@ reasons name the flavor. Catalogue: an A100 at 3.00 an hour, a T4 at 0.35; the o
 no product of its own (routed by flavor): its own estimate is the any-product price, 2.00."""
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from opsched.proto.events import CostEstimated, OperationAdmitted, OperationOnHold
 from opsched.proto.prices import Prices
-from opsched.proto.queues import ApprovalPolicy, Budget
+from opsched.proto.queues import Agent, ApprovalPolicy, Budget, FlavorQuota, Queue, QueuesConfig, ResourceQuota
 from opsched.proto.reasons import Hold, Reason
 from opsched.services.admission import cycle
+from opsched.services.admission.model.queues import compile_book
+from opsched.services.admission.policies import flavor_cost
+from opsched.services.admission.policies.approval import hold_reason
 from opsched.services.cost.estimator import estimate
 from opsched.services.cost.ledger import LedgerStore
 from opsched.services.cost.recorder import Recorder
-from tests.builders import GPU, book, cache_missed, fold, op, queue, running, submitted, succeeded, t
+from tests.builders import GPU, book, cache_missed, fold, gpu_flavor, op, queue, running, submitted, succeeded, t
 from tests.builders.kv import MemoryKV
 
 CATALOGUE = Prices(cpu_hour=0.0, gib_hour=0.0, accelerators={GPU: {"A100": 3.0, "T4": 0.35, "*": 2.0}})
@@ -114,3 +118,16 @@ async def test_the_same_op_admitted_to_a_t4_flavor_and_to_an_a100_flavor_is_esti
         await recorder.running(running(flavor, at=t(0), node=node_name))
         charged = await recorder.ended(succeeded(flavor, at=t(3600)))
         assert charged is not None and charged.amount == pytest.approx(price)
+
+
+def test_approval_leaves_out_the_flavors_of_another_agent_than_the_one_the_op_names():
+    flavors = [gpu_flavor("a100"), msgspec.structs.replace(gpu_flavor("t4"), agent="b")]
+    quota = ResourceQuota(resource=GPU, flavors=[FlavorQuota(name="a100", nominal=4), FlavorQuota(name="t4", nominal=4)])
+    b = compile_book(QueuesConfig(agents=[Agent(name="b")], flavors=flavors, default_queue="gpu", queues=[
+        Queue(name="gpu", resources=[quota], approval=ApprovalPolicy(cost_above=1.0))]))
+    est = estimate(SPEC, CATALOGUE, 3600.0)
+    pinned = fold(submitted(msgspec.structs.replace(SPEC, agent="b"), op_id="x", queue="gpu"),
+                  CostEstimated(op_id="x", at=t(0), estimate=est.money, basis=est.basis, duration_s=3600.0,
+                                points=est.points), cache_missed("x")).ops["x"]
+    assert flavor_cost.highest(pinned, b) == (pytest.approx(0.35), " on flavor t4")  # the A100s are not agent b's
+    assert hold_reason(pinned, b) is None

@@ -44,8 +44,8 @@ def highest(op: OpRecord, book: Book) -> tuple[float, str]:
     best: tuple[float, str] | None = None
     for combo in flavor_policy.combos(book, op.queue, op.request, op.spec.environment.node_selector):
         agent = agents.agent_of(book, op.queue, combo)
-        if agent is None:
-            continue
+        if agent is None or (op.spec.agent is not None and agent != op.spec.agent):
+            continue  # never admitted there (``policies.admit._try``)
         amount, _ = estimate_for(op, labels(book, op, combo, agent))
         if best is None or amount > best[0]:
             best = (amount, named(combo))
