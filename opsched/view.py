@@ -149,6 +149,8 @@ def _facts(row: OpRow, event: Event) -> None:
         row.cost = f"{event.estimate.amount:.2f} {event.estimate.currency}"
     elif isinstance(event, OperationAdmitted):
         row.agent = event.agent
+        if event.estimate is not None:  # its estimate on the flavor it was admitted to (its currency: the estimate's)
+            row.cost = f"{event.estimate:.2f} {row.cost.partition(' ')[2] or 'USD'}"
     elif isinstance(event, (OperationRunning, OperationSucceeded, OperationFailed)) and event.node:
         row.node = f"{row.agent}/{event.node}" if row.agent else event.node
     if isinstance(event, OperationSucceeded):

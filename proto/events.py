@@ -5,10 +5,11 @@ Evolve only by adding defaulted fields. ``at`` is the time of the fact, from the
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
+from opsched.proto.limits import MAX_PODS_PER_OP, MAX_PRICE_POINTS
 from opsched.proto.queues import DEFAULT_LEVEL, AllowableVolume, Connection, Level
 from opsched.proto.reasons import Ending
 from opsched.proto.spec import OpSpec, Wire
@@ -40,6 +41,21 @@ class OperationSubmitted(Event, tag="submitted", kw_only=True):
     request_id: str = ""  # the command's ``request_id`` (a restart or copy): its sender reads its verdict here
 
 
+class PricePoint(Wire, kw_only=True):
+    """The op priced in one pool of the catalogue (``pool`` "" = its default prices) for one GPU product ("*" = any
+    other): what admission reads to price a flavor (``rules.pricing.point_for``)."""
+
+    pool: str = ""
+    match: dict[str, str] = {}  # the pool's match labels (none for the defaults)
+    product: str = "*"
+    hourly: float  # the op's price per hour there (all its pods)
+    amount: float  # hourly x its expected duration, raised to the op's own cost like the estimate
+
+    def __post_init__(self) -> None:
+        money("hourly", self.hourly)
+        money("amount", self.amount)
+
+
 class CostEstimated(Event, tag="cost_estimated", kw_only=True):
     estimate: Money
     # "explicit", "timeout", "history" (median of past runs), "floor" (past runs whose median is below the
@@ -50,6 +66,9 @@ class CostEstimated(Event, tag="cost_estimated", kw_only=True):
     prices_source: str = ""  # the catalogue that priced it: "file:<path>#<sha>" or "builtin"
     pool: str = ""  # the catalogue's node pool that priced it (matched by the op's nodeSelector)
     runs: int = 0  # basis "history" or "floor": how many past runs of the same component the median is of
+    # the op priced in every pool and the defaults, for every product they name (``rules.pricing``): admission
+    # prices the flavor it considers from these; the estimate above is the point of the op's own nodeSelector
+    points: Annotated[list[PricePoint], msgspec.Meta(max_length=MAX_PRICE_POINTS)] = []
 
     def __post_init__(self) -> None:
         money("durationS", self.duration_s)
@@ -94,6 +113,14 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     # secret's value; ``rules.connections``) and the image of its git and file init steps ("": DEFAULT_INIT_IMAGE)
     connections: list[Connection] = []
     init_image: str = ""
+    # its estimate on the flavors it was admitted to (``cost_estimated.points``: cost quota, budgets and the spend held
+    # count this), and the catalogue pool that priced it ("": the defaults); None: an admission from before this
+    estimate: float | None = None
+    pool: str = ""
+
+    def __post_init__(self) -> None:
+        if self.estimate is not None:
+            money("estimate", self.estimate)
 
 
 class OperationDispatched(Event, tag="dispatched", kw_only=True):
@@ -123,6 +150,10 @@ class OperationRunning(Event, tag="running", kw_only=True):
     pod_name: str
     node: str | None = None
     endpoint: ServiceEndpoint | None = None  # a service's: every pod Ready, reached through its Service
+    # the node of each pod of the attempt, pods in name order (the main pod first: its name prefixes the others'),
+    # "" for one not known: the cost service charges each pod at the price of its node's pool; [] : the main pod's
+    # ``node`` for all (an older dispatcher)
+    nodes: Annotated[list[str], msgspec.Meta(max_length=MAX_PODS_PER_OP)] = []
 
 
 class OperationSucceeded(Event, tag="succeeded", kw_only=True):
@@ -256,6 +287,18 @@ class OperationResumed(Event, tag="resumed", kw_only=True):
     request_id: str = ""  # the resume command's ``request_id``: its sender reads its verdict here
 
 
+class PodCharge(Wire, kw_only=True):
+    """The pods of an attempt charged at one pool's price for one GPU product (``pool`` "" = the defaults)."""
+
+    pool: str = ""
+    product: str = "*"
+    pods: int = 1
+    hourly: float  # what an hour of those pods together costs there
+
+    def __post_init__(self) -> None:
+        money("hourly", self.hourly)
+
+
 class CostRecorded(Event, tag="cost_recorded", kw_only=True):
     """What one finished attempt actually cost: its run time (running -> end) x the op's hourly price.
     ``at`` is when the attempt ended (the budget window it is charged to)."""
@@ -267,7 +310,9 @@ class CostRecorded(Event, tag="cost_recorded", kw_only=True):
     project: str = ""
     gpu_hours: float = 0.0  # accelerators x hours run (for GPU-hour budgets)
     started_at: datetime | None = None
-    pool: str = ""  # the catalogue's node pool whose price was charged ("" = the default prices)
+    pool: str = ""  # the catalogue's node pool whose price was charged ("" = the default prices): the main pod's
+    # each pool (and product) its pods were charged at, by the node each ran on: a gang across pools is charged per pod
+    pods: Annotated[list[PodCharge], msgspec.Meta(max_length=MAX_PRICE_POINTS)] = []
 
     def __post_init__(self) -> None:
         money("amount", self.amount)

@@ -40,6 +40,7 @@ MAX_PRIORITY = 1_000_000_000  # |raw priority| (Kubernetes' limit for user prior
 MAX_RETRIES = 100
 MAX_DURATION_S = 366 * 24 * 3600  # termination.timeout, termination.ttl, cache.ttl
 MAX_COST = 1e12  # any amount of money on the wire (non-negative, finite)
+MAX_PRICE_POINTS = 128  # an estimate's price points (pools x products): the cost service refuses a bigger catalogue
 
 # ---- what is kept of an op ---------------------------------------------------------------------------
 MAX_HISTORY_ENTRIES = 48  # entries of one op's history (``why``, its summary): the first and the latest ones

@@ -104,7 +104,9 @@ REASONS: dict[Reason, Rule] = {
         "one of them is stopped", True, WaitsOn.SCOPE),
     Reason.COST_QUOTA: Rule(
         "the estimated cost of its queue's running ops is at the queue's costQuota",
-        "queue {queue} cost quota: {used:.2f} in use + {estimate:.2f} estimated > {quota:.2f}", True, WaitsOn.SCOPE),
+        # flavor: " on flavor a100" (the assignment it was priced on: ``policies.flavor_cost``) or ""
+        "queue {queue} cost quota: {used:.2f} in use + {estimate:.2f} estimated{flavor} > {quota:.2f}", True,
+        WaitsOn.SCOPE),
     Reason.QUOTA_EXHAUSTED: Rule(
         "its queue (and cohort) has no quota left for a resource it asks",
         # borrowing: "; no cohort to borrow from", "; borrowing limit N reached" or ""; cohort: "" or " and the
@@ -141,8 +143,8 @@ REASONS: dict[Reason, Rule] = {
         "no node offers {what}", False, WaitsOn.CAPACITY),
     Reason.BUDGET_EXHAUSTED: Rule(
         "its queue's or project's budget for the window is spent",
-        # unit: "" (money) or " GPU-hours"; running: "" or " + N expected of running ops"
-        "{scope} {name} {period} budget exhausted: {spent:.2f}{unit} spent{running} + {estimate:.2f} estimated > "
+        # unit: "" (money) or " GPU-hours"; running: "" or " + N expected of running ops"; flavor: as cost_quota's
+        "{scope} {name} {period} budget exhausted: {spent:.2f}{unit} spent{running} + {estimate:.2f} estimated{flavor} > "
         "{limit:.2f} limit; the window resets at {resets_at}", False, WaitsOn.BUDGET),
     Reason.BATCH_CONCURRENCY: Rule(
         "its batch (sweep) runs as many ops as its concurrency allows",

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from opsched.proto import codec
-from opsched.proto.events import CostRecorded, ErrorRaised, Event
+from opsched.proto.events import CostRecorded, ErrorRaised, Event, Money, OperationAdmitted
 from opsched.proto.summaries import OpSummary
 from opsched.view import OpRow, OpsView
 
@@ -34,8 +34,10 @@ def timeline_entry(event: Event) -> dict[str, Any]:
     """An event as one line of an op's timeline: when, what, which attempt, and its telling fields."""
     detail = {f: getattr(event, f) for f in _DETAIL_FIELDS if getattr(event, f, None) not in (None, "", [])}
     estimate = getattr(event, "estimate", None)
-    if estimate is not None:
+    if isinstance(estimate, Money):  # cost_estimated's
         detail["estimate"] = f"{estimate.amount:.2f} {estimate.currency}"
+    elif isinstance(event, OperationAdmitted) and event.estimate is not None:  # on the flavor it was admitted to
+        detail["estimate"] = f"{event.estimate:.2f}" + (f" (pool {event.pool})" if event.pool else "")
     if isinstance(event, CostRecorded):
         detail["cost"] = f"{event.amount:.4f} {event.currency} for {event.seconds:.0f}s"
     return {"at": event.at.isoformat(), "event": codec.type_of(event), "attempt": event.attempt, "detail": detail}

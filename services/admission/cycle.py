@@ -302,7 +302,7 @@ class Cycle:
             flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
             borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op),
             pending_timeout_s=queue.pending_timeout_seconds, **carried(policy), preferred_hosts=verdict.hosts,
-            agent=verdict.agent, **pods)
+            agent=verdict.agent, estimate=verdict.estimate, pool=verdict.pool, **pods)
 
     def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
         op.blocked = verdict.reasons

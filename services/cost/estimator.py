@@ -1,6 +1,6 @@
 """Estimate an operation's cost from a price catalogue: resources of all its pods x price x expected
 duration. The price table is the catalogue's defaults, or the first node pool whose match labels are
-all in the op's nodeSelector (``pools``). The expected duration is ``termination.timeout``, else the
+all in the op's nodeSelector (``rules.pricing``, which also prices it in every pool: the estimate's ``points``). The expected duration is ``termination.timeout``, else the
 median of the past runs of the same component (``durations``) but never below the catalogue's
 ``historyFloorSeconds`` (unset: the default, so short runs cannot drive an estimate down), else a default.
 
@@ -15,27 +15,28 @@ from collections.abc import Sequence
 
 import msgspec
 
-from opsched.proto.events import Money
-from opsched.proto.pod_resources import pod_limits, shapes
+from opsched.proto.events import Money, PricePoint
+from opsched.proto.pod_resources import pod_limits
 from opsched.proto.prices import PricePool, Prices
-from opsched.proto.resources import (
-    GPU_PRODUCT_LABELS,
-    amount,
-    effective,
-    is_accelerator,
-    is_device,
-    parse_quantity,
+from opsched.proto.resources import is_device
+from opsched.proto.spec import OpSpec
+from opsched.rules.pricing import (
+    DEFAULTS,
+    accelerators_of,
+    hourly,
+    in_pool,
+    matching,
+    places,
+    product_of,
+    products,
 )
-from opsched.proto.spec import Container, OpSpec
 from opsched.services.cost.amounts import bounded, own_cost
 from opsched.services.cost.durations import LAST_RUNS, typical
-from opsched.services.cost.pools import in_pool, matching
-
-GIB = 2**30
 
 EXPLICIT = "explicit"  # the basis, and the breakdown entry, of an estimate an op's own cost raised
 
-__all__ = ["EXPLICIT", "Estimate", "Prices", "estimate", "expected_duration", "gpu_count", "hourly_price", "pool_hourly"]
+__all__ = ["EXPLICIT", "Estimate", "Prices", "estimate", "expected_duration", "gpu_count", "hourly_price", "pool_hourly",
+           "price_points"]
 
 
 class Estimate(msgspec.Struct):
@@ -45,6 +46,7 @@ class Estimate(msgspec.Struct):
     breakdown: dict[str, float]
     pool: str = ""
     runs: int = 0
+    points: list[PricePoint] = msgspec.field(default_factory=list)
 
 
 def expected_duration(spec: OpSpec, default_s: float, runs: Sequence[float] = (),
@@ -62,64 +64,37 @@ def expected_duration(spec: OpSpec, default_s: float, runs: Sequence[float] = ()
 
 def estimate(spec: OpSpec, prices: Prices, default_duration_s: float, runs: Sequence[float] = ()) -> Estimate:
     """The catalogue's estimate, raised to the op's own ``cost`` if that is larger (never lowered by it); past runs
-    never bring it below the catalogue's price for ``prices.history_floor_seconds`` (unset: the default duration)."""
+    never bring it below the catalogue's price for ``prices.history_floor_seconds`` (unset: the default duration).
+    Priced where the op's own nodeSelector says; ``points`` prices it in every pool for every product too."""
     duration_s, basis = expected_duration(spec, default_duration_s, runs, prices.history_floor_seconds)
     used = min(len(runs), LAST_RUNS) if basis in ("history", "floor") else 0
-    pool = matching(prices, spec.environment.node_selector)
+    labels = spec.environment.node_selector
+    pool = matching(prices, labels)
     hours = duration_s / 3600.0
     breakdown = {k: bounded(round(v * hours, 6), f"estimate.{k}")
-                 for k, v in _hourly(spec, in_pool(prices, pool)).items()}
+                 for k, v in hourly(spec, in_pool(prices, pool), product_of(labels)).items()}
     amount = bounded(round(sum(breakdown.values()), 6), "estimate")
     own = own_cost(spec.cost)
     if own is not None and own > amount:
         breakdown[EXPLICIT] = round(own - amount, 6)
         amount, basis = own, EXPLICIT
     return Estimate(Money(amount=amount, currency=prices.currency), basis, duration_s, breakdown,
-                    pool=pool.name if pool else "", runs=used)
+                    pool=pool.name if pool else "", runs=used, points=price_points(spec, prices, hours))
 
 
-def _hourly(spec: OpSpec, prices: Prices) -> dict[str, float]:
-    """Price per hour per resource, summed over all the op's pods (``prices`` without pools); each pod's amounts
-    counted as Kubernetes counts them (``proto.pod_resources``: its init containers against the rest)."""
-    product = _product(spec)
-    out: dict[str, float] = {}
-    for shape in shapes(spec):
-        pod = effective(map(_priced_amounts, shape.containers), map(_priced_amounts, shape.init))
-        for resource, price in _pod_hourly(pod, product, prices).items():
-            out[resource] = out.get(resource, 0.0) + price * shape.pods
+def price_points(spec: OpSpec, prices: Prices, hours: float) -> list[PricePoint]:
+    """The op priced in every pool (catalogue order) and the defaults, for ``"*"`` and every product their tables of
+    the accelerators it asks for name: at most ``rules.pricing.point_count`` (bounded when the catalogue is loaded)."""
+    own = own_cost(spec.cost) or 0.0
+    wanted = accelerators_of(spec)
+    out: list[PricePoint] = []
+    for pool, flat in places(prices):
+        for product in products(flat, wanted):
+            per_hour = bounded(round(sum(hourly(spec, flat, product).values()), 6), "hourly price")
+            amount = max(own, bounded(round(per_hour * hours, 6), "estimate"))
+            out.append(PricePoint(pool=pool.name if pool else DEFAULTS, match=dict(pool.match) if pool else {},
+                                  product=product, hourly=per_hour, amount=amount))
     return out
-
-
-def _priced_amounts(container: Container) -> dict[str, float]:
-    """What a container is priced on: its CPU and memory (the limit where set, else the request) and its
-    accelerators (limits: per device, shared GPU memory per GiB)."""
-    res = container.resources
-    amounts = {**res.requests, **res.limits}
-    out: dict[str, float] = {r: float(parse_quantity(amounts[r])) for r in ("cpu", "memory") if r in amounts}
-    out.update({r: amount(r, qty) for r, qty in res.limits.items() if is_accelerator(r)})
-    return out
-
-
-def _pod_hourly(pod: dict[str, float], product: str | None, prices: Prices) -> dict[str, float]:
-    out: dict[str, float] = {}
-    if "cpu" in pod:
-        out["cpu"] = pod["cpu"] * prices.cpu_hour
-    if "memory" in pod:
-        out["memory"] = pod["memory"] / GIB * prices.gib_hour
-    for resource, quantity in pod.items():  # per device-hour; shared GPU memory per GiB-hour
-        if not is_accelerator(resource):
-            continue
-        table = prices.accelerators.get(resource, {})
-        price = table.get(product or "*", table.get("*", 0.0))
-        out[resource] = quantity * price
-    return out
-
-
-def _product(spec: OpSpec) -> str | None:
-    for label in GPU_PRODUCT_LABELS:
-        if label in spec.environment.node_selector:
-            return spec.environment.node_selector[label]
-    return None
 
 
 def hourly_price(spec: OpSpec, prices: Prices) -> float:
@@ -129,8 +104,10 @@ def hourly_price(spec: OpSpec, prices: Prices) -> float:
 
 
 def pool_hourly(spec: OpSpec, prices: Prices, pool: PricePool | None) -> float:
-    """What an hour of this op costs on the nodes of ``pool`` (None: at the default prices)."""
-    return bounded(sum(_hourly(spec, in_pool(prices, pool)).values()), "hourly price")
+    """What an hour of this op costs on the nodes of ``pool`` (None: at the default prices), for the product its
+    nodeSelector names."""
+    product = product_of(spec.environment.node_selector)
+    return bounded(sum(hourly(spec, in_pool(prices, pool), product).values()), "hourly price")
 
 
 def gpu_count(spec: OpSpec) -> int:

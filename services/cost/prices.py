@@ -12,7 +12,9 @@ import yaml
 
 from opsched.proto import subjects
 from opsched.proto.config import PricesConfigured
+from opsched.proto.limits import MAX_PRICE_POINTS
 from opsched.proto.prices import Prices
+from opsched.rules.pricing import point_count
 from opsched.services.runtime.clock import Clock
 from opsched.services.runtime.config_file import ConfigKind, FileConfigSource
 
@@ -21,13 +23,21 @@ BUILTIN = "builtin"
 
 def load_prices(path: Path | None) -> Prices:
     """The catalogue of a YAML file (the built-in prices without one); raises ``msgspec.ValidationError``
-    for a wrong or unknown field and for pools sharing a name."""
+    for a wrong or unknown field, for pools sharing a name (or with none) and for a catalogue of more than
+    ``MAX_PRICE_POINTS`` price points (pools and defaults x the products each names: ``rules.pricing``)."""
     if path is None:
         return Prices()
     prices = msgspec.convert(yaml.safe_load(Path(path).read_text()) or {}, Prices)
     names = [p.name for p in prices.pools]
     if len(names) != len(set(names)):
         raise msgspec.ValidationError(f"pool names must be unique, got {names} - at `$.pools`")
+    if "" in names:
+        raise msgspec.ValidationError("a pool needs a name, got an empty one - at `$.pools`")
+    points = point_count(prices)
+    if points > MAX_PRICE_POINTS:
+        raise msgspec.ValidationError(
+            f"the catalogue names {points} price points (each pool and the defaults x the GPU products its "
+            f"accelerator tables name, and \"*\"), more than {MAX_PRICE_POINTS} - at `$`")
     return prices
 
 

@@ -51,7 +51,7 @@ class Cost(Service):
         return CostEstimated(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt,
                              estimate=est.money, basis=est.basis, duration_s=est.duration_s,
                              breakdown=est.breakdown, prices_source=self.state.catalogue.source, pool=est.pool,
-                             runs=est.runs)
+                             runs=est.runs, points=est.points)
 
     @ledger.handles(OperationSubmitted)
     async def remember_price(self, event: OperationSubmitted, ctx: Context) -> list[Event]:

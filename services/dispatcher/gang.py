@@ -206,8 +206,9 @@ def _running(views: list[PodView], now: datetime) -> Event | None:
             return None
         ports = serving.ports_of(main.annotations[serving.ANNOTATION_PORTS])
         endpoint = serving.endpoint(main.name, main.namespace, ports)
+    nodes = [v.node or "" for v in sorted(views, key=lambda v: v.name)]  # name order: the main pod first
     return OperationRunning(op_id=main.op_id, at=now, attempt=main.attempt, pod_name=main.name, node=main.node,
-                            endpoint=endpoint)
+                            endpoint=endpoint, nodes=nodes)
 
 
 # ---- the gang timeout -------------------------------------------------------------------------------

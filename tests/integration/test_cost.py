@@ -146,7 +146,7 @@ async def test_a_daily_budget_holds_an_op_once_the_days_spend_leaves_no_room_and
                                       .runs("sleep 1").build())
     await events.expect(OperationSucceeded, first, timeout=30)
     spent = await events.expect(CostRecorded, first, timeout=20)
-    assert spent.queue == "metered" and 0 < spent.amount < 0.05  # ~1 s at 2.0/h: the catalogue's, not its own 60
+    assert spent.queue == "metered" and 0 < spent.amount < 0.05  # ~1 s at 3.0/h (an A100 node): the catalogue's, not its own 60
 
     # exactly the whole budget: it would fit an untouched day, not one with any spend
     before = datetime.now(timezone.utc)

@@ -19,6 +19,7 @@ from opsched.proto.events import (
     OperationSucceeded,
 )
 from opsched.proto.queues import Budget, QueuesConfig
+from opsched.rules.pricing import point_for
 from opsched.services.runtime.config_file import ConfigFileError
 from tests.builders import node, op, t
 from tests.waiting import eventually
@@ -100,6 +101,42 @@ async def test_an_attempt_on_a_spot_node_is_charged_the_spot_price(stack_factory
         await ran(bus, op_id, 0, 3600, node_name)
     spot, std = (await events.expect(CostRecorded, "on-spot")), (await events.expect(CostRecorded, "on-std"))
     assert (spot.amount, spot.pool) == (0.5, "spot") and (std.amount, std.pool) == (2.0, "")
+
+
+TWO_POOLS = """\
+accelerators:
+  nvidia.com/gpu: {"*": 2.0}
+pools:
+  - name: t4-pool
+    match: {cloud.google.com/gke-nodepool: t4}
+    accelerators:
+      nvidia.com/gpu: {"*": 0.35}
+  - name: a100-pool
+    match: {cloud.google.com/gke-nodepool: a100}
+    accelerators:
+      nvidia.com/gpu: {"*": 3.0}
+"""
+
+
+async def test_the_same_op_on_a_t4_pool_and_on_an_a100_pool_gets_each_pools_estimate_and_charge(
+        stack_factory, bus, events, tmp_path):
+    """The issue's test on the cost service: one op, routed by flavor (nothing in its own nodeSelector), priced for
+    each pool a flavor may send it to (``points``: what admission reads) and charged by the pool of its node."""
+    path = tmp_path / "prices.yaml"
+    path.write_text(TWO_POOLS)
+    for name, pool in (("t4-1", "t4"), ("a100-1", "a100")):
+        await bus.publish(node(name, gpus=1, labels={POOL: pool}), subject=subjects.node(name), msg_id=name)
+    await stack_factory(names=("cost",), prices_file=path)
+    spec = op("train").gpus(1).timeout(3600).build()
+    for op_id, node_name in (("on-t4", "t4-1"), ("on-a100", "a100-1")):
+        await submit(bus, op_id, spec)
+        await ran(bus, op_id, 0, 3600, node_name)
+    estimated = await events.expect(CostEstimated, "on-t4")
+    t4, a100 = point_for(estimated.points, {POOL: "t4"}), point_for(estimated.points, {POOL: "a100"})
+    assert t4 is not None and a100 is not None
+    assert (t4.pool, t4.amount, a100.pool, a100.amount) == ("t4-pool", 0.35, "a100-pool", 3.0)
+    on_t4, on_a100 = (await events.expect(CostRecorded, "on-t4")), (await events.expect(CostRecorded, "on-a100"))
+    assert (on_t4.amount, on_t4.pool, on_a100.amount, on_a100.pool) == (0.35, "t4-pool", 3.0, "a100-pool")
 
 
 async def test_the_expected_duration_becomes_the_median_of_three_past_runs(stack_factory, bus, events):

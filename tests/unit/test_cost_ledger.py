@@ -165,12 +165,47 @@ async def test_a_catalogue_change_prices_only_ops_submitted_after_it():
     assert amounts == {"before": 3.0, "after": 5.0, "before-spot": 2.0}
 
 
+FLAVORED = Prices(accelerators={GPU: {"A100": 3.0, "T4": 0.35, "*": 2.0}}, cpu_hour=0.0, gib_hour=0.0)
+GPU_NODES = {"t4-1": {"nvidia.com/gpu.product": "T4"}, "a100-1": {"nvidia.com/gpu.product": "A100"}}
+
+
+def flavored() -> Recorder:
+    return Recorder(LedgerStore(MemoryKV()), lambda: FLAVORED, labels_of=GPU_NODES.get)
+
+
+async def test_the_same_op_run_on_a_t4_and_on_an_a100_is_charged_each_catalogue_price():
+    spec = op("train").gpus(2).build()  # no product of its own: routed by flavor
+    rec = flavored()
+    on_t4, on_a100 = (await one_hour(rec, "t", spec, "t4-1")), (await one_hour(rec, "a", spec, "a100-1"))
+    assert (on_t4.amount, on_a100.amount) == (pytest.approx(0.7), pytest.approx(6.0))
+    assert [(c.pool, c.product, c.pods, c.hourly) for c in on_t4.pods] == [("", "T4", 1, pytest.approx(0.7))]
+
+
+async def test_a_gang_across_a_t4_and_an_a100_is_charged_per_pod():
+    spec = op("ddp").gpus(1).replicas("worker", 2).build()  # main + 2 workers, 1 GPU each
+    rec = flavored()
+    await rec.submitted(submitted(spec, op_id="g"))
+    await rec.running(OperationRunning(op_id="g", at=t(0), pod_name="op-g-0", node="a100-1",
+                                       nodes=["a100-1", "t4-1", "t4-1"]))
+    done = await rec.ended(succeeded("g", at=t(3600)))
+    assert done.amount == pytest.approx(3.0 + 2 * 0.35) and done.pool == ""
+    assert [(c.product, c.pods, c.hourly) for c in done.pods] == [("A100", 1, pytest.approx(3.0)),
+                                                                  ("T4", 2, pytest.approx(0.7))]
+    assert (await rec.store.op("g")).ran_on == {}  # the nodes are kept only until the attempt is recorded
+
+
+async def test_a_gang_whose_pods_nodes_are_not_said_is_charged_at_the_main_pods_node():
+    spec = op("ddp").gpus(1).replicas("worker", 1).build()
+    done = await one_hour(flavored(), "g", spec, "t4-1")
+    assert done.amount == pytest.approx(0.7) and [(c.product, c.pods) for c in done.pods] == [("T4", 2)]
+
+
 @pytest.mark.parametrize("cost", [0.0, 40.0, -10_000.0], ids=["zero", "above", "negative"])
 async def test_an_op_with_its_own_cost_is_charged_by_the_catalogue_of_the_pool_it_ran_in(cost):
     spot, standard = op().gpus(1).timeout(7200).build(), op().gpus(8).build()
     spot.cost = standard.cost = cost  # set after building: a value the contract refuses still arrives intact
     done = await one_hour(recorder({"now": POOLED}), "x", spot, "spot-1")
-    assert (done.amount, done.pool) == (0.5, "spot")
+    assert (done.amount, done.pool) == (1.0, "spot")  # an A100 of the spot pool
     done = await one_hour(recorder({"now": POOLED}), "y", standard, "std-1")
     assert (done.amount, done.pool) == (16.0, "")
 

@@ -2,6 +2,8 @@
 (preempt, stop, evict), which are never failures."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from opsched.proto.events import (
@@ -59,6 +61,14 @@ def test_running_and_succeeded_name_the_main_pod_and_a_failure_names_the_failed_
     assert assess(gang("Succeeded", "Running"), None, T0).pod_name == "op-g-0"
     failed = assess(gang("Running", "Running", "Failed"), None, T0)
     assert (failed.pod_name, failed.reason, failed.message, failed.exit_code) == ("op-g-0-worker-1", "Error", "boom", 1)
+
+
+def test_running_names_the_node_of_each_pod_in_pod_name_order_the_main_first():
+    views = [dataclasses.replace(pod(replica), node=node) for replica, node in (("worker-1", "b"), ("main", "m"),
+                                                                                ("worker-0", None))]
+    running = assess(views, None, T0)
+    assert isinstance(running, OperationRunning)
+    assert (running.node, running.nodes) == ("m", ["m", "", "b"])  # a pod with no node known yet: ""
 
 
 def test_nothing_more_is_reported_once_the_attempt_ended():

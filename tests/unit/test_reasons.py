@@ -68,7 +68,7 @@ def test_no_admission_module_spells_a_reason_code_as_a_bare_string():
 SAMPLES: dict[Reason, dict[str, object]] = {  # fields that fill each reason's template
     Reason.QUEUE_CONCURRENCY: dict(queue="q", running=2, limit=2),
     Reason.MAX_SERVICES: dict(queue="q", running=2, limit=2),
-    Reason.COST_QUOTA: dict(queue="q", used=6.0, estimate=6.0, quota=10.0),
+    Reason.COST_QUOTA: dict(queue="q", used=6.0, estimate=6.0, flavor=" on flavor a100", quota=10.0),
     Reason.QUOTA_EXHAUSTED: dict(resource="nvidia.com/gpu", flavor="h100", used=2.0, nominal=2.0, amount=1.0,
                                  borrowing="; no cohort to borrow from", cohort=""),
     Reason.QUOTA_LENT_OUT: dict(resource="nvidia.com/gpu", flavor="h100", amount=3.0, nominal=4.0, free=2.0),
@@ -79,7 +79,7 @@ SAMPLES: dict[Reason, dict[str, object]] = {  # fields that fill each reason's t
     Reason.NO_CAPACITY: dict(what="1 x nvidia.com/gpu"),
     Reason.UNFITTABLE: dict(what="4 x nvidia.com/gpu"),
     Reason.BUDGET_EXHAUSTED: dict(scope="queue", name="a", period="daily", spent=6.0, unit="", running="",
-                                  estimate=3.0, limit=8.0, resets_at="2026-01-02T00:00:00+00:00"),
+                                  estimate=3.0, flavor="", limit=8.0, resets_at="2026-01-02T00:00:00+00:00"),
     Reason.BATCH_CONCURRENCY: dict(batch="sweep", running=2, limit=2),
     Reason.BACKOFF: dict(after="pods_not_ready", until=datetime(2026, 1, 1, 12, 2, 10, tzinfo=timezone.utc)),
     Reason.QUEUE_REMOVED: dict(queue="old"),
@@ -132,7 +132,7 @@ def test_the_sample_messages_read_as_users_see_them():
     said = {reason: message(reason, **fields) for reason, fields in SAMPLES.items()}
     assert said[Reason.QUOTA_EXHAUSTED] == "quota of nvidia.com/gpu flavor h100 exhausted (2/2 used, needs 1; " \
                                           "no cohort to borrow from)"
-    assert said[Reason.COST_QUOTA] == "queue q cost quota: 6.00 in use + 6.00 estimated > 10.00"
+    assert said[Reason.COST_QUOTA] == "queue q cost quota: 6.00 in use + 6.00 estimated on flavor a100 > 10.00"
     assert said[Reason.BACKOFF] == "backing off after pods_not_ready until 12:02:10"
     assert said[Reason.QUEUE_REMOVED] == "queue 'old' is no longer configured"
     assert said[Reason.WAITING_FOR_VICTIMS] == "waiting for 2 preempted op(s) to terminate: a, b"
@@ -175,7 +175,8 @@ def test_the_cycle_keeps_the_templates_filled_in():
                                               nominal=2, amount=1, borrowing="; no cohort to borrow from", cohort="")]
     state = blocked_after_a_cycle(book(queue("q", cost_quota=10.0)), gpu_op("a", 0, queue="q", amount=6.0),
                                   gpu_op("b", 0, queue="q", at=1, amount=6.0))
-    assert state.ops["b"].blocked == [pending(Reason.COST_QUOTA, queue="q", used=6.0, estimate=6.0, quota=10.0)]
+    assert state.ops["b"].blocked == [pending(Reason.COST_QUOTA, queue="q", used=6.0, estimate=6.0, quota=10.0,
+                                              flavor="")]
     state = blocked_after_a_cycle(book(queue("gpu", gpus={"h100": 8})), gpu_op("a", 1, queue="gpu"),
                                   gpu_op("b", 1, queue="gpu", at=1), nodes=(node_observed("h-1", gpus=1, product="H100"),))
     assert state.ops["b"].blocked == [pending(Reason.NO_CAPACITY, what="1 x nvidia.com/gpu of product H100")]

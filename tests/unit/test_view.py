@@ -1,10 +1,12 @@
 """The client-side view of operations: folded from events, shown as a table."""
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from opsched.proto import codec
 from opsched.proto.events import DispatchDelayed, ErrorRaised
+from opsched.ui.feed import timeline_entry
 from opsched.view import OpsView, table
 from tests.builders import (
     T0,
@@ -94,6 +96,13 @@ def test_an_admitted_op_whose_dispatch_waits_for_the_kubernetes_api_says_so_unti
 def test_the_row_shows_name_queue_gpus_and_cost():
     row = row_of(SUBMITTED, cost_estimated(amount=12.345))
     assert (row.name, row.queue, row.gpus, row.cost) == ("train", "gpu-a", "2", "12.35 USD")
+
+
+def test_the_cost_of_an_admitted_op_is_its_estimate_on_the_flavor_it_was_admitted_to():
+    on_t4 = msgspec.structs.replace(ADMITTED, estimate=0.7, pool="t4-pool")
+    assert row_of(SUBMITTED, cost_estimated(amount=4.0), on_t4).cost == "0.70 USD"
+    assert row_of(SUBMITTED, cost_estimated(amount=4.0), ADMITTED).cost == "4.00 USD"  # an older admitted: as estimated
+    assert timeline_entry(on_t4)["detail"]["estimate"] == "0.70 (pool t4-pool)"
 
 
 def test_gpus_of_another_vendor_name_the_vendor():

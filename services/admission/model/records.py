@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from opsched.proto.events import OperationSubmitted
+from opsched.proto.events import OperationSubmitted, PricePoint
 from opsched.proto.lifecycle import Status
 from opsched.proto.pod_resources import pod_requests
 from opsched.proto.queries import PendingReason
@@ -78,8 +78,10 @@ class OpRecord:
     reason: str = ""
     request: dict[str, float] = field(default_factory=dict)  # all pods together (for quota)
     pods: list[dict[str, float]] = field(default_factory=list)  # each pod's request (for placement)
-    estimate: float = 0.0
+    estimate: float = 0.0  # the cost service's (its own nodeSelector's price), then what its attempt was admitted at
+    estimate_pool: str = ""  # the catalogue pool of ``estimate`` ("": the defaults)
     duration_s: float = 0.0  # expected run time, from its cost estimate (for GPU-hour budgets)
+    price_points: list[PricePoint] = field(default_factory=list)  # its price in every pool (``policies.flavor_cost``)
     flavors: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)  # added by admission
     tolerations: list = field(default_factory=list)  # added by admission

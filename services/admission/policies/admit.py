@@ -1,6 +1,7 @@
 """Can this op be admitted now? Checks in order — queue concurrency, its services cap (a service op), batch
-concurrency, cost quota, budgets, then for each flavor assignment (most preferred first): quota (own, then
-borrowed: never for an op that is not preemptible) and node capacity.
+concurrency, then for each flavor assignment (most preferred first): cost quota and budgets with its estimate
+on that assignment (``flavor_cost``), quota (own, then borrowed: never for an op that is not preemptible) and
+node capacity.
 A fit without borrowing beats one with borrowing; the reasons of every failure are kept for `why`."""
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from opsched.services.admission.model import agents, placement
 from opsched.services.admission.model.node_affinity import required_terms
 from opsched.services.admission.model.nodes import describe
 from opsched.services.admission.model.records import OpRecord
-from opsched.services.admission.policies import budgets
+from opsched.services.admission.policies import budgets, flavor_cost
 from opsched.services.admission.policies import flavors as flavor_policy
 from opsched.services.admission.policies.quota import Fit, check
 from opsched.services.admission.state.snapshot import Snapshot
@@ -32,6 +33,8 @@ class Verdict:
     agent: str = ""  # whose cluster (model.agents)
     hosts: list[str] = field(default_factory=list)  # each pod's preferred host (model.placement), or none
     queue_blocked: bool = False  # no later op of this queue can pass either
+    estimate: float | None = None  # its estimate on ``flavors`` (``policies.flavor_cost``), and the pool pricing it
+    pool: str = ""
 
 
 def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict:
@@ -51,22 +54,20 @@ def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict
     batch, limit = op.spec.batch, op.spec.batch_concurrency
     if batch and limit is not None and snap.batch_running[batch] >= limit:
         return _wait(pending(Reason.BATCH_CONCURRENCY, batch=batch, running=snap.batch_running[batch], limit=limit))
-    cost = snap.cost_used[op.queue]
-    if queue.cost_quota is not None and cost + op.estimate > queue.cost_quota + 1e-9:
-        return _wait(pending(Reason.COST_QUOTA, queue=op.queue, used=cost, estimate=op.estimate,
-                             quota=queue.cost_quota))
-    over_budget = _budget(op, snap)
-    if over_budget is not None:
-        return Verdict(WAIT, [over_budget])
     return _assign(op, snap, allow_borrow)
 
 
-def _budget(op: OpRecord, snap: Snapshot) -> PendingReason | None:
+def _cost(op: OpRecord, snap: Snapshot, estimate: float, flavor: str) -> PendingReason | None:
+    """Its queue's cost quota, then the budgets covering it, with its ``estimate`` on the assignment tried
+    (``flavor``: the assignment as a reason names it, ``policies.flavor_cost.named``)."""
+    quota, cost = snap.book.queues[op.queue].cost_quota, snap.cost_used[op.queue]
+    if quota is not None and cost + estimate > quota + 1e-9:
+        return pending(Reason.COST_QUOTA, queue=op.queue, used=cost, estimate=estimate, quota=quota, flavor=flavor)
     budget_list = snap.book.config.budgets
     if not budget_list or snap.now is None:
         return None
-    return budgets.check(budget_list, op.queue, op.spec.project, op.estimate, op.gpu_hours,
-                         snap.spend.of, snap.spend.held(snap.committed), snap.now)
+    return budgets.check(budget_list, op.queue, op.spec.project, estimate, op.gpu_hours,
+                         snap.spend.of, snap.spend.held(snap.committed), snap.now, flavor=flavor)
 
 
 def _assign(op: OpRecord, snap: Snapshot, allow_borrow: bool) -> Verdict:
@@ -109,6 +110,11 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
         biggest = max(op.pods, key=lambda p: sum(p.values())) if op.pods else op.request
         reasons.append(pending(Reason.UNFITTABLE, what=describe(biggest, full_selector, affinity)))
         return Verdict(UNFITTABLE)
+    estimate, pool = flavor_cost.estimate_for(op, full_selector)
+    over = _cost(op, snap, estimate, flavor_cost.named(combo))
+    if over is not None:
+        reasons.append(over)
+        return Verdict(WAIT)
     borrowing = False
     for resource, flavor in combo.items():
         result = check(book, snap.usage, op.queue, (resource, flavor), op.request[resource],
@@ -131,7 +137,7 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
         return Verdict(WAIT)
     hosts = placement.preferred_hosts(rule, nodes, lambda n: capacity.nodes[n].labels, op.pods)
     return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, nodes, hosts=hosts,
-                   agent=agent)
+                   agent=agent, estimate=estimate, pool=pool)
 
 
 def _wait(reason: PendingReason, blocked: bool = False) -> Verdict:

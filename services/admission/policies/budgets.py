@@ -25,16 +25,17 @@ def covering(budgets: list[Budget], queue: str, project: str | None) -> list[Bud
 
 
 def check(budgets: list[Budget], queue: str, project: str | None, money: float, gpu_hours: float,
-          spent, committed: Committed, now: datetime) -> PendingReason | None:
+          spent, committed: Committed, now: datetime, flavor: str = "") -> PendingReason | None:
     """The first budget the op (``money`` and ``gpu_hours`` estimated) would exceed, as a reason.
-    ``spent(scope, name, window, now)`` gives the window's actual (money, GPU-hours)."""
+    ``spent(scope, name, window, now)`` gives the window's actual (money, GPU-hours); ``flavor``: where the op
+    was priced, as the reason names it (" on flavor a100", or "")."""
     for b in covering(budgets, queue, project):
         spent_money, spent_gpu = spent(b.scope, b.name, b.window, now)
         held_money, held_gpu = committed.get((b.scope, b.name), (0.0, 0.0))
         if b.money is not None and spent_money + held_money + money > b.money + EPSILON:
-            return _reason(b, "", spent_money, held_money, money, b.money, now)
+            return _reason(b, "", spent_money, held_money, money, b.money, now, flavor)
         if b.gpu_hours is not None and spent_gpu + held_gpu + gpu_hours > b.gpu_hours + EPSILON:
-            return _reason(b, " GPU-hours", spent_gpu, held_gpu, gpu_hours, b.gpu_hours, now)
+            return _reason(b, " GPU-hours", spent_gpu, held_gpu, gpu_hours, b.gpu_hours, now, flavor)
     return None
 
 
@@ -45,7 +46,8 @@ def next_reset(budgets: list[Budget], queue: str, project: str | None, now: date
 
 
 def _reason(b: Budget, unit: str, spent: float, held: float, estimate: float, limit: float,
-            now: datetime) -> PendingReason:
+            now: datetime, flavor: str = "") -> PendingReason:
     running = f" + {held:.2f} expected of running ops (and of ended ones not charged yet)" if held else ""
     return pending(CODE, scope=b.scope, name=b.name, period=ADJECTIVE[b.window], spent=spent, unit=unit,
-                   running=running, estimate=estimate, limit=limit, resets_at=window_end(now, b.window).isoformat())
+                   running=running, estimate=estimate, flavor=flavor, limit=limit,
+                   resets_at=window_end(now, b.window).isoformat())

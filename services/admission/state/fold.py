@@ -234,6 +234,7 @@ class OpFold:
             if op.cost_known:
                 return False
             op.cost_known, op.estimate, op.duration_s = True, e.estimate.amount, e.duration_s
+            op.estimate_pool, op.price_points = e.pool, list(e.points)
             op.history.currency = e.estimate.currency
         elif isinstance(e, CacheMissed):
             if op.cache_known:
@@ -323,6 +324,8 @@ class OpFold:
         op.admitted_at, op.running_since, op.node, op.preempted_by = e.at, None, None, None
         op.reason_message = ""  # why it waited (an eviction's message) says nothing of how this attempt ends
         op.admitted_priority = e.effective_priority
+        if e.estimate is not None:  # what it was admitted at, on its flavor (an older admitted: its one estimate)
+            op.estimate, op.estimate_pool = e.estimate, e.pool
         self.drop_nomination(op.op_id)
 
     def set_active(self, op: OpRecord, active: bool) -> None:
