@@ -80,3 +80,47 @@ def test_a_tree_deeper_than_the_bound_is_refused_naming_the_path():
 def test_a_queue_may_still_name_a_cohort_nobody_declares():
     config = parse_queues(text("  - {name: org}\n", "  - {name: a, cohort: lab}\n"))
     assert config.queues[0].cohort == "lab"
+
+
+# ---- the compiled tree ----------------------------------------------------------------------------------------
+
+TREE = text(
+    "  - {name: org, resources: " + gpu(4) + "}\n"
+    "  - {name: dept, parent: org, resources: " + gpu(2, ", lendingLimit: 3") + "}\n",
+    "  - {name: team-a, cohort: dept, resources: " + gpu(2, ", guaranteed: 1") + "}\n"
+    "  - {name: team-b, cohort: dept, resources: " + gpu(3, ", lendingLimit: 1") + "}\n"
+    "  - {name: c, cohort: org, resources: " + gpu(1) + "}\n"
+    "  - {name: solo, resources: " + gpu(1) + "}\n").replace("defaultQueue: a", "defaultQueue: c")
+
+
+def test_subtree_quota_adds_what_each_child_lets_its_parent_use():
+    from opsched.services.admission.model.cohorts import Node
+    from opsched.services.admission.model.queues import compile_book
+    from tests.builders import GPU
+
+    tree = compile_book(parse_queues(TREE)).tree
+    key = (GPU, "h100")
+    org, dept = Node("org", cohort=True), Node("dept", cohort=True)
+    # team-a keeps its guaranteed 1 of 2; team-b keeps 3 - lendingLimit 1 = 2
+    assert (tree.subtree[Node("team-a")][key], tree.local[Node("team-a")][key]) == (2, 1)
+    assert (tree.subtree[Node("team-b")][key], tree.local[Node("team-b")][key]) == (3, 2)
+    # dept: its own 2 + 1 from team-a + 1 from team-b = 4, of which it lends up at most 3
+    assert (tree.subtree[dept][key], tree.local[dept][key]) == (4, 1)
+    # org: its own 4 + 3 from dept + 1 from c
+    assert (tree.subtree[org][key], tree.local[org][key]) == (8, 0)
+    assert tree.path("team-a") == [Node("team-a"), dept, org]
+    assert tree.root_of("solo") == Node("solo") and tree.path("solo") == [Node("solo")]
+    assert tree.queues_under(org) == ["team-a", "team-b", "c"]
+    assert list(tree.cohorts()) == [org, dept]
+    assert (tree.height(org), tree.height(dept), tree.height(Node("c"))) == (2, 1, 0)
+
+
+def test_members_are_every_queue_under_the_root_as_before_for_flat_cohorts():
+    from opsched.services.admission.model.queues import compile_book
+
+    book = compile_book(parse_queues(TREE))
+    assert book.members("team-a") == book.members("c") == ["team-a", "team-b", "c"]
+    assert book.members("solo") == ["solo"]
+    flat = compile_book(parse_queues(text("  - {name: org}\n", "  - {name: a, cohort: lab}\n"
+                                          "  - {name: b}\n  - {name: d, cohort: lab}\n")))
+    assert flat.members("d") == ["a", "d"] and flat.members("b") == ["b"]
