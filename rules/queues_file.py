@@ -153,7 +153,6 @@ def _cohort_problems(config: QueuesConfig, flavor_names: set[str]) -> list[str]:
     out: list[str] = []
     names = [c.name for c in config.cohorts]
     queue_names = {q.name for q in config.queues}
-    declared = {c.name: c for c in config.cohorts}
     for dup in sorted({n for n in names if names.count(n) > 1}):
         out.append(f"cohorts: the name {dup!r} is used twice")
     for i, c in enumerate(config.cohorts):
@@ -162,17 +161,28 @@ def _cohort_problems(config: QueuesConfig, flavor_names: set[str]) -> list[str]:
             out.append(f"{at}.name: {c.name!r} must be lowercase letters, digits and dashes (a DNS label)")
         if c.name in queue_names:
             out.append(f"{at}.name: {c.name!r} is also a queue's name; a cohort and a queue need distinct names")
-        if c.parent is not None and c.parent not in declared:
+        if c.parent is not None and c.parent not in names:
             out.append(f"{at}.parent: {c.parent!r} is not a declared cohort (declared: "
                        f"{', '.join(names) or 'none'}); declare it under cohorts")
-        out += _resources_problems(at, c, flavor_names)
-        if c.parent is None:
-            out += [f"{at}.resources[{j}].flavors[{k}].{field}: cohort {c.name!r} has no parent to borrow from or "
-                    "lend to; limits need a parent cohort"
-                    for j, rq in enumerate(c.resources) for k, f in enumerate(rq.flavors)
-                    for field, value in (("borrowingLimit", f.borrowing_limit), ("lendingLimit", f.lending_limit),
-                                         ("guaranteed", f.guaranteed)) if value is not None]
-    cycles: set[str] = set()
+        out += _resources_problems(at, c, flavor_names) + _root_limit_problems(at, c)
+    cycles = _cycle_problems(config)
+    return out + cycles + ([] if cycles else _depth_problems(config) + _unused_quota_problems(config))
+
+
+def _root_limit_problems(at: str, c: Cohort) -> list[str]:
+    if c.parent is not None:
+        return []
+    return [f"{at}.resources[{j}].flavors[{k}].{field}: cohort {c.name!r} has no parent to borrow from or lend to; "
+            "limits need a parent cohort"
+            for j, rq in enumerate(c.resources) for k, f in enumerate(rq.flavors)
+            for field, value in (("borrowingLimit", f.borrowing_limit), ("lendingLimit", f.lending_limit),
+                                 ("guaranteed", f.guaranteed)) if value is not None]
+
+
+def _cycle_problems(config: QueuesConfig) -> list[str]:
+    out: list[str] = []
+    declared = {c.name: c for c in config.cohorts}
+    cycles: set[frozenset[str]] = set()
     for i, c in enumerate(config.cohorts):
         chain = [c.name]
         parent = c.parent
@@ -184,23 +194,28 @@ def _cohort_problems(config: QueuesConfig, flavor_names: set[str]) -> list[str]:
             if frozenset(loop) not in cycles:
                 cycles.add(frozenset(loop))
                 out.append(f"cohorts[{i}].parent: the cohorts form a cycle {' → '.join(loop)}; a tree needs a root")
-    if cycles:
-        return out
+    return out
+
+
+def _depth_problems(config: QueuesConfig) -> list[str]:
+    out: list[str] = []
     for i, q in enumerate(config.queues):
-        depth = len(cohort_path(config, q.cohort))
-        if depth > MAX_COHORT_DEPTH:
-            out.append(f"queues[{i}].cohort: {' → '.join(reversed(cohort_path(config, q.cohort)))} → {q.name} is "
-                       f"{depth} cohorts deep, more than {MAX_COHORT_DEPTH}")
+        path = cohort_path(config, q.cohort)
+        if len(path) > MAX_COHORT_DEPTH:
+            out.append(f"queues[{i}].cohort: {' → '.join(reversed(path))} → {q.name} is {len(path)} cohorts deep, "
+                       f"more than {MAX_COHORT_DEPTH}")
+    return out
+
+
+def _unused_quota_problems(config: QueuesConfig) -> list[str]:
     listed: dict[str, set[tuple[str, str]]] = {}
     for q in config.queues:
         for cohort in cohort_path(config, q.cohort):
             listed.setdefault(cohort, set()).update((rq.resource, f.name) for rq in q.resources for f in rq.flavors)
-    for i, c in enumerate(config.cohorts):
-        for j, rq in enumerate(c.resources):
-            out += [f"cohorts[{i}].resources[{j}].flavors[{k}].name: no queue under cohort {c.name!r} lists "
-                    f"{rq.resource} flavor {f.name!r}, so none could use this quota"
-                    for k, f in enumerate(rq.flavors) if (rq.resource, f.name) not in listed.get(c.name, set())]
-    return out
+    return [f"cohorts[{i}].resources[{j}].flavors[{k}].name: no queue under cohort {c.name!r} lists {rq.resource} "
+            f"flavor {f.name!r}, so none could use this quota"
+            for i, c in enumerate(config.cohorts) for j, rq in enumerate(c.resources) for k, f in enumerate(rq.flavors)
+            if (rq.resource, f.name) not in listed.get(c.name, set())]
 
 
 def cohort_path(config: QueuesConfig, cohort: str | None) -> list[str]:

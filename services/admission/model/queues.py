@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from opsched.proto.queues import Flavor, Queue, QueuesConfig
 from opsched.proto.resources import amount
-from opsched.services.admission.model.cohorts import Tree, build
 from opsched.rules.queues_file import DEFAULT_FLAVOR, QueuesConfigError, check
+from opsched.services.admission.model.cohorts import Tree, build
 
 Key = tuple[str, str]  # (resource, flavor): one quota line
 Usage = dict[str, dict[Key, float]]  # queue -> key -> used
