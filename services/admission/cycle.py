@@ -335,7 +335,7 @@ def _preempt(victim: preemption.Victim, op: OpRecord, priority: float, now: date
         op_id=v.op_id, at=now, attempt=v.attempt, pod_names=pod_names(v.op_id, v.attempt, v.spec),
         namespace=v.namespace or "", preemptor=op.op_id, reason=victim.reason, agent=v.agent,
         message=f"{op.op_id} (queue {op.queue}, priority {priority:g}) {why} {v.op_id} "
-                f"(queue {v.queue}, priority {v.admitted_priority:g})")
+                f"(queue {v.queue}, priority {v.admitted_priority:g}){victim.paths}")
 
 
 def decide(state: AdmissionState, book: Book, now: datetime, default_namespace: str,

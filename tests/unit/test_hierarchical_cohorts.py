@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from opsched.proto.queues import Preemption
 from tests.builders import book, case, case_name, cohort, fold, queue, quota, t
-from tests.unit.preemption_scenarios import admitted_ids, codes, decide, gpu_op, start, victims
+from tests.unit.preemption_scenarios import admitted_ids, codes, decide, gpu_op, preemptions, start, victims
+
+ANY = Preemption(reclaim_within_cohort="Any")
 
 
 def run(c) -> tuple:
@@ -85,3 +88,82 @@ def test_a_department_borrowing_limit_is_named_in_why():
              incoming=("a2", "a", 2, 0))
     state, _ = run(c)
     assert "borrowing limit 1 of cohort dept-a reached" in state.ops["a2"].blocked[0].message
+
+
+# ---- reclaim walks down -------------------------------------------------------------------------------------
+
+#            r
+#       /    |      \
+#    c (2)  q-borrowing (0)  q-nominal (2)
+#    /   \
+#   q (0)  q-same-cohort (0)
+# (each case has q and the queues it names, as Kueue's)
+def kueue_tree(*others: str):
+    every = {"q-borrowing": queue("q-borrowing", cohort="r", gpus={"h100": 0}, preemption=ANY),
+             "q-nominal": queue("q-nominal", cohort="r", gpus={"h100": 2}, preemption=ANY),
+             "q-same-cohort": queue("q-same-cohort", cohort="c", gpus={"h100": 0}, preemption=ANY)}
+    return book(queue("q", cohort="c", gpus={"h100": 0}, preemption=ANY), *(every[n] for n in others),
+                cohorts=[cohort("r"), cohort("c", "r", gpus={"h100": 2})])
+
+
+#           org
+#       /    |     \
+#  dept-a  dept-b    c (0)
+#    |     /    \
+#  a (2)  b (0)  b2 (2)
+def two_departments():
+    return book(queue("a", cohort="dept-a", gpus={"h100": 2}, preemption=ANY),
+                queue("b", cohort="dept-b", gpus={"h100": 0}), queue("b2", cohort="dept-b", gpus={"h100": 2}),
+                queue("c", cohort="org", gpus={"h100": 0}),
+                cohorts=[cohort("org"), cohort("dept-a", "org"), cohort("dept-b", "org")])
+
+
+@pytest.mark.parametrize("c", [
+    case("a queue reclaims its cohort's quota from a queue borrowing it one level up",
+         kueue="preemption_hierarchical_test: preempt with hierarchical advantage",
+         tree=kueue_tree("q-borrowing"), running=[("admitted2", "q-borrowing", 2, 0)],
+         incoming=("incoming", "q", 2, 0), victims=["admitted2"]),
+    case("queues within their nominal quota are never reclaimed from",
+         kueue="preemption_hierarchical_test: avoid queues within nominal quota",
+         tree=kueue_tree("q-nominal", "q-borrowing"),
+         running=[("admitted1", "q-nominal", 2, -10), ("admitted2", "q-borrowing", 2, 0)],
+         incoming=("incoming", "q", 2, 0), victims=["admitted2"]),
+    case("several borrowers are reclaimed from, of any priority, when the request fits the subtree",
+         kueue="preemption_hierarchical_test: preempt multiple with hierarchical advantage",
+         tree=kueue_tree("q-borrowing"),
+         running=[("admitted1", "q-borrowing", 1, 1), ("admitted2", "q-borrowing", 1, 2)],
+         incoming=("incoming", "q", 2, 0), victims=["admitted1", "admitted2"]),
+    case("a borrower outside the subtree goes before a lower-priority op of the queue itself",
+         kueue="preemption_hierarchical_test: prefer to preempt hierarchical candidate",
+         tree=kueue_tree("q-borrowing"),
+         running=[("admitted_same_queue", "q", 1, -2), ("admitted_borrowing", "q-borrowing", 1, 1)],
+         incoming=("incoming", "q", 1, 0), victims=["admitted_borrowing"]),
+    case("without the advantage a sibling's lower-priority borrower is not reclaimed to borrow in its place",
+         kueue="preemption_hierarchical_test: forced to preempt priority candidate (differs: Kueue preempts there "
+               "only through BorrowWithinCohort, which opsched does not have)",
+         tree=kueue_tree("q-nominal", "q-same-cohort"), running=[("admitted_nominal", "q-nominal", 2, -10),
+                                     ("admitted_same_cohort", "q-same-cohort", 2, -1)],
+         incoming=("incoming", "q", 2, 0), victims=[]),
+    case("a queue reclaims its quota from a cousin two levels away",
+         kueue="none (hierarchical_preemption.go: the walk up to the shared cohort, then down)",
+         tree=two_departments(), running=[("b1", "b", 2, 0), ("b3", "b", 2, 0)], incoming=("x", "a", 2, 0),
+         victims=["b3"]),
+    case("a department within its subtree quota is pruned, even with a lower-priority borrower in it",
+         kueue="preemption_hierarchical_test: avoid queues within nominal quota (a cohort level)",
+         tree=two_departments(), running=[("c1", "c", 2, 0), ("b1", "b", 2, -1)], incoming=("x", "a", 2, 0),
+         victims=["c1"]),
+], ids=case_name)
+def test_reclaim_walks_down_the_tree(c):
+    state, decisions = run(c)
+    assert victims(decisions) == c.victims
+    assert {d.reason for d in preemptions(decisions)} <= {"reclaim"}
+    assert admitted_ids(decisions) == []
+    assert codes(state, c.incoming[0]) == (["waiting_for_victims"] if c.victims else ["quota_exhausted"])
+
+
+def test_a_reclaim_across_levels_names_both_paths():
+    c = case("", tree=two_departments(), running=[("b1", "b", 2, 0), ("b3", "b", 2, 0)], incoming=("x", "a", 2, 0))
+    _, decisions = run(c)
+    (d,) = preemptions(decisions)
+    assert d.message == ("x (queue a, priority 0) reclaims quota lent to b3 (queue b, priority 0); "
+                         "preemptor path /org/dept-a/a; preemptee path /org/dept-b/b")

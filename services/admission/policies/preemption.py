@@ -1,14 +1,23 @@
 """Preemption: which running ops to take room from so that a waiting op fits (Kueue's rules).
 
 Candidates: ops of the same queue with a lower priority (or, with LowerOrNewerEqualPriority, the
-same priority and submitted later), and — reclaiming lent quota — ops of other queues of the cohort
+same priority and submitted later), and — reclaiming lent quota — ops of other queues of the cohort tree
 that run on borrowed quota (policy LowerPriority or Any). Never: ops with `preemptible: false` (which
 never borrow either: ``policies.quota``), ops already being preempted, ops preempted less than the
-cooldown ago, ops running for less than their queue's minRuntime. Order: ops of borrowing queues
-first, then lowest priority, then most recently admitted. Take them greedily on a copy of the
-snapshot until the op fits, then drop every victim it fits without (walking back). Priorities
+cooldown ago, ops running for less than their queue's minRuntime. Priorities
 compared are effective ones: the preemptor's aged priority now, a victim's priority when it was
 admitted.
+
+Reclaim walks down the cohort tree (Kueue's ``classical/hierarchical_preemption.go`` and
+``candidate_generator.go``): a victim's queue, and every cohort between it and the lowest cohort it shares with
+the preemptor, must use more than its subtree quota of a key the preemptor needs (subtrees within their quota are
+pruned). A victim is of the ``advantage`` tier when the preemptor's request fits the subtree quota of its own side
+of that shared cohort (the quota the victim's side is using is the preemptor side's: any priority, as the
+queue's reclaimWithinCohort allows), else of the ``priority`` tier (only a lower priority, and the preemptor may
+then not borrow: Kueue's reclaim without borrowing). Flat cohorts: the preemptor's side is its queue, so advantage
+means its request fits its own nominal. Order: advantage, then priority, then ops of its own queue; within a tier
+the lowest priority, then the most recently admitted. Take them greedily on a copy of the snapshot until the op
+fits, then drop every victim it fits without (walking back).
 """
 from __future__ import annotations
 
@@ -18,20 +27,26 @@ from datetime import datetime
 
 from opsched.proto.queries import PendingReason
 from opsched.proto.reasons import PREEMPTION_LIFTS, Preemption, Reason, pending
-from opsched.services.admission.model.queues import Book
+from opsched.services.admission.model.cohorts import Node
+from opsched.services.admission.model.queues import Book, Key
 from opsched.services.admission.model.records import OpRecord
 from opsched.services.admission.policies.admit import ADMIT, BORROW, evaluate
+from opsched.services.admission.policies.quota import local_available, node_usage
 from opsched.services.admission.state.snapshot import Snapshot
 from opsched.services.admission.state.views import QueueView
 
 RESOLVABLE = PREEMPTION_LIFTS  # the reasons taking running ops away could lift (proto.reasons)
 MAX_CANDIDATES = 64
+ADVANTAGE, PRIORITY, WITHIN = "advantage", "priority", "within"  # victim tiers, in the order they are taken
+TIERS = {ADVANTAGE: 0, PRIORITY: 1, WITHIN: 2}
 
 
 @dataclass(frozen=True)
 class Victim:
     op: OpRecord
     reason: str  # "within_queue" or "reclaim"
+    tier: str = WITHIN
+    paths: str = ""  # nested cohorts: "; preemptor path /org/ml/a; preemptee path /org/infra/b" (for the message)
 
 
 def waiting_for(victims: Iterable[str]) -> PendingReason:
@@ -45,10 +60,55 @@ def worth_trying(reason_codes: list[str]) -> bool:
 
 
 def candidates(op: OpRecord, priority: float, view: QueueView, snap: Snapshot, now: datetime) -> list[Victim]:
-    out = [v for v in _eligible(op, priority, view, snap.book) if not _protected(v.op, snap.book, now)]
-    out.sort(key=lambda v: (v.reason != Preemption.RECLAIM, v.op.admitted_priority,
+    out: list[Victim] = []
+    for v in _eligible(op, priority, view, snap.book):
+        if _protected(v.op, snap.book, now):
+            continue
+        tiered = _reclaim_tier(op, priority, v, snap) if v.reason == Preemption.RECLAIM else v
+        if tiered is not None:
+            out.append(tiered)
+    out.sort(key=lambda v: (TIERS[v.tier], v.op.admitted_priority,
                             -(v.op.admitted_at.timestamp() if v.op.admitted_at else 0.0), v.op.op_id))
     return out[:MAX_CANDIDATES]
+
+
+def _reclaim_tier(op: OpRecord, priority: float, victim: Victim, snap: Snapshot) -> Victim | None:
+    """The reclaim candidate with its tier, or None when its subtree is within its quota (pruned), it holds nothing
+    the preemptor needs, or it is of the priority tier without a lower priority."""
+    book, usage = snap.book, snap.usage
+    tree = book.tree
+    keys = [(r, f) for r, f in victim.op.flavors.items()
+            if op.request.get(r, 0.0) > 0 and (r, f) in book.quotas.get(op.queue, {})]
+    mine, theirs = tree.path(op.queue), tree.path(victim.op.queue)
+    shared = next((n for n in mine if n in theirs), None)
+    if not keys or shared is None:
+        return None
+    over = lambda n: any(node_usage(tree, usage, n, k) > tree.subtree[n].get(k, 0.0) + 1e-9 for k in keys)  # noqa: E731
+    if not all(over(n) for n in theirs[:theirs.index(shared)]):
+        return None  # Kueue's IsWithinNominalInResources pruning
+    side = mine[:mine.index(shared)]
+    advantage = all(_fits_subtree(book, usage, side, k, op.request[k[0]]) for k in keys)
+    if not advantage and not victim.op.admitted_priority < priority:
+        return None
+    paths = ""
+    if tree.nested:
+        paths = f"; preemptor path {_slashed(mine)}; preemptee path {_slashed(theirs)}"
+    return Victim(victim.op, victim.reason, ADVANTAGE if advantage else PRIORITY, paths)
+
+
+def _fits_subtree(book: Book, usage, side: list[Node], key: Key, amount: float) -> bool:
+    """Does ``amount`` fit the subtree quota of the top of ``side`` (the preemptor's queue up to the child of the
+    shared cohort), passing up at each level what its local part cannot hold (Kueue's QuantitiesFitInQuota)?"""
+    tree = book.tree
+    fits = True
+    for node in side:
+        fits = node_usage(tree, usage, node, key) + amount <= tree.subtree[node].get(key, 0.0) + 1e-9
+        amount = max(0.0, amount - local_available(tree, usage, node, key))
+    return fits
+
+
+def _slashed(path: list[Node]) -> str:
+    return "/" + "/".join(n.name for n in reversed(path))
 
 
 def possible(op: OpRecord, view: QueueView, book: Book) -> bool:
@@ -71,7 +131,8 @@ def _eligible(op: OpRecord, priority: float, view: QueueView, book: Book) -> Ite
         reclaim = policy.reclaim_within_cohort
         for p, ops in list(queue.items()) if reclaim != "Never" else ():
             if reclaim == "Any" or p < priority:
-                yield from (Victim(view.record(v), Preemption.RECLAIM) for v in ops if view.record(v).borrowing)
+                yield from (Victim(view.record(v), Preemption.RECLAIM, PRIORITY) for v in ops
+                            if view.record(v).borrowing)
 
 
 def _within_queue(op: OpRecord, priority: float, policy: str, queue: Mapping[float, Set[str]],
@@ -122,6 +183,7 @@ def plan(op: OpRecord, snap: Snapshot, victims: list[Victim]) -> list[Victim] | 
 
 
 def _fits(op: OpRecord, sim: Snapshot, chosen: list[Victim]) -> bool:
+    """Fits once ``chosen`` are gone; borrowing only when no victim was reclaimed without advantage."""
     verdict = evaluate(op, sim, allow_borrow=True)
-    reclaiming = any(v.reason == Preemption.RECLAIM for v in chosen)
+    reclaiming = any(v.tier == PRIORITY for v in chosen)
     return verdict.outcome == ADMIT or (verdict.outcome == BORROW and not reclaiming)
