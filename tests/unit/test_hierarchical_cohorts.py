@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from opsched.proto.queues import Preemption
-from tests.builders import book, case, case_name, cohort, fold, queue, quota, t
+from tests.builders import book, case, case_name, cohort, fold, queue, quota, succeeded, t
 from tests.unit.preemption_scenarios import admitted_ids, codes, decide, gpu_op, preemptions, start, victims
 
 ANY = Preemption(reclaim_within_cohort="Any")
@@ -167,3 +167,40 @@ def test_a_reclaim_across_levels_names_both_paths():
     (d,) = preemptions(decisions)
     assert d.message == ("x (queue a, priority 0) reclaims quota lent to b3 (queue b, priority 0); "
                          "preemptor path /org/dept-a/a; preemptee path /org/dept-b/b")
+
+
+# ---- the rest of the cycle over a tree ---------------------------------------------------------------------
+
+def test_a_borrower_fitting_its_own_department_goes_before_one_that_needs_the_whole_tree():
+    """Kueue's FindHeightOfLowestSubtreeThatFits (scheduler_test "workload borrowing less is scheduled first"
+    orders the same way): y's queue comes first by priority, but x borrows within dept-a only."""
+    b = book(queue("a", cohort="dept-a", gpus={"h100": 0}), queue("s", cohort="dept-a", gpus={"h100": 1}),
+             queue("b", cohort="dept-b", gpus={"h100": 0}, priority=10),
+             cohorts=[cohort("org"), cohort("dept-a", "org"), cohort("dept-b", "org")])
+    state = fold(gpu_op("y", 1, queue="b"), gpu_op("x", 1, queue="a", at=1))
+    assert admitted_ids(decide(state, b, t(10))) == ["x"]
+    assert codes(state, "y") == ["quota_exhausted"]
+
+
+def test_an_op_ending_in_one_department_wakes_an_op_parked_in_another():
+    b = two_departments()
+    state = fold()
+    for n, op_id in enumerate(("b1", "b3")):
+        fold(gpu_op(op_id, 2, queue="b", at=n), state=state)
+        start(state, b, 10 + 2 * n, op_id)
+    fold(gpu_op("c1", 2, queue="c", at=20), state=state)  # c has no quota of its own: waits, parked
+    assert decide(state, b, t(30)) == [] and "c" in state.queues.parked
+    fold(succeeded("b3", at=t(40)), state=state)
+    assert admitted_ids(decide(state, b, t(41))) == ["c1"]
+
+
+def test_fair_share_is_flat_over_the_tree_with_the_cohorts_own_quota_in_the_totals():
+    from types import SimpleNamespace
+
+    from opsched.services.admission.policies.fairshare import share
+    from tests.builders import GPU
+
+    b = book(queue("a", cohort="dept", gpus={"h100": 2}), queue("c", cohort="org", gpus={"h100": 2}),
+             cohorts=[cohort("org", gpus={"h100": 4}), cohort("dept", "org")])
+    snap = SimpleNamespace(usage={"a": {(GPU, "h100"): 2.0}, "c": {}})
+    assert share(b, snap, "a") == 2 / (2 + 2 + 4)  # type: ignore[arg-type]

@@ -72,6 +72,13 @@ class Tree:
     def root_of(self, queue: str) -> Node:
         return self.path(queue)[-1]
 
+    def top(self, node: Node) -> Node:
+        """The root above ``node`` (itself for a root)."""
+        parent = self.parent.get(node)
+        while parent is not None:
+            node, parent = parent, self.parent.get(parent)
+        return node
+
     def queues_under(self, node: Node) -> list[str]:
         if not node.cohort:
             return [node.name]

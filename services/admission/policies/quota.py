@@ -117,6 +117,20 @@ def available_to(book: Book, usage: Usage, queue: str, key: Key) -> float:
     return max(0.0, available(book.tree, usage, Node(queue), key))
 
 
+def lowest_fitting_height(book: Book, usage: Usage, queue: str, need: dict[Key, float]) -> int:
+    """How far up ``queue``'s path the request first fits a subtree's quota: 0 within the queue's own, 1 within its
+    cohort's, ... (Kueue's FindHeightOfLowestSubtreeThatFits): a sibling's quota before a grandparent's. Flat: 1 for
+    every borrower. At each level, what the level's unused local part holds is not passed up."""
+    tree = book.tree
+    left = dict(need)
+    path = tree.path(queue)
+    for height, node in enumerate(path):
+        if all(node_usage(tree, usage, node, k) + v <= tree.subtree[node].get(k, 0.0) + 1e-9 for k, v in left.items()):
+            return height
+        left = {k: max(0.0, v - local_available(tree, usage, node, k)) for k, v in left.items()}
+    return len(path)
+
+
 def _why_not(book: Book, usage: Usage, queue: str, key: Key, used: float, line, amount: float) -> str:
     """The level that binds: a borrowing limit on the way up (the lowest one the request, less what each level
     holds locally, breaks), or the root that cannot lend enough."""
