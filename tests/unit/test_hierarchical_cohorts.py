@@ -204,3 +204,27 @@ def test_fair_share_is_flat_over_the_tree_with_the_cohorts_own_quota_in_the_tota
              cohorts=[cohort("org", gpus={"h100": 4}), cohort("dept", "org")])
     snap = SimpleNamespace(usage={"a": {(GPU, "h100"): 2.0}, "c": {}})
     assert share(b, snap, "a") == 2 / (2 + 2 + 4)  # type: ignore[arg-type]
+
+
+def test_queues_answers_each_declared_cohort_and_each_queue_s_path_and_the_table_shows_them():
+    from opsched.proto.queries import CohortUsage
+    from opsched.services.admission import queries
+    from opsched.tables import queues_table
+    from tests.builders import GPU
+
+    b = two_departments()
+    state = fold()
+    for n, op_id in enumerate(("b1", "b3")):
+        fold(gpu_op(op_id, 2, queue="b", at=n), state=state)
+        start(state, b, 10 + 2 * n, op_id)
+    answer = queries.queues(state, b)
+    assert {q.name: q.cohort_path for q in answer.queues} == {
+        "a": ["dept-a", "org"], "b": ["dept-b", "org"], "b2": ["dept-b", "org"], "c": ["org"]}
+    assert [(c.name, c.parent) for c in answer.cohorts] == [("org", None), ("dept-a", "org"), ("dept-b", "org")]
+    dept_b = answer.cohorts[2]
+    assert dept_b.usage == [CohortUsage(resource=GPU, flavor="h100", used=4.0, subtree=2.0, borrowed=2.0)]
+    table = queues_table(answer)
+    assert "COHORT  PARENT  USED/SUBTREE" in table
+    assert "dept-b  org     nvidia.com/gpu[h100] 4/2  nvidia.com/gpu[h100] 2" in table
+    flat = queries.queues(fold(), book(queue("a", cohort="lab")))
+    assert flat.cohorts == [] and flat.queues[0].cohort_path == [] and "USED/SUBTREE" not in queues_table(flat)
