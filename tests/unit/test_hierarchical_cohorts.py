@@ -228,3 +228,22 @@ def test_queues_answers_each_declared_cohort_and_each_queue_s_path_and_the_table
     assert "dept-b  org     nvidia.com/gpu[h100] 4/2  nvidia.com/gpu[h100] 2" in table
     flat = queries.queues(fold(), book(queue("a", cohort="lab")))
     assert flat.cohorts == [] and flat.queues[0].cohort_path == [] and "USED/SUBTREE" not in queues_table(flat)
+
+
+def test_the_nested_cohorts_example_of_the_docs_computes_what_it_says():
+    """docs/queues.md "Nested cohorts": the numbers its text gives."""
+    from opsched.rules.queues_file import parse_queues
+    from opsched.services.admission.model.cohorts import Node
+    from opsched.services.admission.model.queues import compile_book
+    from opsched.services.admission.policies.quota import available_to, check
+    from tests.builders import GPU
+    from tests.docs import snippet
+
+    b = compile_book(parse_queues(snippet("queues-nested-cohorts")))
+    key = (GPU, "h100")
+    subtree = {n: b.tree.subtree[Node(n, cohort=True)][key] for n in ("ml", "infra", "org")}
+    assert subtree == {"ml": 6, "infra": 4, "org": 12} and b.tree.local[Node("infra", cohort=True)][key] == 2
+    assert (available_to(b, {}, "vision", key), available_to(b, {}, "platform", key)) == (10, 14)
+    result = check(b, {"vision": {key: 4.0}}, "vision", key, 8)
+    assert result.reason == ("quota of nvidia.com/gpu flavor h100 exhausted (4/4 used, needs 8; borrowing limit 4 of "
+                             "cohort ml reached)")
