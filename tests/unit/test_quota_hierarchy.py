@@ -99,3 +99,54 @@ def test_a_tree_that_cannot_lend_names_the_cohorts_on_the_way_up():
     result = check(tree(), used(a=6, c=3), "a", H100, 1)
     assert result.fit == Fit.NO
     assert "6/2 used, needs 1" in result.reason and "the cohorts dept → org cannot lend enough" in result.reason
+
+
+# ---- what check admits never breaks a limit, anywhere in a random tree ---------------------------------------
+
+def random_tree(rng: random.Random):
+    """A valid random tree: cohorts c0.. (each parent an earlier cohort or none), queues under them (or none)."""
+    from opsched.proto.queues import Cohort, QueuesConfig
+    from opsched.rules.queues_file import QueuesConfigError
+    from opsched.services.admission.model.queues import compile_book
+    from tests.builders import gpu_flavor, resource_quota
+
+    while True:
+        cohorts = []
+        for i in range(rng.randint(1, 5)):
+            parent = rng.choice([None, *[f"c{j}" for j in range(i)]]) if i else None
+            line = random_line(rng) if parent else quota("h100", rng.randint(0, 4))
+            cohorts.append(Cohort(name=f"c{i}", parent=parent,
+                                  resources=[resource_quota(GPU, [line])] if rng.random() < 0.6 else []))
+        queues = [queue(f"q{i}", cohort=rng.choice([None, *[c.name for c in cohorts]]), gpus=[random_line(rng)])
+                  for i in range(rng.randint(1, 6))]
+        try:
+            return compile_book(QueuesConfig(queues=queues, default_queue="q0", cohorts=cohorts,
+                                             flavors=[gpu_flavor("h100")]))
+        except QueuesConfigError:
+            continue  # e.g. cohort quota no queue under it lists: draw again
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_what_check_admits_keeps_every_node_within_its_quota_and_limits(seed):
+    from opsched.services.admission.policies.quota import node_usage
+
+    rng = random.Random(seed)
+    b = random_tree(rng)
+    tree = b.tree
+    usage: dict = {}
+    admitted = 0
+    for _ in range(60):
+        q = rng.choice(list(b.queues))
+        amount = float(rng.randint(1, 3))
+        if check(b, usage, q, H100, amount).fit != Fit.NO:
+            usage.setdefault(q, {}).setdefault(H100, 0.0)
+            usage[q][H100] += amount
+            admitted += 1
+        for node, parent in tree.parent.items():
+            used, subtree = node_usage(tree, usage, node, H100), tree.subtree[node].get(H100, 0.0)
+            limit = tree.borrowing_limit(node, H100)
+            if parent is None:
+                assert used <= subtree + 1e-9, (seed, node, usage)
+            elif limit is not None:
+                assert used <= subtree + limit + 1e-9, (seed, node, usage)
+    assert admitted > 0 or all(tree.subtree[tree.top(n)].get(H100, 0.0) == 0 for n in tree.parent)
