@@ -61,10 +61,11 @@ def worth_trying(reason_codes: list[str]) -> bool:
 
 def candidates(op: OpRecord, priority: float, view: QueueView, snap: Snapshot, now: datetime) -> list[Victim]:
     out: list[Victim] = []
+    sides: dict[tuple, tuple[str, str] | None] = {}  # (victim queue, keys) -> (tier, paths): one tree walk each
     for v in _eligible(op, priority, view, snap.book):
         if _protected(v.op, snap.book, now):
             continue
-        tiered = _reclaim_tier(op, priority, v, snap) if v.reason == Preemption.RECLAIM else v
+        tiered = _reclaim_tier(op, priority, v, snap, sides) if v.reason == Preemption.RECLAIM else v
         if tiered is not None:
             out.append(tiered)
     out.sort(key=lambda v: (TIERS[v.tier], v.op.admitted_priority,
@@ -72,14 +73,29 @@ def candidates(op: OpRecord, priority: float, view: QueueView, snap: Snapshot, n
     return out[:MAX_CANDIDATES]
 
 
-def _reclaim_tier(op: OpRecord, priority: float, victim: Victim, snap: Snapshot) -> Victim | None:
+def _reclaim_tier(op: OpRecord, priority: float, victim: Victim, snap: Snapshot,
+                  sides: dict[tuple, tuple[str, str] | None]) -> Victim | None:
     """The reclaim candidate with its tier, or None when its subtree is within its quota (pruned), it holds nothing
     the preemptor needs, or it is of the priority tier without a lower priority."""
+    keys = tuple((r, f) for r, f in victim.op.flavors.items()
+                 if op.request.get(r, 0.0) > 0 and (r, f) in snap.book.quotas.get(op.queue, {}))
+    memo = (victim.op.queue, keys)
+    if memo not in sides:
+        sides[memo] = _side(op, victim.op.queue, list(keys), snap)
+    found = sides[memo]
+    if found is None:
+        return None
+    tier, paths = found
+    if tier == PRIORITY and not victim.op.admitted_priority < priority:
+        return None
+    return Victim(victim.op, victim.reason, tier, paths)
+
+
+def _side(op: OpRecord, queue: str, keys: list[Key], snap: Snapshot) -> tuple[str, str] | None:
+    """(tier, paths) of reclaiming from ``queue`` for ``op``; None when pruned or nothing needed is held there."""
     book, usage = snap.book, snap.usage
     tree = book.tree
-    keys = [(r, f) for r, f in victim.op.flavors.items()
-            if op.request.get(r, 0.0) > 0 and (r, f) in book.quotas.get(op.queue, {})]
-    mine, theirs = tree.path(op.queue), tree.path(victim.op.queue)
+    mine, theirs = tree.path(op.queue), tree.path(queue)
     shared = next((n for n in mine if n in theirs), None)
     if not keys or shared is None:
         return None
@@ -88,12 +104,8 @@ def _reclaim_tier(op: OpRecord, priority: float, victim: Victim, snap: Snapshot)
         return None  # Kueue's IsWithinNominalInResources pruning
     side = mine[:mine.index(shared)]
     advantage = all(_fits_subtree(book, usage, side, k, op.request[k[0]]) for k in keys)
-    if not advantage and not victim.op.admitted_priority < priority:
-        return None
-    paths = ""
-    if tree.nested:
-        paths = f"; preemptor path {_slashed(mine)}; preemptee path {_slashed(theirs)}"
-    return Victim(victim.op, victim.reason, ADVANTAGE if advantage else PRIORITY, paths)
+    paths = f"; preemptor path {_slashed(mine)}; preemptee path {_slashed(theirs)}" if tree.nested else ""
+    return (ADVANTAGE if advantage else PRIORITY), paths
 
 
 def _fits_subtree(book: Book, usage, side: list[Node], key: Key, amount: float) -> bool:
