@@ -57,7 +57,8 @@ class Tree:
 
     @property
     def nested(self) -> bool:
-        """Some declared cohort has a parent or quota: the tree is more than flat cohorts."""
+        """The configuration declares cohorts (``cohorts:``): the tree may be more than flat cohorts (paths and
+        heights then matter; without declarations every cohort is a root of queues, as before)."""
         return bool(self.declared)
 
     def path(self, queue: str) -> list[Node]:
