@@ -97,13 +97,13 @@ def test_a_department_borrowing_limit_is_named_in_why():
 #    c (2)  q-borrowing (0)  q-nominal (2)
 #    /   \
 #   q (0)  q-same-cohort (0)
-# (each case has q and the queues it names, as Kueue's)
-def kueue_tree(*others: str):
+# (each case has q and the queues it names, as Kueue's; q's and c's quota as the case says)
+def kueue_tree(*others: str, q: int = 0, c: int = 2):
     every = {"q-borrowing": queue("q-borrowing", cohort="r", gpus={"h100": 0}, preemption=ANY),
              "q-nominal": queue("q-nominal", cohort="r", gpus={"h100": 2}, preemption=ANY),
              "q-same-cohort": queue("q-same-cohort", cohort="c", gpus={"h100": 0}, preemption=ANY)}
-    return book(queue("q", cohort="c", gpus={"h100": 0}, preemption=ANY), *(every[n] for n in others),
-                cohorts=[cohort("r"), cohort("c", "r", gpus={"h100": 2})])
+    return book(queue("q", cohort="c", gpus={"h100": q}, preemption=ANY), *(every[n] for n in others),
+                cohorts=[cohort("r"), cohort("c", "r", gpus={"h100": c})])
 
 
 #           org
@@ -144,6 +144,18 @@ def two_departments():
          tree=kueue_tree("q-nominal", "q-same-cohort"), running=[("admitted_nominal", "q-nominal", 2, -10),
                                      ("admitted_same_cohort", "q-same-cohort", 2, -1)],
          incoming=("incoming", "q", 2, 0), victims=[]),
+    case("a queue within its own nominal reclaims from borrowers of any priority at every level",
+         kueue="preemption_hierarchical_test: incoming workload fits in CQ nominal quota",
+         tree=kueue_tree("q-borrowing", "q-same-cohort", q=4),
+         running=[("admitted-same-cohort", "q-same-cohort", 3, 10), ("admitted-borrowing", "q-borrowing", 3, 10)],
+         incoming=("incoming", "q", 4, 0), victims=["admitted-borrowing", "admitted-same-cohort"]),
+    case("the lowest-priority borrower goes first and an op within its queue's nominal is never taken",
+         kueue="preemption_hierarchical_test: reclaim nominal quota from lowest priority workload, excluding "
+               "non-borrowing",
+         tree=kueue_tree("q-borrowing", "q-nominal", c=3),
+         running=[("admitted-nominal", "q-nominal", 2, -2), ("prio-8", "q-borrowing", 1, 8),
+                  ("prio-9", "q-borrowing", 1, 9), ("prio-10", "q-borrowing", 1, 9)],
+         incoming=("incoming", "q", 1, 0), victims=["prio-8"]),
     case("a queue reclaims its quota from a cousin two levels away",
          kueue="none (hierarchical_preemption.go: the walk up to the shared cohort, then down)",
          tree=two_departments(), running=[("b1", "b", 2, 0), ("b3", "b", 2, 0)], incoming=("x", "a", 2, 0),

@@ -95,9 +95,9 @@ class Tree:
             stack.extend(reversed([c for c in self.children.get(node, []) if c.cohort]))
 
     def height(self, node: Node) -> int:
-        """0 for a queue; a cohort: 1 + its tallest child."""
-        kids = self.children.get(node, [])
-        return 0 if not node.cohort else 1 + max((self.height(c) for c in kids), default=0)
+        """The distance to its furthest leaf (Kueue's getNodeHeight): 0 for a queue or a cohort with nothing under it;
+        a cohort of queues only, 1."""
+        return max((1 + self.height(c) for c in self.children.get(node, [])), default=0)
 
     def borrowing_limit(self, node: Node, key: Key) -> float | None:
         line = self.lines.get(node, {}).get(key)

@@ -11,12 +11,13 @@ admitted.
 Reclaim walks down the cohort tree (Kueue's ``classical/hierarchical_preemption.go`` and
 ``candidate_generator.go``): a victim's queue, and every cohort between it and the lowest cohort it shares with
 the preemptor, must use more than its subtree quota of a key the preemptor needs (subtrees within their quota are
-pruned). A victim is of the ``advantage`` tier when the preemptor's request fits the subtree quota of its own side
-of that shared cohort (the quota the victim's side is using is the preemptor side's: any priority, as the
-queue's reclaimWithinCohort allows), else of the ``priority`` tier (only a lower priority, and the preemptor may
-then not borrow: Kueue's reclaim without borrowing). Flat cohorts: the preemptor's side is its queue, so advantage
-means its request fits its own nominal. Order: advantage, then priority, then ops of its own queue; within a tier
-the lowest priority, then the most recently admitted. Take them greedily on a copy of the snapshot until the op
+pruned). A victim is of the ``advantage`` tier when the preemptor's request fits the subtree quota of some node on
+its own side of that shared cohort (its queue, or a cohort above it: the quota the victim's side uses is the
+preemptor side's), and the preemptor may then borrow; else of the ``without_borrowing`` tier: the preemptor must
+then fit without borrowing (Kueue's ReclaimWithoutBorrowing; its BorrowWithinCohort is not done). Both take the
+priorities the queue's reclaimWithinCohort allows. Flat cohorts: advantage means the request fits the preemptor's
+own nominal. Order: advantage, then without_borrowing, then ops of its own queue; within a tier the lowest
+priority, then the most recently admitted. Take them greedily on a copy of the snapshot until the op
 fits, then drop every victim it fits without (walking back).
 """
 from __future__ import annotations
@@ -37,8 +38,9 @@ from opsched.services.admission.state.views import QueueView
 
 RESOLVABLE = PREEMPTION_LIFTS  # the reasons taking running ops away could lift (proto.reasons)
 MAX_CANDIDATES = 64
-ADVANTAGE, PRIORITY, WITHIN = "advantage", "priority", "within"  # victim tiers, in the order they are taken
-TIERS = {ADVANTAGE: 0, PRIORITY: 1, WITHIN: 2}
+# victim tiers, in the order they are taken (Kueue's HierarchicalReclaim, ReclaimWithoutBorrowing, WithinCQ)
+ADVANTAGE, WITHOUT_BORROWING, WITHIN = "advantage", "without_borrowing", "within"
+TIERS = {ADVANTAGE: 0, WITHOUT_BORROWING: 1, WITHIN: 2}
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,8 @@ def candidates(op: OpRecord, priority: float, view: QueueView, snap: Snapshot, n
 
 def _reclaim_tier(op: OpRecord, priority: float, victim: Victim, snap: Snapshot,
                   sides: dict[tuple, tuple[str, str] | None]) -> Victim | None:
-    """The reclaim candidate with its tier, or None when its subtree is within its quota (pruned), it holds nothing
-    the preemptor needs, or it is of the priority tier without a lower priority."""
+    """The reclaim candidate with its tier, or None when its subtree is within its quota (pruned) or it holds
+    nothing the preemptor needs (its priority the queue's reclaimWithinCohort already allowed)."""
     keys = tuple((r, f) for r, f in victim.op.flavors.items()
                  if op.request.get(r, 0.0) > 0 and (r, f) in snap.book.quotas.get(op.queue, {}))
     memo = (victim.op.queue, keys)
@@ -86,8 +88,6 @@ def _reclaim_tier(op: OpRecord, priority: float, victim: Victim, snap: Snapshot,
     if found is None:
         return None
     tier, paths = found
-    if tier == PRIORITY and not victim.op.admitted_priority < priority:
-        return None
     return Victim(victim.op, victim.reason, tier, paths)
 
 
@@ -105,18 +105,19 @@ def _side(op: OpRecord, queue: str, keys: list[Key], snap: Snapshot) -> tuple[st
     side = mine[:mine.index(shared)]
     advantage = all(_fits_subtree(book, usage, side, k, op.request[k[0]]) for k in keys)
     paths = f"; preemptor path {_slashed(mine)}; preemptee path {_slashed(theirs)}" if tree.nested else ""
-    return (ADVANTAGE if advantage else PRIORITY), paths
+    return (ADVANTAGE if advantage else WITHOUT_BORROWING), paths
 
 
 def _fits_subtree(book: Book, usage, side: list[Node], key: Key, amount: float) -> bool:
-    """Does ``amount`` fit the subtree quota of the top of ``side`` (the preemptor's queue up to the child of the
-    shared cohort), passing up at each level what its local part cannot hold (Kueue's QuantitiesFitInQuota)?"""
+    """Does ``amount`` fit the subtree quota of some node of ``side`` (the preemptor's queue, then its cohorts up to
+    the child of the shared cohort), passing up at each level what its local part cannot hold? Kueue's
+    hierarchical advantage (QuantitiesFitInQuota along the path): once it fits a level, it has it above too."""
     tree = book.tree
-    fits = True
     for node in side:
-        fits = node_usage(tree, usage, node, key) + amount <= tree.subtree[node].get(key, 0.0) + 1e-9
+        if node_usage(tree, usage, node, key) + amount <= tree.subtree[node].get(key, 0.0) + 1e-9:
+            return True
         amount = max(0.0, amount - local_available(tree, usage, node, key))
-    return fits
+    return False
 
 
 def _slashed(path: list[Node]) -> str:
@@ -143,7 +144,7 @@ def _eligible(op: OpRecord, priority: float, view: QueueView, book: Book) -> Ite
         reclaim = policy.reclaim_within_cohort
         for p, ops in list(queue.items()) if reclaim != "Never" else ():
             if reclaim == "Any" or p < priority:
-                yield from (Victim(view.record(v), Preemption.RECLAIM, PRIORITY) for v in ops
+                yield from (Victim(view.record(v), Preemption.RECLAIM, WITHOUT_BORROWING) for v in ops
                             if view.record(v).borrowing)
 
 
@@ -197,5 +198,5 @@ def plan(op: OpRecord, snap: Snapshot, victims: list[Victim]) -> list[Victim] | 
 def _fits(op: OpRecord, sim: Snapshot, chosen: list[Victim]) -> bool:
     """Fits once ``chosen`` are gone; borrowing only when no victim was reclaimed without advantage."""
     verdict = evaluate(op, sim, allow_borrow=True)
-    reclaiming = any(v.tier == PRIORITY for v in chosen)
+    reclaiming = any(v.tier == WITHOUT_BORROWING for v in chosen)
     return verdict.outcome == ADMIT or (verdict.outcome == BORROW and not reclaiming)

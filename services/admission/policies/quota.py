@@ -118,17 +118,18 @@ def available_to(book: Book, usage: Usage, queue: str, key: Key) -> float:
 
 
 def lowest_fitting_height(book: Book, usage: Usage, queue: str, need: dict[Key, float]) -> int:
-    """How far up ``queue``'s path the request first fits a subtree's quota: 0 within the queue's own, 1 within its
-    cohort's, ... (Kueue's FindHeightOfLowestSubtreeThatFits): a sibling's quota before a grandparent's. Flat: 1 for
-    every borrower. At each level, what the level's unused local part holds is not passed up."""
+    """The height (``Tree.height``) of the lowest node up ``queue``'s path whose subtree quota fits the request: 0
+    within the queue's own, 1 within a cohort of queues, ... (Kueue's FindHeightOfLowestSubtreeThatFits): a sibling's
+    quota before a grandparent's. Flat: 1 for every borrower. What a level's unused local part holds is not passed
+    up; none fits: the root's height."""
     tree = book.tree
     left = dict(need)
     path = tree.path(queue)
-    for height, node in enumerate(path):
+    for node in path:
         if all(node_usage(tree, usage, node, k) + v <= tree.subtree[node].get(k, 0.0) + 1e-9 for k, v in left.items()):
-            return height
+            return tree.height(node)
         left = {k: max(0.0, v - local_available(tree, usage, node, k)) for k, v in left.items()}
-    return len(path)
+    return tree.height(path[-1])
 
 
 def _why_not(book: Book, usage: Usage, queue: str, key: Key, used: float, line, amount: float) -> str:
