@@ -184,8 +184,8 @@ def test_a_reclaim_across_levels_names_both_paths():
 # ---- the rest of the cycle over a tree ---------------------------------------------------------------------
 
 def test_a_borrower_fitting_its_own_department_goes_before_one_that_needs_the_whole_tree():
-    """Kueue's FindHeightOfLowestSubtreeThatFits (scheduler_test "workload borrowing less is scheduled first"
-    orders the same way): y's queue comes first by priority, but x borrows within dept-a only."""
+    """Kueue's FindHeightOfLowestSubtreeThatFits (hierarchical_preemption.go; no scheduler_test case of its own
+    here): y's queue comes first by priority, but x borrows within dept-a only."""
     b = book(queue("a", cohort="dept-a", gpus={"h100": 0}), queue("s", cohort="dept-a", gpus={"h100": 1}),
              queue("b", cohort="dept-b", gpus={"h100": 0}, priority=10),
              cohorts=[cohort("org"), cohort("dept-a", "org"), cohort("dept-b", "org")])
