@@ -24,7 +24,21 @@ def queues_table(answer: QueuesAnswer) -> str:
         name = q.name + (" *" if q.name == answer.default_queue else "")
         rows.append((name, q.cohort or "-", running, q.pending, quota, borrowed, cost))
     table = grid(("QUEUE", "COHORT", "RUNNING", "PENDING", "USED/QUOTA", "BORROWED", "COST"), rows)
-    return f"{table}\n(* default queue; configuration from {answer.source})" + fragmentation_text(answer)
+    return (f"{table}\n(* default queue; configuration from {answer.source})" + cohorts_text(answer)
+            + fragmentation_text(answer))
+
+
+def cohorts_text(answer: QueuesAnswer) -> str:
+    """Declared (nested) cohorts: parent, usage against the subtree quota, what each borrows from its parent."""
+    if not answer.cohorts:
+        return ""
+    rows = []
+    for c in answer.cohorts:
+        used = ", ".join(f"{u.resource}[{u.flavor}] {u.used:g}/{u.subtree:g}" for u in c.usage) or "-"
+        borrowed = ", ".join(f"{u.resource}[{u.flavor}] {u.borrowed:g}" for u in c.usage if u.borrowed) or "-"
+        rows.append((c.name, c.parent or "-", used, borrowed))
+    return "\n\n" + grid(("COHORT", "PARENT", "USED/SUBTREE", "BORROWED"), rows) + (
+        "\n(subtree: the cohort's own quota plus what the queues and cohorts under it lend it)")
 
 
 def fragmentation_text(answer: QueuesAnswer) -> str:

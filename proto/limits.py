@@ -38,6 +38,7 @@ MAX_QUANTITY = 2**63  # any resource quantity, in base units (bytes, cores)
 # ---- scheduling numbers -----------------------------------------------------------------------------
 MAX_PRIORITY = 1_000_000_000  # |raw priority| (Kubernetes' limit for user priority classes); a queue may bound lower
 MAX_RETRIES = 100
+MAX_COHORT_DEPTH = 6  # cohorts from a queue's own up to its root (org → dept → team is 3)
 MAX_DURATION_S = 366 * 24 * 3600  # termination.timeout, termination.ttl, cache.ttl
 MAX_COST = 1e12  # any amount of money on the wire (non-negative, finite)
 MAX_PRICE_POINTS = 128  # an estimate's price points (pools x products): the cost service refuses a bigger catalogue

@@ -42,9 +42,32 @@ class FlavorUsage(Wire, kw_only=True):
     borrowing_limit: float | None = None
 
 
+class CohortUsage(Wire, kw_only=True):
+    """A cohort's quota of one (resource, flavor): ``subtree`` its own ``nominal`` plus what its children let it use;
+    ``used`` what its children use beyond the part each keeps; ``borrowed`` what it takes from its parent beyond its
+    subtree quota (``policies.quota``)."""
+
+    resource: str
+    flavor: str
+    used: float
+    subtree: float
+    nominal: float = 0.0
+    borrowed: float = 0.0
+    borrowing_limit: float | None = None
+
+
+class CohortStatus(Wire, kw_only=True):
+    """A cohort declared in the queue file (``cohorts:``), parents listed before their children."""
+
+    name: str
+    parent: str | None = None
+    usage: list[CohortUsage] = []
+
+
 class QueueStatus(Wire, kw_only=True):
     name: str
     cohort: str | None = None
+    cohort_path: list[str] = []  # nested cohorts: its cohort, then each parent up to the root
     running: int = 0
     concurrency: int | None = None
     services: int = 0  # of ``running``: its service ops
@@ -77,6 +100,7 @@ class QueuesAnswer(Wire, tag_field="type", tag="queues_answer", kw_only=True):
     default_queue: str = ""
     source: str = ""
     fragmentation: list[Fragmentation] = []  # per flavor and accelerator, once the nodes are known
+    cohorts: list[CohortStatus] = []  # the declared cohorts (none: flat cohorts only)
 
 
 class CostRequest(Wire, tag_field="type", tag="cost_request", kw_only=True):

@@ -2,7 +2,8 @@
 
 Kueue's quota model in Polyaxon's words: each queue has a concurrency, a priority, optional
 resource quota per resource and per *flavor* (an ordered list an op may fall back through), an
-optional cost quota, and may join a cohort whose members lend unused quota to each other.
+optional cost quota, and may join a cohort whose members lend unused quota to each other. Cohorts nest
+(``Cohort.parent``: team → dept → org), each with its own quota and limits (Kueue's hierarchical cohorts).
 Quantities are Kubernetes quantities ("8", "500m", "256Gi") or numbers. Unknown fields are refused:
 a misspelt quota must not silently mean "no quota".
 """
@@ -59,6 +60,19 @@ class FlavorQuota(Wire, kw_only=True, forbid_unknown_fields=True):
 class ResourceQuota(Wire, kw_only=True, forbid_unknown_fields=True):
     resource: str  # "nvidia.com/gpu", "cpu", "memory", ...
     flavors: list[FlavorQuota]
+
+
+class Cohort(Wire, kw_only=True, forbid_unknown_fields=True):
+    """A cohort declared with a ``parent`` cohort and quota of its own (Kueue's Cohort object). Its quota lines are a
+    queue's: ``nominal`` is shared by every queue under it, ``borrowingLimit`` caps what the subtree may borrow from
+    the parent's, ``lendingLimit``/``guaranteed`` what the subtree's unused quota the parent may lend elsewhere
+    (limits need a parent). A queue's ``cohort`` may name a cohort nobody declares: a root with no quota of its own.
+    """
+
+    name: str
+    parent: str | None = None  # None: a root
+    resources: list[ResourceQuota] = []
+    description: str = ""
 
 
 class PriorityClass(Wire, kw_only=True, forbid_unknown_fields=True):
@@ -234,6 +248,7 @@ class Agent(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class QueuesConfig(Wire, kw_only=True, forbid_unknown_fields=True):
     queues: list[Queue] = msgspec.field(default_factory=lambda: [Queue(name="default", concurrency=10)])
+    cohorts: list[Cohort] = []  # nested cohorts (parent, quota); a queue's cohort needs no entry here
     default_queue: str = "default"
     project_queues: dict[str, str] = {}  # project -> its default queue
     flavors: list[Flavor] = []

@@ -109,8 +109,9 @@ REASONS: dict[Reason, Rule] = {
         WaitsOn.SCOPE),
     Reason.QUOTA_EXHAUSTED: Rule(
         "its queue (and cohort) has no quota left for a resource it asks",
-        # borrowing: "; no cohort to borrow from", "; borrowing limit N reached" or ""; cohort: "" or " and the
-        # cohort cannot lend enough"
+        # borrowing: "; no cohort to borrow from", "; borrowing limit N reached", "; borrowing limit N of cohort C
+        # reached" or ""; cohort: "", " and the cohort cannot lend enough" or, nested, " and the cohorts C → D
+        # cannot lend enough" (policies.quota._why_not)
         "quota of {resource} flavor {flavor} exhausted ({used:g}/{nominal:g} used, needs {amount:g}{borrowing})"
         "{cohort}",
         True, WaitsOn.SCOPE),

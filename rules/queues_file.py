@@ -14,8 +14,8 @@ import yaml
 
 from opsched.proto import k8s_names
 from opsched.proto.access import problems as access_problems
-from opsched.proto.limits import MAX_CONNECTION_NAME_CHARS, MAX_PRIORITY
-from opsched.proto.queues import Connection, Queue, QueuesConfig
+from opsched.proto.limits import MAX_COHORT_DEPTH, MAX_CONNECTION_NAME_CHARS, MAX_PRIORITY
+from opsched.proto.queues import Cohort, Connection, Queue, QueuesConfig
 from opsched.proto.resources import QuantityError, amount
 from opsched.proto.subjects import valid_token
 from opsched.rules.agent_checks import agent_problems
@@ -55,6 +55,7 @@ def problems(config: QueuesConfig) -> list[str]:
             problems.append(f"projectQueues.{project}: {queue!r} is not one of the queues {names}")
     for i, q in enumerate(config.queues):
         problems += _queue_problems(f"queues[{i}]", q, flavor_names)
+    problems += _cohort_problems(config, flavor_names)
     if not config.init_image.strip():
         problems.append("initImage: an image name is needed (the git and file init steps run it)")
     problems += _connections_problems(config.connections, names)
@@ -144,8 +145,92 @@ def _queue_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:
     return out + _resources_problems(where, q, flavor_names)
 
 
-def _resources_problems(where: str, q: Queue, flavor_names: set[str]) -> list[str]:
-    """A queue's resources: each listed once, with flavors each listed once and defined, and valid quantities."""
+def _cohort_problems(config: QueuesConfig, flavor_names: set[str]) -> list[str]:
+    """Declared cohorts: unique DNS-label names, none a queue's; a ``parent`` declared too (a typo would make a new
+    root), no cycle, at most ``MAX_COHORT_DEPTH`` cohorts from a queue up to its root; quota lines as a queue's, no
+    limits on a root (there is nothing to borrow from or lend to), and only on keys (resource, flavor) some queue
+    under the cohort lists (a queue uses cohort quota only for the flavors it lists)."""
+    out: list[str] = []
+    names = [c.name for c in config.cohorts]
+    queue_names = {q.name for q in config.queues}
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        out.append(f"cohorts: the name {dup!r} is used twice")
+    for i, c in enumerate(config.cohorts):
+        at = f"cohorts[{i}]"
+        if not valid_token(c.name):
+            out.append(f"{at}.name: {c.name!r} must be lowercase letters, digits and dashes (a DNS label)")
+        if c.name in queue_names:
+            out.append(f"{at}.name: {c.name!r} is also a queue's name; a cohort and a queue need distinct names")
+        if c.parent is not None and c.parent not in names:
+            out.append(f"{at}.parent: {c.parent!r} is not a declared cohort (declared: "
+                       f"{', '.join(names) or 'none'}); declare it under cohorts")
+        out += _resources_problems(at, c, flavor_names) + _root_limit_problems(at, c)
+    cycles = _cycle_problems(config)
+    return out + cycles + ([] if cycles else _depth_problems(config) + _unused_quota_problems(config))
+
+
+def _root_limit_problems(at: str, c: Cohort) -> list[str]:
+    if c.parent is not None:
+        return []
+    return [f"{at}.resources[{j}].flavors[{k}].{field}: cohort {c.name!r} has no parent to borrow from or lend to; "
+            "limits need a parent cohort"
+            for j, rq in enumerate(c.resources) for k, f in enumerate(rq.flavors)
+            for field, value in (("borrowingLimit", f.borrowing_limit), ("lendingLimit", f.lending_limit),
+                                 ("guaranteed", f.guaranteed)) if value is not None]
+
+
+def _cycle_problems(config: QueuesConfig) -> list[str]:
+    out: list[str] = []
+    declared = {c.name: c for c in config.cohorts}
+    cycles: set[frozenset[str]] = set()
+    for i, c in enumerate(config.cohorts):
+        chain = [c.name]
+        parent = c.parent
+        while parent in declared and parent not in chain:
+            chain.append(parent)
+            parent = declared[parent].parent
+        if parent is not None and parent in chain:
+            loop = chain[chain.index(parent):] + [parent]
+            if frozenset(loop) not in cycles:
+                cycles.add(frozenset(loop))
+                out.append(f"cohorts[{i}].parent: the cohorts form a cycle {' → '.join(loop)}; a tree needs a root")
+    return out
+
+
+def _depth_problems(config: QueuesConfig) -> list[str]:
+    out: list[str] = []
+    for i, q in enumerate(config.queues):
+        path = cohort_path(config, q.cohort)
+        if len(path) > MAX_COHORT_DEPTH:
+            out.append(f"queues[{i}].cohort: {' → '.join(reversed(path))} → {q.name} is {len(path)} cohorts deep, "
+                       f"more than {MAX_COHORT_DEPTH}")
+    return out
+
+
+def _unused_quota_problems(config: QueuesConfig) -> list[str]:
+    listed: dict[str, set[tuple[str, str]]] = {}
+    for q in config.queues:
+        for cohort in cohort_path(config, q.cohort):
+            listed.setdefault(cohort, set()).update((rq.resource, f.name) for rq in q.resources for f in rq.flavors)
+    return [f"cohorts[{i}].resources[{j}].flavors[{k}].name: no queue under cohort {c.name!r} lists {rq.resource} "
+            f"flavor {f.name!r}, so none could use this quota"
+            for i, c in enumerate(config.cohorts) for j, rq in enumerate(c.resources) for k, f in enumerate(rq.flavors)
+            if (rq.resource, f.name) not in listed.get(c.name, set())]
+
+
+def cohort_path(config: QueuesConfig, cohort: str | None) -> list[str]:
+    """``cohort`` and its declared ancestors, up to the root (an undeclared cohort is a root); [] for None.
+    Assumes no cycle (``problems`` refuses one)."""
+    parents = {c.name: c.parent for c in config.cohorts}
+    out: list[str] = []
+    while cohort is not None and cohort not in out:
+        out.append(cohort)
+        cohort = parents.get(cohort)
+    return out
+
+
+def _resources_problems(where: str, q: Queue | Cohort, flavor_names: set[str]) -> list[str]:
+    """A queue's (or cohort's) resources: each listed once, with flavors each listed once and defined, and valid quantities."""
     out: list[str] = []
     seen_resources: set[str] = set()
     for j, rq in enumerate(q.resources):

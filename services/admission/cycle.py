@@ -61,6 +61,7 @@ from opsched.services.admission.policies.admit import (
     evaluate,
 )
 from opsched.services.admission.policies.fairshare import queue_order, share_of
+from opsched.services.admission.policies.quota import lowest_fitting_height
 from opsched.services.admission.policies.retries import retry_delay
 from opsched.services.admission.rendering import INVALID_TEMPLATE, rendered
 from opsched.services.admission.state.admission_state import AdmissionState, OpRecord, Status, snapshot_of
@@ -80,7 +81,8 @@ class Cycle:
         self.sealer = sealer or Sealer(None)  # the op's env values are rendered opened, recorded sealed
         self.fold, self.queues, self.usage = state.fold, state.queues, state.usage
         if self.queues.scoped_book is not book:
-            self.queues.configure_scopes(book, {q.name: q.cohort for q in book.config.queues if q.cohort})
+            self.queues.configure_scopes(book, {q.name: book.tree.root_of(q.name).name  # a whole tree's usage
+                                                for q in book.config.queues if q.cohort})
         self.snap = self.usage.current(book, now)
         if VERIFY:
             differences = same(self.snap, snapshot_of(state, book, now))
@@ -129,7 +131,8 @@ class Cycle:
     def _admit_borrowers(self, borrowers: list[OpRecord]) -> None:
         """Queue order, then op order; with fair sharing, always the queue with the lowest share now."""
         rank = {name: i for i, name in enumerate(self.book.order)}
-        pending = sorted(borrowers, key=lambda o: (rank[o.queue], o.key))
+        height = {o.op_id: self._borrow_height(o) for o in borrowers} if self.book.tree.nested else {}
+        pending = sorted(borrowers, key=lambda o: (height.get(o.op_id, 1), rank[o.queue], o.key))
         while pending:
             if self.book.config.fair_sharing.enabled:
                 shares = {q: share_of(self.book, self.snap, self.usage, q) for q in {o.queue for o in pending}}
@@ -140,6 +143,13 @@ class Cycle:
             verdict = evaluate(op, self.snap, allow_borrow=True)
             if not self._decide(op, verdict):
                 self._keep_waiting(op, verdict)
+
+    def _borrow_height(self, op: OpRecord) -> int:
+        """Nested cohorts: a borrower whose request fits a lower subtree goes first (``quota.lowest_fitting_height``),
+        measured on the flavors it would be admitted with now."""
+        verdict = evaluate(op, self.snap, allow_borrow=True)
+        need = {(r, f): op.request.get(r, 0.0) for r, f in verdict.flavors.items()}
+        return lowest_fitting_height(self.book, self.snap.usage, op.queue, need) if need else 1
 
     def priority(self, op: OpRecord) -> float:
         q = self.book.queues.get(op.queue)
@@ -335,7 +345,7 @@ def _preempt(victim: preemption.Victim, op: OpRecord, priority: float, now: date
         op_id=v.op_id, at=now, attempt=v.attempt, pod_names=pod_names(v.op_id, v.attempt, v.spec),
         namespace=v.namespace or "", preemptor=op.op_id, reason=victim.reason, agent=v.agent,
         message=f"{op.op_id} (queue {op.queue}, priority {priority:g}) {why} {v.op_id} "
-                f"(queue {v.queue}, priority {v.admitted_priority:g})")
+                f"(queue {v.queue}, priority {v.admitted_priority:g}){victim.paths}")
 
 
 def decide(state: AdmissionState, book: Book, now: datetime, default_namespace: str,

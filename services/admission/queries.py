@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from opsched.proto.queries import (
+    CohortStatus,
+    CohortUsage,
     FlavorUsage,
     PendingReason,
     QueuesAnswer,
@@ -13,10 +15,10 @@ from opsched.proto.queries import (
 )
 from opsched.proto.reasons import Reason, dependency_name, pending
 from opsched.services.admission.fragmentation import fragmentation
-from opsched.services.admission.model.queues import Book
+from opsched.services.admission.model.queues import Book, Usage
 from opsched.services.admission.policies.admit import ADMIT, BORROW, evaluate
 from opsched.services.admission.policies.preemption import waiting_for
-from opsched.services.admission.policies.quota import borrowed
+from opsched.services.admission.policies.quota import borrowed, node_usage
 from opsched.services.admission.state.admission_state import AdmissionState, OpRecord, Status, snapshot_of
 
 
@@ -104,10 +106,32 @@ def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
                              borrowed=borrowed(book, snap.usage, name, (r, f)),
                              borrowing_limit=line.borrowing_limit)
                  for (r, f), line in book.quotas[name].items()]
-        out.append(QueueStatus(name=name, cohort=q.cohort, running=snap.running[name], concurrency=q.concurrency,
+        path = [n.name for n in book.tree.path(name)[1:]] if book.tree.nested else []
+        out.append(QueueStatus(name=name, cohort=q.cohort, cohort_path=path, running=snap.running[name],
+                               concurrency=q.concurrency,
                                services=snap.services[name], max_services=q.services.max_services,
                                pending=state.queues.waiting(name), cost_used=snap.cost_used[name],
                                cost_quota=q.cost_quota, usage=usage))
     waiting = (o for o in state.ops.values() if not (o.status.active or o.status.terminal))
     return QueuesAnswer(queues=out, default_queue=book.default_queue, source=book.source,
-                        fragmentation=fragmentation(snap.capacity, book, waiting))
+                        fragmentation=fragmentation(snap.capacity, book, waiting), cohorts=_cohorts(book, snap.usage))
+
+
+def _cohorts(book: Book, usage: Usage) -> list[CohortStatus]:
+    """Each declared cohort's quota and usage per key, parents first (undeclared, flat cohorts are not listed)."""
+    tree = book.tree
+    out = []
+    for node in tree.cohorts():
+        if node.name not in tree.declared:
+            continue
+        lines = tree.lines.get(node, {})
+        rows = []
+        for key, subtree in sorted(tree.subtree[node].items()):
+            used = node_usage(tree, usage, node, key)
+            line = lines.get(key)
+            rows.append(CohortUsage(resource=key[0], flavor=key[1], used=used, subtree=subtree,
+                                    nominal=line.nominal if line else 0.0, borrowed=max(0.0, used - subtree),
+                                    borrowing_limit=line.borrowing_limit if line else None))
+        parent = tree.parent.get(node)
+        out.append(CohortStatus(name=node.name, parent=parent.name if parent else None, usage=rows))
+    return out

@@ -40,11 +40,11 @@ from tests.builders.preemption import (
     preempt_requested,
     preempted,
 )
-from tests.builders.queues import book, gpu_flavor, queue, queues_configured, quota, resource_quota
+from tests.builders.queues import book, cohort, gpu_flavor, queue, queues_configured, quota, resource_quota
 from tests.builders.specs import GPU, GPU_PRODUCT, OpBuilder, op
 
 __all__ = [
-    "GPU", "GPU_PRODUCT", "NAMESPACE", "T0", "Case", "OpBuilder", "admitted", "book", "cache_hit", "cache_missed",
+    "GPU", "GPU_PRODUCT", "NAMESPACE", "T0", "Case", "OpBuilder", "admitted", "book", "cache_hit", "cohort", "cache_missed",
     "case", "case_name", "configure_aging", "cost_estimated", "dispatched", "evicted", "failed", "failure_final", "fold",
     "first_fit", "gates_cleared", "gpu_flavor", "node", "node_removed", "op", "preempt_requested", "preempted", "queue",
     "queued", "queues_configured", "quota", "rejected", "resource_quota", "retry_scheduled", "running", "stop", "stop_requested", "stopped", "submit",

@@ -9,6 +9,7 @@ from typing import Any
 
 from opsched.proto.config import QueuesConfigured
 from opsched.proto.queues import (
+    Cohort,
     Flavor,
     FlavorQuota,
     PriorityClass,
@@ -49,9 +50,14 @@ def queue(name: str, *, gpus: dict[str, Any] | list[FlavorQuota] | None = None,
     return Queue(name=name, resources=quotas, **fields)
 
 
+def cohort(name: str, parent: str | None = None, *, gpus: dict[str, Any] | list[FlavorQuota] | None = None) -> Cohort:
+    """A declared cohort in one line: ``cohort("dept", "org", gpus={"h100": 2})``."""
+    return Cohort(name=name, parent=parent, resources=[resource_quota(GPU, gpus)] if gpus is not None else [])
+
+
 def book(*queues: Queue, flavors: list[Flavor] | None = None, default: str | None = None,
          projects: dict[str, str] | None = None, reject_unfittable: bool = True,
-         priority_classes: dict[str, int] | None = None, fair_sharing: Any = None):
+         priority_classes: dict[str, int] | None = None, fair_sharing: Any = None, cohorts: list[Cohort] | None = None):
     """A compiled queue book. Flavors a quota names but ``flavors`` does not define are defined as
     GPU-product flavors (``"a100"`` selects ``nvidia.com/gpu.product: A100``)."""
     from opsched.services.admission.model.queues import DEFAULT_FLAVOR, compile_book
@@ -67,6 +73,7 @@ def book(*queues: Queue, flavors: list[Flavor] | None = None, default: str | Non
                           reject_unfittable=reject_unfittable,
                           priority_classes=[PriorityClass(name=n, value=v)
                                             for n, v in (priority_classes or {}).items()],
+                          cohorts=list(cohorts or []),
                           **({"fair_sharing": fair_sharing} if fair_sharing is not None else {}))
     return compile_book(config)
 

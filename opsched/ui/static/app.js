@@ -124,7 +124,7 @@ function drawQueues() {
     }
     const card = el("div", { class: "queue", "data-queue": q.name },
       el("h3", {}, q.name + (q.name === answer.defaultQueue ? " (default)" : "")),
-      el("div", { class: "meta" }, `running ${running} · pending ${q.pending || 0}` + (q.cohort ? ` · cohort ${q.cohort}` : "")));
+      el("div", { class: "meta" }, `running ${running} · pending ${q.pending || 0}` + (q.cohort ? ` · cohort ${(q.cohortPath || [q.cohort]).join(" → ")}` : "")));
     for (const u of q.usage || []) {
       const borrowed = u.borrowed ? `, ${fmt(u.borrowed)} borrowed` : "";
       card.append(el("div", { class: "usage" }, `${u.resource} [${u.flavor}] ${fmt(u.used)}/${fmt(u.nominal)}${borrowed}`,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from opsched.proto.queues import Flavor, Queue, QueuesConfig
 from opsched.proto.resources import amount
 from opsched.rules.queues_file import DEFAULT_FLAVOR, QueuesConfigError, check
+from opsched.services.admission.model.cohorts import Tree, build
 
 Key = tuple[str, str]  # (resource, flavor): one quota line
 Usage = dict[str, dict[Key, float]]  # queue -> key -> used
@@ -31,7 +32,8 @@ class Book:
     flavors: dict[str, Flavor] = field(default_factory=dict)
     quotas: dict[str, dict[tuple[str, str], QuotaLine]] = field(default_factory=dict)
     flavor_order: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # queue -> resource -> flavors
-    cohorts: dict[str, list[str]] = field(default_factory=dict)
+    cohorts: dict[str, list[str]] = field(default_factory=dict)  # cohort -> the queues naming it
+    tree: Tree = field(default_factory=Tree)  # queues and cohorts, nested (``model.cohorts``)
     priority_classes: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -43,8 +45,8 @@ class Book:
         return self.config.default_queue
 
     def members(self, queue: str) -> list[str]:
-        cohort = self.queues[queue].cohort
-        return self.cohorts[cohort] if cohort else [queue]
+        """The queues sharing quota with ``queue``: every queue under its root cohort (itself alone without one)."""
+        return self.tree.queues_under(self.tree.root_of(queue))
 
 
 def compile_book(config: QueuesConfig, source: str = "default") -> Book:
@@ -59,6 +61,7 @@ def compile_book(config: QueuesConfig, source: str = "default") -> Book:
         book.quotas[q.name], book.flavor_order[q.name] = _quota_lines(q)
         if q.cohort:
             book.cohorts.setdefault(q.cohort, []).append(q.name)
+    book.tree = build(config)
     return book
 
 
