@@ -1,5 +1,5 @@
 """The CLI's read commands: `ops`, `watch`, `why`, `queues`, `cost`. Each prints a table for people, or with
-``--output json`` JSON for scripts (the answer exactly as the service gave it; `watch`: one object a line)."""
+``--output json|yaml`` its typed answer in full for scripts (``opsched.output``; `watch`: one JSON object a line)."""
 from __future__ import annotations
 
 import argparse
@@ -15,12 +15,9 @@ from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
 
-TABLE, JSON = "table", "json"
+from opsched.output import JSON, TABLE, add_output, emit, render
 
-
-def add_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", "-o", choices=(TABLE, JSON), default=TABLE,
-                   help="table for people (default), json for scripts")
+__all__ = ["JSON", "TABLE", "add_output", "add_read_parsers", "with_client"]
 
 
 def print_json(value: Any) -> None:
@@ -57,8 +54,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
             unknown = [i for i in args.id if not any(i in (r.op_id, r.batch) for r in rows)]
             if unknown:
                 return _fail(f"no operation {', '.join(unknown)} (`opsched ops` lists them all)", EXIT_INVALID)
-        if args.output == JSON:
-            print_json([json_row(r) for r in rows])
+        if args.output != TABLE:
+            print(render([json_row(r) for r in rows], args.output))
         else:
             print(table(rows) if rows else "no operations yet")
         return 0
@@ -111,7 +108,7 @@ def cmd_why(args: argparse.Namespace) -> int:
             if summary is not None:
                 answer.queue = answer.queue or summary.queue
                 answer.end_reason, answer.end_message = summary.reason or summary.status, summary.message
-        print_json(answer) if args.output == JSON else print(why_text(answer))
+        print(why_text(answer)) if args.output == TABLE else emit(answer, args.output)
         return 0 if answer.found else 1
     return with_client(args, run)
 
@@ -121,7 +118,7 @@ def show_queues(args: argparse.Namespace) -> int:
 
     async def show(client) -> int:
         answer = await client.queues()
-        print_json(answer) if args.output == JSON else print(queues_table(answer))
+        print(queues_table(answer)) if args.output == TABLE else emit(answer, args.output)
         return 0
     return with_client(args, show)
 
@@ -131,7 +128,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
     async def show(client) -> int:
         answer = await client.cost()
-        print_json(answer) if args.output == JSON else print(cost_text(answer))
+        print(cost_text(answer)) if args.output == TABLE else emit(answer, args.output)
         return 0
     return with_client(args, show)
 

@@ -53,3 +53,13 @@ def test_no_stale_schema_files_remain():
 def test_a_schema_snapshot_is_valid_json_naming_the_message():
     doc = json.loads((SCHEMA_DIR / "event.submitted.json").read_text())
     assert "OperationSubmitted" in json.dumps(doc)
+
+
+def test_the_checked_in_output_schemas_equal_the_code():
+    from opsched.proto.outputs import OUTPUTS
+    from opsched.proto.schema_snapshots import OUTPUT_SCHEMA_DIR, render_outputs
+
+    rendered = render_outputs()
+    assert set(rendered) == {f"{command}.json" for command in OUTPUTS}
+    on_disk = {p.name: p.read_text() for p in OUTPUT_SCHEMA_DIR.glob("*.json")}
+    assert on_disk == rendered, REGENERATE
