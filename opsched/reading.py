@@ -14,7 +14,6 @@ import msgspec
 from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
-
 from opsched.output import JSON, TABLE, add_output, emit, render
 
 __all__ = ["JSON", "TABLE", "add_output", "add_read_parsers", "with_client"]

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from opsched.output import full, render, timestamp
-from opsched.proto.queries import BudgetLine, CostAnswer, PendingReason, QueueStatus, QueuesAnswer, WhyAnswer
+from opsched.proto.queries import BudgetLine, CostAnswer, PendingReason, QueuesAnswer, QueueStatus, WhyAnswer
 
 
 def test_full_prints_every_field_with_its_default_and_nulls_in_camel_case_the_type_tag_first():
