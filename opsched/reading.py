@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -14,7 +13,7 @@ import msgspec
 from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
-from opsched.output import JSON, TABLE, add_output, emit, render
+from opsched.output import JSON, TABLE, add_output, emit
 
 __all__ = ["JSON", "TABLE", "add_output", "add_read_parsers", "with_client"]
 
@@ -44,7 +43,8 @@ def with_client(args: argparse.Namespace, action: Callable[[Any], Awaitable[int]
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    from opsched.view import table
+    from opsched.proto.outputs import OpList
+    from opsched.view import items, table
 
     async def show(client) -> int:
         rows = await client.ops()
@@ -54,18 +54,11 @@ def cmd_ops(args: argparse.Namespace) -> int:
             if unknown:
                 return _fail(f"no operation {', '.join(unknown)} (`opsched ops` lists them all)", EXIT_INVALID)
         if args.output != TABLE:
-            print(render([json_row(r) for r in rows], args.output))
+            emit(OpList(items=items(rows)), args.output)
         else:
             print(table(rows) if rows else "no operations yet")
         return 0
     return with_client(args, show)
-
-
-def json_row(row: Any) -> dict[str, Any]:
-    """An op's row as `ops --output json` prints it."""
-    out = dataclasses.asdict(row)
-    del out["rank"]  # the view's own ordering detail
-    return out
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

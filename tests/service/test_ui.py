@@ -94,7 +94,7 @@ async def test_a_page_gets_a_snapshot_then_every_change_of_an_op_until_it_succee
     assert [m["event"]["event"] for kind, m in seen if kind == "op"][-2:] == ["running", "succeeded"]
 
     status, state = await get(view, "/api/state")
-    assert status == 200 and [r["op_id"] for r in state["ops"]] == [op_id]
+    assert status == 200 and [r["opId"] for r in state["ops"]] == [op_id]
     assert state["ops"][0]["node"] == "gpu-ui" and state["ops"][0]["name"] == "shown"
     status, detail = await get(view, f"/api/ops/{op_id}")
     assert status == 200 and detail["timeline"][0]["event"] == "submitted"
@@ -138,7 +138,7 @@ async def test_waiting_ops_get_their_position_and_reasons_and_lose_them_when_adm
     assert state["why"]["w1"]["reasons"][0]["code"] == "queue_concurrency"
     now = datetime.now(timezone.utc)
     await bus.publish(OperationSucceeded(op_id="w0", at=now, pod_name="op-w0-0"))
-    seen = await stream.until(lambda kind, m: kind == "op" and m["row"]["op_id"] == "w1" and m["row"]["active"])
+    seen = await stream.until(lambda kind, m: kind == "op" and m["row"]["opId"] == "w1" and m["row"]["active"])
     stream.close()
     assert seen[-1][1]["why"] is None  # admitted: its position is gone from the page
     assert ids == ["w0", "w1", "w2"]

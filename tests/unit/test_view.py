@@ -5,7 +5,7 @@ import pytest
 
 from opsched.proto import codec
 from opsched.proto.events import DispatchDelayed, ErrorRaised
-from opsched.view import OpsView, table
+from opsched.view import OpsView, gpus_text, money_text, table
 from tests.builders import (
     T0,
     admitted,
@@ -93,22 +93,24 @@ def test_an_admitted_op_whose_dispatch_waits_for_the_kubernetes_api_says_so_unti
 
 def test_the_row_shows_name_queue_gpus_and_cost():
     row = row_of(SUBMITTED, cost_estimated(amount=12.345))
-    assert (row.name, row.queue, row.gpus, row.cost) == ("train", "gpu-a", "2", "12.35 USD")
+    assert (row.name, row.queue, row.gpus, money_text(row.estimate)) == ("train", "gpu-a", 2, "12.35 USD")
 
 
 def test_gpus_of_another_vendor_name_the_vendor():
     spec = op().gpus(4, resource="amd.com/gpu").build()
-    assert row_of(submitted(spec, op_id="op-1")).gpus == "4xamd.com"
+    row = row_of(submitted(spec, op_id="op-1"))
+    assert (row.gpus, row.accelerators, gpus_text(row.accelerators)) == (4, {"amd.com/gpu": 4.0}, "4xamd.com")
 
 
 def test_an_op_without_gpus_shows_a_dash():
-    assert row_of(submitted(op().cpu("1").build(), op_id="op-1")).gpus == "-"
+    row = row_of(submitted(op().cpu("1").build(), op_id="op-1"))
+    assert (row.gpus, gpus_text(row.accelerators)) == (0, "-")
 
 
 @pytest.mark.parametrize("c", [
     case("the node it runs on", events=[SUBMITTED, running(node="gpu-7")], node="gpu-7"),
     case("the node it finished on", events=[SUBMITTED, running(node=None), succeeded(node="gpu-8")], node="gpu-8"),
-    case("no node before it runs", events=[SUBMITTED, ADMITTED], node="-"),
+    case("no node before it runs", events=[SUBMITTED, ADMITTED], node=""),
 ], ids=case_name)
 def test_node(c):
     assert row_of(*c.events).node == c.node
