@@ -43,8 +43,17 @@ def with_client(args: argparse.Namespace, action: Callable[[Any], Awaitable[int]
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
     from opsched.proto.outputs import OpList
+    from opsched.selection import OpFilter, SelectionError
     from opsched.view import items, table
+
+    now = datetime.now(timezone.utc)
+    try:
+        selected = OpFilter.from_args(args, now)
+    except SelectionError as exc:
+        return _fail(str(exc), EXIT_INVALID)
 
     async def show(client) -> int:
         rows = await client.ops()
@@ -53,10 +62,13 @@ def cmd_ops(args: argparse.Namespace) -> int:
             unknown = [i for i in args.id if not any(i in (r.op_id, r.batch) for r in rows)]
             if unknown:
                 return _fail(f"no operation {', '.join(unknown)} (`opsched ops` lists them all)", EXIT_INVALID)
+        listed = {i.op_id for i in items(rows, now) if selected.matches(i)}
+        rows = [r for r in rows if r.op_id in listed]
         if args.output != TABLE:
-            emit(OpList(items=items(rows)), args.output)
+            emit(OpList(items=items(rows, now)), args.output)
         else:
-            print(table(rows) if rows else "no operations yet")
+            print(table(rows, wide=args.wide, now=now) if rows else "no operations (of those asked for)"
+                  if selected != OpFilter() or args.id else "no operations yet")
         return 0
     return with_client(args, show)
 
@@ -129,6 +141,10 @@ def add_read_parsers(sub: Any) -> None:
     o = sub.add_parser("ops", help="list operations (-o json: every field, the outputs of those that succeeded)")
     o.add_argument("id", nargs="*", help="only these ops (op ids, or a sweep's batch id)")
     add_output(o)
+    from opsched.selection import add_arguments as add_filters
+
+    add_filters(o)
+    o.add_argument("--wide", action="store_true", help="never cut REASON; add PROJECT, USER and BATCH columns")
     o.set_defaults(func=cmd_ops)
     w = sub.add_parser("watch", help="follow operations until they end: one op, several, or a sweep's batch id "
                                      "(a live table on a terminal, one line per event otherwise)")

@@ -287,13 +287,61 @@ def money_text(money: Money | None) -> str:
     return f"{money.amount:.2f} {money.currency}" if money is not None else "-"
 
 
-def table(rows: list[OpRow]) -> str:
-    """The ops, one a line; under them, each running service's endpoint in full (the REASON column is cut)."""
-    headers = ("ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "GPUS", "NODE", "EST. COST", "REASON")
-    data = [(r.op_id, r.name or "?", r.queue or "?", r.status, r.attempt, gpus_text(r.accelerators), r.node or "-",
-             money_text(r.estimate), _reason(r)[:60]) for r in rows]
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *data)]
-    lines = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in [headers, *data]]
+MIN_REASON = 30  # the REASON column is cut to the terminal's width, never below this
+
+
+def span_text(seconds: float) -> str:
+    """``42s``, ``3m12s``, ``2h5m``, ``4d``."""
+    s = int(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60}m"
+    return f"{s // 86400}d"
+
+
+def clock_text(at: datetime | None, now: datetime) -> str:
+    """Local ``HH:MM`` today, ``MM-DD HH:MM`` another day, ``-`` for none."""
+    if at is None:
+        return "-"
+    local, today = at.astimezone(), now.astimezone()
+    return f"{local:%H:%M}" if local.date() == today.date() else f"{local:%m-%d %H:%M}"
+
+
+def params_text(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def table(rows: list[OpRow], *, wide: bool = False, width: int | None = None, now: datetime | None = None) -> str:
+    """The ops, one a line; under them, each running service's endpoint in full. REASON is cut so the line fits
+    ``width`` (the terminal's), never below ``MIN_REASON``; ``wide``: never cut, with PROJECT, USER and BATCH.
+    A PARAMS column (the trial params) shows when a listed op is a trial of a sweep."""
+    import shutil
+
+    now = now or datetime.now(timezone.utc)
+    listed = items(rows, now)
+    trials = any(i.trial_params for i in listed)
+    headers = ["ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "GPUS", "NODE", "EST. COST", "AGE", "STARTED", "DURATION"]
+    headers += ["PROJECT", "USER", "BATCH"] if wide else []
+    headers += ["PARAMS"] if trials else []
+    data = []
+    for i in listed:
+        line = [i.op_id, i.name or "?", i.queue or "?", i.status, str(i.attempt), gpus_text(i.accelerators),
+                i.node or "-", money_text(i.estimate),
+                span_text((now - i.created_at).total_seconds()) if i.created_at else "-",
+                clock_text(i.started_at, now), span_text(i.duration_s) if i.duration_s is not None else "-"]
+        line += [i.project or "-", i.user or "-", i.batch or "-"] if wide else []
+        line += [params_text(i.trial_params) or "-"] if trials else []
+        data.append(line)
+    widths = [max(len(x) for x in col) for col in zip(headers, *data)]
+    room = None if wide else max(MIN_REASON, (width or shutil.get_terminal_size().columns)
+                                 - sum(w + 2 for w in widths))
+    reasons = [i.reason if room is None or len(i.reason) <= room else i.reason[:room - 1] + "…" for i in listed]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(line, widths)) + "  " + reason
+             for line, reason in zip([headers, *data], ["REASON", *reasons])]
+    lines = [line.rstrip() for line in lines]
     serving = [r for r in rows if r.endpoint and r.status == "running"]
     if serving:
         lines += ["", "services:"] + [f"  {r.op_id}  {serving_text(r.endpoint)}" for r in serving]
