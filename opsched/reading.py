@@ -1,4 +1,4 @@
-"""The CLI's read commands: `ops`, `watch`, `why`, `queues`, `cost`. Each prints a table for people, or with
+"""The CLI's read commands: `ops`, `watch`, `why`, `queues`, `cost`, `schedules`. Each prints a table for people, or with
 ``--output json|yaml`` its typed answer in full for scripts (``opsched.output``; `watch`: one JSON object a line)."""
 from __future__ import annotations
 
@@ -137,6 +137,19 @@ def cmd_cost(args: argparse.Namespace) -> int:
     return with_client(args, show)
 
 
+def cmd_schedules(args: argparse.Namespace) -> int:
+    from opsched.tables import schedules_table
+
+    async def show(client) -> int:
+        answer = await client.schedules(args.id)
+        unknown = [i for i in args.id if i not in {s.schedule_id for s in answer.schedules}]
+        if unknown:
+            return _fail(f"no schedule {', '.join(unknown)} (`opsched schedules` lists them all)", EXIT_INVALID)
+        print(schedules_table(answer)) if args.output == TABLE else emit(answer, args.output)
+        return 0
+    return with_client(args, show)
+
+
 def add_read_parsers(sub: Any) -> None:
     o = sub.add_parser("ops", help="list operations (-o json: every field, the outputs of those that succeeded)")
     o.add_argument("id", nargs="*", help="only these ops (op ids, or a sweep's batch id)")
@@ -161,3 +174,8 @@ def add_read_parsers(sub: Any) -> None:
     co = sub.add_parser("cost", help="spend per queue and project (today, week, month), burn rate, budgets left")
     add_output(co)
     co.set_defaults(func=cmd_cost)
+    sc = sub.add_parser("schedules", help="schedules: when each runs, its state (active, waiting, finished, "
+                                          "deleted, disabled), its next run and its last runs")
+    sc.add_argument("id", nargs="*", help="only these schedules")
+    add_output(sc)
+    sc.set_defaults(func=cmd_schedules)

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from opsched.proto.events import Money
-from opsched.proto.queries import CostAnswer, QueuesAnswer, WhyAnswer
+from opsched.proto.queries import CostAnswer, QueuesAnswer, SchedulesAnswer, WhyAnswer
 from opsched.proto.spec import Wire
 
 
@@ -65,4 +65,5 @@ OUTPUTS: dict[str, type] = {
     "why": WhyAnswer,
     "queues": QueuesAnswer,
     "cost": CostAnswer,
+    "schedules": SchedulesAnswer,
 }

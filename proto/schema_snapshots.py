@@ -20,6 +20,8 @@ from opsched.proto.queries import (
     CostRequest,
     QueuesAnswer,
     QueuesRequest,
+    SchedulesAnswer,
+    SchedulesRequest,
     WhyAnswer,
     WhyRequest,
 )
@@ -38,7 +40,7 @@ def render() -> dict[str, str]:
     groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed),
               "command": COMMANDS + (SetQueues,),
               "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer, HealthRequest,
-                        HealthAnswer),
+                        HealthAnswer, SchedulesRequest, SchedulesAnswer),
               "record": (OpSummary,)}
     for kind, types in groups.items():
         for cls in types:

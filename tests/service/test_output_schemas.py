@@ -19,6 +19,7 @@ from opsched.proto import subjects
 from opsched.proto.events import OperationSubmitted
 from opsched.proto.outputs import OUTPUTS
 from opsched.proto.queries import WhyAnswer
+from opsched.proto.schedules import ScheduleSpec
 from opsched.proto.schema_snapshots import OUTPUT_SCHEMA_DIR
 from opsched.proto.summaries import OpSummary
 from tests.builders import T0, op
@@ -75,6 +76,15 @@ async def test_every_read_command_prints_what_its_schema_says(opsched, client, b
         code, out, err = await opsched(command, "-o", "yaml")
         assert code == 0, err
         valid(command, out, "yaml")
+    await client.create_schedule(ScheduleSpec(kind="interval", frequency_s=3600, max_runs=2), op("nightly").build(),
+                                 schedule_id="nightly")
+    await events.expect(OperationSubmitted, "nightly-1")  # its first run: fired (and folded) before it was submitted
+    code, out, err = await opsched("schedules", "-o", "json")
+    [nightly] = valid("schedules", out)["schedules"]
+    assert (nightly["scheduleId"], nightly["state"], nightly["runs"], nightly["maxRuns"]) == ("nightly", "active", 1, 2)
+    assert nightly["lastRuns"][0]["runOpId"] == "nightly-1" and nightly["nextRunAt"].endswith("Z")
+    code, out, err = await opsched("schedules", "nosuch")
+    assert code == 2 and "no schedule nosuch" in err
 
 
 def _output_commands() -> set[str]:
