@@ -9,7 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from opsched import completion, entrypoint, reading
+from opsched import completion, entrypoint, reading, versioning
 from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE, add_connection_arguments
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
@@ -322,6 +322,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opsched", description=__doc__)
     add_connection_arguments(p)
+    versioning.add_flag(p)
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start nats-server, a local control plane with GPU nodes, and all services")
     from opsched.embedded import add_up_arguments
@@ -364,6 +365,7 @@ def parser() -> argparse.ArgumentParser:
     qs.set_defaults(func=cmd_queues)
     reading.add_read_parsers(sub)
     completion.add_parser(sub)
+    versioning.add_parser(sub)
     _add_schedule_parser(sub)
     ui = sub.add_parser("ui", help="serve the read-only web view: queues, ops, timelines, cost, live")
     from opsched.ui.options import add_ui_arguments

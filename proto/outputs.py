@@ -59,6 +59,16 @@ class OpList(Wire, tag_field="type", tag="op_list", kw_only=True):
     items: list[OpItem] = []
 
 
+class VersionInfo(Wire, tag_field="type", tag="version", kw_only=True):
+    """`opsched version`: the CLI's version, its Python, the digest of the wire contract it speaks (sha256 of
+    ``proto/schemas``: two sides with the same digest speak the same messages), and admission's version."""
+
+    client: str
+    python: str
+    wire_schemas: str
+    server: str | None = None  # admission's opsched version (null: it did not answer, or did not tell)
+
+
 # command -> the type its JSON/YAML output is (the schema snapshot and the contract test walk this)
 OUTPUTS: dict[str, type] = {
     "ops": OpList,
@@ -66,4 +76,5 @@ OUTPUTS: dict[str, type] = {
     "queues": QueuesAnswer,
     "cost": CostAnswer,
     "schedules": SchedulesAnswer,
+    "version": VersionInfo,
 }

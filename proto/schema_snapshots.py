@@ -76,6 +76,16 @@ def required_all(schema: Any) -> Any:
     return schema
 
 
+def digest(directory: Path = SCHEMA_DIR) -> str:
+    """sha256 of every checked-in schema (path and text, in path order): the wire contract's fingerprint."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in sorted(directory.rglob("*.json")):
+        h.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def _dump(schema: dict) -> str:
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 

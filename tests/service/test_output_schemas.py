@@ -22,6 +22,7 @@ from opsched.proto.queries import WhyAnswer
 from opsched.proto.schedules import ScheduleSpec
 from opsched.proto.schema_snapshots import OUTPUT_SCHEMA_DIR
 from opsched.proto.summaries import OpSummary
+from opsched.rules.version import version
 from tests.builders import T0, op
 from tests.service.test_verdicts import Cli
 
@@ -85,6 +86,9 @@ async def test_every_read_command_prints_what_its_schema_says(opsched, client, b
     assert nightly["lastRuns"][0]["runOpId"] == "nightly-1" and nightly["nextRunAt"].endswith("Z")
     code, out, err = await opsched("schedules", "nosuch")
     assert code == 2 and "no schedule nosuch" in err
+    code, out, err = await opsched("version", "-o", "json")
+    info = valid("version", out)
+    assert code == 0 and info["server"] == info["client"] == version() and len(info["wireSchemas"]) == 64
 
 
 def _output_commands() -> set[str]:
