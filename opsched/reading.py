@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
@@ -43,8 +44,6 @@ def with_client(args: argparse.Namespace, action: Callable[[Any], Awaitable[int]
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    from datetime import datetime, timezone
-
     from opsched.proto.outputs import OpList
     from opsched.selection import OpFilter, SelectionError
     from opsched.view import items, table
@@ -55,22 +54,47 @@ def cmd_ops(args: argparse.Namespace) -> int:
     except SelectionError as exc:
         return _fail(str(exc), EXIT_INVALID)
 
+    def chosen(rows: list[Any], when: datetime) -> list[Any]:
+        if args.id:  # these ops (a sweep's batch id: its ops)
+            rows = [r for r in rows if r.op_id in args.id or r.batch in args.id]
+        listed = {i.op_id for i in items(rows, when) if selected.matches(i)}
+        return [r for r in rows if r.op_id in listed]
+
+    def text(rows: list[Any], when: datetime, width: int | None = None) -> str:
+        rows = chosen(rows, when)
+        return (table(rows, wide=args.wide, now=when, width=width) if rows else "no operations (of those asked for)"
+                if selected != OpFilter() or args.id else "no operations yet")
+
+    if args.watch:
+        return _watch_ops(args, text)
+
     async def show(client) -> int:
         rows = await client.ops()
-        if args.id:  # these ops (a sweep's batch id: its ops), each of them known
-            rows = [r for r in rows if r.op_id in args.id or r.batch in args.id]
-            unknown = [i for i in args.id if not any(i in (r.op_id, r.batch) for r in rows)]
-            if unknown:
-                return _fail(f"no operation {', '.join(unknown)} (`opsched ops` lists them all)", EXIT_INVALID)
-        listed = {i.op_id for i in items(rows, now) if selected.matches(i)}
-        rows = [r for r in rows if r.op_id in listed]
+        unknown = [i for i in args.id if not any(i in (r.op_id, r.batch) for r in rows)]
+        if unknown:  # each id given is known
+            return _fail(f"no operation {', '.join(unknown)} (`opsched ops` lists them all)", EXIT_INVALID)
         if args.output != TABLE:
-            emit(OpList(items=items(rows, now)), args.output)
+            emit(OpList(items=items(chosen(rows, now), now)), args.output)
         else:
-            print(table(rows, wide=args.wide, now=now) if rows else "no operations (of those asked for)"
-                  if selected != OpFilter() or args.id else "no operations yet")
+            print(text(rows, now))
         return 0
     return with_client(args, show)
+
+
+def _watch_ops(args: argparse.Namespace, text: Callable[..., str]) -> int:
+    """`ops --watch`: the table redrawn until Ctrl-C (``opsched.opswatch``); a table on a terminal only."""
+    if args.output != TABLE:
+        return _fail("--watch draws the table; for scripts, `opsched watch ID... -o json` prints one JSON object "
+                     "per event", EXIT_INVALID)
+    if not sys.stdout.isatty():
+        return _fail("--watch needs a terminal (`opsched ops` prints the table once; `opsched watch` follows ops)",
+                     EXIT_INVALID)
+    from opsched.opswatch import watch_ops
+
+    try:
+        return with_client(args, lambda client: watch_ops(client, text, sys.stdout))
+    except KeyboardInterrupt:  # Ctrl-C: the way to stop watching
+        return 0
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -158,6 +182,7 @@ def add_read_parsers(sub: Any) -> None:
 
     add_filters(o)
     o.add_argument("--wide", action="store_true", help="never cut REASON; add PROJECT, USER and BATCH columns")
+    o.add_argument("--watch", "-w", action="store_true", help="redraw the table as ops change, until Ctrl-C")
     o.set_defaults(func=cmd_ops)
     w = sub.add_parser("watch", help="follow operations until they end: one op, several, or a sweep's batch id "
                                      "(a live table on a terminal, one line per event otherwise)")
