@@ -176,7 +176,9 @@ def cmd_schedules(args: argparse.Namespace) -> int:
 
 def add_read_parsers(sub: Any) -> None:
     o = sub.add_parser("ops", help="list operations (-o json: every field, the outputs of those that succeeded)")
-    o.add_argument("id", nargs="*", help="only these ops (op ids, or a sweep's batch id)")
+    from opsched import completion
+
+    completion.op_id(o.add_argument("id", nargs="*", help="only these ops (op ids, or a sweep's batch id)"))
     add_output(o)
     from opsched.selection import add_arguments as add_filters
 
@@ -186,14 +188,14 @@ def add_read_parsers(sub: Any) -> None:
     o.set_defaults(func=cmd_ops)
     w = sub.add_parser("watch", help="follow operations until they end: one op, several, or a sweep's batch id "
                                      "(a live table on a terminal, one line per event otherwise)")
-    w.add_argument("id", nargs="+", help="op ids, or one sweep's batch id")
+    completion.op_id(w.add_argument("id", nargs="+", help="op ids, or one sweep's batch id"))
     w.add_argument("--timeout", type=float, default=None, help="give up after this many quiet seconds")
     w.add_argument("--output", "-o", choices=(TABLE, JSON), default=TABLE,
                    help="json: one JSON object per event, for scripts")
     w.set_defaults(func=cmd_watch)
     y = sub.add_parser("why", help="why an operation is pending: ranked reasons and its queue position; an op "
                                    "that ended: its status and the reason and message it ended with")
-    y.add_argument("id")
+    completion.op_id(y.add_argument("id"))
     add_output(y)
     y.set_defaults(func=cmd_why)
     co = sub.add_parser("cost", help="spend per queue and project (today, week, month), burn rate, budgets left")
@@ -201,6 +203,6 @@ def add_read_parsers(sub: Any) -> None:
     co.set_defaults(func=cmd_cost)
     sc = sub.add_parser("schedules", help="schedules: when each runs, its state (active, waiting, finished, "
                                           "deleted, disabled), its next run and its last runs")
-    sc.add_argument("id", nargs="*", help="only these schedules")
+    completion.schedule_id(sc.add_argument("id", nargs="*", help="only these schedules"))
     add_output(sc)
     sc.set_defaults(func=cmd_schedules)

@@ -113,7 +113,10 @@ class OpFilter:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The filter flags (see the module docstring); each may be repeated."""
-    p.add_argument("--queue", "-q", action="append", metavar="QUEUE", help="only ops of this queue (repeatable)")
+    from opsched import completion
+
+    completion.queue(p.add_argument("--queue", "-q", action="append", metavar="QUEUE",
+                                    help="only ops of this queue (repeatable)"))
     p.add_argument("--status", "-s", action="append", metavar="STATUS",
                    help="only ops with this status, or active/ended/all (repeatable)")
     p.add_argument("--user", "-u", action="append", metavar="USER", help="only ops this user submitted")
