@@ -203,7 +203,7 @@ function drawDetail() {
   box.hidden = !selected;
   if (!selected) return;
   const row = state.ops.get(selected);
-  document.getElementById("detail-id").textContent = row ? `${selected} (${row.name}): ${row.status}` : selected;
+  document.getElementById("detail-id").textContent = row ? `${selected} (${row.name || "?"}): ${row.status}` : selected;
   const why = state.why[selected];
   const whyBox = document.getElementById("detail-why");
   whyBox.replaceChildren();
