@@ -20,6 +20,7 @@ from opsched.proto.events import (
     OperationRunning,
     OperationSucceeded,
 )
+from opsched.rules.version import version
 from opsched.ui.server import WebView
 from tests.builders import op
 
@@ -113,7 +114,8 @@ async def test_queues_cost_and_health_come_from_the_services_and_a_silent_one_is
     assert state["cost"]["type"] == "cost_answer" and "cost" not in state["unavailable"]
     health = state["health"]  # each service's own account of itself; one that does not answer: None
     assert health["admission"] is None and health["dispatcher"] is None
-    assert health["cost"] == {"type": "health_answer", "service": "cost", "instance": health["cost"]["instance"]}
+    assert health["cost"] == {"type": "health_answer", "service": "cost", "instance": health["cost"]["instance"],
+                              "version": version()}
     assert "problems" not in health["cache"]  # as sent: the wire leaves defaults out (none: fine)
     await stack_factory(names=("admission",), dispatcher_mode="null")
     await view.sources.refresh()
