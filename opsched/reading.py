@@ -60,10 +60,10 @@ def cmd_ops(args: argparse.Namespace) -> int:
         listed = {i.op_id for i in items(rows, when) if selected.matches(i)}
         return [r for r in rows if r.op_id in listed]
 
-    def text(rows: list[Any], when: datetime, width: int | None = None) -> str:
-        rows = chosen(rows, when)
-        return (table(rows, wide=args.wide, now=when, width=width) if rows else "no operations (of those asked for)"
-                if selected != OpFilter() or args.id else "no operations yet")
+    def text(every: list[Any], when: datetime, width: int | None = None) -> str:
+        rows = chosen(every, when)
+        return (table(rows, wide=args.wide, now=when, width=width, among=every) if rows
+                else "no operations (of those asked for)" if selected != OpFilter() or args.id else "no operations yet")
 
     if args.watch:
         return _watch_ops(args, text)
@@ -74,7 +74,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
         if unknown:  # each id given is known
             return _fail(f"no operation {', '.join(unknown)} (`opsched ops` lists them all)", EXIT_INVALID)
         if args.output != TABLE:
-            emit(OpList(items=items(chosen(rows, now), now)), args.output)
+            emit(OpList(items=items(chosen(rows, now), now, among=rows)), args.output)
         else:
             print(text(rows, now))
         return 0

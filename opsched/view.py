@@ -273,8 +273,10 @@ def trial_params(rows: list[OpRow]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def items(rows: list[OpRow], now: datetime | None = None) -> list[OpItem]:
-    trials = trial_params(rows)
+def items(rows: list[OpRow], now: datetime | None = None, among: list[OpRow] | None = None) -> list[OpItem]:
+    """``rows`` as ``OpItem``s; their trial params are what differs within their batch among ``among`` (default:
+    ``rows``; a listing filtered down to one trial still shows what sets it apart in its sweep)."""
+    trials = trial_params(among if among is not None else rows)
     return [item(r, now, trials.get(r.op_id)) for r in rows]
 
 
@@ -314,14 +316,15 @@ def params_text(params: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 
-def table(rows: list[OpRow], *, wide: bool = False, width: int | None = None, now: datetime | None = None) -> str:
+def table(rows: list[OpRow], *, wide: bool = False, width: int | None = None, now: datetime | None = None,
+          among: list[OpRow] | None = None) -> str:
     """The ops, one a line; under them, each running service's endpoint in full. REASON is cut so the line fits
     ``width`` (the terminal's), never below ``MIN_REASON``; ``wide``: never cut, with PROJECT, USER and BATCH.
-    A PARAMS column (the trial params) shows when a listed op is a trial of a sweep."""
+    A PARAMS column (the trial params, within ``among``: ``items``) shows when a listed op is a trial of a sweep."""
     import shutil
 
     now = now or datetime.now(timezone.utc)
-    listed = items(rows, now)
+    listed = items(rows, now, among)
     trials = any(i.trial_params for i in listed)
     headers = ["ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "GPUS", "NODE", "EST. COST", "AGE", "STARTED", "DURATION"]
     headers += ["PROJECT", "USER", "BATCH"] if wide else []

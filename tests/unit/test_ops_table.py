@@ -70,3 +70,11 @@ def test_started_is_a_local_clock_today_and_a_date_before():
     assert clock_text(today, now) == today.astimezone().strftime("%H:%M")
     assert clock_text(now - timedelta(days=3), now) == (now - timedelta(days=3)).astimezone().strftime("%m-%d %H:%M")
     assert clock_text(None, now) == "-"
+
+
+def test_one_trial_listed_alone_still_shows_what_sets_it_apart_in_its_sweep():
+    view = view_of(trial("s-0", 0.1), trial("s-1", 0.01))
+    every = list(view.rows.values())
+    one = [r for r in every if r.op_id == "s-1"]
+    lines = table(one, width=200, now=NOW, among=every).splitlines()
+    assert "PARAMS" in lines[0] and "lr=0.01" in lines[1]

@@ -82,3 +82,14 @@ def test_a_summary_written_before_accelerators_were_kept_reads_them_from_its_gpu
     assert (item.gpus, item.accelerators) == (3, {"nvidia.com/gpu": 2.0, "amd.com/gpu": 1.0})
     assert (item.estimate, item.cost, item.batch, item.params) == (None, None, "", {})
     assert accelerators_of_label("-") == {} and accelerators_of_label("8GiB-mem") == {}
+
+
+def test_trial_params_of_a_filtered_listing_come_from_the_whole_view():
+    from opsched.view import items
+
+    view = OpsView()
+    for i, lr in enumerate((0.1, 0.01)):
+        view.fold(trial(f"s-{i}", i, lr=lr, bs=64))
+    every = list(view.rows.values())
+    assert [i.trial_params for i in items(every[1:], among=every)] == [{"lr": 0.01}]
+    assert [i.trial_params for i in items(every[1:])] == [{}]
