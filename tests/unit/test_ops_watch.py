@@ -35,7 +35,7 @@ async def test_the_table_is_redrawn_as_events_come_until_stopped():
         return text
 
     client = types.SimpleNamespace(reads=bus)
-    task = asyncio.create_task(watch_ops(client, render, io.StringIO(), until=until))
+    task = asyncio.create_task(watch_ops(client, render, io.StringIO(), until=until, interval=0.01))
     await asyncio.wait_for(first_drawn.wait(), 5)
     assert "gone" in drawn[-1] and "pending" in drawn[-1]
     await bus.publish(submitted(op("second").build(), op_id="b"))
