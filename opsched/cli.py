@@ -9,7 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from opsched import completion, entrypoint, reading
+from opsched import completion, entrypoint, reading, versioning
 from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE, add_connection_arguments
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
@@ -322,6 +322,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opsched", description=__doc__)
     add_connection_arguments(p)
+    versioning.add_flag(p)
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start nats-server, a local control plane with GPU nodes, and all services")
     from opsched.embedded import add_up_arguments
@@ -332,8 +333,9 @@ def parser() -> argparse.ArgumentParser:
     _add_file_arguments(s)
     s.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value (after every "
                    "file)")
-    s.add_argument("--queue", "-q", help="the queue (default: the file's, else its project's, else the default "
-                   "queue); one the configuration in force does not have is refused (exit 2, the known ones listed)")
+    completion.queue(s.add_argument("--queue", "-q", help="the queue (default: the file's, else its project's, else "
+                                    "the default queue); one the configuration in force does not have is refused "
+                                    "(exit 2, the known ones listed)"))
     s.add_argument("--priority", type=int)
     s.add_argument("--id", help="operation id (default: random); the same id submitted twice is one op "
                    "(a sweep's ops are ID-0, ID-1, ...)")
@@ -364,6 +366,7 @@ def parser() -> argparse.ArgumentParser:
     qs.set_defaults(func=cmd_queues)
     reading.add_read_parsers(sub)
     completion.add_parser(sub)
+    versioning.add_parser(sub)
     _add_schedule_parser(sub)
     ui = sub.add_parser("ui", help="serve the read-only web view: queues, ops, timelines, cost, live")
     from opsched.ui.options import add_ui_arguments
@@ -392,7 +395,7 @@ def _verdict_parser(sub, verb: str, text: str) -> argparse.ArgumentParser:
 
     p = sub.add_parser(verb, help=text, description=text, epilog=VERDICT_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("id")
+    completion.op_id(p.add_argument("id"))
     p.add_argument("--timeout", type=float, default=VERDICT_TIMEOUT_S,
                    help=f"seconds to wait for admission's verdict (default {VERDICT_TIMEOUT_S:g})")
     return p
@@ -415,7 +418,7 @@ def _add_schedule_parser(sub) -> None:
     sc.add_argument("--id", help="schedule id (default: the op name and 6 random hex); run n is op ID-n")
     sc.add_argument("--delete", metavar="ID", help="delete this schedule: no new runs")
     sc.add_argument("--param", "-P", action="append", default=[], help="override a param: key=value")
-    sc.add_argument("--queue", "-q")
+    completion.queue(sc.add_argument("--queue", "-q"))
     sc.add_argument("--priority", type=int)
     sc.add_argument("--queues", type=Path, metavar="FILE", help=QUEUES_HELP)
     sc.set_defaults(func=cmd_schedule)

@@ -35,6 +35,8 @@ from opsched.proto.queries import (
     CostRequest,
     QueuesAnswer,
     QueuesRequest,
+    SchedulesAnswer,
+    SchedulesRequest,
     WhyAnswer,
     WhyRequest,
 )
@@ -236,6 +238,11 @@ class Client:
     async def queues(self, timeout: float = 5.0) -> QueuesAnswer:
         data = await self.bus.request(subjects.QUERY_QUEUES, QueuesRequest(), timeout=timeout)
         return msgspec.json.decode(data, type=QueuesAnswer)
+
+    async def schedules(self, ids: Sequence[str] = (), timeout: float = 5.0) -> SchedulesAnswer:
+        """Ask admission for its schedules (``ids``: only those): state, next run, last runs."""
+        data = await self.bus.request(subjects.QUERY_SCHEDULES, SchedulesRequest(ids=list(ids)), timeout=timeout)
+        return msgspec.json.decode(data, type=SchedulesAnswer)
 
     async def cost(self, timeout: float = 5.0) -> CostAnswer:
         """Ask the cost service: spend per queue and project (day/week/month), burn rate, budgets left."""

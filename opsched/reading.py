@@ -1,12 +1,12 @@
-"""The CLI's read commands: `ops`, `watch`, `why`, `queues`, `cost`. Each prints a table for people, or with
-``--output json`` JSON for scripts (the answer exactly as the service gave it; `watch`: one object a line)."""
+"""The CLI's read commands: `ops`, `watch`, `why`, `queues`, `cost`, `schedules`. Each prints a table for people, or with
+``--output json|yaml`` its typed answer in full for scripts (``opsched.output``; `watch`: one JSON object a line)."""
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
@@ -14,13 +14,9 @@ import msgspec
 from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
+from opsched.output import JSON, TABLE, add_output, emit
 
-TABLE, JSON = "table", "json"
-
-
-def add_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", "-o", choices=(TABLE, JSON), default=TABLE,
-                   help="table for people (default), json for scripts")
+__all__ = ["JSON", "TABLE", "add_output", "add_read_parsers", "with_client"]
 
 
 def print_json(value: Any) -> None:
@@ -48,28 +44,57 @@ def with_client(args: argparse.Namespace, action: Callable[[Any], Awaitable[int]
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    from opsched.view import table
+    from opsched.proto.outputs import OpList
+    from opsched.selection import OpFilter, SelectionError
+    from opsched.view import items, table
+
+    now = datetime.now(timezone.utc)
+    try:
+        selected = OpFilter.from_args(args, now)
+    except SelectionError as exc:
+        return _fail(str(exc), EXIT_INVALID)
+
+    def chosen(rows: list[Any], when: datetime) -> list[Any]:
+        if args.id:  # these ops (a sweep's batch id: its ops)
+            rows = [r for r in rows if r.op_id in args.id or r.batch in args.id]
+        listed = {i.op_id for i in items(rows, when) if selected.matches(i)}
+        return [r for r in rows if r.op_id in listed]
+
+    def text(every: list[Any], when: datetime, width: int | None = None) -> str:
+        rows = chosen(every, when)
+        return (table(rows, wide=args.wide, now=when, width=width, among=every) if rows
+                else "no operations (of those asked for)" if selected != OpFilter() or args.id else "no operations yet")
+
+    if args.watch:
+        return _watch_ops(args, text)
 
     async def show(client) -> int:
         rows = await client.ops()
-        if args.id:  # these ops (a sweep's batch id: its ops), each of them known
-            rows = [r for r in rows if r.op_id in args.id or r.batch in args.id]
-            unknown = [i for i in args.id if not any(i in (r.op_id, r.batch) for r in rows)]
-            if unknown:
-                return _fail(f"no operation {', '.join(unknown)} (`opsched ops` lists them all)", EXIT_INVALID)
-        if args.output == JSON:
-            print_json([json_row(r) for r in rows])
+        unknown = [i for i in args.id if not any(i in (r.op_id, r.batch) for r in rows)]
+        if unknown:  # each id given is known
+            return _fail(f"no operation {', '.join(unknown)} (`opsched ops` lists them all)", EXIT_INVALID)
+        if args.output != TABLE:
+            emit(OpList(items=items(chosen(rows, now), now, among=rows)), args.output)
         else:
-            print(table(rows) if rows else "no operations yet")
+            print(text(rows, now))
         return 0
     return with_client(args, show)
 
 
-def json_row(row: Any) -> dict[str, Any]:
-    """An op's row as `ops --output json` prints it."""
-    out = dataclasses.asdict(row)
-    del out["rank"]  # the view's own ordering detail
-    return out
+def _watch_ops(args: argparse.Namespace, text: Callable[..., str]) -> int:
+    """`ops --watch`: the table redrawn until Ctrl-C (``opsched.opswatch``); a table on a terminal only."""
+    if args.output != TABLE:
+        return _fail("--watch draws the table; for scripts, `opsched watch ID... -o json` prints one JSON object "
+                     "per event", EXIT_INVALID)
+    if not sys.stdout.isatty():
+        return _fail("--watch needs a terminal (`opsched ops` prints the table once; `opsched watch` follows ops)",
+                     EXIT_INVALID)
+    from opsched.opswatch import watch_ops
+
+    try:
+        return with_client(args, lambda client: watch_ops(client, text, sys.stdout))
+    except KeyboardInterrupt:  # Ctrl-C: the way to stop watching
+        return 0
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -105,7 +130,7 @@ def cmd_why(args: argparse.Namespace) -> int:
 
     async def run(client) -> int:
         answer = await why(client, args.id)  # an op that left admission's memory: completed from its summary
-        print_json(answer) if args.output == JSON else print(why_text(answer))
+        print(why_text(answer)) if args.output == TABLE else emit(answer, args.output)
         return 0 if answer.found else 1
     return with_client(args, run)
 
@@ -115,7 +140,7 @@ def show_queues(args: argparse.Namespace) -> int:
 
     async def show(client) -> int:
         answer = await client.queues()
-        print_json(answer) if args.output == JSON else print(queues_table(answer))
+        print(queues_table(answer)) if args.output == TABLE else emit(answer, args.output)
         return 0
     return with_client(args, show)
 
@@ -125,19 +150,39 @@ def cmd_cost(args: argparse.Namespace) -> int:
 
     async def show(client) -> int:
         answer = await client.cost()
-        print_json(answer) if args.output == JSON else print(cost_text(answer))
+        print(cost_text(answer)) if args.output == TABLE else emit(answer, args.output)
+        return 0
+    return with_client(args, show)
+
+
+def cmd_schedules(args: argparse.Namespace) -> int:
+    from opsched.tables import schedules_table
+
+    async def show(client) -> int:
+        answer = await client.schedules(args.id)
+        unknown = [i for i in args.id if i not in {s.schedule_id for s in answer.schedules}]
+        if unknown:
+            return _fail(f"no schedule {', '.join(unknown)} (`opsched schedules` lists them all)", EXIT_INVALID)
+        print(schedules_table(answer)) if args.output == TABLE else emit(answer, args.output)
         return 0
     return with_client(args, show)
 
 
 def add_read_parsers(sub: Any) -> None:
     o = sub.add_parser("ops", help="list operations (-o json: every field, the outputs of those that succeeded)")
-    o.add_argument("id", nargs="*", help="only these ops (op ids, or a sweep's batch id)")
+    from opsched import completion
+
+    completion.op_id(o.add_argument("id", nargs="*", help="only these ops (op ids, or a sweep's batch id)"))
     add_output(o)
+    from opsched.selection import add_arguments as add_filters
+
+    add_filters(o)
+    o.add_argument("--wide", action="store_true", help="never cut REASON; add PROJECT, USER and BATCH columns")
+    o.add_argument("--watch", "-w", action="store_true", help="redraw the table as ops change, until Ctrl-C")
     o.set_defaults(func=cmd_ops)
     w = sub.add_parser("watch", help="follow operations until they end: one op, several, or a sweep's batch id "
                                      "(a live table on a terminal, one line per event otherwise)")
-    w.add_argument("id", nargs="+", help="op ids, or one sweep's batch id")
+    completion.op_id(w.add_argument("id", nargs="+", help="op ids, or one sweep's batch id"))
     w.add_argument("--timeout", type=float, default=None, help="give up after this many quiet seconds")
     w.add_argument("--output", "-o", choices=(TABLE, JSON), default=TABLE,
                    help="json: one JSON object per event, for scripts")
@@ -145,9 +190,14 @@ def add_read_parsers(sub: Any) -> None:
     y = sub.add_parser("why", help="why an operation is pending: ranked reasons and its queue position; an op "
                                    "that ended: its status and the reason and message it ended with; then what "
                                    "happened to it, per attempt (admitted where, preempted by whom and why, ...)")
-    y.add_argument("id")
+    completion.op_id(y.add_argument("id"))
     add_output(y)
     y.set_defaults(func=cmd_why)
     co = sub.add_parser("cost", help="spend per queue and project (today, week, month), burn rate, budgets left")
     add_output(co)
     co.set_defaults(func=cmd_cost)
+    sc = sub.add_parser("schedules", help="schedules: when each runs, its state (active, waiting, finished, "
+                                          "deleted, disabled), its next run and its last runs")
+    completion.schedule_id(sc.add_argument("id", nargs="*", help="only these schedules"))
+    add_output(sc)
+    sc.set_defaults(func=cmd_schedules)

@@ -1,10 +1,10 @@
-"""Plain-text tables for `opsched queues`, `opsched why` and `opsched cost`."""
+"""Plain-text tables for `opsched queues`, `opsched why`, `opsched cost` and `opsched schedules`."""
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import datetime, timezone
 
 from opsched.proto.history import HistoryEntry
-from opsched.proto.queries import CostAnswer, QueuesAnswer, WhyAnswer
+from opsched.proto.queries import CostAnswer, QueuesAnswer, SchedulesAnswer, ScheduleStatus, WhyAnswer
 
 
 def grid(headers: tuple[str, ...], rows: list[tuple]) -> str:
@@ -136,3 +136,35 @@ def _limit(spent: float, limit: float | None, left: float | None, unit: str) -> 
     if limit is None:
         return "-"
     return f"{spent:.2f}/{limit:.2f} {unit} ({left:.2f} left)"
+
+
+def _ago(at: datetime, now: datetime) -> str:
+    from opsched.view import span_text
+
+    seconds = (now - at).total_seconds()
+    return f"{span_text(seconds)} ago" if seconds >= 0 else f"in {span_text(-seconds)}"
+
+
+def _when(s: ScheduleStatus) -> str:
+    if s.kind == "cron":
+        return s.cron or "-"
+    if s.kind == "interval":
+        from opsched.view import span_text
+
+        return f"every {span_text(s.frequency_s or 0)}"
+    return s.start_at.isoformat() if s.start_at else "-"
+
+
+def schedules_table(answer: SchedulesAnswer, now: datetime | None = None) -> str:
+    """One line per schedule: when it runs, its state (and why), its next run and its last runs."""
+    if not answer.schedules:
+        return "no schedules"
+    now = now or datetime.now(timezone.utc)
+    rows = []
+    for s in answer.schedules:
+        state = s.state + (f" ({s.reason})" if s.reason else "") + (f" (on {s.waiting_for})" if s.waiting_for else "")
+        runs = f"{s.runs}" + (f"/{s.max_runs}" if s.max_runs is not None else "")
+        last = ", ".join(f"#{r.run} {r.status or '?'} {_ago(r.fired_at, now)}" for r in reversed(s.last_runs[-3:]))
+        rows.append((s.schedule_id, s.name or "?", s.kind or "-", _when(s), state, runs,
+                     _ago(s.next_run_at, now) if s.next_run_at else "-", last or "-"))
+    return grid(("SCHEDULE", "NAME", "KIND", "WHEN", "STATE", "RUNS", "NEXT RUN", "LAST RUNS"), rows)

@@ -2,16 +2,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from opsched.proto import codec
 from opsched.proto.events import (
     CacheHit,
     CostEstimated,
+    CostRecorded,
     DispatchDelayed,
     ErrorRaised,
     Event,
     FailureFinal,
+    Money,
     OperationAdmitted,
     OperationDispatched,
     OperationEvicted,
@@ -31,22 +34,27 @@ from opsched.proto.events import (
     SpendRolled,
 )
 from opsched.proto.lifecycle import ACTIVE_LABELS, NEXT_ATTEMPT_SHOWN, SHOWN, TERMINAL_LABELS, Status
-from opsched.proto.pod_resources import gpus_of
+from opsched.proto.outputs import Endpoint, OpItem
+from opsched.proto.pod_resources import accelerators_of
 from opsched.proto.reasons import Ending, Reason, dependency_name, message
-from opsched.proto.summaries import OpSummary
+from opsched.proto.resources import gpus_label, is_device
+from opsched.proto.summaries import OpSummary, accelerators_of_label
 
 TERMINAL_STATUSES = TERMINAL_LABELS
 
 
 @dataclass
 class OpRow:
+    """What the fold knows of one op: typed facts (``item`` makes its ``OpItem``; the table formats that)."""
+
     op_id: str
-    name: str = "?"
-    queue: str = "?"
+    name: str = ""
+    queue: str = ""
     status: str = "pending"
-    gpus: str = "-"
-    node: str = "-"
-    cost: str = "-"
+    accelerators: dict[str, float] = field(default_factory=dict)  # resource -> total over its pods
+    node: str = ""
+    estimate: Money | None = None
+    cost: Money | None = None  # actual, every cost_recorded summed
     attempt: int = 0
     reason: str = ""
     rank: float = -1  # of its status (proto.lifecycle.SHOWN)
@@ -58,6 +66,20 @@ class OpRow:
     outputs: dict[str, Any] = field(default_factory=dict)  # what it succeeded with (its ``succeeded``'s)
     # a running service's: {"host": NAME.NS.svc, "ports": [...], "portForward": "kubectl port-forward ..."}
     endpoint: dict[str, Any] = field(default_factory=dict)
+    project: str = ""
+    user: str = ""  # who submitted it (``requested_by``)
+    tags: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    iteration: int | None = None
+    created_at: datetime | None = None
+    admitted_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+    @property
+    def gpus(self) -> int:
+        """Whole accelerator devices over all its pods."""
+        return int(sum(n for r, n in self.accelerators.items() if is_device(r)))
 
     @property
     def active(self) -> bool:
@@ -106,12 +128,21 @@ class OpsView:
         if summary.original_op_id and not reason:
             reason = f"{summary.relation} of {summary.original_op_id}"
         row = self.rows[summary.op_id] = OpRow(
-            summary.op_id, name=summary.name or "?", queue=summary.queue or "?", status=summary.status,
-            gpus=summary.gpus, node=summary.node or "-", attempt=summary.attempt, reason=reason,
-            cost=f"{summary.estimate:.2f} {summary.currency}" if summary.estimate else "-",
-            rank=max(s.rank for s in SHOWN.values()) + 1, outputs=dict(summary.outputs))
+            summary.op_id, name=summary.name, queue=summary.queue, status=summary.status,
+            accelerators=dict(summary.accelerators) or accelerators_of_label(summary.gpus),
+            node=summary.node, attempt=summary.attempt, reason=reason,
+            estimate=Money(amount=summary.estimate, currency=summary.currency) if summary.estimate else None,
+            cost=Money(amount=summary.cost, currency=summary.currency) if summary.cost else None,
+            rank=max(s.rank for s in SHOWN.values()) + 1, outputs=dict(summary.outputs),
+            project=summary.project, user=summary.requested_by, tags=list(summary.tags), params=dict(summary.params),
+            batch=summary.batch, iteration=summary.iteration, created_at=summary.submitted_at,
+            admitted_at=summary.admitted_at, started_at=summary.running_since, ended_at=summary.ended_at)
         self.summarized.add(summary.op_id)
         return row
+
+    def items(self, now: datetime | None = None) -> list[OpItem]:
+        """Every op as ``OpItem``, with its trial params (those that differ within its batch)."""
+        return items(list(self.rows.values()), now)
 
     def fold_bytes(self, data: bytes) -> OpRow | None:
         try:
@@ -126,31 +157,25 @@ def _reason(row: OpRow) -> str:
     return "; ".join(p for p in (row.reason, note) if p)
 
 
-def _gpus(event: OperationSubmitted) -> str:
-    return gpus_of(event.spec)
-
-
 def _details(row: OpRow, event: Event) -> None:
     _facts(row, event)
+    _times(row, event)
     _reason_now(row, event)
 
 
 def _facts(row: OpRow, event: Event) -> None:
     """What ``event`` tells of the op itself: its name, queue, GPUs, estimate, agent and node."""
     if isinstance(event, OperationSubmitted):
-        row.name, row.queue = event.spec.name, event.queue
-        row.max_retries = event.spec.termination.max_retries
-        if event.original_op_id:
-            row.reason = f"{event.relation} of {event.original_op_id}"
-        row.gpus = _gpus(event)
-        row.ignored = list(event.spec.ignored)
-        row.batch = event.spec.batch or ""
+        _submitted(row, event)
     elif isinstance(event, CostEstimated):
-        row.cost = f"{event.estimate.amount:.2f} {event.estimate.currency}"
+        row.estimate = event.estimate
+    elif isinstance(event, CostRecorded):
+        spent = (row.cost.amount if row.cost is not None else 0.0) + event.amount
+        row.cost = Money(amount=round(spent, 6), currency=event.currency)
     elif isinstance(event, OperationAdmitted):
-        row.agent = event.agent
+        row.agent, row.admitted_at = event.agent, event.at
         if event.estimate is not None:  # its estimate on the flavor it was admitted to (its currency: the estimate's)
-            row.cost = f"{event.estimate:.2f} {row.cost.partition(' ')[2] or 'USD'}"
+            row.estimate = Money(amount=event.estimate, currency=row.estimate.currency if row.estimate else "USD")
     elif isinstance(event, (OperationRunning, OperationSucceeded, OperationFailed)) and event.node:
         row.node = f"{row.agent}/{event.node}" if row.agent else event.node
     if isinstance(event, OperationSucceeded):
@@ -158,8 +183,32 @@ def _facts(row: OpRow, event: Event) -> None:
     if isinstance(event, OperationRunning) and event.endpoint is not None:
         e = event.endpoint
         row.endpoint = {"host": e.host, "ports": list(e.ports), "portForward": e.port_forward()}
-    if isinstance(event, OperationRejected) and row.name == "?":  # rejected at submit: no ``submitted`` named it
-        row.name, row.queue = event.name or "?", event.queue or row.queue
+    if isinstance(event, OperationRejected) and not row.name:  # rejected at submit: no ``submitted`` named it
+        row.name, row.queue = event.name or "", event.queue or row.queue
+
+
+def _submitted(row: OpRow, event: OperationSubmitted) -> None:
+    """What its submit says: name, queue, GPUs, who, its sweep, tags, params."""
+    spec = event.spec
+    row.name, row.queue = spec.name, event.queue
+    row.max_retries = spec.termination.max_retries
+    if event.original_op_id:
+        row.reason = f"{event.relation} of {event.original_op_id}"
+    row.accelerators = accelerators_of(spec)
+    row.ignored = list(spec.ignored)
+    row.batch = spec.batch or ""
+    row.project, row.user, row.tags = spec.project or "", event.requested_by or "", list(spec.tags)
+    row.params, row.iteration, row.created_at = dict(spec.params), spec.iteration, event.submitted_at
+
+
+def _times(row: OpRow, event: Event) -> None:
+    """When it started running (its latest attempt) and when it ended (its first terminal event)."""
+    if isinstance(event, OperationRunning):
+        row.started_at, row.ended_at = event.at, None
+    if isinstance(event, OperationResumed):
+        row.ended_at = None
+    elif SHOWN.get(type(event)) is not None and SHOWN[type(event)].label in TERMINAL_LABELS and not row.terminal:
+        row.ended_at = event.at
 
 
 def _reason_now(row: OpRow, event: Event) -> None:  # noqa: C901 - one branch per event type: a flat table
@@ -198,12 +247,111 @@ def serving_text(endpoint: dict[str, Any]) -> str:
     return f"serving at {endpoint['host']}:{ports}; from here: {endpoint['portForward']}"
 
 
-def table(rows: list[OpRow]) -> str:
-    """The ops, one a line; under them, each running service's endpoint in full (the REASON column is cut)."""
-    headers = ("ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "GPUS", "NODE", "EST. COST", "REASON")
-    data = [(r.op_id, r.name, r.queue, r.status, r.attempt, r.gpus, r.node, r.cost, _reason(r)[:60]) for r in rows]
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *data)]
-    lines = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in [headers, *data]]
+def item(row: OpRow, now: datetime | None = None, trial_params: dict[str, Any] | None = None) -> OpItem:
+    """``row`` as `opsched ops -o json` prints it; ``now`` for the duration of an op still running."""
+    end = row.ended_at or (now or datetime.now(timezone.utc) if row.status == "running" else None)
+    duration = (end - row.started_at).total_seconds() if row.started_at is not None and end is not None else None
+    e = row.endpoint
+    return OpItem(
+        op_id=row.op_id, name=row.name, queue=row.queue, project=row.project, user=row.user, status=row.status,
+        attempt=row.attempt, reason=_reason(row), batch=row.batch, iteration=row.iteration, params=dict(row.params),
+        trial_params=dict(trial_params or {}), tags=list(row.tags), gpus=row.gpus,
+        accelerators=dict(row.accelerators), node=row.node, agent=row.agent, estimate=row.estimate, cost=row.cost,
+        created_at=row.created_at, admitted_at=row.admitted_at, started_at=row.started_at, ended_at=row.ended_at,
+        duration_s=max(0.0, duration) if duration is not None else None, outputs=dict(row.outputs),
+        endpoint=Endpoint(host=e["host"], ports=list(e["ports"]), port_forward=e["portForward"]) if e else None,
+        ignored=list(row.ignored), max_retries=row.max_retries, history=list(row.history))
+
+
+def trial_params(rows: list[OpRow]) -> dict[str, dict[str, Any]]:
+    """Op id -> the params that differ among the ops of its batch (a sweep's trials), for ops of a batch of 2+."""
+    batches: dict[str, list[OpRow]] = {}
+    for r in rows:
+        if r.batch:
+            batches.setdefault(r.batch, []).append(r)
+    out: dict[str, dict[str, Any]] = {}
+    for members in batches.values():
+        if len(members) < 2:
+            continue
+        keys = {k for r in members for k in r.params}
+        varying = sorted(k for k in keys if len({repr(r.params.get(k)) for r in members}) > 1)
+        for r in members:
+            out[r.op_id] = {k: r.params[k] for k in varying if k in r.params}
+    return out
+
+
+def items(rows: list[OpRow], now: datetime | None = None, among: list[OpRow] | None = None) -> list[OpItem]:
+    """``rows`` as ``OpItem``s; their trial params are what differs within their batch among ``among`` (default:
+    ``rows``; a listing filtered down to one trial still shows what sets it apart in its sweep)."""
+    trials = trial_params(among if among is not None else rows)
+    return [item(r, now, trials.get(r.op_id)) for r in rows]
+
+
+def gpus_text(accelerators: dict[str, float]) -> str:
+    """``2``, ``1xamd.com``, ``8GiB-mem`` or ``-`` (``proto.resources.gpus_label``)."""
+    return gpus_label([(accelerators, 1)])
+
+
+def money_text(money: Money | None) -> str:
+    return f"{money.amount:.2f} {money.currency}" if money is not None else "-"
+
+
+MIN_REASON = 30  # the REASON column is cut to the terminal's width, never below this
+
+
+def span_text(seconds: float) -> str:
+    """``42s``, ``3m12s``, ``2h5m``, ``4d``."""
+    s = int(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60}m"
+    return f"{s // 86400}d"
+
+
+def clock_text(at: datetime | None, now: datetime) -> str:
+    """Local ``HH:MM`` today, ``MM-DD HH:MM`` another day, ``-`` for none."""
+    if at is None:
+        return "-"
+    local, today = at.astimezone(), now.astimezone()
+    return f"{local:%H:%M}" if local.date() == today.date() else f"{local:%m-%d %H:%M}"
+
+
+def params_text(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def table(rows: list[OpRow], *, wide: bool = False, width: int | None = None, now: datetime | None = None,
+          among: list[OpRow] | None = None) -> str:
+    """The ops, one a line; under them, each running service's endpoint in full. REASON is cut so the line fits
+    ``width`` (the terminal's), never below ``MIN_REASON``; ``wide``: never cut, with PROJECT, USER and BATCH.
+    A PARAMS column (the trial params, within ``among``: ``items``) shows when a listed op is a trial of a sweep."""
+    import shutil
+
+    now = now or datetime.now(timezone.utc)
+    listed = items(rows, now, among)
+    trials = any(i.trial_params for i in listed)
+    headers = ["ID", "NAME", "QUEUE", "STATUS", "ATTEMPT", "GPUS", "NODE", "EST. COST", "AGE", "STARTED", "DURATION"]
+    headers += ["PROJECT", "USER", "BATCH"] if wide else []
+    headers += ["PARAMS"] if trials else []
+    data = []
+    for i in listed:
+        line = [i.op_id, i.name or "?", i.queue or "?", i.status, str(i.attempt), gpus_text(i.accelerators),
+                i.node or "-", money_text(i.estimate),
+                span_text((now - i.created_at).total_seconds()) if i.created_at else "-",
+                clock_text(i.started_at, now), span_text(i.duration_s) if i.duration_s is not None else "-"]
+        line += [i.project or "-", i.user or "-", i.batch or "-"] if wide else []
+        line += [params_text(i.trial_params) or "-"] if trials else []
+        data.append(line)
+    widths = [max(len(x) for x in col) for col in zip(headers, *data)]
+    room = None if wide else max(MIN_REASON, (width or shutil.get_terminal_size().columns)
+                                 - sum(w + 2 for w in widths))
+    reasons = [i.reason if room is None or len(i.reason) <= room else i.reason[:room - 1] + "…" for i in listed]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(line, widths)) + "  " + reason
+             for line, reason in zip([headers, *data], ["REASON", *reasons])]
+    lines = [line.rstrip() for line in lines]
     serving = [r for r in rows if r.endpoint and r.status == "running"]
     if serving:
         lines += ["", "services:"] + [f"  {r.op_id}  {serving_text(r.endpoint)}" for r in serving]

@@ -82,7 +82,7 @@ class Plain:
             print(f"{row.op_id} {row.status}{'  ' + row.reason if row.reason else ''} (its events have expired)",
                   file=self.out, flush=True)
         else:
-            detail = f" node={row.node}" if row.node != "-" else ""
+            detail = f" node={row.node}" if row.node else ""
             print(f"{event.at:%H:%M:%S} {row.op_id} {codec.type_of(event):<15} -> {row.status}{detail}"
                   f"{'  ' + row.reason if row.reason else ''}", file=self.out, flush=True)
         if self.many and row.terminal:
@@ -102,7 +102,7 @@ class Json:
         c = tally.counts()
         line = {"op_id": row.op_id, "event": codec.type_of(event) if event is not None else None,
                 "at": event.at if event is not None else None, "status": row.status, "attempt": row.attempt,
-                "node": None if row.node == "-" else row.node, "reason": row.reason,
+                "node": row.node or None, "reason": row.reason,
                 "progress": {**dataclasses.asdict(c), "ended": c.ended}}
         print(msgspec.json.encode(line).decode(), file=self.out, flush=True)
 
@@ -142,7 +142,7 @@ def render(tally: Tally, title: str) -> Any:
     for column in ("ID", "NAME", "STATUS", "ATTEMPT", "NODE", "REASON"):
         table.add_column(column, overflow="fold" if column == "REASON" else "ellipsis")
     for r in tally.rows.values():
-        table.add_row(r.op_id, r.name, Text(r.status, style=STYLES.get(r.status, "")), str(r.attempt), r.node,
+        table.add_row(r.op_id, r.name or "?", Text(r.status, style=STYLES.get(r.status, "")), str(r.attempt), r.node or "-",
                       r.reason[:80])
     bar = ProgressBar(total=max(c.total, 1), completed=c.ended, width=40)
     return Group(Text(f"{title}  {c.line()}", style="bold"), bar, table)

@@ -16,6 +16,8 @@ from opsched.proto.queries import (
     CostRequest,
     QueuesAnswer,
     QueuesRequest,
+    SchedulesAnswer,
+    SchedulesRequest,
     WhyAnswer,
     WhyRequest,
 )
@@ -29,7 +31,8 @@ AnyOpsStream = Union[EVENTS + SCHEDULE_EVENTS]  # type: ignore[valid-type]  # ev
 AnySchedule = Union[SCHEDULE_EVENTS]  # type: ignore[valid-type]
 AnyCluster = Union[CLUSTER_EVENTS]  # type: ignore[valid-type]
 AnyConfig = Union[CONFIG_MESSAGES]  # type: ignore[valid-type]  # everything on config.>
-AnyQuery = Union[WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer]
+AnyQuery = Union[WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer, SchedulesRequest,
+                 SchedulesAnswer]
 
 _encoder = msgspec.json.Encoder()
 _event_decoder = msgspec.json.Decoder(AnyEvent)
@@ -146,7 +149,8 @@ def decode_config(data: bytes) -> QueuesConfigured | PricesConfigured:
     return _decoded(_config_decoder, data)
 
 
-def decode_query(data: bytes) -> WhyRequest | WhyAnswer | QueuesRequest | QueuesAnswer | CostRequest | CostAnswer:
+def decode_query(data: bytes) -> (WhyRequest | WhyAnswer | QueuesRequest | QueuesAnswer | CostRequest | CostAnswer
+                                  | SchedulesRequest | SchedulesAnswer):
     return _decoded(_query_decoder, data)
 
 

@@ -29,3 +29,4 @@ class HealthAnswer(Wire, tag_field="type", tag="health_answer", kw_only=True):
     instance: str = ""  # which replica answered
     role: str = ""  # "leader" or "standby" for a service one instance leads; "" otherwise
     problems: list[Problem] = []  # none: alive, ready and progressing
+    version: str = ""  # the opsched version it runs ("": not told)

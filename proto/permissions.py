@@ -50,7 +50,8 @@ VERBS: dict[str, tuple[str, ...]] = {
     "admin": ("submit", "stop", "restart", "copy", "resume", "touch", "approve", "reject", subjects.SET_QUEUES,
               subjects.SCHEDULE_CREATE, subjects.SCHEDULE_DELETE),
 }
-QUERIES = (subjects.QUERY_WHY, subjects.QUERY_QUEUES, subjects.QUERY_COST, subjects.QUERY_HEALTH_ALL)
+QUERIES = (subjects.QUERY_WHY, subjects.QUERY_QUEUES, subjects.QUERY_COST, subjects.QUERY_SCHEDULES,
+           subjects.QUERY_HEALTH_ALL)
 
 
 # each service's durable consumers (a dispatcher also those of the named agents: ``durables_of``) and the key-value

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from opsched.proto.resources import effective, gpus_label, limited, requested
+from opsched.proto.resources import GPU_MEMORY, effective, gpus_label, is_device, limited, requested
 from opsched.proto.spec import Container, OpSpec, ReplicaGroup
 
 
@@ -44,3 +44,13 @@ def pod_limits(spec: OpSpec) -> list[tuple[dict[str, float], int]]:
 def gpus_of(spec: OpSpec) -> str:
     """The op's accelerators as ``opsched ops`` shows them (``proto.resources.gpus_label``)."""
     return gpus_label(pod_limits(spec))
+
+
+def accelerators_of(spec: OpSpec) -> dict[str, float]:
+    """The op's accelerators over all its pods: each device resource's count and shared GPU memory (GiB)."""
+    out: dict[str, float] = {}
+    for limits, count in pod_limits(spec):
+        for resource, n in limits.items():
+            if (is_device(resource) or resource == GPU_MEMORY) and n:
+                out[resource] = out.get(resource, 0.0) + n * count
+    return out

@@ -139,3 +139,42 @@ class CostAnswer(Wire, tag_field="type", tag="cost_answer", kw_only=True):
     burn_rate_per_hour: float = 0.0  # spend of the last hour (finished and running attempts)
     spend: list[SpendLine] = []
     budgets: list[BudgetLine] = []
+
+
+class SchedulesRequest(Wire, tag_field="type", tag="schedules_request", kw_only=True):
+    ids: list[str] = []  # these schedules ([]: every one)
+
+
+class ScheduleRun(Wire, kw_only=True):
+    """One run a schedule fired: its op, the slot it was for, and where that op is now."""
+
+    run: int
+    run_op_id: str
+    scheduled_for: datetime
+    fired_at: datetime
+    status: str = ""  # the op's status label ("": admission knows no more of it)
+
+
+class ScheduleStatus(Wire, kw_only=True):
+    schedule_id: str
+    state: str  # "active", "waiting" (dependsOnPast holds it), "finished", "deleted" or "disabled"
+    name: str = ""  # its operation's
+    kind: str = ""  # "cron", "interval" or "datetime"
+    cron: str | None = None
+    frequency_s: int | None = None
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    max_runs: int | None = None
+    depends_on_past: bool = False
+    reason: str = ""  # why it finished or was disabled
+    message: str = ""
+    runs: int = 0  # runs fired
+    created_at: datetime | None = None
+    next_run_at: datetime | None = None  # its next slot (null: none, or it waits for an op)
+    last_run_at: datetime | None = None  # when its last run fired
+    last_runs: list[ScheduleRun] = []  # its last runs fired (at most 5), oldest first
+    waiting_for: str = ""  # the op dependsOnPast waits on (state waiting)
+
+
+class SchedulesAnswer(Wire, tag_field="type", tag="schedules_answer", kw_only=True):
+    schedules: list[ScheduleStatus] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -13,11 +14,14 @@ from opsched.proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from opsched.proto.events import EVENTS
 from opsched.proto.health import HealthAnswer, HealthRequest
 from opsched.proto.leases import LeaderClaimed
+from opsched.proto.outputs import OUTPUTS
 from opsched.proto.queries import (
     CostAnswer,
     CostRequest,
     QueuesAnswer,
     QueuesRequest,
+    SchedulesAnswer,
+    SchedulesRequest,
     WhyAnswer,
     WhyRequest,
 )
@@ -27,6 +31,7 @@ from opsched.proto.summaries import OpSummary
 
 SCHEMA_DIR = Path(__file__).with_name("schemas")
 SCHEDULE_SCHEMA_DIR = SCHEMA_DIR / "schedules"  # schedule messages (proto.schedules), kept apart
+OUTPUT_SCHEMA_DIR = SCHEMA_DIR / "output"  # what the CLI's read commands print with -o json|yaml (proto.outputs)
 
 
 def render() -> dict[str, str]:
@@ -35,7 +40,7 @@ def render() -> dict[str, str]:
     groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed),
               "command": COMMANDS + (SetQueues,),
               "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer, HealthRequest,
-                        HealthAnswer),
+                        HealthAnswer, SchedulesRequest, SchedulesAnswer),
               "record": (OpSummary,)}
     for kind, types in groups.items():
         for cls in types:
@@ -54,12 +59,40 @@ def render_schedules() -> dict[str, str]:
     return out
 
 
+def render_outputs() -> dict[str, str]:
+    """File name (in ``OUTPUT_SCHEMA_DIR``) -> JSON text: ``<command>.json`` for each command's output."""
+    return {f"{command}.json": _dump(required_all(msgspec.json.schema(t))) for command, t in OUTPUTS.items()}
+
+
+def required_all(schema: Any) -> Any:
+    """``schema`` with every property of every object required: ``opsched.output.full`` prints them all."""
+    if isinstance(schema, dict):
+        out = {k: required_all(v) for k, v in schema.items()}
+        if out.get("type") == "object" and isinstance(out.get("properties"), dict):
+            out["required"] = sorted(out["properties"])
+        return out
+    if isinstance(schema, list):
+        return [required_all(v) for v in schema]
+    return schema
+
+
+def digest(directory: Path = SCHEMA_DIR) -> str:
+    """sha256 of every checked-in schema (path and text, in path order): the wire contract's fingerprint."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in sorted(directory.rglob("*.json")):
+        h.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def _dump(schema: dict) -> str:
     return json.dumps(schema, indent=2, sort_keys=True) + "\n"
 
 
 def write() -> list[str]:
-    return _write(SCHEMA_DIR, render()) + [f"schedules/{n}" for n in _write(SCHEDULE_SCHEMA_DIR, render_schedules())]
+    return (_write(SCHEMA_DIR, render()) + [f"schedules/{n}" for n in _write(SCHEDULE_SCHEMA_DIR, render_schedules())]
+            + [f"output/{n}" for n in _write(OUTPUT_SCHEMA_DIR, render_outputs())])
 
 
 def _write(directory: Path, rendered: dict[str, str]) -> list[str]:

@@ -30,6 +30,7 @@ CONFIG_PRICES = "config.prices"  # the price catalogue in force (cost)
 CMD_SCHEDULE_ALL = "cmd.*.schedule.>"
 QUERY_WHY = "opsched.query.why"  # request/reply, answered by admission
 QUERY_QUEUES = "opsched.query.queues"
+QUERY_SCHEDULES = "opsched.query.schedules"  # request/reply, answered by admission
 QUERY_COST = "opsched.query.cost"  # request/reply, answered by cost
 QUERY_HEALTH_ALL = "opsched.query.health.*"  # request/reply, each service on its own (``health_query``)
 DEFAULT_ROUTE = "_"

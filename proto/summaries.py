@@ -4,6 +4,7 @@ op's retention ttl has passed and before its events are purged from the op strea
 ``why`` and ``status`` of an old op answer from it."""
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +28,7 @@ class OpSummary(Wire, tag_field="type", tag="op_summary", kw_only=True):
     reason: str = ""
     message: str = ""
     gpus: str = "-"  # as `opsched ops` shows them (proto.resources.gpus_label)
+    accelerators: dict[str, float] = {}  # resource -> total over its pods (proto.pod_resources.accelerators_of)
     node: str = ""
     submitted_at: datetime | None = None
     admitted_at: datetime | None = None
@@ -42,3 +44,22 @@ class OpSummary(Wire, tag_field="type", tag="op_summary", kw_only=True):
     outputs: dict[str, Any] = {}  # what it succeeded with (``OperationSucceeded.outputs``)
     history: list[HistoryEntry] = []  # what happened to it (``proto.history``), as ``why`` answered it ...
     history_dropped: int = 0  # ... and how many entries were left out
+    batch: str = ""  # the sweep it belonged to
+    iteration: int | None = None  # its index in its sweep
+    tags: list[str] = []
+    params: dict[str, Any] = {}
+
+
+_LABEL_PART = re.compile(r"^(\d+)(?:x(.+))?$")
+
+
+def accelerators_of_label(label: str) -> dict[str, float]:
+    """The devices of a ``gpus`` label (``2``, ``1xamd.com``), for a summary written before ``accelerators``
+    was: ``N`` is nvidia.com/gpu, ``NxVENDOR`` is VENDOR/gpu; shared GPU memory (``8GiB-mem``) is not kept."""
+    out: dict[str, float] = {}
+    for part in label.split(","):
+        m = _LABEL_PART.match(part.strip())
+        if m:
+            resource = f"{m.group(2)}/gpu" if m.group(2) else "nvidia.com/gpu"
+            out[resource] = out.get(resource, 0.0) + float(m.group(1))
+    return out

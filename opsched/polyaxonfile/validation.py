@@ -7,11 +7,16 @@
     are errors ("not supported yet; only ..."); so is an operation without a component. ``OpSpec.run_kind`` is the
     run kind.
 
-Unknown keys are errors ("unknown field"), and keys of ``keys.UNSUPPORTED`` are errors saying they
-are not supported yet; a missing required section gets a hint of what it should hold.
+Unknown keys are errors ("unknown field"), with the closest known key of that place when one is close
+(``unknown field 'comand'; did you mean 'command'?``, case first: ``nodeselector`` -> ``nodeSelector``), and
+keys of ``keys.UNSUPPORTED`` are errors saying they are not supported yet; a missing required section gets a
+hint of what it should hold.
 """
 from __future__ import annotations
 
+import difflib
+import types
+import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -75,10 +80,63 @@ def validate(model: type[BaseModel], data: Any, prefix: Loc) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise Problems([_problem(err, prefix) for err in exc.errors(include_url=False)]) from None
+        raise Problems([_problem(err, prefix, model) for err in exc.errors(include_url=False)]) from None
 
 
-def _problem(err: Any, prefix: Loc) -> Problem:
+def _models_in(annotation: Any) -> list[Any]:
+    """The pydantic models an annotation holds: itself, or inside Optional/Union/list/dict/Annotated."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _models_in(args[0])
+    if origin in (typing.Union, types.UnionType, list, tuple, set, frozenset):
+        return [m for a in args for m in _models_in(a)]
+    if origin is dict and len(args) == 2:
+        return [_DictOf(args[1])]
+    return []
+
+
+class _DictOf:
+    """A step through a mapping: any key, into its value."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _keys_of(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's keys as a file writes them (its aliases) -> their annotations."""
+    return {(f.alias or name): f.annotation for name, f in model.model_fields.items()}
+
+
+def known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys a file may write at ``loc`` (a path of keys and list indices, under ``model``)."""
+    current: list[Any] = [model]
+    for step in loc:
+        following: list[Any] = []
+        for m in current:
+            if isinstance(m, _DictOf):
+                following += _models_in(m.value)
+            elif isinstance(step, str) and step in _keys_of(m):
+                following += _models_in(_keys_of(m)[step])
+            elif isinstance(step, int) or step not in _keys_of(m):
+                following.append(m)  # a list index, or a union member's tag in pydantic's path: the same place
+        current = following
+    return sorted({k for m in current if not isinstance(m, _DictOf) for k in _keys_of(m)})
+
+
+def did_you_mean(key: str, known: list[str]) -> str | None:
+    """The known key ``key`` most likely meant: the same but for case, else the closest (none when nothing
+    is close)."""
+    same = [k for k in known if k.lower() == key.lower()]
+    if same:
+        return same[0]
+    close = difflib.get_close_matches(key, known, 1, 0.75)
+    return close[0] if close else None
+
+
+def _problem(err: Any, prefix: Loc, model: type[BaseModel] | None = None) -> Problem:
     loc = prefix + tuple(err["loc"])
     if err["type"] == "extra_forbidden":
         key = loc[-1]
@@ -88,7 +146,9 @@ def _problem(err: Any, prefix: Loc) -> Problem:
             return loc, REFUSED_MESSAGES[key]
         if key in UNSUPPORTED:
             return loc, f"'{key}' is not supported by opsched yet"
-        return loc, f"unknown field '{key}'"
+        known = known_keys(model, tuple(err["loc"])[:-1]) if model is not None else []
+        guess = did_you_mean(str(key), known)
+        return loc, f"unknown field '{key}'" + (f"; did you mean '{guess}'?" if guess else "")
     if err["type"] == "missing":
         return loc, _MISSING_HINTS.get(loc) or _MISSING_TAIL_HINTS.get(loc[-2:], "field required")
     if err["type"] in ("model_type", "dict_type", "model_attributes_type"):

@@ -5,16 +5,16 @@ snapshot (``EventSource`` does so by itself)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections import deque
 from typing import Any
 
 import msgspec
 
+from opsched.output import full
 from opsched.proto import codec
 from opsched.proto.events import CostRecorded, ErrorRaised, Event, Money, OperationAdmitted
 from opsched.proto.summaries import OpSummary
-from opsched.view import OpRow, OpsView
+from opsched.view import OpRow, OpsView, item
 
 TIMELINE_LIMIT = 200  # events kept per op (an op retried many times shows its last ones)
 ERRORS_KEPT = 20  # bad input seen on the bus, newest last
@@ -24,8 +24,10 @@ _DETAIL_FIELDS = ("node", "pod_name", "reason", "message", "outputs_warning", "p
 
 
 def row_json(row: OpRow) -> dict[str, Any]:
-    out = dataclasses.asdict(row)
-    del out["rank"], out["history"]  # the fold's own bookkeeping; the timeline tells the story
+    """An op's row as the page gets it: the ``OpItem`` `opsched ops -o json` prints (``opsched.output``), without
+    its history (the timeline tells the story), and whether it is active or ended."""
+    out = full(item(row))
+    del out["history"]
     out["terminal"], out["active"] = row.terminal, row.active
     return out
 

@@ -26,7 +26,7 @@ Rules (each decision is a pure function of the folded events, ``now`` and ``stat
     admission would refuse. Disabled schedules fire nothing; the others go on.
 
 ``Schedules.apply`` is idempotent and monotonic (replay rebuilds the same state); ``due``,
-``finished``, ``next_fire`` and ``waiting`` only read. ``on_create``/``on_delete`` are the command
+``finished``, ``next_fire``, ``waiting`` and ``statuses`` (the `opsched schedules` query) only read. ``on_create``/``on_delete`` are the command
 handlers; ``services.admission.schedule_runner`` fires the runs on the bus.
 """
 from __future__ import annotations
@@ -41,6 +41,7 @@ import msgspec
 from opsched.bus.errors import InvalidInput
 from opsched.proto import subjects
 from opsched.proto.events import Event
+from opsched.proto.queries import ScheduleRun, SchedulesAnswer, ScheduleStatus
 from opsched.proto.reasons import Refusal, ScheduleEnd
 from opsched.proto.schedules import (
     MAX_SCHEDULE_ID,
@@ -63,6 +64,7 @@ StatusOf = Callable[[str], "str | None"]  # op id -> "succeeded" | "failed" | "r
 FAILED = ScheduleEnd.FAILED  # ScheduleFinished.reason of a schedule disabled because computing its runs raised
 INVALID_SPEC = Refusal.INVALID_SPEC  # ... of one whose stored spec is refused (the contract's bounds, admission's rules)
 T = TypeVar("T")
+RECENT_RUNS = 5  # runs fired each schedule keeps for `opsched schedules` (bounded)
 
 
 @dataclass
@@ -78,6 +80,7 @@ class Record:
     deleted: bool = False
     finished: str | None = None  # the reason, once finished
     disabled: tuple[str, str] | None = None  # (reason, message): fires nothing more, to be published finished
+    recent: list[ScheduleFired] = field(default_factory=list)  # its last RECENT_RUNS runs fired, oldest first
     _next: tuple[int, datetime | None] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -145,6 +148,7 @@ class Schedules:
             if event.run <= record.runs:
                 return False
             record.runs, record.last_slot, record.last_op_id = event.run, cron.utc(event.scheduled_for), event.run_op_id
+            record.recent = [*record.recent, event][-RECENT_RUNS:]
             return True
         if isinstance(event, ScheduleDeleted):
             changed, record.deleted = not record.deleted, True
@@ -263,6 +267,42 @@ class Schedules:
     def _held_now(self, record: Record, now: datetime) -> str | None:
         candidate = self._open_candidate(record, now)
         return self._held(record) if candidate is not None and candidate <= now else None
+
+
+    def statuses(self, now: datetime, status_label: Callable[[str], str], ids: list[str] | None = None,
+                 ) -> SchedulesAnswer:
+        """Each schedule (``ids``: only those) as `opsched schedules` shows it: its state (active, waiting,
+        finished, deleted, disabled), next and last runs; ``status_label`` gives a run op's status ("": unknown)."""
+        now = cron.utc(now)
+        out = [self._status(r, now, status_label) for sid, r in sorted(self.records.items()) if not ids or sid in ids]
+        out += [ScheduleStatus(schedule_id=sid, state="disabled", reason=INVALID_SPEC, message=why or "")
+                for sid, why in sorted(self.refused.items()) if not ids or sid in ids]
+        return SchedulesAnswer(schedules=out)
+
+    def _status(self, record: Record, now: datetime, status_label: Callable[[str], str]) -> ScheduleStatus:
+        spec = record.spec
+        state, reason, message, waiting_for = "active", "", "", ""
+        finish = self._guarded(record, _finish_reason, now)
+        if record.deleted:
+            state = "deleted"
+        elif record.disabled is not None:
+            state, reason, message = "disabled", record.disabled[0], record.disabled[1]
+        elif record.finished is not None or finish is not None:
+            state, reason = "finished", record.finished or finish or ""
+            message = _finish_message(record, reason)
+        elif self._guarded(record, self._held_now, now) is not None:
+            state, waiting_for = "waiting", record.last_op_id or ""
+            message = f"dependsOnPast: waits for {waiting_for} to succeed ({self._held(record)})"
+        next_at = self._guarded(record, self._unheld_candidate, now) if state == "active" else None
+        return ScheduleStatus(
+            schedule_id=record.schedule_id, state=state, name=record.op.name or "", kind=spec.kind, cron=spec.cron,
+            frequency_s=spec.frequency_s, start_at=spec.start_at, end_at=spec.end_at, max_runs=spec.max_runs,
+            depends_on_past=spec.depends_on_past, reason=reason, message=message, runs=record.runs,
+            created_at=record.created_at, next_run_at=next_at,
+            last_run_at=record.recent[-1].at if record.recent else None,
+            last_runs=[ScheduleRun(run=f.run, run_op_id=f.run_op_id, scheduled_for=f.scheduled_for, fired_at=f.at,
+                                   status=status_label(f.run_op_id)) for f in record.recent],
+            waiting_for=waiting_for)
 
 
 def _finish_reason(record: Record, now: datetime) -> str | None:

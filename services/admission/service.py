@@ -37,7 +37,7 @@ from opsched.proto.commands import (
 from opsched.proto.config import QueuesConfigured, SetQueues
 from opsched.proto.events import Event, FailureFinal, OperationRejected, OperationSubmitted
 from opsched.proto.leases import is_claim
-from opsched.proto.queries import QueuesRequest, WhyRequest
+from opsched.proto.queries import QueuesRequest, SchedulesRequest, WhyRequest
 from opsched.proto.queues import QueuesConfig
 from opsched.proto.reasons import Reason, Refusal, pending
 from opsched.proto.schedules import (
@@ -109,6 +109,7 @@ class Admission(Service):
         await bus.replay(subjects.OPS_STREAM, subjects.OPS_ALL, self.fold, headers=self.tracer is not None)
         await bus.serve(subjects.QUERY_WHY, self.answer, group="admission")
         await bus.serve(subjects.QUERY_QUEUES, self.answer, group="admission")
+        await bus.serve(subjects.QUERY_SCHEDULES, self.answer, group="admission")
         self.log.info("state_rebuilt", ops=len(self.state.ops), nodes=len(self.state.nodes),
                       queues=self.book.names, config=self.book.source)
         self.live = True
@@ -293,6 +294,8 @@ class Admission(Service):
             return codec.encode(queries.why(self.state, self.book, request.op_id, self.clock.now()))
         if isinstance(request, QueuesRequest):
             return codec.encode(queries.queues(self.state, self.book))
+        if isinstance(request, SchedulesRequest):
+            return codec.encode(self.schedules.statuses(self.clock.now(), self._status_label, request.ids))
         return codec.encode(queries.WhyAnswer(op_id="-", found=False))
 
     # ---- the background tasks ----
@@ -398,6 +401,10 @@ class Admission(Service):
     async def run_schedule_runs(self, bus: Bus, stop: asyncio.Event) -> None:
         await schedule_runner.run_schedules(bus, self.clock, self.schedules,
                                             schedule_runner.submitter(bus, self.clock), stop, self.log)
+
+    def _status_label(self, op_id: str) -> str:
+        status = self.state.fold.status_of(op_id)
+        return status.label if status is not None else ""
 
     def _run_status(self, op_id: str) -> str | None:
         return sched.run_status(self.state.fold.status_of(op_id))

@@ -8,6 +8,7 @@ from typing import Any
 
 from opsched.proto import codec
 from opsched.proto.health import HealthAnswer, Problem
+from opsched.rules.version import version
 
 
 def _when(text: str | None) -> datetime | None:
@@ -27,4 +28,5 @@ def problems(service: Any) -> list[Problem]:
 
 def answer(service: Any, instance: str) -> bytes:
     role = service.leadership.state if service.leadership is not None else ""
-    return codec.encode(HealthAnswer(service=service.name, instance=instance, role=role, problems=problems(service)))
+    return codec.encode(HealthAnswer(service=service.name, instance=instance, role=role, problems=problems(service),
+                                     version=version()))

@@ -25,6 +25,8 @@ def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
         CostRequest,
         QueuesAnswer,
         QueuesRequest,
+        SchedulesAnswer,
+        SchedulesRequest,
         WhyAnswer,
         WhyRequest,
     )
@@ -33,7 +35,8 @@ def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
     expected = {f"event.{tag_of(c)}.json" for c in events} | {f"command.{tag_of(c)}.json" for c in COMMANDS}
     expected |= {"command.set_queues.json"}
     expected |= {f"query.{tag_of(c)}.json" for c in (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer,
-                                                             CostRequest, CostAnswer, HealthRequest, HealthAnswer)}
+                                                             CostRequest, CostAnswer, HealthRequest, HealthAnswer,
+                                                             SchedulesRequest, SchedulesAnswer)}
     expected |= {"record.op_summary.json"}  # the summary of an op that left admission's memory (ops bucket)
     assert set(render()) == expected | {"spec.json"}
 
@@ -53,3 +56,13 @@ def test_no_stale_schema_files_remain():
 def test_a_schema_snapshot_is_valid_json_naming_the_message():
     doc = json.loads((SCHEMA_DIR / "event.submitted.json").read_text())
     assert "OperationSubmitted" in json.dumps(doc)
+
+
+def test_the_checked_in_output_schemas_equal_the_code():
+    from opsched.proto.outputs import OUTPUTS
+    from opsched.proto.schema_snapshots import OUTPUT_SCHEMA_DIR, render_outputs
+
+    rendered = render_outputs()
+    assert set(rendered) == {f"{command}.json" for command in OUTPUTS}
+    on_disk = {p.name: p.read_text() for p in OUTPUT_SCHEMA_DIR.glob("*.json")}
+    assert on_disk == rendered, REGENERATE

@@ -20,8 +20,10 @@ import msgspec
 
 from opsched import context
 from opsched.client import Client
+from opsched.output import full
 from opsched.proto import subjects
-from opsched.reading import json_row
+from opsched.proto.outputs import OpList
+from opsched.view import items
 
 ROOT = Path(__file__).resolve().parents[2]
 BUDGETS = """
@@ -84,7 +86,7 @@ class User:
         return self.ok("submit", self.file(f"{name}.yaml", text), *args).split()[0]
 
     def ops(self) -> dict[str, dict[str, Any]]:
-        return {row["op_id"]: row for row in json.loads(self.ok("ops", "-o", "json"))}
+        return {row["opId"]: row for row in json.loads(self.ok("ops", "-o", "json"))["items"]}
 
     def why(self, op_id: str) -> dict[str, Any]:
         return json.loads(self.ok("why", op_id, "-o", "json"))
@@ -109,8 +111,8 @@ class User:
         try:
             while True:
                 rung.clear()
-                printed = msgspec.json.encode([json_row(row) for row in await client.ops()])
-                rows = {row["op_id"]: row for row in json.loads(printed)}
+                printed = msgspec.json.encode(full(OpList(items=items(await client.ops()))))
+                rows = {row["opId"]: row for row in json.loads(printed)["items"]}
                 found = check(rows)
                 if found:
                     return found

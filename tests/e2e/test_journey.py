@@ -83,7 +83,7 @@ def test_a_schedule_fires(default_up: User):
     text = job("nightly", "sleep 1", extra=f"schedule: {{kind: datetime, startAt: '{soon}'}}")
     schedule = default_up.ok("schedule", default_up.file("nightly.yaml", text), "--id", "nightly").split()[0]
     assert schedule == "nightly"
-    default_up.until(lambda rows: [r for r in rows.values() if r["op_id"].startswith("nightly-")
+    default_up.until(lambda rows: [r for r in rows.values() if r["opId"].startswith("nightly-")
                            and r["status"] == "succeeded"], "a run of the schedule succeeded")
 
 

@@ -216,8 +216,8 @@ def test_a_sweep_waited_on_shows_progress_and_reads_as_json(up, tmp_path):
     objects = [json.loads(line) for line in watched.stdout.splitlines()]
     assert {o["op_id"] for o in objects} == set(ids) and objects[-1]["progress"]["succeeded"] == 3
 
-    rows = json.loads(opsched("ops", "-o", "json", data_dir=data_dir).stdout)
-    assert {r["op_id"]: (r["status"], r["batch"]) for r in rows if r["op_id"] in ids} == \
+    rows = json.loads(opsched("ops", "-b", batch, "-s", "ended", "-o", "json", data_dir=data_dir).stdout)["items"]
+    assert {r["opId"]: (r["status"], r["batch"]) for r in rows} == \
         {i: ("succeeded", batch) for i in ids}
     queues = json.loads(opsched("queues", "-o", "json", data_dir=data_dir).stdout)
     assert "default" in [q["name"] for q in queues["queues"]]

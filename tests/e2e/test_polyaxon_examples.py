@@ -49,6 +49,6 @@ def test_every_example_runs_to_success_its_outputs_and_hooks_included(default_up
     assert not any(failed.values()), failed
     assert rows[report]["status"] == "succeeded" and rows[report]["name"] == "report" and paged not in rows
 
-    [row] = json.loads(default_up.ok("ops", ids["outputs.yaml"][0], "-o", "json"))  # that op only
+    [row] = json.loads(default_up.ok("ops", ids["outputs.yaml"][0], "-o", "json"))["items"]  # that op only
     assert row["outputs"] == {"loss": 0.12, "model": "runs/m.pt"}
     assert default_up.run("ops", "no-such-op").returncode == 2

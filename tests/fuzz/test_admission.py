@@ -15,7 +15,7 @@ from opsched.proto.commands import COMMANDS
 from opsched.proto.config import SetQueues
 from opsched.proto.events import EVENTS, OperationSubmitted
 from opsched.proto.limits import MAX_PODS_PER_OP, MAX_SPEC_BYTES
-from opsched.proto.queries import QueuesRequest, WhyRequest
+from opsched.proto.queries import QueuesRequest, SchedulesRequest, WhyRequest
 from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
 from tests.fuzz.harness import AdmissionHarness, run
 from tests.fuzz.mutations import encode_raw, mangled, mutated
@@ -23,7 +23,7 @@ from tests.fuzz.wire import OP_IDS, encode, message
 
 COMMAND_TYPES = COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS
 STREAM_TYPES = EVENTS + SCHEDULE_EVENTS
-QUERY_TYPES = (WhyRequest, QueuesRequest)  # what admission serves
+QUERY_TYPES = (WhyRequest, QueuesRequest, SchedulesRequest)  # what admission serves
 
 
 def submitted_ops() -> st.SearchStrategy[list[bytes]]:

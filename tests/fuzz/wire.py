@@ -22,7 +22,16 @@ from opsched.proto.commands import COMMANDS
 from opsched.proto.config import CONFIG_MESSAGES, SetQueues
 from opsched.proto.events import EVENTS
 from opsched.proto.lifecycle import HOOK_TRIGGERS
-from opsched.proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from opsched.proto.queries import (
+    CostAnswer,
+    CostRequest,
+    QueuesAnswer,
+    QueuesRequest,
+    SchedulesAnswer,
+    SchedulesRequest,
+    WhyAnswer,
+    WhyRequest,
+)
 from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
 from opsched.proto.spec import OpSpec
 
@@ -35,7 +44,7 @@ QUANTITIES = ("1", "2", "500m", "4Gi", "0")  # well-formed: the contract's bound
 CRONS = ("0 * * * *", "*/5 * * * *", "@daily", "30 2 * * 1-5")
 
 # ---- every decoder of the contract, with the message types it reads ---------------------------------
-QUERIES = (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer)
+QUERIES = (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer, SchedulesRequest, SchedulesAnswer)
 DECODERS: dict[str, tuple[Any, tuple[type, ...]]] = {
     "event": (codec.decode_event, EVENTS),
     "command": (codec.decode_command, COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS),

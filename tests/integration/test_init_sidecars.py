@@ -86,4 +86,4 @@ async def test_init_steps_a_sidecar_and_a_connection_run_as_kubernetes_runs_them
     assert {e.name: e.value for e in spec.init_containers[1].env}["OPSCHED_FILE_CONTENT"] == f"echo {op_id}"
     assert pod.metadata.labels["run"] == op_id  # a template in a label's value, rendered when admitted
     [row] = [r for r in await client.ops() if r.op_id == op_id]
-    assert row.gpus == "2"
+    assert row.gpus == 2

@@ -90,7 +90,7 @@ async def test_finished_ops_leave_memory_and_the_stream_but_not_the_views_nor_th
     assert len(stored) < stored_before / 4
 
     rows = {r.op_id: r for r in await client.ops()}
-    assert all(rows[i].status == "succeeded" and rows[i].queue == "default" and rows[i].gpus == "1" for i in done)
+    assert all(rows[i].status == "succeeded" and rows[i].queue == "default" and rows[i].gpus == 1 for i in done)
     assert (rows[live[0]].status, rows[live[1]].status) == ("running", "dispatched")
     assert (await client.why(done[0])).status == "succeeded"
     assert abs(await month_spend(client) - spent) < 1e-6

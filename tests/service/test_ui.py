@@ -20,6 +20,7 @@ from opsched.proto.events import (
     OperationRunning,
     OperationSucceeded,
 )
+from opsched.rules.version import version
 from opsched.ui.server import WebView
 from tests.builders import op
 
@@ -94,7 +95,7 @@ async def test_a_page_gets_a_snapshot_then_every_change_of_an_op_until_it_succee
     assert [m["event"]["event"] for kind, m in seen if kind == "op"][-2:] == ["running", "succeeded"]
 
     status, state = await get(view, "/api/state")
-    assert status == 200 and [r["op_id"] for r in state["ops"]] == [op_id]
+    assert status == 200 and [r["opId"] for r in state["ops"]] == [op_id]
     assert state["ops"][0]["node"] == "gpu-ui" and state["ops"][0]["name"] == "shown"
     status, detail = await get(view, f"/api/ops/{op_id}")
     assert status == 200 and detail["timeline"][0]["event"] == "submitted"
@@ -115,7 +116,8 @@ async def test_queues_cost_and_health_come_from_the_services_and_a_silent_one_is
     assert state["cost"]["type"] == "cost_answer" and "cost" not in state["unavailable"]
     health = state["health"]  # each service's own account of itself; one that does not answer: None
     assert health["admission"] is None and health["dispatcher"] is None
-    assert health["cost"] == {"type": "health_answer", "service": "cost", "instance": health["cost"]["instance"]}
+    assert health["cost"] == {"type": "health_answer", "service": "cost", "instance": health["cost"]["instance"],
+                              "version": version()}
     assert "problems" not in health["cache"]  # as sent: the wire leaves defaults out (none: fine)
     await stack_factory(names=("admission",), dispatcher_mode="null")
     await view.sources.refresh()
@@ -140,7 +142,7 @@ async def test_waiting_ops_get_their_position_and_reasons_and_lose_them_when_adm
     assert state["why"]["w1"]["reasons"][0]["code"] == "queue_concurrency"
     now = datetime.now(timezone.utc)
     await bus.publish(OperationSucceeded(op_id="w0", at=now, pod_name="op-w0-0"))
-    seen = await stream.until(lambda kind, m: kind == "op" and m["row"]["op_id"] == "w1" and m["row"]["active"])
+    seen = await stream.until(lambda kind, m: kind == "op" and m["row"]["opId"] == "w1" and m["row"]["active"])
     stream.close()
     assert seen[-1][1]["why"] is None  # admitted: its position is gone from the page
     assert ids == ["w0", "w1", "w2"]

@@ -155,8 +155,10 @@ def test_every_container_of_a_gang_without_an_nvidia_gpu_gets_void_and_only_thos
 
 
 def test_the_ops_table_shows_gpu_memory_as_memory():
-    from opsched.view import _gpus
+    from opsched.view import OpsView, gpus_text
     from tests.builders import submitted
 
-    event = submitted(op("a").limits(**{MEM: "8Gi"}).replicas("worker", 2).build(), op_id="a")
-    assert _gpus(event) == "24GiB-mem"  # the main pod and 2 workers (replicas copy the main container here)
+    view = OpsView()
+    row = view.fold(submitted(op("a").limits(**{MEM: "8Gi"}).replicas("worker", 2).build(), op_id="a"))
+    assert row is not None and row.accelerators == {MEM: 24.0} and row.gpus == 0
+    assert gpus_text(row.accelerators) == "24GiB-mem"  # the main pod and 2 workers (replicas copy the main container)

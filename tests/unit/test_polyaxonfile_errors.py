@@ -205,3 +205,51 @@ def test_a_toleration_kubernetes_would_refuse_is_refused_at_its_line(toleration,
     text = component(**{"  kind: job": f"  kind: job\n  environment:\n    tolerations: [{toleration}]"})
     found = errors_of(text)
     assert message in found["run.environment.tolerations.0"].msg and found["run.environment.tolerations.0"].line == 11
+
+
+# ---- did you mean: an unknown key names the closest key of its place ---------------------------------------
+
+def _errors_of(text: str) -> dict[str, str]:
+    from opsched.polyaxonfile import parse_polyaxonfile
+
+    with pytest.raises(SpecError) as raised:
+        parse_polyaxonfile(text)
+    return {e.loc: e.msg for e in raised.value.errors}
+
+
+@pytest.mark.parametrize("where, key, meant", [
+    ("container", "comand", "command"),
+    ("container", "imag", "image"),
+    ("environment", "nodeselector", "nodeSelector"),  # case first
+    ("environment", "NODESELECTOR", "nodeSelector"),
+    ("container.resources", "limitz", "limits"),
+])
+def test_an_unknown_key_suggests_the_closest_known_key_of_its_place(where, key, meant):
+    inner = {"container": f"container: {{image: b, {key}: x}}",
+             "environment": f"container: {{image: b}}\n  environment: {{{key}: {{a: b}}}}",
+             "container.resources": f"container: {{image: b, resources: {{{key}: {{}}}}}}"}[where]
+    errors = _errors_of(f"version: 1.1\nkind: component\nname: x\nrun:\n  kind: job\n  {inner}\n")
+    assert errors[f"run.{where}.{key}"] == f"unknown field '{key}'; did you mean '{meant}'?"
+
+
+def test_a_nested_key_of_an_operation_s_distributed_run_is_suggested_too():
+    errors = _errors_of("version: 1.1\nkind: operation\nqueu: a\ncomponent:\n  run:\n    kind: pytorchjob\n"
+                        "    master: {replicas: 1, container: {image: b, comand: [x]}}\n")
+    assert errors["queu"] == "unknown field 'queu'; did you mean 'queue'?"
+    assert errors["component.run.master.container.comand"] == "unknown field 'comand'; did you mean 'command'?"
+
+
+def test_no_suggestion_when_nothing_is_close():
+    errors = _errors_of("version: 1.1\nkind: component\nname: x\nzzzz: 1\nrun:\n  kind: job\n  container: {image: b}\n"
+                        "  nodeSelector: {a: b}\n")
+    assert errors["zzzz"] == "unknown field 'zzzz'"
+    assert errors["run.nodeSelector"] == "unknown field 'nodeSelector'"  # it belongs under environment, not here
+
+
+def test_known_keys_walk_lists_and_mappings_of_models():
+    from opsched.polyaxonfile.models_run import JobRunModel as JobRun
+    from opsched.polyaxonfile.validation import known_keys
+
+    assert {"image", "command", "args", "resources"} <= set(known_keys(JobRun, ("container",)))
+    assert "limits" in known_keys(JobRun, ("container", "resources"))
+    assert "container" in known_keys(JobRun, ("init", 0)) and "name" in known_keys(JobRun, ("sidecars", 1))

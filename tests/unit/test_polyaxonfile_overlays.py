@@ -76,7 +76,7 @@ def test_a_component_given_first_is_the_operations_component_and_keeps_its_matri
     ("kind: component\nrun: {kind: job, container: {image: y}}\n", "kind",
      "a component can only be the first file"),
     ("patchStrategy: merge\n", "patchStrategy", "is one of replace, isnull, post_merge, pre_merge"),
-    ("params: {lr: {value: 0.2}}\nqueu: fast\n", "queu", "unknown field 'queu'"),
+    ("params: {lr: {value: 0.2}}\nqueu: fast\n", "queu", "unknown field 'queu'; did you mean 'queue'?"),
     ("params: {lr: {value: many}}\n", "params.lr", "expects a value of type float"),
     ("[a, b]\n", "", "holds operation fields (a mapping)"),
 ])

@@ -35,7 +35,7 @@ def test_an_op_s_events_become_its_row_and_its_timeline_and_each_goes_to_every_p
             "submitted", "cost_estimated", "cache_missed", "admitted", "running", "succeeded"]
         assert messages[-1]["row"]["status"] == "succeeded" and messages[-1]["row"]["terminal"]
     detail = feed.op("a")
-    assert detail["row"]["name"] == "train" and detail["row"]["gpus"] == "2" and detail["row"]["node"] == "gpu-1"
+    assert detail["row"]["name"] == "train" and detail["row"]["gpus"] == 2 and detail["row"]["node"] == "gpu-1"
     assert detail["timeline"][4]["detail"] == {"node": "gpu-1", "pod_name": "op-a-0"}
     assert detail["timeline"][1]["detail"] == {"estimate": "1.00 USD"}
     assert feed.op("nobody") is None
@@ -68,7 +68,7 @@ def test_a_page_that_falls_behind_is_dropped_and_the_others_keep_receiving():
     assert drain(slow) == [None]  # its stream ends: the browser reconnects to a fresh snapshot
     assert feed.pages == 1
     feed.fold(succeeded("o0"))
-    assert [m["row"]["op_id"] for m in drain(fast)] == ["o0"]
+    assert [m["row"]["opId"] for m in drain(fast)] == ["o0"]
 
 
 def test_closing_ends_every_page_s_stream():

@@ -21,9 +21,21 @@ function el(tag, attrs, ...children) {
 }
 
 function fmt(n, digits = 2) { return Number(n || 0).toFixed(digits).replace(/\.?0+$/, "") || "0"; }
+// An op's accelerators as `opsched ops` shows them (opsched/view.py gpus_text): "2", "1xamd.com", "8GiB-mem", "-".
+function gpusText(accelerators) {
+  const parts = [];
+  let memory = 0;
+  for (const [resource, n] of Object.entries(accelerators || {})) {
+    if (resource === "aliyun.com/gpu-mem") memory += n;
+    else if (n) parts.push(resource === "nvidia.com/gpu" ? String(n) : `${n}x${resource.split("/")[0]}`);
+  }
+  if (memory) parts.push(`${memory}GiB-mem`);
+  return parts.join(",") || "-";
+}
+function moneyText(money) { return money ? `${Number(money.amount).toFixed(2)} ${money.currency}` : "-"; }
 
 function applySnapshot(snap) {
-  state.ops = new Map(snap.ops.map((row) => [row.op_id, row]));
+  state.ops = new Map(snap.ops.map((row) => [row.opId, row]));
   state.why = snap.why || {};
   state.queues = snap.queues;
   state.cost = snap.cost;
@@ -34,9 +46,9 @@ function applySnapshot(snap) {
 }
 
 function applyOp(msg) {
-  state.ops.set(msg.row.op_id, msg.row);
-  if (msg.why === null) delete state.why[msg.row.op_id];
-  if (selected === msg.row.op_id && msg.event) { timeline.push(msg.event); refreshHistory(selected); }
+  state.ops.set(msg.row.opId, msg.row);
+  if (msg.why === null) delete state.why[msg.row.opId];
+  if (selected === msg.row.opId && msg.event) { timeline.push(msg.event); refreshHistory(selected); }
 }
 
 const handlers = {
@@ -153,7 +165,7 @@ function position(opId) {
 }
 
 function reasonOf(row) {
-  const why = state.why[row.op_id];
+  const why = state.why[row.opId];
   const top = why && why.reasons ? why.reasons[0].message : "";
   return [top || row.reason, row.ignored.length ? `ignored: ${row.ignored.join(", ")}` : ""].filter(Boolean).join("; ");
 }
@@ -161,16 +173,16 @@ function reasonOf(row) {
 function drawOps() {
   const filter = document.getElementById("filter").value.trim().toLowerCase();
   const rows = [...state.ops.values()].reverse().filter((r) => !filter ||
-    [r.op_id, r.name, r.queue, r.status, r.node, r.batch].some((v) => String(v).toLowerCase().includes(filter)));
+    [r.opId, r.name, r.queue, r.status, r.node, r.batch].some((v) => String(v).toLowerCase().includes(filter)));
   const body = document.querySelector("#ops tbody");
   body.replaceChildren(...rows.map((r) => {
-    const tr = el("tr", { "data-op-id": r.op_id, "data-status": r.status, class: r.op_id === selected ? "selected" : "" },
-      el("td", { class: "id" }, r.op_id), el("td", { class: "name" }, r.name), el("td", {}, r.queue),
+    const tr = el("tr", { "data-op-id": r.opId, "data-status": r.status, class: r.opId === selected ? "selected" : "" },
+      el("td", { class: "id" }, r.opId), el("td", { class: "name" }, r.name || "?"), el("td", {}, r.queue || "?"),
       el("td", {}, el("span", { class: `status ${r.status}` }, r.status)), el("td", {}, String(r.attempt)),
-      el("td", {}, r.gpus), el("td", { class: "node" }, r.node), el("td", {}, r.cost),
-      el("td", { class: "position" }, position(r.op_id)), el("td", { class: "reason" }, reasonOf(r)));
+      el("td", {}, gpusText(r.accelerators)), el("td", { class: "node" }, r.node || "-"), el("td", {}, moneyText(r.estimate)),
+      el("td", { class: "position" }, position(r.opId)), el("td", { class: "reason" }, reasonOf(r)));
     if (!r.active && !r.terminal) tr.dataset.waiting = "";
-    tr.addEventListener("click", () => openDetail(r.op_id));
+    tr.addEventListener("click", () => openDetail(r.opId));
     return tr;
   }));
   document.getElementById("no-ops").hidden = state.ops.size > 0;
@@ -225,7 +237,7 @@ function drawDetail() {
   box.hidden = !selected;
   if (!selected) return;
   const row = state.ops.get(selected);
-  document.getElementById("detail-id").textContent = row ? `${selected} (${row.name}): ${row.status}` : selected;
+  document.getElementById("detail-id").textContent = row ? `${selected} (${row.name || "?"}): ${row.status}` : selected;
   const why = state.why[selected];
   const whyBox = document.getElementById("detail-why");
   whyBox.replaceChildren();

@@ -17,7 +17,7 @@ from opsched.proto import subjects
 from opsched.proto.events import Event, OperationRejected, event_type
 from opsched.proto.history import HistoryEntry
 from opsched.proto.lifecycle import STATUS_OF, Status
-from opsched.proto.pod_resources import gpus_of
+from opsched.proto.pod_resources import accelerators_of, gpus_of
 from opsched.proto.summaries import AttemptEnd, OpSummary
 from opsched.rules.op_history import entry_of
 from opsched.services.admission.model.records import OpRecord
@@ -42,13 +42,14 @@ def summary_of(op: OpRecord) -> OpSummary:
         op_id=op.op_id, status=op.status.label, name=op.spec.name or "", queue=op.queue,
         project=op.spec.project or "", attempt=op.attempt, reason=op.reason,
         message=op.handler_failure or op.reason_message, node=op.node or "",
-        gpus=gpus_of(op.spec),
+        gpus=gpus_of(op.spec), accelerators=accelerators_of(op.spec),
         submitted_at=op.submitted_at, admitted_at=op.admitted_at, running_since=op.running_since,
         ended_at=op.history.ended_at, estimate=op.estimate, currency=op.history.currency, cost=round(op.history.cost, 6),
         attempts=[AttemptEnd(attempt=a, ended=how, reason=why) for a, how, why in op.history.attempts],
         requested_by=op.requested_by or "", original_op_id=op.history.original_op_id, relation=op.history.relation,
         outputs=dict(op.history.outputs), history=list(op.history.timeline.entries),
-        history_dropped=op.history.timeline.dropped)
+        history_dropped=op.history.timeline.dropped, batch=op.spec.batch or "", iteration=op.spec.iteration,
+        tags=list(op.spec.tags), params=dict(op.spec.params))
 
 
 class Tombstones:

@@ -1,0 +1,80 @@
+"""What the CLI's read commands print with ``--output json|yaml``: one type per command (``OUTPUTS``), each
+printed in full by ``opsched.output.full`` (every field, defaults and nulls included, camelCase names). Their JSON
+Schemas are checked in under ``proto/schemas/output/<command>.json``. No service sends these; scripts read them,
+and the web view's op rows have the same shape (``OpItem``)."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from opsched.proto.events import Money
+from opsched.proto.queries import CostAnswer, QueuesAnswer, SchedulesAnswer, WhyAnswer
+from opsched.proto.spec import Wire
+
+
+class Endpoint(Wire, kw_only=True):
+    """How a running service is reached: its Service's DNS name, its ports, and the port-forward line."""
+
+    host: str
+    ports: list[int] = []
+    port_forward: str = ""
+
+
+class OpItem(Wire, kw_only=True):
+    """One operation as `opsched ops` knows it: from its events, or from its summary once it left admission's
+    memory (then what the summary does not keep is at its default)."""
+
+    op_id: str
+    name: str = ""
+    queue: str = ""
+    project: str = ""
+    user: str = ""  # who submitted it
+    status: str = "pending"  # a status label (proto.lifecycle)
+    attempt: int = 0
+    reason: str = ""  # why it is where it is, in full (the table cuts it)
+    batch: str = ""  # the sweep it belongs to
+    iteration: int | None = None  # its index in its sweep
+    params: dict[str, Any] = {}
+    trial_params: dict[str, Any] = {}  # the params that differ within its batch ({} outside a sweep)
+    tags: list[str] = []
+    gpus: int = 0  # whole accelerator devices, all its pods
+    accelerators: dict[str, float] = {}  # accelerator resource -> total over its pods (shared GPU memory: GiB)
+    node: str = ""  # where it runs or ran (<agent>/<node> on a named agent)
+    agent: str = ""  # the agent its attempt was admitted to ("": the default one)
+    estimate: Money | None = None
+    cost: Money | None = None  # actual: every finished attempt's cost summed
+    created_at: datetime | None = None  # submitted
+    admitted_at: datetime | None = None
+    started_at: datetime | None = None  # running since (its latest attempt)
+    ended_at: datetime | None = None
+    duration_s: float | None = None  # ended - started, or now - started while it runs
+    outputs: dict[str, Any] = {}  # what it succeeded with
+    endpoint: Endpoint | None = None  # a running service's
+    ignored: list[str] = []  # fields of its file with no effect in opsched
+    max_retries: int | None = None
+    history: list[str] = []  # the types of its events, in order (empty for an op shown from its summary)
+
+
+class OpList(Wire, tag_field="type", tag="op_list", kw_only=True):
+    items: list[OpItem] = []
+
+
+class VersionInfo(Wire, tag_field="type", tag="version", kw_only=True):
+    """`opsched version`: the CLI's version, its Python, the digest of the wire contract it speaks (sha256 of
+    ``proto/schemas``: two sides with the same digest speak the same messages), and admission's version."""
+
+    client: str
+    python: str
+    wire_schemas: str
+    server: str | None = None  # admission's opsched version (null: it did not answer, or did not tell)
+
+
+# command -> the type its JSON/YAML output is (the schema snapshot and the contract test walk this)
+OUTPUTS: dict[str, type] = {
+    "ops": OpList,
+    "why": WhyAnswer,
+    "queues": QueuesAnswer,
+    "cost": CostAnswer,
+    "schedules": SchedulesAnswer,
+    "version": VersionInfo,
+}
