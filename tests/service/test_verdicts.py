@@ -211,7 +211,7 @@ async def test_why_of_an_op_rejected_at_submit_gives_its_status_and_reason_and_o
     await events.expect(OperationRejected, op_id)
     code, out, err = await opsched("why", op_id)
     assert code == 0, err
-    assert out.startswith(f"{op_id}: rejected") and "unknown_queue: unknown queue 'nosuch'" in out
+    assert out.startswith(f"{op_id} (lost): rejected") and "unknown_queue: unknown queue 'nosuch'" in out
     code, out, _ = await opsched("ops")
     row = next(line.split() for line in out.splitlines() if line.startswith(op_id))
     assert row[1:4] == ["lost", "nosuch", "rejected"]

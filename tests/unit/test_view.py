@@ -5,7 +5,7 @@ import msgspec
 import pytest
 
 from opsched.proto import codec
-from opsched.proto.events import DispatchDelayed, ErrorRaised
+from opsched.proto.events import DispatchDelayed, ErrorRaised, Money
 from opsched.ui.feed import timeline_entry
 from opsched.view import OpsView, gpus_text, money_text, table
 from tests.builders import (
@@ -100,8 +100,9 @@ def test_the_row_shows_name_queue_gpus_and_cost():
 
 def test_the_cost_of_an_admitted_op_is_its_estimate_on_the_flavor_it_was_admitted_to():
     on_t4 = msgspec.structs.replace(ADMITTED, estimate=0.7, pool="t4-pool")
-    assert row_of(SUBMITTED, cost_estimated(amount=4.0), on_t4).cost == "0.70 USD"
-    assert row_of(SUBMITTED, cost_estimated(amount=4.0), ADMITTED).cost == "4.00 USD"  # an older admitted: as estimated
+    assert row_of(SUBMITTED, cost_estimated(amount=4.0), on_t4).estimate == Money(amount=0.7, currency="USD")
+    older = row_of(SUBMITTED, cost_estimated(amount=4.0), ADMITTED)  # an older admitted: as estimated
+    assert older.estimate == Money(amount=4.0, currency="USD")
     assert timeline_entry(on_t4)["detail"]["estimate"] == "0.70 (pool t4-pool)"
 
 
