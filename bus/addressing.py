@@ -12,6 +12,7 @@ from opsched.proto.commands import Command, SubmitOperation
 from opsched.proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from opsched.proto.events import BudgetExceeded, Event
 from opsched.proto.leases import LeaderClaimed
+from opsched.proto.queue_stops import QueueStopSet, SetQueueStop
 
 
 def subject_for(message: msgspec.Struct, user: str = subjects.ANONYMOUS) -> str:
@@ -24,6 +25,10 @@ def subject_for(message: msgspec.Struct, user: str = subjects.ANONYMOUS) -> str:
         return subjects.command(codec.type_of(message), user)
     if isinstance(message, SetQueues):
         return subjects.command(subjects.SET_QUEUES, user)
+    if isinstance(message, SetQueueStop):
+        return subjects.command(subjects.SET_QUEUE_STOP, user)
+    if isinstance(message, QueueStopSet):
+        return subjects.queue_stop_subject(message.queue)
     if isinstance(message, QueuesConfigured):
         return subjects.CONFIG_QUEUES
     if isinstance(message, PricesConfigured):
@@ -49,6 +54,8 @@ def default_msg_id(message: msgspec.Struct) -> str:
         return subjects.msg_id(message.op_id, kind, distinct)
     if isinstance(message, (SetQueues, QueuesConfigured)):
         return f"{kind}.{config_digest(message.config)}"
+    if isinstance(message, (SetQueueStop, QueueStopSet)):  # the command and its answer (in another stream): one
+        return subjects.queue_stop_msg_id(message.queue, message.request_id or config_digest(message))  # per request
     if isinstance(message, PricesConfigured):
         return subjects.prices_msg_id(config_digest(message.prices))
     if isinstance(message, LeaderClaimed):

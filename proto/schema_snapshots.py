@@ -21,6 +21,7 @@ from opsched.proto.queries import (
     WhyAnswer,
     WhyRequest,
 )
+from opsched.proto.queue_stops import QueueStopSet, SetQueueStop
 from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleSpec
 from opsched.proto.spec import OpSpec
 from opsched.proto.summaries import OpSummary
@@ -32,8 +33,8 @@ SCHEDULE_SCHEMA_DIR = SCHEMA_DIR / "schedules"  # schedule messages (proto.sched
 def render() -> dict[str, str]:
     """File name -> JSON text, for every message of the contract."""
     out: dict[str, str] = {}
-    groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed),
-              "command": COMMANDS + (SetQueues,),
+    groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed, QueueStopSet),
+              "command": COMMANDS + (SetQueues, SetQueueStop),
               "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer, HealthRequest,
                         HealthAnswer),
               "record": (OpSummary,)}

@@ -27,6 +27,7 @@ CLUSTER_ALL = "cluster.>"
 CONFIG_ALL = "config.>"
 CONFIG_QUEUES = "config.queues"
 CONFIG_PRICES = "config.prices"  # the price catalogue in force (cost)
+CONFIG_QUEUE_STOPS = "config.queue_stop.*"  # each queue's stop policy in force (``queue_stop_subject``)
 CMD_SCHEDULE_ALL = "cmd.*.schedule.>"
 QUERY_WHY = "opsched.query.why"  # request/reply, answered by admission
 QUERY_QUEUES = "opsched.query.queues"
@@ -150,11 +151,21 @@ def is_submit(subject: str) -> bool:
 
 CMD_STOP = command("stop")  # the anonymous user's (tests, the in-memory bus)
 SET_QUEUES = "queues.set"
+SET_QUEUE_STOP = "queues.stop"  # hold, drain or resume a queue (``proto.queue_stops``)
 SCHEDULE_CREATE = "schedule.create"
 SCHEDULE_DELETE = "schedule.delete"
 CMD_SET_QUEUES = command(SET_QUEUES)
 CMD_SCHEDULE_CREATE = command(SCHEDULE_CREATE)
 CMD_SCHEDULE_DELETE = command(SCHEDULE_DELETE)
+
+
+def queue_stop_subject(queue: str) -> str:
+    """``config.queue_stop.<queue>``: the latest message there is the queue's stop policy in force."""
+    return f"config.queue_stop.{queue}"
+
+
+def queue_stop_msg_id(queue: str, request_id: str) -> str:
+    return f"queue_stop.{queue}.{request_id}"
 
 
 def event(kind: str, op_id: str) -> str:

@@ -28,10 +28,11 @@ def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
         WhyAnswer,
         WhyRequest,
     )
+    from opsched.proto.queue_stops import QueueStopSet
 
-    events = EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed)
+    events = EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed, QueueStopSet)
     expected = {f"event.{tag_of(c)}.json" for c in events} | {f"command.{tag_of(c)}.json" for c in COMMANDS}
-    expected |= {"command.set_queues.json"}
+    expected |= {"command.set_queues.json", "command.set_queue_stop.json"}
     expected |= {f"query.{tag_of(c)}.json" for c in (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer,
                                                              CostRequest, CostAnswer, HealthRequest, HealthAnswer)}
     expected |= {"record.op_summary.json"}  # the summary of an op that left admission's memory (ops bucket)

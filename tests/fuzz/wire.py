@@ -23,6 +23,7 @@ from opsched.proto.config import CONFIG_MESSAGES, SetQueues
 from opsched.proto.events import EVENTS
 from opsched.proto.lifecycle import HOOK_TRIGGERS
 from opsched.proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from opsched.proto.queue_stops import QUEUE_STOP_COMMANDS
 from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
 from opsched.proto.spec import OpSpec
 
@@ -38,8 +39,9 @@ CRONS = ("0 * * * *", "*/5 * * * *", "@daily", "30 2 * * 1-5")
 QUERIES = (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer)
 DECODERS: dict[str, tuple[Any, tuple[type, ...]]] = {
     "event": (codec.decode_event, EVENTS),
-    "command": (codec.decode_command, COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS),
-    "message": (codec.decode, EVENTS + COMMANDS + (SetQueues,) + SCHEDULE_EVENTS + SCHEDULE_COMMANDS),
+    "command": (codec.decode_command, COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS + QUEUE_STOP_COMMANDS),
+    "message": (codec.decode, EVENTS + COMMANDS + (SetQueues,) + SCHEDULE_EVENTS + SCHEDULE_COMMANDS
+                + QUEUE_STOP_COMMANDS),
     "spec": (codec.decode_spec, (OpSpec,)),
     "cluster": (codec.decode_cluster, CLUSTER_EVENTS),
     "config": (codec.decode_config, CONFIG_MESSAGES),
