@@ -49,6 +49,13 @@ class QueueStatus(Wire, kw_only=True):
     cost_used: float = 0.0
     cost_quota: float | None = None
     usage: list[FlavorUsage] = []
+    # held or drained by an admin (``proto.queue_stops``): "None" (active), "Hold" or "HoldAndDrain"; by whom,
+    # since when, why; ``draining``: the ops a drained queue still runs (asked to go, their pods terminating)
+    stop_policy: str = "None"
+    stopped_by: str = ""
+    stopped_at: datetime | None = None
+    stop_comment: str = ""
+    draining: int = 0
 
 
 class Fragmentation(Wire, kw_only=True):

@@ -12,6 +12,7 @@ from opsched.proto.queries import (
 )
 from opsched.proto.reasons import Reason, dependency_name, pending
 from opsched.services.admission.fragmentation import fragmentation
+from opsched.services.admission.model.queue_stops import held
 from opsched.services.admission.model.queues import Book
 from opsched.services.admission.policies.admit import ADMIT, BORROW, evaluate
 from opsched.services.admission.policies.preemption import waiting_for
@@ -29,6 +30,9 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         answer.end_reason, answer.end_message = op.reason, op.handler_failure or op.reason_message
     if op.status == Status.PENDING:
         answer.reasons = _gate_reasons(op)
+        stop = state.stops.in_force.get(op.queue)
+        if stop is not None:  # its gates aside, its queue admits nothing now
+            answer.reasons.append(held(stop))
     elif op.status == Status.QUEUED:
         answer.position, answer.queued_total = _position(state, book, op, now)
         answer.reasons = _queued_reasons(state, book, op, answer.position, now)
@@ -91,6 +95,16 @@ def _position(state: AdmissionState, book: Book, op: OpRecord, now: datetime | N
     return state.queues.position(op, queued, now or op.since), len(queued)
 
 
+def _stop_status(state: AdmissionState, queue: str) -> dict:
+    stop = state.stops.in_force.get(queue)
+    if stop is None:
+        return {}
+    draining = (sum(1 for op_id in state.usage.active.get(queue, ()) if state.ops[op_id].preempted_by is not None)
+                if stop.stop_policy == "HoldAndDrain" else 0)
+    return dict(stop_policy=stop.stop_policy, stopped_by=stop.by, stopped_at=stop.at, stop_comment=stop.comment,
+                draining=draining)
+
+
 def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
     snap = snapshot_of(state, book)
     out = []
@@ -103,7 +117,7 @@ def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
         out.append(QueueStatus(name=name, cohort=q.cohort, running=snap.running[name], concurrency=q.concurrency,
                                services=snap.services[name], max_services=q.services.max_services,
                                pending=state.queues.waiting(name), cost_used=snap.cost_used[name],
-                               cost_quota=q.cost_quota, usage=usage))
+                               cost_quota=q.cost_quota, usage=usage, **_stop_status(state, name)))
     waiting = (o for o in state.ops.values() if not (o.status.active or o.status.terminal))
     return QueuesAnswer(queues=out, default_queue=book.default_queue, source=book.source,
                         fragmentation=fragmentation(snap.capacity, book, waiting))

@@ -1,7 +1,7 @@
 """The admission service.
 
 Consumes the commands (``cmd.>``: submit, stop, touch, approve, reject, restart, copy, resume, schedules,
-set queues) and answers each with the events that follow (``ops.submitted``, ``ops.stop_requested``,
+set queues, hold/drain/resume a queue) and answers each with the events that follow (``ops.submitted``, ``ops.stop_requested``,
 ``ops.schedule_created``, ``config.queues``, ...). On start it rebuilds its state by replaying the
 config, cluster and op streams, then follows them live; it answers the ``why`` and ``queues``
 queries; its scheduling cycle (``cycle``) runs whenever something changed and emits the decisions
@@ -38,6 +38,7 @@ from opsched.proto.config import QueuesConfigured, SetQueues
 from opsched.proto.events import Event, FailureFinal, OperationRejected, OperationSubmitted
 from opsched.proto.leases import is_claim
 from opsched.proto.queries import QueuesRequest, WhyRequest
+from opsched.proto.queue_stops import QueueStopSet, SetQueueStop
 from opsched.proto.queues import QueuesConfig
 from opsched.proto.reasons import Reason, Refusal, pending
 from opsched.proto.schedules import (
@@ -184,6 +185,12 @@ class Admission(Service):
         cmd = sent_by(cmd, ctx.subject)
         return queues_configured(cmd, ctx.clock.now())
 
+    @commands.handles(SetQueueStop)
+    async def on_set_queue_stop(self, cmd: SetQueueStop, ctx: Context) -> QueueStopSet:
+        """Hold, drain or resume a queue (``queue_stops``): its ``QueueStopSet``, or a refusal."""
+        cmd = sent_by(cmd, ctx.subject)
+        return handlers.on_set_queue_stop(cmd, self.state.stops, self.book, ctx.clock.now())
+
     # ---- the command rate: every command charged to its requester as it is taken (``command_rate``) ----
     def arrived(self, msg: Received, message: object | None) -> None:
         self.command_rate.charge(self._requester(msg, message), msg.stream_seq, self.clock.now())
@@ -218,6 +225,7 @@ class Admission(Service):
     # ---- the streams, replayed on start and followed live ----
     async def on_config(self, data: bytes, seq: int) -> None:
         await self.config.on_message(data, seq)
+        self._queue_stop(data)  # a queue held, drained or resumed (``queue_stops``)
         latest = self.config.latest
         if latest is None or latest.source == self.book.source:
             return
@@ -228,6 +236,17 @@ class Admission(Service):
             return
         self.state.queues.configure_queues(latest.config.queues, self.clock.now())
         self.log.info("queues_configured", source=latest.source, queues=self.book.names)
+        self.wake.set()
+
+    def _queue_stop(self, data: bytes) -> None:
+        try:
+            message = codec.decode_config(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return  # logged by the config source
+        if not isinstance(message, QueueStopSet) or not self.state.stops.apply(message):
+            return
+        self.state.queues.parked.pop(message.queue, None)  # resumed (or held): look at it again
+        self.log.info("queue_stop_set", queue=message.queue, stop_policy=message.stop_policy, by=message.by)
         self.wake.set()
 
     async def on_cluster(self, data: bytes, seq: int) -> None:
