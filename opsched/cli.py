@@ -291,6 +291,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
+    if args.action is not None:
+        return cmd_queue_stop(args)
     if args.apply is None:
         return reading.show_queues(args)
     from opsched.rules.queues_file import QueuesConfigError, load_queues
@@ -305,6 +307,18 @@ def cmd_queues(args: argparse.Namespace) -> int:
         print(f"queue configuration from {args.apply} sent ({len(config.queues)} queues)")
         return 0
     return reading.with_client(args, apply)
+
+
+def cmd_queue_stop(args: argparse.Namespace) -> int:
+    """``opsched queues hold|drain|resume QUEUE``: admission's verdict as for a command on an op."""
+    from opsched.verdicts import QUEUE_VERBS
+
+    if args.action not in QUEUE_VERBS or not args.queue or args.apply is not None:
+        return _fail(f"usage: opsched queues {'|'.join(QUEUE_VERBS)} QUEUE [-m COMMENT] (without --apply); got "
+                     f"{' '.join(filter(None, (args.action, args.queue))) or 'nothing'}", EXIT_INVALID)
+    return _with_verdict(args, lambda client: client.stop_queue(args.queue, QUEUE_VERBS[args.action],
+                                                                args.comment or "", requested_by="cli",
+                                                                timeout=args.timeout))
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -358,7 +372,14 @@ def parser() -> argparse.ArgumentParser:
         r.add_argument("-f", "--file", dest="files", action="append", default=[], metavar="FILE",
                        help="a file of params only (`params: {lr: {value: 0.1}}`), merged in order; repeatable")
         r.set_defaults(func=cmd_rerun)
-    qs = sub.add_parser("queues", help="queues: running/concurrency, quota use per flavor, pending, borrowed")
+    qs = sub.add_parser("queues", help="queues: running/concurrency, quota use per flavor, pending, borrowed; "
+                        "hold, drain or resume one (admins)")
+    qs.add_argument("action", nargs="?", choices=("hold", "drain", "resume"),
+                    help="hold: admit nothing more from QUEUE (its running ops go on); drain: also preempt what it "
+                    "runs; resume: admit again (docs/queues.md, Holding and draining a queue)")
+    qs.add_argument("queue", nargs="?", help="the queue to hold, drain or resume")
+    qs.add_argument("--comment", "-m", help="why (shown by `opsched queues` and `opsched why`)")
+    qs.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for admission's verdict")
     qs.add_argument("--apply", metavar="FILE", help="replace the queue configuration with this YAML file")
     reading.add_output(qs)
     qs.set_defaults(func=cmd_queues)

@@ -38,6 +38,7 @@ from opsched.proto.queries import (
     WhyAnswer,
     WhyRequest,
 )
+from opsched.proto.queue_stops import SetQueueStop
 from opsched.proto.queues import QueuesConfig
 from opsched.proto.schedules import (
     MAX_SCHEDULE_ID,
@@ -54,6 +55,7 @@ from opsched.verdicts import (  # noqa: F401 - VerdictUnknown: the SDK's callers
     Request,
     Verdict,
     VerdictUnknown,
+    await_queue_stop,
     await_verdict,
     new_request_id,
 )
@@ -251,6 +253,20 @@ class Client:
     async def set_queues(self, config: QueuesConfig, requested_by: str = "sdk") -> None:
         """Replace the queue configuration (admission validates it; an error event says why not)."""
         await self.bus.publish(SetQueues(config=config, requested_by=requested_by))
+
+    async def stop_queue(self, queue: str, policy: str, comment: str = "", requested_by: str = "sdk", *,
+                         timeout: float = VERDICT_TIMEOUT_S) -> Verdict:
+        """Hold (``"Hold"``: nothing more of ``queue`` is admitted, its running ops go on), drain
+        (``"HoldAndDrain"``: its running ops are preempted too) or resume (``"None"``) a queue; an admin's. The
+        verdict (``opsched.verdicts.await_queue_stop``): raises ``CommandRefused`` (``unknown_queue``, not
+        allowed) or ``VerdictUnknown``; a queue already so is ``nothing_to_do``."""
+        cmd = SetQueueStop(queue=queue, stop_policy=policy, comment=comment,  # type: ignore[arg-type]
+                           requested_by=requested_by, requested_at=datetime.now(timezone.utc),
+                           request_id=new_request_id())
+        verdict = await await_queue_stop(self.reads, cmd, lambda: self.bus.publish(cmd), timeout)
+        if verdict.refused:
+            raise CommandRefused(verdict)
+        return verdict
 
     async def queue_config(self) -> QueuesConfig | None:
         """The queue configuration last put in force (the config stream's ``config.queues``; None: none yet)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from opsched import cli
 from opsched.bus.errors import InvalidInput
+from opsched.connection import EXIT_INVALID
 from opsched.proto import codec
 from opsched.proto.events import OperationPreempted, PreemptRequested
 from opsched.proto.queue_stops import QueueStopSet, SetQueueStop
@@ -13,6 +15,7 @@ from opsched.services.admission import queries
 from opsched.services.admission.handlers import on_set_queue_stop
 from opsched.services.admission.service import Admission
 from opsched.services.runtime.settings import Settings
+from opsched.tables import queues_table
 from tests.builders import T0, admitted, op, running, submitted, t
 from tests.builders.clock import FakeClock
 from tests.unit.admission_scenarios import admitted_ids, decide, fold, queues, ready
@@ -119,3 +122,18 @@ async def test_the_config_stream_replayed_restores_the_state_latest_per_queue_in
     for message in (stop_set("gpu", "Hold"), stop_set("default", "HoldAndDrain"), stop_set("gpu", "None")):
         await admission.on_config(codec.encode(message), 1)
     assert {q: s.stop_policy for q, s in admission.state.stops.in_force.items()} == {"default": "HoldAndDrain"}
+
+
+def test_the_queues_table_says_each_queues_state_and_who_stopped_it_since_when_and_why():
+    state = held_state("HoldAndDrain", *in_gpu("r1"))
+    decide(state, BOOK)
+    text = queues_table(queries.queues(state, BOOK))
+    assert text.splitlines()[0].split()[:2] == ["QUEUE", "STATE"]
+    assert text.splitlines()[1].split()[:2] == ["default", "*"] and "active" in text.splitlines()[1]
+    assert "draining 1" in text.splitlines()[2]
+    assert "gpu draining 1 by ann since 2026-01-01 12:00:00: node upgrade" in text
+
+
+def test_queues_hold_without_a_queue_is_refused_before_anything_is_sent(capsys):
+    assert cli.main(["queues", "hold"]) == EXIT_INVALID
+    assert "usage: opsched queues hold|drain|resume QUEUE" in capsys.readouterr().err
