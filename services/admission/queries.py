@@ -40,8 +40,8 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         answer.reasons = [pending(Reason.ON_HOLD, why=op.reason_message or op.reason)]
     elif op.status == Status.RETRYING:
         answer.reasons = [pending(Reason.RETRYING, attempt=op.attempt, failure=op.reason)]
-    elif op.status.active and op.preempted_by:
-        answer.reasons = [pending(Reason.BEING_PREEMPTED, preemptor=op.preempted_by)]
+    elif op.status.active and op.preempted_by is not None:  # "": no preemptor, its queue was drained
+        answer.reasons = [pending(Reason.BEING_PREEMPTED, preemptor=op.preempted_by or f"the drain of queue {op.queue}")]
     elif op.status.active and op.history.waiting_for is not None and op.history.waiting_since is not None:
         answer.reasons = [pending(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(op.history.waiting_for),
                                   since=op.history.waiting_since, detail=op.history.waiting_detail)]

@@ -97,6 +97,8 @@ def test_a_drain_asks_every_op_the_queue_runs_to_go_once_preemptible_or_not():
     assert {(d.reason, d.preemptor) for d in first} == {(Preemption.QUEUE_DRAINED, "")}
     assert first[0].message == "queue gpu drained by ann at 2026-01-01 12:00:00: node upgrade"
     assert not [d for d in decide(state, BOOK, t(1)) if isinstance(d, PreemptRequested)]  # once each
+    assert queries.why(state, BOOK, "r1").reasons[0].message == ("being preempted by the drain of queue gpu; its pods "
+                                                                  "are terminating")
     assert queries.queues(state, BOOK).queues[1].draining == 3
     fold(OperationPreempted(op_id="r1", at=t(2), attempt=0, reason=Preemption.QUEUE_DRAINED), state=state)
     assert state.ops["r1"].status.name == "QUEUED"  # back in its queue (not a retry) ...
