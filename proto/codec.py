@@ -8,7 +8,7 @@ from typing import TypeVar, Union
 import msgspec
 
 from opsched.proto.cluster import CLUSTER_EVENTS, ClusterEvent
-from opsched.proto.commands import COMMANDS, Command
+from opsched.proto.commands import BULK_COMMANDS, COMMANDS, Command
 from opsched.proto.config import CONFIG_MESSAGES, PricesConfigured, QueuesConfigured, SetQueues
 from opsched.proto.events import EVENTS, Event
 from opsched.proto.queries import (
@@ -24,9 +24,9 @@ from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
 from opsched.proto.spec import OpSpec
 
 AnyEvent = Union[EVENTS]  # type: ignore[valid-type]
-AnyCommand = Union[COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS + QUEUE_STOP_COMMANDS]  # type: ignore[valid-type]
+AnyCommand = Union[COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS + QUEUE_STOP_COMMANDS + BULK_COMMANDS]  # type: ignore[valid-type]
 AnyMessage = Union[EVENTS + COMMANDS + (SetQueues,) + SCHEDULE_EVENTS + SCHEDULE_COMMANDS  # type: ignore[valid-type]
-                   + QUEUE_STOP_COMMANDS]
+                   + QUEUE_STOP_COMMANDS + BULK_COMMANDS]
 AnyOpsStream = Union[EVENTS + SCHEDULE_EVENTS]  # type: ignore[valid-type]  # everything on ops.>
 AnySchedule = Union[SCHEDULE_EVENTS]  # type: ignore[valid-type]
 AnyCluster = Union[CLUSTER_EVENTS]  # type: ignore[valid-type]

@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 
 from opsched.proto.cluster import CLUSTER_EVENTS
-from opsched.proto.commands import COMMANDS
+from opsched.proto.commands import BULK_COMMANDS, COMMANDS
 from opsched.proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from opsched.proto.events import EVENTS
 from opsched.proto.health import HealthAnswer, HealthRequest
@@ -34,7 +34,7 @@ def render() -> dict[str, str]:
     """File name -> JSON text, for every message of the contract."""
     out: dict[str, str] = {}
     groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed, QueueStopSet),
-              "command": COMMANDS + (SetQueues, SetQueueStop),
+              "command": COMMANDS + (SetQueues, SetQueueStop) + BULK_COMMANDS,
               "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer, HealthRequest,
                         HealthAnswer),
               "record": (OpSummary,)}

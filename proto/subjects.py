@@ -302,6 +302,11 @@ def msg_id(op_id: str, kind: str, attempt: int | str = 0) -> str:
     return f"{op_id}.{kind}.{attempt}"
 
 
+def many_msg_id(kind: str, request_id: str) -> str:
+    """Nats-Msg-Id of a bulk command (``stop_many``, ...): ``many.<type>.<request_id>``."""
+    return f"many.{kind}.{request_id}"
+
+
 def budget_exceeded_msg_id(scope: str, name: str, window: str, unit: str, window_start: datetime) -> str:
     """Nats-Msg-Id of a ``budget_exceeded``: one per budget, limit and window, whichever op crossed it."""
     return f"budget_exceeded.{scope}.{name}.{window}.{unit}.{window_start.strftime('%Y%m%d')}"

@@ -20,22 +20,28 @@ from typing import TypeVar
 import msgspec
 
 from opsched.bus.bus import Bus, Fence, Received
-from opsched.bus.errors import Fenced, MessageTooLarge
+from opsched.bus.errors import Fenced, InvalidInput, MessageTooLarge
 from opsched.bus.refusals import NotPermitted
 from opsched.proto import codec, subjects
 from opsched.proto.access import requester
 from opsched.proto.commands import (
+    SINGULAR,
     ApproveOperation,
+    ApproveOperations,
+    Command,
     CopyOperation,
+    OperationsCommand,
     RejectOperation,
+    RejectOperations,
     RestartOperation,
     ResumeOperation,
     StopOperation,
+    StopOperations,
     SubmitOperation,
     TouchOperation,
 )
 from opsched.proto.config import QueuesConfigured, SetQueues
-from opsched.proto.events import Event, FailureFinal, OperationRejected, OperationSubmitted
+from opsched.proto.events import ErrorRaised, Event, FailureFinal, OperationRejected, OperationSubmitted
 from opsched.proto.leases import is_claim
 from opsched.proto.queries import QueuesRequest, WhyRequest
 from opsched.proto.queue_stops import QueueStopSet, SetQueueStop
@@ -156,6 +162,42 @@ class Admission(Service):
         await self.known(cmd.op_id)
         return handlers.on_reject(cmd, ctx, self.state, self.book)
 
+    @commands.handles(StopOperations, ApproveOperations, RejectOperations)
+    async def on_many(self, cmd: OperationsCommand, ctx: Context) -> list[Event]:
+        """A stop, approve or reject of several ops: each distinct op judged as the singular command with the same
+        ``request_id`` (its owner checked where the singular's is), answered on its own subjects: the singular's
+        event, or an ``error`` event whose ``command_msg_id`` is the singular's msg id (never dead-lettered: a
+        refusal of one op is an answer, not bad input)."""
+        cmd = sent_by(cmd, ctx.subject)
+        single = SINGULAR[type(cmd)]
+        verb: str = single.__struct_config__.tag  # type: ignore[assignment]
+        extra = {"reason": cmd.reason} if isinstance(cmd, StopOperations) else {"comment": getattr(cmd, "comment", "")}
+        out: list[Event] = []
+        for op_id in dict.fromkeys(cmd.op_ids):
+            one = single(op_id=op_id, requested_at=cmd.requested_at, requested_by=cmd.requested_by,
+                         request_id=cmd.request_id, **extra)
+            await self.known(op_id)
+            try:
+                event = self._one_of_many(one, ctx)
+            except InvalidInput as exc:
+                out.extend(exc.events)
+                out.append(ErrorRaised(op_id=op_id, at=ctx.clock.now(), service=self.name, subject=ctx.subject,
+                                       reason=exc.reason, message=exc.message,
+                                       command_msg_id=subjects.msg_id(op_id, verb, cmd.request_id)))
+                continue
+            if event is not None:
+                out.append(event)
+        return out
+
+    def _one_of_many(self, cmd: Command, ctx: Context) -> Event | None:
+        if isinstance(cmd, StopOperation):
+            handlers.check_owner("stop", cmd.op_id, ctx, self.state, self.book)
+            return handlers.on_stop(cmd, ctx, self.state)
+        if isinstance(cmd, ApproveOperation):
+            return handlers.on_approve(cmd, ctx, self.state)
+        assert isinstance(cmd, RejectOperation)
+        return handlers.on_reject(cmd, ctx, self.state, self.book)
+
     @commands.handles(RestartOperation, CopyOperation)
     async def on_rerun(self, cmd: RestartOperation | CopyOperation, ctx: Context) -> Event | list[Event] | None:
         cmd = sent_by(cmd, ctx.subject)
@@ -193,7 +235,8 @@ class Admission(Service):
 
     # ---- the command rate: every command charged to its requester as it is taken (``command_rate``) ----
     def arrived(self, msg: Received, message: object | None) -> None:
-        self.command_rate.charge(self._requester(msg, message), msg.stream_seq, self.clock.now())
+        cost = len(message.op_ids) if isinstance(message, OperationsCommand) else 1  # a bulk command: one per op
+        self.command_rate.charge(self._requester(msg, message), msg.stream_seq, self.clock.now(), cost)
 
     def refusal_text(self, msg: Received, reason: str, text: str) -> str | None:
         return self.command_rate.refused(self._requester(msg, None), msg.stream_seq, text, self.clock.now(),
