@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import msgspec
 
 from opsched.proto import cloudevents, codec, subjects
-from opsched.proto.commands import SINGULAR, Command, OperationsCommand, SubmitOperation
+from opsched.proto.commands import Command, OperationsCommand, SubmitOperation, verb_of
 from opsched.proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from opsched.proto.events import BudgetExceeded, ErrorRaised, Event
 from opsched.proto.leases import LeaderClaimed
@@ -26,7 +26,7 @@ def subject_for(message: msgspec.Struct, user: str = subjects.ANONYMOUS) -> str:
     if isinstance(message, SetQueues):
         return subjects.command(subjects.SET_QUEUES, user)
     if isinstance(message, OperationsCommand):  # on the singular verb's subject: the same permissions
-        return subjects.command(SINGULAR[type(message)].__struct_config__.tag, user)  # type: ignore[arg-type]
+        return subjects.command(verb_of(type(message)), user)
     if isinstance(message, (SetQueueStop, QueueStopSet)):  # the command, and its answer on the config stream
         return (subjects.command(subjects.SET_QUEUE_STOP, user) if isinstance(message, SetQueueStop)
                 else subjects.queue_stop_subject(message.queue))

@@ -256,7 +256,49 @@ def _with_verdict(args: argparse.Namespace, send) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    return _with_verdict(args, lambda client: client.stop(args.id, timeout=args.timeout))
+    if _bulk(args):
+        return cmd_bulk(args)
+    return _with_verdict(args, lambda client: client.stop(args.ids[0], timeout=args.timeout))
+
+
+def _bulk(args: argparse.Namespace) -> bool:
+    """Several ids, a selection or JSON output: the bulk command (one message per chunk, a verdict per op)."""
+    return len(args.ids) != 1 or bool(args.batch or args.queue or args.all) or args.output == reading.JSON
+
+
+def cmd_bulk(args: argparse.Namespace) -> int:
+    """stop|approve|reject [ID...] [--batch B] [--queue Q --all]: the ops chosen (``opsched.bulk_select``), one
+    command message per chunk of ids, admission's verdict on each op, then a summary; the exit code of the worst
+    (``verdicts.bulk_exit_code``)."""
+    from opsched.bulk_select import SelectionError, check_flags, select
+    from opsched.verdicts import bulk_exit_code, bulk_json, bulk_lines
+
+    try:
+        check_flags(args.command, args.ids, args.batch, args.queue, args.all)  # before connecting
+    except SelectionError as exc:
+        return _fail(str(exc), EXIT_INVALID)
+
+    async def run(client) -> int:
+        view = await client.view() if args.batch or args.queue else None
+        try:
+            ids = select(view, args.command, args.ids, args.batch, args.queue, args.all)
+        except SelectionError as exc:
+            return _fail(str(exc), EXIT_INVALID)
+        if not ids:
+            print(f"nothing to {args.command}: no op of the selection is in a state {args.command} acts on")
+            return 0
+        comment = getattr(args, "comment", None) or ""
+        if args.command == "stop":
+            verdicts = await client.stop_many(ids, timeout=args.timeout)
+        else:
+            act = client.approve_many if args.command == "approve" else client.reject_many
+            verdicts = await act(ids, comment=comment, requested_by="cli", timeout=args.timeout)
+        if args.output == reading.JSON:
+            reading.print_json(bulk_json(args.command, verdicts))
+        else:
+            print("\n".join(bulk_lines(args.command, verdicts, args.timeout)))
+        return bulk_exit_code(verdicts)
+    return reading.with_client(args, run)
 
 
 def cmd_touch(args: argparse.Namespace) -> int:
@@ -264,9 +306,12 @@ def cmd_touch(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
+    if _bulk(args):
+        return cmd_bulk(args)
+
     def send(client):
         act = client.approve if args.command == "approve" else client.reject
-        return act(args.id, comment=args.comment or "", requested_by="cli", timeout=args.timeout)
+        return act(args.ids[0], comment=args.comment or "", requested_by="cli", timeout=args.timeout)
     return _with_verdict(args, send)
 
 
@@ -360,7 +405,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--queues", type=Path, metavar="FILE", help=QUEUES_HELP)
     s.set_defaults(func=cmd_submit)
     for verb, text in (("approve", "release an op held for approval"), ("reject", "refuse an op held for approval")):
-        a = _verdict_parser(sub, verb, text)
+        a = _verdict_parser(sub, verb, text, bulk=True)
         a.add_argument("--comment", "-m")
         a.set_defaults(func=cmd_approve)
     for verb, text in (("restart", "run an op again as a new op linked to it (prints the new op's id)"),
@@ -390,7 +435,7 @@ def parser() -> argparse.ArgumentParser:
     from opsched.ui.options import add_ui_arguments
     add_ui_arguments(ui)
     ui.set_defaults(func=cmd_ui)
-    st = _verdict_parser(sub, "stop", "stop a queued or running operation")
+    st = _verdict_parser(sub, "stop", "stop a queued or running operation", bulk=True)
     st.set_defaults(func=cmd_stop)
     tc = _verdict_parser(sub, "touch", "say a running service is in use: its idle time (termination.culling) "
                                        "starts again")
@@ -398,6 +443,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+BULK_EPILOG = """
+
+Several ids, --batch B or --queue Q --all: one command message per 1000 ops, a line per op with admission's
+verdict, then "approved 98, nothing to do 2, refused 0, no verdict 0". --batch/--queue pick approve: pending or
+on hold and not yet approved; reject: on hold; stop: not ended (both given: the ops in both). Exit 4 if any op got
+no verdict, else 2 if a refusal is of what was typed (an unknown op), else 1 if any was refused, else 0.
+-o json: a list of {opId, verb, outcome, message, refused, nothingToDo, answered}."""
 VERDICT_EPILOG = """\
 Waits for admission's verdict on this command and prints it: done (e.g. "stop requested", "approved",
 "resumed as attempt 2"; restart/copy print the new op's id) or nothing to do ("already approved", "a stop was
@@ -407,13 +459,21 @@ invalid: an unknown op id, params that cannot render; also a verb your NATS role
 within --timeout seconds: exit 4, the command may or may not have taken effect. NATS unreachable: exit 3."""
 
 
-def _verdict_parser(sub, verb: str, text: str) -> argparse.ArgumentParser:
-    """A command on one op that waits for admission's verdict (``_with_verdict``)."""
+def _verdict_parser(sub, verb: str, text: str, bulk: bool = False) -> argparse.ArgumentParser:
+    """A command on one op that waits for admission's verdict (``_with_verdict``); ``bulk``: on several ops, or
+    on those a selection picks (``cmd_bulk``)."""
     from opsched.verdicts import VERDICT_TIMEOUT_S
 
-    p = sub.add_parser(verb, help=text, description=text, epilog=VERDICT_EPILOG,
+    p = sub.add_parser(verb, help=text, description=text, epilog=VERDICT_EPILOG + (BULK_EPILOG if bulk else ""),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("id")
+    if bulk:
+        p.add_argument("ids", nargs="*", metavar="ID", help="the ops (several: one command, a verdict per op)")
+        p.add_argument("--batch", help="the ops of this sweep (its batch id) that the verb can act on now")
+        p.add_argument("--queue", help="with --all: the ops of this queue that the verb can act on now")
+        p.add_argument("--all", action="store_true", help="confirms --queue: every such op of the queue")
+        reading.add_output(p)
+    else:
+        p.add_argument("id")
     p.add_argument("--timeout", type=float, default=VERDICT_TIMEOUT_S,
                    help=f"seconds to wait for admission's verdict (default {VERDICT_TIMEOUT_S:g})")
     return p

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -248,3 +248,79 @@ async def _queue_stop_set(reads: Any, queue: str) -> QueueStopSet | None:
     except Exception:  # noqa: BLE001 - not ours to judge
         return None
     return message if isinstance(message, QueueStopSet) else None
+
+
+# ---- a bulk stop, approve or reject (``proto.commands.OperationsCommand``): a verdict per op ----
+async def await_verdicts(reads: Any, verb: str, op_ids: Sequence[str], request_id: str,
+                         publish: Callable[[], Awaitable[Any]],
+                         timeout: float = VERDICT_TIMEOUT_S) -> dict[str, Verdict | None]:
+    """Publish a bulk command (``publish()``) and collect admission's verdict on each op: each op is answered as
+    its singular command with the same ``request_id`` (``verdict_of``), so this follows the verb's done events and
+    the error events from the op stream's end as it was before the publish (nothing older is read). op id ->
+    verdict, None for an op not answered within ``timeout`` seconds (it may or may not have been acted on)."""
+    requests = {op_id: Request(verb, op_id, request_id) for op_id in op_ids}
+    verdicts: dict[str, Verdict | None] = dict.fromkeys(requests)
+    left = asyncio.Event()
+
+    async def on_message(data: bytes, seq: int) -> None:
+        try:
+            event = codec.decode_event(data)
+        except Exception:  # noqa: BLE001 - somebody's malformed message, or a leader's claim: no answer
+            return
+        request = requests.get(event.op_id)
+        if request is None or verdicts[event.op_id] is not None:
+            return
+        verdict = verdict_of(event, request)
+        if verdict is not None:
+            verdicts[event.op_id] = verdict
+            if all(v is not None for v in verdicts.values()):
+                left.set()
+
+    kinds = sorted({str(kind.__struct_config__.tag) for kind in DONE[verb]})
+    start = await reads.last_stored(subjects.OPS_STREAM, subjects.OPS_ALL) + 1
+    sub = await reads.follow(subjects.OPS_STREAM, [subjects.events_of(k) for k in [*kinds, "error"]], on_message,
+                             from_seq=start)
+    try:
+        await publish()
+        if requests:
+            try:
+                await asyncio.wait_for(left.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+    finally:
+        await sub.unsubscribe()
+    return verdicts
+
+
+DONE_WORD = {"stop": "stopped", "approve": "approved", "reject": "rejected"}  # a bulk summary's first count
+
+
+def bulk_exit_code(verdicts: dict[str, Verdict | None]) -> int:
+    """4 if any op went unanswered, else 2 if any refusal is of what was typed (``BAD_INPUT``), else 1 if any was
+    refused, else 0 (done or nothing to do)."""
+    codes = {EXIT_NO_VERDICT if v is None else v.exit_code for v in verdicts.values()}
+    return next((c for c in (EXIT_NO_VERDICT, EXIT_BAD_INPUT, EXIT_REFUSED) if c in codes), EXIT_DONE)
+
+
+def bulk_lines(verb: str, verdicts: dict[str, Verdict | None], timeout: float) -> list[str]:
+    """A line per op (its verdict), then the summary: ``approved 98, nothing to do 2, refused 0, no verdict 0``."""
+    lines = []
+    for op_id, v in verdicts.items():
+        if v is None:
+            lines.append(f"{op_id}: no verdict within {timeout:g}s (it may or may not have taken effect)")
+        elif v.refused:
+            lines.append(f"{op_id}: refused ({v.outcome}): {v.message}")
+        else:
+            lines.append(v.message if v.message.startswith(op_id) else f"{op_id}: {v.message}")
+    done = sum(1 for v in verdicts.values() if v is not None and v.done)
+    idle = sum(1 for v in verdicts.values() if v is not None and v.nothing_to_do)
+    refused = sum(1 for v in verdicts.values() if v is not None and v.refused)
+    unanswered = sum(1 for v in verdicts.values() if v is None)
+    return [*lines, f"{DONE_WORD[verb]} {done}, nothing to do {idle}, refused {refused}, no verdict {unanswered}"]
+
+
+def bulk_json(verb: str, verdicts: dict[str, Verdict | None]) -> list[dict[str, Any]]:
+    """The verdicts for scripts (``-o json``): one object per op; ``outcome`` ``no_verdict`` for one unanswered."""
+    return [{"opId": op_id, "verb": verb, "outcome": v.outcome if v else "no_verdict",
+             "message": v.message if v else "", "refused": bool(v and v.refused),
+             "nothingToDo": bool(v and v.nothing_to_do), "answered": v is not None} for op_id, v in verdicts.items()]

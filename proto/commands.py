@@ -98,3 +98,8 @@ class RejectOperations(OperationsCommand, tag="reject_many", kw_only=True):
 BULK_COMMANDS: tuple[type[OperationsCommand], ...] = (StopOperations, ApproveOperations, RejectOperations)
 SINGULAR: dict[type[OperationsCommand], type[Command]] = {  # each bulk command's one-op command (and its subject)
     StopOperations: StopOperation, ApproveOperations: ApproveOperation, RejectOperations: RejectOperation}
+
+
+def verb_of(kind: type[OperationsCommand]) -> str:
+    """The singular verb of a bulk command type: ``stop``, ``approve`` or ``reject``."""
+    return str(SINGULAR[kind].__struct_config__.tag)

@@ -39,6 +39,7 @@ from opsched.proto.commands import (
     StopOperations,
     SubmitOperation,
     TouchOperation,
+    verb_of,
 )
 from opsched.proto.config import QueuesConfigured, SetQueues
 from opsched.proto.events import ErrorRaised, Event, FailureFinal, OperationRejected, OperationSubmitted
@@ -170,7 +171,7 @@ class Admission(Service):
         refusal of one op is an answer, not bad input)."""
         cmd = sent_by(cmd, ctx.subject)
         single = SINGULAR[type(cmd)]
-        verb: str = single.__struct_config__.tag  # type: ignore[assignment]
+        verb = verb_of(type(cmd))
         extra = {"reason": cmd.reason} if isinstance(cmd, StopOperations) else {"comment": getattr(cmd, "comment", "")}
         out: list[Event] = []
         for op_id in dict.fromkeys(cmd.op_ids):
