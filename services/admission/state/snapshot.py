@@ -120,8 +120,9 @@ class Snapshot:
             self.capacity.give_back(node, pod)
 
     def copy(self) -> "Snapshot":
-        """A copy to simulate on (preemption plans take ops out of it): every count is copied; the queue book
-        and the spend are shared (a cycle never changes them), and so is the capacity's fixed part."""
+        """A copy to simulate on (preemption plans take ops out of it): every count is copied; the queue book,
+        the spend and the stopped queues are shared (a cycle never changes them), and so is the capacity's fixed
+        part."""
         usage: Usage = defaultdict(lambda: defaultdict(float))
         for queue, used in self.usage.items():
             usage[queue] = defaultdict(float, used)
