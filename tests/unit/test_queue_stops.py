@@ -16,6 +16,7 @@ from opsched.services.admission.handlers import on_set_queue_stop
 from opsched.services.admission.service import Admission
 from opsched.services.runtime.settings import Settings
 from opsched.tables import queues_table
+from opsched.view import OpsView
 from tests.builders import T0, admitted, op, running, submitted, t
 from tests.builders.clock import FakeClock
 from tests.unit.admission_scenarios import admitted_ids, decide, fold, queues, ready
@@ -139,3 +140,12 @@ def test_the_queues_table_says_each_queues_state_and_who_stopped_it_since_when_a
 def test_queues_hold_without_a_queue_is_refused_before_anything_is_sent(capsys):
     assert cli.main(["queues", "hold"]) == EXIT_INVALID
     assert "usage: opsched queues hold|drain|resume QUEUE" in capsys.readouterr().err
+
+
+def test_an_op_preempted_by_a_drain_reads_as_the_drain_in_opsched_ops():
+    state = held_state("HoldAndDrain", *in_gpu("r1"))
+    drain = next(d for d in decide(state, BOOK) if isinstance(d, PreemptRequested))
+    view = OpsView()
+    for event in (*in_gpu("r1"), drain):
+        view.fold(event)
+    assert view.rows["r1"].reason == "queue gpu drained by ann at 2026-01-01 12:00:00: node upgrade"
