@@ -8,7 +8,7 @@ from opsched import cli
 from opsched.bus.errors import InvalidInput
 from opsched.connection import EXIT_INVALID
 from opsched.proto import codec
-from opsched.proto.events import OperationPreempted, PreemptRequested
+from opsched.proto.events import OperationAdmitted, OperationPreempted, PreemptRequested
 from opsched.proto.queue_stops import QueueStopSet, SetQueueStop
 from opsched.proto.reasons import Preemption, Reason, Refusal
 from opsched.services.admission import queries
@@ -17,8 +17,9 @@ from opsched.services.admission.service import Admission
 from opsched.services.runtime.settings import Settings
 from opsched.tables import queues_table
 from opsched.view import OpsView
-from tests.builders import T0, admitted, op, running, submitted, t
+from tests.builders import T0, admitted, gates_cleared, op, running, submitted, t
 from tests.builders.clock import FakeClock
+from tests.builders.queues import book, queue
 from tests.unit.admission_scenarios import admitted_ids, decide, fold, queues, ready
 
 BOOK = queues(("default", 10), ("gpu", 10))
@@ -149,3 +150,11 @@ def test_an_op_preempted_by_a_drain_reads_as_the_drain_in_opsched_ops():
     for event in (*in_gpu("r1"), drain):
         view.fold(event)
     assert view.rows["r1"].reason == "queue gpu drained by ann at 2026-01-01 12:00:00: node upgrade"
+
+
+def test_a_held_queues_unused_quota_stays_lendable_to_its_cohort():
+    lab = book(queue("default", cohort="lab", gpus={"h100": 2}), queue("gpu", cohort="lab", gpus={"h100": 2}))
+    spec = op("big").gpus(3, product="H100").build()
+    state = held_state("Hold", submitted(spec, op_id="big", queue="default"), *gates_cleared("big"))
+    [admitted_big] = [d for d in decide(state, lab) if isinstance(d, OperationAdmitted)]
+    assert admitted_big.borrowing  # 1 of gpu's 2 borrowed while gpu is held
