@@ -23,6 +23,8 @@ def queues_table(answer: QueuesAnswer) -> str:
     table = grid(("QUEUE", "STATE", "COHORT", "RUNNING", "PENDING", "USED/QUOTA", "BORROWED", "COST"), rows)
     stops = [f"{q.name} {stop_state(q)} by {q.stopped_by or '?'} since {q.stopped_at:%Y-%m-%d %H:%M:%S}"
              + (f": {q.stop_comment}" if q.stop_comment else "") for q in answer.queues if q.stopped_at is not None]
+    stops += [f"{name} held but not configured (it comes back held if added again; resume clears it)"
+              for name in answer.stopped_unconfigured]
     held = "".join(f"\n{line}" for line in stops) + (
         "\n(held/drained: nothing of it is admitted until `opsched queues resume QUEUE`)" if stops else "")
     return f"{table}\n(* default queue; configuration from {answer.source})" + held + fragmentation_text(answer)

@@ -80,6 +80,8 @@ class QueuesAnswer(Wire, tag_field="type", tag="queues_answer", kw_only=True):
     default_queue: str = ""
     source: str = ""
     fragmentation: list[Fragmentation] = []  # per flavor and accelerator, once the nodes are known
+    # queues held or drained that the configuration no longer has: the hold comes back with the queue (resume clears)
+    stopped_unconfigured: list[str] = []
 
 
 class CostRequest(Wire, tag_field="type", tag="cost_request", kw_only=True):

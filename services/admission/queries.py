@@ -120,4 +120,5 @@ def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
                                cost_quota=q.cost_quota, usage=usage, **_stop_status(state, name)))
     waiting = (o for o in state.ops.values() if not (o.status.active or o.status.terminal))
     return QueuesAnswer(queues=out, default_queue=book.default_queue, source=book.source,
-                        fragmentation=fragmentation(snap.capacity, book, waiting))
+                        fragmentation=fragmentation(snap.capacity, book, waiting),
+                        stopped_unconfigured=sorted(q for q in state.stops.in_force if q not in book.queues))

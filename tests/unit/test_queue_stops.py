@@ -69,6 +69,9 @@ def test_a_stop_of_an_unknown_queue_or_of_a_queue_already_so_is_refused(queue, p
 def test_a_resume_clears_the_hold_of_a_queue_no_longer_configured():
     state = fold()
     state.stops.apply(stop_set("tpu", "Hold"))
+    answer = queries.queues(state, BOOK)
+    assert answer.stopped_unconfigured == ["tpu"]
+    assert "tpu held but not configured (it comes back held if added again; resume clears it)" in queues_table(answer)
     assert on_set_queue_stop(SetQueueStop(queue="tpu", stop_policy="None", request_id="r"), state.stops, BOOK,
                              T0).queue == "tpu"
 
