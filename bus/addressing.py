@@ -8,10 +8,11 @@ from dataclasses import dataclass
 import msgspec
 
 from opsched.proto import cloudevents, codec, subjects
-from opsched.proto.commands import Command, SubmitOperation
+from opsched.proto.commands import Command, OperationsCommand, SubmitOperation, verb_of
 from opsched.proto.config import PricesConfigured, QueuesConfigured, SetQueues
-from opsched.proto.events import BudgetExceeded, Event
+from opsched.proto.events import BudgetExceeded, ErrorRaised, Event
 from opsched.proto.leases import LeaderClaimed
+from opsched.proto.queue_stops import QueueStopSet, SetQueueStop
 
 
 def subject_for(message: msgspec.Struct, user: str = subjects.ANONYMOUS) -> str:
@@ -24,6 +25,11 @@ def subject_for(message: msgspec.Struct, user: str = subjects.ANONYMOUS) -> str:
         return subjects.command(codec.type_of(message), user)
     if isinstance(message, SetQueues):
         return subjects.command(subjects.SET_QUEUES, user)
+    if isinstance(message, OperationsCommand):  # on the singular verb's subject: the same permissions
+        return subjects.command(verb_of(type(message)), user)
+    if isinstance(message, (SetQueueStop, QueueStopSet)):  # the command, and its answer on the config stream
+        return (subjects.command(subjects.SET_QUEUE_STOP, user) if isinstance(message, SetQueueStop)
+                else subjects.queue_stop_subject(message.queue))
     if isinstance(message, QueuesConfigured):
         return subjects.CONFIG_QUEUES
     if isinstance(message, PricesConfigured):
@@ -35,11 +41,10 @@ def subject_for(message: msgspec.Struct, user: str = subjects.ANONYMOUS) -> str:
 
 def default_msg_id(message: msgspec.Struct) -> str:
     kind = codec.type_of(message)
-    if isinstance(message, BudgetExceeded):  # one per budget, limit and window, whichever op crossed it
-        return subjects.budget_exceeded_msg_id(message.scope, message.name, message.window, message.unit,
-                                               message.window_start)
     if isinstance(message, Event):
-        return subjects.msg_id(message.op_id, kind, message.attempt)
+        return _event_msg_id(message, kind)
+    if isinstance(message, OperationsCommand):
+        return subjects.many_msg_id(kind, message.request_id)
     if isinstance(message, Command):
         if message.request_id:  # one per request its sender made (``opsched.verdicts`` matches the answer by it)
             return subjects.msg_id(message.op_id, kind, message.request_id)
@@ -49,11 +54,22 @@ def default_msg_id(message: msgspec.Struct) -> str:
         return subjects.msg_id(message.op_id, kind, distinct)
     if isinstance(message, (SetQueues, QueuesConfigured)):
         return f"{kind}.{config_digest(message.config)}"
+    if isinstance(message, (SetQueueStop, QueueStopSet)):  # the command and its answer (in another stream): one
+        return subjects.queue_stop_msg_id(message.queue, message.request_id or config_digest(message))  # per request
     if isinstance(message, PricesConfigured):
         return subjects.prices_msg_id(config_digest(message.prices))
     if isinstance(message, LeaderClaimed):
         return subjects.lease_claim_msg_id(message.role, message.lease_revision)
     raise TypeError(f"no message id for {type(message).__name__}")
+
+
+def _event_msg_id(message: Event, kind: str) -> str:
+    if isinstance(message, BudgetExceeded):  # one per budget, limit and window, whichever op crossed it
+        return subjects.budget_exceeded_msg_id(message.scope, message.name, message.window, message.unit,
+                                               message.window_start)
+    if isinstance(message, ErrorRaised) and message.command_msg_id:  # one refusal per command (a bulk command's:
+        return f"{message.command_msg_id}.error"  # one per op), however many refusals its op had before
+    return subjects.msg_id(message.op_id, kind, message.attempt)
 
 
 def config_digest(config: msgspec.Struct) -> str:

@@ -256,7 +256,53 @@ def _with_verdict(args: argparse.Namespace, send) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    return _with_verdict(args, lambda client: client.stop(args.id, timeout=args.timeout))
+    if _bulk(args):
+        return cmd_bulk(args)
+    return _with_verdict(args, lambda client: client.stop(args.ids[0], timeout=args.timeout))
+
+
+def _bulk(args: argparse.Namespace) -> bool:
+    """Several ids, a selection or JSON output: the bulk command (one message per chunk, a verdict per op)."""
+    return len(args.ids) != 1 or bool(args.batch or args.queue or args.all) or args.output != reading.TABLE
+
+
+def cmd_bulk(args: argparse.Namespace) -> int:
+    """stop|approve|reject [ID...] [--batch B] [--queue Q --all]: the ops chosen (``opsched.bulk_select``), one
+    command message per chunk of ids, admission's verdict on each op, then a summary; the exit code of the worst
+    (``verdicts.bulk_exit_code``)."""
+    from opsched.bulk_select import SelectionError, check_flags, select
+    from opsched.output import emit
+    from opsched.verdicts import bulk_exit_code, bulk_lines, bulk_list
+
+    try:
+        check_flags(args.command, args.ids, args.batch, args.queue, args.all)  # before connecting
+    except SelectionError as exc:
+        return _fail(str(exc), EXIT_INVALID)
+
+    async def run(client) -> int:
+        view = await client.view() if args.batch or args.queue else None
+        try:
+            ids = select(view, args.command, args.ids, args.batch, args.queue, args.all)
+        except SelectionError as exc:
+            return _fail(str(exc), EXIT_INVALID)
+        if not ids:
+            if args.output != reading.TABLE:
+                emit(bulk_list(args.command, {}), args.output)
+            else:
+                print(f"nothing to {args.command}: no op of the selection is in a state {args.command} acts on")
+            return 0
+        comment = getattr(args, "comment", None) or ""
+        if args.command == "stop":
+            verdicts = await client.stop_many(ids, timeout=args.timeout)
+        else:
+            act = client.approve_many if args.command == "approve" else client.reject_many
+            verdicts = await act(ids, comment=comment, requested_by="cli", timeout=args.timeout)
+        if args.output != reading.TABLE:
+            emit(bulk_list(args.command, verdicts), args.output)
+        else:
+            print("\n".join(bulk_lines(args.command, verdicts, args.timeout)))
+        return bulk_exit_code(verdicts)
+    return reading.with_client(args, run)
 
 
 def cmd_touch(args: argparse.Namespace) -> int:
@@ -264,9 +310,12 @@ def cmd_touch(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
+    if _bulk(args):
+        return cmd_bulk(args)
+
     def send(client):
         act = client.approve if args.command == "approve" else client.reject
-        return act(args.id, comment=args.comment or "", requested_by="cli", timeout=args.timeout)
+        return act(args.ids[0], comment=args.comment or "", requested_by="cli", timeout=args.timeout)
     return _with_verdict(args, send)
 
 
@@ -291,6 +340,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
+    if args.action is not None:
+        return cmd_queue_stop(args)
     if args.apply is None:
         return reading.show_queues(args)
     from opsched.rules.queues_file import QueuesConfigError, load_queues
@@ -305,6 +356,18 @@ def cmd_queues(args: argparse.Namespace) -> int:
         print(f"queue configuration from {args.apply} sent ({len(config.queues)} queues)")
         return 0
     return reading.with_client(args, apply)
+
+
+def cmd_queue_stop(args: argparse.Namespace) -> int:
+    """``opsched queues hold|drain|resume QUEUE``: admission's verdict as for a command on an op."""
+    from opsched.verdicts import QUEUE_VERBS
+
+    if args.action not in QUEUE_VERBS or not args.queue or args.apply is not None:
+        return _fail(f"usage: opsched queues {'|'.join(QUEUE_VERBS)} QUEUE [-m COMMENT] (without --apply); got "
+                     f"{' '.join(filter(None, (args.action, args.queue))) or 'nothing'}", EXIT_INVALID)
+    return _with_verdict(args, lambda client: client.stop_queue(args.queue, QUEUE_VERBS[args.action],
+                                                                args.comment or "", requested_by="cli",
+                                                                timeout=args.timeout))
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -348,7 +411,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--queues", type=Path, metavar="FILE", help=QUEUES_HELP)
     s.set_defaults(func=cmd_submit)
     for verb, text in (("approve", "release an op held for approval"), ("reject", "refuse an op held for approval")):
-        a = _verdict_parser(sub, verb, text)
+        a = _verdict_parser(sub, verb, text, bulk=True)
         a.add_argument("--comment", "-m")
         a.set_defaults(func=cmd_approve)
     for verb, text in (("restart", "run an op again as a new op linked to it (prints the new op's id)"),
@@ -360,7 +423,14 @@ def parser() -> argparse.ArgumentParser:
         r.add_argument("-f", "--file", dest="files", action="append", default=[], metavar="FILE",
                        help="a file of params only (`params: {lr: {value: 0.1}}`), merged in order; repeatable")
         r.set_defaults(func=cmd_rerun)
-    qs = sub.add_parser("queues", help="queues: running/concurrency, quota use per flavor, pending, borrowed")
+    qs = sub.add_parser("queues", help="queues: running/concurrency, quota use per flavor, pending, borrowed; "
+                        "hold, drain or resume one (admins)")
+    qs.add_argument("action", nargs="?", choices=("hold", "drain", "resume"),
+                    help="hold: admit nothing more from QUEUE (its running ops go on); drain: also preempt what it "
+                    "runs; resume: admit again (docs/queues.md, Holding and draining a queue)")
+    qs.add_argument("queue", nargs="?", help="the queue to hold, drain or resume")
+    qs.add_argument("--comment", "-m", help="why (shown by `opsched queues` and `opsched why`)")
+    qs.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for admission's verdict")
     qs.add_argument("--apply", metavar="FILE", help="replace the queue configuration with this YAML file")
     reading.add_output(qs)
     qs.set_defaults(func=cmd_queues)
@@ -372,7 +442,7 @@ def parser() -> argparse.ArgumentParser:
     from opsched.ui.options import add_ui_arguments
     add_ui_arguments(ui)
     ui.set_defaults(func=cmd_ui)
-    st = _verdict_parser(sub, "stop", "stop a queued or running operation")
+    st = _verdict_parser(sub, "stop", "stop a queued or running operation", bulk=True)
     st.set_defaults(func=cmd_stop)
     tc = _verdict_parser(sub, "touch", "say a running service is in use: its idle time (termination.culling) "
                                        "starts again")
@@ -380,6 +450,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+BULK_EPILOG = """
+
+Several ids, --batch B or --queue Q --all: one command message per 1000 ops, a line per op with admission's
+verdict, then "approved 98, nothing to do 2, refused 0, no verdict 0". --batch/--queue pick approve: pending or
+on hold and not yet approved; reject: on hold; stop: not ended (both given: the ops in both). Exit 4 if any op got
+no verdict, else 2 if a refusal is of what was typed (an unknown op), else 1 if any was refused, else 0.
+-o json: a list of {opId, verb, outcome, message, refused, nothingToDo, answered}."""
 VERDICT_EPILOG = """\
 Waits for admission's verdict on this command and prints it: done (e.g. "stop requested", "approved",
 "resumed as attempt 2"; restart/copy print the new op's id) or nothing to do ("already approved", "a stop was
@@ -389,13 +466,21 @@ invalid: an unknown op id, params that cannot render; also a verb your NATS role
 within --timeout seconds: exit 4, the command may or may not have taken effect. NATS unreachable: exit 3."""
 
 
-def _verdict_parser(sub, verb: str, text: str) -> argparse.ArgumentParser:
-    """A command on one op that waits for admission's verdict (``_with_verdict``)."""
+def _verdict_parser(sub, verb: str, text: str, bulk: bool = False) -> argparse.ArgumentParser:
+    """A command on one op that waits for admission's verdict (``_with_verdict``); ``bulk``: on several ops, or
+    on those a selection picks (``cmd_bulk``)."""
     from opsched.verdicts import VERDICT_TIMEOUT_S
 
-    p = sub.add_parser(verb, help=text, description=text, epilog=VERDICT_EPILOG,
+    p = sub.add_parser(verb, help=text, description=text, epilog=VERDICT_EPILOG + (BULK_EPILOG if bulk else ""),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    completion.op_id(p.add_argument("id"))
+    if bulk:
+        completion.op_id(p.add_argument("ids", nargs="*", metavar="ID", help="the ops (several: one command, a verdict per op)"))
+        p.add_argument("--batch", help="the ops of this sweep (its batch id) that the verb can act on now")
+        p.add_argument("--queue", help="with --all: the ops of this queue that the verb can act on now")
+        p.add_argument("--all", action="store_true", help="confirms --queue: every such op of the queue")
+        reading.add_output(p)
+    else:
+        completion.op_id(p.add_argument("id"))
     p.add_argument("--timeout", type=float, default=VERDICT_TIMEOUT_S,
                    help=f"seconds to wait for admission's verdict (default {VERDICT_TIMEOUT_S:g})")
     return p

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -18,18 +19,24 @@ from opsched.directreads import reads_for
 from opsched.proto import codec, subjects
 from opsched.proto.commands import (
     ApproveOperation,
+    ApproveOperations,
     Command,
     CopyOperation,
+    OperationsCommand,
     RejectOperation,
+    RejectOperations,
     RestartOperation,
     ResumeOperation,
     StopOperation,
+    StopOperations,
     SubmitOperation,
     TouchOperation,
+    verb_of,
 )
 from opsched.proto.config import QueuesConfigured, SetQueues
 from opsched.proto.events import Event
 from opsched.proto.health import HealthAnswer, HealthRequest
+from opsched.proto.limits import MAX_OPS_PER_COMMAND
 from opsched.proto.queries import (
     CostAnswer,
     CostRequest,
@@ -40,6 +47,7 @@ from opsched.proto.queries import (
     WhyAnswer,
     WhyRequest,
 )
+from opsched.proto.queue_stops import SetQueueStop
 from opsched.proto.queues import QueuesConfig
 from opsched.proto.schedules import (
     MAX_SCHEDULE_ID,
@@ -56,7 +64,9 @@ from opsched.verdicts import (  # noqa: F401 - VerdictUnknown: the SDK's callers
     Request,
     Verdict,
     VerdictUnknown,
+    await_queue_stop,
     await_verdict,
+    await_verdicts,
     new_request_id,
 )
 from opsched.view import OpRow, OpsView
@@ -168,6 +178,32 @@ class Client:
         return await self._command(RejectOperation(op_id=op_id, comment=comment, requested_by=requested_by),
                                    wait, timeout)
 
+    async def stop_many(self, op_ids: Sequence[str], reason: str = "stopped by user", *,
+                        timeout: float = VERDICT_TIMEOUT_S) -> dict[str, Verdict | None]:
+        """Stop several ops in one command message per ``MAX_OPS_PER_COMMAND`` ids: op id -> admission's verdict
+        (as ``stop``'s; a refusal is a verdict here, not raised), None for an op not answered within ``timeout``."""
+        return await self._many(StopOperations, op_ids, timeout, reason=reason)
+
+    async def approve_many(self, op_ids: Sequence[str], comment: str = "", requested_by: str = "sdk", *,
+                           timeout: float = VERDICT_TIMEOUT_S) -> dict[str, Verdict | None]:
+        """Release several ops held for approval (a sweep's): the verdicts as ``stop_many``'s."""
+        return await self._many(ApproveOperations, op_ids, timeout, comment=comment, requested_by=requested_by)
+
+    async def reject_many(self, op_ids: Sequence[str], comment: str = "", requested_by: str = "sdk", *,
+                          timeout: float = VERDICT_TIMEOUT_S) -> dict[str, Verdict | None]:
+        """Refuse several ops held for approval: the verdicts as ``stop_many``'s."""
+        return await self._many(RejectOperations, op_ids, timeout, comment=comment, requested_by=requested_by)
+
+    async def _many(self, kind: type[OperationsCommand], op_ids: Sequence[str], timeout: float,
+                    **fields: Any) -> dict[str, Verdict | None]:
+        ids, out, verb = list(dict.fromkeys(op_ids)), dict[str, Verdict | None](), verb_of(kind)
+        for i in range(0, len(ids), MAX_OPS_PER_COMMAND):
+            chunk = ids[i:i + MAX_OPS_PER_COMMAND]
+            cmd = kind(op_ids=chunk, requested_at=datetime.now(timezone.utc), request_id=new_request_id(), **fields)
+            out |= await await_verdicts(self.reads, verb, chunk, cmd.request_id, functools.partial(self.bus.publish, cmd),
+                                        timeout)
+        return out
+
     async def restart(self, op_id: str, params: dict | None = None, copy: bool = False,
                       as_op_id: str | None = None, requested_by: str = "sdk", *, wait: bool = True,
                       timeout: float = VERDICT_TIMEOUT_S) -> str:
@@ -258,6 +294,20 @@ class Client:
     async def set_queues(self, config: QueuesConfig, requested_by: str = "sdk") -> None:
         """Replace the queue configuration (admission validates it; an error event says why not)."""
         await self.bus.publish(SetQueues(config=config, requested_by=requested_by))
+
+    async def stop_queue(self, queue: str, policy: str, comment: str = "", requested_by: str = "sdk", *,
+                         timeout: float = VERDICT_TIMEOUT_S) -> Verdict:
+        """Hold (``"Hold"``: nothing more of ``queue`` is admitted, its running ops go on), drain
+        (``"HoldAndDrain"``: its running ops are preempted too) or resume (``"None"``) a queue; an admin's. The
+        verdict (``opsched.verdicts.await_queue_stop``): raises ``CommandRefused`` (``unknown_queue``, not
+        allowed) or ``VerdictUnknown``; a queue already so is ``nothing_to_do``."""
+        cmd = SetQueueStop(queue=queue, stop_policy=policy, comment=comment,  # type: ignore[arg-type]
+                           requested_by=requested_by, requested_at=datetime.now(timezone.utc),
+                           request_id=new_request_id())
+        verdict = await await_queue_stop(self.reads, cmd, lambda: self.bus.publish(cmd), timeout)
+        if verdict.refused:
+            raise CommandRefused(verdict)
+        return verdict
 
     async def queue_config(self) -> QueuesConfig | None:
         """The queue configuration last put in force (the config stream's ``config.queues``; None: none yet)."""

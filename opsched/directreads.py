@@ -140,12 +140,13 @@ class DirectReads:
         return entry.data if entry is not None and entry.data and KV_OPERATION not in entry.headers else None
 
     async def follow(self, stream: str, subject: str | Sequence[str], on_message: Callable[..., Awaitable[None]],
-                     *, headers: bool = False) -> "Following":
-        """Deliver every message of ``subject`` (or of several) from the start of ``stream``, then live, in order:
-        ``on_message(data, seq)``, with ``headers`` ``on_message(data, seq, headers)``. Reading has begun when this
-        returns (the live subjects are subscribed first: nothing published after it is missed)."""
+                     *, headers: bool = False, from_seq: int = 1) -> "Following":
+        """Deliver every message of ``subject`` (or of several) from the start of ``stream`` (from stream sequence
+        ``from_seq``), then live, in order: ``on_message(data, seq)``, with ``headers`` ``on_message(data, seq,
+        headers)``. Reading has begun when this returns (the live subjects are subscribed first: nothing published
+        after it is missed)."""
         following = Following(self, stream, [subject] if isinstance(subject, str) else list(subject), on_message,
-                               headers)
+                               headers, from_seq)
         await following.start()
         return following
 
@@ -163,10 +164,10 @@ class Following:
     """One ``DirectReads.follow``: ``unsubscribe()`` ends it."""
 
     def __init__(self, reads: DirectReads, stream: str, filters: list[str],
-                 on_message: Callable[..., Awaitable[None]], headers: bool) -> None:
+                 on_message: Callable[..., Awaitable[None]], headers: bool, from_seq: int = 1) -> None:
         self.reads, self.stream, self.filters = reads, stream, filters
         self.on_message, self.headers = on_message, headers
-        self.next_seq = {f: 1 for f in filters}  # per subject: the next sequence to read from
+        self.next_seq = {f: max(1, from_seq) for f in filters}  # per subject: the next sequence to read from
         self.rung = asyncio.Event()
         self._subs: list[Any] = []
         self._task: asyncio.Task[None] | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from opsched.proto.history import HistoryEntry
-from opsched.proto.queries import CostAnswer, QueuesAnswer, SchedulesAnswer, ScheduleStatus, WhyAnswer
+from opsched.proto.queries import CostAnswer, QueuesAnswer, QueueStatus, SchedulesAnswer, ScheduleStatus, WhyAnswer
 
 
 def grid(headers: tuple[str, ...], rows: list[tuple]) -> str:
@@ -22,10 +22,25 @@ def queues_table(answer: QueuesAnswer) -> str:
         if q.services or q.max_services is not None:  # a queue that runs services, or caps them
             running += f" ({q.services}/{q.max_services if q.max_services is not None else '∞'} services)"
         name = q.name + (" *" if q.name == answer.default_queue else "")
-        rows.append((name, q.cohort or "-", running, q.pending, quota, borrowed, cost))
-    table = grid(("QUEUE", "COHORT", "RUNNING", "PENDING", "USED/QUOTA", "BORROWED", "COST"), rows)
-    return (f"{table}\n(* default queue; configuration from {answer.source})" + cohorts_text(answer)
+        rows.append((name, stop_state(q), q.cohort or "-", running, q.pending, quota, borrowed, cost))
+    table = grid(("QUEUE", "STATE", "COHORT", "RUNNING", "PENDING", "USED/QUOTA", "BORROWED", "COST"), rows)
+    stops = [f"{q.name} {stop_state(q)} by {q.stopped_by or '?'} since {q.stopped_at:%Y-%m-%d %H:%M:%S}"
+             + (f": {q.stop_comment}" if q.stop_comment else "") for q in answer.queues if q.stopped_at is not None]
+    stops += [f"{name} held but not configured (it comes back held if added again; resume clears it)"
+              for name in answer.stopped_unconfigured]
+    held = "".join(f"\n{line}" for line in stops) + (
+        "\n(held/drained: nothing of it is admitted until `opsched queues resume QUEUE`)" if stops else "")
+    return (f"{table}\n(* default queue; configuration from {answer.source})" + held + cohorts_text(answer)
             + fragmentation_text(answer))
+
+
+def stop_state(q: QueueStatus) -> str:
+    """active, held, draining N (a drained queue still running N ops, asked to go) or drained."""
+    if q.stop_policy == "Hold":
+        return "held"
+    if q.stop_policy == "HoldAndDrain":
+        return f"draining {q.draining}" if q.draining else "drained"
+    return "active"
 
 
 def cohorts_text(answer: QueuesAnswer) -> str:

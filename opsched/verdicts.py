@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from opsched.proto import codec, subjects
 from opsched.proto.events import (
+    NO_OP_ID,
     ErrorRaised,
     Event,
     OperationApproved,
@@ -34,10 +35,12 @@ from opsched.proto.events import (
     OperationTouched,
     StopRequested,
 )
+from opsched.proto.outputs import VerdictItem, VerdictList
+from opsched.proto.queue_stops import QueueStopSet, SetQueueStop
 from opsched.proto.reasons import Reason, Refusal
 
 VERDICT_TIMEOUT_S = 10.0
-NOTHING_TO_DO = frozenset({Refusal.ALREADY_APPROVED, Refusal.ALREADY_STOPPING})  # the op is as asked already: exit 0
+NOTHING_TO_DO = frozenset({Refusal.ALREADY_APPROVED, Refusal.ALREADY_STOPPING, Refusal.QUEUE_UNCHANGED})  # the op is as asked already: exit 0
 # refusals of what was typed (an id naming nothing, params that cannot render, ...): exit 2; others exit 1
 BAD_INPUT = frozenset({Reason.UNKNOWN_OP, Refusal.INVALID_OP_ID, Refusal.INVALID_TEMPLATE, Refusal.INVALID_CONDITION,
                        Refusal.SPEC_TOO_LARGE, Refusal.INVALID_SPEC, Refusal.MALFORMED_MESSAGE, Refusal.DUPLICATE_OP_ID,
@@ -109,9 +112,9 @@ class CommandRefused(Exception):
 class VerdictUnknown(Exception):
     """No verdict came within the timeout: the command may or may not have taken effect."""
 
-    def __init__(self, request: Request, timeout: float) -> None:
+    def __init__(self, request: Request, timeout: float, see: str = "") -> None:
         super().__init__(f"no verdict on {request.verb} {request.op_id} within {timeout:g}s: it may or may not "
-                         f"have taken effect (is admission running? see `opsched why {request.op_id}`)")
+                         f"have taken effect (is admission running? see `{see or 'opsched why ' + request.op_id}`)")
         self.request, self.timeout = request, timeout
 
 
@@ -188,3 +191,138 @@ async def await_verdict(reads: Any, request: Request, publish: Callable[[], Awai
                 return verdict
     finally:
         await sub.unsubscribe()
+
+
+# ---- a queue held, drained or resumed (``proto.queue_stops``): the answer is on the config stream ----
+QUEUE_VERBS = {"hold": "Hold", "drain": "HoldAndDrain", "resume": "None"}  # verb -> the stop policy it sets
+QUEUE_DONE = {"Hold": "held", "HoldAndDrain": "drained (its running ops are being preempted)", "None": "resumed"}
+POLL_S = 0.1
+
+
+async def await_queue_stop(reads: Any, cmd: SetQueueStop, publish: Callable[[], Awaitable[Any]],
+                           timeout: float = VERDICT_TIMEOUT_S) -> Verdict:
+    """Publish ``cmd`` and return admission's verdict: done when the queue's ``QueueStopSet`` carrying the command's
+    ``request_id`` is the latest on ``config.queue_stop.<queue>`` (polled: clients read the config stream by direct
+    gets), refused (or nothing to do) by an ``error`` event matching its msg id; ``VerdictUnknown`` after
+    ``timeout`` seconds without either. ``Verdict.op_id`` is the queue."""
+    verb = next(v for v, policy in QUEUE_VERBS.items() if policy == cmd.stop_policy)
+    request = Request(verb, cmd.queue, cmd.request_id)
+    msg_id = subjects.queue_stop_msg_id(cmd.queue, cmd.request_id)
+    refused: asyncio.Queue[Verdict] = asyncio.Queue()
+
+    async def on_error(data: bytes, seq: int) -> None:
+        try:
+            event = codec.decode_event(data)
+        except Exception:  # noqa: BLE001 - somebody's malformed message: no answer
+            return
+        if isinstance(event, ErrorRaised) and event.command_msg_id == msg_id:
+            idle = event.reason in NOTHING_TO_DO
+            refused.put_nowait(Verdict(verb, cmd.queue, event.reason, event.message, refused=not idle,
+                                       nothing_to_do=idle))
+
+    sub = await reads.follow(subjects.OPS_STREAM, subjects.event("error", NO_OP_ID), on_error)  # names no op
+    try:
+        await publish()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            if not refused.empty():
+                return refused.get_nowait()
+            done = await _queue_stop_set(reads, cmd.queue)
+            if done is not None and done.request_id == cmd.request_id:
+                by = f" by {done.by}" if done.by else ""
+                return Verdict(verb, cmd.queue, "queue_stop_set", f"queue {cmd.queue}: {QUEUE_DONE[done.stop_policy]}"
+                               f"{by}" + (f" ({done.comment})" if done.comment else ""))
+            await asyncio.sleep(POLL_S)
+        raise VerdictUnknown(request, timeout, see="opsched queues")
+    finally:
+        await sub.unsubscribe()
+
+
+async def _queue_stop_set(reads: Any, queue: str) -> QueueStopSet | None:
+    seq = await reads.last_stored(subjects.CONFIG_STREAM, subjects.queue_stop_subject(queue))
+    stored = await reads.stored(subjects.CONFIG_STREAM, seq) if seq else None
+    if stored is None:
+        return None
+    try:
+        message = codec.decode_config(stored.data)
+    except Exception:  # noqa: BLE001 - not ours to judge
+        return None
+    return message if isinstance(message, QueueStopSet) else None
+
+
+# ---- a bulk stop, approve or reject (``proto.commands.OperationsCommand``): a verdict per op ----
+async def await_verdicts(reads: Any, verb: str, op_ids: Sequence[str], request_id: str,
+                         publish: Callable[[], Awaitable[Any]],
+                         timeout: float = VERDICT_TIMEOUT_S) -> dict[str, Verdict | None]:
+    """Publish a bulk command (``publish()``) and collect admission's verdict on each op: each op is answered as
+    its singular command with the same ``request_id`` (``verdict_of``), so this follows the verb's done events and
+    the error events from the op stream's end as it was before the publish (nothing older is read). op id ->
+    verdict, None for an op not answered within ``timeout`` seconds (it may or may not have been acted on)."""
+    requests = {op_id: Request(verb, op_id, request_id) for op_id in op_ids}
+    verdicts: dict[str, Verdict | None] = dict.fromkeys(requests)
+    left = asyncio.Event()
+
+    async def on_message(data: bytes, seq: int) -> None:
+        try:
+            event = codec.decode_event(data)
+        except Exception:  # noqa: BLE001 - somebody's malformed message, or a leader's claim: no answer
+            return
+        request = requests.get(event.op_id)
+        if request is None or verdicts[event.op_id] is not None:
+            return
+        verdict = verdict_of(event, request)
+        if verdict is not None:
+            verdicts[event.op_id] = verdict
+            if all(v is not None for v in verdicts.values()):
+                left.set()
+
+    kinds = sorted({str(kind.__struct_config__.tag) for kind in DONE[verb]})
+    start = await reads.last_stored(subjects.OPS_STREAM, subjects.OPS_ALL) + 1
+    sub = await reads.follow(subjects.OPS_STREAM, [subjects.events_of(k) for k in [*kinds, "error"]], on_message,
+                             from_seq=start)
+    try:
+        await publish()
+        if requests:
+            try:
+                await asyncio.wait_for(left.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+    finally:
+        await sub.unsubscribe()
+    return verdicts
+
+
+DONE_WORD = {"stop": "stopped", "approve": "approved", "reject": "rejected"}  # a bulk summary's first count
+
+
+def bulk_exit_code(verdicts: dict[str, Verdict | None]) -> int:
+    """4 if any op went unanswered, else 2 if any refusal is of what was typed (``BAD_INPUT``), else 1 if any was
+    refused, else 0 (done or nothing to do)."""
+    codes = {EXIT_NO_VERDICT if v is None else v.exit_code for v in verdicts.values()}
+    return next((c for c in (EXIT_NO_VERDICT, EXIT_BAD_INPUT, EXIT_REFUSED) if c in codes), EXIT_DONE)
+
+
+def bulk_lines(verb: str, verdicts: dict[str, Verdict | None], timeout: float) -> list[str]:
+    """A line per op (its verdict), then the summary: ``approved 98, nothing to do 2, refused 0, no verdict 0``."""
+    lines = []
+    for op_id, v in verdicts.items():
+        if v is None:
+            lines.append(f"{op_id}: no verdict within {timeout:g}s (it may or may not have taken effect)")
+        elif v.refused:
+            lines.append(f"{op_id}: refused ({v.outcome}): {v.message}")
+        else:
+            lines.append(v.message if v.message.startswith(op_id) else f"{op_id}: {v.message}")
+    done = sum(1 for v in verdicts.values() if v is not None and v.done)
+    idle = sum(1 for v in verdicts.values() if v is not None and v.nothing_to_do)
+    refused = sum(1 for v in verdicts.values() if v is not None and v.refused)
+    unanswered = sum(1 for v in verdicts.values() if v is None)
+    return [*lines, f"{DONE_WORD[verb]} {done}, nothing to do {idle}, refused {refused}, no verdict {unanswered}"]
+
+
+def bulk_list(verb: str, verdicts: dict[str, Verdict | None]) -> VerdictList:
+    """The verdicts for scripts (``-o json|yaml``, ``proto.outputs.VerdictList``): one item per op."""
+    return VerdictList(items=[
+        VerdictItem(op_id=op_id, verb=verb, outcome=v.outcome if v else "no_verdict", message=v.message if v else "",
+                    refused=bool(v and v.refused), nothing_to_do=bool(v and v.nothing_to_do), answered=v is not None)
+        for op_id, v in verdicts.items()])

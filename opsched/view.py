@@ -226,8 +226,8 @@ def _reason_now(row: OpRow, event: Event) -> None:  # noqa: C901 - one branch pe
         row.reason = f"attempt {event.attempt} failed ({event.reason}); retry in {event.retry_after_s:g}s"
     elif isinstance(event, FailureFinal):  # the failure's own words (its ``failed``), and why it is not retried
         row.reason = "; ".join(p for p in (row.reason or event.reason, event.message) if p)
-    elif isinstance(event, PreemptRequested):
-        row.reason = f"preempted by {event.preemptor}: {event.message}"
+    elif isinstance(event, PreemptRequested):  # no preemptor: an admin drained its queue (``queue_drained``)
+        row.reason = f"preempted by {event.preemptor}: {event.message}" if event.preemptor else event.message
     elif isinstance(event, (OperationPreempted, OperationEvicted)):
         row.reason = f"{codec.type_of(event)} ({event.reason}); back in queue"
     elif isinstance(event, CacheHit):

@@ -8,7 +8,7 @@ from typing import TypeVar, Union
 import msgspec
 
 from opsched.proto.cluster import CLUSTER_EVENTS, ClusterEvent
-from opsched.proto.commands import COMMANDS, Command
+from opsched.proto.commands import BULK_COMMANDS, COMMANDS, Command
 from opsched.proto.config import CONFIG_MESSAGES, PricesConfigured, QueuesConfigured, SetQueues
 from opsched.proto.events import EVENTS, Event
 from opsched.proto.queries import (
@@ -21,12 +21,14 @@ from opsched.proto.queries import (
     WhyAnswer,
     WhyRequest,
 )
+from opsched.proto.queue_stops import QUEUE_STOP_COMMANDS, QueueStopSet
 from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
 from opsched.proto.spec import OpSpec
 
 AnyEvent = Union[EVENTS]  # type: ignore[valid-type]
-AnyCommand = Union[COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS]  # type: ignore[valid-type]
-AnyMessage = Union[EVENTS + COMMANDS + (SetQueues,) + SCHEDULE_EVENTS + SCHEDULE_COMMANDS]  # type: ignore[valid-type]
+AnyCommand = Union[COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS + QUEUE_STOP_COMMANDS + BULK_COMMANDS]  # type: ignore[valid-type]
+AnyMessage = Union[EVENTS + COMMANDS + (SetQueues,) + SCHEDULE_EVENTS + SCHEDULE_COMMANDS  # type: ignore[valid-type]
+                   + QUEUE_STOP_COMMANDS + BULK_COMMANDS]
 AnyOpsStream = Union[EVENTS + SCHEDULE_EVENTS]  # type: ignore[valid-type]  # everything on ops.>
 AnySchedule = Union[SCHEDULE_EVENTS]  # type: ignore[valid-type]
 AnyCluster = Union[CLUSTER_EVENTS]  # type: ignore[valid-type]
@@ -143,8 +145,8 @@ def decode_cluster(data: bytes) -> ClusterEvent:
     return _decoded(_cluster_decoder, data)
 
 
-def decode_config(data: bytes) -> QueuesConfigured | PricesConfigured:
-    """Anything on the config stream: the queue configuration or the price catalogue in force
+def decode_config(data: bytes) -> QueuesConfigured | PricesConfigured | QueueStopSet:
+    """Anything on the config stream: the queue configuration, the price catalogue or a queue's stop policy in force
     (each reader keeps the kind it applies and ignores the other)."""
     return _decoded(_config_decoder, data)
 

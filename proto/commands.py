@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
+
+from opsched.proto.limits import MAX_OPS_PER_COMMAND
 from opsched.proto.spec import OpSpec, Wire
 
 
@@ -66,3 +69,37 @@ class ResumeOperation(RerunOperation, tag="resume", kw_only=True):
 
 COMMANDS: tuple[type[Command], ...] = (SubmitOperation, StopOperation, ApproveOperation, RejectOperation,
                                        RestartOperation, CopyOperation, ResumeOperation, TouchOperation)
+
+
+class OperationsCommand(Wire, tag_field="type", kw_only=True):
+    """A stop, approve or reject of several ops in one message (a sweep's, a queue's), on the singular verb's
+    subject (``cmd.<user>.stop``, ...: the same permissions). Admission judges each distinct op as the singular
+    command with the same ``request_id`` would be, and answers each op on its own subjects: the singular's event,
+    or an ``error`` event whose ``command_msg_id`` is the singular's (``<op_id>.<verb>.<request_id>``)."""
+
+    op_ids: Annotated[list[str], msgspec.Meta(min_length=1, max_length=MAX_OPS_PER_COMMAND)]
+    requested_at: datetime | None = None
+    requested_by: str = ""
+    request_id: str  # required: each op's answer carries it; the message's Nats-Msg-Id is many.<verb>.<request_id>
+
+
+class StopOperations(OperationsCommand, tag="stop_many", kw_only=True):
+    reason: str = "stopped by user"
+
+
+class ApproveOperations(OperationsCommand, tag="approve_many", kw_only=True):
+    comment: str = ""
+
+
+class RejectOperations(OperationsCommand, tag="reject_many", kw_only=True):
+    comment: str = ""
+
+
+BULK_COMMANDS: tuple[type[OperationsCommand], ...] = (StopOperations, ApproveOperations, RejectOperations)
+SINGULAR: dict[type[OperationsCommand], type[Command]] = {  # each bulk command's one-op command (and its subject)
+    StopOperations: StopOperation, ApproveOperations: ApproveOperation, RejectOperations: RejectOperation}
+
+
+def verb_of(kind: type[OperationsCommand]) -> str:
+    """The singular verb of a bulk command type: ``stop``, ``approve`` or ``reject``."""
+    return str(SINGULAR[kind].__struct_config__.tag)

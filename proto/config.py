@@ -1,11 +1,13 @@
 """Configuration changes on the bus: the queue configuration in force is the latest
 ``QueuesConfigured`` in the config stream, whether it came from a file or a command; the price
-catalogue in force is the latest ``PricesConfigured``."""
+catalogue in force is the latest ``PricesConfigured``; each queue's stop policy is the latest ``QueueStopSet``
+on its subject (``proto.queue_stops``)."""
 from __future__ import annotations
 
 from datetime import datetime
 
 from opsched.proto.prices import Prices
+from opsched.proto.queue_stops import QueueStopSet
 from opsched.proto.queues import QueuesConfig
 from opsched.proto.spec import Wire
 
@@ -34,4 +36,4 @@ class PricesConfigured(Wire, tag_field="type", tag="prices_configured", kw_only=
     source: str  # "file:<path>#<sha>"
 
 
-CONFIG_MESSAGES = (QueuesConfigured, PricesConfigured)  # what the config stream holds
+CONFIG_MESSAGES = (QueuesConfigured, PricesConfigured, QueueStopSet)  # what the config stream holds

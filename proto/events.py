@@ -361,6 +361,9 @@ class SpendRolled(Event, tag="spend_rolled", kw_only=True):
     windows: list[WindowSpend] = []
 
 
+NO_OP_ID = "-"  # an error event's op id when the input named no operation (never a valid op id)
+
+
 class ErrorRaised(Event, tag="error", kw_only=True):
     """Bad input seen by a service. ``op_id`` is "-" (never a valid op id) when the input named no operation."""
 

@@ -22,6 +22,7 @@ MAX_INIT_STEPS = 16  # init steps of one pod (Polyaxon's ``init``: git, file, co
 MAX_SIDECARS = 8  # sidecar containers of one pod
 MAX_CONNECTIONS = 16  # connections one pod names (``connections`` and its init steps')
 MAX_FILE_CONTENT_BYTES = 64 * 1024  # an init file's content (under Linux's 128 KiB for one exec string)
+MAX_OPS_PER_COMMAND = 1000  # op ids of one bulk stop, approve or reject (``proto.commands.OperationsCommand``)
 MAX_OUTPUTS_BYTES = 4096  # an op's outputs as JSON: Kubernetes' own bound on a container's termination message
 
 # ---- labels and annotations: Kubernetes' own rules ---------------------------------------------------

@@ -59,6 +59,24 @@ class OpList(Wire, tag_field="type", tag="op_list", kw_only=True):
     items: list[OpItem] = []
 
 
+class VerdictItem(Wire, kw_only=True):
+    """Admission's verdict on one op of a `stop|approve|reject` (``outcome`` ``no_verdict``: none came in time)."""
+
+    op_id: str
+    verb: str  # stop, approve or reject
+    outcome: str  # the done kind (stopped, approved, rejected), a nothing-to-do or refusal reason, or no_verdict
+    message: str = ""
+    refused: bool = False
+    nothing_to_do: bool = False
+    answered: bool = True
+
+
+class VerdictList(Wire, tag_field="type", tag="verdict_list", kw_only=True):
+    """`opsched stop|approve|reject ... -o json|yaml`: a verdict per op, in the order the ops were sent."""
+
+    items: list[VerdictItem] = []
+
+
 class VersionInfo(Wire, tag_field="type", tag="version", kw_only=True):
     """`opsched version`: the CLI's version, its Python, the digest of the wire contract it speaks (sha256 of
     ``proto/schemas``: two sides with the same digest speak the same messages), and admission's version."""
@@ -77,4 +95,7 @@ OUTPUTS: dict[str, type] = {
     "cost": CostAnswer,
     "schedules": SchedulesAnswer,
     "version": VersionInfo,
+    "stop": VerdictList,
+    "approve": VerdictList,
+    "reject": VerdictList,
 }

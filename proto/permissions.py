@@ -37,7 +37,8 @@ SHARED_EMITS = ("error", "handler_failed")  # every service reports what it dead
 
 # what each service publishes besides its events
 OTHER_PUBLISH: dict[str, tuple[str, ...]] = {
-    "admission": (subjects.CONFIG_QUEUES, subjects.commands_of("admission", "submit")),  # schedule runs
+    "admission": (subjects.CONFIG_QUEUES, subjects.CONFIG_QUEUE_STOPS,
+                  subjects.commands_of("admission", "submit")),  # schedule runs
     "cost": (subjects.CONFIG_PRICES,),
     "cache": (),
     "dispatcher": (subjects.CLUSTER_ALL,),
@@ -48,7 +49,7 @@ VERBS: dict[str, tuple[str, ...]] = {
     "submitter": ("submit", "stop", "restart", "copy", "resume", "touch"),
     "approver": ("approve", "reject"),
     "admin": ("submit", "stop", "restart", "copy", "resume", "touch", "approve", "reject", subjects.SET_QUEUES,
-              subjects.SCHEDULE_CREATE, subjects.SCHEDULE_DELETE),
+              subjects.SCHEDULE_CREATE, subjects.SCHEDULE_DELETE, subjects.SET_QUEUE_STOP),
 }
 QUERIES = (subjects.QUERY_WHY, subjects.QUERY_QUEUES, subjects.QUERY_COST, subjects.QUERY_SCHEDULES,
            subjects.QUERY_HEALTH_ALL)

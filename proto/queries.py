@@ -76,6 +76,13 @@ class QueueStatus(Wire, kw_only=True):
     cost_used: float = 0.0
     cost_quota: float | None = None
     usage: list[FlavorUsage] = []
+    # held or drained by an admin (``proto.queue_stops``): "None" (active), "Hold" or "HoldAndDrain"; by whom,
+    # since when, why; ``draining``: the ops a drained queue still runs (asked to go, their pods terminating)
+    stop_policy: str = "None"
+    stopped_by: str = ""
+    stopped_at: datetime | None = None
+    stop_comment: str = ""
+    draining: int = 0
 
 
 class Fragmentation(Wire, kw_only=True):
@@ -101,6 +108,8 @@ class QueuesAnswer(Wire, tag_field="type", tag="queues_answer", kw_only=True):
     source: str = ""
     fragmentation: list[Fragmentation] = []  # per flavor and accelerator, once the nodes are known
     cohorts: list[CohortStatus] = []  # the declared cohorts (none: flat cohorts only)
+    # queues held or drained that the configuration no longer has: the hold comes back with the queue (resume clears)
+    stopped_unconfigured: list[str] = []
 
 
 class CostRequest(Wire, tag_field="type", tag="cost_request", kw_only=True):

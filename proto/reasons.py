@@ -60,6 +60,7 @@ class Reason(StrEnum):
     BAD_REQUEST = "bad_request"
     RESOURCE_NOT_COVERED = "resource_not_covered"
     USER_PENDING_CAP = "user_pending_cap"
+    QUEUE_HELD = "queue_held"
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,12 @@ REASONS: dict[Reason, Rule] = {
         "its requester already has as many ops waiting in its queue as the queue's maxPendingPerUser allows",
         "user {user} already has {count} ops pending in queue {queue} (maxPendingPerUser {cap}); submit again "
         "once some are admitted or end, or use another queue"),
+    Reason.QUEUE_HELD: Rule(
+        "an admin held or drained its queue (`opsched queues hold` or `drain`): nothing of it is admitted until it is "
+        "resumed",
+        # state: "held" or "drained"; comment: "" or " (<the admin's comment>)"
+        "queue {queue} is {state} by {by} since {since:%Y-%m-%d %H:%M:%S}{comment}: nothing is admitted until "
+        "`opsched queues resume {queue}`", False, WaitsOn.TIME_OR_CONFIG),
 }
 DEPENDENCY_NAMES = {"kubernetes": "the Kubernetes API", "nats": "NATS"}  # as ``why`` names what an op waits for
 
@@ -310,6 +317,7 @@ class Refusal(StrEnum):
     MALFORMED_MESSAGE = "malformed_message"  # a message that does not decode (also a dead letter's reason)
     UNKNOWN_CONNECTION = "unknown_connection"  # a connection its queue's configuration does not declare for it
     NOT_A_RUNNING_SERVICE = "not_a_running_service"  # a touch of an op that is not a service, or not running
+    QUEUE_UNCHANGED = "queue_unchanged"  # a hold, drain or resume of a queue already so: nothing to do
 
 
 class Eviction(StrEnum):
@@ -330,6 +338,7 @@ class Preemption(StrEnum):
 
     WITHIN_QUEUE = "within_queue"  # a higher-priority op of its queue
     RECLAIM = "reclaim"  # its queue lent the quota the victim borrowed
+    QUEUE_DRAINED = "queue_drained"  # an admin drained its queue (`opsched queues drain`): no preemptor
 
 
 class Hold(StrEnum):

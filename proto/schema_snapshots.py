@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from opsched.proto.cluster import CLUSTER_EVENTS
-from opsched.proto.commands import COMMANDS
+from opsched.proto.commands import BULK_COMMANDS, COMMANDS
 from opsched.proto.config import PricesConfigured, QueuesConfigured, SetQueues
 from opsched.proto.events import EVENTS
 from opsched.proto.health import HealthAnswer, HealthRequest
@@ -25,6 +25,7 @@ from opsched.proto.queries import (
     WhyAnswer,
     WhyRequest,
 )
+from opsched.proto.queue_stops import QueueStopSet, SetQueueStop
 from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS, ScheduleSpec
 from opsched.proto.spec import OpSpec
 from opsched.proto.summaries import OpSummary
@@ -37,8 +38,8 @@ OUTPUT_SCHEMA_DIR = SCHEMA_DIR / "output"  # what the CLI's read commands print 
 def render() -> dict[str, str]:
     """File name -> JSON text, for every message of the contract."""
     out: dict[str, str] = {}
-    groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed),
-              "command": COMMANDS + (SetQueues,),
+    groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed, QueueStopSet),
+              "command": COMMANDS + (SetQueues, SetQueueStop) + BULK_COMMANDS,
               "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer, HealthRequest,
                         HealthAnswer, SchedulesRequest, SchedulesAnswer),
               "record": (OpSummary,)}

@@ -27,6 +27,7 @@ CLUSTER_ALL = "cluster.>"
 CONFIG_ALL = "config.>"
 CONFIG_QUEUES = "config.queues"
 CONFIG_PRICES = "config.prices"  # the price catalogue in force (cost)
+CONFIG_QUEUE_STOPS = "config.queue_stop.*"  # each queue's stop policy in force (``queue_stop_subject``)
 CMD_SCHEDULE_ALL = "cmd.*.schedule.>"
 QUERY_WHY = "opsched.query.why"  # request/reply, answered by admission
 QUERY_QUEUES = "opsched.query.queues"
@@ -151,11 +152,21 @@ def is_submit(subject: str) -> bool:
 
 CMD_STOP = command("stop")  # the anonymous user's (tests, the in-memory bus)
 SET_QUEUES = "queues.set"
+SET_QUEUE_STOP = "queues.stop"  # hold, drain or resume a queue (``proto.queue_stops``)
 SCHEDULE_CREATE = "schedule.create"
 SCHEDULE_DELETE = "schedule.delete"
 CMD_SET_QUEUES = command(SET_QUEUES)
 CMD_SCHEDULE_CREATE = command(SCHEDULE_CREATE)
 CMD_SCHEDULE_DELETE = command(SCHEDULE_DELETE)
+
+
+def queue_stop_subject(queue: str) -> str:
+    """``config.queue_stop.<queue>``: the latest message there is the queue's stop policy in force."""
+    return f"config.queue_stop.{queue}"
+
+
+def queue_stop_msg_id(queue: str, request_id: str) -> str:
+    return f"queue_stop.{queue}.{request_id}"
 
 
 def event(kind: str, op_id: str) -> str:
@@ -290,6 +301,11 @@ def max_deliveries_group(durable: str) -> str:
 def msg_id(op_id: str, kind: str, attempt: int | str = 0) -> str:
     """Nats-Msg-Id: ``<op_id>.<type>.<attempt>``; JetStream drops a duplicate within its window."""
     return f"{op_id}.{kind}.{attempt}"
+
+
+def many_msg_id(kind: str, request_id: str) -> str:
+    """Nats-Msg-Id of a bulk command (``stop_many``, ...): ``many.<type>.<request_id>``."""
+    return f"many.{kind}.{request_id}"
 
 
 def budget_exceeded_msg_id(scope: str, name: str, window: str, unit: str, window_start: datetime) -> str:

@@ -76,19 +76,21 @@ class CommandRate:
     def on(self) -> bool:
         return self.per_min > 0
 
-    def charge(self, who: str, seq: int, now: datetime) -> float | None:
+    def charge(self, who: str, seq: int, now: datetime, cost: int = 1) -> float | None:
         """Charge ``who`` the command at stream sequence ``seq`` (0: unknown, always charged) at ``now``: None
-        if within its rate, else the seconds until a token. The same ``seq`` again is not charged twice."""
+        if within its rate, else the seconds until a token. The same ``seq`` again is not charged twice. ``cost``:
+        tokens it takes (a bulk command: one per op), at most a full burst (so any command can pass once full)."""
         if not self.on:
             return None
         if seq and seq in self.verdicts:
             return self.verdicts[seq][1]
         bucket = self.buckets.refilled(who, now)
         wait_s: float | None = None
-        if bucket.tokens < 1:
-            wait_s = (1 - bucket.tokens) * 60.0 / self.per_min
+        cost = max(1, min(cost, self.burst))
+        if bucket.tokens < cost:
+            wait_s = (cost - bucket.tokens) * 60.0 / self.per_min
         else:
-            bucket.tokens -= 1
+            bucket.tokens -= cost
         if seq:
             self.verdicts[seq] = (who, wait_s)
             while len(self.verdicts) > VERDICTS_KEPT:

@@ -4,7 +4,9 @@ The cycle decides on the snapshot the usage cache keeps (``state.usage_cache.Usa
 the policies (``policies``), which see only that snapshot and a read-only view of the running ops
 (``state.views.QueueView``). ``Cycle.run`` takes these steps, in this order:
 
-1. Un-park every queue whose back-off or budget window ended (``QueueManager.due``).
+1. Un-park every queue whose back-off or budget window ended (``QueueManager.due``). Ask every active op of a
+   queue an admin drained (``queue_stops``) to go, once (``_drain``: ``preempt_requested``, reason
+   ``queue_drained``, no preemptor).
 2. With fair sharing on, let the usage history decay to now and add the snapshot's usage.
 3. End the ops a service gave up on, or whose event admission could not fold (rejected, or failed if they had
    started), before anything may admit them (``_end_handler_failures``).
@@ -16,7 +18,8 @@ the policies (``policies``), which see only that snapshot and a read-only view o
 8. Nominated preemptors: one whose victims are gone is evaluated first, on the room held for it, before anyone
    else can take it; one whose victims still run keeps waiting (``_nominated``).
 9. Walk the queues in hand-off order (queue priority, then name; with fair sharing the lowest share first);
-   a parked queue is skipped (``parking.skip``). In each, pop ops in their (aged) order and admit those that
+   a queue held or drained by an admin is skipped (nothing of it is admitted), and so is a parked one
+   (``parking.skip``). In each, pop ops in their (aged) order and admit those that
    fit within quota; one that fits only by borrowing is set aside; one no node could ever fit is rejected; one
    that must wait may preempt (a few plans per cycle), else is kept. After LOOKAHEAD such ops, or a full
    queue, the queue is left for this cycle (bounded work: O((admitted + LOOKAHEAD) log n)); a queue where
@@ -42,6 +45,7 @@ from opsched.proto.events import (
     RetryScheduled,
 )
 from opsched.proto.lifecycle import CACHE_HIT_REASON
+from opsched.proto.queue_stops import QueueStopSet
 from opsched.proto.reasons import Failure, Preemption, Reason, Refusal
 from opsched.rules import connections
 from opsched.rules.failures import is_infrastructure, why_final
@@ -84,6 +88,7 @@ class Cycle:
             self.queues.configure_scopes(book, {q.name: book.tree.root_of(q.name).name  # a whole tree's usage
                                                 for q in book.config.queues if q.cohort})
         self.snap = self.usage.current(book, now)
+        self.snap.stopped = state.stops.in_force
         if VERIFY:
             differences = same(self.snap, snapshot_of(state, book, now))
             assert not differences, f"tracked snapshot drifted: {differences}"
@@ -93,6 +98,7 @@ class Cycle:
     def run(self) -> list[Event]:
         """The steps of the module's docstring, numbered alike."""
         self.queues.due(self.now)  # 1
+        self._drain()
         fair = self.book.config.fair_sharing
         if fair.enabled:  # 2
             self.usage.history.advance(self.now, self.snap.usage, fair.half_life_seconds)
@@ -104,12 +110,26 @@ class Cycle:
         self._nominated()  # 8
         borrowers: list[OpRecord] = []
         for queue in queue_order(self.book, self.snap, self.usage):  # 9
+            if queue in self.snap.stopped:
+                continue  # held by an admin: its ops wait (``queue_held``); its quota stays lendable
             if not parking.skip(self.state, queue, self.now):
                 self._walk_queue(queue, borrowers)
             elif queue in self.queues.starved:
                 self.snap.starved.add(queue)  # still waiting for its lent quota
         self._admit_borrowers(borrowers)  # 10
         return self.decisions  # 11
+
+    def _drain(self) -> None:
+        """Every active op of a drained queue not yet asked to go is preempted (an admin's action: services and
+        ops that are not preemptible too, whatever their cooldown or minRuntime). Each goes back to its queue
+        (a preemption is not a retry) and waits there until the queue is resumed."""
+        for queue, stop in self.state.stops.in_force.items():
+            if stop.stop_policy != "HoldAndDrain":
+                continue
+            for op_id in sorted(self.usage.active.get(queue, ())):
+                op = self.fold.ops[op_id]
+                if op.preempted_by is None:
+                    self._emit(_drained(op, stop, self.now))
 
     def _agents_lost(self) -> None:
         """Active ops of an agent silent past its lostAfterSeconds: their attempt failed (``AgentLost``, an
@@ -346,6 +366,14 @@ def _preempt(victim: preemption.Victim, op: OpRecord, priority: float, now: date
         namespace=v.namespace or "", preemptor=op.op_id, reason=victim.reason, agent=v.agent,
         message=f"{op.op_id} (queue {op.queue}, priority {priority:g}) {why} {v.op_id} "
                 f"(queue {v.queue}, priority {v.admitted_priority:g}){victim.paths}")
+
+
+def _drained(v: OpRecord, stop: QueueStopSet, now: datetime) -> PreemptRequested:
+    comment = f": {stop.comment}" if stop.comment else ""
+    return PreemptRequested(
+        op_id=v.op_id, at=now, attempt=v.attempt, pod_names=pod_names(v.op_id, v.attempt, v.spec),
+        namespace=v.namespace or "", preemptor="", reason=Preemption.QUEUE_DRAINED, agent=v.agent,
+        message=f"queue {v.queue} drained by {stop.by or '?'} at {stop.at:%Y-%m-%d %H:%M:%S}{comment}")
 
 
 def decide(state: AdmissionState, book: Book, now: datetime, default_namespace: str,

@@ -30,6 +30,7 @@ from opsched.proto.events import (
     OperationTouched,
     StopRequested,
 )
+from opsched.proto.queue_stops import STATES, QueueStopSet, SetQueueStop
 from opsched.proto.queues import not_covered
 from opsched.proto.reasons import Ending, Reason, Refusal
 from opsched.proto.reasons import message as reason_message
@@ -42,6 +43,7 @@ from opsched.services.admission import hooks
 from opsched.services.admission.command_rate import CommandRate
 from opsched.services.admission.model import agents
 from opsched.services.admission.model.ordering import requester_of
+from opsched.services.admission.model.queue_stops import QueueStops
 from opsched.services.admission.model.queues import Book
 from opsched.services.admission.model.records import requests_of
 from opsched.services.admission.policies import service_ops
@@ -405,3 +407,18 @@ def _opened(spec: OpSpec, ctx: Context, op_id: str) -> OpSpec:
         return Sealer.of(ctx.settings.env_key_file).unseal(spec)
     except Unsealable as exc:
         raise InvalidInput(UNSEALABLE_ENV, f"cannot use {op_id}'s spec: {exc}", op_id=op_id) from None
+
+
+def on_set_queue_stop(cmd: SetQueueStop, stops: QueueStops, book: Book, now: datetime) -> QueueStopSet:
+    """The answer to ``set_queue_stop`` (``model.queue_stops``), or ``InvalidInput``: a hold or drain of a queue the
+    configuration does not have (a resume may clear a stale state), or a queue already so (``queue_unchanged``:
+    nothing to do)."""
+    if not subjects.valid_token(cmd.queue):
+        raise InvalidInput(Refusal.UNKNOWN_QUEUE, f"{cmd.queue!r} is not a queue name")
+    if cmd.stop_policy != "None" and cmd.queue not in book.queues:
+        raise InvalidInput(Refusal.UNKNOWN_QUEUE, f"queue {cmd.queue!r} is not configured; queues: "
+                                                  f"{', '.join(book.names) or '(none)'}")
+    if stops.policy(cmd.queue) == cmd.stop_policy:
+        raise InvalidInput(Refusal.QUEUE_UNCHANGED, f"queue {cmd.queue} is {STATES[cmd.stop_policy]} already")
+    return QueueStopSet(queue=cmd.queue, stop_policy=cmd.stop_policy, at=now, by=cmd.requested_by,
+                        comment=cmd.comment, request_id=cmd.request_id)

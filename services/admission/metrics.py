@@ -8,7 +8,9 @@ Read from its state at a scrape (the cycle pays nothing for them):
   the live statuses;
 - ``opsched_queue_quota_used``, ``..._nominal``, ``..._borrowed`` ``{queue,flavor,resource}``
   (Kueue's ``cluster_queue_resource_usage`` / ``nominal_quota`` / ``borrowing``), and
-  ``opsched_queue_cost_used`` / ``opsched_queue_cost_quota`` ``{queue}``: what ``opsched queues`` shows.
+  ``opsched_queue_cost_used`` / ``opsched_queue_cost_quota`` ``{queue}``: what ``opsched queues`` shows;
+- ``opsched_queue_stopped{queue,policy}``: 1 for each queue an admin held (``Hold``) or drained
+  (``HoldAndDrain``), as Kueue's ClusterQueue ``stopPolicy``.
 
 What it counts as it happens is ``services.admission.measures``."""
 from __future__ import annotations
@@ -45,6 +47,9 @@ def _quotas(answer: Any) -> list[Any]:
            for field in QUOTA]
     out.append(gauge("opsched_queue_cost_used", "Cost counted against the queue's cost quota", ["queue"],
                      [([q.name], q.cost_used) for q in answer.queues]))
+    out.append(gauge("opsched_queue_stopped", "1: an admin held (Hold) or drained (HoldAndDrain) the queue",
+                     ["queue", "policy"], [([q.name, q.stop_policy], 1.0) for q in answer.queues
+                                           if q.stop_policy != "None"]))
     out.append(gauge("opsched_queue_cost_quota", "The queue's cost quota (absent: none)", ["queue"],
                      [([q.name], q.cost_quota) for q in answer.queues if q.cost_quota is not None]))
     return out

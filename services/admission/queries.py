@@ -15,6 +15,7 @@ from opsched.proto.queries import (
 )
 from opsched.proto.reasons import Reason, dependency_name, pending
 from opsched.services.admission.fragmentation import fragmentation
+from opsched.services.admission.model.queue_stops import held
 from opsched.services.admission.model.queues import Book, Usage
 from opsched.services.admission.policies.admit import ADMIT, BORROW, evaluate
 from opsched.services.admission.policies.preemption import waiting_for
@@ -33,6 +34,9 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         answer.end_reason, answer.end_message = op.reason, op.handler_failure or op.reason_message
     if op.status == Status.PENDING:
         answer.reasons = _gate_reasons(op)
+        stop = state.stops.in_force.get(op.queue)
+        if stop is not None:  # its gates aside, its queue admits nothing now
+            answer.reasons.append(held(stop))
     elif op.status == Status.QUEUED:
         answer.position, answer.queued_total = _position(state, book, op, now)
         answer.reasons = _queued_reasons(state, book, op, answer.position, now)
@@ -40,8 +44,8 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         answer.reasons = [pending(Reason.ON_HOLD, why=op.reason_message or op.reason)]
     elif op.status == Status.RETRYING:
         answer.reasons = [pending(Reason.RETRYING, attempt=op.attempt, failure=op.reason)]
-    elif op.status.active and op.preempted_by:
-        answer.reasons = [pending(Reason.BEING_PREEMPTED, preemptor=op.preempted_by)]
+    elif op.status.active and op.preempted_by is not None:  # "": no preemptor, its queue was drained
+        answer.reasons = [pending(Reason.BEING_PREEMPTED, preemptor=op.preempted_by or f"the drain of queue {op.queue}")]
     elif op.status.active and op.history.waiting_for is not None and op.history.waiting_since is not None:
         answer.reasons = [pending(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(op.history.waiting_for),
                                   since=op.history.waiting_since, detail=op.history.waiting_detail)]
@@ -97,6 +101,16 @@ def _position(state: AdmissionState, book: Book, op: OpRecord, now: datetime | N
     return state.queues.position(op, queued, now or op.since), len(queued)
 
 
+def _stop_status(state: AdmissionState, queue: str) -> dict:
+    stop = state.stops.in_force.get(queue)
+    if stop is None:
+        return {}
+    draining = (sum(1 for op_id in state.usage.active.get(queue, ()) if state.ops[op_id].preempted_by is not None)
+                if stop.stop_policy == "HoldAndDrain" else 0)
+    return dict(stop_policy=stop.stop_policy, stopped_by=stop.by, stopped_at=stop.at, stop_comment=stop.comment,
+                draining=draining)
+
+
 def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
     snap = snapshot_of(state, book)
     out = []
@@ -111,10 +125,11 @@ def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
                                concurrency=q.concurrency,
                                services=snap.services[name], max_services=q.services.max_services,
                                pending=state.queues.waiting(name), cost_used=snap.cost_used[name],
-                               cost_quota=q.cost_quota, usage=usage))
+                               cost_quota=q.cost_quota, usage=usage, **_stop_status(state, name)))
     waiting = (o for o in state.ops.values() if not (o.status.active or o.status.terminal))
     return QueuesAnswer(queues=out, default_queue=book.default_queue, source=book.source,
-                        fragmentation=fragmentation(snap.capacity, book, waiting), cohorts=_cohorts(book, snap.usage))
+                        fragmentation=fragmentation(snap.capacity, book, waiting), cohorts=_cohorts(book, snap.usage),
+                        stopped_unconfigured=sorted(q for q in state.stops.in_force if q not in book.queues))
 
 
 def _cohorts(book: Book, usage: Usage) -> list[CohortStatus]:

@@ -1,7 +1,7 @@
 """The admission service.
 
 Consumes the commands (``cmd.>``: submit, stop, touch, approve, reject, restart, copy, resume, schedules,
-set queues) and answers each with the events that follow (``ops.submitted``, ``ops.stop_requested``,
+set queues, hold/drain/resume a queue) and answers each with the events that follow (``ops.submitted``, ``ops.stop_requested``,
 ``ops.schedule_created``, ``config.queues``, ...). On start it rebuilds its state by replaying the
 config, cluster and op streams, then follows them live; it answers the ``why`` and ``queues``
 queries; its scheduling cycle (``cycle``) runs whenever something changed and emits the decisions
@@ -20,24 +20,32 @@ from typing import TypeVar
 import msgspec
 
 from opsched.bus.bus import Bus, Fence, Received
-from opsched.bus.errors import Fenced, MessageTooLarge
+from opsched.bus.errors import Fenced, InvalidInput, MessageTooLarge
 from opsched.bus.refusals import NotPermitted
 from opsched.proto import codec, subjects
 from opsched.proto.access import requester
 from opsched.proto.commands import (
+    SINGULAR,
     ApproveOperation,
+    ApproveOperations,
+    Command,
     CopyOperation,
+    OperationsCommand,
     RejectOperation,
+    RejectOperations,
     RestartOperation,
     ResumeOperation,
     StopOperation,
+    StopOperations,
     SubmitOperation,
     TouchOperation,
+    verb_of,
 )
 from opsched.proto.config import QueuesConfigured, SetQueues
-from opsched.proto.events import Event, FailureFinal, OperationRejected, OperationSubmitted
+from opsched.proto.events import ErrorRaised, Event, FailureFinal, OperationRejected, OperationSubmitted
 from opsched.proto.leases import is_claim
 from opsched.proto.queries import QueuesRequest, SchedulesRequest, WhyRequest
+from opsched.proto.queue_stops import QueueStopSet, SetQueueStop
 from opsched.proto.queues import QueuesConfig
 from opsched.proto.reasons import Reason, Refusal, pending
 from opsched.proto.schedules import (
@@ -156,6 +164,42 @@ class Admission(Service):
         await self.known(cmd.op_id)
         return handlers.on_reject(cmd, ctx, self.state, self.book)
 
+    @commands.handles(StopOperations, ApproveOperations, RejectOperations)
+    async def on_many(self, cmd: OperationsCommand, ctx: Context) -> list[Event]:
+        """A stop, approve or reject of several ops: each distinct op judged as the singular command with the same
+        ``request_id`` (its owner checked where the singular's is), answered on its own subjects: the singular's
+        event, or an ``error`` event whose ``command_msg_id`` is the singular's msg id (never dead-lettered: a
+        refusal of one op is an answer, not bad input)."""
+        cmd = sent_by(cmd, ctx.subject)
+        single = SINGULAR[type(cmd)]
+        verb = verb_of(type(cmd))
+        extra = {"reason": cmd.reason} if isinstance(cmd, StopOperations) else {"comment": getattr(cmd, "comment", "")}
+        out: list[Event] = []
+        for op_id in dict.fromkeys(cmd.op_ids):
+            one = single(op_id=op_id, requested_at=cmd.requested_at, requested_by=cmd.requested_by,
+                         request_id=cmd.request_id, **extra)
+            await self.known(op_id)
+            try:
+                event = self._one_of_many(one, ctx)
+            except InvalidInput as exc:
+                out.extend(exc.events)
+                out.append(ErrorRaised(op_id=op_id, at=ctx.clock.now(), service=self.name, subject=ctx.subject,
+                                       reason=exc.reason, message=exc.message,
+                                       command_msg_id=subjects.msg_id(op_id, verb, cmd.request_id)))
+                continue
+            if event is not None:
+                out.append(event)
+        return out
+
+    def _one_of_many(self, cmd: Command, ctx: Context) -> Event | None:
+        if isinstance(cmd, StopOperation):
+            handlers.check_owner("stop", cmd.op_id, ctx, self.state, self.book)
+            return handlers.on_stop(cmd, ctx, self.state)
+        if isinstance(cmd, ApproveOperation):
+            return handlers.on_approve(cmd, ctx, self.state)
+        assert isinstance(cmd, RejectOperation)
+        return handlers.on_reject(cmd, ctx, self.state, self.book)
+
     @commands.handles(RestartOperation, CopyOperation)
     async def on_rerun(self, cmd: RestartOperation | CopyOperation, ctx: Context) -> Event | list[Event] | None:
         cmd = sent_by(cmd, ctx.subject)
@@ -185,9 +229,16 @@ class Admission(Service):
         cmd = sent_by(cmd, ctx.subject)
         return queues_configured(cmd, ctx.clock.now())
 
+    @commands.handles(SetQueueStop)
+    async def on_set_queue_stop(self, cmd: SetQueueStop, ctx: Context) -> QueueStopSet:
+        """Hold, drain or resume a queue (``queue_stops``): its ``QueueStopSet``, or a refusal."""
+        cmd = sent_by(cmd, ctx.subject)
+        return handlers.on_set_queue_stop(cmd, self.state.stops, self.book, ctx.clock.now())
+
     # ---- the command rate: every command charged to its requester as it is taken (``command_rate``) ----
     def arrived(self, msg: Received, message: object | None) -> None:
-        self.command_rate.charge(self._requester(msg, message), msg.stream_seq, self.clock.now())
+        cost = len(message.op_ids) if isinstance(message, OperationsCommand) else 1  # a bulk command: one per op
+        self.command_rate.charge(self._requester(msg, message), msg.stream_seq, self.clock.now(), cost)
 
     def refusal_text(self, msg: Received, reason: str, text: str) -> str | None:
         return self.command_rate.refused(self._requester(msg, None), msg.stream_seq, text, self.clock.now(),
@@ -219,6 +270,7 @@ class Admission(Service):
     # ---- the streams, replayed on start and followed live ----
     async def on_config(self, data: bytes, seq: int) -> None:
         await self.config.on_message(data, seq)
+        self._queue_stop(data)  # a queue held, drained or resumed (``queue_stops``)
         latest = self.config.latest
         if latest is None or latest.source == self.book.source:
             return
@@ -229,6 +281,17 @@ class Admission(Service):
             return
         self.state.queues.configure_queues(latest.config.queues, self.clock.now())
         self.log.info("queues_configured", source=latest.source, queues=self.book.names)
+        self.wake.set()
+
+    def _queue_stop(self, data: bytes) -> None:
+        try:
+            message = codec.decode_config(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return  # logged by the config source
+        if not isinstance(message, QueueStopSet) or not self.state.stops.apply(message):
+            return
+        self.state.queues.parked.pop(message.queue, None)  # resumed (or held): look at it again
+        self.log.info("queue_stop_set", queue=message.queue, stop_policy=message.stop_policy, by=message.by)
         self.wake.set()
 
     async def on_cluster(self, data: bytes, seq: int) -> None:

@@ -7,10 +7,10 @@ from opsched.bus.bus import Bus, Received
 from opsched.bus.errors import MessageTooLarge
 from opsched.bus.sizes import wire_size
 from opsched.proto import subjects
-from opsched.proto.events import ErrorRaised
+from opsched.proto.events import NO_OP_ID, ErrorRaised
 from opsched.services.runtime.clock import Clock
 
-UNKNOWN_OP = "-"  # never a valid op id, so it cannot collide with one
+UNKNOWN_OP = NO_OP_ID  # never a valid op id, so it cannot collide with one
 
 
 def guess_op_id(data: bytes) -> str:

@@ -141,12 +141,13 @@ class Follower:
     """An ordered subscription: the matching messages already stored, then live ones; one at a time."""
 
     def __init__(self, stream: Stream, subject: str | Sequence[str], on_message: OnMessage, log: Any,
-                 headers: bool = False) -> None:
+                 headers: bool = False, from_seq: int = 1) -> None:
         self.stream, self.on_message, self.log, self.headers = stream, on_message, log, headers
         self.subjects = [subject] if isinstance(subject, str) else list(subject)
         self.queue: asyncio.Queue[Stored] = asyncio.Queue()
         for stored in stream.matching(">"):
-            self.offer(stored)
+            if stored.seq >= from_seq:
+                self.offer(stored)
         stream.watchers.append(self.offer)
         self.task = asyncio.create_task(self._deliver())
 
@@ -364,10 +365,11 @@ class MemoryBus:
         return self.broker.stream(stream).last_seq
 
     async def follow(self, stream: str, subject: str | Sequence[str], on_message: OnMessage, *,
-                     headers: bool = False) -> Follower:
-        """Deliver every message of ``subject`` (``headers`` too, if asked) from the start of ``stream``, then live."""
+                     headers: bool = False, from_seq: int = 1) -> Follower:
+        """Deliver every message of ``subject`` (``headers`` too, if asked) from the start of ``stream`` (from
+        ``from_seq``), then live."""
         self._check_open()
-        follower = Follower(self.broker.stream(stream), subject, on_message, self.log, headers)
+        follower = Follower(self.broker.stream(stream), subject, on_message, self.log, headers, from_seq)
         self._subs.append(follower)
         return follower
 

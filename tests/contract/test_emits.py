@@ -17,11 +17,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from opsched.proto import cluster, commands, config, events, leases, permissions, schedules, subjects
+from opsched.proto import cluster, commands, config, events, leases, permissions, queue_stops, schedules, subjects
 from tests.builders.streams import matches
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = (events, schedules, config, leases, cluster, commands)
+MODULES = (events, schedules, config, leases, cluster, commands, queue_stops)
 WIRE = {name: cls for module in MODULES for name, cls in vars(module).items()
         if isinstance(cls, type) and issubclass(cls, msgspec.Struct) and cls.__struct_config__.tag is not None}
 
@@ -38,6 +38,7 @@ def sample_subjects(cls: type) -> list[str]:
         return [subjects.event(kind, "op-1"), *routed]
     return {
         config.QueuesConfigured: [subjects.CONFIG_QUEUES], config.PricesConfigured: [subjects.CONFIG_PRICES],
+        queue_stops.QueueStopSet: [subjects.queue_stop_subject("gpu")],
         leases.LeaderClaimed: [subjects.lease_claim(subjects.ADMISSION_ROLE)],
         cluster.NodeObserved: [subjects.node("gpu-0"), subjects.node("gpu-0", "agent-2")],
         cluster.NodeRemoved: [subjects.node("gpu-0")], cluster.AgentHeartbeat: [subjects.agent_heartbeat("agent-2")],

@@ -5,7 +5,7 @@ import msgspec
 import pytest
 
 from opsched.proto import codec
-from opsched.proto.commands import COMMANDS
+from opsched.proto.commands import BULK_COMMANDS, COMMANDS
 from opsched.proto.events import EVENTS
 from tests.contract.wire_samples import FULL_SPEC, MESSAGES, SAMPLES, tag_of, wire_of
 
@@ -26,7 +26,7 @@ def test_an_event_round_trips_through_the_event_decoder(tag):
     assert codec.decode_event(codec.encode(SAMPLES[tag])) == SAMPLES[tag]
 
 
-@pytest.mark.parametrize("tag", sorted(tag_of(c) for c in COMMANDS))
+@pytest.mark.parametrize("tag", sorted(tag_of(c) for c in COMMANDS + BULK_COMMANDS))
 def test_a_command_round_trips_through_the_command_decoder(tag):
     assert codec.decode_command(codec.encode(SAMPLES[tag])) == SAMPLES[tag]
 

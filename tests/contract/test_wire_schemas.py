@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from opsched.proto.commands import COMMANDS
+from opsched.proto.commands import BULK_COMMANDS, COMMANDS
 from opsched.proto.events import EVENTS
 from opsched.proto.schema_snapshots import SCHEMA_DIR, render
 from tests.contract.wire_samples import tag_of
@@ -30,10 +30,12 @@ def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
         WhyAnswer,
         WhyRequest,
     )
+    from opsched.proto.queue_stops import QueueStopSet
 
-    events = EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed)
+    events = EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed, QueueStopSet)
     expected = {f"event.{tag_of(c)}.json" for c in events} | {f"command.{tag_of(c)}.json" for c in COMMANDS}
-    expected |= {"command.set_queues.json"}
+    expected |= {"command.set_queues.json", "command.set_queue_stop.json"}
+    expected |= {f"command.{tag_of(c)}.json" for c in BULK_COMMANDS}
     expected |= {f"query.{tag_of(c)}.json" for c in (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer,
                                                              CostRequest, CostAnswer, HealthRequest, HealthAnswer,
                                                              SchedulesRequest, SchedulesAnswer)}

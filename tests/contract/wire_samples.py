@@ -8,13 +8,17 @@ import msgspec
 
 from opsched.proto import codec
 from opsched.proto.commands import (
+    BULK_COMMANDS,
     COMMANDS,
     ApproveOperation,
+    ApproveOperations,
     CopyOperation,
     RejectOperation,
+    RejectOperations,
     RestartOperation,
     ResumeOperation,
     StopOperation,
+    StopOperations,
     SubmitOperation,
     TouchOperation,
 )
@@ -199,8 +203,14 @@ SAMPLES: dict[str, msgspec.Struct] = {
                               request_id="r-5"),
     "reject": RejectOperation(op_id="op-1", requested_at=T0, requested_by="bob", comment="too big", request_id="r-6"),
     "touch": TouchOperation(op_id="op-1", requested_at=T0, requested_by="alice", request_id="r-7"),
+    "stop_many": StopOperations(op_ids=["op-1", "op-2"], requested_at=T0, requested_by="alice", request_id="r-8",
+                                reason="sweep abandoned"),
+    "approve_many": ApproveOperations(op_ids=["op-1", "op-2"], requested_at=T0, requested_by="alice",
+                                      request_id="r-9", comment="fine"),
+    "reject_many": RejectOperations(op_ids=["op-1"], requested_at=T0, requested_by="bob", request_id="r-10",
+                                    comment="too big"),
 }
-MESSAGES = EVENTS + COMMANDS
+MESSAGES = EVENTS + COMMANDS + BULK_COMMANDS
 
 
 def tag_of(cls: type) -> str:

@@ -132,7 +132,7 @@ run:
 """
 
 
-def test_opsched_why_and_queues_show_the_live_state_of_a_waiting_op(up, tmp_path):
+def test_opsched_why_and_queues_show_the_live_state_of_a_waiting_op_and_of_its_queue_held(up, tmp_path):
     data_dir, _, _ = up
     # the long op runs until it is stopped: the short one waits however long the CLI calls below take
     for name, seconds in (("long", 600), ("short", 0.2)):
@@ -153,8 +153,14 @@ def test_opsched_why_and_queues_show_the_live_state_of_a_waiting_op(up, tmp_path
     queues = opsched("queues", data_dir=data_dir)
     default = next(line for line in queues.stdout.splitlines() if line.startswith("default"))
     assert "1/4" in default and "nvidia.com/gpu[a100] 1/2" in default
+    # an admin holds the queue: the waiting op says so, and runs only once the queue is resumed
+    held = opsched("queues", "hold", "default", "-m", "e2e", data_dir=data_dir)
+    assert held.returncode == 0 and "queue default: held by" in held.stdout, held.stderr
+    why = opsched("why", short_id, data_dir=data_dir)
+    assert "queue default is held by" in why.stdout and "[queue_held]" in why.stdout, why.stdout
     stopped = opsched("stop", long_id, data_dir=data_dir)
     assert stopped.returncode == 0, stopped.stderr
+    assert opsched("queues", "resume", "default", data_dir=data_dir).returncode == 0
     done = opsched("watch", short_id, data_dir=data_dir)
     assert done.returncode == 0 and "succeeded" in done.stdout
 

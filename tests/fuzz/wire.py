@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from opsched.proto import codec
 from opsched.proto.cluster import CLUSTER_EVENTS
-from opsched.proto.commands import COMMANDS
+from opsched.proto.commands import BULK_COMMANDS, COMMANDS
 from opsched.proto.config import CONFIG_MESSAGES, SetQueues
 from opsched.proto.events import EVENTS
 from opsched.proto.lifecycle import HOOK_TRIGGERS
@@ -32,6 +32,7 @@ from opsched.proto.queries import (
     WhyAnswer,
     WhyRequest,
 )
+from opsched.proto.queue_stops import QUEUE_STOP_COMMANDS
 from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
 from opsched.proto.spec import OpSpec
 
@@ -47,8 +48,10 @@ CRONS = ("0 * * * *", "*/5 * * * *", "@daily", "30 2 * * 1-5")
 QUERIES = (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer, SchedulesRequest, SchedulesAnswer)
 DECODERS: dict[str, tuple[Any, tuple[type, ...]]] = {
     "event": (codec.decode_event, EVENTS),
-    "command": (codec.decode_command, COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS),
-    "message": (codec.decode, EVENTS + COMMANDS + (SetQueues,) + SCHEDULE_EVENTS + SCHEDULE_COMMANDS),
+    "command": (codec.decode_command, COMMANDS + (SetQueues,) + SCHEDULE_COMMANDS + QUEUE_STOP_COMMANDS
+                + BULK_COMMANDS),
+    "message": (codec.decode, EVENTS + COMMANDS + (SetQueues,) + SCHEDULE_EVENTS + SCHEDULE_COMMANDS
+                + QUEUE_STOP_COMMANDS + BULK_COMMANDS),
     "spec": (codec.decode_spec, (OpSpec,)),
     "cluster": (codec.decode_cluster, CLUSTER_EVENTS),
     "config": (codec.decode_config, CONFIG_MESSAGES),

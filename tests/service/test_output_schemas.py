@@ -86,6 +86,12 @@ async def test_every_read_command_prints_what_its_schema_says(opsched, client, b
     assert nightly["lastRuns"][0]["runOpId"] == "nightly-1" and nightly["nextRunAt"].endswith("Z")
     code, out, err = await opsched("schedules", "nosuch")
     assert code == 2 and "no schedule nosuch" in err
+    code, out, err = await opsched("stop", trials[0], "nosuch", "-o", "yaml")  # a verdict per op, typed
+    stopped = {v["opId"]: v for v in valid("stop", out, "yaml")["items"]}
+    assert code == 2 and stopped["nosuch"]["refused"] and stopped[trials[0]]["outcome"] in ("stop_requested", "stopped")
+    for verb in ("approve", "reject"):
+        code, out, err = await opsched(verb, "nosuch", "--timeout", "5", "-o", "json")
+        assert code == 2 and valid(verb, out)["items"][0]["outcome"] == "unknown_op"
     code, out, err = await opsched("version", "-o", "json")
     info = valid("version", out)
     assert code == 0 and info["server"] == info["client"] == version() and len(info["wireSchemas"]) == 64

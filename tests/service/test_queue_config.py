@@ -1,8 +1,10 @@
 """The queue configuration changes without a restart: from its file, or by a command on the bus."""
 from __future__ import annotations
 
-from opsched.client import Client
-from opsched.proto.events import ErrorRaised, OperationAdmitted, OperationRejected
+import pytest
+
+from opsched.client import Client, CommandRefused
+from opsched.proto.events import ErrorRaised, OperationAdmitted, OperationRejected, PreemptRequested
 from opsched.proto.queues import FlavorQuota, Queue, QueuesConfig, ResourceQuota
 from tests.builders import op
 from tests.waiting import eventually
@@ -54,3 +56,30 @@ async def test_an_invalid_set_queues_command_is_refused_and_the_config_in_force_
     error = await events.expect(ErrorRaised, "-", where=lambda e: e.reason == "invalid_queues")
     assert "unknown flavor 'h200'" in error.message
     await until_queues(client, ["default"])
+
+
+async def test_a_queue_held_drained_and_resumed_by_command(stack_factory, client, events, tmp_path):
+    """`opsched queues hold|drain|resume` through admission: the verdicts, `why` of a held op, the drain's
+    preemption, the resume's admission; the state outside the queue file."""
+    path = tmp_path / "queues.yaml"
+    path.write_text(TWO)
+    await stack_factory(names=("admission", "cost", "cache"), queues_file=path)  # no dispatcher: admitted ops stay
+    running = await client.submit(op("running").queue("a").build())
+    await events.expect(OperationAdmitted, running)
+    held = await client.stop_queue("a", "Hold", "node upgrade", requested_by="test")
+    assert held.done and "held" in held.message
+    assert (await client.stop_queue("a", "Hold")).nothing_to_do  # queue_unchanged
+    with pytest.raises(CommandRefused) as refused:
+        await client.stop_queue("tpu", "Hold")
+    assert refused.value.verdict.outcome == "unknown_queue"
+    waiting = await client.submit(op("waiting").queue("a").build())
+
+    async def told() -> bool:
+        return [r.code for r in (await client.why(waiting)).reasons][:1] == ["queue_held"]
+    await eventually(told, "why says queue_held")
+    assert (await client.stop_queue("a", "HoldAndDrain")).done
+    drained = await events.expect(PreemptRequested, running)
+    assert (drained.reason, drained.preemptor) == ("queue_drained", "")
+    assert [q.stop_policy for q in (await client.queues()).queues] == ["HoldAndDrain", "None"]
+    assert (await client.stop_queue("a", "None")).done
+    await events.expect(OperationAdmitted, waiting)

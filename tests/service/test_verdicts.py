@@ -5,6 +5,7 @@ refusal exits non-zero with the reason; ``why`` of an op that ended says how it 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import datetime, timezone
@@ -167,7 +168,7 @@ async def test_restart_prints_the_new_op_id_submitted_as_a_restart(opsched, clie
     assert (submitted.original_op_id, submitted.relation, submitted.spec.params["lr"]) == (original, "restart", 0.5)
 
 
-async def test_approve_twice_is_approved_then_nothing_to_do_and_reject_of_a_running_op_is_refused(
+async def test_approve_twice_is_approved_then_nothing_to_do_reject_of_a_running_op_is_refused_and_a_batch_approved(
         opsched, client, bus, events):
     held = await client.submit(msgspec.structs.replace(op("held").build(), is_approved=False))
     await events.expect(OperationOnHold, held)
@@ -178,6 +179,19 @@ async def test_approve_twice_is_approved_then_nothing_to_do_and_reject_of_a_runn
     busy = await running(client, bus, events, "busy")
     code, out, err = await opsched("reject", busy)
     assert (code, out) == (1, "") and f"reject {busy} refused (not_on_hold)" in err
+    # a sweep held for approval, approved by its batch: one command message, an `approved` per trial, a line each
+    specs = [msgspec.structs.replace(op("trial").params(lr=i).build(), is_approved=False, batch="sweep-1")
+             for i in range(5)]
+    trials = [await client.submit(spec, op_id=f"sweep-1-{i}") for i, spec in enumerate(specs)]
+    for trial in trials:
+        await events.expect(OperationOnHold, trial)
+    code, out, err = await opsched("approve", "--batch", "sweep-1")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == "approved 5, nothing to do 0, refused 0, no verdict 0"
+    approvals = [await events.expect(OperationApproved, trial) for trial in trials]
+    assert len({a.request_id for a in approvals}) == 1  # one command
+    code, out, _ = await opsched("approve", trials[0], "nope", "-o", "json")
+    assert code == 2 and [v["outcome"] for v in json.loads(out)["items"]] == ["already_approved", "unknown_op"]
 
 
 async def test_a_user_not_allowed_on_the_project_is_refused_and_another_users_verdict_is_not_taken(
@@ -222,3 +236,4 @@ async def test_no_verdict_in_time_says_it_is_unknown_and_exits_4(connect, bus_ur
     code, out, err = await opsched("stop", "someop", "--timeout", "0.3")
     assert (code, out) == (4, "")
     assert "no verdict on stop someop within 0.3s: it may or may not have taken effect" in err
+

@@ -101,6 +101,9 @@ SAMPLES: dict[Reason, dict[str, object]] = {  # fields that fill each reason's t
     Reason.BAD_REQUEST: dict(error="Expected `object`, got `int`"),
     Reason.RESOURCE_NOT_COVERED: dict(queue="cpu", resource="nvidia.com/gpu", covered="cpu, memory", amount=2.0),
     Reason.USER_PENDING_CAP: dict(user="ann", count=1000, queue="default", cap=1000),
+    Reason.QUEUE_HELD: dict(queue="gpu", state="held", by="ops-admin", since=datetime(2026, 1, 1, 12, 0,
+                                                                                   tzinfo=timezone.utc),
+                            comment=" (node upgrade)"),
 }
 
 

@@ -27,6 +27,7 @@ from opsched.verdicts import (
     Request,
     VerdictUnknown,
     await_verdict,
+    await_verdicts,
     verdict_of,
 )
 from tests.builders import op
@@ -125,3 +126,21 @@ async def test_a_refusals_error_event_carries_the_refused_commands_msg_id():
     event = await dead_letter(bus, FakeClock(NOW), "admission", msg, reason="unknown_op", message="no such op")
     assert (event.op_id, event.command_msg_id) == ("op-1", "op-1.stop.mine")
     assert verdict_of(event, STOP) is not None
+
+
+async def test_a_bulk_commands_verdicts_are_read_from_the_streams_end_before_it_was_sent():
+    """``await_verdicts`` follows the verb's events and the errors from the op stream's end as it was before the
+    publish (``follow(from_seq=)``): an answer stored earlier (another command of the same request id) is not
+    read; each op gets its own verdict, None when none came."""
+    bus = memory_bus()
+    await bus.publish(OperationApproved(op_id="a", at=NOW, request_id="r1"))  # stored before: not this command's
+
+    async def publish() -> None:
+        await bus.publish(OperationApproved(op_id="b", at=NOW, request_id="r1"))
+        await bus.publish(ErrorRaised(op_id="c", at=NOW, service="admission", subject="cmd.x.approve",
+                                      reason="unknown_op", message="no such operation", command_msg_id="c.approve.r1"))
+
+    verdicts = await await_verdicts(bus, "approve", ["a", "b", "c"], "r1", publish, timeout=0.2)
+    assert verdicts["a"] is None
+    assert (verdicts["b"].outcome, verdicts["c"].outcome, verdicts["c"].exit_code) == ("approved", "unknown_op",
+                                                                                       EXIT_BAD_INPUT)

@@ -137,6 +137,10 @@ function drawQueues() {
     const card = el("div", { class: "queue", "data-queue": q.name },
       el("h3", {}, q.name + (q.name === answer.defaultQueue ? " (default)" : "")),
       el("div", { class: "meta" }, `running ${running} · pending ${q.pending || 0}` + (q.cohort ? ` · cohort ${(q.cohortPath || [q.cohort]).join(" → ")}` : "")));
+    if (q.stopPolicy && q.stopPolicy !== "None") {  // an admin held or drained it (`opsched queues hold|drain`)
+      const what = q.stopPolicy === "Hold" ? "held" : (q.draining ? `draining ${q.draining}` : "drained");
+      card.append(el("div", { class: "meta stopped" }, `${what} by ${q.stoppedBy || "?"}` + (q.stopComment ? `: ${q.stopComment}` : "")));
+    }
     for (const u of q.usage || []) {
       const borrowed = u.borrowed ? `, ${fmt(u.borrowed)} borrowed` : "";
       card.append(el("div", { class: "usage" }, `${u.resource} [${u.flavor}] ${fmt(u.used)}/${fmt(u.nominal)}${borrowed}`,

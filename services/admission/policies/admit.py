@@ -1,7 +1,7 @@
-"""Can this op be admitted now? Checks in order — queue concurrency, its services cap (a service op), batch
-concurrency, then for each flavor assignment (most preferred first): cost quota and budgets with its estimate
-on that assignment (``flavor_cost``), quota (own, then borrowed: never for an op that is not preemptible) and
-node capacity.
+"""Can this op be admitted now? Checks in order — its queue held or drained by an admin, queue concurrency, its
+services cap (a service op), batch concurrency, then for each flavor assignment (most preferred first): cost quota
+and budgets with its estimate on that assignment (``flavor_cost``), quota (own, then borrowed: never for an op that
+is not preemptible) and node capacity.
 A fit without borrowing beats one with borrowing; the reasons of every failure are kept for `why`."""
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from opsched.proto.reasons import Reason, pending
 from opsched.services.admission.model import agents, placement
 from opsched.services.admission.model.node_affinity import required_terms
 from opsched.services.admission.model.nodes import describe
+from opsched.services.admission.model.queue_stops import held
 from opsched.services.admission.model.records import OpRecord
 from opsched.services.admission.policies import budgets, flavor_cost
 from opsched.services.admission.policies import flavors as flavor_policy
@@ -44,6 +45,9 @@ def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict
         return _wait(pending(Reason.BACKOFF, after=why, until=op.not_before))
     if queue is None:
         return _wait(pending(Reason.QUEUE_REMOVED, queue=op.queue), blocked=True)
+    stop = snap.stopped.get(op.queue)
+    if stop is not None:  # an admin held or drained it: nothing of it is admitted (``queue_stops``)
+        return _wait(held(stop), blocked=True)
     running = snap.running[op.queue]
     if queue.concurrency is not None and running >= queue.concurrency:
         return _wait(pending(Reason.QUEUE_CONCURRENCY, queue=op.queue, running=running, limit=queue.concurrency),

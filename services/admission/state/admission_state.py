@@ -11,6 +11,7 @@ from opsched.proto.cluster import ClusterEvent
 from opsched.proto.events import Event
 from opsched.proto.lifecycle import Status
 from opsched.services.admission.model.nodes import NodeInfo
+from opsched.services.admission.model.queue_stops import QueueStops
 from opsched.services.admission.model.queues import Book
 from opsched.services.admission.model.records import OpRecord
 from opsched.services.admission.state.fold import OpFold
@@ -28,6 +29,7 @@ class AdmissionState:
         self.queues = QueueManager(self.fold.ops)
         self.usage = UsageCache(self.fold)
         self.hooks = HooksDue()
+        self.stops = QueueStops()  # queues an admin held or drained (folded from the config stream)
         self.fold.followers = (self.queues, self.usage, self.hooks)
 
     @property
@@ -56,4 +58,6 @@ class AdmissionState:
 def snapshot_of(state: AdmissionState, book: Book, now: datetime | None = None) -> Snapshot:
     """A snapshot built afresh from admission's state (the active ops its usage cache tracks), for queries and
     for checking the tracked one; a cycle decides on the tracked one (``UsageCache.current``)."""
-    return state.usage.build(book, now)
+    snap = state.usage.build(book, now)
+    snap.stopped = state.stops.in_force
+    return snap

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from opsched.proto.queue_stops import QueueStopSet
 from opsched.services.admission.model import agents, placement
 from opsched.services.admission.model.node_affinity import Terms, required_terms
 from opsched.services.admission.model.nodes import NodeInfo
@@ -35,6 +36,7 @@ class Snapshot:
     spend: Spend = field(default_factory=Spend)  # actual spend per budget window (shared, read-only)
     committed: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)  # expected of active ops
     silent: dict[str, datetime] = field(default_factory=dict)  # agents that get no new ops now -> last heartbeat
+    stopped: dict[str, QueueStopSet] = field(default_factory=dict)  # queues held or drained (``queue_stops``)
 
     @classmethod
     def of(cls, book: Book, nodes: dict[str, NodeInfo], active: Iterable[OpRecord],
@@ -118,8 +120,9 @@ class Snapshot:
             self.capacity.give_back(node, pod)
 
     def copy(self) -> "Snapshot":
-        """A copy to simulate on (preemption plans take ops out of it): every count is copied; the queue book
-        and the spend are shared (a cycle never changes them), and so is the capacity's fixed part."""
+        """A copy to simulate on (preemption plans take ops out of it): every count is copied; the queue book,
+        the spend and the stopped queues are shared (a cycle never changes them), and so is the capacity's fixed
+        part."""
         usage: Usage = defaultdict(lambda: defaultdict(float))
         for queue, used in self.usage.items():
             usage[queue] = defaultdict(float, used)
@@ -128,7 +131,8 @@ class Snapshot:
                         cost_used=defaultdict(float, self.cost_used), usage=usage, starved=set(self.starved),
                         placed={op_id: list(nodes) for op_id, nodes in self.placed.items()},
                         unplaced=set(self.unplaced), batch_running=defaultdict(int, self.batch_running),
-                        spend=self.spend, committed=dict(self.committed), silent=dict(self.silent))
+                        spend=self.spend, committed=dict(self.committed), silent=dict(self.silent),
+                        stopped=self.stopped)
 
 
 def selector_of(op: OpRecord) -> dict[str, str]:
