@@ -476,7 +476,7 @@ def _verdict_parser(sub, verb: str, text: str, bulk: bool = False) -> argparse.A
     if bulk:
         completion.op_id(p.add_argument("ids", nargs="*", metavar="ID", help="the ops (several: one command, a verdict per op)"))
         p.add_argument("--batch", help="the ops of this sweep (its batch id) that the verb can act on now")
-        p.add_argument("--queue", help="with --all: the ops of this queue that the verb can act on now")
+        completion.queue(p.add_argument("--queue", help="with --all: the ops of this queue that the verb can act on now"))
         p.add_argument("--all", action="store_true", help="confirms --queue: every such op of the queue")
         reading.add_output(p)
     else:

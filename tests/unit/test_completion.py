@@ -84,11 +84,11 @@ def test_nothing_is_completed_when_the_bus_is_slow_or_absent():
 ])
 def test_the_commands_that_take_an_op_complete_op_ids(command, completes):
     sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
-    [action] = [a for a in sub.choices[command[0]]._actions if a.dest == "id"]
+    [action] = [a for a in sub.choices[command[0]]._actions if a.dest in ("id", "ids")]
     assert action.completer.fetch.__name__ == completes
 
 
-@pytest.mark.parametrize("command", ["submit", "schedule", "ops"])
+@pytest.mark.parametrize("command", ["submit", "schedule", "ops", "stop", "approve", "reject"])
 def test_queue_options_complete_queue_names(command):
     sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
     [action] = [a for a in sub.choices[command]._actions if "--queue" in a.option_strings]
