@@ -16,6 +16,8 @@ from opsched.proto.leases import LeaderClaimed
 from opsched.proto.queries import (
     CostAnswer,
     CostRequest,
+    LogsChunk,
+    LogsRequest,
     QueuesAnswer,
     QueuesRequest,
     WhyAnswer,
@@ -35,7 +37,7 @@ def render() -> dict[str, str]:
     groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed),
               "command": COMMANDS + (SetQueues,),
               "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer, HealthRequest,
-                        HealthAnswer),
+                        HealthAnswer, LogsRequest, LogsChunk),
               "record": (OpSummary,)}
     for kind, types in groups.items():
         for cls in types:

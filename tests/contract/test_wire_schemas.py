@@ -23,6 +23,8 @@ def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
     from opsched.proto.queries import (
         CostAnswer,
         CostRequest,
+        LogsChunk,
+        LogsRequest,
         QueuesAnswer,
         QueuesRequest,
         WhyAnswer,
@@ -33,7 +35,8 @@ def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
     expected = {f"event.{tag_of(c)}.json" for c in events} | {f"command.{tag_of(c)}.json" for c in COMMANDS}
     expected |= {"command.set_queues.json"}
     expected |= {f"query.{tag_of(c)}.json" for c in (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer,
-                                                             CostRequest, CostAnswer, HealthRequest, HealthAnswer)}
+                                                             CostRequest, CostAnswer, HealthRequest, HealthAnswer,
+                                                             LogsRequest, LogsChunk)}
     expected |= {"record.op_summary.json"}  # the summary of an op that left admission's memory (ops bucket)
     assert set(render()) == expected | {"spec.json"}
 
