@@ -32,6 +32,7 @@ from opsched.proto.commands import (
 from opsched.proto.config import QueuesConfigured, SetQueues
 from opsched.proto.events import Event
 from opsched.proto.health import HealthAnswer, HealthRequest
+from opsched.proto.lifecycle import TERMINAL_LABELS
 from opsched.proto.queries import (
     CostAnswer,
     CostRequest,
@@ -239,11 +240,15 @@ class Client:
     async def logs(self, op_id: str, *, follow: bool = False, replica: str = "", attempt: int | None = None,
                    container: str = "", tail: int | None = None, timestamps: bool = False) -> AsyncIterator[str]:
         """What a container of the op printed, line by line (``opsched.logstream``): its latest attempt's main pod, or
-        ``replica`` (``<role>-<index>``) of ``attempt``; ``follow``: until the container ends. Raises
-        ``LogsRefused`` (its ``reason``: unknown op, no pod yet, pod gone, unknown replica, ...) or ``LogsUnanswered``."""
+        ``replica`` (``<role>-<index>``) of ``attempt``; ``follow``: until the container ends (an op not running yet:
+        from when it starts, unless it ends first). Raises ``LogsRefused`` (its ``reason``: unknown op, no pod yet, pod
+        gone, unknown replica, ...) or ``LogsUnanswered``."""
         request = LogsRequest(op_id=op_id, follow=follow, replica=replica, attempt=attempt, container=container,
                               tail=tail, timestamps=timestamps)
-        async for chunk in logstream.chunks(self.bus.nc, request):
+
+        async def ended() -> bool:
+            return (await self.why(op_id)).status in TERMINAL_LABELS
+        async for chunk in logstream.chunks(self.bus.nc, request, ended):
             for line in chunk.lines:
                 yield line
 

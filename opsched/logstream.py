@@ -1,21 +1,29 @@
 """Reading an op's logs over the bus (`opsched logs`, ``Client.logs``): a ``LogsRequest`` on ``subjects.QUERY_LOGS``,
 its answer's ``LogsChunk``s taken from an inbox of the connection's own, in order, until the chunk marked ``end``;
 an answer cut short by its bounds (``more``) is continued by a next request after its last line (``continued``),
-so a follow goes on for as long as the container runs, and a long log is read whole. A refusal raises
-``LogsRefused`` with its reason and message; no dispatcher answering raises ``LogsUnanswered``."""
+so a follow goes on for as long as the container runs, and a long log is read whole. A follow of an op whose pod
+does not exist yet or whose container has not started (``no_pod_yet``, ``not_started``) asks again every
+``WAIT_POLL_S`` until it has lines, as long as ``ended()`` says the op has not ended, and an op unknown for its first
+``UNKNOWN_GRACE_S`` (`opsched logs -f $(opsched submit ...)` follows an op from its start). A refusal raises ``LogsRefused`` with its reason and message; no
+dispatcher answering raises ``LogsUnanswered``."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import msgspec
 
 from opsched.proto import codec, subjects
 from opsched.proto.queries import LOGS_FOLLOW_S, LogsChunk, LogsRequest
+from opsched.proto.reasons import LogsRefusal, Reason
 
 ANSWER_TIMEOUT_S = 10.0  # the longest wait for a chunk, besides a follow's silence (its window, then its end)
 NO_RESPONDERS = "503"
+WAIT_POLL_S = 0.5
+NOT_YET = (LogsRefusal.NO_POD_YET, LogsRefusal.NOT_STARTED)  # what a follow waits out
+UNKNOWN_GRACE_S = 5.0  # ... and an op unknown for this long (one just submitted: admission has yet to take it)
 
 
 class LogsRefused(Exception):
@@ -39,22 +47,38 @@ def continued(request: LogsRequest, end: LogsChunk) -> LogsRequest | None:
                                    attempt=end.attempt if request.attempt is None else request.attempt)
 
 
-async def chunks(nc: Any, request: LogsRequest) -> AsyncIterator[LogsChunk]:
-    """Every chunk with lines of the whole answer (continued as ``continued`` says); ``LogsRefused`` on a refusal."""
+async def chunks(nc: Any, request: LogsRequest,
+                 ended: Callable[[], Awaitable[bool]] | None = None) -> AsyncIterator[LogsChunk]:
+    """Every chunk with lines of the whole answer (continued as ``continued`` says); ``LogsRefused`` on a refusal
+    (a follow waits out ``NOT_YET`` while ``ended`` says no)."""
     current: LogsRequest | None = codec.checked(request)
+    began = asyncio.get_running_loop().time()
     while current is not None:
         end = None
-        async for chunk in _answer(nc, current):
-            if chunk.reason:
-                raise LogsRefused(chunk.reason, chunk.message)
-            if chunk.lines:
-                yield chunk
-            if chunk.end:
-                end = chunk
-        current = continued(current, end) if end is not None else None
+        async with contextlib.aclosing(_answer(nc, current)) as answer:
+            async for chunk in answer:
+                if current.follow and not current.after and await _waits(chunk.reason, began, ended):
+                    await asyncio.sleep(WAIT_POLL_S)
+                    break  # asked again: the loop below
+                if chunk.reason:
+                    raise LogsRefused(chunk.reason, chunk.message)
+                if chunk.lines:
+                    yield chunk
+                if chunk.end:
+                    end = chunk
+        if end is None:
+            continue  # waiting for its pod
+        current = continued(current, end)
 
 
-async def _answer(nc: Any, request: LogsRequest) -> AsyncIterator[LogsChunk]:
+async def _waits(reason: str, began: float, ended: Callable[[], Awaitable[bool]] | None) -> bool:
+    """Whether a follow waits out a refusal and asks again (the module docstring says when)."""
+    if reason == Reason.UNKNOWN_OP:
+        return asyncio.get_running_loop().time() - began < UNKNOWN_GRACE_S
+    return reason in NOT_YET and ended is not None and not await ended()
+
+
+async def _answer(nc: Any, request: LogsRequest) -> AsyncGenerator[LogsChunk, None]:
     """One request's chunks, in ``seq`` order, up to its end."""
     inbox = nc.new_inbox()
     answers: asyncio.Queue[Any] = asyncio.Queue()

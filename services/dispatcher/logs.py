@@ -101,6 +101,9 @@ def choose_pod(request: LogsRequest, latest: Attempt | None, known_op: bool, pod
     if pod is None:
         _refuse_missing(request, latest, number, own)
     assert pod is not None and pod.spec is not None
+    if not pod.spec.node_name:  # the API server answers an unbound pod's log with nothing, not a refusal
+        raise LogsRefused(LogsRefusal.NOT_STARTED, f"pod {pod.metadata.name} of op {op} is not on a node yet "
+                                                   "(kube-scheduler has not bound it)")
     containers = [c.name for c in pod.spec.containers or []]
     container = request.container or (containers[0] if containers else "")
     if container not in containers:

@@ -23,10 +23,11 @@ from opsched.services.dispatcher.logs import (
 
 
 def pod(name: str, attempt: int, replica: str = "main", hostname: str | None = None,
-        containers: tuple[str, ...] = ("main",)) -> Pod:
+        containers: tuple[str, ...] = ("main",), node: str | None = "gpu-a") -> Pod:
     return Pod(metadata=ObjectMeta(name=name, namespace="q", labels={"opsched.io/attempt": str(attempt),
                                                                     "opsched.io/replica": replica}),
-               spec=PodSpec(containers=[ContainerRef(name=c) for c in containers], hostname=hostname))
+               spec=PodSpec(containers=[ContainerRef(name=c) for c in containers], hostname=hostname,
+                            node_name=node))
 
 
 GANG = [pod("op-a-1", 1, hostname="master-0", containers=("main", "sidecar")),
@@ -70,6 +71,8 @@ def test_no_pod_is_not_created_yet_while_dispatching_and_gone_once_it_ran():
     assert refused(latest=Attempt("a", 1, Stage.ADMITTED), pods=[]).reason == LogsRefusal.NO_POD_YET
     assert refused(latest=Attempt("a", 1, Stage.ENDED), pods=[]).reason == LogsRefusal.POD_GONE
     assert refused(latest=Attempt("a", 1, Stage.RUNNING), pods=GANG[2:]).reason == LogsRefusal.POD_GONE
+    unbound = refused(pods=[pod("op-a-1", 1, node=None)])  # the API server would answer its log with nothing
+    assert unbound.reason == LogsRefusal.NOT_STARTED and "not on a node yet" in str(unbound)
 
 
 def test_lines_go_in_chunks_within_the_line_and_byte_bounds_and_a_long_line_is_cut():
