@@ -14,15 +14,16 @@ user send per request (``proto.permissions.MAX_RESPONSES``), and a follow answer
 cut short by either, its end says ``more`` and the time of its last line, after which the client asks again. The
 lines are always read with their times (the API's ``timestamps``), so that a next request starts after the last
 one sent (``after``); they are handed back without them unless asked. At most ``LOG_STREAMS`` logs are read at once
-(each blocks a thread of its own while it waits for lines); one more is refused ``logs_busy``."""
+(each blocks a thread of its own while it waits for lines: a daemon thread, which never holds the process's exit);
+one more is refused ``logs_busy``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -217,7 +218,6 @@ class LogReader:
         self.attempts = attempts
         self.known = known
         self.log = log
-        self.executor = ThreadPoolExecutor(LOG_STREAMS, thread_name_prefix="logs")
         self.reading = 0
 
     async def answer(self, data: bytes, respond: Callable[[bytes], Awaitable[None]]) -> None:
@@ -269,7 +269,7 @@ class LogReader:
         handoff: asyncio.Queue[Any] = asyncio.Queue(maxsize=4)
         stop = threading.Event()
         held: dict[str, Any] = {}  # the API's answer, once the thread has it (shut down from here to end a follow)
-        reading = loop.run_in_executor(self.executor, self._read, choice, request, handoff, loop, stop, held)
+        reading = _in_thread(loop, self._read, choice, request, handoff, loop, stop, held)
         deadline = loop.time() + LOGS_FOLLOW_S
         cut = False
         try:
@@ -356,6 +356,24 @@ def _pump(response: Any, hand: _Hand, stop: threading.Event) -> None:
     if pending:
         hand([pending.decode(errors="replace")])
     hand(_DONE)
+
+
+def _in_thread(loop: asyncio.AbstractEventLoop, target: Callable[..., None], *args: Any) -> asyncio.Future[None]:
+    """``target(*args)`` in a daemon thread of its own; the future is done when it returns."""
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    def run() -> None:
+        try:
+            target(*args)
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                loop.call_soon_threadsafe(settle)
+    threading.Thread(target=run, name="logs", daemon=True).start()
+    return done
 
 
 def _shut(response: Any) -> None:
