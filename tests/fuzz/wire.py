@@ -22,7 +22,16 @@ from opsched.proto.commands import COMMANDS
 from opsched.proto.config import CONFIG_MESSAGES, SetQueues
 from opsched.proto.events import EVENTS
 from opsched.proto.lifecycle import HOOK_TRIGGERS
-from opsched.proto.queries import CostAnswer, CostRequest, QueuesAnswer, QueuesRequest, WhyAnswer, WhyRequest
+from opsched.proto.queries import (
+    CostAnswer,
+    CostRequest,
+    LogsChunk,
+    LogsRequest,
+    QueuesAnswer,
+    QueuesRequest,
+    WhyAnswer,
+    WhyRequest,
+)
 from opsched.proto.schedules import SCHEDULE_COMMANDS, SCHEDULE_EVENTS
 from opsched.proto.spec import OpSpec
 
@@ -45,6 +54,8 @@ DECODERS: dict[str, tuple[Any, tuple[type, ...]]] = {
     "config": (codec.decode_config, CONFIG_MESSAGES),
     "query": (codec.decode_query, QUERIES),
     "ops_stream": (codec.decode_ops_stream, EVENTS + SCHEDULE_EVENTS),
+    "logs_request": (codec.decode_logs_request, (LogsRequest,)),  # the dispatcher's (`opsched logs`)
+    "logs_chunk": (codec.decode_logs_chunk, (LogsChunk,)),  # the client's
 }
 ALL_TYPES: tuple[type, ...] = tuple(dict.fromkeys(t for _, types in DECODERS.values() for t in types))
 
