@@ -196,16 +196,24 @@ class _Answer:
     def full(self) -> bool:
         return self.seq >= LOGS_ANSWER_CHUNKS - 1  # the last message is the end's
 
-    async def lines(self, raw: list[str]) -> None:
-        kept = []
+    async def lines(self, raw: list[str]) -> bool:
+        """Send ``raw`` (lines with their times) in chunks while the answer has room; False when it filled up first
+        (``last_at`` is then the last line sent: a next request reads on after it)."""
+        kept, stamps = [], []
         for line in raw:
             at, stamp, text = split_stamp(line)
             if at is not None and self.after_ns is not None and at <= self.after_ns:
                 continue
             kept.append(f"{stamp} {text}" if self.request.timestamps and stamp else text)
-            self.last_at = stamp or self.last_at
+            stamps.append(stamp)
+        sent = 0
         for lines in chunks_of(kept):
+            if self.full:
+                return False
+            sent += len(lines)
+            self.last_at = next((s for s in reversed(stamps[:sent]) if s), self.last_at)
             await self.send(self.chunk(lines=lines))
+        return True
 
 
 class LogReader:
@@ -283,8 +291,7 @@ class LogReader:
                     break
                 if isinstance(item, BaseException):
                     raise _refusal(item, choice) from item
-                await answer.lines(item)
-                if answer.full or loop.time() >= deadline:
+                if not await answer.lines(item) or answer.full or loop.time() >= deadline:
                     cut = True
                     break
         finally:

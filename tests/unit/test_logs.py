@@ -123,6 +123,8 @@ async def test_an_answer_drops_the_lines_up_to_after_keeps_the_last_time_and_kno
     answer = _Answer(LogsRequest(op_id="a", after="2027-01-15T08:00:01Z"), respond)
     await answer.lines(["2027-01-15T08:00:00Z old", "2027-01-15T08:00:01Z seen", "2027-01-15T08:00:02.5Z new"])
     assert [(c.seq, c.lines, c.last_at) for c in sent] == [(0, ["new"], "2027-01-15T08:00:02.5Z")]
-    while not answer.full:
-        await answer.lines([f"2027-01-15T08:00:0{3 + answer.seq % 5}Z more"])
+    many = [f"2027-01-15T08:00:03.{i:09d}Z line {i}" for i in range(LOGS_CHUNK_LINES * 70)]
+    assert not await answer.lines(many)  # more than an answer holds: it stops when full, never past its bound
     assert answer.seq == LOGS_ANSWER_CHUNKS - 1  # the last message an answer may send is its end
+    last = (LOGS_ANSWER_CHUNKS - 2) * LOGS_CHUNK_LINES - 1  # the first chunk held "new"
+    assert sent[-1].lines[-1] == f"line {last}" and sent[-1].last_at == f"2027-01-15T08:00:03.{last:09d}Z"
