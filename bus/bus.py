@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -497,6 +497,26 @@ class Bus:
         async def cb(msg) -> None:
             if msg.reply:
                 await msg.respond(await answer(msg.data))
+        return await self.nc.subscribe(subject, queue=group, cb=cb)
+
+    async def serve_stream(self, subject: str, answer: Callable[[bytes, Callable[[bytes], Awaitable[None]]],
+                                                        Coroutine[Any, Any, None]], group: str):
+        """Answer requests on a core subject with several messages each (``answer(data, respond)`` calls ``respond``
+        once per message), each request in a task of its own so that a long answer holds no other back; replicas
+        share ``group``. The server bounds how many answers a request may get (``allow_responses``)."""
+        answering: set[asyncio.Task] = set()  # held until done (a task nobody holds may be collected)
+
+        async def cb(msg) -> None:
+            if not msg.reply:
+                return
+            reply = msg.reply
+
+            async def respond(data: bytes) -> None:
+                await self.nc.publish(reply, data)
+
+            task: asyncio.Task = asyncio.create_task(answer(msg.data, respond))
+            answering.add(task)
+            task.add_done_callback(answering.discard)
         return await self.nc.subscribe(subject, queue=group, cb=cb)
 
     async def listen(self, subject: str, on_message: Callable[[bytes], Awaitable[None]], group: str):

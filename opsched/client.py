@@ -12,10 +12,12 @@ from typing import Any
 
 import msgspec
 
+from opsched import logstream
 from opsched.bus import tracing
 from opsched.bus.bus import Bus
 from opsched.bus.credentials import Credentials
 from opsched.directreads import reads_for
+from opsched.logstream import LogsRefused, LogsUnanswered  # noqa: F401 - the SDK's callers catch them from here
 from opsched.proto import codec, subjects
 from opsched.proto.commands import (
     ApproveOperation,
@@ -36,10 +38,12 @@ from opsched.proto.commands import (
 from opsched.proto.config import QueuesConfigured, SetQueues
 from opsched.proto.events import Event
 from opsched.proto.health import HealthAnswer, HealthRequest
+from opsched.proto.lifecycle import TERMINAL_LABELS
 from opsched.proto.limits import MAX_OPS_PER_COMMAND
 from opsched.proto.queries import (
     CostAnswer,
     CostRequest,
+    LogsRequest,
     QueuesAnswer,
     QueuesRequest,
     SchedulesAnswer,
@@ -270,6 +274,21 @@ class Client:
         """Ask admission why an op is pending: ranked reasons and its position in its queue."""
         data = await self.bus.request(subjects.QUERY_WHY, WhyRequest(op_id=op_id), timeout=timeout)
         return msgspec.json.decode(data, type=WhyAnswer)
+
+    async def logs(self, op_id: str, *, follow: bool = False, replica: str = "", attempt: int | None = None,
+                   container: str = "", tail: int | None = None, timestamps: bool = False) -> AsyncIterator[str]:
+        """What a container of the op printed, line by line (``opsched.logstream``): its latest attempt's main pod, or
+        ``replica`` (``<role>-<index>``) of ``attempt``; ``follow``: until the container ends (an op not running yet:
+        from when it starts, unless it ends first). Raises ``LogsRefused`` (its ``reason``: unknown op, no pod yet, pod
+        gone, unknown replica, ...) or ``LogsUnanswered``."""
+        request = LogsRequest(op_id=op_id, follow=follow, replica=replica, attempt=attempt, container=container,
+                              tail=tail, timestamps=timestamps)
+
+        async def ended() -> bool:
+            return (await self.why(op_id)).status in TERMINAL_LABELS
+        async for chunk in logstream.chunks(self.bus.nc, request, ended):
+            for line in chunk.lines:
+                yield line
 
     async def queues(self, timeout: float = 5.0) -> QueuesAnswer:
         data = await self.bus.request(subjects.QUERY_QUEUES, QueuesRequest(), timeout=timeout)

@@ -76,7 +76,10 @@ def _quoted(values: tuple[str, ...]) -> str:
 def _entry(user: User, password: str, agents: tuple[str, ...] = ()) -> str:
     p = permissions.for_user(user.name, user.role, agents)
     deny = f", deny: {_quoted(p.deny)}" if p.deny else ""
-    responses = ", allow_responses: true" if p.allow_responses else ""
+    responses = ""
+    if p.allow_responses:
+        responses = (", allow_responses: true" if p.max_responses == 1 else
+                     f", allow_responses: {{max: {p.max_responses}, expires: \"{permissions.RESPONSES_EXPIRE_S}s\"}}")
     return (f"      {{user: {json.dumps(user.name)}, password: {json.dumps(password)}, permissions: {{\n"
             f"        publish: {{allow: {_quoted(p.publish)}{deny}}},\n"
             f"        subscribe: {{allow: {_quoted(p.subscribe)}}}{responses}}}}}")

@@ -14,6 +14,8 @@ from opsched.proto.events import EVENTS, Event
 from opsched.proto.queries import (
     CostAnswer,
     CostRequest,
+    LogsChunk,
+    LogsRequest,
     QueuesAnswer,
     QueuesRequest,
     SchedulesAnswer,
@@ -46,6 +48,8 @@ _config_decoder = msgspec.json.Decoder(AnyConfig)
 _query_decoder = msgspec.json.Decoder(AnyQuery)
 _ops_stream_decoder = msgspec.json.Decoder(AnyOpsStream)
 _schedule_decoder = msgspec.json.Decoder(AnySchedule)
+_logs_request_decoder = msgspec.json.Decoder(LogsRequest)
+_logs_chunk_decoder = msgspec.json.Decoder(LogsChunk)
 
 DecodeError = msgspec.DecodeError  # raised for malformed JSON and for schema violations
 M = TypeVar("M", bound=msgspec.Struct)
@@ -154,6 +158,14 @@ def decode_config(data: bytes) -> QueuesConfigured | PricesConfigured | QueueSto
 def decode_query(data: bytes) -> (WhyRequest | WhyAnswer | QueuesRequest | QueuesAnswer | CostRequest | CostAnswer
                                   | SchedulesRequest | SchedulesAnswer):
     return _decoded(_query_decoder, data)
+
+
+def decode_logs_request(data: bytes) -> LogsRequest:
+    return _decoded(_logs_request_decoder, data)
+
+
+def decode_logs_chunk(data: bytes) -> LogsChunk:
+    return _decoded(_logs_chunk_decoder, data)
 
 
 def decode_ops_stream(data: bytes) -> Event:

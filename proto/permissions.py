@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opsched.proto import subjects
+from opsched.proto.queries import LOGS_ANSWER_CHUNKS
 
 SERVICES = ("admission", "cost", "cache", "dispatcher")
 ROLES = ("submitter", "approver", "admin")
@@ -51,8 +52,12 @@ VERBS: dict[str, tuple[str, ...]] = {
     "admin": ("submit", "stop", "restart", "copy", "resume", "touch", "approve", "reject", subjects.SET_QUEUES,
               subjects.SCHEDULE_CREATE, subjects.SCHEDULE_DELETE, subjects.SET_QUEUE_STOP),
 }
+# every client role may ask every query: reading is not split by user (`why`, and `logs` as `why`: docs/security.md)
 QUERIES = (subjects.QUERY_WHY, subjects.QUERY_QUEUES, subjects.QUERY_COST, subjects.QUERY_SCHEDULES,
-           subjects.QUERY_HEALTH_ALL)
+           subjects.QUERY_HEALTH_ALL, subjects.QUERY_LOGS)
+# answers per request a service may send (``allow_responses``): one, but the dispatcher's logs answers, a stream
+MAX_RESPONSES: dict[str, int] = {"dispatcher": LOGS_ANSWER_CHUNKS}
+RESPONSES_EXPIRE_S = 120  # how long after a request its answers may come (nats-server's default bound)
 
 
 # each service's durable consumers (a dispatcher also those of the named agents: ``durables_of``) and the key-value
@@ -77,6 +82,7 @@ READ_STREAMS = (subjects.OPS_STREAM, subjects.CONFIG_STREAM, subjects.kv_stream(
 EXPORTS: tuple[tuple[str, str, str], ...] = (
     ("service", subjects.CMD_ALL, "singleton"),  # the command stream stores it and acks it to the client
     ("service", subjects.QUERY_ALL, "singleton"),
+    ("service", subjects.QUERY_LOGS, "stream"),  # a logs answer is several messages
     *(("service", get, "stream" if i == 0 else "singleton")  # a batch answers with several messages
       for stream in READ_STREAMS for i, get in enumerate(subjects.direct_gets(stream))),
     ("stream", subjects.OPS_ALL, ""),  # the events as they happen: what tells a follower to read on
@@ -95,7 +101,8 @@ class Permissions:
     publish: tuple[str, ...]
     subscribe: tuple[str, ...]
     deny: tuple[str, ...] = ()  # publish subjects refused even where an allow matches
-    allow_responses: bool = False  # may answer the requests it receives (their reply subjects), once each
+    allow_responses: bool = False  # may answer the requests it receives (their reply subjects) ...
+    max_responses: int = 1  # ... this many times each (within ``RESPONSES_EXPIRE_S``)
     account: str = subjects.CLIENTS_ACCOUNT
 
 
@@ -131,7 +138,7 @@ def service(name: str, agents: tuple[str, ...] = ()) -> Permissions:
     answers = (*(q for q in QUERIES if q != subjects.QUERY_HEALTH_ALL), subjects.health_query(name))  # its own health
     subscribe = (*answers, subjects.JS_ADVISORIES, subjects.inbox_prefix(name) + ".>")
     return Permissions(publish=publish, subscribe=subscribe, deny=deny, allow_responses=True,
-                       account=subjects.SERVICES_ACCOUNT)
+                       max_responses=MAX_RESPONSES.get(name, 1), account=subjects.SERVICES_ACCOUNT)
 
 
 def client(role: str, user: str) -> Permissions:

@@ -1,7 +1,11 @@
-"""Request/reply queries answered by admission from its live state (not stored on a stream)."""
+"""Request/reply queries answered by admission from its live state (not stored on a stream), and the logs request
+the dispatcher answers with a bounded stream of chunks (``LogsRequest``, ``LogsChunk``)."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
+
+from msgspec import Meta
 
 from opsched.proto.history import HistoryEntry
 from opsched.proto.spec import Wire
@@ -187,3 +191,42 @@ class ScheduleStatus(Wire, kw_only=True):
 
 class SchedulesAnswer(Wire, tag_field="type", tag="schedules_answer", kw_only=True):
     schedules: list[ScheduleStatus] = []
+
+
+# The bounds of a logs answer: each chunk at most LOGS_CHUNK_LINES lines and about LOGS_CHUNK_BYTES bytes (a longer
+# line is cut there), an answer at most LOGS_ANSWER_CHUNKS chunks, its last one marked ``end``; a follow answers for
+# LOGS_FOLLOW_S at most. An answer cut short by either says ``more``: the client asks again after its ``last_at``.
+LOGS_CHUNK_LINES = 200
+LOGS_CHUNK_BYTES = 32 * 1024
+LOGS_ANSWER_CHUNKS = 64
+LOGS_FOLLOW_S = 60.0  # under nats-server's 2-minute bound on a request's answers
+LOGS_MAX_TAIL = 100_000
+
+
+class LogsRequest(Wire, tag_field="type", tag="logs_request", kw_only=True):
+    """What a container of an op printed (`opsched logs`): answered on the reply subject by ``LogsChunk``s."""
+
+    op_id: Annotated[str, Meta(max_length=253)]
+    follow: bool = False  # keep answering as lines are printed, until the container ends
+    replica: Annotated[str, Meta(max_length=253)] = ""  # "" (or "main"): the main pod; else a pod of the attempt by its ``<role>-<index>``
+    attempt: Annotated[int, Meta(ge=0)] | None = None  # None: the op's latest attempt
+    container: Annotated[str, Meta(max_length=253)] = ""  # "": the pod's main container (its first)
+    tail: Annotated[int, Meta(ge=0, le=LOGS_MAX_TAIL)] | None = None  # the last N lines only
+    after: Annotated[str, Meta(max_length=64)] = ""  # RFC 3339 time: only the lines printed after it (a ``more`` answer's ``last_at``)
+    timestamps: bool = False  # each line prefixed by its time (RFC 3339) and a space
+
+
+class LogsChunk(Wire, tag_field="type", tag="logs_chunk", kw_only=True):
+    """One message of a logs answer; ``seq`` counts from 0; the last has ``end``."""
+
+    op_id: str
+    seq: int = 0
+    lines: list[str] = []
+    pod: str = ""  # whose lines: the pod, its container and attempt
+    container: str = ""
+    attempt: int = 0
+    last_at: str = ""  # the time of the last line answered so far (RFC 3339)
+    end: bool = False  # the answer's last chunk
+    more: bool = False  # (with ``end``) cut short by the bounds above: ask again with ``after=last_at``
+    reason: str = ""  # a refusal (``proto.reasons.LogsRefusal``; with ``end``) ...
+    message: str = ""  # ... and what it says

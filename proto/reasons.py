@@ -375,3 +375,18 @@ class ScheduleEnd(StrEnum):
     COMPLETED = "completed"  # a datetime schedule's one run fired
     NO_MORE_SLOTS = "no_more_slots"  # its cron has no slot left
     END_AT = "end_at"  # no slot left before its endAt
+
+
+class LogsRefusal(StrEnum):
+    """``LogsChunk.reason`` (``proto.queries``): why the dispatcher answers a logs request with no lines (an op not
+    on the op stream: ``Reason.UNKNOWN_OP``, as ``why`` says)."""
+
+    INVALID_LOGS_REQUEST = "invalid_logs_request"  # a field out of its bounds, or a message that does not decode
+    NO_POD_YET = "no_pod_yet"  # not admitted yet, or its pods not created yet
+    POD_GONE = "pod_gone"  # its pods were deleted (ttl, stop, preemption, a gang released)
+    UNKNOWN_ATTEMPT = "unknown_attempt"  # an attempt number it never had
+    UNKNOWN_REPLICA = "unknown_replica"  # a replica its attempt has no pod for (the message lists its pods)
+    UNKNOWN_CONTAINER = "unknown_container"  # a container its pod has not (the message lists them)
+    NOT_STARTED = "not_started"  # the container has not started (its image pulled, its init containers running)
+    LOGS_BUSY = "logs_busy"  # as many logs are being read as the dispatcher reads at once: ask again
+    KUBERNETES_UNAVAILABLE = "kubernetes_unavailable"  # the API server did not answer

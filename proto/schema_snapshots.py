@@ -18,6 +18,8 @@ from opsched.proto.outputs import OUTPUTS
 from opsched.proto.queries import (
     CostAnswer,
     CostRequest,
+    LogsChunk,
+    LogsRequest,
     QueuesAnswer,
     QueuesRequest,
     SchedulesAnswer,
@@ -41,7 +43,7 @@ def render() -> dict[str, str]:
     groups = {"event": EVENTS + CLUSTER_EVENTS + (QueuesConfigured, PricesConfigured, LeaderClaimed, QueueStopSet),
               "command": COMMANDS + (SetQueues, SetQueueStop) + BULK_COMMANDS,
               "query": (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer, CostRequest, CostAnswer, HealthRequest,
-                        HealthAnswer, SchedulesRequest, SchedulesAnswer),
+                        HealthAnswer, SchedulesRequest, SchedulesAnswer, LogsRequest, LogsChunk),
               "record": (OpSummary,)}
     for kind, types in groups.items():
         for cls in types:

@@ -34,6 +34,9 @@ QUERY_QUEUES = "opsched.query.queues"
 QUERY_SCHEDULES = "opsched.query.schedules"  # request/reply, answered by admission
 QUERY_COST = "opsched.query.cost"  # request/reply, answered by cost
 QUERY_HEALTH_ALL = "opsched.query.health.*"  # request/reply, each service on its own (``health_query``)
+# request/reply answered by a stream of messages (``proto.queries.LogsRequest``, ``LogsChunk``): an op's container
+# output, answered by the (default agent's) dispatcher; outside ``opsched.query.>``, whose answers are one message
+QUERY_LOGS = "opsched.logs"
 DEFAULT_ROUTE = "_"
 
 # stream -> (subjects, max messages kept per subject; -1 = all)

@@ -253,6 +253,7 @@ class ControlPlane:
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--token-auth-file={pki / 'tokens.csv'}", "--authorization-mode=RBAC",
             "--disable-admission-plugins=ServiceAccount", "--service-cluster-ip-range=10.96.0.0/24",
+            "--kubelet-preferred-address-types=InternalIP",  # the simulated kubelet's: 127.0.0.1 (``pods/log``)
         ])
 
     def _start_scheduler(self, bins: Path) -> None:

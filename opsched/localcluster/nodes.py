@@ -11,6 +11,12 @@ What a pod does (``pod_behaviour``), first match wins:
     ``exit N`` in their own command, else 0.
 A malformed annotation is logged and ignored (the next source applies).
 
+What a container prints (``container_log``, served by the simulated kubelet's log endpoint): when it starts, one
+line per ``echo``/``printf`` of its command and args that writes to stdout (not redirected to a file), in order
+(``sh -c SCRIPT`` is read inside); then, while it runs, one line ``[sim] second N`` at each whole second N after its
+start, until it ends. Each line's time is its start (plus a microsecond per echoed line, in order) or that second:
+deterministic, given the pod's status.
+
 Without kube-controller-manager nobody removes the ``node.kubernetes.io/not-ready`` taint that
 the API server adds when a node is created, so the simulated kubelet does it here.
 """
@@ -130,8 +136,10 @@ def node_labels(spec: NodeSpec) -> dict[str, str]:
     }
 
 
-def node_status(spec: NodeSpec, resources: NodeResources, address: str) -> dict[str, Any]:
-    """Capacity, allocatable, Ready conditions and addresses, as a kubelet would report."""
+def node_status(spec: NodeSpec, resources: NodeResources, address: str, kubelet_port: int = 0) -> dict[str, Any]:
+    """Capacity, allocatable, Ready conditions, addresses and (given ``kubelet_port``) where its kubelet serves
+    (``daemonEndpoints``: the API server proxies ``kubectl logs`` to ``https://<InternalIP>:<port>``), as a kubelet
+    would report."""
     now = now_rfc3339()
     amounts = {"cpu": resources.cpu, "memory": resources.memory, "pods": str(resources.pods),
                resources.gpu_resource: str(spec.gpus)}
@@ -152,6 +160,7 @@ def node_status(spec: NodeSpec, resources: NodeResources, address: str) -> dict[
             condition("PIDPressure", "False", "KubeletHasSufficientPID", "simulated"),
         ],
         "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": spec.name}],
+        **({"daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}}} if kubelet_port else {}),
         "nodeInfo": {"kubeletVersion": "v1.20.2-opsched-sim", "kubeProxyVersion": "v1.20.2-opsched-sim",
                      "operatingSystem": "linux", "architecture": "amd64", "containerRuntimeVersion": "sim://1",
                      "machineID": spec.name, "systemUUID": spec.name, "bootID": spec.name,
@@ -159,7 +168,8 @@ def node_status(spec: NodeSpec, resources: NodeResources, address: str) -> dict[
     }
 
 
-def register_node(core: client.CoreV1Api, spec: NodeSpec, resources: NodeResources, address: str) -> None:
+def register_node(core: client.CoreV1Api, spec: NodeSpec, resources: NodeResources, address: str,
+                  kubelet_port: int = 0) -> None:
     """Create the node (or patch it if it exists), post a Ready status and clear not-ready taints."""
     labels = node_labels(spec)
     try:
@@ -168,12 +178,13 @@ def register_node(core: client.CoreV1Api, spec: NodeSpec, resources: NodeResourc
         if e.status != 409:
             raise
         core.patch_node(spec.name, {"metadata": {"labels": labels}})
-    post_status(core, spec, resources, address)
+    post_status(core, spec, resources, address, kubelet_port)
     clear_not_ready_taints(core, spec.name)
 
 
-def post_status(core: client.CoreV1Api, spec: NodeSpec, resources: NodeResources, address: str) -> None:
-    raw(core.patch_node_status, spec.name, {"status": node_status(spec, resources, address)})
+def post_status(core: client.CoreV1Api, spec: NodeSpec, resources: NodeResources, address: str,
+                kubelet_port: int = 0) -> None:
+    raw(core.patch_node_status, spec.name, {"status": node_status(spec, resources, address, kubelet_port)})
 
 
 def clear_not_ready_taints(core: client.CoreV1Api, name: str) -> bool:
@@ -259,6 +270,35 @@ def termination_message(container: dict[str, Any]) -> str | None:
                 written = (written or "") + text if command[-2] == ">>" else text
             command = []
     return written
+
+
+def printed_lines(container: dict[str, Any]) -> list[str]:
+    """What the container's command and args print on stdout, in order: each ``echo``/``printf`` not redirected
+    (``sh -c SCRIPT``: the script's own); a ``printf`` whose text holds newlines gives a line per line."""
+    lines: list[str] = []
+    for script in [*(container.get("command") or []), *(container.get("args") or [])]:
+        lines += _echoed(str(script))
+    return lines
+
+
+def _echoed(script: str) -> list[str]:
+    lines: list[str] = []
+    for line in script.splitlines():
+        try:
+            tokens = list(shlex.shlex(line, posix=True, punctuation_chars=True))
+        except ValueError:
+            continue
+        command: list[str] = []
+        for token in [*tokens, ";"]:
+            if token not in _SEPARATORS:
+                command.append(token)
+                continue
+            if len(command) >= 3 and command[0] in ("sh", "bash") and command[1] == "-c":
+                lines += _echoed(command[2])
+            elif command and command[0] in ("echo", "printf") and not {">", ">>"} & set(command):
+                lines += _printed(command[0], command[1:]).replace("\\n", "\n").splitlines() or [""]
+            command = []
+    return lines
 
 
 def _printed(verb: str, words: list[str]) -> str:
@@ -407,3 +447,55 @@ def terminal_status(pod: dict[str, Any], exit_codes: dict[str, int], *, reason: 
         status["reason"] = reason or "Error"
         status["message"] = message or f"container {failed[0][0]} exited with code {failed[0][1]}"
     return status
+
+
+# -- what a container prints -------------------------------------------------------------------
+TICK = "[sim] second {n}"  # the line a running container prints at each whole second after its start
+ECHO_SPACING_S = 1e-6  # the echoed lines' times: its start, a microsecond apart (their order, in time too)
+
+
+@dataclass(frozen=True)
+class LogLine:
+    at: float  # seconds since the epoch
+    text: str
+
+
+def container_span(pod: dict[str, Any], name: str) -> tuple[float, float | None] | None:
+    """When container ``name`` started and, once it ended, when it ended, as its status says; None while it has not
+    started (no status, or waiting)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") != name:
+            continue
+        state = status.get("state") or {}
+        if "running" in state and state["running"].get("startedAt"):
+            return _epoch(state["running"]["startedAt"]), None
+        if "terminated" in state and state["terminated"].get("startedAt"):
+            ended = state["terminated"].get("finishedAt") or state["terminated"]["startedAt"]
+            return _epoch(state["terminated"]["startedAt"]), _epoch(ended)
+    return None
+
+
+def _epoch(text: str) -> float:
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def container_log(pod: dict[str, Any], name: str, now: float) -> list[LogLine]:
+    """Every line container ``name`` of ``pod`` printed up to ``now`` (the module docstring has what it prints);
+    nothing before it started."""
+    span = container_span(pod, name)
+    container = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == name), None)
+    if span is None or container is None:
+        return []
+    started, ended = span
+    until = min(now, ended) if ended is not None else now
+    lines = [LogLine(started + i * ECHO_SPACING_S, text) for i, text in enumerate(printed_lines(container))]
+    return lines + [LogLine(started + n, TICK.format(n=n)) for n in range(1, int(until - started) + 1)]
+
+
+def next_tick(pod: dict[str, Any], name: str, after: float) -> float | None:
+    """When container ``name`` prints its next line after ``after`` (None: it has not started, or it ended)."""
+    span = container_span(pod, name)
+    if span is None or span[1] is not None:
+        return None
+    return span[0] + int(after - span[0]) + 1 if after >= span[0] else span[0] + 1

@@ -16,6 +16,10 @@ first probe passes); a pod without any is Ready as it starts. A pod's init conta
 order, when it starts (``status.initContainerStatuses``); nothing runs, so a Secret it names need not exist. Like a kubelet it rides out an API-server
 restart: its watch re-lists after 410 Gone, a dropped connection or a silent one (client read timeout),
 and a timed transition that fails because the API is unreachable is tried again, never dropped.
+It serves the kubelet's container-log endpoint (``kubeletlogs``: what a simulated container prints is
+``nodes.container_log``'s) over HTTPS on 127.0.0.1, one port for all its nodes, and reports it as each node's
+``daemonEndpoints.kubeletEndpoint.Port`` with the InternalIP 127.0.0.1, so the API server proxies ``pods/log``
+(``kubectl logs``) to it.
 
 CLI: ``python -m opsched.localcluster.simkubelet --kubeconfig K --node gpu-a:2:A100 --node gpu-b:1:T4``
 """
@@ -39,6 +43,7 @@ from typing import Any
 import urllib3
 from kubernetes import client, config, watch
 
+from opsched.localcluster.kubeletlogs import LogServer
 from opsched.localcluster.nodes import (
     EXIT_CODE_ANNOTATION,
     EXIT_CODES_ANNOTATION,
@@ -68,6 +73,7 @@ RETRY_S = 1.0  # a timed transition that failed (API server down) is tried again
 WATCH_TIMEOUT_S = 60  # the API server ends each watch after this long ...
 REQUEST_TIMEOUT = (10.0, WATCH_TIMEOUT_S + 15.0)  # ... so a connection silent for longer is dead: re-list
 _TERMINAL = ("Succeeded", "Failed")
+LOOPBACK = "127.0.0.1"
 from opsched.localcluster.launcher import spawn, terminate  # noqa: E402 - re-exported
 
 __all__ = ["EXIT_CODE_ANNOTATION", "EXIT_CODES_ANNOTATION", "RUNTIME_ANNOTATION", "DEADLINE_MESSAGE", "SimKubelet",
@@ -111,7 +117,7 @@ class SimKubelet:
         self.start_delay = start_delay
         self.taint_check_interval = taint_check_interval
         self.heartbeat_interval = heartbeat_interval
-        self._addresses = {name: f"10.200.0.{i + 1}" for i, name in enumerate(self.nodes)}
+        self._addresses = {name: LOOPBACK for name in self.nodes}  # where the API server reaches its kubelet
         self._ip_counter = itertools.count()
         self._seq = itertools.count()
         self._heap: list[_Due] = []
@@ -120,12 +126,14 @@ class SimKubelet:
         self._stages: dict[str, str] = {}  # pod uid -> starting | running | done | deleting
         self._watch: watch.Watch | None = None
         self._threads: list[threading.Thread] = []
+        self.logs = LogServer(self._read_own_pod, LOOPBACK, self._stopping)
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> SimKubelet:
-        """Register the nodes (Ready, untainted), then watch and run pods in the background."""
+        """Serve the log endpoint, register the nodes (Ready, untainted), then watch and run pods in the background."""
+        self.logs.start()
         for spec in self.nodes.values():
-            register_node(self.core, spec, self.resources, self._addresses[spec.name])
+            register_node(self.core, spec, self.resources, self._addresses[spec.name], self.logs.port)
             log.info("node %s registered (%d x %s %s)", spec.name, spec.gpus, self.resources.gpu_resource,
                      spec.product)
         for target in (self._watch_loop, self._timer_loop, self._node_loop):
@@ -144,6 +152,7 @@ class SimKubelet:
         for thread in self._threads:
             thread.join(timeout=5)
         self._threads.clear()
+        self.logs.stop()
         if delete_nodes_too:
             delete_nodes(self.core, self.nodes)
             log.info("nodes deleted: %s", ", ".join(self.nodes))
@@ -334,12 +343,22 @@ class SimKubelet:
             if clear_not_ready_taints(self.core, spec.name):
                 log.info("node %s: removed a not-ready taint", spec.name)
             if heartbeat:
-                post_status(self.core, spec, self.resources, address)
+                post_status(self.core, spec, self.resources, address, self.logs.port)
         except client.ApiException as e:
             if e.status != 404 or self._stopping.is_set():
                 raise
-            register_node(self.core, spec, self.resources, address)
+            register_node(self.core, spec, self.resources, address, self.logs.port)
             log.info("node %s re-registered", spec.name)
+
+    def _read_own_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod as the API server holds it, if it is bound to one of these nodes (the log endpoint's)."""
+        try:
+            pod = raw(self.core.read_namespaced_pod, name, namespace, _request_timeout=REQUEST_TIMEOUT)
+        except client.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return pod if (pod.get("spec") or {}).get("nodeName") in self.nodes else None
 
 
 # -- running it as a process -------------------------------------------------------------------

@@ -48,7 +48,7 @@ class WebView:
             raise OSError(f"the web view cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
         self.port = sock.getsockname()[1]
         await self.sources.start()
-        app = HostCheck(build_app(self.feed, why=self.sources.why), self.host, self.port)  # DNS rebinding: only its own address
+        app = HostCheck(build_app(self.feed, why=self.sources.why, logs=self.sources.logs), self.host, self.port)  # DNS rebinding: only its own address
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=2)
         self._server = _Server(config)

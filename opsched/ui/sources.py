@@ -65,6 +65,11 @@ class Sources:
         """`why` of one op, as ``opsched why`` asks it (an op that left admission's memory: from its summary)."""
         return await why_of(self.client, op_id, timeout=self.query_timeout)
 
+    async def logs(self, op_id: str, tail: int) -> list[str]:
+        """The last ``tail`` lines its main container printed (``Client.logs``; raises its refusal)."""
+        async with asyncio.timeout(self.query_timeout):
+            return [line async for line in self.client.logs(op_id, tail=tail)]
+
     async def _ask(self, query: str, ask: Any) -> None:
         try:
             self.feed.answered(query, await ask(timeout=self.query_timeout))

@@ -52,6 +52,7 @@ class PodSpec(_K8s):
     node_name: str | None = None
     containers: list[ContainerRef] | None = None  # their names, in order: the first is the op's main container
     active_deadline_seconds: int | None = None
+    hostname: str | None = None  # a gang's pod: its ``<role>-<index>`` in the gang's Service (``rules.rendezvous``)
 
 
 class PodCondition(_K8s):

@@ -9,7 +9,8 @@ and emits ``dispatched`` (or ``rejected``, ``failed``); releases pods on preempt
 attempts folded from the op stream (``attempts``) with the pods on the API server (``reconciler``), evict gangs not all Running in time
 and create the main pod of a gang whose main pod waits for the others once they run (``preempt.check_gangs``),
 expire what outlived its ttl (``expiry``) and stop services idle past their culling timeout (``culling``:
-``stopped``, reason ``culled``; the ``touched`` events it folds say when each was last used). A stop or preemption wins over an
+``stopped``, reason ``culled``; the ``touched`` events it folds say when each was last used). It answers
+`opsched logs` (``logs``: ``subjects.QUERY_LOGS``, a bounded stream of chunks; the default agent's dispatcher). A stop or preemption wins over an
 ``admitted`` handled later or elsewhere: each attempt's fate is kept in KV (``fates``). It folds the queue
 configuration itself (``admitted_checks``) and refuses an ``admitted`` that asks for more than its queue allows
 (bad input: ``rejected``, a dead letter and an ``error`` event; no pod). Given its queue
@@ -46,6 +47,7 @@ from opsched.services.dispatcher.fates import Fates
 from opsched.services.dispatcher.gang import PodView
 from opsched.services.dispatcher.k8s import Kube, load_api_client
 from opsched.services.dispatcher.kobjects import Pod
+from opsched.services.dispatcher.logs import LogReader
 from opsched.services.dispatcher.nodewatch import NodeWatcher
 from opsched.services.dispatcher.podstatus import view_of
 from opsched.services.dispatcher.preempt import Releaser, check_gangs
@@ -78,8 +80,11 @@ class Dispatcher(Service):
         self.attempts = Attempts()  # which attempts should have pods (routed to its agent)
         self.fates: Fates | None = None  # what every replica decided per attempt (opened by ``start``)
         self.queues = QueuesInForce(settings.namespace, self.log)  # what an admitted op may run with
+        self.logs: LogReader | None = None  # answers `opsched logs` (the default agent's dispatcher, with a cluster)
         if self.kube is not None:
             self.releaser = Releaser(self.kube, settings, self.log)
+            if not agent:
+                self.logs = LogReader(self.kube, self.attempts.get, self._known, self.log)
             self.watchers = [PodWatcher(self.kube.core, self._publish, self.clock, self.log, free=self.releaser.free,
                                         namespace=ns, unwind=self.releaser.delete_rendezvous)
                              for ns in self.kube.namespaces or (None,)]
@@ -100,6 +105,13 @@ class Dispatcher(Service):
         if self.kube is not None:
             await bus.replay(subjects.OPS_STREAM, folded_subjects(self.settings.agent), self.fold)  # what it folds
             self.log.info("attempts_rebuilt", ops=len(self.attempts.latest))
+        if self.logs is not None:
+            await bus.serve_stream(subjects.QUERY_LOGS, self.logs.answer, group=self.name)
+
+    async def _known(self, op_id: str) -> bool:
+        """Whether the op stream holds an event of ``op_id`` (an op this dispatcher folded no attempt of)."""
+        assert self.bus is not None
+        return await self.bus.last_stored(subjects.OPS_STREAM, subjects.events_for(op_id)) > 0
 
     async def fold(self, data: bytes, seq: int) -> None:
         try:

@@ -63,6 +63,7 @@ CALLS = {"create_namespaced_pod": ("pods", {"create"}), "read_namespaced_pod": (
          "create_namespaced_service": ("services", {"create"}), "delete_namespaced_service": ("services", {"delete"}),
          "create_namespaced_config_map": ("configmaps", {"create"}),
          "delete_namespaced_config_map": ("configmaps", {"delete"}),
+         "read_namespaced_pod_log": ("pods/log", {"get"}),
          "list_pod_for_all_namespaces": (None, set())}  # only when it has no queue namespaces: a cluster admin
 
 
@@ -98,7 +99,8 @@ def test_the_dispatcher_uses_pods_only_in_the_queue_namespaces_it_is_told_of():
     (else it would watch a namespace it may not, or never watch one it may)."""
     roles = dispatcher_roles("Role")
     assert roles and all(grants(r) == {"pods": {"create", "get", "list", "watch", "patch", "delete"},
-                                       "services": {"create", "delete"}, "configmaps": {"create", "delete"}}
+                                       "services": {"create", "delete"}, "configmaps": {"create", "delete"},
+                                       "pods/log": {"get"}}
                          for r in roles)
     (container,) = deployment("opsched-dispatcher")["spec"]["template"]["spec"]["containers"]
     assert container["envFrom"] == [{"configMapRef": {"name": "opsched-config"}}]

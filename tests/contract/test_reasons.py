@@ -111,6 +111,8 @@ PINNED = {
     "CacheMiss": "disabled not_found expired original_failed",
     "DeadLetter": "max_deliveries poison_message",
     "ScheduleEnd": "failed max_runs completed no_more_slots end_at",
+    "LogsRefusal": "invalid_logs_request no_pod_yet pod_gone unknown_attempt unknown_replica "
+                   "unknown_container not_started logs_busy kubernetes_unavailable",
 }
 
 

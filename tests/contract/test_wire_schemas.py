@@ -23,6 +23,8 @@ def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
     from opsched.proto.queries import (
         CostAnswer,
         CostRequest,
+        LogsChunk,
+        LogsRequest,
         QueuesAnswer,
         QueuesRequest,
         SchedulesAnswer,
@@ -38,7 +40,7 @@ def test_there_is_a_schema_snapshot_for_every_message_and_the_spec():
     expected |= {f"command.{tag_of(c)}.json" for c in BULK_COMMANDS}
     expected |= {f"query.{tag_of(c)}.json" for c in (WhyRequest, WhyAnswer, QueuesRequest, QueuesAnswer,
                                                              CostRequest, CostAnswer, HealthRequest, HealthAnswer,
-                                                             SchedulesRequest, SchedulesAnswer)}
+                                                             SchedulesRequest, SchedulesAnswer, LogsRequest, LogsChunk)}
     expected |= {"record.op_summary.json"}  # the summary of an op that left admission's memory (ops bucket)
     assert set(render()) == expected | {"spec.json"}
 

@@ -25,6 +25,8 @@ from opsched.proto.lifecycle import HOOK_TRIGGERS
 from opsched.proto.queries import (
     CostAnswer,
     CostRequest,
+    LogsChunk,
+    LogsRequest,
     QueuesAnswer,
     QueuesRequest,
     SchedulesAnswer,
@@ -57,6 +59,8 @@ DECODERS: dict[str, tuple[Any, tuple[type, ...]]] = {
     "config": (codec.decode_config, CONFIG_MESSAGES),
     "query": (codec.decode_query, QUERIES),
     "ops_stream": (codec.decode_ops_stream, EVENTS + SCHEDULE_EVENTS),
+    "logs_request": (codec.decode_logs_request, (LogsRequest,)),  # the dispatcher's (`opsched logs`)
+    "logs_chunk": (codec.decode_logs_chunk, (LogsChunk,)),  # the client's
 }
 ALL_TYPES: tuple[type, ...] = tuple(dict.fromkeys(t for _, types in DECODERS.values() for t in types))
 

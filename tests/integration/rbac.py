@@ -16,7 +16,7 @@ SERVICE_VERBS = {"create", "delete"}  # a gang's rendezvous Service
 # what the dispatcher may do in a queue namespace (nodes: cluster-wide)
 CONFIG_MAP_VERBS = {"create", "delete"}  # an mpijob's hostfile
 QUEUE_NAMESPACE_GRANTS = {"pods": POD_VERBS, "services": SERVICE_VERBS, "configmaps": CONFIG_MAP_VERBS,
-                          "nodes": NODE_VERBS}
+                          "pods/log": {"get"}, "nodes": NODE_VERBS}  # pods/log: `opsched logs`
 ROW = re.compile(r"^(\S+)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
 
 

@@ -109,3 +109,29 @@ async def test_a_finished_pod_is_deleted_after_its_ttl_and_that_is_not_a_failure
     probe = await client.submit(op("probe").gpus(1).runs("sleep 0.1").build())
     await events.expect(OperationSucceeded, probe)
     assert not events.of(op_id, OperationFailed)
+
+
+async def test_logs_follow_a_running_op_through_the_api_server_and_refusals_name_what_is_wrong(gpu_cluster, events):
+    """The dispatcher reads pods/log from the real API server (proxied to the simulated kubelet) and streams it over
+    the bus: -f, asked as soon as the op is submitted, waits for its pod, gets the echo and each line as it is printed,
+    and ends with the container."""
+    from opsched.logstream import LogsRefused
+    from opsched.proto.reasons import LogsRefusal, Reason
+
+    client, _ = gpu_cluster
+    op_id = await client.submit(op("talks").gpus(1).runs("echo hello logs; sleep 1").build())
+    followed = [line async for line in client.logs(op_id, follow=True)]  # returns once the container ended
+    assert followed == ["hello logs", "[sim] second 1"]
+    await events.expect(OperationSucceeded, op_id)
+    assert [line async for line in client.logs(op_id, tail=1)] == ["[sim] second 1"]
+    stamped = [line async for line in client.logs(op_id, timestamps=True, attempt=0)]
+    assert stamped[0].endswith("Z hello logs") and len(stamped) == 2
+    for kwargs, reason, named in (({"replica": "worker-0"}, LogsRefusal.UNKNOWN_REPLICA, "its pods' replicas: main"),
+                                  ({"attempt": 3}, LogsRefusal.UNKNOWN_ATTEMPT, "attempts are 0..0"),
+                                  ({"container": "x"}, LogsRefusal.UNKNOWN_CONTAINER, "its containers: main")):
+        with pytest.raises(LogsRefused, match=named) as refused:
+            [line async for line in client.logs(op_id, **kwargs)]
+        assert refused.value.reason == reason
+    with pytest.raises(LogsRefused) as refused:
+        [line async for line in client.logs("no-such-op")]
+    assert refused.value.reason == Reason.UNKNOWN_OP

@@ -84,6 +84,7 @@ async def test_the_page_shows_the_demo_ops_move_to_their_ends_with_timelines_and
         const items = [...document.querySelectorAll('#detail-history li')].map(li => li.textContent);
         return items.some(t => t.includes('succeeded')) ? items : null;""", "the op's history, as `why` answers it")
     assert any(f"running on {running.node}" in t for t in history)  # its history grouped by attempt (issue 32)
+    await page.wait_text("#detail-logs", "epochs=3\n[sim] second 1")  # its last lines, through the API server
     await page.wait_text("#queues .queue[data-queue='default'] .usage", "nvidia.com/gpu [a100] 0/2")
     await page.wait_text("#fragmentation", "nvidia.com/gpu [a100]: 2 free on 1 nodes, 0 stranded")
 

@@ -147,3 +147,13 @@ def test_each_service_answers_for_its_own_health_only_and_every_client_may_ask()
         assert answers == [name]
     for role in permissions.ROLES:
         assert all(may_publish(permissions.client(role, "alice"), subjects.health_query(s)) for s in permissions.SERVICES)
+
+
+def test_every_client_role_may_ask_for_logs_and_only_the_dispatcher_answers_with_a_stream():
+    from opsched.proto.queries import LOGS_ANSWER_CHUNKS
+
+    for role in permissions.ROLES:
+        assert subjects.QUERY_LOGS in permissions.client(role, "alice").publish
+    assert ("service", subjects.QUERY_LOGS, "stream") in permissions.EXPORTS
+    assert permissions.service("dispatcher").max_responses == LOGS_ANSWER_CHUNKS
+    assert {permissions.service(s).max_responses for s in ("admission", "cost", "cache")} == {1}

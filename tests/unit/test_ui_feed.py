@@ -170,3 +170,26 @@ async def test_an_op_s_page_without_an_answer_from_admission_still_shows_what_th
     status, body = await _get(build_app(feed, why=silent), "/api/ops/a")
     assert status == 200 and body["timeline"][0]["event"] == "submitted" and "history" not in body
     assert (await _get(build_app(feed, why=silent), "/api/ops/nobody"))[0] == 404
+
+
+async def test_an_op_s_page_shows_its_last_lines_or_why_there_are_none():
+    from opsched.logstream import LogsRefused
+    from opsched.proto.reasons import LogsRefusal
+    from opsched.ui.app import LOG_LINES
+
+    feed = Feed()
+    feed.fold(submitted(op("train").build(), op_id="a"))
+    asked = []
+
+    async def logs(op_id: str, tail: int) -> list[str]:
+        asked.append((op_id, tail))
+        return ["training", "[sim] second 1"]
+
+    async def gone(op_id: str, tail: int) -> list[str]:
+        raise LogsRefused(LogsRefusal.POD_GONE, "the main pod of attempt 0 of op a is gone")
+    assert await _get(build_app(feed, logs=logs), "/api/ops/a/logs") == (200, {"lines": ["training",
+                                                                                         "[sim] second 1"]})
+    assert asked == [("a", LOG_LINES)]
+    status, body = await _get(build_app(feed, logs=gone), "/api/ops/a/logs")
+    assert status == 200 and body == {"error": "the main pod of attempt 0 of op a is gone", "reason": "pod_gone"}
+    assert (await _get(build_app(feed, logs=logs), "/api/ops/nobody/logs"))[0] == 404

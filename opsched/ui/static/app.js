@@ -205,6 +205,15 @@ async function openDetail(opId) {
   timeline = fetched.concat(timeline.filter((t) => !known.has(key(t))));  // events streamed while it loaded
   history = body.history ? { entries: body.history, dropped: body.historyDropped || 0 } : null;
   scheduleDraw();
+  refreshLogs(opId);
+}
+
+async function refreshLogs(opId) {  // the last lines its main container printed (`opsched logs --tail`), as text
+  const answer = await fetch(`/api/ops/${encodeURIComponent(opId)}/logs`);
+  const body = answer.ok || answer.status === 404 ? await answer.json() : {};
+  if (selected !== opId) return;
+  const box = document.getElementById("detail-logs");
+  box.textContent = body.lines ? body.lines.join("\n") : `(${body.error || "no answer"})`;
 }
 
 async function refreshHistory(opId) {  // the op moved while its page is open: ask again (one fetch at a time)
@@ -214,6 +223,7 @@ async function refreshHistory(opId) {  // the op moved while its page is open: a
     const answer = await fetch(`/api/ops/${encodeURIComponent(opId)}`);
     const body = answer.ok ? await answer.json() : {};
     if (selected === opId && body.history) history = { entries: body.history, dropped: body.historyDropped || 0 };
+    if (selected === opId) refreshLogs(opId);
   } finally {
     historyAsked = false;
     scheduleDraw();
