@@ -6,11 +6,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 
+import msgspec
+
+from opsched.proto.events import OperationAdmitted
 from opsched.proto.resources import GPU_MEMORY
 from opsched.services.admission import cycle
 from opsched.services.admission.state.admission_state import snapshot_of
 from opsched.services.admission.state.capacity import Capacity
-from opsched.services.admission.state.snapshot import Snapshot
+from opsched.services.admission.state.snapshot import Snapshot, same
 from opsched.services.admission.state.spend import Spend
 from tests.builders import T0, book, fold, node, op, queue, queued, running, t
 from tests.unit.test_parking import shared_node
@@ -65,3 +68,19 @@ def test_what_is_done_to_a_copy_does_not_show_in_the_original():
     twin.unplaced.add("x")
     twin.committed[("queue", "a")] = (1.0, 1.0)
     assert parts(snap) == parts(before) and parts(snap.capacity) == parts(before.capacity)
+
+
+
+def test_a_later_attempt_admitted_while_the_earlier_still_counts_is_counted_where_and_at_what_it_now_is():
+    """An ``admitted`` of attempt 1 read while attempt 0 still holds quota (its end not read yet): the op's agent,
+    flavors and estimate change; the tracked snapshot lets go of the old ones first, so it stays what a build gives
+    (found by the admission fuzzer)."""
+    state = fold(node("gpu-0", gpus=2, product="H100"),
+                 queued(op("x").gpus(1, product="H100").build(), op_id="x", queue="a", at=T0))
+    [admitted] = [d for d in cycle.decide(state, LAB, t(1), "opsched") if isinstance(d, OperationAdmitted)]
+    fold(admitted, running("x", at=t(2), node="gpu-0"), state=state)
+    fold(msgspec.structs.replace(admitted, attempt=1, at=t(3), estimate=278.0, pool="spot",
+                                 agent="agent-b"), state=state)
+    tracked = state.usage.current(LAB, t(4))
+    assert not same(tracked, snapshot_of(state, LAB, t(4)))
+    assert tracked.cost_used["a"] == 278.0

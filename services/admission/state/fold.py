@@ -288,6 +288,8 @@ class OpFold:
             for f in self.followers:
                 f.left(op, status == Status.ADMITTED)
         if isinstance(e, OperationAdmitted):
+            if op.holds_quota:  # a later attempt admitted while the earlier one still counts: let go of where it was
+                self.set_active(op, False)  # (its flavors, agent and estimate change: counted again below, as now)
             self._admitted(op, e)
         if isinstance(e, OperationRunning):
             op.running_since = op.running_since or e.at
