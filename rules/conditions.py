@@ -17,8 +17,10 @@ It runs on admission's only event loop, so it is bounded, and every failure of a
 from __future__ import annotations
 
 import ast
+import io
 import operator
 import re
+import tokenize
 from typing import Any
 
 from opsched.rules.value_bounds import (
@@ -83,16 +85,37 @@ def _quote(source: str) -> str:
 def _parse(source: str) -> ast.Expression:
     if len(source) > MAX_SOURCE:
         raise ConditionError(f"condition too long: {len(source)} characters (at most {MAX_SOURCE})")
+    if _tokens_over(source, 2 * MAX_NODES):  # before the parser: its recursion is bounded by the stack it is called on
+        raise ConditionError(f"expression too long: more than {MAX_NODES} parts: {_quote(source)}")
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:
         raise ConditionError(f"cannot parse {_quote(source)}: {exc.msg}") from None
-    except (RecursionError, MemoryError):
+    except (RecursionError, MemoryError, SystemError):  # SystemError: CPython 3.11's AST builder out of its depth
         raise ConditionError(f"expression nested deeper than {MAX_DEPTH} levels: {_quote(source)}") from None
     except ValueError as exc:  # a lone surrogate (UnicodeEncodeError); what else ast.parse raises is handled above
         raise ConditionError(f"cannot parse {_quote(source)}: {exc}") from None
     _check_shape(tree.body, source)
     return tree
+
+
+_LAYOUT = frozenset({tokenize.NL, tokenize.NEWLINE, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT,
+                     tokenize.COMMENT})
+
+
+def _tokens_over(source: str, limit: int) -> bool:
+    """More than ``limit`` tokens (a syntax node takes at least about half a token)? Counted without recursion,
+    stopping at the limit; a source that does not tokenize is left to the parser to refuse."""
+    count = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type not in _LAYOUT:
+                count += 1
+                if count > limit:
+                    return True
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    return False
 
 
 def _check_shape(root: ast.AST, source: str) -> None:
