@@ -96,7 +96,7 @@ async def test_a_condition_bomb_is_rejected_and_dead_lettered_and_the_next_op_is
         stack_factory, tmp_path, bus, client, events):
     client = await start(stack_factory, tmp_path, client)
     power = await client.submit(spec("power", conditions="{{ (((10**64)**64)**64)**64 }}"))  # was 13 s of CPU
-    deep = await client.submit(spec("deep", conditions="{{ " + "-" * 3000 + "1 }}"))  # was a RecursionError, retried
+    deep = await client.submit(spec("deep", conditions="{{ " + "-" * 1500 + "1 }}"))  # was a RecursionError, retried
     after = await client.submit(spec("after", params={"lr": 0.1}, conditions="{{ lr > 0.01 }}"))
     await events.expect(OperationAdmitted, after)
     for op_id, message in ((power, "value too large: <an integer of 213 bits> ** 64 would have 13569 bits"),
