@@ -27,7 +27,7 @@ import logging
 import re
 import shlex
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -254,7 +254,18 @@ def termination_message(container: dict[str, Any]) -> str | None:
     target = container.get("terminationMessagePath") or TERMINATION_LOG
     written = None
     scripts = [*(container.get("command") or []), *(container.get("args") or [])]  # `sh -c SCRIPT`: each on its own
-    for line in (line for script in scripts for line in str(script).splitlines()):
+    for command in (c for script in scripts for c in simple_commands(str(script))):
+        if len(command) >= 3 and command[0] in ("echo", "printf") and command[-2] in (">", ">>") \
+                and command[-1] == target:
+            text = _printed(command[0], command[1:-2])
+            written = (written or "") + text if command[-2] == ">>" else text
+    return written
+
+
+def simple_commands(script: str) -> Iterator[list[str]]:
+    """The simple commands of a shell script, each as its words (split at ``;``, ``&&``, ``|``, ... and lines; a
+    line that does not tokenize is skipped)."""
+    for line in script.splitlines():
         try:
             tokens = list(shlex.shlex(line, posix=True, punctuation_chars=True))
         except ValueError:
@@ -264,12 +275,9 @@ def termination_message(container: dict[str, Any]) -> str | None:
             if token not in _SEPARATORS:
                 command.append(token)
                 continue
-            if len(command) >= 3 and command[0] in ("echo", "printf") and command[-2] in (">", ">>") \
-                    and command[-1] == target:
-                text = _printed(command[0], command[1:-2])
-                written = (written or "") + text if command[-2] == ">>" else text
+            if command:
+                yield command
             command = []
-    return written
 
 
 def printed_lines(container: dict[str, Any]) -> list[str]:
@@ -283,21 +291,11 @@ def printed_lines(container: dict[str, Any]) -> list[str]:
 
 def _echoed(script: str) -> list[str]:
     lines: list[str] = []
-    for line in script.splitlines():
-        try:
-            tokens = list(shlex.shlex(line, posix=True, punctuation_chars=True))
-        except ValueError:
-            continue
-        command: list[str] = []
-        for token in [*tokens, ";"]:
-            if token not in _SEPARATORS:
-                command.append(token)
-                continue
-            if len(command) >= 3 and command[0] in ("sh", "bash") and command[1] == "-c":
-                lines += _echoed(command[2])
-            elif command and command[0] in ("echo", "printf") and not {">", ">>"} & set(command):
-                lines += _printed(command[0], command[1:]).replace("\\n", "\n").splitlines() or [""]
-            command = []
+    for command in simple_commands(script):
+        if len(command) >= 3 and command[0] in ("sh", "bash") and command[1] == "-c":
+            lines += _echoed(command[2])
+        elif command[0] in ("echo", "printf") and not {">", ">>"} & set(command):
+            lines += _printed(command[0], command[1:]).replace("\\n", "\n").splitlines() or [""]
     return lines
 
 
