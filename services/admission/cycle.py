@@ -361,19 +361,22 @@ def _end_unpublished(op: OpRecord) -> bool:
 def _preempt(victim: preemption.Victim, op: OpRecord, priority: float, now: datetime) -> PreemptRequested:
     v = victim.op
     why = "reclaims quota lent to" if victim.reason == Preemption.RECLAIM else "outranks"
-    return PreemptRequested(
-        op_id=v.op_id, at=now, attempt=v.attempt, pod_names=pod_names(v.op_id, v.attempt, v.spec),
-        namespace=v.namespace or "", preemptor=op.op_id, reason=victim.reason, agent=v.agent,
-        message=f"{op.op_id} (queue {op.queue}, priority {priority:g}) {why} {v.op_id} "
-                f"(queue {v.queue}, priority {v.admitted_priority:g}){victim.paths}")
+    return _preempt_request(v, now, op.op_id, victim.reason,
+                            f"{op.op_id} (queue {op.queue}, priority {priority:g}) {why} {v.op_id} "
+                            f"(queue {v.queue}, priority {v.admitted_priority:g}){victim.paths}")
 
 
 def _drained(v: OpRecord, stop: QueueStopSet, now: datetime) -> PreemptRequested:
     comment = f": {stop.comment}" if stop.comment else ""
-    return PreemptRequested(
-        op_id=v.op_id, at=now, attempt=v.attempt, pod_names=pod_names(v.op_id, v.attempt, v.spec),
-        namespace=v.namespace or "", preemptor="", reason=Preemption.QUEUE_DRAINED, agent=v.agent,
-        message=f"queue {v.queue} drained by {stop.by or '?'} at {stop.at:%Y-%m-%d %H:%M:%S}{comment}")
+    return _preempt_request(v, now, "", Preemption.QUEUE_DRAINED,
+                            f"queue {v.queue} drained by {stop.by or '?'} at {stop.at:%Y-%m-%d %H:%M:%S}{comment}")
+
+
+def _preempt_request(v: OpRecord, now: datetime, preemptor: str, reason: str, message: str) -> PreemptRequested:
+    """The request to preempt ``v``'s current attempt (its pods, where they are), by ``preemptor`` ("": no op)."""
+    return PreemptRequested(op_id=v.op_id, at=now, attempt=v.attempt, pod_names=pod_names(v.op_id, v.attempt, v.spec),
+                            namespace=v.namespace or "", preemptor=preemptor, reason=reason, agent=v.agent,
+                            message=message)
 
 
 def decide(state: AdmissionState, book: Book, now: datetime, default_namespace: str,
