@@ -24,16 +24,25 @@ T0 = datetime(2026, 11, 28, 21, 0, tzinfo=UTC)
 
 @pytest.mark.parametrize(("trigger", "event", "fires"), [
     ("succeeded", "succeeded", True), ("succeeded", "failed", False), ("failed", "timed_out", True),
-    ("done", "rejected", True), ("done", "stopped", True), ("done", "preempted", False),
+    ("done", "rejected", False), ("rejected", "rejected", True), ("done", "skipped", True), ("done", "stopped", True), ("done", "preempted", False),
     ("stopped", "stopped", True), ("preempted", "preempted", True), ("budget_exceeded", "succeeded", False),
 ])
 def test_fires(trigger: str, event: str, fires: bool) -> None:
     assert triggers.fires(trigger, event) is fires
 
 
-def test_unknown_op_trigger_is_named() -> None:
-    with pytest.raises(triggers.TriggerError, match="'finished'"):
-        triggers.check_trigger("finished")
+def test_polyaxonfile_notifications_are_validated() -> None:
+    from pydantic import ValidationError
+
+    from opsched.polyaxonfile.models_operation import PluginsModel
+    ok = PluginsModel.model_validate({"notifications": [{"connections": ["ops"]},
+                                                        {"connections": ["ce"], "trigger": "failed"}]})
+    assert [(n.trigger, n.connections) for n in ok.notifications] == [("done", ["ops"]), ("failed", ["ce"])]
+    for bad, named in (({"connections": ["ops"], "trigger": "finished"}, "'finished'"),
+                       ({"connections": "ops"}, "connections"), ({"connections": []}, "connections"),
+                       ({"connections": ["ops"], "url": "http://x"}, "url")):
+        with pytest.raises(ValidationError, match=named):
+            PluginsModel.model_validate({"notifications": [bad]})
 
 
 def test_connections_for_merges_own_and_subscriptions_once() -> None:

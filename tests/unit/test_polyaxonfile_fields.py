@@ -147,6 +147,8 @@ MAPPING = {**SWEEP, "matrix": {"kind": "mapping", "concurrency": 2, "values": [{
 
 # Fields whose only job is to check a value: a bad value is refused (path, bad value).
 CHECKED = {
+    ("NotificationModel", "trigger"): ("plugins.notifications", [{"connections": ["ops"], "trigger": "finished"}]),
+    ("NotificationModel", "connections"): ("plugins.notifications", [{"connections": "ops"}]),
     ("IOModel", "type"): ("component.outputs.0.value", 5),
     ("IOModel", "isList"): ("component.inputs.2.value", 1),
     ("IOModel", "options"): ("component.inputs.2.value", [3]),
