@@ -190,3 +190,22 @@ def test_failed_attempts_are_outcomes_not_exceptions(receiver: _Receiver) -> Non
     closed = connections.Connection(name="ops", kind="slack", url="http://127.0.0.1:1/x")
     out = post_blocking(sinks.request(closed, _delivery("ops")), timeout_s=5)
     assert out.status is None and out.error
+
+
+# --- retries and the dead letter ---------------------------------------------------------------------
+
+def test_retry_schedule_is_capped_and_bounded() -> None:
+    from datetime import timedelta
+
+    from opsched.services.notifier.retrying import Retrying
+    from opsched.services.runtime.backoff import Backoff
+    r = Retrying(Backoff(base_s=1, cap_s=8, jitter=0, rand=lambda: 0.0), give_up_after=timedelta(seconds=30))
+    now, delays = T0, []
+    for failures in range(1, 20):
+        delay = r.next_try(T0, failures, now)
+        if delay is None:
+            break
+        delays.append(delay)
+        now += timedelta(seconds=delay)
+    assert delays == [1, 2, 4, 8, 8]  # 23 s in; one more 8 s wait would end past 30 s: dead letter
+    assert r.next_try(T0, 1, T0 + timedelta(seconds=31)) is None
