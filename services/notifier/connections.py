@@ -58,6 +58,14 @@ class Subscription(_Model):
     on: list[str] = Field(min_length=1)
     connections: list[str] = Field(min_length=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_on(cls, data: object) -> object:
+        # YAML 1.1 (PyYAML) reads a bare ``on:`` key as the boolean true: it means "on"
+        if isinstance(data, dict) and True in data and "on" not in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
     @field_validator("on")
     @classmethod
     def _known_triggers(cls, on: list[str]) -> list[str]:

@@ -209,3 +209,27 @@ def test_retry_schedule_is_capped_and_bounded() -> None:
         now += timedelta(seconds=delay)
     assert delays == [1, 2, 4, 8, 8]  # 23 s in; one more 8 s wait would end past 30 s: dead letter
     assert r.next_try(T0, 1, T0 + timedelta(seconds=31)) is None
+
+
+# --- the manual's blocks (docs/notifications.md) ---------------------------------------------------------
+
+def test_the_manuals_blocks_are_what_the_code_takes() -> None:
+    import time
+
+    import yaml
+
+    from opsched.polyaxonfile.models_operation import PluginsModel
+    from tests.docs import snippet
+    plugins = PluginsModel.model_validate(yaml.safe_load(snippet("notify-op"))["plugins"])
+    assert plugins.notifications[0].trigger == "failed"
+    cf = connections.parse(yaml.safe_load(snippet("notify-connections")))
+    assert [c.kind for c in cf.connections] == ["webhook", "cloudevents"]
+    scope: dict[str, object] = {}
+    exec(snippet("notify-verify"), scope)  # noqa: S102 - the manual's receiver-side check, run as written
+    body = b'{"event":"succeeded"}'
+    now = int(time.time())
+    scope["verify"](b"k", body, signature.sign(b"k", body, now))  # type: ignore[operator]
+    with pytest.raises(ValueError, match="bad signature"):
+        scope["verify"](b"other", body, signature.sign(b"k", body, now))  # type: ignore[operator]
+    with pytest.raises(ValueError, match="too old"):
+        scope["verify"](b"k", body, signature.sign(b"k", body, now - 600))  # type: ignore[operator]
