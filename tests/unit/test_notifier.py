@@ -233,3 +233,29 @@ def test_the_manuals_blocks_are_what_the_code_takes() -> None:
         scope["verify"](b"other", body, signature.sign(b"k", body, now))  # type: ignore[operator]
     with pytest.raises(ValueError, match="too old"):
         scope["verify"](b"k", body, signature.sign(b"k", body, now - 600))  # type: ignore[operator]
+
+
+def test_a_hanging_receiver_is_a_timed_out_attempt_off_the_event_loop() -> None:
+    import asyncio
+    import socket
+
+    from opsched.services.notifier.post import post
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()  # accepts the connection, never answers
+    conn = connections.Connection(name="ops", kind="slack", url=f"http://127.0.0.1:{listener.getsockname()[1]}/x")
+
+    async def main() -> tuple[object, int]:
+        ticks = 0
+        attempt = asyncio.ensure_future(post(sinks.request(conn, _delivery("ops")), timeout_s=0.3))
+        while not attempt.done():  # the loop keeps running while the attempt hangs
+            ticks += 1
+            await asyncio.sleep(0)
+        return attempt.result(), ticks
+
+    try:
+        outcome, ticks = asyncio.run(asyncio.wait_for(main(), timeout=10))
+    finally:
+        listener.close()
+    assert not outcome.delivered and outcome.status is None and "timed out" in outcome.error  # type: ignore[attr-defined]
+    assert ticks > 1
