@@ -269,7 +269,7 @@ def namespace_levels_of(default: str, queues: Path | None) -> dict[str, str]:
     return dict(namespace_levels(config, default))
 
 
-SERVICES = ("admission", "cost", "cache", "dispatcher")
+SERVICES = ("admission", "cost", "cache", "dispatcher", "notifier")
 
 
 def build_services(settings, names: tuple[str, ...] = SERVICES):

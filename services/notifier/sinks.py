@@ -44,7 +44,8 @@ def slack_text(d: Delivery) -> str:
     return f"opsched: operation {d.op_id} {d.event_type.replace('_', ' ')}"
 
 
-def request(conn: Connection, d: Delivery) -> Request:
+def request(conn: Connection, d: Delivery, sent_at: datetime | None = None) -> Request:
+    """``sent_at``: the attempt's time, the signature's timestamp (a receiver's replay window); default ``d.time``."""
     headers = dict(conn.headers)
     if conn.kind == "webhook":
         body = _dumps({"delivery": d.delivery_id, "event": d.event_type, "op": d.op_id,
@@ -53,7 +54,7 @@ def request(conn: Connection, d: Delivery) -> Request:
             "Content-Type": "application/json",
             "Opsched-Delivery": d.delivery_id,
             "Opsched-Event": d.event_type,
-            signature.HEADER: signature.sign(conn.secret(), body, int(d.time.timestamp())),
+            signature.HEADER: signature.sign(conn.secret(), body, int((sent_at or d.time).timestamp())),
         })
     elif conn.kind == "slack":
         body = _dumps({"text": slack_text(d)})
