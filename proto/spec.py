@@ -267,7 +267,7 @@ class Notification(Wire, kw_only=True):
     connections (docs/notifications.md), never urls or secrets."""
 
     trigger: str = "done"
-    connections: Annotated[list[str], msgspec.Meta(min_length=1, max_length=MAX_CONNECTIONS)]
+    connections: Annotated[list[str], msgspec.Meta(max_length=MAX_CONNECTIONS)]
 
 
 class Hook(Wire, kw_only=True):

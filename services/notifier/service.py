@@ -1,4 +1,5 @@
-"""The notifier (issue 33 §2): notifications and webhooks out, in two stages so that delivery never slows
+"""The notifier (issue 33 §2): notifications and webhooks out. It consumes the op events that can trigger
+a notification and the ``notification_due`` it derives from them, in two stages so that delivery never slows
 scheduling and nothing is lost.
 
 1. *match* (durable ``notifier-match``): the op events that can trigger (``triggers.TRIGGERING``: every end,
@@ -68,7 +69,7 @@ class Notifier(Service):
     async def _submitted(self, op_id: str) -> OperationSubmitted | None:
         """The op's ``submitted`` event (its spec's notifications, its queue); None once purged."""
         assert self.bus is not None
-        seq = await self.bus.last_stored(subjects.OPS_STREAM, f"ops.submitted.{op_id}")
+        seq = await self.bus.last_stored(subjects.OPS_STREAM, subjects.event("submitted", op_id))
         found = await self.bus.stored(subjects.OPS_STREAM, seq) if seq else None
         if found is None:
             return None

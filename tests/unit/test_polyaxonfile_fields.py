@@ -82,7 +82,8 @@ INIT = [{"git": {"url": "https://git.example/ml/models.git", "revision": "v1", "
 SIDECARS = [{"image": "fluentd:1", "name": "logs", "resources": {"limits": {"cpu": "100m"}}}]
 COMMON = {"description": "c", "tags": ["x"], "queue": "gpu-a", "priority": 3, "isApproved": False, "cost": 2.5,
           "priorityClass": "high", "preemptible": False, "termination": {"maxRetries": 2, "timeout": 600, "ttl": 60},
-          "cache": {"disable": False, "ttl": 3600, "io": ["lr"], "sections": ["containers"]}}
+          "cache": {"disable": False, "ttl": 3600, "io": ["lr"], "sections": ["containers"]},
+          "plugins": {"notifications": [{"connections": ["ops"], "trigger": "failed"}]}}
 JOB = {
     "version": 1.1, "kind": "operation", "project": "p1", "patchStrategy": "pre_merge",
     "runPatch": {"container": {"env": [{"name": "PATCHED", "value": "1"}]}},
@@ -191,7 +192,6 @@ WARNED = {
     **{("PluginsModel", p): (f"plugins.{p}", True) for p in
        ("collectArtifacts", "collectLogs", "collectResources", "syncStatuses", "externalHost")},
     ("PluginsModel", "logLevel"): ("plugins.logLevel", "DEBUG"),
-    ("PluginsModel", "notifications"): ("plugins.notifications", [{"connections": ["slack"]}]),
     ("IOModel", "description"): ("component.inputs.0.description", "the learning rate"),
     ("HookModel", "disableDefaults"): ("hooks.0.disableDefaults", True),
     ("FileModel", "kind"): ("component.run.init.2.file.kind", "file"),
