@@ -23,7 +23,6 @@ from datetime import timedelta
 from typing import Any
 
 from opsched.bus.addressing import default_msg_id
-from opsched.bus.bus import Bus
 from opsched.bus.errors import InvalidInput
 from opsched.proto import codec, subjects
 from opsched.proto.events import (

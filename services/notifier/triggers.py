@@ -38,8 +38,11 @@ class OpNotification:
 
 class Subscribing(Protocol):
     """An admin's subscription (``connections.Subscription``)."""
-    on: list[str]
-    connections: list[str]
+    @property
+    def on(self) -> list[str]: ...
+
+    @property
+    def connections(self) -> list[str]: ...
 
     def covers(self, queue: str) -> bool: ...
 

@@ -24,9 +24,11 @@ from opsched.proto.events import (
     OperationAdmitted,
     OperationSucceeded,
 )
+from opsched.proto.outputs import NotificationsAnswer
 from opsched.proto.spec import Notification
 from opsched.rules.op_history import entry_of
 from opsched.services.notifier import signature
+from opsched.tables import notifications_text
 from tests.builders import op
 from tests.waiting import eventually
 
@@ -187,6 +189,9 @@ async def test_a_receiver_down_for_a_while_gets_it_once_back_with_every_attempt_
     assert "retry in" in entry.message
     [(headers, body)] = receiver.at("/slack")
     assert op_id in json.loads(body)["text"]
+    shown = NotificationsAnswer.of(await client.why(op_id))  # what `opsched notifications OP` prints
+    assert [(e.reason, e.by) for e in shown.entries] == [("failed", "chat")] * 3 + [("delivered", "chat")]
+    assert notifications_text(shown).splitlines()[-1].split()[2:5] == ["chat", "delivered", "succeeded"]
 
 
 async def test_past_the_bounded_time_a_delivery_is_dead_lettered_with_a_final_failure(
@@ -200,8 +205,9 @@ async def test_past_the_bounded_time_a_delivery_is_dead_lettered_with_a_final_fa
     assert final.connection == "ops-hook" and final.attempts == 1 and "given up" in final.error
     last = await events.expect(NotificationAttempted, op_id)
     assert last.retry_in_s is None and not last.delivered
-    dead = await bus.last_stored(subjects.DLQ_STREAM, subjects.dead_letter("notifier"))
-    assert dead > 0
+    # the dead-letter copy follows the final record (published first, then the message is dead-lettered)
+    await eventually(lambda: bus.last_stored(subjects.DLQ_STREAM, subjects.dead_letter("notifier")),
+                     "a dead letter on dlq.notifier", 10)
 
 
 async def test_an_unknown_connection_is_a_visible_failed_delivery(stack_factory, bus, client, events, receiver,
