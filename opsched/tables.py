@@ -4,8 +4,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from opsched.proto.history import HistoryEntry
-from opsched.proto.queries import CostAnswer, QueuesAnswer, QueueStatus, SchedulesAnswer, ScheduleStatus, WhyAnswer
 from opsched.proto.outputs import NotificationsAnswer
+from opsched.proto.queries import CostAnswer, QueuesAnswer, QueueStatus, SchedulesAnswer, ScheduleStatus, WhyAnswer
 
 
 def grid(headers: tuple[str, ...], rows: list[tuple]) -> str:
