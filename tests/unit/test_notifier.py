@@ -259,3 +259,16 @@ def test_a_hanging_receiver_is_a_timed_out_attempt_off_the_event_loop() -> None:
         listener.close()
     assert not outcome.delivered and outcome.status is None and "timed out" in outcome.error  # type: ignore[attr-defined]
     assert ticks > 1
+
+
+def test_an_ops_notifications_are_carried_on_its_spec_the_operations_over_the_components() -> None:
+    from opsched.polyaxonfile import parse_polyaxonfile
+    component = ("kind: component\nname: c\nplugins: {notifications: [{connections: [comp-hook]}]}\n"
+                 "run: {kind: job, container: {image: python:3.11-slim}}\n")
+    spec = parse_polyaxonfile("version: 1.1\n" + component)
+    assert [(n.trigger, n.connections) for n in spec.notifications] == [("done", ["comp-hook"])]
+    assert "plugins.notifications" not in spec.ignored  # honoured, no longer warned
+    op_file = ("version: 1.1\nkind: operation\nname: o\nplugins: {notifications: [{connections: [a, b], "
+               "trigger: failed}]}\ncomponent:\n" + "".join("  " + line + "\n" for line in component.splitlines()))
+    spec = parse_polyaxonfile(op_file)
+    assert [(n.trigger, n.connections) for n in spec.notifications] == [("failed", ["a", "b"])]
