@@ -14,7 +14,7 @@ A service is a subclass of ``Service``, the same anatomy in all four::
         async def estimate(self, event, ctx): return CostEstimated(...)
 
 A handler returns the events that happened; it never publishes. Nothing is acked before the
-events it produced are stored in JetStream. Three kinds of failure, handled differently
+events it produced are stored in JetStream. Kinds of failure, handled differently
 (``bus.errors``):
 
 - malformed input (or ``InvalidInput``) is terminated, dead-lettered and answered with an error event
@@ -23,6 +23,9 @@ events it produced are stored in JetStream. Three kinds of failure, handled diff
   place, with capped exponential backoff and jitter (``backoff``), for as long as it lasts: the message
   is kept ours (``in_progress`` resets its ack wait, so it never counts against max_deliver) and is never
   dead-lettered; readiness reports what the service waits for, since when (``waits``);
+- a handler that bounds its own retries (the notifier's deliveries) raises ``RetryLater``: the events it carries
+  (the attempt's record) are published, and the message is given back to be delivered after its delay (its
+  consumer declared with ``max_deliver=-1``: time, not a count, bounds it);
 - any other error (a bug) is redelivered with backoff, and after the last delivery dead-lettered with a
   ``handler_failed`` event about its op, which admission folds to end or retry the op.
 
