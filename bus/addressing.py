@@ -10,7 +10,14 @@ import msgspec
 from opsched.proto import cloudevents, codec, subjects
 from opsched.proto.commands import Command, OperationsCommand, SubmitOperation, verb_of
 from opsched.proto.config import PricesConfigured, QueuesConfigured, SetQueues
-from opsched.proto.events import BudgetExceeded, ErrorRaised, Event
+from opsched.proto.events import (
+    BudgetExceeded,
+    ErrorRaised,
+    Event,
+    NotificationAttempted,
+    NotificationDue,
+    NotificationFailed,
+)
 from opsched.proto.leases import LeaderClaimed
 from opsched.proto.queue_stops import QueueStopSet, SetQueueStop
 
@@ -67,6 +74,10 @@ def _event_msg_id(message: Event, kind: str) -> str:
     if isinstance(message, BudgetExceeded):  # one per budget, limit and window, whichever op crossed it
         return subjects.budget_exceeded_msg_id(message.scope, message.name, message.window, message.unit,
                                                message.window_start)
+    if isinstance(message, (NotificationDue, NotificationFailed)):  # one per delivery, however often its trigger came
+        return f"{message.delivery_id}.{kind}"
+    if isinstance(message, NotificationAttempted):  # one per attempt of a delivery
+        return f"{message.delivery_id}.{kind}.{message.delivery_attempt}"
     if isinstance(message, ErrorRaised) and message.command_msg_id:  # one refusal per command (a bulk command's:
         return f"{message.command_msg_id}.error"  # one per op), however many refusals its op had before
     return subjects.msg_id(message.op_id, kind, message.attempt)

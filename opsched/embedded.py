@@ -1,5 +1,5 @@
 """`opsched up`: nats-server + a local control plane with simulated GPU nodes (or $KUBECONFIG)
-+ the four services in one process. With --demo it submits the examples and shows them run."""
++ the five services in one process. With --demo it submits the examples and shows them run."""
 from __future__ import annotations
 
 import argparse
@@ -36,6 +36,8 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queues", type=Path, default=EXAMPLE_QUEUES if EXAMPLE_QUEUES.exists() else None,
                    help="queue configuration YAML (default: examples/queues.yaml)")
     p.add_argument("--prices", type=Path, help="price catalogue YAML")
+    p.add_argument("--connections", type=Path, help="the notifier's connections file: sinks' urls and secrets, the "
+                                                     "admin's subscriptions (docs/notifications.md)")
     p.add_argument("--nats-port", type=int, default=None, help="default: a free port (a cluster: PORT, PORT+1, ...)")
     p.add_argument("--nats-monitor-port", type=int, default=None, metavar="PORT",
                    help="serve nats-server's monitoring endpoint on 127.0.0.1:PORT (https with TLS; it needs no "
@@ -237,6 +239,7 @@ class Embedded:
         return Settings(nats_url=self.nats_url, nats_ca_file=self.tls.ca if self.tls else None, env_key_file=env_key,
                         stream_replicas=self.replicas, kubeconfig=self.kubeconfig, namespace=self.args.namespace,
                         queues_file=self.args.queues, prices_file=self.args.prices,
+                        connections_file=self.args.connections,
                         log_format="json" if self.args.demo else "auto",
                         health_port=self.metrics_port, health_host=METRICS_HOST)
 
@@ -269,7 +272,7 @@ def namespace_levels_of(default: str, queues: Path | None) -> dict[str, str]:
     return dict(namespace_levels(config, default))
 
 
-SERVICES = ("admission", "cost", "cache", "dispatcher")
+SERVICES = ("admission", "cost", "cache", "dispatcher", "notifier")
 
 
 def build_services(settings, names: tuple[str, ...] = SERVICES):
@@ -279,7 +282,7 @@ def build_services(settings, names: tuple[str, ...] = SERVICES):
 
 
 class ServicesInProcess:
-    """Some or all of the four services serving in this process (as `opsched up`, the tests and the
+    """Some or all of the five services serving in this process (as `opsched up`, the tests and the
     benchmarks run them): ``start`` returns once each is ready, ``close`` drains them. ``connect(url, name)``
     opens each service's bus connection (default: ``Bus.connect`` to ``settings.nats_url``)."""
 

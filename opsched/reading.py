@@ -135,6 +135,18 @@ def cmd_why(args: argparse.Namespace) -> int:
     return with_client(args, run)
 
 
+def cmd_notifications(args: argparse.Namespace) -> int:
+    from opsched.proto.outputs import NotificationsAnswer
+    from opsched.tables import notifications_text
+    from opsched.why_any import why
+
+    async def run(client) -> int:
+        answer = NotificationsAnswer.of(await why(client, args.id))  # its why timeline's notification entries
+        print(notifications_text(answer)) if args.output == TABLE else emit(answer, args.output)
+        return 0 if answer.found else 1
+    return with_client(args, run)
+
+
 def show_queues(args: argparse.Namespace) -> int:
     from opsched.tables import queues_table
 
@@ -193,6 +205,12 @@ def add_read_parsers(sub: Any) -> None:
     completion.op_id(y.add_argument("id"))
     add_output(y)
     y.set_defaults(func=cmd_why)
+    nt = sub.add_parser("notifications", help="an operation's notifications: each delivery attempt to each "
+                                              "connection (delivered, or failed and when it is retried) and "
+                                              "those given up (docs/notifications.md)")
+    completion.op_id(nt.add_argument("id"))
+    add_output(nt)
+    nt.set_defaults(func=cmd_notifications)
     co = sub.add_parser("cost", help="spend per queue and project (today, week, month), burn rate, budgets left")
     add_output(co)
     co.set_defaults(func=cmd_cost)

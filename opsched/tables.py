@@ -4,6 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from opsched.proto.history import HistoryEntry
+from opsched.proto.outputs import NotificationsAnswer
 from opsched.proto.queries import CostAnswer, QueuesAnswer, QueueStatus, SchedulesAnswer, ScheduleStatus, WhyAnswer
 
 
@@ -64,6 +65,16 @@ def fragmentation_text(answer: QueuesAnswer) -> str:
              f"{f.largest_waiting:g}" if f.largest_waiting else "-") for f in answer.fragmentation]
     return "\n\n" + grid(("[AGENT/]ACCELERATOR[FLAVOR]", "NODES", "FREE", "STRANDED", "LARGEST WAITING POD"), rows) + (
         "\n(stranded: free on nodes with less free than the largest waiting pod of that flavor asks)")
+
+
+def notifications_text(answer: NotificationsAnswer) -> str:
+    """One line per notification attempt or final failure: when, the connection, the outcome."""
+    if not answer.found:
+        return f"{answer.op_id}: no such operation"
+    if not answer.entries:
+        return f"{answer.op_id}: no notification sent"
+    rows = [(e.at.strftime("%Y-%m-%d %H:%M:%S"), e.by, e.reason, e.message) for e in answer.entries]
+    return grid(("AT", "CONNECTION", "OUTCOME", "DETAIL"), rows)
 
 
 def why_text(answer: WhyAnswer) -> str:

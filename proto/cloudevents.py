@@ -21,3 +21,14 @@ def headers(kind: str, msg_id: str, source: str, subject: str | None, time: date
     if time is not None:
         out["ce-time"] = time.isoformat().replace("+00:00", "Z")
     return out
+
+
+def structured(kind: str, msg_id: str, source: str, subject: str | None, time: datetime | None,
+               data: object) -> dict[str, object]:
+    """The same attributes in structured content mode (``application/cloudevents+json``): one JSON
+    object with the attributes beside ``data`` — what the notifier's CloudEvents sink POSTs."""
+    attrs: dict[str, object] = {k.removeprefix("ce-"): v for k, v in
+                                headers(kind, msg_id, source, subject, time).items() if k.startswith("ce-")}
+    attrs["datacontenttype"] = "application/json"
+    attrs["data"] = data
+    return attrs

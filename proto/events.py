@@ -396,13 +396,52 @@ class HandlerFailed(Event, tag="handler_failed", kw_only=True):
     error: str = ""
 
 
+class NotificationDue(Event, tag="notification_due", kw_only=True):
+    """The notifier's match stage: ``trigger`` (the type of the op event at ``trigger_seq``) is to be delivered to
+    the admin's connection ``connection`` (a name: its url and secret never go on the bus). ``delivery_id`` is
+    deterministic (the trigger event's id + the connection): a redelivered trigger is one delivery, and the
+    receiver de-duplicates by it. ``data`` is the trigger event as the CLI's json shows it."""
+
+    delivery_id: str
+    connection: str
+    trigger: str
+    queue: str = ""
+    trigger_seq: int = 0
+    data: dict[str, Any] = {}
+
+
+class NotificationAttempted(Event, tag="notification_attempted", kw_only=True):
+    """One attempt (``delivery_attempt``, from 1) to deliver ``delivery_id``: the receiver's HTTP ``status`` (None: no
+    answer, ``error`` says why); delivered on a 2xx, else tried again in ``retry_in_s`` (None: given up)."""
+
+    delivery_id: str
+    connection: str
+    trigger: str
+    delivery_attempt: int = 1
+    status: int | None = None
+    error: str = ""
+    delivered: bool = False
+    retry_in_s: float | None = None
+
+
+class NotificationFailed(Event, tag="notification_failed", kw_only=True):
+    """``delivery_id`` is given up: past the notifier's bounded time of retries (a copy is dead-lettered on
+    ``dlq.notifier``), or its connection is not one the admin declared."""
+
+    delivery_id: str
+    connection: str
+    trigger: str
+    attempts: int = 0
+    error: str = ""
+
+
 EVENTS: tuple[type[Event], ...] = (
     OperationSubmitted, CostEstimated, CacheHit, CacheMissed, OperationAdmitted,
     OperationDispatched, OperationRunning, OperationSucceeded, OperationFailed,
     OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
     OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, FailureFinal,
     OperationTimedOut, OperationResumed, CostRecorded, BudgetExceeded, ErrorRaised, DispatchDelayed, HandlerFailed,
-    SpendRolled, OperationTouched,
+    SpendRolled, OperationTouched, NotificationDue, NotificationAttempted, NotificationFailed,
 )
 
 

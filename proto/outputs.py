@@ -7,7 +7,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from opsched.proto.events import Money
+from opsched.proto.events import Money, NotificationAttempted, NotificationFailed, event_type
+from opsched.proto.history import HistoryEntry
 from opsched.proto.queries import CostAnswer, QueuesAnswer, SchedulesAnswer, WhyAnswer
 from opsched.proto.spec import Wire
 
@@ -88,9 +89,27 @@ class VersionInfo(Wire, tag_field="type", tag="version", kw_only=True):
 
 
 # command -> the type its JSON/YAML output is (the schema snapshot and the contract test walk this)
+NOTIFICATION_EVENTS = frozenset({event_type(NotificationAttempted), event_type(NotificationFailed)})
+
+
+class NotificationsAnswer(Wire, kw_only=True):
+    """`opsched notifications OP`: its notifications' attempts and final failures, oldest first — the entries of its
+    `why` timeline about notifications (``rules.op_history``; docs/notifications.md)."""
+
+    op_id: str
+    found: bool = False
+    entries: list[HistoryEntry] = []
+
+    @classmethod
+    def of(cls, answer: WhyAnswer) -> NotificationsAnswer:
+        return cls(op_id=answer.op_id, found=answer.found,
+                   entries=[e for e in answer.history if e.event in NOTIFICATION_EVENTS])
+
+
 OUTPUTS: dict[str, type] = {
     "ops": OpList,
     "why": WhyAnswer,
+    "notifications": NotificationsAnswer,
     "queues": QueuesAnswer,
     "cost": CostAnswer,
     "schedules": SchedulesAnswer,

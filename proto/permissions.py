@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from opsched.proto import subjects
 from opsched.proto.queries import LOGS_ANSWER_CHUNKS
 
-SERVICES = ("admission", "cost", "cache", "dispatcher")
+SERVICES = ("admission", "cost", "cache", "dispatcher", "notifier")
 ROLES = ("submitter", "approver", "admin")
 
 # the events each service emits (``ops.<type>.<op_id>``): the subject table of docs/architecture.md. Checked against what each
@@ -33,6 +33,7 @@ EMITS: dict[str, tuple[str, ...]] = {
     "cache": ("cache_hit", "cache_missed"),
     "dispatcher": ("dispatched", "running", "succeeded", "failed", "rejected", "stopped", "timed_out",
                    "preempted", "evicted", "dispatch_delayed"),
+    "notifier": ("notification_due", "notification_attempted", "notification_failed"),
 }
 SHARED_EMITS = ("error", "handler_failed")  # every service reports what it dead-letters
 
@@ -43,6 +44,7 @@ OTHER_PUBLISH: dict[str, tuple[str, ...]] = {
     "cost": (subjects.CONFIG_PRICES,),
     "cache": (),
     "dispatcher": (subjects.CLUSTER_ALL,),
+    "notifier": (),
 }
 
 # the command verbs of each client role (each only under its own ``cmd.<user>.``)
@@ -67,12 +69,14 @@ DURABLES: dict[str, tuple[str, ...]] = {
     "cost": (subjects.COST_ESTIMATOR, subjects.COST_LEDGER),
     "cache": (subjects.CACHE_LOOKUP,),
     "dispatcher": (subjects.DISPATCHER_ADMITTED,),
+    "notifier": (subjects.NOTIFIER_MATCH, subjects.NOTIFIER_DELIVER),
 }
 BUCKETS: dict[str, tuple[str, ...]] = {
     "admission": (subjects.LEASE_BUCKET, subjects.OPS_BUCKET),
     "cost": (subjects.COST_BUCKET,),
     "cache": (subjects.CACHE_BUCKET,),
     "dispatcher": (subjects.ATTEMPT_FATE_BUCKET,),
+    "notifier": (),
 }
 SHARED_BUCKETS = (subjects.IN_HAND_BUCKET,)
 STREAM_KEEPER = "admission"  # the one service that updates the streams (aligns them), purges the op stream and

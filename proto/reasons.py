@@ -364,6 +364,7 @@ class DeadLetter(StrEnum):
 
     MAX_DELIVERIES = "max_deliveries"
     POISON_MESSAGE = "poison_message"  # it killed the service while in hand (``services.runtime.inhand``)
+    NOTIFICATION_UNDELIVERABLE = "notification_undeliverable"  # a delivery given up (``services.notifier``)
 
 
 class ScheduleEnd(StrEnum):

@@ -250,6 +250,7 @@ class OpSpec(Wire, kw_only=True):
     sidecars: Annotated[list[Container], msgspec.Meta(max_length=MAX_SIDECARS)] = []
     connections: Annotated[list[str], msgspec.Meta(max_length=MAX_CONNECTIONS)] = []
     service: ServiceSpec | None = None  # set exactly when ``run_kind`` is ``SERVICE_KIND``
+    notifications: Annotated[list[Notification], msgspec.Meta(max_length=MAX_HOOKS)] = []  # delivered by the notifier
 
     def __post_init__(self) -> None:
         spec_checks.check_spec(self)
@@ -258,6 +259,15 @@ class OpSpec(Wire, kw_only=True):
     def main_pods(self) -> int:
         """How many pods run the main container: a service's replicas, else one (a gang's replica groups apart)."""
         return self.service.replicas if self.service is not None else 1
+
+
+class Notification(Wire, kw_only=True):
+    """Polyaxon's ``plugins.notifications`` entry: when the op's event fires ``trigger``
+    (``proto.lifecycle.HOOK_TRIGGERS``), the notifier delivers it to each of ``connections`` — names of the admin's
+    connections (docs/notifications.md), never urls or secrets."""
+
+    trigger: str = "done"
+    connections: Annotated[list[str], msgspec.Meta(max_length=MAX_CONNECTIONS)]
 
 
 class Hook(Wire, kw_only=True):

@@ -67,6 +67,8 @@ COST_ESTIMATOR = "cost-estimator"
 COST_LEDGER = "cost-ledger"
 CACHE_LOOKUP = "cache-lookup"
 DISPATCHER_ADMITTED = "dispatcher-admitted"
+NOTIFIER_MATCH = "notifier-match"  # the op events that can trigger a notification -> ``notification_due``
+NOTIFIER_DELIVER = "notifier-deliver"  # each ``notification_due`` -> POSTed to its connection, with retries
 
 # NATS accounts (``opsched.natsauth``): the services' account owns the streams, consumers and buckets; clients are
 # in an account of their own, which sees only what the services' account exports (``proto.permissions.EXPORTS``)

@@ -26,6 +26,9 @@ from opsched.proto.events import (
     Event,
     FailureFinal,
     HandlerFailed,
+    NotificationAttempted,
+    NotificationDue,
+    NotificationFailed,
     OperationAdmitted,
     OperationApproved,
     OperationDispatched,
@@ -71,6 +74,15 @@ def _succeeded(e: OperationSucceeded) -> dict[str, Any]:
             "message": e.outputs_warning}
 
 
+def notification_outcome(e: NotificationAttempted) -> str:
+    """``succeeded #1: 200`` / ``failed #2: 503, retry in 8 s`` / ``...: connection refused, given up``."""
+    answer = str(e.status) if e.status is not None else (e.error or "no answer")
+    if e.status is not None and e.error and not e.delivered:
+        answer += f" {e.error}"
+    tail = "" if e.delivered else (f", retry in {e.retry_in_s:g} s" if e.retry_in_s is not None else ", given up")
+    return f"{e.trigger} #{e.delivery_attempt}: {answer}{tail}"
+
+
 # event type -> the fields of its entry (besides ``at``, ``attempt`` and ``event``)
 ENTRIES: dict[type[Event], Callable[[Any], dict[str, Any]]] = {
     OperationSubmitted: lambda e: {"queue": e.queue, "by": e.requested_by or ""},
@@ -96,12 +108,16 @@ ENTRIES: dict[type[Event], Callable[[Any], dict[str, Any]]] = {
     OperationResumed: lambda e: {"by": e.resumed_by},
     HandlerFailed: lambda e: {"by": e.service, "reason": e.failed_type, "message": e.error},
     CostRecorded: lambda e: {"amount": e.amount, "pool": e.pool, "queue": e.queue},
+    NotificationAttempted: lambda e: {"by": e.connection, "reason": "delivered" if e.delivered else "failed",
+                                      "message": notification_outcome(e)},
+    NotificationFailed: lambda e: {"by": e.connection, "reason": "given_up", "message": e.error},
 }
 
 # events that say nothing of what happened to the op (a gate's answer, bookkeeping, a budget's or a schedule's news)
 NOT_SHOWN: frozenset[type[Event]] = frozenset({
     CostEstimated, CacheMissed, OperationDispatched, OperationTouched, DispatchDelayed, BudgetExceeded,
     ErrorRaised, SpendRolled, *SCHEDULE_EVENTS,
+    NotificationDue,  # its attempts are shown
 })
 
 

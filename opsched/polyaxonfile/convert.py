@@ -45,6 +45,7 @@ from opsched.proto.spec import (
     Container,
     Environment,
     Hook,
+    Notification,
     OpSpec,
     ReplicaGroup,
     ServiceSpec,
@@ -163,7 +164,15 @@ def build_spec(model: ComponentModel | OperationModel, extra: OverridesModel, fa
         raise Problems(problems)
     if hooks:
         spec.hooks = _hooks(hooks, spec, [io.name for io in comp.outputs])
+    spec.notifications = _notifications(op, comp)
     return spec
+
+
+def _notifications(op: OperationModel | None, comp: ComponentModel) -> list[Notification]:
+    """``plugins.notifications``: the operation's when it sets them, else the component's (docs/notifications.md)."""
+    written = (op.plugins.notifications if op is not None and op.plugins is not None else []) or \
+        (comp.plugins.notifications if comp.plugins is not None else [])
+    return [Notification(trigger=n.trigger, connections=list(n.connections)) for n in written]
 
 
 def _culling_problems(op: OperationModel | None, comp: ComponentModel, base: Loc) -> list[Problem]:

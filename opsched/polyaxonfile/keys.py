@@ -55,10 +55,10 @@ REFUSED_MESSAGES = {
                  "the section to run it once"),
 }
 # Polyaxon's plugins: those that add volumes, sidecars or init containers to the pod are refused when set;
-# those that only collect or notify have no effect on scheduling and are warned when set.
+# those that only collect have no effect on scheduling and are warned when set.
 PLUGINS_REFUSED = ("auth", "docker", "shm", "mountArtifactsStore", "sidecar", "autoResume")
 PLUGINS_WARNED = ("collectArtifacts", "collectLogs", "collectResources", "syncStatuses", "externalHost",
-                  "logLevel", "notifications")
+                  "logLevel")  # plugins.notifications: honoured (the notifier, docs/notifications.md)
 WARNED = frozenset({*(f"plugins.{p}" for p in PLUGINS_WARNED), "inputs.description", "outputs.description",
                     "hooks.disableDefaults",  # no default hooks or presets in opsched
                     "init.file.kind",  # an artifact kind for Polyaxon's lineage

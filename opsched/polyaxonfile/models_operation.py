@@ -109,6 +109,23 @@ def _refused_plugin(value: Any) -> Any:
 RefusedPlugin = Annotated[Any, BeforeValidator(_refused_plugin)]
 
 
+def _trigger(value: str) -> str:
+    """A hook's or a notification's ``trigger``: Polyaxon's, one rule (``proto.lifecycle.HOOK_TRIGGERS``)."""
+    if value not in HOOK_TRIGGERS:
+        *first, last = (repr(t) for t in HOOK_TRIGGERS)
+        raise ValueError(f"a trigger is {', '.join(first)} or {last}, not {value!r}")
+    return value
+
+
+class NotificationModel(Model):
+    """One of ``plugins.notifications``: Polyaxon's ``{connections: [NAME...], trigger: succeeded|failed|
+    stopped|done}``; ``done`` (any final status) when the trigger is unset. The names are the admin's
+    connections (docs/notifications.md); whether they exist is not known here."""
+
+    connections: list[Name] = Field(min_length=1)
+    trigger: Annotated[str, AfterValidator(_trigger)] = "done"
+
+
 class PluginsModel(Model):
     """Polyaxon's plugins. Those that add to the pod are refused when set; the rest collect or notify, have
     no effect in opsched, and are warned when set (``keys.PLUGINS_WARNED``)."""
@@ -125,7 +142,7 @@ class PluginsModel(Model):
     sync_statuses: bool | None = None
     external_host: bool | None = None
     log_level: str | None = None
-    notifications: list[Any] = []
+    notifications: list[NotificationModel] = []
 
 
 class _Common(Model):
@@ -155,13 +172,6 @@ class ComponentModel(_Common):
     outputs: list[IOModel] = []
     run: JobRunModel
     hooks: Annotated[list[HookModel], Field(max_length=MAX_HOOKS)] | None = None
-
-
-def _trigger(value: str) -> str:
-    if value not in HOOK_TRIGGERS:
-        *first, last = (repr(t) for t in HOOK_TRIGGERS)
-        raise ValueError(f"a hook's trigger is {', '.join(first)} or {last}, not {value!r}")
-    return value
 
 
 class HookModel(Model):

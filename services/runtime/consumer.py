@@ -18,6 +18,17 @@ Handler = Callable[[Any, "Context"], Awaitable[Any]]
 Method = TypeVar("Method", bound=Callable[..., Awaitable[Any]])
 
 
+class RetryLater(Exception):
+    """Raised by a handler that bounds its own retries (the notifier's deliveries): ``events`` are published (the
+    attempt's record), then the message is given back to be delivered again after ``delay_s`` (JetStream's nak
+    with a delay: no task sleeps, nothing is lost if the process dies meanwhile)."""
+
+    def __init__(self, delay_s: float, events: list | None = None) -> None:
+        super().__init__(f"retry in {delay_s:g} s")
+        self.delay_s = delay_s
+        self.events = list(events or [])
+
+
 @dataclass
 class Context:
     service: str
@@ -36,6 +47,7 @@ class Subscription:
     filters: list[str]
     decoder: Callable[[bytes], Any]
     handlers: dict[type, Handler] = field(default_factory=dict)
+    max_deliver: int | None = None  # None: the settings' (``OPSCHED_MAX_DELIVER``); -1: no bound
 
 
 class Consumer:
@@ -44,8 +56,9 @@ class Consumer:
     class consumes through its own ``Subscription``, the methods bound to it."""
 
     def __init__(self, durable: str, stream: str, filters: list[str],
-                 decoder: Callable[[bytes], Any] = codec.decode) -> None:
+                 decoder: Callable[[bytes], Any] = codec.decode, max_deliver: int | None = None) -> None:
         self.durable, self.stream, self.filters, self.decoder = durable, stream, list(filters), decoder
+        self.max_deliver = max_deliver  # a consumer whose handler bounds its own retries (``RetryLater``): -1
         self.methods: dict[type, Callable[..., Awaitable[Any]]] = {}
 
     def handles(self, *kinds: type) -> Callable[[Method], Method]:
@@ -60,7 +73,7 @@ class Consumer:
     def bind(self, service: "Service") -> Subscription:
         handlers: dict[type, Handler] = {kind: types.MethodType(method, service)
                                          for kind, method in self.methods.items()}
-        return Subscription(self.durable, self.stream, self.filters, self.decoder, handlers)
+        return Subscription(self.durable, self.stream, self.filters, self.decoder, handlers, self.max_deliver)
 
 
 def consumers_of(cls: type) -> list[Consumer]:

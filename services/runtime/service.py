@@ -14,7 +14,7 @@ A service is a subclass of ``Service``, the same anatomy in all four::
         async def estimate(self, event, ctx): return CostEstimated(...)
 
 A handler returns the events that happened; it never publishes. Nothing is acked before the
-events it produced are stored in JetStream. Three kinds of failure, handled differently
+events it produced are stored in JetStream. Kinds of failure, handled differently
 (``bus.errors``):
 
 - malformed input (or ``InvalidInput``) is terminated, dead-lettered and answered with an error event
@@ -23,6 +23,9 @@ events it produced are stored in JetStream. Three kinds of failure, handled diff
   place, with capped exponential backoff and jitter (``backoff``), for as long as it lasts: the message
   is kept ours (``in_progress`` resets its ack wait, so it never counts against max_deliver) and is never
   dead-lettered; readiness reports what the service waits for, since when (``waits``);
+- a handler that bounds its own retries (the notifier's deliveries) raises ``RetryLater``: the events it carries
+  (the attempt's record) are published, and the message is given back to be delivered after its delay (its
+  consumer declared with ``max_deliver=-1``: time, not a count, bounds it);
 - any other error (a bug) is redelivered with backoff, and after the last delivery dead-lettered with a
   ``handler_failed`` event about its op, which admission folds to end or retry the op.
 
@@ -53,7 +56,7 @@ from opsched.proto.reasons import DeadLetter, Reason, Refusal
 from opsched.services.runtime import inbox, selfreport
 from opsched.services.runtime.backoff import Backoff
 from opsched.services.runtime.clock import Clock, SystemClock
-from opsched.services.runtime.consumer import Consumer, Context, Handler, Subscription, consumers_of
+from opsched.services.runtime.consumer import Consumer, Context, Handler, RetryLater, Subscription, consumers_of
 from opsched.services.runtime.deadletter import dead_letter
 from opsched.services.runtime.handling import as_list as _as_list
 from opsched.services.runtime.handling import handler_failed as _handler_failed
@@ -74,7 +77,7 @@ NAK_BACKOFF_S = (0.5, 2.0, 5.0, 10.0)
 MAX_DELIVERIES = DeadLetter.MAX_DELIVERIES  # reasons of a dead letter (a handler that kept failing: Reason.HANDLER_FAILED)
 MALFORMED = Refusal.MALFORMED_MESSAGE  # ... of a message that does not decode
 T = TypeVar("T")
-__all__ = ["Consumer", "Context", "Draining", "Service", "Stats", "Task"]  # a service needs only this module
+__all__ = ["Consumer", "Context", "Draining", "RetryLater", "Service", "Stats", "Task"]  # a service needs only this module
 
 
 @dataclass
@@ -171,7 +174,8 @@ class Service(WaitsOut):
         self.starting = "serving its health query"
         await bus.serve(subjects.health_query(self.name), self._health, group=f"{self.name}-health")
         self.starting = "creating its consumers"
-        subs = [(s, await bus.durable(s.durable, s.stream, s.filters, max_deliver=self.settings.max_deliver,
+        subs = [(s, await bus.durable(s.durable, s.stream, s.filters,
+                                      max_deliver=s.max_deliver or self.settings.max_deliver,
                                       ack_wait=self.settings.ack_wait_s)) for s in self.subscriptions]
         for s, psub in subs:  # before any fetch: what lands on its inbox and is no delivery of it is dropped
             inbox.screen(psub, s.stream, s.durable, functools.partial(self._garbage, s.durable))
@@ -293,6 +297,9 @@ class Service(WaitsOut):
         except Fenced as exc:
             await self._fenced(exc, msg, log)
             return
+        except RetryLater as later:  # the handler bounds its own retries: its record published, the message back
+            await self._later(later, msg, log, fence)
+            return
         except MessageTooLarge as exc:  # an event it returned: the op ends, the message is dead-lettered
             refused = InvalidInput(exc.reason, exc.message, op_id=op_id, events=self.too_large(message, msg, exc))
             await self._invalid(refused, msg, log, op_id, fence)
@@ -309,6 +316,16 @@ class Service(WaitsOut):
         await msg.raw.ack()
         self.stats.handled += 1
         self.stats.published += len(events)
+
+    async def _later(self, later: RetryLater, msg: Received, log: Any, fence: Fence | None) -> None:
+        try:
+            await self._publish_all(later.events, msg, log, fence)
+        except Draining:
+            return
+        except Exception as exc:  # noqa: BLE001 - not published: the same delivery is tried again soon
+            log.warning("retry_record_not_published", error=f"{exc!r} {exc}")
+        self.stats.retried += 1
+        await self.give_back(msg, delay=later.delay_s)
 
     async def _publish_all(self, events: list, msg: Received, log: Any, fence: Fence | None = None) -> None:
         """Publish a message's events: those of one op one after the other, in their order; different ops' at

@@ -34,6 +34,13 @@ class Settings(BaseSettings):
     fetch_batch: int = Field(64, ge=1, le=1000)
     handler_window: int = Field(32, ge=1, le=1000, description="messages a handler loop handles at once (different "
                                 "ops; one op's in order); admission always 1")
+    connections_file: Path | None = Field(None, description="the notifier's connections file (docs/notifications.md): "
+                                          "its sinks' urls and secrets, given to the notifier alone")
+    notify_timeout_s: float = Field(10.0, gt=0, description="the notifier's timeout of one POST to a sink")
+    notify_backoff_base_s: float = Field(2.0, gt=0, description="the notifier's first retry delay (doubled each time)")
+    notify_backoff_cap_s: float = Field(600.0, gt=0, description="the notifier's longest retry delay")
+    notify_give_up_s: float = Field(86400.0, ge=0, description="a delivery still failing this long after it was due "
+                                    "is given up: dead-lettered, with a final notification_failed")
     max_deliver: int = Field(5, ge=1, description="deliveries before a failing message goes to the dead-letter subject")
     ack_wait_s: float = Field(30.0, gt=0, description="a delivery not settled this long (its process died) is "
                               "delivered again, to any replica (what a replica killed with messages in hand delays them by)")

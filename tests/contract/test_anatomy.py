@@ -14,7 +14,7 @@ from opsched.services.runtime.service import Service
 from opsched.services.runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ("admission", "cost", "cache", "dispatcher")
+SERVICES = ("admission", "cost", "cache", "dispatcher", "notifier")
 
 
 def service_class(name: str) -> type[Service]:

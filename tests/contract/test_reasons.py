@@ -109,7 +109,7 @@ PINNED = {
     "Preemption": "within_queue reclaim queue_drained",
     "Hold": "is_approved_false cost_above_threshold gpus_above_threshold",
     "CacheMiss": "disabled not_found expired original_failed",
-    "DeadLetter": "max_deliveries poison_message",
+    "DeadLetter": "max_deliveries poison_message notification_undeliverable",
     "ScheduleEnd": "failed max_runs completed no_more_slots end_at",
     "LogsRefusal": "invalid_logs_request no_pod_yet pod_gone unknown_attempt unknown_replica "
                    "unknown_container not_started logs_busy kubernetes_unavailable",

@@ -73,7 +73,7 @@ def test_an_admitted_op_is_dispatched_or_refused_and_its_pods_are_plain_json(dat
     if codec.type_of(outcome) == "rejected":
         return
     pods = build_pods(admitted)
-    assert len(pods) == 1 + sum(g.count for g in admitted.spec.replicas if g.count > 0)
+    assert len(pods) == admitted.spec.main_pods + sum(g.count for g in admitted.spec.replicas if g.count > 0)
     for pod in pods:
         assert json.loads(json.dumps(pod)) == pod
 

@@ -73,6 +73,8 @@ async def test_every_read_command_prints_what_its_schema_says(opsched, client, b
     for op_id in (trials[1], "old-1", "nosuch"):
         code, out, err = await opsched("why", op_id, "-o", "json")
         assert valid("why", out)["opId"] == op_id
+        code, out, err = await opsched("notifications", op_id, "-o", "json")
+        assert valid("notifications", out)["opId"] == op_id
     for command in ("queues", "cost"):
         code, out, err = await opsched(command, "-o", "yaml")
         assert code == 0, err

@@ -82,7 +82,8 @@ INIT = [{"git": {"url": "https://git.example/ml/models.git", "revision": "v1", "
 SIDECARS = [{"image": "fluentd:1", "name": "logs", "resources": {"limits": {"cpu": "100m"}}}]
 COMMON = {"description": "c", "tags": ["x"], "queue": "gpu-a", "priority": 3, "isApproved": False, "cost": 2.5,
           "priorityClass": "high", "preemptible": False, "termination": {"maxRetries": 2, "timeout": 600, "ttl": 60},
-          "cache": {"disable": False, "ttl": 3600, "io": ["lr"], "sections": ["containers"]}}
+          "cache": {"disable": False, "ttl": 3600, "io": ["lr"], "sections": ["containers"]},
+          "plugins": {"notifications": [{"connections": ["ops"], "trigger": "failed"}]}}
 JOB = {
     "version": 1.1, "kind": "operation", "project": "p1", "patchStrategy": "pre_merge",
     "runPatch": {"container": {"env": [{"name": "PATCHED", "value": "1"}]}},
@@ -147,6 +148,8 @@ MAPPING = {**SWEEP, "matrix": {"kind": "mapping", "concurrency": 2, "values": [{
 
 # Fields whose only job is to check a value: a bad value is refused (path, bad value).
 CHECKED = {
+    ("NotificationModel", "trigger"): ("plugins.notifications", [{"connections": ["ops"], "trigger": "finished"}]),
+    ("NotificationModel", "connections"): ("plugins.notifications", [{"connections": "ops"}]),
     ("IOModel", "type"): ("component.outputs.0.value", 5),
     ("IOModel", "isList"): ("component.inputs.2.value", 1),
     ("IOModel", "options"): ("component.inputs.2.value", [3]),
@@ -189,7 +192,6 @@ WARNED = {
     **{("PluginsModel", p): (f"plugins.{p}", True) for p in
        ("collectArtifacts", "collectLogs", "collectResources", "syncStatuses", "externalHost")},
     ("PluginsModel", "logLevel"): ("plugins.logLevel", "DEBUG"),
-    ("PluginsModel", "notifications"): ("plugins.notifications", [{"connections": ["slack"]}]),
     ("IOModel", "description"): ("component.inputs.0.description", "the learning rate"),
     ("HookModel", "disableDefaults"): ("hooks.0.disableDefaults", True),
     ("FileModel", "kind"): ("component.run.init.2.file.kind", "file"),

@@ -1,0 +1,10 @@
+"""`python -m opsched.services.notifier`: the service as a process (opsched.services.runtime.runner)."""
+from opsched import entrypoint
+
+entrypoint.begin()  # before anything imports nats-py
+
+from opsched.services.notifier.service import Notifier  # noqa: E402
+from opsched.services.runtime.runner import main  # noqa: E402
+
+if __name__ == "__main__":
+    main(Notifier)
