@@ -19,17 +19,26 @@ QUEUES_HELP = ("queue configuration YAML whose pod security the op is checked ag
                "`opsched up`'s, else the default level)")
 
 
-def parse_params(pairs: list[str]) -> dict[str, object]:
+def params_of(pairs: list[str]) -> dict[str, object]:
+    """``k=v`` pairs (a value is JSON, else text); ValueError naming a pair that is not ``key=value``. The
+    CLI's ``-P`` and the gateway's ``param=`` read them so."""
     out: dict[str, object] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(_fail(f"--param expects key=value, got {pair!r}"))
+            raise ValueError(f"expects key=value, got {pair!r}")
         try:
             out[key] = json.loads(value)
         except ValueError:
             out[key] = value
     return out
+
+
+def parse_params(pairs: list[str]) -> dict[str, object]:
+    try:
+        return params_of(pairs)
+    except ValueError as exc:
+        raise SystemExit(_fail(f"--param {exc}")) from None
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
