@@ -167,7 +167,7 @@ def build_app(client: Client, store: TokenStore, roles: dict[str, str], now: Cal
         who = await caller(request)
         who.may("submit")
         body = await body_of(request)
-        ops = events.submits(dict(request.headers), body)
+        ops = events.ops_of(dict(request.headers), body)
         return await send(who, ops, False)
 
     @app.get("/v1/ops", responses=answers("ops"), summary="List ops (as `opsched ops -o json`)")
@@ -303,9 +303,9 @@ async def _unknown_queue(client: Client, ops: list) -> str | None:
     """Why the ops cannot go where they ask in the queue configuration in force (as `opsched submit` says)."""
     from opsched.cli import _unknown_queue as unknown
 
-    config = await client.queue_config()
-    if config is None:
-        return None
+    from opsched.rules.queues_file import load_queues
+
+    config = await client.queue_config() or load_queues(None)  # none put in force yet: admission's default
     return unknown("the request", [s for _, s in ops], [s.queue for _, s in ops], config)
 
 

@@ -85,7 +85,7 @@ def submits_of(event: Any, index: int) -> list[tuple[str, OpSpec]]:
                    "(a JSON object)", field="data")
 
 
-def submits(headers: dict[str, str], body: bytes) -> list[tuple[str, OpSpec]]:
+def ops_of(headers: dict[str, str], body: bytes) -> list[tuple[str, OpSpec]]:
     """Every op the request's events submit (all checked before any is sent)."""
     events = parsed(headers, body)
     batch = len(events) > 1

@@ -58,10 +58,13 @@ def from_json(body: bytes, op_id: str | None) -> list[tuple[str, OpSpec]]:
     """The contract's ``OpSpec``, checked as a service will decode it."""
     try:
         spec = msgspec.json.decode(body, type=OpSpec)
+        unknown = _unknown_fields(msgspec.json.decode(body), OpSpec)
     except msgspec.ValidationError as exc:
         raise ApiError(400, "invalid_spec", f"OpSpec refused: {exc}", field=_path_of(str(exc))) from None
     except msgspec.DecodeError as exc:
         raise ApiError(400, "invalid_json", f"not JSON: {exc}") from None
+    if unknown:  # never a field ignored: refused, named
+        raise ApiError(400, "unknown_field", f"OpSpec has no field {unknown!r}", field=unknown)
     try:
         spec = codec.checked(spec)
     except codec.Refused as exc:
@@ -69,7 +72,26 @@ def from_json(body: bytes, op_id: str | None) -> list[tuple[str, OpSpec]]:
     return list(zip(new_op_ids(op_id, [spec]), [spec]))
 
 
+def _unknown_fields(value: Any, kind: type) -> str | None:
+    """The first key of ``value`` (an object of the struct ``kind``, recursively through nested structs) that
+    ``kind`` has no field for (its wire names), or None."""
+    if not isinstance(value, dict) or not (isinstance(kind, type) and issubclass(kind, msgspec.Struct)):
+        return None
+    info = msgspec.inspect.type_info(kind)
+    fields = {f.encode_name: f for f in info.fields}  # type: ignore[attr-defined]
+    for key, item in value.items():
+        if key not in fields:
+            return key
+        inner = getattr(fields[key].type, "cls", None)
+        found = _unknown_fields(item, inner) if inner is not None else None
+        if found:
+            return f"{key}.{found}"
+    return None
+
+
 def _path_of(message: str) -> str | None:
-    """msgspec names the field ``at `$.a.b[0]```: that path, without ``$.``."""
+    """msgspec names the field ``at `$.a.b[0]``` (a missing one: ``field `x```): that path, without ``$.``."""
+    missing = message.partition("missing required field `")[2].partition("`")[0]
     _, sep, rest = message.rpartition("at `$")
-    return rest.rstrip("`").lstrip(".") or None if sep else None
+    at = rest.rstrip("`").lstrip(".") if sep else ""
+    return ".".join(p for p in (at, missing) if p) or None

@@ -99,7 +99,7 @@ async def test_yaml_submit_is_the_token_identity_s(gateway, client):
 async def test_json_submit(gateway, client):
     service, store = gateway
     _, token = store.create("admin")
-    spec = {"name": "hello", "image": "busybox", "command": ["true"]}
+    spec = {"name": "hello", "container": {"image": "busybox", "command": ["true"]}}
     r = await call("POST", service.url + "/v1/ops?id=gw-json-1", data=json.dumps(spec),
                    headers={**bearer(token), "Content-Type": "application/json"})
     assert r.status_code == 202, r.text
@@ -125,9 +125,13 @@ async def test_bad_input_names_the_field(gateway):
     assert r.status_code == 400 and "bogus" in r.text
     r = await call("POST", service.url + "/v1/ops?queue=nowhere", data=YAML, headers=yaml)
     assert r.status_code == 400 and r.json()["field"] == "queue" and "nowhere" in r.json()["message"]
-    r = await call("POST", service.url + "/v1/ops", data=json.dumps({"image": 5}),
+    r = await call("POST", service.url + "/v1/ops", data=json.dumps({"name": "x", "container": {"image": 5}}),
                    headers={**bearer(token), "Content-Type": "application/json"})
-    assert r.status_code == 400 and r.json()["field"] == "image"
+    assert r.status_code == 400 and r.json()["field"] == "container.image", r.text
+    r = await call("POST", service.url + "/v1/ops", data=json.dumps({"name": "x", "container": {"image": "a",
+                                                                      "bogus": 1}}),
+                   headers={**bearer(token), "Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["field"] == "container.bogus", r.text
     ref = YAML.replace("component:\n  run:", "component:\n  pathRef: ../secret.yaml\n  run:")
     r = await call("POST", service.url + "/v1/ops", data=ref, headers=yaml)
     assert r.status_code == 400 and r.json()["field"] == "component.pathRef"
@@ -187,7 +191,7 @@ async def test_cloudevents_binary_structured_batch_and_retries(gateway, client):
                                "datacontenttype": "application/yaml"}, YAML.encode())
         headers, body = http.to_binary(one)
         two = http.CloudEvent({"type": ce.SUBMIT_TYPE, "source": "tests/gw", "id": "evt-2",
-                               ce.OP_ID_EXTENSION: "gw-ce-2"}, {"name": "x", "image": "busybox"})
+                               ce.OP_ID_EXTENSION: "gw-ce-2"}, {"name": "x", "container": {"image": "busybox"}})
         s_headers, s_body = http.to_structured(two)
         batch = [json.loads(http.to_json(http.CloudEvent({"type": ce.SUBMIT_TYPE, "source": "tests/gw",
                                                           "id": f"b-{i}"}, YAML)))
