@@ -9,7 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from opsched import completion, entrypoint, logs_cli, reading, versioning
+from opsched import completion, entrypoint, logs_cli, reading, tokens_cli, versioning
 from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE, add_connection_arguments
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
@@ -445,6 +445,7 @@ def parser() -> argparse.ArgumentParser:
     qs.set_defaults(func=cmd_queues)
     reading.add_read_parsers(sub)
     logs_cli.add_parser(sub)
+    tokens_cli.add_parser(sub)
     completion.add_parser(sub)
     versioning.add_parser(sub)
     _add_schedule_parser(sub)

@@ -64,11 +64,11 @@ def _password(auth_dir: Path, user: str) -> str:
     if path.exists():
         return path.read_text().strip()
     password = secrets.token_urlsafe(32)
-    _write_private(path, password + "\n")
+    write_private(path, password + "\n")
     return password
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
@@ -117,10 +117,10 @@ def accounts_block(auth_dir: Path, users: list[User], agents: tuple[str, ...] = 
     (``admin``, the others), which imports what the services' account exports. ``agents``: the named agents, whose
     dispatchers' durables only the dispatcher's user may reach."""
     entries: dict[str, list[str]] = {subjects.SERVICES_ACCOUNT: [], subjects.CLIENTS_ACCOUNT: []}
-    clients = fronted(users)
+    fronts = fronted(users)  # what the gateway's user may send
     for user in users:
-        account = permissions.for_user(user.name, user.role, agents, clients).account
-        entries[account].append(_entry(user, _password(auth_dir, user.name), agents, clients))
+        account = permissions.for_user(user.name, user.role, agents, fronts).account
+        entries[account].append(_entry(user, _password(auth_dir, user.name), agents, fronts))
     entries[subjects.SERVICES_ACCOUNT].extend(more_services)
     services = ",\n".join(entries[subjects.SERVICES_ACCOUNT])
     clients = ",\n".join(entries[subjects.CLIENTS_ACCOUNT])

@@ -60,7 +60,8 @@ class Caller:
 
 
 def build_app(client: Client, store: TokenStore, roles: dict[str, str], now: Callable[[], datetime],
-              requests: Requests | None = None, verdict_timeout: float = 10.0) -> FastAPI:
+              requests: Requests | None = None, verdict_timeout: float = 10.0) -> FastAPI:  # noqa: C901 - one
+    # closure per route, sharing the caller check; each route is short
     """``roles``: each fronted identity's role (a token of another identity is refused)."""
     app = FastAPI(title="opsched gateway", version="1",
                   description="The CLI's verbs over HTTP; CloudEvents in at /v1/events. Bearer tokens "
@@ -302,7 +303,6 @@ def _overrides(params: list[str] | None, queue: str | None, priority: int | None
 async def _unknown_queue(client: Client, ops: list) -> str | None:
     """Why the ops cannot go where they ask in the queue configuration in force (as `opsched submit` says)."""
     from opsched.cli import _unknown_queue as unknown
-
     from opsched.rules.queues_file import load_queues
 
     config = await client.queue_config() or load_queues(None)  # none put in force yet: admission's default
