@@ -59,9 +59,9 @@ class Caller:
                            f"sends {', '.join(permissions.VERBS.get(self.role, ())) or 'no commands'}", field=None)
 
 
-def build_app(client: Client, store: TokenStore, roles: dict[str, str], now: Callable[[], datetime],
-              requests: Requests | None = None, verdict_timeout: float = 10.0) -> FastAPI:  # noqa: C901 - one
-    # closure per route, sharing the caller check; each route is short
+def build_app(client: Client, store: TokenStore, roles: dict[str, str], now: Callable[[], datetime],  # noqa: C901
+              requests: Requests | None = None, verdict_timeout: float = 10.0) -> FastAPI:
+    # (one closure per route, sharing the caller check; each route is short)
     """``roles``: each fronted identity's role (a token of another identity is refused)."""
     app = FastAPI(title="opsched gateway", version="1",
                   description="The CLI's verbs over HTTP; CloudEvents in at /v1/events. Bearer tokens "
