@@ -14,12 +14,9 @@ import pytest
 import requests
 
 from opsched.proto import cloudevents as ce
-from opsched.services.gateway.service import Gateway
-from opsched.services.gateway.tokens import TokenStore
-from tests.builders.identities import Identity
+from tests.builders.gateway import serving
 
 BUSES = ["nats"]
-USERS = ["admin:admin", "ann:submitter", "alice:approver"]
 SCHEMAS = Path(__file__).resolve().parents[2] / "proto" / "schemas" / "output"
 YAML = """\
 version: 1.1
@@ -37,17 +34,8 @@ component:
 @pytest.fixture
 async def gateway(nats_server, stack_factory, tmp_path):
     await stack_factory(("admission",))
-    store = TokenStore(tmp_path / "auth" / "gateway-tokens.json")
-    settings = nats_server.settings(gateway_tokens_file=store.path, gateway_port=0, gateway_users=USERS)
-    service = Gateway(settings)
-    bus = await nats_server.connect(None, "opsched-gateway", Identity("gateway", "gateway"))
-    stop = asyncio.Event()
-    task = asyncio.create_task(service.run(bus, stop))
-    await asyncio.wait_for(service.ready.wait(), 10)
-    yield service, store
-    stop.set()
-    await asyncio.wait_for(task, 10)
-    await bus.close()
+    async with serving(nats_server, tmp_path) as running:
+        yield running
 
 
 async def call(method: str, url: str, **kwargs) -> requests.Response:
