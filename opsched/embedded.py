@@ -405,9 +405,9 @@ async def _start_gateway(embedded: Embedded, stop: asyncio.Event) -> _Running:
     with the NATS server's certificate (same CA) unless ``--no-tls``; a token for ``admin`` written once."""
     from opsched import natsauth
     from opsched.bus.bus import Bus
+    from opsched.gateway_tokens import FILE_NAME, TokenStore
     from opsched.proto import permissions
     from opsched.services.gateway.service import Gateway
-    from opsched.services.gateway.tokens import FILE_NAME, TokenStore
 
     auth = embedded.data_dir / "auth"
     users = natsauth.users_of([natsauth.parse_user(u) for u in embedded.args.user])

@@ -1,4 +1,4 @@
-"""`opsched tokens create|list|revoke`: the gateway's bearer tokens (``services.gateway.tokens``), in
+"""`opsched tokens create|list|revoke`: the gateway's bearer tokens (``opsched.gateway_tokens``), in
 ``<data dir>/auth/gateway-tokens.json`` unless ``--file`` names another (a deployment's mounted Secret)."""
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from opsched.connection import fail
 
 
 def tokens_file(args: argparse.Namespace) -> Path:
-    from opsched.services.gateway.tokens import FILE_NAME
+    from opsched.gateway_tokens import FILE_NAME
 
     return Path(args.file) if args.file else Path(args.data_dir) / "auth" / FILE_NAME
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from opsched.services.gateway.tokens import DEFAULT_BURST, DEFAULT_RATE
+    from opsched.gateway_tokens import DEFAULT_BURST, DEFAULT_RATE
 
     t = sub.add_parser("tokens", help="the HTTP gateway's bearer tokens: create, list, revoke")
     t.add_argument("--data-dir", default=".opsched", help="where `opsched up` keeps its state")
@@ -34,8 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_tokens(args: argparse.Namespace) -> int:
+    from opsched.gateway_tokens import TokenStore, parse_duration
     from opsched.proto import permissions
-    from opsched.services.gateway.tokens import TokenStore, parse_duration
 
     store = TokenStore(tokens_file(args))
     if args.tokens_verb == "create":

@@ -18,16 +18,16 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from opsched.client import Client, CommandRefused, VerdictUnknown
+from opsched.gateway_tokens import TokenStore, Unauthorized
 from opsched.output import full
 from opsched.proto import permissions
 from opsched.proto.limits import MAX_SPEC_BYTES
 from opsched.proto.outputs import OpList, VerdictItem, VerdictList
 from opsched.rules.spec_size import SpecTooLarge
-from opsched.services.admission.token_buckets import TokenBuckets
 from opsched.services.gateway import events, submits
 from opsched.services.gateway.errors import ERROR_SCHEMA, ApiError
 from opsched.services.gateway.metrics import Requests
-from opsched.services.gateway.tokens import TokenStore, Unauthorized
+from opsched.services.runtime.token_buckets import TokenBuckets
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "proto" / "schemas" / "output"
 MAX_BODY = MAX_SPEC_BYTES  # a request body: the bus's max spec size

@@ -1,7 +1,7 @@
 """The gateway: the REST API and the CloudEvents HTTP binding (``app``, ``events``) in front of the bus.
 
 A bus client with its own NATS user (``gateway``, in the clients' account: ``proto.permissions.gateway``), never
-Kubernetes. Each request acts as its bearer token's identity (``tokens``): its commands go on
+Kubernetes. Each request acts as its bearer token's identity (``opsched.gateway_tokens``): its commands go on
 ``cmd.<identity>.<verb>`` (``Client.acting_as``), so admission records the identity as the requester, and the
 gateway's user may send only the verbs of the users it fronts. Stateless but for the token file: run as many
 replicas as wanted. It consumes nothing; its health is its HTTP ``/healthz`` (the clients' account answers no
@@ -18,10 +18,10 @@ import uvicorn
 
 from opsched.bus.bus import Bus
 from opsched.client import Client
+from opsched.gateway_tokens import TokenStore
 from opsched.proto import permissions
 from opsched.services.gateway.app import build_app
 from opsched.services.gateway.metrics import Requests
-from opsched.services.gateway.tokens import TokenStore
 from opsched.services.runtime.clock import Clock
 from opsched.services.runtime.service import Service
 from opsched.services.runtime.settings import Settings

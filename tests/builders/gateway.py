@@ -7,9 +7,9 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from opsched.gateway_tokens import TokenStore
 from opsched.proto import permissions
 from opsched.services.gateway.service import Gateway
-from opsched.services.gateway.tokens import TokenStore
 from tests.builders.identities import USERS, Identity
 
 FRONTED = ["admin:admin", *(f"{name}:{role}" for name, role in USERS.items())]

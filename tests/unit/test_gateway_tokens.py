@@ -9,10 +9,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from opsched.gateway_tokens import TokenStore, Unauthorized, parse_duration
 from opsched.proto import cloudevents as ce
 from opsched.services.gateway import events
 from opsched.services.gateway.errors import ApiError
-from opsched.services.gateway.tokens import TokenStore, Unauthorized, parse_duration
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
