@@ -19,7 +19,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from opsched.gateway_tokens import DEFAULT_BURST, DEFAULT_RATE
 
     t = sub.add_parser("tokens", help="the HTTP gateway's bearer tokens: create, list, revoke")
-    t.add_argument("--data-dir", default=".opsched", help="where `opsched up` keeps its state")
     t.add_argument("--file", help="the tokens file (default: DATA_DIR/auth/gateway-tokens.json)")
     verbs = t.add_subparsers(dest="tokens_verb", required=True)
     c = verbs.add_parser("create", help="a token acting as USER (a client user of the bus); printed once")
