@@ -202,3 +202,10 @@ async def test_cloudevents_binary_structured_batch_and_retries(gateway, client):
     assert r4.status_code == 400 and "io.example.other" in r4.json()["message"] and r4.json()["field"] == "type"
     ops = [r for r in await client.ops() if r.op_id == r1.json()["opIds"][0]]
     assert len(ops) == 1
+
+
+async def test_a_query_no_service_answers_is_503_not_500(gateway):
+    service, store = gateway  # admission alone: nobody answers `cost`
+    _, token = store.create("admin")
+    r = await call("GET", service.url + "/v1/cost", headers=bearer(token))
+    assert r.status_code == 503 and r.json()["error"] == "unavailable" and r.headers["Retry-After"]
