@@ -94,3 +94,20 @@ def test_cloudevent_wrong_type_and_garbage_are_400():
         events.ops_of({"content-type": events.BATCH}, json.dumps({"not": "a list"}).encode())
     with pytest.raises(ApiError):
         events.ops_of({"content-type": "application/cloudevents+json"}, b"{garbage")
+
+
+def test_the_tokens_command_creates_lists_and_revokes(tmp_path, capsys):
+    from opsched.cli import main
+
+    file = str(tmp_path / "tokens.json")
+    assert main(["tokens", "--file", file, "create", "ann", "--expires", "1d", "--rate", "2"]) == 0
+    token = capsys.readouterr().out.strip()
+    assert token.startswith("ops_")
+    assert main(["tokens", "--file", file, "list"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [t["identity"] for t in listed] == ["ann"] and token.split("_", 2)[2] not in json.dumps(listed)
+    assert "sha256" not in listed[0] and listed[0]["rate"] == 2
+    assert main(["tokens", "--file", file, "revoke", listed[0]["id"]]) == 0
+    with pytest.raises(Unauthorized, match="revoked"):
+        TokenStore(tmp_path / "tokens.json").authenticate(f"Bearer {token}")
+    assert main(["tokens", "--file", file, "create", "admission"]) != 0  # a service's user: no token acts as it
