@@ -14,6 +14,7 @@ import pytest
 import requests
 
 from opsched.proto import cloudevents as ce
+from opsched.proto import subjects
 from tests.builders.gateway import serving
 
 BUSES = ["nats"]
@@ -94,12 +95,14 @@ async def test_json_submit(gateway, client):
     assert await submitted_by(client, "gw-json-1") == "admin"
 
 
-async def test_a_submitter_may_not_approve_and_nothing_is_sent(gateway):
+async def test_a_submitter_may_not_approve_and_nothing_is_sent(gateway, bus):
     service, store = gateway
     _, token = store.create("ann")
+    before = (await bus.js.stream_info(subjects.CMD_STREAM)).state.last_seq
     r = await call("POST", service.url + "/v1/ops/some-op/approve", headers=bearer(token))
     assert r.status_code == 403
     assert "approve" in r.json()["message"] and "submitter" in r.json()["message"]
+    assert (await bus.js.stream_info(subjects.CMD_STREAM)).state.last_seq == before  # nothing published
 
 
 async def test_bad_input_names_the_field(gateway):
