@@ -9,7 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from opsched import completion, entrypoint, logs_cli, reading, versioning
+from opsched import completion, entrypoint, logs_cli, reading, tokens_cli, versioning
 from opsched.connection import EXIT_INVALID, EXIT_UNREACHABLE, add_connection_arguments
 from opsched.connection import connect as _connect
 from opsched.connection import fail as _fail
@@ -19,17 +19,26 @@ QUEUES_HELP = ("queue configuration YAML whose pod security the op is checked ag
                "`opsched up`'s, else the default level)")
 
 
-def parse_params(pairs: list[str]) -> dict[str, object]:
+def params_of(pairs: list[str]) -> dict[str, object]:
+    """``k=v`` pairs (a value is JSON, else text); ValueError naming a pair that is not ``key=value``. The
+    CLI's ``-P`` and the gateway's ``param=`` read them so."""
     out: dict[str, object] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(_fail(f"--param expects key=value, got {pair!r}"))
+            raise ValueError(f"expects key=value, got {pair!r}")
         try:
             out[key] = json.loads(value)
         except ValueError:
             out[key] = value
     return out
+
+
+def parse_params(pairs: list[str]) -> dict[str, object]:
+    try:
+        return params_of(pairs)
+    except ValueError as exc:
+        raise SystemExit(_fail(f"--param {exc}")) from None
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -436,6 +445,7 @@ def parser() -> argparse.ArgumentParser:
     qs.set_defaults(func=cmd_queues)
     reading.add_read_parsers(sub)
     logs_cli.add_parser(sub)
+    tokens_cli.add_parser(sub)
     completion.add_parser(sub)
     versioning.add_parser(sub)
     _add_schedule_parser(sub)

@@ -102,6 +102,23 @@ def _decoded(data: bytes) -> Event | None:
         return None
 
 
+class ActingAs:
+    """A bus whose commands go on another user's subjects (``cmd.<user>.…``, ``bus.addressing.subject_for``): what
+    the gateway sends for a token's identity. Everything else is the connection's own; the server still allows only
+    what the connection's user may publish."""
+
+    def __init__(self, bus: Bus, user: str) -> None:
+        self._bus, self.user = bus, user
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._bus, name)
+
+    async def publish(self, message: msgspec.Struct, *, subject: str | None = None, **options: Any) -> Any:
+        from opsched.bus.addressing import subject_for
+
+        return await self._bus.publish(message, subject=subject or subject_for(message, self.user), **options)
+
+
 class Client:
     def __init__(self, bus: Bus, reads: Any = None) -> None:
         self.bus = bus
@@ -132,6 +149,10 @@ class Client:
 
     async def close(self) -> None:
         await self.bus.close()
+
+    def acting_as(self, user: str) -> "Client":
+        """This client sending its commands as ``user`` (``ActingAs``), on the same connection and reads."""
+        return Client(ActingAs(self.bus, user), self.reads)  # type: ignore[arg-type]
 
     async def submit(self, spec: OpSpec, op_id: str | None = None, requested_by: str = "sdk",
                      traceparent: str | None = None) -> str:

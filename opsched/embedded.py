@@ -61,6 +61,9 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--demo", action="store_true", help="submit the examples, show them run, then exit "
                    "(with --ui: then stay up until Ctrl-C, so the page can still be looked at)")
     p.add_argument("--ui", action="store_true", help="serve the read-only web view too (`opsched ui`)")
+    p.add_argument("--gateway", action="store_true", help="serve the HTTP gateway too (REST + CloudEvents, "
+                   "docs/gateway.md), on 127.0.0.1; a token for admin in DATA_DIR/auth/admin.token")
+    p.add_argument("--gateway-port", type=int, default=8787, metavar="PORT", help="the gateway's port (default 8787)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help=f"serve /metrics (Prometheus), /healthz and /readyz of the services on 127.0.0.1:PORT "
                         f"(default {METRICS_PORT}, off if taken; 0: off)")
@@ -357,6 +360,9 @@ async def _serve(embedded: Embedded) -> int:
              "health at /healthz and /readyz (--metrics-port: another port, 0: off)")
     _say("admission, cost, cache and dispatcher are serving; try: opsched submit examples/train-1gpu.yaml --wait")
     _say(f"other shells and the SDK (Client.from_context()): export {CONTEXT_ENV}={embedded.context_file}")
+    gateway = await _start_gateway(embedded, running.stop) if getattr(embedded.args, "gateway", False) else None
+    if gateway is not None:
+        others.append(gateway)
     try:
         view = await _start_view(embedded) if embedded.args.ui else None
     except OSError as exc:  # its port taken: said plainly, everything stopped
@@ -385,6 +391,56 @@ async def _serve(embedded: Embedded) -> int:
             await view.close()
             await view.client.close()
     return code
+
+
+class _Running:
+    """A service run beside the others (``wait``: until it stops)."""
+
+    def __init__(self, task: asyncio.Task) -> None:
+        self.task = task
+
+    async def wait(self) -> None:
+        await self.task
+
+
+async def _start_gateway(embedded: Embedded, stop: asyncio.Event) -> _Running:
+    """The gateway (``services.gateway``) as its own NATS user, fronting ``admin`` and every ``--user``; HTTPS
+    with the NATS server's certificate (same CA) unless ``--no-tls``; a token for ``admin`` written once."""
+    from opsched import natsauth
+    from opsched.bus.bus import Bus
+    from opsched.gateway_tokens import FILE_NAME, TokenStore
+    from opsched.proto import permissions
+    from opsched.services.gateway.service import Gateway
+
+    auth = embedded.data_dir / "auth"
+    users = natsauth.users_of([natsauth.parse_user(u) for u in embedded.args.user])
+    tokens_file = auth / FILE_NAME
+    admin_token = auth / "admin.token"
+    if not admin_token.exists():
+        _, token = TokenStore(tokens_file).create(natsauth.ADMIN)
+        natsauth.write_private(admin_token, token + "\n")
+    tls = {"gateway_tls_cert": embedded.tls.cert, "gateway_tls_key": embedded.tls.key} if embedded.tls else {}
+    settings = embedded.settings().model_copy(update={
+        "gateway_port": embedded.args.gateway_port, "gateway_tokens_file": tokens_file,
+        "gateway_users": [f"{name}:{role}" for name, role in natsauth.fronted(users)], **tls})
+    gateway = Gateway(settings)
+    credentials = natsauth.credentials(embedded.auth_dir, permissions.GATEWAY) if embedded.auth_dir else None
+    bus = await Bus.connect(embedded.nats_url, "opsched-gateway", credentials=credentials,
+                            tls_ca_file=embedded.tls.ca if embedded.tls else None)
+
+    async def run() -> None:
+        try:
+            await gateway.run(bus, stop)
+        finally:
+            await bus.close()
+    task = asyncio.create_task(run(), name="gateway")
+    waiting = asyncio.create_task(gateway.ready.wait())
+    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        waiting.cancel()
+        task.result()
+    _say(f"the gateway is at {gateway.url} (token for admin: {admin_token}; more: opsched tokens create USER)")
+    return _Running(task)
 
 
 async def _start_view(embedded: Embedded):

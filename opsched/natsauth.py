@@ -38,14 +38,21 @@ def parse_user(text: str) -> User:
 
 
 def users_of(extra: list[User]) -> list[User]:
-    """The services, ``admin``, then ``extra`` (a name given twice: the last role wins)."""
+    """The services, ``admin``, then ``extra`` (a name given twice: the last role wins), then the gateway's user
+    (``proto.permissions.gateway``: it fronts the client users)."""
     by_name = {name: User(name, SERVICE) for name in permissions.SERVICES}
     by_name[ADMIN] = User(ADMIN, "admin")
     for user in extra:
-        if user.name in permissions.SERVICES:
+        if user.name in permissions.SERVICES or user.name == permissions.GATEWAY:
             raise ValueError(f"--user {user.name}: a service's name")
         by_name[user.name] = user
+    by_name[permissions.GATEWAY] = User(permissions.GATEWAY, permissions.GATEWAY)
     return list(by_name.values())
+
+
+def fronted(users: list[User]) -> tuple[tuple[str, str], ...]:
+    """The client users among ``users`` as (name, role): those the gateway acts for."""
+    return tuple((u.name, u.role) for u in users if u.role in permissions.ROLES)
 
 
 def password_file(auth_dir: Path, user: str) -> Path:
@@ -57,11 +64,11 @@ def _password(auth_dir: Path, user: str) -> str:
     if path.exists():
         return path.read_text().strip()
     password = secrets.token_urlsafe(32)
-    _write_private(path, password + "\n")
+    write_private(path, password + "\n")
     return password
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
@@ -73,8 +80,9 @@ def _quoted(values: tuple[str, ...]) -> str:
     return "[" + ", ".join(json.dumps(v) for v in values) + "]"
 
 
-def _entry(user: User, password: str, agents: tuple[str, ...] = ()) -> str:
-    p = permissions.for_user(user.name, user.role, agents)
+def _entry(user: User, password: str, agents: tuple[str, ...] = (),
+           clients: tuple[tuple[str, str], ...] = ()) -> str:
+    p = permissions.for_user(user.name, user.role, agents, clients)
     deny = f", deny: {_quoted(p.deny)}" if p.deny else ""
     responses = ""
     if p.allow_responses:
@@ -109,9 +117,10 @@ def accounts_block(auth_dir: Path, users: list[User], agents: tuple[str, ...] = 
     (``admin``, the others), which imports what the services' account exports. ``agents``: the named agents, whose
     dispatchers' durables only the dispatcher's user may reach."""
     entries: dict[str, list[str]] = {subjects.SERVICES_ACCOUNT: [], subjects.CLIENTS_ACCOUNT: []}
+    fronts = fronted(users)  # what the gateway's user may send
     for user in users:
-        account = permissions.for_user(user.name, user.role, agents).account
-        entries[account].append(_entry(user, _password(auth_dir, user.name), agents))
+        account = permissions.for_user(user.name, user.role, agents, fronts).account
+        entries[account].append(_entry(user, _password(auth_dir, user.name), agents, fronts))
     entries[subjects.SERVICES_ACCOUNT].extend(more_services)
     services = ",\n".join(entries[subjects.SERVICES_ACCOUNT])
     clients = ",\n".join(entries[subjects.CLIENTS_ACCOUNT])

@@ -6,6 +6,12 @@ from datetime import datetime
 
 SPEC_VERSION = "1.0"
 TYPE_PREFIX = "io.opsched."
+# what the gateway takes in (CloudEvents HTTP binding, ``services.gateway.events``): a submit, its data a
+# polyaxonfile (YAML text) or the contract's ``OpSpec`` (JSON); the op id from the extension, else from the event's
+# id (a retried delivery of one event is one op); the queue from the extension, else the spec's
+SUBMIT_TYPE = TYPE_PREFIX + "operation.submit"
+OP_ID_EXTENSION = "opschedopid"
+QUEUE_EXTENSION = "opschedqueue"
 
 
 def headers(kind: str, msg_id: str, source: str, subject: str | None, time: datetime | None) -> dict[str, str]:

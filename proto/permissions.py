@@ -18,6 +18,7 @@ from opsched.proto.queries import LOGS_ANSWER_CHUNKS
 
 SERVICES = ("admission", "cost", "cache", "dispatcher", "notifier")
 ROLES = ("submitter", "approver", "admin")
+GATEWAY = "gateway"  # the HTTP gateway's user (``services.gateway``): it sends each token's commands as its identity
 
 # the events each service emits (``ops.<type>.<op_id>``): the subject table of docs/architecture.md. Checked against what each
 # service's code can build (tests/contract/test_emits.py): a service that may build an event its user may not
@@ -150,15 +151,32 @@ def client(role: str, user: str) -> Permissions:
     queries, direct gets of what a view reads, the op events live; replies on its own inbox only."""
     if role not in VERBS:
         raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
-    if not subjects.valid_token(user) or user in SERVICES or user == subjects.ANONYMOUS:
+    if not subjects.valid_token(user) or user in SERVICES or user in (subjects.ANONYMOUS, GATEWAY):
         raise ValueError(f"user name {user!r} must be lowercase letters, digits and dashes, and not a service "
-                         f"name nor {subjects.ANONYMOUS!r}")
+                         f"name nor {subjects.ANONYMOUS!r} nor {GATEWAY!r}")
     verbs = tuple(subjects.commands_of(user, verb) for verb in VERBS[role])
     reads = tuple(get for stream in READ_STREAMS for get in subjects.direct_gets(stream, subjects.READ_API_PREFIX))
     return Permissions(publish=(*verbs, *QUERIES, *reads),
                        subscribe=(subjects.inbox_prefix(user) + ".>", subjects.OPS_ALL))
 
 
-def for_user(user: str, role: str, agents: tuple[str, ...] = ()) -> Permissions:
-    """``role``: a service name or a client role; ``agents``: the named agents (their dispatchers' durables)."""
+def gateway(fronted: tuple[tuple[str, str], ...]) -> Permissions:
+    """The HTTP gateway, in the clients' account: exactly the command subjects of the client users it fronts
+    (``fronted``: (user, role) pairs; each as ``client(role, user)`` allows, never ``cmd.>``), the queries, the
+    direct gets and the op events as any client; replies on its own inbox only. It answers no query (the clients'
+    account cannot): its health is its HTTP ``/healthz``."""
+    for user, role in fronted:
+        client(role, user)  # a user or role the configuration would refuse: refused here too
+    commands = tuple(dict.fromkeys(subjects.commands_of(user, verb) for user, role in fronted for verb in VERBS[role]))
+    reads = tuple(get for stream in READ_STREAMS for get in subjects.direct_gets(stream, subjects.READ_API_PREFIX))
+    return Permissions(publish=(*commands, *QUERIES, *reads),
+                       subscribe=(subjects.inbox_prefix(GATEWAY) + ".>", subjects.OPS_ALL))
+
+
+def for_user(user: str, role: str, agents: tuple[str, ...] = (),
+             fronted: tuple[tuple[str, str], ...] = ()) -> Permissions:
+    """``role``: a service name, a client role, or ``GATEWAY`` (it fronts the client users ``fronted``);
+    ``agents``: the named agents (their dispatchers' durables)."""
+    if role == GATEWAY:
+        return gateway(fronted)
     return service(user, agents) if role == "service" else client(role, user)

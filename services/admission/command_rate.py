@@ -43,7 +43,7 @@ from typing import Any
 
 from opsched.proto import access, subjects
 from opsched.services.admission.submit_rate import ANONYMOUS
-from opsched.services.admission.token_buckets import TokenBuckets
+from opsched.services.runtime.token_buckets import TokenBuckets
 
 DEAD_LETTER_WINDOW_S = 60.0  # over its rate, a requester's refusals get one dead letter per window at most
 VERDICTS_KEPT = 1_000  # the latest commands' verdicts (by stream sequence): a redelivery reads its own again

@@ -22,7 +22,7 @@ from opsched.proto.commands import Command
 from opsched.proto.events import OperationSubmitted
 from opsched.proto.reasons import Refusal
 from opsched.services.admission.model.ordering import ANONYMOUS  # a command that names no requester
-from opsched.services.admission.token_buckets import MAX_TRACKED, TokenBuckets
+from opsched.services.runtime.token_buckets import MAX_TRACKED, TokenBuckets
 
 RATE_LIMITED = Refusal.RATE_LIMITED
 

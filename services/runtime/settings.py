@@ -66,6 +66,15 @@ class Settings(BaseSettings):
                                         "verb, refused and malformed ones too; beyond it a submit is rejected "
                                         "rate_limited and refusals get one dead letter a minute; 0: no limit")
     command_burst: int = Field(2000, ge=1, description="... of which this many at once (the token bucket's size)")
+    # gateway (docs/gateway.md)
+    gateway_host: str = Field("127.0.0.1", description="the gateway's HTTP address (loopback by default)")
+    gateway_port: int = Field(8787, ge=0, le=65535, description="the gateway's HTTP port; 0 = any free port")
+    gateway_tokens_file: Path | None = Field(None, description="the bearer tokens (``opsched tokens``), re-read "
+                                             "when it changes")
+    gateway_users: list[str] = Field(default_factory=list, description="the client users the gateway acts for, "
+                                     "NAME:ROLE (as the NATS users are configured)")
+    gateway_tls_cert: Path | None = Field(None, description="serve HTTPS with this certificate (PEM) ...")
+    gateway_tls_key: Path | None = Field(None, description="... and key; none: plain HTTP")
     # retention (see docs/retention.md)
     retention_ttl_s: float = Field(86400.0, ge=0, description="a finished op leaves admission's memory and its "
                                    "events the op stream this long after its end (its termination.ttl, if set)")

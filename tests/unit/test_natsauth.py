@@ -19,7 +19,12 @@ def mode(path: Path) -> int:
 def test_every_service_and_admin_get_a_user_and_extra_users_their_role():
     users = natsauth.users_of([natsauth.parse_user("alice:submitter"), natsauth.parse_user("bob:approver")])
     assert [(u.name, u.role) for u in users] == [*((s, "service") for s in permissions.SERVICES), ("admin", "admin"),
-                                                 ("alice", "submitter"), ("bob", "approver")]
+                                                 ("alice", "submitter"), ("bob", "approver"),
+                                                 ("gateway", "gateway")]
+    assert natsauth.fronted(users) == (("admin", "admin"), ("alice", "submitter"), ("bob", "approver"))
+    gateway = permissions.gateway(natsauth.fronted(users))  # exactly the fronted users' verbs, never cmd.>
+    assert "cmd.alice.submit.>" in gateway.publish and "cmd.bob.approve" in gateway.publish
+    assert "cmd.alice.approve" not in gateway.publish and "cmd.>" not in gateway.publish
 
 
 @pytest.mark.parametrize("text,error", [
@@ -48,7 +53,7 @@ def test_password_files_are_private_and_kept_across_restarts(tmp_path):
     auth = tmp_path / "auth"
     natsauth.accounts_block(auth, natsauth.users_of([]))
     first = {p.name: p.read_text() for p in auth.iterdir()}
-    assert sorted(first) == sorted(f"{u}.password" for u in (*permissions.SERVICES, "admin"))
+    assert sorted(first) == sorted(f"{u}.password" for u in (*permissions.SERVICES, "admin", "gateway"))
     assert mode(auth) == 0o700 and all(mode(p) == 0o600 for p in auth.iterdir())
     natsauth.accounts_block(auth, natsauth.users_of([]))
     assert {p.name: p.read_text() for p in auth.iterdir()} == first

@@ -1,0 +1,10 @@
+"""`python -m opsched.services.gateway`: the gateway as a process (opsched.services.runtime.runner)."""
+from opsched import entrypoint
+
+entrypoint.begin()  # before anything imports nats-py
+
+from opsched.services.gateway.service import Gateway  # noqa: E402
+from opsched.services.runtime.runner import main  # noqa: E402
+
+if __name__ == "__main__":
+    main(Gateway)
