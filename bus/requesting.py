@@ -23,6 +23,9 @@ import nats.js.errors
 
 NO_RESPONDERS = "503"
 
+# what a request raises when no service answers it in time, or none listens (the gateway answers 503 for them)
+UNANSWERED: tuple[type[Exception], ...] = (nats.errors.NoRespondersError, nats.errors.TimeoutError)
+
 
 class PubAck(msgspec.Struct, frozen=True):
     """What a stream answers a publish (a refusal: ``error``)."""

@@ -15,10 +15,9 @@ from typing import Any
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from opsched.bus.requesting import UNANSWERED
 from opsched.client import Client, CommandRefused, LogsUnanswered, VerdictUnknown
 from opsched.gateway_tokens import TokenStore, Unauthorized
 from opsched.output import full
@@ -81,12 +80,13 @@ def build_app(client: Client, store: TokenStore, roles: dict[str, str], now: Cal
         where = ".".join(str(p) for p in first.get("loc", ()))
         return ApiError(400, "invalid_request", f"{where}: {first.get('msg', 'invalid')}", field=where).response()
 
-    @app.exception_handler(NatsTimeout)
-    @app.exception_handler(NoRespondersError)
-    @app.exception_handler(LogsUnanswered)
     async def unanswered(_: Request, exc: Exception) -> JSONResponse:  # no service answering: not the caller's fault
         return ApiError(503, "unavailable", f"no answer from the services ({type(exc).__name__}): is "
                         "opsched running?", headers={"Retry-After": "5"}).response()
+
+    for unanswered_error in UNANSWERED:
+        app.add_exception_handler(unanswered_error, unanswered)  # type: ignore[arg-type]
+    app.add_exception_handler(LogsUnanswered, unanswered)  # type: ignore[arg-type]
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
