@@ -358,7 +358,7 @@ async def _serve(embedded: Embedded) -> int:
     if embedded.metrics_port is not None:
         _say(f"metrics (Prometheus) at http://{METRICS_HOST}:{embedded.metrics_port}/metrics, "
              "health at /healthz and /readyz (--metrics-port: another port, 0: off)")
-    _say("admission, cost, cache and dispatcher are serving; try: opsched submit examples/train-1gpu.yaml --wait")
+    _say(f"{', '.join(SERVICES[:-1])} and {SERVICES[-1]} are serving; try: opsched submit examples/train-1gpu.yaml --wait")
     _say(f"other shells and the SDK (Client.from_context()): export {CONTEXT_ENV}={embedded.context_file}")
     gateway = await _start_gateway(embedded, running.stop) if getattr(embedded.args, "gateway", False) else None
     if gateway is not None:
