@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -32,6 +32,7 @@ from opsched.services.runtime.token_buckets import TokenBuckets
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "proto" / "schemas" / "output"
 MAX_BODY = MAX_SPEC_BYTES  # a request body: the bus's max spec size
+RERUNS = ("restart", "copy", "resume")  # the verbs that take new params (`opsched restart ID -P k=v`)
 TEXT_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
 
 
@@ -64,7 +65,7 @@ def build_app(client: Client, store: TokenStore, roles: dict[str, str], now: Cal
               requests: Requests | None = None, verdict_timeout: float = 10.0) -> FastAPI:
     # (one closure per route, sharing the caller check; each route is short)
     """``roles``: each fronted identity's role (a token of another identity is refused)."""
-    app = FastAPI(title="opsched gateway", version="1",
+    app = FastAPI(title="opsched gateway", version="1", dependencies=[Depends(no_unknown_query)],
                   description="The CLI's verbs over HTTP; CloudEvents in at /v1/events. Bearer tokens "
                   "(`opsched tokens create USER`).")
     buckets: dict[str, TokenBuckets] = {}
@@ -228,39 +229,49 @@ def build_app(client: Client, store: TokenStore, roles: dict[str, str], now: Cal
                     yield line + "\n"
         return StreamingResponse(text(), media_type="text/plain")
 
+    async def command(request: Request, verb: str, op_id: str, comment: str, param: list[str] | None) -> JSONResponse:
+        params = _overrides(param, None, None).get("params")
+        who = await caller(request)
+        who.may(verb)
+        c = who.client
+        try:
+            if verb == "stop":
+                v = await c.stop(op_id, comment or "stopped by user", timeout=verdict_timeout)
+            elif verb == "approve":
+                v = await c.approve(op_id, comment, who.identity, timeout=verdict_timeout)
+            elif verb == "reject":
+                v = await c.reject(op_id, comment, who.identity, timeout=verdict_timeout)
+            elif verb == "resume":
+                v = await c.resume(op_id, params, who.identity, timeout=verdict_timeout)
+            else:
+                v = await c.rerun(op_id, params, copy=verb == "copy", requested_by=who.identity,
+                                  timeout=verdict_timeout)
+        except CommandRefused as exc:
+            item = VerdictItem(op_id=op_id, verb=verb, outcome=exc.verdict.outcome, message=exc.verdict.message,
+                               refused=True)
+            return JSONResponse({"error": exc.verdict.outcome, "message": str(exc), "field": "op_id",
+                                 "verdict": full(VerdictList(items=[item]))}, status_code=409)
+        except VerdictUnknown as exc:
+            raise ApiError(504, "no_verdict", str(exc)) from None
+        assert v is not None
+        item = VerdictItem(op_id=op_id, verb=verb, outcome=v.outcome, message=v.message,
+                           nothing_to_do=v.nothing_to_do)
+        out = full(VerdictList(items=[item]))
+        if v.new_op_id:
+            out["newOpId"] = v.new_op_id
+        return JSONResponse(out)
+
     def verdicts(verb: str, schema_name: str | None) -> None:
-        @app.post(f"/v1/ops/{{op_id}}/{verb}", responses=answers(schema_name), name=verb,
-                  summary=f"{verb} (as `opsched {verb} ID -o json`)")
-        async def command(request: Request, op_id: str, comment: str = "") -> JSONResponse:
-            who = await caller(request)
-            who.may(verb)
-            c = who.client
-            try:
-                if verb == "stop":
-                    v = await c.stop(op_id, comment or "stopped by user", timeout=verdict_timeout)
-                elif verb == "approve":
-                    v = await c.approve(op_id, comment, who.identity, timeout=verdict_timeout)
-                elif verb == "reject":
-                    v = await c.reject(op_id, comment, who.identity, timeout=verdict_timeout)
-                elif verb == "resume":
-                    v = await c.resume(op_id, None, who.identity, timeout=verdict_timeout)
-                else:
-                    v = await c.rerun(op_id, None, copy=verb == "copy", requested_by=who.identity,
-                                      timeout=verdict_timeout)
-            except CommandRefused as exc:
-                item = VerdictItem(op_id=op_id, verb=verb, outcome=exc.verdict.outcome, message=exc.verdict.message,
-                                   refused=True)
-                return JSONResponse({"error": exc.verdict.outcome, "message": str(exc), "field": "op_id",
-                                     "verdict": full(VerdictList(items=[item]))}, status_code=409)
-            except VerdictUnknown as exc:
-                raise ApiError(504, "no_verdict", str(exc)) from None
-            assert v is not None
-            item = VerdictItem(op_id=op_id, verb=verb, outcome=v.outcome, message=v.message,
-                               nothing_to_do=v.nothing_to_do)
-            out = full(VerdictList(items=[item]))
-            if v.new_op_id:
-                out["newOpId"] = v.new_op_id
-            return JSONResponse(out)
+        route = app.post(f"/v1/ops/{{op_id}}/{verb}", responses=answers(schema_name), name=verb,
+                         summary=f"{verb} (as `opsched {verb} ID -o json`)")
+        if verb in RERUNS:
+            @route
+            async def rerun(request: Request, op_id: str, param: list[str] | None = Query(None)) -> JSONResponse:
+                return await command(request, verb, op_id, "", param)
+        else:
+            @route
+            async def verdict(request: Request, op_id: str, comment: str = "") -> JSONResponse:
+                return await command(request, verb, op_id, comment, None)
 
     for verb, name in (("stop", "stop"), ("approve", "approve"), ("reject", "reject"), ("restart", None),
                        ("copy", None), ("resume", None)):
@@ -289,6 +300,25 @@ def _text(body: bytes) -> str:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ApiError(400, "invalid_yaml", f"the body is not UTF-8 text: {exc}") from None
+
+
+async def no_unknown_query(request: Request) -> None:
+    """Never ignore what a caller wrote: a query parameter the route does not read is refused, named (FastAPI
+    would drop it silently)."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None:
+        return
+    known = _query_names(dependant)
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        reads = ", ".join(sorted(known)) or "no query parameters"
+        raise ApiError(400, "unknown_parameter", f"unknown query parameter {unknown[0]!r}: this route reads {reads}",
+                       field=unknown[0])
+
+
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameters a route reads: its own and its dependencies'."""
+    return {p.alias for p in dependant.query_params}.union(*(_query_names(d) for d in dependant.dependencies))
 
 
 def _overrides(params: list[str] | None, queue: str | None, priority: int | None) -> dict[str, Any]:

@@ -212,3 +212,34 @@ async def test_a_query_no_service_answers_is_503_not_500(gateway):
     _, token = store.create("admin")
     r = await call("GET", service.url + "/v1/cost", headers=bearer(token))
     assert r.status_code == 503 and r.json()["error"] == "unavailable" and r.headers["Retry-After"]
+
+
+async def test_a_query_parameter_no_route_reads_is_refused_naming_it(gateway):
+    service, store = gateway
+    _, token = store.create("admin")
+    r = await call("GET", service.url + "/v1/ops?stauts=running", headers=bearer(token))
+    assert r.status_code == 400 and r.json()["field"] == "stauts" and "status" in r.json()["message"], r.text
+    r = await call("POST", service.url + "/v1/ops/some-op/stop?param=lr=0.1", headers=bearer(token))
+    assert r.status_code == 400 and r.json()["field"] == "param", r.text  # stop takes no params: never dropped
+
+
+async def test_restart_takes_new_params_as_the_cli_s_restart_p(gateway, client):
+    service, store = gateway
+    _, token = store.create("ann")
+    yaml = {**bearer(token), "Content-Type": "application/yaml"}
+    with_input = YAML.replace("  run:", "  inputs: [{name: lr, type: float, value: 0.1}]\n  run:")
+    r = await call("POST", service.url + "/v1/ops?id=gw-rerun-1", data=with_input, headers=yaml)
+    assert r.status_code == 202, r.text
+    r = await call("POST", service.url + "/v1/ops/gw-rerun-1/stop", headers=bearer(token))
+    assert r.status_code == 200, r.text
+    r = await call("POST", service.url + "/v1/ops/gw-rerun-1/restart?param=lr=0.5", headers=bearer(token))
+    assert r.status_code == 200, r.text
+    new = r.json()["newOpId"]
+    params = None
+    async for event, _row in client.watch(new, timeout=15):
+        if type(event).__name__ == "OperationSubmitted":
+            params = event.spec.params
+            break
+    assert params is not None and params["lr"] == 0.5, params
+    r = await call("POST", service.url + "/v1/ops/gw-rerun-1/restart?param=nokeyvalue", headers=bearer(token))
+    assert r.status_code == 400 and r.json()["field"] == "param", r.text
