@@ -5,25 +5,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import socket
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
 
+from opsched.inloop_http import InLoopServer
 from opsched.ui.app import build_app
 from opsched.ui.feed import Feed
 from opsched.ui.hosts import HostCheck
 from opsched.ui.options import DEFAULT_HOST, DEFAULT_PORT
 from opsched.ui.sources import Sources
-
-
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield  # signals stay the process's own (Ctrl-C stops `opsched ui`; `opsched up` drains its services)
 
 
 class WebView:
@@ -32,7 +25,7 @@ class WebView:
         self.client, self.host, self.port = client, host, port
         self.feed = Feed()
         self.sources = Sources(client, self.feed, interval=interval)
-        self._server: _Server | None = None
+        self._server: InLoopServer | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -51,7 +44,7 @@ class WebView:
         app = HostCheck(build_app(self.feed, why=self.sources.why, logs=self.sources.logs), self.host, self.port)  # DNS rebinding: only its own address
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=2)
-        self._server = _Server(config)
+        self._server = InLoopServer(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="ui-http")
         return self
 

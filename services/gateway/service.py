@@ -9,9 +9,7 @@ query)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -19,6 +17,8 @@ import uvicorn
 from opsched.bus.bus import Bus
 from opsched.client import Client
 from opsched.gateway_tokens import TokenStore
+from opsched.inloop_http import InLoopServer
+from opsched.natsauth import parse_user
 from opsched.proto import permissions
 from opsched.services.gateway.app import build_app
 from opsched.services.gateway.metrics import Requests
@@ -27,20 +27,9 @@ from opsched.services.runtime.service import Service
 from opsched.services.runtime.settings import Settings
 
 
-class _Server(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield  # signals stay the process's own (the runner drains on SIGTERM)
-
-
 def roles_of(users: list[str]) -> dict[str, str]:
-    """``NAME:ROLE`` entries -> name -> role (ValueError naming a bad one)."""
-    out = {}
-    for entry in users:
-        name, _, role = entry.partition(":")
-        permissions.client(role, name)
-        out[name] = role
-    return out
+    """``NAME:ROLE`` entries (read as `opsched up --user` reads them) -> name -> role (ValueError naming a bad one)."""
+    return {user.name: user.role for user in map(parse_user, users)}
 
 
 class Gateway(Service):
@@ -54,7 +43,7 @@ class Gateway(Service):
         self.store = TokenStore(settings.gateway_tokens_file, self.clock.now)
         self.requests = Requests()
         self.port = settings.gateway_port
-        self._server: _Server | None = None
+        self._server: InLoopServer | None = None
 
     def metric_families(self) -> list[Any]:
         return self.requests.families()
@@ -75,7 +64,7 @@ class Gateway(Service):
                if self.settings.gateway_tls_cert else {})
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=2, **tls)  # type: ignore[arg-type]
-        self._server = server = _Server(config)
+        self._server = server = InLoopServer(config)
         task = asyncio.create_task(server.serve(sockets=[sock]), name="gateway-http")
         self.starting = "ready"
         self.ready.set()

@@ -62,6 +62,7 @@ class Notifier(Service):
             connections = conns.load(settings.connections_file) if settings.connections_file else \
                 conns.ConnectionsFile()
         self.connections = connections
+        self.known = connections.by_name()  # the file is read once, at start
         self.retrying = Retrying(Backoff(settings.notify_backoff_base_s, settings.notify_backoff_cap_s),
                                  give_up_after=timedelta(seconds=settings.notify_give_up_s))
 
@@ -87,11 +88,10 @@ class Notifier(Service):
             return []
         trigger_id = default_msg_id(event)
         data: dict[str, Any] = json.loads(codec.encode(event))
-        known = self.connections.by_name()
         out: list[Event] = []
         for name in names:
             dlv = delivery_id(trigger_id, name)
-            if name not in known:
+            if name not in self.known:
                 ctx.log.warning("notification_unknown_connection", connection=name, trigger=kind)
                 out.append(NotificationFailed(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt,
                                               delivery_id=dlv, connection=name, trigger=kind,
@@ -114,7 +114,7 @@ class Notifier(Service):
                                          status=outcome.status, error=outcome.error[:500],
                                          delivered=outcome.delivered, retry_in_s=retry_in_s)
 
-        conn = self.connections.by_name().get(due.connection)
+        conn = self.known.get(due.connection)
         if conn is None:
             outcome = Outcome(None, f"unknown connection {due.connection!r}: not in the notifier's connections file")
         else:
