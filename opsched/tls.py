@@ -166,9 +166,13 @@ def _write_server_cert(files: TlsFiles, hosts: tuple[str, ...]) -> None:
 
 
 if __name__ == "__main__":  # python -m opsched.tls DIR [HOST ...]: the files for a deployment (docs/deploying.md)
-    import sys
+    import argparse
 
-    if len(sys.argv) < 2:
-        sys.exit("usage: python -m opsched.tls DIR [HOST ...]   (hosts besides localhost, 127.0.0.1)")
-    made = ensure_tls(Path(sys.argv[1]), tuple(sys.argv[2:]))
+    parser = argparse.ArgumentParser(prog="python -m opsched.tls", description="a CA and a server certificate "
+                                     "signed by it, for NATS or the gateway (kept if DIR already has them)")
+    parser.add_argument("dir", help="where ca.pem, server.pem and server-key.pem go")
+    parser.add_argument("hosts", nargs="*", metavar="HOST", help="names the certificate is for, besides localhost "
+                        "and 127.0.0.1")
+    args = parser.parse_args()
+    made = ensure_tls(Path(args.dir), tuple(args.hosts))
     print(f"CA {made.ca}\nserver certificate {made.cert}\nserver key {made.key} (0600)")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import yaml
 
+from opsched.proto import permissions
+
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 BASE = DEPLOY / "base"
 
@@ -49,7 +51,7 @@ def test_admission_runs_a_standby_and_rolls_without_downtime():
 
 
 def test_only_the_dispatcher_may_talk_to_the_kubernetes_api():
-    for name in ("opsched-admission", "opsched-cost", "opsched-cache"):
+    for name in (f"opsched-{s}" for s in (*permissions.SERVICES, permissions.GATEWAY) if s != "dispatcher"):
         assert deployment(name)["spec"]["template"]["spec"]["automountServiceAccountToken"] is False, name
 
 
@@ -134,7 +136,7 @@ def test_the_dispatcher_runs_as_its_service_account():
 
 
 def test_each_deployment_runs_a_service_module_that_exists():
-    for service in ("admission", "cost", "cache", "dispatcher"):
+    for service in (*permissions.SERVICES, permissions.GATEWAY):
         (container,) = deployment(f"opsched-{service}")["spec"]["template"]["spec"]["containers"]
         assert container["command"] == ["python", "-m", f"opsched.services.{service}"]
         assert (DEPLOY.parent / "services" / service / "__main__.py").is_file()

@@ -13,6 +13,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from opsched.proto import permissions
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 CONSTRAINTS = ROOT / "deploy" / "constraints.txt"
@@ -56,8 +58,8 @@ def test_the_image_runs_as_a_numeric_non_root_user_the_pods_ask_for_too():
     user = arguments("USER")[-1]
     assert re.fullmatch(r"[1-9]\d*:[1-9]\d*", user), f"USER {user}: a numeric uid:gid, not root"
     uid, gid = (int(n) for n in user.split(":"))
-    for service in ("admission", "cost", "cache", "dispatcher"):
-        manifest = yaml.safe_load((ROOT / "deploy" / "base" / f"30-{service}.yaml").read_text())
+    for service in (*permissions.SERVICES, permissions.GATEWAY):
+        manifest = next(yaml.safe_load_all((ROOT / "deploy" / "base" / f"30-{service}.yaml").read_text()))
         pod = manifest["spec"]["template"]["spec"]["securityContext"]
         assert (pod["runAsUser"], pod["runAsGroup"]) == (uid, gid), service
 

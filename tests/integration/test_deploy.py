@@ -20,6 +20,7 @@ import os
 import secrets
 import shutil
 import subprocess
+from unittest import mock
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,13 +28,15 @@ import pytest
 import yaml
 
 from opsched.localcluster import kubectl
+from opsched.proto import permissions
 from tests.integration.rbac import NODE_VERBS, QUEUE_NAMESPACE_GRANTS, granted
 
 pytestmark = pytest.mark.integration
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-SERVICES = ("admission", "cost", "cache", "dispatcher")
+SERVICES = (*permissions.SERVICES, permissions.GATEWAY)   # a Deployment each
 HEALTH = 8080
+GATEWAY_PORT = 8787
 Key = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 
 
@@ -176,7 +179,8 @@ def test_probes_and_the_metrics_scrape_use_the_health_port_each_service_is_told(
         env = env_of(container)
         assert container["command"] == ["python", "-m", f"opsched.services.{service}"]
         assert int(env["OPSCHED_HEALTH_PORT"]) == HEALTH and env["OPSCHED_HEALTH_HOST"] == "0.0.0.0"
-        assert container["ports"] == [{"containerPort": HEALTH, "name": "health", "protocol": "TCP"}]
+        assert container["ports"][0] == {"containerPort": HEALTH, "name": "health", "protocol": "TCP"}
+        assert len(container["ports"]) == (2 if service == "gateway" else 1)
         probes = {name: (container[name]["httpGet"]["path"], container[name]["httpGet"]["port"])
                   for name in ("startupProbe", "livenessProbe", "readinessProbe")}
         assert probes == {"startupProbe": ("/healthz", "health"), "livenessProbe": ("/healthz", "health"),
@@ -228,6 +232,44 @@ def test_the_dispatchers_rbac_is_pods_in_its_queue_namespaces_and_nodes(applied)
         assert granted(kubeconfig, namespace) == QUEUE_NAMESPACE_GRANTS, namespace
     for namespace in ("opsched-system", "default", "kube-system"):
         assert granted(kubeconfig, namespace) == {"nodes": NODE_VERBS}, namespace
+
+
+def test_the_gateway_serves_https_behind_its_service_with_its_tokens_and_certificate_from_secrets(applied):
+    from opsched.services.runtime.settings import Settings
+    from opsched.services.gateway.service import roles_of
+
+    spec = pod_spec(applied.deployment("gateway"))
+    (container,) = spec["containers"]
+    env = env_of(container)
+    with mock.patch.dict(os.environ, env, clear=True):
+        settings = Settings()   # read as the service reads its environment
+    assert (settings.gateway_host, settings.gateway_port) == ("0.0.0.0", GATEWAY_PORT)
+    assert roles_of(settings.gateway_users) == {"admin": "admin"}
+    assert mounted_secret(spec, container, str(settings.gateway_tokens_file)) == \
+        ("opsched-gateway-tokens", ["gateway-tokens.json"])
+    assert mounted_secret(spec, container, str(settings.gateway_tls_cert)) == ("opsched-gateway-tls", ["tls.crt"])
+    assert mounted_secret(spec, container, str(settings.gateway_tls_key)) == ("opsched-gateway-tls", ["tls.key"])
+    assert not any("subPath" in m for m in container["volumeMounts"])  # a subPath mount never sees a Secret's update
+    service = applied.live["Service", "opsched-system", "opsched-gateway"]["spec"]
+    assert service["selector"] == applied.deployment("gateway")["spec"]["selector"]["matchLabels"]
+    (port,) = service["ports"]
+    assert (port["port"], port["targetPort"]) == (443, "https")
+    assert {"containerPort": GATEWAY_PORT, "name": "https", "protocol": "TCP"} in container["ports"]
+
+
+def test_the_notifier_reads_its_connections_and_their_secrets_from_its_own_secret(applied):
+    spec = pod_spec(applied.deployment("notifier"))
+    (container,) = spec["containers"]
+    path = env_of(container)["OPSCHED_CONNECTIONS_FILE"]
+    mount = next(m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    # the whole Secret: connections.yaml and the signing secrets its entries name (secretFile) beside it
+    assert volume["secret"]["secretName"] == "opsched-notifier-connections" and "items" not in volume["secret"]
+    assert path.removeprefix(mount["mountPath"] + "/") == "connections.yaml"
+    for service in SERVICES:
+        if service != "notifier":
+            volumes = pod_spec(applied.deployment(service))["volumes"]
+            assert "opsched-notifier-connections" not in {v.get("secret", {}).get("secretName") for v in volumes}
 
 
 # ---- replicas, disruption budgets, resources, network policies ------------------------------------------------
@@ -310,8 +352,13 @@ def test_prod_denies_all_traffic_but_dns_nats_the_api_server_for_the_dispatcher_
         egress = {("UDP", 53): [], ("TCP", 53): [], ("TCP", 4222): nats_peers}
         if service == "dispatcher":
             egress |= {("TCP", 443): [], ("TCP", 6443): []}  # the API server, wherever it is
+        if service == "notifier":
+            egress |= {("TCP", 443): []}  # its sinks, wherever they are
+        ingress = {("TCP", HEALTH): scrapers}
+        if service == "gateway":
+            ingress |= {("TCP", GATEWAY_PORT): []}  # its clients, from anywhere
         assert allowed(prod, service, "Egress") == egress, service
-        assert allowed(prod, service, "Ingress") == {("TCP", HEALTH): scrapers}, service
+        assert allowed(prod, service, "Ingress") == ingress, service
 
 
 def test_a_queue_namespace_added_as_deploy_readme_says_gets_the_dispatchers_pod_verbs(dev, cluster, tmp_path):
