@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from opsched.proto.outputs import TokenItem
+
 PREFIX = "ops"
 DEFAULT_RATE = 10.0  # requests a second a token may make ...
 DEFAULT_BURST = 20  # ... of which this many at once
@@ -32,9 +34,11 @@ class Token:
     rate: float = DEFAULT_RATE
     burst: int = DEFAULT_BURST
 
-    def listed(self) -> dict:
+    def listed(self) -> TokenItem:
         """What ``opsched tokens list`` shows: everything but the hash."""
-        return {k: v for k, v in asdict(self).items() if k != "sha256"}
+        return TokenItem(id=self.id, identity=self.identity, created=_parse(self.created),
+                         expires=_parse(self.expires) if self.expires else None,
+                         revoked=_parse(self.revoked) if self.revoked else None, rate=self.rate, burst=self.burst)
 
 
 class Unauthorized(Exception):

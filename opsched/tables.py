@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from opsched.proto.history import HistoryEntry
-from opsched.proto.outputs import NotificationsAnswer
+from opsched.proto.outputs import NotificationsAnswer, TokenList
 from opsched.proto.queries import CostAnswer, QueuesAnswer, QueueStatus, SchedulesAnswer, ScheduleStatus, WhyAnswer
 
 
@@ -194,3 +194,19 @@ def schedules_table(answer: SchedulesAnswer, now: datetime | None = None) -> str
         rows.append((s.schedule_id, s.name or "?", s.kind or "-", _when(s), state, runs,
                      _ago(s.next_run_at, now) if s.next_run_at else "-", last or "-"))
     return grid(("SCHEDULE", "NAME", "KIND", "WHEN", "STATE", "RUNS", "NEXT RUN", "LAST RUNS"), rows)
+
+
+def tokens_table(listed: TokenList) -> str:
+    """`opsched tokens list`: one row a token, its state (active, expired at ..., revoked at ...)."""
+    now = datetime.now(timezone.utc)
+
+    def state(expires: datetime | None, revoked: datetime | None) -> str:
+        if revoked:
+            return f"revoked {revoked:%Y-%m-%d %H:%M}"
+        if expires and expires <= now:
+            return f"expired {expires:%Y-%m-%d %H:%M}"
+        return f"until {expires:%Y-%m-%d %H:%M}" if expires else "active"
+
+    rows = [(t.id, t.identity, f"{t.created:%Y-%m-%d %H:%M}", state(t.expires, t.revoked), f"{t.rate:g}/s", t.burst)
+            for t in listed.items]
+    return grid(("ID", "IDENTITY", "CREATED", "STATE", "RATE", "BURST"), rows) if rows else "no tokens"

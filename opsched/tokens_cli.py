@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from opsched.connection import fail
+from opsched.output import TABLE, add_output, render
 
 
 def tokens_file(args: argparse.Namespace) -> Path:
@@ -26,7 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--expires", help="e.g. 30d, 12h (default: never)")
     c.add_argument("--rate", type=float, default=DEFAULT_RATE, help=f"requests/s (default {DEFAULT_RATE:g})")
     c.add_argument("--burst", type=int, default=DEFAULT_BURST, help=f"... at once (default {DEFAULT_BURST})")
-    verbs.add_parser("list", help="every token, never its secret nor hash")
+    lst = verbs.add_parser("list", help="every token, never its secret nor hash")
+    add_output(lst)
     r = verbs.add_parser("revoke", help="revoke a token by its id (every gateway sharing the file: at once)")
     r.add_argument("id")
     t.set_defaults(func=cmd_tokens)
@@ -35,6 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_tokens(args: argparse.Namespace) -> int:
     from opsched.gateway_tokens import TokenStore, parse_duration
     from opsched.proto import permissions
+    from opsched.proto.outputs import TokenList
+    from opsched.tables import tokens_table
 
     store = TokenStore(tokens_file(args))
     if args.tokens_verb == "create":
@@ -50,7 +53,8 @@ def cmd_tokens(args: argparse.Namespace) -> int:
         print(token)
         return 0
     if args.tokens_verb == "list":
-        print(json.dumps([t.listed() for t in store.tokens().values()], indent=1))
+        listed = TokenList(items=[t.listed() for t in store.tokens().values()])
+        print(tokens_table(listed) if args.output == TABLE else render(listed, args.output))
         return 0
     try:
         store.revoke(args.id)

@@ -88,6 +88,24 @@ class VersionInfo(Wire, tag_field="type", tag="version", kw_only=True):
     server: str | None = None  # admission's opsched version (null: it did not answer, or did not tell)
 
 
+class TokenItem(Wire, kw_only=True):
+    """One of the gateway's bearer tokens as `opsched tokens list` shows it: never its secret nor its hash."""
+
+    id: str
+    identity: str  # the client user it acts as
+    created: datetime
+    expires: datetime | None = None
+    revoked: datetime | None = None
+    rate: float  # requests a second ...
+    burst: int   # ... of which this many at once
+
+
+class TokenList(Wire, tag_field="type", tag="token_list", kw_only=True):
+    """`opsched tokens list -o json|yaml`: every token of the file, revoked and expired ones too."""
+
+    items: list[TokenItem] = []
+
+
 # command -> the type its JSON/YAML output is (the schema snapshot and the contract test walk this)
 NOTIFICATION_EVENTS = frozenset({event_type(NotificationAttempted), event_type(NotificationFailed)})
 
@@ -117,4 +135,5 @@ OUTPUTS: dict[str, type] = {
     "stop": VerdictList,
     "approve": VerdictList,
     "reject": VerdictList,
+    "tokens": TokenList,
 }

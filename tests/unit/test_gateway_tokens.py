@@ -28,7 +28,7 @@ def test_secret_is_stored_hashed_and_checked(tmp_path):
         store.authenticate(f"Bearer {token}x")
     with pytest.raises(Unauthorized, match="required"):
         store.authenticate(None)
-    assert "sha256" not in record.listed()
+    assert not hasattr(record.listed(), "sha256") and record.listed().identity == record.identity
 
 
 def test_expiry_on_the_injected_clock(tmp_path):
@@ -103,11 +103,18 @@ def test_the_tokens_command_creates_lists_and_revokes(tmp_path, capsys):
     assert main(["tokens", "--file", file, "create", "ann", "--expires", "1d", "--rate", "2"]) == 0
     token = capsys.readouterr().out.strip()
     assert token.startswith("ops_")
+    assert main(["tokens", "--file", file, "list", "-o", "json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    listed = answer["items"]
+    assert answer["type"] == "token_list" and [t["identity"] for t in listed] == ["ann"]
+    assert token.split("_", 2)[2] not in json.dumps(listed) and "sha256" not in listed[0] and listed[0]["rate"] == 2
     assert main(["tokens", "--file", file, "list"]) == 0
-    listed = json.loads(capsys.readouterr().out)
-    assert [t["identity"] for t in listed] == ["ann"] and token.split("_", 2)[2] not in json.dumps(listed)
-    assert "sha256" not in listed[0] and listed[0]["rate"] == 2
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["ID", "IDENTITY", "CREATED", "STATE", "RATE", "BURST"]
+    assert table[1].split()[:2] == [listed[0]["id"], "ann"] and "until" in table[1] and "2/s" in table[1]
     assert main(["tokens", "--file", file, "revoke", listed[0]["id"]]) == 0
+    assert main(["tokens", "--file", file, "list"]) == 0
+    assert "revoked" in capsys.readouterr().out
     with pytest.raises(Unauthorized, match="revoked"):
         TokenStore(tmp_path / "tokens.json").authenticate(f"Bearer {token}")
     assert main(["tokens", "--file", file, "create", "admission"]) != 0  # a service's user: no token acts as it
