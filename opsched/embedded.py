@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 DEFAULT_NODES = ["gpu-a100-0:2:A100", "gpu-a100-1:1:A100", "gpu-t4-0:1:T4"]
 EXAMPLE_QUEUES = Path(__file__).resolve().parents[1] / "examples" / "queues.yaml"
+ADMIN_TOKEN = "admin.token"  # the gateway's token for admin, in DATA_DIR/auth (with --gateway)
 METRICS_HOST, METRICS_PORT = "127.0.0.1", 8090  # `opsched up`'s /metrics, /healthz, /readyz (the web view: 8089)
 ENV_KEY = "env.key"  # in the auth directory: the key sealing env values (``services.runtime.sealing``)
 DEMO_EXAMPLES = ["train-2gpu.yaml", "train-1gpu.yaml", "train-1gpu.yaml", "eval-fails.yaml", "cpu-preprocess.yaml"]
@@ -126,6 +127,8 @@ class Embedded:
              "queues_file": str(Path(self.args.queues).resolve()) if self.args.queues else None}))
         os.replace(partial, state)  # whole or absent: whoever waits for it to appear reads all of it
         self._write_context()
+        if self.gateway:
+            self._write_admin_token()
 
     @property
     def context_file(self) -> Path:
@@ -244,7 +247,41 @@ class Embedded:
                         queues_file=self.args.queues, prices_file=self.args.prices,
                         connections_file=self.args.connections,
                         log_format="json" if self.args.demo else "auto",
-                        health_port=self.metrics_port, health_host=METRICS_HOST)
+                        health_port=self.metrics_port, health_host=METRICS_HOST, **self._gateway_settings())
+
+    @property
+    def gateway(self) -> bool:
+        return bool(getattr(self.args, "gateway", False))
+
+    @property
+    def service_names(self) -> tuple[str, ...]:
+        """The services this `opsched up` serves in its process: the five, and the gateway with ``--gateway``."""
+        from opsched.proto import permissions
+
+        return (*SERVICES, permissions.GATEWAY) if self.gateway else SERVICES
+
+    def _gateway_settings(self) -> dict[str, Any]:
+        """The gateway's (``--gateway``): on loopback, fronting ``admin`` and every ``--user``, HTTPS with the NATS
+        server's certificate (same CA) unless ``--no-tls``, its tokens in ``DATA_DIR/auth``."""
+        from opsched import natsauth
+        from opsched.gateway_tokens import FILE_NAME
+
+        if not self.gateway:
+            return {}
+        users = natsauth.users_of([natsauth.parse_user(u) for u in self.args.user])
+        tls = {"gateway_tls_cert": self.tls.cert, "gateway_tls_key": self.tls.key} if self.tls else {}
+        return {"gateway_port": self.args.gateway_port, "gateway_tokens_file": self.data_dir / "auth" / FILE_NAME,
+                "gateway_users": [f"{name}:{role}" for name, role in natsauth.fronted(users)], **tls}
+
+    def _write_admin_token(self) -> None:
+        """A gateway token for ``admin`` in ``DATA_DIR/auth/admin.token``, made once (kept across restarts)."""
+        from opsched import natsauth
+        from opsched.gateway_tokens import FILE_NAME, TokenStore
+
+        admin_token = self.data_dir / "auth" / ADMIN_TOKEN
+        if not admin_token.exists():
+            _, token = TokenStore(self.data_dir / "auth" / FILE_NAME).create(natsauth.ADMIN)
+            natsauth.write_private(admin_token, token + "\n")
 
     def close(self) -> None:
         from opsched.localcluster.simkubelet import terminate
@@ -337,14 +374,14 @@ async def _start_services(embedded: Embedded) -> ServicesInProcess:
     """The services, serving ``/metrics`` on the metrics port; the default port taken since it was probed (another
     `opsched up` starting beside this one): off, said so, as when the probe finds it taken."""
     try:
-        return await ServicesInProcess(embedded.settings(), connect=embedded.connect).start()
+        return await ServicesInProcess(embedded.settings(), embedded.service_names, embedded.connect).start()
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE or embedded.args.metrics_port is not None or embedded.metrics_port is None:
             raise
         _say(f"metrics port {embedded.metrics_port} was taken as the services started ({exc.strerror}): no /metrics "
              "(choose one with --metrics-port)")
         embedded.metrics_port = None
-        return await ServicesInProcess(embedded.settings(), connect=embedded.connect).start()
+        return await ServicesInProcess(embedded.settings(), embedded.service_names, embedded.connect).start()
 
 
 async def _serve(embedded: Embedded) -> int:
@@ -360,9 +397,11 @@ async def _serve(embedded: Embedded) -> int:
              "health at /healthz and /readyz (--metrics-port: another port, 0: off)")
     _say(f"{', '.join(SERVICES[:-1])} and {SERVICES[-1]} are serving; try: opsched submit examples/train-1gpu.yaml --wait")
     _say(f"other shells and the SDK (Client.from_context()): export {CONTEXT_ENV}={embedded.context_file}")
-    gateway = await _start_gateway(embedded, running.stop) if getattr(embedded.args, "gateway", False) else None
-    if gateway is not None:
-        others.append(gateway)
+    if embedded.gateway:
+        from opsched.proto import permissions
+
+        _say(f"the gateway is at {running.service(permissions.GATEWAY).url} (token for admin: "
+             f"{embedded.data_dir / 'auth' / ADMIN_TOKEN}; more: opsched tokens create USER)")
     try:
         view = await _start_view(embedded) if embedded.args.ui else None
     except OSError as exc:  # its port taken: said plainly, everything stopped
@@ -391,56 +430,6 @@ async def _serve(embedded: Embedded) -> int:
             await view.close()
             await view.client.close()
     return code
-
-
-class _Running:
-    """A service run beside the others (``wait``: until it stops)."""
-
-    def __init__(self, task: asyncio.Task) -> None:
-        self.task = task
-
-    async def wait(self) -> None:
-        await self.task
-
-
-async def _start_gateway(embedded: Embedded, stop: asyncio.Event) -> _Running:
-    """The gateway (``services.gateway``) as its own NATS user, fronting ``admin`` and every ``--user``; HTTPS
-    with the NATS server's certificate (same CA) unless ``--no-tls``; a token for ``admin`` written once."""
-    from opsched import natsauth
-    from opsched.bus.bus import Bus
-    from opsched.gateway_tokens import FILE_NAME, TokenStore
-    from opsched.proto import permissions
-    from opsched.services.gateway.service import Gateway
-
-    auth = embedded.data_dir / "auth"
-    users = natsauth.users_of([natsauth.parse_user(u) for u in embedded.args.user])
-    tokens_file = auth / FILE_NAME
-    admin_token = auth / "admin.token"
-    if not admin_token.exists():
-        _, token = TokenStore(tokens_file).create(natsauth.ADMIN)
-        natsauth.write_private(admin_token, token + "\n")
-    tls = {"gateway_tls_cert": embedded.tls.cert, "gateway_tls_key": embedded.tls.key} if embedded.tls else {}
-    settings = embedded.settings().model_copy(update={
-        "gateway_port": embedded.args.gateway_port, "gateway_tokens_file": tokens_file,
-        "gateway_users": [f"{name}:{role}" for name, role in natsauth.fronted(users)], **tls})
-    gateway = Gateway(settings)
-    credentials = natsauth.credentials(embedded.auth_dir, permissions.GATEWAY) if embedded.auth_dir else None
-    bus = await Bus.connect(embedded.nats_url, "opsched-gateway", credentials=credentials,
-                            tls_ca_file=embedded.tls.ca if embedded.tls else None)
-
-    async def run() -> None:
-        try:
-            await gateway.run(bus, stop)
-        finally:
-            await bus.close()
-    task = asyncio.create_task(run(), name="gateway")
-    waiting = asyncio.create_task(gateway.ready.wait())
-    await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiting.cancel()
-        task.result()
-    _say(f"the gateway is at {gateway.url} (token for admin: {admin_token}; more: opsched tokens create USER)")
-    return _Running(task)
 
 
 async def _start_view(embedded: Embedded):

@@ -139,6 +139,6 @@ def credentials(auth_dir: Path, user: str) -> Credentials:
 def service_of(connection_name: str) -> str:
     """``opsched-<service>`` (the runner's connection names) -> the service's user."""
     name = connection_name.removeprefix("opsched-")
-    if name not in permissions.SERVICES:
+    if name not in permissions.SERVICES and name != permissions.GATEWAY:
         raise ValueError(f"no NATS user for connection {connection_name!r}")
     return name

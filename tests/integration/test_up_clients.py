@@ -6,6 +6,7 @@ connecting from the context with nothing stray on stderr, and /metrics on the me
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -55,18 +56,19 @@ class StandInCluster:
         await self.bus.close()
 
 
-@pytest.fixture
-async def up(tmp_path: Path):
-    """`opsched up --data-dir <tmp>/.opsched --metrics-port <free>` in this process, without its control plane."""
+@contextlib.asynccontextmanager
+async def opsched_up(tmp_path: Path, *options: str):
+    """`opsched up --data-dir <tmp>/.opsched --metrics-port <free> OPTIONS` in this process, the services it serves
+    (``Embedded.service_names``), without its control plane."""
     data_dir = tmp_path / ".opsched"
     args = parser().parse_args(["--data-dir", str(data_dir), "up", "--kubeconfig", str(tmp_path / "no-cluster"),
-                                "--metrics-port", str(free_port())])
+                                "--metrics-port", str(free_port()), *options])
     embedded = Embedded(args)
     stack = cluster = None
     try:
         embedded.start()
         settings = embedded.settings().model_copy(update={"dispatcher_mode": "null", "log_format": "console"})
-        stack = await ServicesInProcess(settings, connect=embedded.connect).start()
+        stack = await ServicesInProcess(settings, embedded.service_names, embedded.connect).start()
         cluster = await StandInCluster(await embedded.connect(embedded.nats_url, "opsched-dispatcher")).start()
         yield embedded
     finally:
@@ -75,6 +77,12 @@ async def up(tmp_path: Path):
         if stack is not None:
             await stack.close()
         embedded.close()
+
+
+@pytest.fixture
+async def up(tmp_path: Path):
+    async with opsched_up(tmp_path) as embedded:
+        yield embedded
 
 
 def client_env(**extra: str) -> dict[str, str]:
@@ -168,6 +176,31 @@ async def test_opsched_up_serves_metrics_health_and_readiness_on_its_metrics_por
     assert "# TYPE opsched_admission_cycle_duration_seconds histogram" in body
     assert (await asyncio.to_thread(get, "/readyz"))[0] == 200
     assert json.loads((await asyncio.to_thread(get, "/healthz"))[1])["ready"] is True
+
+
+async def test_the_readme_curl_submits_through_the_gateway_of_opsched_up_gateway(tmp_path: Path):
+    """`opsched up --gateway`: the README's curl block, run in the directory `opsched up` ran in (only the port is
+    this test's free one), submits the example over HTTPS as admin; the op runs to success; /metrics counts the
+    request."""
+    port = free_port()
+    async with opsched_up(tmp_path, "--gateway", "--gateway-port", str(port)) as up:
+        assert (up.data_dir / "auth" / "admin.token").read_text().startswith("ops_")
+        (tmp_path / "examples").mkdir()
+        shutil.copy(ROOT / "examples" / "train-1gpu.yaml", tmp_path / "examples")
+        code, out, err = await run("bash", "-c", snippet("gateway-curl").replace(":8787/", f":{port}/"),
+                                   cwd=tmp_path, env=client_env())
+        assert code == 0, err
+        (op_id,) = json.loads(out)["opIds"]
+        env = client_env(**{context.CONTEXT_ENV: str(up.context_file)})
+        code, out, err = await run(sys.executable, "-m", "opsched.cli", "watch", op_id, cwd=tmp_path, env=env)
+        assert code == 0 and out.splitlines()[-1].split()[1:4] == [op_id, "succeeded", "->"], (out, err)
+
+        def metrics() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{up.metrics_port}/metrics", timeout=5) as answer:
+                return answer.read().decode()
+        body = await asyncio.to_thread(metrics)
+        assert 'opsched_service_ready{service="gateway"} 1.0' in body
+        assert 'opsched_gateway_requests_total{route="/v1/ops",status="202"} 1.0' in body
 
 
 def test_an_open_opsched_up_writes_a_context_without_ca_nor_user_and_removes_it_when_it_stops(tmp_path: Path):
