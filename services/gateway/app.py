@@ -277,6 +277,39 @@ def build_app(client: Client, store: TokenStore, roles: dict[str, str], now: Cal
                        ("copy", None), ("resume", None)):
         verdicts(verb, name)
 
+    @app.get("/v1/schedules", responses=answers("schedules"), summary="Schedules (as `opsched schedules -o json`)")
+    async def schedules(request: Request, id: list[str] | None = Query(None)) -> JSONResponse:
+        who = await caller(request)
+        return JSONResponse(full(await who.client.schedules(id or ())))
+
+    @app.post("/v1/schedules", status_code=202, responses=answers(None), summary="Create a schedule from a "
+              "polyaxonfile with a schedule section (as `opsched schedule FILE`)",
+              openapi_extra={"requestBody": {"content": {"application/yaml": {"schema": {"type": "string"}}}}})
+    async def create_schedule(request: Request, id: str | None = None, param: list[str] | None = Query(None),
+                              queue: str | None = None, priority: int | None = None) -> JSONResponse:
+        who = await caller(request)
+        who.may("schedule.create")
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind and kind not in TEXT_TYPES:
+            raise ApiError(415, "unsupported_media_type", f"Content-Type {kind!r}: send application/yaml (a "
+                           "polyaxonfile with a schedule section)", field="Content-Type")
+        spec, schedule = submits.scheduled(_text(await body_of(request)), _overrides(param, queue, priority), id,
+                                           "the request body")
+        queue_problem = await _unknown_queue(who.client, [("schedule", spec)])
+        if queue_problem:
+            raise ApiError(400, "unknown_queue", queue_problem, field="queue")
+        schedule_id = await who.client.create_schedule(schedule, spec, schedule_id=id, requested_by=who.identity)
+        return JSONResponse({"scheduleId": schedule_id}, status_code=202,
+                            headers={"Location": f"/v1/schedules?id={schedule_id}"})
+
+    @app.delete("/v1/schedules/{schedule_id}", status_code=202, responses=answers(None),
+                summary="No new runs of a schedule (as `opsched schedule --delete ID`)")
+    async def delete_schedule(request: Request, schedule_id: str) -> JSONResponse:
+        who = await caller(request)
+        who.may("schedule.delete")
+        await who.client.delete_schedule(schedule_id, requested_by=who.identity)
+        return JSONResponse({"scheduleId": schedule_id}, status_code=202)
+
     @app.get("/v1/queues", responses=answers("queues"), summary="Queues (as `opsched queues -o json`)")
     async def queues(request: Request) -> JSONResponse:
         who = await caller(request)

@@ -11,8 +11,11 @@ import yaml
 
 from opsched.client import new_op_ids
 from opsched.polyaxonfile import SpecError, parse_polyaxonfile_batch
+from opsched.polyaxonfile.schedule import parse_polyaxonfile_with_schedule
 from opsched.proto import codec
+from opsched.proto.schedules import MAX_SCHEDULE_ID, ScheduleSpec
 from opsched.proto.spec import OpSpec
+from opsched.proto.subjects import valid_token
 from opsched.services.gateway.errors import ApiError
 
 REFERENCES = ("pathRef", "hubRef")
@@ -35,8 +38,8 @@ def _reference(node: Any, path: str = "") -> str | None:
     return None
 
 
-def from_yaml(text: str, overrides: dict[str, Any] | None, op_id: str | None, source: str) -> list[tuple[str, OpSpec]]:
-    """The ops of a polyaxonfile, each with its id (``op_id``: as ``opsched submit --id``)."""
+def _document(text: str, source: str) -> None:
+    """Refuses what is not YAML, and references to other files (naming the first)."""
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -45,12 +48,38 @@ def from_yaml(text: str, overrides: dict[str, Any] | None, op_id: str | None, so
     if ref is not None:
         raise ApiError(400, "reference_not_allowed", f"{source}: {ref}: a reference to another file cannot be "
                        "resolved from an HTTP body; send the component inline", field=ref)
+
+
+def _invalid(exc: SpecError) -> ApiError:
+    first = exc.errors[0] if exc.errors else None
+    return ApiError(400, "invalid_polyaxonfile", str(exc), field=first.loc if first else None,
+                    errors=[{"field": e.loc, "message": e.msg, "line": e.line} for e in exc.errors])
+
+
+def scheduled(text: str, overrides: dict[str, Any] | None, schedule_id: str | None,
+              source: str) -> tuple[OpSpec, ScheduleSpec]:
+    """The op and the schedule of a polyaxonfile with a ``schedule`` section (as ``opsched schedule FILE``)."""
+    if schedule_id is not None and (not valid_token(schedule_id) or len(schedule_id) > MAX_SCHEDULE_ID):
+        raise ApiError(400, "invalid_id", f"id {schedule_id!r}: use lowercase letters, digits and '-', at most "
+                       f"{MAX_SCHEDULE_ID}", field="id")
+    _document(text, source)
+    try:
+        spec, schedule = parse_polyaxonfile_with_schedule(text, source=source, overrides=overrides or None)
+    except SpecError as exc:
+        raise _invalid(exc) from None
+    if schedule is None:
+        raise ApiError(400, "no_schedule", f"{source} has no schedule section (kind: cron, interval or datetime); "
+                       "POST /v1/ops runs it once", field="schedule")
+    return spec, schedule
+
+
+def from_yaml(text: str, overrides: dict[str, Any] | None, op_id: str | None, source: str) -> list[tuple[str, OpSpec]]:
+    """The ops of a polyaxonfile, each with its id (``op_id``: as ``opsched submit --id``)."""
+    _document(text, source)
     try:
         specs = parse_polyaxonfile_batch(text, source=source, overrides=overrides or None, salt=op_id)
     except SpecError as exc:
-        first = exc.errors[0] if exc.errors else None
-        raise ApiError(400, "invalid_polyaxonfile", str(exc), field=first.loc if first else None,
-                       errors=[{"field": e.loc, "message": e.msg, "line": e.line} for e in exc.errors]) from None
+        raise _invalid(exc) from None
     return list(zip(new_op_ids(op_id, specs), specs))
 
 

@@ -134,7 +134,7 @@ async def test_garbage_to_every_route_is_never_a_5xx(gateway):
     schema = (await call("GET", service.url + "/openapi.json")).json()
     for path, methods in schema["paths"].items():
         for method in methods:
-            url = service.url + path.replace("{op_id}", "no-such-op")
+            url = service.url + path.replace("{op_id}", "no-such-op").replace("{schedule_id}", "no-such-schedule")
             for kind in ("application/json", "application/yaml", "application/cloudevents+json", "text/html"):
                 r = await call(method.upper(), url + "?tail=x&follow=maybe&priority=high", data=b"\x00{[garbage",
                                headers={**bearer(token), "Content-Type": kind})
@@ -147,7 +147,7 @@ async def test_openapi_lists_every_route(gateway):
     for route in ("/v1/ops", "/v1/events", "/v1/ops/{op_id}", "/v1/ops/{op_id}/why", "/v1/ops/{op_id}/logs",
                   "/v1/ops/{op_id}/stop", "/v1/ops/{op_id}/approve", "/v1/ops/{op_id}/reject",
                   "/v1/ops/{op_id}/restart", "/v1/ops/{op_id}/copy", "/v1/ops/{op_id}/resume", "/v1/queues",
-                  "/v1/cost"):
+                  "/v1/cost", "/v1/schedules", "/v1/schedules/{schedule_id}"):
         assert route in paths
 
 
@@ -243,3 +243,51 @@ async def test_restart_takes_new_params_as_the_cli_s_restart_p(gateway, client):
     assert params is not None and params["lr"] == 0.5, params
     r = await call("POST", service.url + "/v1/ops/gw-rerun-1/restart?param=nokeyvalue", headers=bearer(token))
     assert r.status_code == 400 and r.json()["field"] == "param", r.text
+
+
+async def test_schedules_are_created_listed_and_deleted_by_an_admin_only(gateway, client):
+    """POST /v1/schedules as `opsched schedule FILE`, GET as `opsched schedules -o json`, DELETE as
+    `opsched schedule --delete ID`; a submitter is refused before anything is sent."""
+    service, store = gateway
+    _, admin = store.create("admin")
+    _, ann = store.create("ann")
+    yaml = {"Content-Type": "application/yaml"}
+    nightly = YAML.replace("name: hello", "name: nightly\nschedule:\n  kind: interval\n  frequency: 3600")
+    r = await call("POST", service.url + "/v1/schedules?id=gw-nightly", data=nightly, headers={**bearer(ann), **yaml})
+    assert r.status_code == 403 and "schedule.create" in r.json()["message"]
+    r = await call("POST", service.url + "/v1/schedules", data=YAML, headers={**bearer(admin), **yaml})
+    assert r.status_code == 400 and r.json()["error"] == "no_schedule" and r.json()["field"] == "schedule"
+    r = await call("POST", service.url + "/v1/schedules?id=Not_Valid", data=nightly, headers={**bearer(admin), **yaml})
+    assert r.status_code == 400 and r.json()["field"] == "id"
+    r = await call("POST", service.url + "/v1/schedules?id=gw-nightly&queue=nowhere", data=nightly,
+                   headers={**bearer(admin), **yaml})
+    assert r.status_code == 400 and r.json()["field"] == "queue"
+    r = await call("POST", service.url + "/v1/schedules?id=gw-nightly", data=nightly, headers={**bearer(admin), **yaml})
+    assert r.status_code == 202 and r.json() == {"scheduleId": "gw-nightly"}, r.text
+
+    async def listed() -> dict:
+        r = await call("GET", service.url + "/v1/schedules?id=gw-nightly", headers=bearer(ann))  # reading: anyone
+        assert r.status_code == 200, r.text
+        jsonschema.validate(r.json(), json.loads((SCHEMAS / "schedules.json").read_text()))
+        (schedule,) = r.json()["schedules"] or [None]
+        return schedule
+    schedule = await until(listed, lambda s: s is not None)
+    assert (schedule["scheduleId"], schedule["kind"], schedule["frequencyS"], schedule["name"]) == \
+        ("gw-nightly", "interval", 3600, "nightly")
+    r = await call("DELETE", service.url + "/v1/schedules/gw-nightly", headers=bearer(ann))
+    assert r.status_code == 403
+    r = await call("DELETE", service.url + "/v1/schedules/gw-nightly", headers=bearer(admin))
+    assert r.status_code == 202
+    assert (await until(listed, lambda s: s["state"] == "deleted"))["state"] == "deleted"
+
+
+async def until(read, done, timeout: float = 15.0):
+    """``read()`` again until ``done`` of it holds (each read a round trip to admission), or fail."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await read()
+        if done(value):
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not within {timeout} s: {value}")
+        await asyncio.sleep(0.05)
