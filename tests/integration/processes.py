@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from opsched.proto import permissions
 from tests.builders import identities
 
-SERVICES = ("admission", "cost", "cache", "dispatcher")
+SERVICES = permissions.SERVICES  # the five; the gateway's process: tests/integration/test_gateway_e2e.py
 
 
 class Processes:

@@ -54,7 +54,8 @@ async def test_every_service_is_scraped_and_its_series_move_as_ops_run(ported, s
         adm, disp, cost = now["admission"], now["dispatcher"], now["cost"]
         done = (of(adm, "opsched_ops_ended_total", queue="default", status="succeeded", reason="Completed") == 2
                 and of(disp, "opsched_pod_create_duration_seconds_count", result="created") == 2
-                and of(cost, "opsched_spend_gpu_hours", scope="queue", name="default", window="day") > 0)
+                and of(cost, "opsched_spend_gpu_hours", scope="queue", name="default", window="day") > 0
+                and of(now["notifier"], "opsched_messages_handled_total", service="notifier") >= 2)  # the two ends
         return now if done else None
     now = await eventually(moved, "the ops' series in every service's /metrics", timeout=30)
     adm = now["admission"]
