@@ -2,6 +2,7 @@
 endpoint."""
 from __future__ import annotations
 
+import argparse
 import asyncio
 import functools
 import signal
@@ -80,8 +81,10 @@ def report(services: Sequence[Service], connected: Sequence[bool], closed: Seque
     }
 
 
-def main(service_class: Callable[[Settings], Service]) -> None:
-    """Entry point of ``python -m opsched.services.<name>``: ``main(Admission)`` serves one instance."""
+def main(service_class: Callable[[Settings], Service], argv: Sequence[str] | None = None) -> None:
+    """Entry point of ``python -m opsched.services.<name>``: ``main(Admission)`` serves one instance. It takes no
+    arguments (its settings are its environment): ``--help`` lists them; anything else is refused, never ignored."""
+    arguments(getattr(service_class, "name", "service")).parse_args(argv)
     settings = Settings()
     try:
         server_urls(settings.nats_url)  # a URL opsched cannot connect with (ws://): named, before anything starts
@@ -93,3 +96,16 @@ def main(service_class: Callable[[Settings], Service]) -> None:
         eventloop.run(serve([service_class(settings)], settings), settings.event_loop)
     finally:
         tracing.shutdown()  # the spans still buffered are exported
+
+
+def arguments(name: str) -> argparse.ArgumentParser:
+    """``python -m opsched.services.<name> --help``: the settings, each an environment variable, with its default."""
+    lines = []
+    for variable, field in Settings.variables():
+        default = "" if field.is_required() or field.default in (None, "", [], {}) else f" (default {field.default})"
+        lines.append(f"  {variable}{default}\n      {field.description or ''}")
+    return argparse.ArgumentParser(
+        prog=f"python -m opsched.services.{name}", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=f"opsched's {name} service: it serves until SIGTERM or SIGINT, then drains. It takes no "
+                    "arguments: its settings are environment variables (docs/deploying.md).",
+        epilog="environment:\n" + "\n".join(lines))

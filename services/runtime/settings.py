@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -140,6 +140,17 @@ class Settings(BaseSettings):
     reconcile_grace_s: float = Field(30.0, ge=0, description="an attempt admitted, or a pod created, this long ago is repaired")
     attempt_fate_max_age_s: float = Field(
         86400.0, gt=0, description="the dispatcher's record of each attempt (creating, released) is kept this long")
+
+    @classmethod
+    def variables(cls) -> list[tuple[str, Any]]:
+        """(the environment variable, its field) of every setting: ``OPSCHED_<FIELD>``, or the first upper-case
+        alias it is read from (``NATS_URL``, ``KUBECONFIG``, ...)."""
+        out = []
+        for name, field in cls.model_fields.items():
+            alias = field.validation_alias
+            upper = [c for c in alias.choices if isinstance(c, str) and c.isupper()] if isinstance(alias, AliasChoices) else []
+            out.append((upper[0] if upper else f"OPSCHED_{name.upper()}", field))
+        return out
 
     def queue_namespaces(self) -> tuple[str, ...]:
         """``pod_namespaces`` as a tuple, in order, without blanks or repeats (empty: every namespace)."""

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from opsched.proto import permissions
+
 REPORT = "import sys; print(sys.modules.get('aiohttp', 'absent') is None, 'nats' in sys.modules)"
 
 
@@ -15,7 +17,7 @@ def probe(code: str) -> str:
                           timeout=60).stdout.split("\n")[-2]
 
 
-@pytest.mark.parametrize("service", ["admission", "cost", "cache", "dispatcher"])
+@pytest.mark.parametrize("service", [*permissions.SERVICES, permissions.GATEWAY])
 def test_a_service_process_imports_nats_py_without_aiohttp(service):
     assert probe(f"import runpy; runpy.run_module('opsched.services.{service}', run_name='probe')") == "True True"
 
@@ -42,4 +44,20 @@ def test_a_websocket_url_is_refused_naming_it_by_the_cli_and_the_services(url, c
     assert "ws" in capsys.readouterr().err.split("NATS URL ")[1].split(":")[0]
     monkeypatch.setenv("NATS_URL", url)
     with pytest.raises(SystemExit, match="NATS_URL: .*nats:// or tls://"):
-        runner.main(Cost)
+        runner.main(Cost, [])
+
+
+@pytest.mark.parametrize("service", [*permissions.SERVICES, permissions.GATEWAY])
+def test_a_service_process_answers_help_with_its_settings_and_refuses_an_argument(service):
+    """`python -m opsched.services.<name> --help` (as the image test runs in the image) lists every setting as the
+    variable it is read from; an argument is refused (exit 2, named), never ignored: the settings are the env."""
+    from opsched.services.runtime.settings import Settings
+
+    helped = subprocess.run([sys.executable, "-m", f"opsched.services.{service}", "--help"], capture_output=True,
+                            text=True, timeout=60)
+    assert helped.returncode == 0 and helped.stdout.startswith(f"usage: python -m opsched.services.{service}")
+    assert all(variable in helped.stdout for variable, _ in Settings.variables())
+    assert "NATS_URL (default nats://127.0.0.1:4222)" in helped.stdout and "KUBECONFIG" in helped.stdout
+    refused = subprocess.run([sys.executable, "-m", f"opsched.services.{service}", "--nats", "x"], capture_output=True,
+                             text=True, timeout=60)
+    assert refused.returncode == 2 and "unrecognized arguments: --nats x" in refused.stderr
