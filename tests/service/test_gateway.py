@@ -16,6 +16,7 @@ import requests
 from opsched.proto import cloudevents as ce
 from opsched.proto import subjects
 from tests.builders.gateway import serving
+from tests.waiting import eventually
 
 BUSES = ["nats"]
 SCHEMAS = Path(__file__).resolve().parents[2] / "proto" / "schemas" / "output"
@@ -265,29 +266,18 @@ async def test_schedules_are_created_listed_and_deleted_by_an_admin_only(gateway
     r = await call("POST", service.url + "/v1/schedules?id=gw-nightly", data=nightly, headers={**bearer(admin), **yaml})
     assert r.status_code == 202 and r.json() == {"scheduleId": "gw-nightly"}, r.text
 
-    async def listed() -> dict:
+    async def listed(state: str | None = None) -> dict | None:
         r = await call("GET", service.url + "/v1/schedules?id=gw-nightly", headers=bearer(ann))  # reading: anyone
         assert r.status_code == 200, r.text
         jsonschema.validate(r.json(), json.loads((SCHEMAS / "schedules.json").read_text()))
         (schedule,) = r.json()["schedules"] or [None]
-        return schedule
-    schedule = await until(listed, lambda s: s is not None)
+        return schedule if schedule and (state is None or schedule["state"] == state) else None
+    schedule = await eventually(listed, "the schedule listed", timeout=15)
     assert (schedule["scheduleId"], schedule["kind"], schedule["frequencyS"], schedule["name"]) == \
         ("gw-nightly", "interval", 3600, "nightly")
     r = await call("DELETE", service.url + "/v1/schedules/gw-nightly", headers=bearer(ann))
     assert r.status_code == 403
     r = await call("DELETE", service.url + "/v1/schedules/gw-nightly", headers=bearer(admin))
     assert r.status_code == 202
-    assert (await until(listed, lambda s: s["state"] == "deleted"))["state"] == "deleted"
+    await eventually(lambda: listed("deleted"), "the schedule deleted", timeout=15)
 
-
-async def until(read, done, timeout: float = 15.0):
-    """``read()`` again until ``done`` of it holds (each read a round trip to admission), or fail."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await read()
-        if done(value):
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"not within {timeout} s: {value}")
-        await asyncio.sleep(0.05)
