@@ -99,15 +99,19 @@ async def test_every_read_command_prints_what_its_schema_says(opsched, client, b
     assert code == 0 and info["server"] == info["client"] == version() and len(info["wireSchemas"]) == 64
 
 
+def _prints_output(p: argparse.ArgumentParser) -> bool:
+    """``p``, or one of its own subcommands (``tokens list``), takes ``--output`` json|yaml|table."""
+    for action in p._actions:
+        if "--output" in action.option_strings and action.choices is not None and set(action.choices) == set(FORMATS):
+            return True
+        if isinstance(action, argparse._SubParsersAction) and any(map(_prints_output, action.choices.values())):
+            return True
+    return False
+
+
 def _output_commands() -> set[str]:
     sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
-    found = set()
-    for name, p in sub.choices.items():
-        for action in p._actions:
-            if "--output" in action.option_strings and action.choices is not None and set(action.choices) == \
-                    set(FORMATS):
-                found.add(name)
-    return found
+    return {name for name, p in sub.choices.items() if _prints_output(p)}
 
 
 def test_every_command_with_json_and_yaml_output_has_its_type_and_schema():

@@ -63,7 +63,7 @@ class _Services:
     """``ServicesInProcess`` as far as ``_start_services`` uses it: binding the health port fails while it is taken."""
     started: list[int | None] = []
 
-    def __init__(self, settings, connect=None) -> None:
+    def __init__(self, settings, names=(), connect=None) -> None:
         self.port = settings.health_port
 
     async def start(self) -> "_Services":
