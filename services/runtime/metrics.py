@@ -24,11 +24,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4  # the text format Prometheus 2 and 3 both scrape
+disable_created_metrics()  # no ``*_created`` series beside each counter and histogram: Kueue's have none either
 COUNTERS = {  # Stats field -> (metric name without _total, help)
     "handled": ("opsched_messages_handled", "Messages a handler loop handled and acked"),
     "published": ("opsched_events_published", "Events the handlers returned and the runtime published"),
@@ -98,9 +99,34 @@ class ServicesCollector:
         yield from (ready, waiting, leading)
 
 
+class BuildInfo:
+    """``opsched_build_info{version,python_version,wire_schemas}`` 1: what runs (the version Kueue's
+    ``kueue_build_info`` reports; the wire contract's digest says which messages it speaks)."""
+
+    def __init__(self) -> None:
+        import platform
+
+        from opsched.proto.schema_snapshots import digest
+        from opsched.rules.version import version
+
+        self.labels = [version() or "unknown", platform.python_version(), digest()]  # once: they cannot change
+
+    def collect(self) -> Iterator[Metric]:
+        yield gauge("opsched_build_info", "What runs: the opsched version, its Python and its wire contract's digest",
+                    ["version", "python_version", "wire_schemas"], [(self.labels, 1.0)])
+
+
 def registry_of(services: Sequence[Any]) -> CollectorRegistry:
+    """The services' metrics, ``opsched_build_info``, and the client library's own process (CPU, memory, open
+    files), platform (Python) and garbage-collector collectors."""
+    from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ServicesCollector(services))  # type: ignore[arg-type]
+    registry.register(BuildInfo())  # type: ignore[arg-type]
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
     return registry
 
 

@@ -60,11 +60,12 @@ async def test_every_service_is_scraped_and_its_series_move_as_ops_run(ported, s
     now = await eventually(moved, "the ops' series in every service's /metrics", timeout=30)
     adm = now["admission"]
     assert of(adm, "opsched_ops_submitted_total", queue="default") == 2
-    assert of(adm, "opsched_admitted_to_running_seconds_count", queue="default") == 2
+    assert of(adm, "opsched_admitted_until_ready_wait_time_seconds_count", queue="default") == 2
     assert of(adm, "opsched_admission_decisions_total", result="admitted") == 2
     assert of(adm, "opsched_error_events_total", service="admission", reason="malformed_message") == 1
     assert of(adm, "opsched_ops", queue="default", status="succeeded") == 2
     assert of(now["dispatcher"], "opsched_pod_create_errors_total", code="422") == 0
+    assert of(now["dispatcher"], "opsched_pod_create_duration_seconds_count", result="created") == 2
     for name in SERVICES:
         assert of(now[name], "opsched_messages_handled_total", service=name) >= 2, name
         assert [k for k in now[name] if k[0] == "opsched_consumer_pending_messages"], name

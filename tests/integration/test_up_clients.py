@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -17,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from opsched import context
 from opsched.bus.bus import Bus
@@ -173,7 +175,8 @@ async def test_opsched_up_serves_metrics_health_and_readiness_on_its_metrics_por
     for service in ("admission", "cost", "cache", "dispatcher"):
         assert f'opsched_service_ready{{service="{service}"}} 1.0' in body
     assert "# TYPE opsched_messages_handled_total counter" in body
-    assert "# TYPE opsched_admission_cycle_duration_seconds histogram" in body
+    assert "# TYPE opsched_admission_attempt_duration_seconds histogram" in body
+    assert 'opsched_build_info{python_version=' in body and "# TYPE process_cpu_seconds_total counter" in body
     assert (await asyncio.to_thread(get, "/readyz"))[0] == 200
     assert json.loads((await asyncio.to_thread(get, "/healthz"))[1])["ready"] is True
 
@@ -201,6 +204,20 @@ async def test_the_readme_curl_submits_through_the_gateway_of_opsched_up_gateway
         body = await asyncio.to_thread(metrics)
         assert 'opsched_service_ready{service="gateway"} 1.0' in body
         assert 'opsched_gateway_requests_total{route="/v1/ops",status="202"} 1.0' in body
+        # every service in one scrape: each family it serves is in docs/observability.md's table, and each the
+        # table lists is served (but the pod creates': this dispatcher creates no pods, test_metrics_scrape.py's does)
+        served = {f.name for f in text_string_to_metric_families(body) if f.name.startswith("opsched_")}
+        assert served == documented_metrics() - {"opsched_pod_create_duration_seconds", "opsched_pod_create_errors"}
+
+
+def documented_metrics() -> set[str]:
+    """The opsched_* families docs/observability.md's metrics table lists (its first column; a counter's family
+    is its name without ``_total``)."""
+    names: set[str] = set()
+    for line in (ROOT / "docs" / "observability.md").read_text().splitlines():
+        if line.startswith("| `"):
+            names |= {n.removesuffix("_total") for n in re.findall(r"`(opsched_[a-z_]+)`", line.split("|")[1])}
+    return names
 
 
 def test_an_open_opsched_up_writes_a_context_without_ca_nor_user_and_removes_it_when_it_stops(tmp_path: Path):

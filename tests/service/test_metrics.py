@@ -55,8 +55,9 @@ async def test_a_scrape_shows_the_counters_and_the_ops_per_queue_move_as_ops_run
         assert after[("opsched_messages_handled_total", (("service", "admission"),))] >= len(ids)
         assert after[("opsched_dead_letters_total", (("service", "admission"),))] == 0
         assert after[("opsched_admission_decisions_total", (("result", "admitted"),))] == len(ids)
-        assert after[("opsched_admission_wait_seconds_count", (("queue", "default"),))] == len(ids)
-        assert after[("opsched_admission_cycle_duration_seconds_count", ())] >= 1
+        assert after[("opsched_admission_wait_time_seconds_count", (("queue", "default"),))] == len(ids)
+        assert after[("opsched_admitted_workloads_total", (("queue", "default"),))] == len(ids)
+        assert after[("opsched_admission_attempts_total", (("result", "success"),))] >= 1
         assert after[("opsched_ops_submitted_total", (("queue", "default"),))] == len(ids)
         lags = {dict(labels)["service"] for name, labels in after if name == "opsched_consumer_pending_messages"}
         assert {"admission", "cost", "cache", "dispatcher"} <= lags

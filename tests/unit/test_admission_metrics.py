@@ -1,5 +1,6 @@
-"""Admission's metrics at a scrape (``services.admission.metrics``): ops per queue and status, quota used,
-nominal and borrowed per queue, flavor and resource, cost, and the decisions of its cycles."""
+"""Admission's metrics at a scrape (``services.admission.metrics``), Kueue's names where one matches: pending and
+admitted-active ops per queue, ops per status, quota used, nominal and borrowed per cohort, queue, flavor and
+resource, the queue's status, cost, and the attempts and decisions of its cycles."""
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
@@ -11,7 +12,7 @@ from opsched.services.admission.measures import OTHER, Measures, reason_label
 from opsched.services.runtime.metrics import exposition
 from tests.builders import GPU, book, fold, op, queue, queued, t
 from tests.builders.events import admitted, dispatched, failed, running, succeeded
-from tests.builders.preemption import preempt_requested
+from tests.builders.preemption import evicted, preempt_requested, preempted
 
 
 class Families:
@@ -46,16 +47,30 @@ def test_ops_quota_and_cost_per_queue_and_the_decisions_of_a_cycle():
     assert got[("opsched_ops", (("queue", "a"), ("status", "admitted")))] == 1
     assert got[("opsched_ops", (("queue", "a"), ("status", "queued")))] == 1
     assert got[("opsched_ops", (("queue", "b"), ("status", "running")))] == 0
-    key = (("flavor", "h100"), ("queue", "a"), ("resource", GPU))
-    assert (got[("opsched_queue_quota_used", key)], got[("opsched_queue_quota_nominal", key)],
-            got[("opsched_queue_quota_borrowed", key)]) == (3, 2, 1)
+    assert got[("opsched_pending_workloads", (("queue", "a"), ("status", "active")))] == 1
+    assert got[("opsched_pending_workloads", (("queue", "a"), ("status", "inadmissible")))] == 0
+    assert got[("opsched_admitted_active_workloads", (("queue", "a"),))] == 1
+    assert got[("opsched_admitted_active_workloads", (("queue", "b"),))] == 0
+    key = (("cohort", "lab"), ("flavor", "h100"), ("queue", "a"), ("resource", GPU))
+    assert (got[("opsched_queue_resource_usage", key)], got[("opsched_queue_nominal_quota", key)],
+            got[("opsched_queue_resource_borrowed", key)]) == (3, 2, 1)
+    assert ("opsched_queue_borrowing_limit", key) not in got   # none set: no limit
+    assert got[("opsched_queue_status", (("queue", "a"), ("status", "active")))] == 1
+    assert got[("opsched_queue_status", (("queue", "a"), ("status", "pending")))] == 0
     assert (got[("opsched_queue_cost_used", (("queue", "a"),))],
             got[("opsched_queue_cost_quota", (("queue", "a"),))]) == (2.5, 10.0)
     assert ("opsched_queue_cost_quota", (("queue", "b"),)) not in got
     assert got[("opsched_admission_decisions_total", (("result", "admitted"),))] == 1
-    assert got[("opsched_admission_wait_seconds_count", (("queue", "a"),))] == 1
-    assert got[("opsched_admission_wait_seconds_sum", (("queue", "a"),))] == 5.0
-    assert got[("opsched_admission_cycle_duration_seconds_count", ())] == 1
+    assert got[("opsched_admitted_workloads_total", (("queue", "a"),))] == 1
+    assert got[("opsched_admission_wait_time_seconds_count", (("queue", "a"),))] == 1
+    assert got[("opsched_admission_wait_time_seconds_sum", (("queue", "a"),))] == 5.0
+    assert got[("opsched_admission_wait_time_seconds_bucket", (("le", "1.0"), ("queue", "a")))] == 0   # Kueue's
+    assert got[("opsched_admission_wait_time_seconds_bucket", (("le", "5.0"), ("queue", "a")))] == 1   # buckets
+    assert got[("opsched_admission_attempts_total", (("result", "success"),))] == 1
+    assert got[("opsched_admission_attempt_duration_seconds_count", (("result", "success"),))] == 1
+    measures.decided([], 0.001, state.ops, t(6))   # a cycle that admits nothing
+    got = scrape(measures.families)
+    assert got[("opsched_admission_attempts_total", (("result", "inadmissible"),))] == 1
 
 
 def live(state, measures: Measures, *events) -> None:
@@ -78,8 +93,9 @@ def test_the_op_streams_moves_are_counted_per_queue_submitted_ends_retries_preem
     got = scrape(measures.families)
     assert got[("opsched_ops_submitted_total", (("queue", "a"),))] == 1
     assert got[("opsched_ops_submitted_total", (("queue", "b"),))] == 1
-    assert got[("opsched_admitted_to_running_seconds_sum", (("queue", "a"),))] == 3.0
-    assert got[("opsched_preemptions_total", (("queue", "b"), ("reason", "reclaim")))] == 1
+    assert got[("opsched_admitted_until_ready_wait_time_seconds_sum", (("queue", "a"),))] == 3.0
+    assert got[("opsched_ready_wait_time_seconds_sum", (("queue", "a"),))] == 5.0
+    assert got[("opsched_preempted_workloads_total", (("preempting_queue", "b"), ("reason", "reclaim")))] == 1
     assert got[("opsched_retries_total", (("queue", "b"), ("reason", "OOMKilled")))] == 1
     ended = ("opsched_ops_ended_total", (("queue", "a"), ("reason", "Completed"), ("status", "succeeded")))
     assert got[ended] == 1  # once, though the end was told twice
@@ -94,3 +110,17 @@ def test_a_failure_ends_its_op_once_and_free_text_reasons_become_other():
     assert got[("opsched_ops_ended_total", (("queue", "default"), ("reason", OTHER), ("status", "failed")))] == 1
     assert [reason_label(r) for r in ("OOMKilled", "rate_limited", "a b", "", "x" * 41)] == \
         ["OOMKilled", "rate_limited", OTHER, OTHER, OTHER]
+
+
+def test_evictions_are_counted_per_queue_by_reason_a_preemption_once_it_is_done():
+    measures, state = Measures(), fold()
+    spec = op("x").gpus(1).build()
+    live(state, measures, *queued(spec, op_id="x", queue="a"), admitted(spec, op_id="x", queue="a", at=t(1)),
+         dispatched("x", at=t(1)), running("x", at=t(2)), preempt_requested("x", preemptor="y", at=t(3)))
+    assert ("opsched_evicted_workloads_total", (("queue", "a"), ("reason", "Preempted"))) not in scrape(measures.families)
+    live(state, measures, preempted("x", at=t(4), attempt=0, preemptor="y"))
+    live(state, measures, admitted(spec, op_id="x", queue="a", at=t(6), attempt=1), dispatched("x", at=t(6), attempt=1),
+         evicted("x", at=t(8), attempt=1, reason="gang_timeout"))
+    got = scrape(measures.families)
+    assert got[("opsched_evicted_workloads_total", (("queue", "a"), ("reason", "Preempted")))] == 1
+    assert got[("opsched_evicted_workloads_total", (("queue", "a"), ("reason", "gang_timeout")))] == 1

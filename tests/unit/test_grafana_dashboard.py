@@ -54,7 +54,8 @@ def _labelled() -> dict[str, set[str]]:
 def test_the_label_names_are_read_from_the_families():
     known = exposed()
     assert known["opsched_ops"] == {"queue", "status"}
-    assert known["opsched_preemptions"] == {"queue", "reason"}
+    assert known["opsched_preempted_workloads"] == {"preempting_queue", "reason"}
+    assert known["opsched_pending_workloads"] == {"queue", "status"}
     assert known["opsched_consumer_pending_messages"] == {"service", "durable"}
 
 

@@ -1,6 +1,8 @@
 """The metrics collector reads what the services keep at a scrape (``services.runtime.metrics``)."""
 from __future__ import annotations
 
+import platform
+
 import asyncio
 from types import SimpleNamespace
 
@@ -34,7 +36,8 @@ def test_each_counter_of_stats_is_a_counter_per_service():
     assert got[("opsched_dead_letters_total", (("service", "cost"),))] == 2
     assert got[("opsched_messages_lost_total", (("service", "cost"),))] == 1
     assert got[("opsched_messages_handled_total", (("service", "cache"),))] == 0
-    assert {name for name, _ in got if name.endswith("_total")} == {f"{n}_total" for n, _ in metrics.COUNTERS.values()}
+    assert {name for name, _ in got if name.startswith("opsched_") and name.endswith("_total")} == \
+        {f"{n}_total" for n, _ in metrics.COUNTERS.values()}
 
 
 def test_a_service_waiting_out_a_dependency_is_not_ready_and_names_it():
@@ -68,3 +71,16 @@ def test_refusals_acked_unrecorded_are_counted_by_reason_never_by_requester():
     assert got[("opsched_refusals_unrecorded_total", (("reason", "rate_limited"), ("service", "admission")))] == 1
     assert all(dict(labels).keys() <= {"service", "reason"} for name, labels in got
                if name == "opsched_refusals_unrecorded_total")
+
+
+def test_every_registry_says_what_runs_and_has_the_client_librarys_process_and_platform_collectors():
+    from opsched.proto.schema_snapshots import digest
+    from opsched.rules.version import version
+
+    got = samples([fake("cost")])
+    (info,) = [labels for name, labels in got if name == "opsched_build_info"]
+    assert dict(info) == {"version": version() or "unknown", "python_version": platform.python_version(),
+                          "wire_schemas": digest()} and got["opsched_build_info", info] == 1
+    assert got[("process_resident_memory_bytes", ())] > 0 and ("process_cpu_seconds_total", ()) in got
+    assert any(name == "python_info" for name, _ in got)
+    assert any(name == "python_gc_collections_total" for name, _ in got)
