@@ -47,7 +47,7 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
                    help="start a JetStream cluster of N nats-servers (3: streams and KV with 3 replicas, "
                         "losing one node loses nothing) instead of one")
     p.add_argument("--user", action="append", default=[], metavar="NAME:ROLE",
-                   help="a NATS user for people or systems (ROLE: submitter, approver, admin); its password file "
+                   help="a NATS user for people or systems (ROLE: viewer, submitter, approver, admin); its password file "
                         "is <data dir>/auth/NAME.password. Always created: one user per service and 'admin'")
     p.add_argument("--no-auth", action="store_true", help="an open NATS server (every client is 'anonymous')")
     p.add_argument("--no-tls", dest="tls", action="store_false",

@@ -17,7 +17,7 @@ from opsched.proto import subjects
 from opsched.proto.queries import LOGS_ANSWER_CHUNKS
 
 SERVICES = ("admission", "cost", "cache", "dispatcher", "notifier")
-ROLES = ("submitter", "approver", "admin")
+ROLES = ("viewer", "submitter", "approver", "admin")
 GATEWAY = "gateway"  # the HTTP gateway's user (``services.gateway``): it sends each token's commands as its identity
 
 # the events each service emits (``ops.<type>.<op_id>``): the subject table of docs/architecture.md. Checked against what each
@@ -50,6 +50,7 @@ OTHER_PUBLISH: dict[str, tuple[str, ...]] = {
 
 # the command verbs of each client role (each only under its own ``cmd.<user>.``)
 VERBS: dict[str, tuple[str, ...]] = {
+    "viewer": (),  # reads only (the queries, the op events): the web view's user in a deployment
     "submitter": ("submit", "stop", "restart", "copy", "resume", "touch"),
     "approver": ("approve", "reject"),
     "admin": ("submit", "stop", "restart", "copy", "resume", "touch", "approve", "reject", subjects.SET_QUEUES,

@@ -28,7 +28,7 @@ def test_every_service_and_admin_get_a_user_and_extra_users_their_role():
 
 
 @pytest.mark.parametrize("text,error", [
-    ("alice", "expected NAME:ROLE"), ("alice:root", "ROLE one of submitter, approver, admin"),
+    ("alice", "expected NAME:ROLE"), ("alice:root", "ROLE one of viewer, submitter, approver, admin"),
     ("Alice:submitter", "user name 'Alice'"), ("anonymous:admin", "user name 'anonymous'"),
     ("dispatcher:admin", "user name 'dispatcher'"),
 ])

@@ -63,6 +63,8 @@ def test_only_admission_submits_and_only_as_itself():
     ("approver", "approve", True), ("approver", "reject", True), ("approver", "submit", False),
     ("approver", "stop", False), ("approver", subjects.SET_QUEUES, False),
     ("admin", subjects.SET_QUEUES, True), ("admin", subjects.SCHEDULE_DELETE, True), ("admin", "approve", True),
+    *(("viewer", verb, False) for verb in ("submit", "stop", "touch", "approve", subjects.SET_QUEUES,
+                                           subjects.SCHEDULE_CREATE)),
 ])
 def test_a_role_sends_only_its_verbs(role, verb, allowed):
     subject = subjects.submit("gpu", "alice") if verb == "submit" else subjects.command(verb, "alice")
