@@ -161,7 +161,7 @@ def test_every_object_is_created_and_a_second_apply_changes_nothing(applied):
 
 def test_every_pod_runs_as_a_non_root_user_with_a_read_only_root_and_no_privileges(applied):
     workloads = applied.of_kind("Deployment") + applied.of_kind("StatefulSet")
-    assert len(applied.of_kind("Deployment")) == len(SERVICES)
+    assert len(applied.of_kind("Deployment")) == len(SERVICES) + 1   # and the web view's
     for workload in workloads:
         spec = pod_spec(workload)
         pod = spec["securityContext"]
@@ -272,6 +272,25 @@ def test_the_notifier_reads_its_connections_and_their_secrets_from_its_own_secre
             assert "opsched-notifier-connections" not in {v.get("secret", {}).get("secretName") for v in volumes}
 
 
+def test_the_web_view_reads_the_bus_as_a_viewer_behind_a_cluster_ip_service(applied):
+    from opsched.proto import permissions
+
+    spec = pod_spec(applied.live["Deployment", "opsched-system", "opsched-ui"])
+    (container,) = spec["containers"]
+    env = env_of(container)
+    assert container["command"] == ["python", "-m", "opsched.cli", "ui", "--host", "0.0.0.0", "--port", "8089"]
+    assert env["OPSCHED_NATS_USER"] == "ui" and permissions.VERBS["viewer"] == ()   # it may send no command
+    assert mounted_secret(spec, container, env["OPSCHED_NATS_PASSWORD_FILE"]) == ("opsched-nats-auth", ["ui.password"])
+    assert mounted_secret(spec, container, env["OPSCHED_NATS_CA"]) == ("opsched-nats-ca", ["ca.pem"])
+    assert spec["automountServiceAccountToken"] is False
+    assert {container[p]["httpGet"]["path"] for p in ("livenessProbe", "readinessProbe")} == {"/healthz"}
+    service = applied.live["Service", "opsched-system", "opsched-ui"]["spec"]
+    assert service["type"] == "ClusterIP" and service["selector"] == {"app": "opsched-ui"}
+    (port,) = service["ports"]
+    assert (port["port"], port["targetPort"]) == (80, "http")
+    assert container["ports"] == [{"containerPort": 8089, "name": "http", "protocol": "TCP"}]
+
+
 # ---- replicas, disruption budgets, resources, network policies ------------------------------------------------
 
 
@@ -339,6 +358,18 @@ def allowed(prod: Applied, service: str, direction: str) -> dict[tuple[str, int]
                 for port in rule["ports"]:
                     out.setdefault((port["protocol"], port["port"]), []).extend(rule.get(peers_key, []))
     return out
+
+
+def test_prod_lets_nothing_in_to_the_web_view_and_it_reaches_only_dns_and_nats(prod):
+    """A port-forward enters the pod's own network namespace: no policy stands in its way."""
+    labels = prod.live["Deployment", "opsched-system", "opsched-ui"]["spec"]["template"]["metadata"]["labels"]
+    policies = [p for p in prod.of_kind("NetworkPolicy") if selects(p, labels)]
+    ingress = [rule for p in policies if "Ingress" in p["spec"]["policyTypes"] for rule in p["spec"].get("ingress", [])]
+    assert [r["ports"] for r in ingress] == [[{"protocol": "TCP", "port": HEALTH}]]   # the scrape's port: it serves none
+    ports = {(port["protocol"], port["port"]) for p in policies if "Egress" in p["spec"]["policyTypes"]
+             for rule in p["spec"].get("egress", []) for port in rule["ports"]}
+    assert ports == {("UDP", 53), ("TCP", 53), ("TCP", 4222)}
+    assert prod.live["Deployment", "opsched-system", "opsched-ui"]["spec"]["replicas"] == 1
 
 
 def test_prod_denies_all_traffic_but_dns_nats_the_api_server_for_the_dispatcher_and_the_scrape(prod):
