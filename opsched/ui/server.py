@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import socket
 import sys
 from typing import Any
@@ -65,7 +66,8 @@ def say_serving(view: WebView) -> None:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    """`opsched ui`: the web view of the bus the CLI reaches, until Ctrl-C."""
+    """`opsched ui`: the web view of the bus the CLI reaches, until Ctrl-C or SIGTERM (as a pod is stopped): then
+    its pages' streams end, the server stops, the bus is closed, exit 0."""
     from opsched.connection import fail
     from opsched.reading import with_client
 
@@ -75,9 +77,15 @@ def cmd_ui(args: argparse.Namespace) -> int:
         except OSError as exc:
             return fail(str(exc))
         say_serving(view)
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stopping.set)
         try:
-            await view.wait()
+            stopped = asyncio.create_task(stopping.wait())
+            await asyncio.wait({asyncio.ensure_future(view.wait()), stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
         finally:
+            loop.remove_signal_handler(signal.SIGTERM)
             await view.close()
         return 0
     try:

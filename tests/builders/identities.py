@@ -45,7 +45,7 @@ class Identity:
 
 HARNESS_ROLE, OPEN_ROLE = "harness", "open"
 # the client users a test may ask for by name, besides admin (a secured test nats-server knows them all)
-USERS: dict[str, str] = {"ann": "submitter", "bob": "submitter", "alice": "approver"}
+USERS: dict[str, str] = {"ann": "submitter", "bob": "submitter", "alice": "approver", "ui": "viewer"}
 HARNESS = Identity("test-harness", HARNESS_ROLE)  # the tests' own connection: forged events, reads (tests only)
 OPEN = Identity(subjects.ANONYMOUS, OPEN_ROLE)  # an open server's every connection (``--no-auth``)
 ADMIN = Identity(natsauth.ADMIN, "admin")  # a client's default, as the CLI of `opsched up` is

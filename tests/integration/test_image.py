@@ -26,15 +26,18 @@ import pytest
 import yaml
 
 from opsched import natsauth
+from opsched.localcluster import kubectl
 from opsched.natsserver import free_port
 from opsched.proto import permissions
 from opsched.proto.events import OperationSucceeded
+from opsched.tls import ensure_tls
 from tests.builders import op
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
 DEPLOYED = (*permissions.SERVICES, permissions.GATEWAY)
 
 
@@ -154,49 +157,161 @@ async def test_every_service_answers_help_from_the_image_as_its_user(image):
     assert code != 0 and "Permission denied" in err   # its code is not its user's to change
 
 
-async def test_the_services_run_from_the_image_and_run_an_op(image, nats_server, control_plane, k8s_namespace,
-                                                           sim_nodes, client, events, tmp_path):
-    sim_nodes(("gpu-image", 1, "A100"))
-    ca = image.place(nats_server.ca, "ca.pem")
-    env_key = image.place(nats_server.env_key, "env.key")
-    kubeconfig = image.place(control_plane.kubeconfig, "kubeconfig.yaml")
-    tokens = tmp_path / "gateway-tokens.json"
-    tokens.write_text('{"tokens": []}')
-    ports = {service: free_port() for service in DEPLOYED}
-    procs = {}
-    try:
-        for service in DEPLOYED:
-            password = image.place(natsauth.password_file(nats_server.auth_dir, service), f"{service}.password")
-            env = {"NATS_URL": nats_server.url, "OPSCHED_NATS_CA": ca, "OPSCHED_NATS_USER": service,
-                   "OPSCHED_NATS_PASSWORD_FILE": password, "OPSCHED_HEALTH_PORT": str(ports[service]),
-                   "OPSCHED_LOG_FORMAT": "json", "OPSCHED_NAMESPACE": k8s_namespace}
-            if service in ("admission", "dispatcher"):
-                env["OPSCHED_ENV_KEY_FILE"] = env_key
-            if service == "dispatcher":
-                env["KUBECONFIG"] = kubeconfig
-            if service == permissions.GATEWAY:
-                env |= {"OPSCHED_GATEWAY_TOKENS_FILE": image.place(tokens, "gateway-tokens.json"),
-                        "OPSCHED_GATEWAY_PORT": str(free_port()), "OPSCHED_GATEWAY_USERS": '["admin:admin"]'}
-            log = open(tmp_path / f"{service}.log", "wb")  # noqa: SIM115 - closed with the process
-            procs[service] = subprocess.Popen(image.command("python", "-m", f"opsched.services.{service}", env=env),
-                                              stdout=log, stderr=subprocess.STDOUT)
+def served_dev_overlay(kubeconfig: Path, workdir: Path) -> list[dict]:
+    """deploy/overlays/dev as the API server takes it: rendered by kubectl's kustomize and applied as a server-side
+    dry run (validated and defaulted by the real API server, nothing stored: tests/integration/test_deploy.py
+    applies it for real)."""
+    rendered = workdir / "dev.yaml"
+    rendered.write_text(kubectl.run(kubeconfig, "kustomize", str(DEPLOY / "overlays" / "dev")).stdout)
+    served = json.loads(kubectl.run(kubeconfig, "apply", "--server-side", "--dry-run=server", "-f", str(rendered),
+                                    "-o", "json").stdout)
+    return served["items"] if served["kind"] == "List" else [served]
 
-        async def ready(service: str) -> bool:
-            def get() -> int:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ports[service]}/readyz", timeout=5) as answer:
-                    return answer.status
-            try:
-                return await asyncio.to_thread(get) == 200
-            except OSError:
-                assert procs[service].poll() is None, (tmp_path / f"{service}.log").read_text()[-3000:]
-                return False
-        for service in DEPLOYED:
-            await eventually(lambda s=service: ready(s), f"{service} from the image, ready", timeout=60)
-        op_id = await client.submit(op("from-the-image").gpus(1).runs("sleep 0.2").build())
+
+@dataclass
+class Pod:
+    """A Deployment's pod as a container runtime would start it from the image, minus the network namespace (its
+    ports are this machine's): a mount namespace of its own (``unshare``) with the root filesystem read-only, an
+    emptyDir on ``/tmp``, each Secret volume's files at its mount path with the volume's mode and the pod's
+    fsGroup; then ``chroot`` as the pod's user, with the image's environment, the container's (``envFrom`` the
+    ConfigMap, ``env``; ``overrides`` last) and its command."""
+
+    name: str
+    argv: list[str]
+    log: Path
+    proc: subprocess.Popen | None = None
+
+    @classmethod
+    def of(cls, image: Image, deployment: dict, objects: list[dict], secrets: dict[str, dict[str, bytes]],
+           workdir: Path, overrides: dict[str, str], command: list[str] | None = None) -> Pod:
+        name = deployment["metadata"]["name"]
+        spec = deployment["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        env = {}
+        for source in container.get("envFrom", []):
+            config = next(o for o in objects if o["kind"] == "ConfigMap"
+                          and o["metadata"]["name"] == source["configMapRef"]["name"])
+            env |= config["data"]
+        env |= {e["name"]: e["value"] for e in container.get("env", [])}
+        env |= overrides
+        root = image.rootfs
+        group = spec["securityContext"]["fsGroup"]
+        mounts = ["set -e", f"mount --bind {root} {root}", f"mount -o remount,bind,ro {root}"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        for mount in container["volumeMounts"]:
+            volume, target = volumes[mount["name"]], root / mount["mountPath"].lstrip("/")
+            target.mkdir(parents=True, exist_ok=True)   # the mount point, made before the root goes read-only
+            if "emptyDir" in volume:
+                mounts.append(f"mount -t tmpfs -o size=64m,mode=1777 tmpfs {target}")
+                continue
+            secret = volume["secret"]
+            source = workdir / name / mount["name"]
+            source.mkdir(parents=True)
+            data = secrets[secret["secretName"]]
+            items = secret.get("items") or [{"key": k, "path": k} for k in data]
+            for item in items:
+                file = source / item["path"]
+                file.write_bytes(data[item["key"]])
+                os.chown(file, 0, group)
+                file.chmod(secret.get("defaultMode", 0o644))
+            mounts.append(f"mount --bind {source} {target}" + (" && mount -o remount,bind,ro " + str(target)
+                                                                if mount.get("readOnly") else ""))
+        user = f'{spec["securityContext"]["runAsUser"]}:{spec["securityContext"]["runAsGroup"]}'
+        variables = [*image.runtime["process"]["env"], *(f"{k}={v}" for k, v in env.items())]
+        run = ["chroot", f"--userspec={user}", str(root), "/usr/bin/env", "-i", *variables, "sh", "-c",
+               f'cd {image.runtime["process"]["cwd"]} && exec "$@"', "-", *(command or container["command"])]
+        script = " && ".join(mounts[1:]) + ' && exec "$@"'
+        return cls(name, ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "-", *run],
+                   workdir / f"{name}.log")
+
+    def start(self) -> None:
+        log = open(self.log, "wb")  # noqa: SIM115 - closed with the process
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+
+    def alive(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"{self.name} exited {self.proc.returncode}: {self.log.read_text()[-3000:]}")
+        return True
+
+
+async def answers(url: str) -> bool:
+    def get() -> int:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status
+    try:
+        return await asyncio.to_thread(get) == 200
+    except OSError:
+        return False
+
+
+def dev_pods(image: Image, objects: list[dict], nats_server, kubeconfig: Path, workdir: Path
+             ) -> tuple[dict[str, Pod], dict[str, int]]:
+    """A Pod per Deployment of ``objects``, its Secrets made of the test's NATS files; each one's port."""
+    deployments = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Deployment"}
+    gateway_tls = ensure_tls(workdir / "gateway-tls")
+    passwords = {f"{user}.password": natsauth.password_file(nats_server.auth_dir, user).read_bytes()
+                 for user in (*DEPLOYED, "ui")}
+    secrets = {"opsched-nats-ca": {"ca.pem": nats_server.ca.read_bytes()}, "opsched-nats-auth": passwords,
+               "opsched-env-key": {"env.key": nats_server.env_key.read_bytes()},
+               "opsched-gateway-tokens": {"gateway-tokens.json": b'{"tokens": []}'},
+               "opsched-gateway-tls": {"tls.crt": gateway_tls.cert.read_bytes(), "tls.key": gateway_tls.key.read_bytes()},
+               "opsched-notifier-connections": {"connections.yaml": b"connections: []\n"},
+               "kubeconfig": {"kubeconfig": kubeconfig.read_bytes()}}
+    ports = {name: free_port() for name in deployments}
+    pods = {}
+    for name, deployment in deployments.items():
+        overrides = {"NATS_URL": nats_server.url, "OPSCHED_HEALTH_PORT": str(ports[name]),
+                     "OPSCHED_GATEWAY_PORT": str(free_port())}
+        spec = deployment["spec"]["template"]["spec"]
+        command = None
+        if name == "opsched-dispatcher":   # a kubeconfig where the pod would have its ServiceAccount's token
+            spec["volumes"].append({"name": "kubeconfig", "secret": {"secretName": "kubeconfig", "defaultMode": 288}})
+            spec["containers"][0]["volumeMounts"].append({"name": "kubeconfig", "mountPath": "/etc/opsched/kube",
+                                                          "readOnly": True})
+            overrides["KUBECONFIG"] = "/etc/opsched/kube/kubeconfig"
+        if name == "opsched-ui":   # its --port, the last argument
+            command = [*spec["containers"][0]["command"][:-1], str(ports[name])]
+        pods[name] = Pod.of(image, deployment, objects, secrets, workdir / "pods", overrides, command)
+    return pods, ports
+
+
+async def test_the_dev_overlay_runs_from_the_image_as_its_pods_would_and_runs_an_op(
+        image, nats_server, control_plane, core_v1, sim_nodes, client, events, tmp_path):
+    """Every Deployment of deploy/overlays/dev (as the API server took it) started from the image as its pod would
+    be: its user, read-only root, its Secrets' files where it mounts them, its ConfigMap and env, its command.
+    Only what a cluster would give differently is replaced: NATS_URL (the test's server, not the Service's DNS
+    name), the ports (one network namespace here, not one per pod) and, for the dispatcher, a kubeconfig (no
+    ServiceAccount token without kube-controller-manager)."""
+    for namespace in ("opsched-system", "opsched"):   # a dry run does not create the namespaces it names
+        control_plane.ensure_namespace(namespace)
+    objects = served_dev_overlay(control_plane.kubeconfig, tmp_path)
+    assert {o["metadata"]["name"] for o in objects if o["kind"] == "Deployment"} == \
+        {f"opsched-{name}" for name in (*DEPLOYED, "ui")}
+    sim_nodes(("gpu-image", 1, "A100"))
+    pods, ports = dev_pods(image, objects, nats_server, control_plane.kubeconfig, tmp_path)
+    try:
+        for pod in pods.values():
+            pod.start()
+        for name, pod in pods.items():
+            path = "/healthz" if name == "opsched-ui" else "/readyz"
+            await eventually(lambda p=pod, u=f"http://127.0.0.1:{ports[name]}{path}": p.alive() and answers(u),
+                             f"{name} from the image, ready", timeout=90)
+        op_id = await client.submit(op("from-the-dev-overlay").gpus(1).runs("sleep 0.2").build())
         done = await events.expect(OperationSucceeded, op_id, timeout=60)
         assert done.node == "gpu-image"
+        assert core_v1.list_namespaced_pod("opsched", label_selector=f"opsched.io/op-id={op_id}").items  # its queue namespace
+
+        async def viewed() -> bool:
+            def get() -> str:
+                with urllib.request.urlopen(f"http://127.0.0.1:{ports['opsched-ui']}/api/state", timeout=5) as r:
+                    return r.read().decode()
+            return op_id in await asyncio.to_thread(get)
+        await eventually(viewed, "the op on the web view's page", timeout=30)
     finally:
-        for proc in procs.values():
-            proc.terminate()
-        codes = {service: proc.wait(30) for service, proc in procs.items()}
-    assert codes == dict.fromkeys(DEPLOYED, 0), "SIGTERM drains and exits 0"
+        for pod in pods.values():
+            if pod.proc is not None and pod.proc.poll() is None:
+                pod.proc.terminate()
+        codes = {name: pod.proc.wait(30) for name, pod in pods.items() if pod.proc is not None}
+        core_v1.delete_collection_namespaced_pod("opsched", label_selector="opsched.io/op-id", grace_period_seconds=0)
+    assert codes == dict.fromkeys(pods, 0), "SIGTERM drains and exits 0"
