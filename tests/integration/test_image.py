@@ -14,6 +14,7 @@ import asyncio
 import gzip
 import json
 import os
+import platform
 import shutil
 import subprocess
 import tarfile
@@ -110,7 +111,8 @@ def test_the_image_runs_as_the_deployments_say_a_numeric_non_root_user_in_app(im
     assert conf["Cmd"] == ["python", "-m", "opsched.services.admission"] and not conf.get("Entrypoint")
     env = dict(e.split("=", 1) for e in conf["Env"])
     assert env["PYTHONPATH"] == "/app:/opt/opsched/site-packages" and env["PYTHONUNBUFFERED"] == "1"
-    assert image.config["architecture"] == "amd64" and image.config["os"] == "linux"
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    assert image.config["architecture"] == arch and image.config["os"] == "linux"   # this machine's, as its wheels
     for service in DEPLOYED:   # what each Deployment runs, as the user it asks for
         manifest = next(yaml.safe_load_all((ROOT / "deploy" / "base" / f"30-{service}.yaml").read_text()))
         pod = manifest["spec"]["template"]["spec"]
