@@ -8,6 +8,7 @@ from typing import Any
 from opsched.proto.cluster import NodeObserved
 from opsched.proto.resources import GPU_MEMORY, GPU_PRODUCT_LABELS, is_accelerator
 from opsched.proto.resources import amount as quantity_of
+from opsched.rules.node_pools import leaving
 from opsched.services.admission.model import agents
 from opsched.services.admission.model.node_affinity import Terms, matches
 from opsched.services.admission.model.node_affinity import describe as describe_affinity
@@ -22,6 +23,13 @@ class NodeInfo:
     allocatable: dict[str, float]
     taints: list[dict[str, Any]]
     schedulable: bool
+    leaving: bool = False  # an autoscaler is removing it (``rules.node_pools.leaving``): no new pod goes there
+    virtual_pool: str = ""  # a node its pool may still add (``state.capacity``), not one that exists
+
+    @property
+    def offers_room(self) -> bool:
+        """May a new pod go there: schedulable and not being removed."""
+        return self.schedulable and not self.leaving
 
     @classmethod
     def of(cls, event: NodeObserved) -> "NodeInfo":
@@ -32,7 +40,8 @@ class NodeInfo:
             except ValueError:
                 continue
         labels = {**event.labels, **agents.selector(event.agent)}  # the agent: admission's own label
-        return cls(agents.node_key(event.agent, event.node), labels, alloc, list(event.taints), event.schedulable)
+        return cls(agents.node_key(event.agent, event.node), labels, alloc, list(event.taints), event.schedulable,
+                   leaving=leaving(event.taints))
 
 
 def selects(node: NodeInfo, selector: dict[str, str]) -> bool:
