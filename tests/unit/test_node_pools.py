@@ -133,3 +133,80 @@ def test_a_pool_budget_never_covers_an_op_even_of_a_project_of_the_same_name():
     budgets = [Budget(scope="pool", name="a100", window="day", money=10),
                Budget(scope="project", name="a100", window="day", money=20)]
     assert [b.scope for b in covering(budgets, "a100", "a100")] == ["project"]
+
+
+# ---- the queue file's checks ---------------------------------------------------------------------
+
+POOLS_YAML = """
+queues:
+  - name: gpu
+    resources:
+      - resource: nvidia.com/gpu
+        flavors: [{name: a100, nominal: 16}]
+flavors:
+  - name: a100
+    nodeLabels: {nvidia.com/gpu.product: A100}
+    tolerations: [{key: nvidia.com/gpu, operator: Exists}]
+    pool:
+      name: a100
+      nodeLabels: {karpenter.sh/nodepool: gpu}
+      allocatable: {nvidia.com/gpu: 8, cpu: 96, memory: 1000Gi}
+      taints: [{key: nvidia.com/gpu, value: present, effect: NoSchedule}]
+      maxNodes: 4
+      provisioningSeconds: 120
+defaultQueue: gpu
+budgets:
+  - {scope: pool, name: a100, window: day, money: 500}
+"""
+
+
+def problems_of(text: str) -> list[str]:
+    from opsched.rules.queues_file import QueuesConfigError, parse_queues
+    try:
+        parse_queues(text)
+    except QueuesConfigError as exc:
+        return [line.strip() for line in str(exc).splitlines()[1:]]
+    return []
+
+
+def test_a_pool_in_the_queue_file_is_read_in_camel_case():
+    from opsched.rules.queues_file import parse_queues
+    cfg = parse_queues(POOLS_YAML)
+    (flavor, pool), = pools_of(cfg)
+    assert (pool.name, pool.max_nodes, pool.min_nodes, pool.provisioning_seconds) == ("a100", 4, 0, 120)
+    assert pool.provisioning_timeout_seconds == 900 and pool.taints[0]["key"] == "nvidia.com/gpu"
+    assert cfg.budgets[0].scope == "pool"
+
+
+@pytest.mark.parametrize("change, expected", [
+    (("maxNodes: 4", "maxNodes: 1\n      minNodes: 2"), "flavors[0].pool.maxNodes: 1 is less than minNodes 2"),
+    (("provisioningSeconds: 120", "provisioningSeconds: 1200"),
+     "flavors[0].pool.provisioningTimeoutSeconds: 900 is less than provisioningSeconds 1200"),
+    (("tolerations: [{key: nvidia.com/gpu, operator: Exists}]", "tolerations: []"),
+     "flavors[0].pool.taints: the flavor's tolerations do not tolerate nvidia.com/gpu=present:NoSchedule"),
+    (("{scope: pool, name: a100,", "{scope: pool, name: h100,"), "budgets[0].name: 'h100' is not a declared pool"),
+    (("cpu: 96,", "cpu: lots,"), "flavors[0].pool.allocatable.cpu:"),
+    (("karpenter.sh/nodepool: gpu", "nvidia.com/gpu.product: H100"),
+     "flavors[0].pool.nodeLabels.nvidia.com/gpu.product: 'H100' contradicts the flavor's nodeLabels"),
+], ids=["max-below-min", "timeout-below-expected", "untolerated-taint", "budget-unknown-pool", "bad-quantity",
+        "contradicting-label"])
+def test_the_queue_file_refuses_a_bad_pool_naming_the_field(change, expected):
+    old, new = change
+    assert old in POOLS_YAML
+    found = problems_of(POOLS_YAML.replace(old, new))
+    assert any(expected in p for p in found), found
+
+
+def test_the_queue_file_refuses_a_pool_name_used_twice():
+    second = """  - name: a100-spot
+    nodeLabels: {nvidia.com/gpu.product: A100, spot: "true"}
+    pool: {name: a100, allocatable: {nvidia.com/gpu: 8}, maxNodes: 2}
+defaultQueue: gpu"""
+    found = problems_of(POOLS_YAML.replace("defaultQueue: gpu", second))
+    assert "flavors: the pool name 'a100' is used twice" in found
+
+
+def test_the_queue_file_refuses_an_unknown_field_in_a_pool():
+    from opsched.rules.queues_file import QueuesConfigError, parse_queues
+    with pytest.raises(QueuesConfigError, match="maxNode"):
+        parse_queues(POOLS_YAML.replace("maxNodes: 4", "maxNodes: 4\n      maxNode: 5"))

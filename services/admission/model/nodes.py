@@ -9,11 +9,10 @@ from opsched.proto.cluster import NodeObserved
 from opsched.proto.resources import GPU_MEMORY, GPU_PRODUCT_LABELS, is_accelerator
 from opsched.proto.resources import amount as quantity_of
 from opsched.rules.node_pools import leaving
+from opsched.rules.taints import untolerated
 from opsched.services.admission.model import agents
 from opsched.services.admission.model.node_affinity import Terms, matches
 from opsched.services.admission.model.node_affinity import describe as describe_affinity
-
-BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 @dataclass
@@ -55,18 +54,7 @@ def allows(node: NodeInfo, selector: dict[str, str], tolerations: list[dict[str,
 
 
 def tolerates(node: NodeInfo, tolerations: list[dict[str, Any]]) -> bool:
-    return all(_tolerated(t, tolerations) for t in node.taints if t.get("effect") in BLOCKING_EFFECTS)
-
-
-def _tolerated(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
-    for tol in tolerations:
-        if tol.get("effect") not in (None, "", taint.get("effect")):
-            continue
-        if tol.get("operator") == "Exists" and tol.get("key") in (None, "", taint.get("key")):
-            return True
-        if tol.get("key") == taint.get("key") and tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
+    return not untolerated(node.taints, tolerations)
 
 
 def describe(request: dict[str, float], selector: dict[str, str], affinity: Terms | None = None) -> str:
