@@ -121,6 +121,7 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     # ("": a node that exists). Non-empty: the op waits for nodes (`why`/`ops`: waiting_for_node)
     provisioning: list[str] = []
     provisioning_timeout_s: float | None = None  # the pools' provisioningTimeoutSeconds (the largest across them)
+    provisioning_expected_s: float | None = None  # the pools' provisioningSeconds (the largest): what `why` says
 
     def __post_init__(self) -> None:
         if self.estimate is not None:

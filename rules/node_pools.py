@@ -10,10 +10,12 @@ autoscaler counts it until it is gone) but offers no room."""
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from opsched.proto.queries import PendingReason
 from opsched.proto.queues import Flavor, NodePool, QueuesConfig
+from opsched.proto.reasons import Reason, pending
 
 LEAVING_TAINTS = ("ToBeDeletedByClusterAutoscaler", "karpenter.sh/disrupted", "karpenter.sh/disruption")
 LEAVING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -69,3 +71,16 @@ def reach(pool: NodePool, existing: int, budget_blocked: bool) -> int:
 def token_of(agent: str, node: str, created: datetime) -> str:
     """One node's life, as a subject token and op_id (``NodeCostRecorded``): a node name reused later is another."""
     return "node-" + hashlib.sha256(f"{agent}/{node}/{created.isoformat()}".encode()).hexdigest()[:20]
+
+
+def awaited(provisioning: list[str]) -> dict[str, int]:
+    """An admitted op's new nodes (``OperationAdmitted.provisioning``, per pod): pool -> how many it waits for."""
+    return {pool: provisioning.count(pool) for pool in dict.fromkeys(provisioning) if pool}
+
+
+def waiting_for_node(nodes: dict[str, int], since: datetime, expected_s: float | None,
+                     timeout_s: float | None) -> PendingReason:
+    """Why an admitted op has not started: the new nodes it waits for, since its admission, and when it is released
+    if they have not come (``why`` and the REASON of ``opsched ops``)."""
+    return pending(Reason.WAITING_FOR_NODE, count=sum(nodes.values()), pool=", ".join(sorted(nodes)), since=since,
+                   expected=expected_s or 0.0, deadline=since + timedelta(seconds=timeout_s or 0.0))

@@ -333,7 +333,8 @@ class Cycle:
             borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op),
             pending_timeout_s=queue.pending_timeout_seconds, **carried(policy), preferred_hosts=verdict.hosts,
             agent=verdict.agent, estimate=verdict.estimate, pool=verdict.pool, provisioning=verdict.provisioning,
-            provisioning_timeout_s=verdict.provisioning_timeout_s, **pods)
+            provisioning_timeout_s=verdict.provisioning_timeout_s,
+            provisioning_expected_s=verdict.provisioning_expected_s, **pods)
 
     def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
         op.blocked = verdict.reasons

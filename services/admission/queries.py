@@ -14,6 +14,7 @@ from opsched.proto.queries import (
     WhyAnswer,
 )
 from opsched.proto.reasons import Reason, dependency_name, pending
+from opsched.rules.node_pools import waiting_for_node
 from opsched.services.admission.fragmentation import fragmentation
 from opsched.services.admission.model.queue_stops import held
 from opsched.services.admission.model.queues import Book, Usage
@@ -44,12 +45,23 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         answer.reasons = [pending(Reason.ON_HOLD, why=op.reason_message or op.reason)]
     elif op.status == Status.RETRYING:
         answer.reasons = [pending(Reason.RETRYING, attempt=op.attempt, failure=op.reason)]
-    elif op.status.active and op.preempted_by is not None:  # "": no preemptor, its queue was drained
-        answer.reasons = [pending(Reason.BEING_PREEMPTED, preemptor=op.preempted_by or f"the drain of queue {op.queue}")]
-    elif op.status.active and op.history.waiting_for is not None and op.history.waiting_since is not None:
-        answer.reasons = [pending(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(op.history.waiting_for),
-                                  since=op.history.waiting_since, detail=op.history.waiting_detail)]
+    elif op.status.active:
+        answer.reasons = _active_reasons(op)
     return answer
+
+
+def _active_reasons(op: OpRecord) -> list[PendingReason]:
+    """Why an admitted op is not running yet, or is about to stop: being preempted, its new nodes not come, a
+    dependency of its pods missing."""
+    if op.preempted_by is not None:  # "": no preemptor, its queue was drained
+        return [pending(Reason.BEING_PREEMPTED, preemptor=op.preempted_by or f"the drain of queue {op.queue}")]
+    if op.provisioning and op.provisioning_since is not None:
+        return [waiting_for_node(op.provisioning, op.provisioning_since, op.provisioning_expected_s,
+                                 op.provisioning_timeout_s)]
+    if op.history.waiting_for is not None and op.history.waiting_since is not None:
+        return [pending(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(op.history.waiting_for),
+                        since=op.history.waiting_since, detail=op.history.waiting_detail)]
+    return []
 
 
 def _not_held(state: AdmissionState, op_id: str) -> WhyAnswer:

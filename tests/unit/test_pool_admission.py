@@ -9,10 +9,11 @@ import pytest
 
 from opsched.proto.events import BudgetExceeded, OperationAdmitted, OperationRejected
 from opsched.proto.queues import NodePool
-from opsched.services.admission import cycle
+from opsched.services.admission import cycle, queries
 from opsched.services.admission.state.admission_state import AdmissionState, OpRecord, snapshot_of
 from opsched.services.admission.state.snapshot import same
-from tests.builders import GPU, book, fold, gpu_flavor, node, op, queue, queued, running, t, taint
+from opsched.view import OpsView
+from tests.builders import GPU, book, dispatched, fold, gpu_flavor, node, op, queue, queued, running, t, taint
 
 NS = "opsched"
 CPU_NODE = node("cpu-0", cpu="8")
@@ -172,3 +173,37 @@ def test_a_provisioning_op_is_placed_on_its_new_node_when_it_comes():
     assert snap.placed["x"] == ["a100-0"]
     assert not any(name.startswith("~") for name in snap.capacity.nodes)  # the pool is at max: no new node
     assert timedelta(seconds=state.ops["x"].provisioning_timeout_s or 0) == timedelta(seconds=600)
+
+
+# ---- why and the ops view: waiting_for_node ------------------------------------------------------
+
+WAITING = ("waiting for 1 new node(s) of pool a100 (provisioning since 12:00:01, usually 60s; released and retried "
+           "at 12:10:01 if they have not come)")
+
+
+def test_why_of_an_op_waiting_for_its_node_says_so_until_it_runs():
+    state = fold(CPU_NODE, single("x", 8))
+    b = pool_book()
+    decide(state, b)
+    (reason,) = queries.why(state, b, "x", t(5)).reasons
+    assert (reason.code, reason.message) == ("waiting_for_node", WAITING)
+    fold(dispatched("x", at=t(2)), state=state)
+    assert queries.why(state, b, "x", t(5)).reasons[0].message == WAITING
+    fold(a100("a100-0", at=t(30)), running("x", at=t(40), node="a100-0"), state=state)
+    assert queries.why(state, b, "x", t(41)).reasons == []
+
+
+def test_the_ops_view_shows_the_wait_for_a_node_until_the_op_runs():
+    state = fold(CPU_NODE, single("x", 8))
+    (admit,) = [d for d in decide(state, pool_book()) if isinstance(d, OperationAdmitted)]
+    view = OpsView()
+    for event in [*single("x", 8), admit, dispatched("x", at=t(2))]:
+        view.fold(event)
+    assert view.rows["x"].reason == WAITING
+    view.fold(running("x", at=t(40), node="a100-0"))
+    assert view.rows["x"].reason == "pod opsched/op-x-0"
+
+
+def test_a_pool_budget_announcement_is_no_op_row():
+    view = OpsView()
+    assert view.fold(spent(0, 3600)) is None and view.rows == {}

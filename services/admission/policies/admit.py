@@ -39,6 +39,7 @@ class Verdict:
     pool: str = ""
     provisioning: list[str] = field(default_factory=list)  # per pod, the node pool of its new node ("": existing)
     provisioning_timeout_s: float | None = None  # the largest provisioningTimeoutSeconds of those pools
+    provisioning_expected_s: float | None = None  # the largest provisioningSeconds of those pools
 
 
 def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict:
@@ -145,11 +146,12 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
         return Verdict(WAIT)
     hosts = placement.preferred_hosts(rule, nodes, lambda n: capacity.nodes[n].labels, op.pods)
     provisioning = [capacity.nodes[n].virtual_pool for n in nodes or []]
-    timeouts = [p.pool.provisioning_timeout_seconds for p in capacity.pools if p.pool.name in provisioning]
+    used = [p.pool for p in capacity.pools if p.pool.name in provisioning]
     return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, nodes, hosts=hosts,
                    agent=agent, estimate=estimate, pool=pool,
                    provisioning=provisioning if any(provisioning) else [],
-                   provisioning_timeout_s=max(timeouts) if timeouts else None)
+                   provisioning_timeout_s=max((p.provisioning_timeout_seconds for p in used), default=None),
+                   provisioning_expected_s=max((p.provisioning_seconds for p in used), default=None))
 
 
 def _never(op: OpRecord, capacity: Capacity, selector: dict[str, str], tolerations: list[dict[str, Any]],

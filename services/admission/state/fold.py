@@ -45,6 +45,7 @@ from opsched.proto.events import (
 from opsched.proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from opsched.proto.reasons import Ending, Failure
 from opsched.rules.failures import BLOCKING_MESSAGES, is_infrastructure, will_retry
+from opsched.rules.node_pools import awaited
 from opsched.rules.op_history import entry_of
 from opsched.services.admission.model.agents import node_key
 from opsched.services.admission.model.nodes import NodeInfo
@@ -342,9 +343,8 @@ class OpFold:
         op.admitted_at, op.running_since, op.node, op.preempted_by = e.at, None, None, None
         op.reason_message = ""  # why it waited (an eviction's message) says nothing of how this attempt ends
         op.admitted_priority = e.effective_priority
-        op.provisioning = {pool: e.provisioning.count(pool) for pool in dict.fromkeys(e.provisioning) if pool}
-        op.provisioning_since = e.at if op.provisioning else None
-        op.provisioning_timeout_s = e.provisioning_timeout_s
+        op.provisioning, op.provisioning_since = awaited(e.provisioning), (e.at if any(e.provisioning) else None)
+        op.provisioning_timeout_s, op.provisioning_expected_s = e.provisioning_timeout_s, e.provisioning_expected_s
         if e.estimate is not None:  # what it was admitted at, on its flavor (an older admitted: its one estimate)
             op.estimate, op.estimate_pool = e.estimate, e.pool
         self.drop_nomination(op.op_id)
