@@ -207,7 +207,7 @@ def _submitted(row: OpRow, event: OperationSubmitted) -> None:
 def _times(row: OpRow, event: Event) -> None:
     """When it started running (its latest attempt) and when it ended (its first terminal event)."""
     if isinstance(event, OperationRunning):
-        row.started_at, row.ended_at, row.awaiting_nodes = event.at, None, ""
+        row.started_at, row.ended_at = event.at, None
     if isinstance(event, OperationResumed):
         row.ended_at = None
     elif SHOWN.get(type(event)) is not None and SHOWN[type(event)].label in TERMINAL_LABELS and not row.terminal:
@@ -236,7 +236,9 @@ def _reason_now(row: OpRow, event: Event) -> None:  # noqa: C901 - one branch pe
     elif isinstance(event, CacheHit):
         row.reason = f"cache hit of {event.original_op_id}"
     elif isinstance(event, OperationRunning) and event.endpoint is not None:
-        row.reason = serving_text(row.endpoint)
+        row.reason, row.awaiting_nodes = serving_text(row.endpoint), ""
+    elif isinstance(event, OperationRunning) and row.awaiting_nodes:  # its nodes came
+        row.reason, row.awaiting_nodes = "", ""
     elif isinstance(event, (OperationAdmitted, OperationDispatched)):  # (no longer waiting for the API)
         row.awaiting_nodes = _awaiting_nodes(event) if isinstance(event, OperationAdmitted) else row.awaiting_nodes
         row.reason = row.awaiting_nodes or f"pod {event.namespace}/{event.pod_name}"  # its new nodes, until running

@@ -201,7 +201,7 @@ def test_the_ops_view_shows_the_wait_for_a_node_until_the_op_runs():
         view.fold(event)
     assert view.rows["x"].reason == WAITING
     view.fold(running("x", at=t(40), node="a100-0"))
-    assert view.rows["x"].reason == "pod opsched/op-x-0"
+    assert view.rows["x"].reason == ""
 
 
 def test_a_pool_budget_announcement_is_no_op_row():
