@@ -13,12 +13,12 @@ from opsched.proto.reasons import Reason, pending
 from opsched.services.admission.model import agents, placement
 from opsched.services.admission.model.node_affinity import Terms, required_terms
 from opsched.services.admission.model.nodes import describe
+from opsched.services.admission.model.pools import PoolReach
 from opsched.services.admission.model.queue_stops import held
 from opsched.services.admission.model.records import OpRecord
 from opsched.services.admission.policies import budgets, flavor_cost
 from opsched.services.admission.policies import flavors as flavor_policy
 from opsched.services.admission.policies.quota import Fit, check
-from opsched.services.admission.state.capacity import Capacity, PoolReach
 from opsched.services.admission.state.snapshot import Snapshot
 
 ADMIT, BORROW, WAIT, UNFITTABLE = "admit", "borrow", "wait", "never_fits"  # verdict outcomes
@@ -114,7 +114,7 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
     affinity = required_terms(op.spec.environment.affinity) if op.spec.environment.affinity else None
     capacity = snap.capacity
     known = capacity.knows(agent)
-    never = _never(op, capacity, full_selector, full_tolerations, affinity) if known else None
+    never = _never(op, snap, full_selector, full_tolerations, affinity) if known else None
     if never is not None and capacity.reported(agent):
         reasons.append(never)
         return Verdict(UNFITTABLE)
@@ -154,10 +154,11 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
                    provisioning_expected_s=max((p.provisioning_seconds for p in used), default=None))
 
 
-def _never(op: OpRecord, capacity: Capacity, selector: dict[str, str], tolerations: list[dict[str, Any]],
+def _never(op: OpRecord, snap: Snapshot, selector: dict[str, str], tolerations: list[dict[str, Any]],
            affinity: Terms | None) -> PendingReason | None:
     """Why no node, existing or any its pools may add, could ever hold the op (``unfittable``); None when one could.
     A gang onto a pool must fit on the pool's ``maxNodes`` nodes at once."""
+    capacity = snap.capacity
     if not capacity.ever_all(op.pods, selector, tolerations, affinity):
         biggest = max(op.pods, key=lambda p: sum(p.values())) if op.pods else op.request
         return pending(Reason.UNFITTABLE, what=describe(biggest, selector, affinity))

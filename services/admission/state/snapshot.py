@@ -17,9 +17,10 @@ from opsched.rules import node_pools
 from opsched.services.admission.model import agents, placement
 from opsched.services.admission.model.node_affinity import Terms, required_terms
 from opsched.services.admission.model.nodes import NodeInfo, selects
+from opsched.services.admission.model.pools import PoolReach
 from opsched.services.admission.model.queues import Book, Usage
 from opsched.services.admission.model.records import Ghost, OpRecord
-from opsched.services.admission.state.capacity import Capacity, PoolReach
+from opsched.services.admission.state.capacity import Capacity
 from opsched.services.admission.state.pool_budgets import PoolBudgets
 from opsched.services.admission.state.spend import Spend
 
