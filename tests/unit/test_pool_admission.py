@@ -207,3 +207,22 @@ def test_the_ops_view_shows_the_wait_for_a_node_until_the_op_runs():
 def test_a_pool_budget_announcement_is_no_op_row():
     view = OpsView()
     assert view.fold(spent(0, 3600)) is None and view.rows == {}
+
+
+# ---- opsched queues: the pools table ---------------------------------------------------------------
+
+def test_the_queues_answer_lists_each_pool_with_its_nodes_leaving_and_awaited():
+    from opsched.tables import queues_table
+    leaving = taint("ToBeDeletedByClusterAutoscaler", "1700000000")
+    state = fold(CPU_NODE, a100("a100-0", taints=[leaving]), single("x", 8), single("y", 8, at=0.5))
+    b = pool_book(max_nodes=4)
+    decide(state, b)
+    answer = queries.queues(state, b, t(2))
+    (p,) = answer.pools
+    assert (p.pool, p.flavor, p.nodes, p.leaving, p.min_nodes, p.max_nodes, p.awaited) == ("a100", "a100", 1, 1, 0, 4, 2)
+    assert p.oldest_since == t(1) and p.budget_blocked_until is None
+    text = queues_table(answer)
+    assert "POOL  FLAVOR  NODES  LEAVING  MIN/MAX  AWAITED  OLDEST WAIT" in text
+    assert "a100  a100    1      1        0/4      2        12:00:01" in text
+    # virtual nodes are no free capacity in the fragmentation table
+    assert all(f.free == 0 for f in answer.fragmentation if f.resource == GPU)

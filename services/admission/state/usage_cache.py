@@ -39,6 +39,10 @@ class UsageCache(Transitions):
     def usage_history(self) -> dict[str, dict[tuple[str, str], float]]:
         return self.history.levels()
 
+    def active_ids(self) -> Iterator[str]:
+        for ids in self.active.values():
+            yield from ids
+
     def active_ops(self) -> Iterator[OpRecord]:
         ops = self.fold.ops
         for ids in self.active.values():
