@@ -70,6 +70,16 @@ class Capacity:
         pools = self.pools_for(selector, tolerations, affinity)
         if not pools:
             return True
+        key = ("gang", tuple(tuple(sorted(p.items())) for p in pods), tuple(sorted(selector.items())),
+               repr(tolerations), key_of(affinity))
+        known = self._ever.get(key)
+        if known is None:
+            known = self._ever[key] = self._gang_fits_grown(pods, selector, tolerations, affinity, pools)
+        return known
+
+    def _gang_fits_grown(self, pods: list[dict[str, float]], selector: dict[str, str],
+                         tolerations: list[dict[str, Any]], affinity: Terms | None, pools: list[PoolReach]) -> bool:
+        """The gang placed at once on every node empty, with each of ``pools`` grown to its ``maxNodes``."""
         every = {n: info for n, info in self.nodes.items() if not info.virtual_pool}
         for p in pools:
             for i in range(max(0, p.pool.max_nodes - p.existing)):
