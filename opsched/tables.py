@@ -32,7 +32,19 @@ def queues_table(answer: QueuesAnswer) -> str:
     held = "".join(f"\n{line}" for line in stops) + (
         "\n(held/drained: nothing of it is admitted until `opsched queues resume QUEUE`)" if stops else "")
     return (f"{table}\n(* default queue; configuration from {answer.source})" + held + cohorts_text(answer)
-            + fragmentation_text(answer))
+            + pools_text(answer) + fragmentation_text(answer))
+
+
+def pools_text(answer: QueuesAnswer) -> str:
+    """The flavors' node pools: nodes (leaving), bounds, the new nodes admitted ops wait for and since when."""
+    if not answer.pools:
+        return ""
+    rows = [(f"{p.agent + '/' if p.agent else ''}{p.pool}", p.flavor, p.nodes, p.leaving, f"{p.min_nodes}/{p.max_nodes}",
+             p.awaited, f"{p.oldest_since:%H:%M:%S}" if p.oldest_since else "-",
+             f"{p.budget_blocked_until:%Y-%m-%d %H:%M}" if p.budget_blocked_until else "-") for p in answer.pools]
+    return "\n\n" + grid(("POOL", "FLAVOR", "NODES", "LEAVING", "MIN/MAX", "AWAITED", "OLDEST WAIT",
+                          "NO NEW NODES UNTIL"), rows) + (
+        "\n(awaited: new nodes admitted ops wait for; leaving: nodes an autoscaler is removing, counted in NODES)")
 
 
 def stop_state(q: QueueStatus) -> str:

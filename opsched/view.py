@@ -7,6 +7,7 @@ from typing import Any
 
 from opsched.proto import codec
 from opsched.proto.events import (
+    BudgetExceeded,
     CacheHit,
     CostEstimated,
     CostRecorded,
@@ -39,6 +40,7 @@ from opsched.proto.pod_resources import accelerators_of
 from opsched.proto.reasons import Ending, Reason, dependency_name, message
 from opsched.proto.resources import gpus_label, is_device
 from opsched.proto.summaries import OpSummary, accelerators_of_label
+from opsched.rules.node_pools import awaited, waiting_for_node
 
 TERMINAL_STATUSES = TERMINAL_LABELS
 
@@ -75,6 +77,7 @@ class OpRow:
     admitted_at: datetime | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    awaiting_nodes: str = ""  # admitted onto new nodes of a pool: why it is not running yet (until it runs)
 
     @property
     def gpus(self) -> int:
@@ -97,8 +100,8 @@ class OpsView:
         self.summarized: set[str] = set()  # ops shown from their summary: final, events add nothing
 
     def fold(self, event: Event) -> OpRow | None:
-        if isinstance(event, SpendRolled):
-            return None  # a budget scope's spend, no op's
+        if isinstance(event, SpendRolled) or (isinstance(event, BudgetExceeded) and event.scope == "pool"):
+            return None  # a budget scope's spend, or a node pool's budget spent: no op's
         if isinstance(event, ErrorRaised):
             self.errors.append(event)
         row = self.rows.get(event.op_id)
@@ -233,12 +236,23 @@ def _reason_now(row: OpRow, event: Event) -> None:  # noqa: C901 - one branch pe
     elif isinstance(event, CacheHit):
         row.reason = f"cache hit of {event.original_op_id}"
     elif isinstance(event, OperationRunning) and event.endpoint is not None:
-        row.reason = serving_text(row.endpoint)
+        row.reason, row.awaiting_nodes = serving_text(row.endpoint), ""
+    elif isinstance(event, OperationRunning) and row.awaiting_nodes:  # its nodes came
+        row.reason, row.awaiting_nodes = "", ""
     elif isinstance(event, (OperationAdmitted, OperationDispatched)):  # (no longer waiting for the API)
-        row.reason = f"pod {event.namespace}/{event.pod_name}"
+        row.awaiting_nodes = _awaiting_nodes(event) if isinstance(event, OperationAdmitted) else row.awaiting_nodes
+        row.reason = row.awaiting_nodes or f"pod {event.namespace}/{event.pod_name}"  # its new nodes, until running
     elif isinstance(event, DispatchDelayed) and row.rank <= Status.ADMITTED:
         row.reason = message(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(event.dependency),
                              since=event.at, detail=event.message)
+
+
+def _awaiting_nodes(event: OperationAdmitted) -> str:
+    """The new nodes of a pool an admitted op waits for (``waiting_for_node``), or ""."""
+    if not any(event.provisioning):
+        return ""
+    return waiting_for_node(awaited(event.provisioning), event.at, event.provisioning_expected_s,
+                            event.provisioning_timeout_s).message
 
 
 def serving_text(endpoint: dict[str, Any]) -> str:

@@ -117,6 +117,11 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     # count this), and the catalogue pool that priced it ("": the defaults); None: an admission from before this
     estimate: float | None = None
     pool: str = ""
+    # per pod (main first, then replicas, as preferred_hosts): the node pool whose NEW node admission counted for it
+    # ("": a node that exists). Non-empty: the op waits for nodes (`why`/`ops`: waiting_for_node)
+    provisioning: list[str] = []
+    provisioning_timeout_s: float | None = None  # the pools' provisioningTimeoutSeconds (the largest across them)
+    provisioning_expected_s: float | None = None  # the pools' provisioningSeconds (the largest): what `why` says
 
     def __post_init__(self) -> None:
         if self.estimate is not None:

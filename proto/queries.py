@@ -106,6 +106,22 @@ class QueuesRequest(Wire, tag_field="type", tag="queues_request", kw_only=True):
     pass
 
 
+class PoolStatus(Wire, kw_only=True):
+    """A flavor's node pool in one agent's cluster (``opsched queues``): its nodes, those an autoscaler is removing,
+    its bounds, and the new nodes admitted ops wait for."""
+
+    pool: str
+    flavor: str
+    agent: str = ""
+    nodes: int = 0  # that exist (leaving ones included)
+    leaving: int = 0
+    min_nodes: int = 0
+    max_nodes: int = 0
+    awaited: int = 0  # new nodes admitted ops wait for
+    oldest_since: datetime | None = None  # the oldest of those ops' admission
+    budget_blocked_until: datetime | None = None  # its budget is spent: no new node until then
+
+
 class QueuesAnswer(Wire, tag_field="type", tag="queues_answer", kw_only=True):
     queues: list[QueueStatus] = []
     default_queue: str = ""
@@ -114,6 +130,7 @@ class QueuesAnswer(Wire, tag_field="type", tag="queues_answer", kw_only=True):
     cohorts: list[CohortStatus] = []  # the declared cohorts (none: flat cohorts only)
     # queues held or drained that the configuration no longer has: the hold comes back with the queue (resume clears)
     stopped_unconfigured: list[str] = []
+    pools: list[PoolStatus] = []  # the flavors' node pools
 
 
 class CostRequest(Wire, tag_field="type", tag="cost_request", kw_only=True):

@@ -61,6 +61,9 @@ class Reason(StrEnum):
     RESOURCE_NOT_COVERED = "resource_not_covered"
     USER_PENDING_CAP = "user_pending_cap"
     QUEUE_HELD = "queue_held"
+    WAITING_FOR_NODE = "waiting_for_node"
+    POOL_AT_MAX = "pool_at_max"
+    POOL_BUDGET = "pool_budget"
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,20 @@ REASONS: dict[Reason, Rule] = {
     Reason.NO_CAPACITY: Rule(
         "no node its pods may use has room now",
         "no free capacity now for {what}", True, WaitsOn.CAPACITY),
+    Reason.WAITING_FOR_NODE: Rule(
+        "it is admitted onto nodes its pool's autoscaler is adding; if they do not come in time it is released and "
+        "retried",
+        "waiting for {count} new node(s) of pool {pool} (provisioning since {since:%H:%M:%S}, usually "
+        "{expected:g}s; released and retried at {deadline:%H:%M:%S} if they have not come)"),
+    Reason.POOL_AT_MAX: Rule(
+        "the node pool its flavor grows has all the nodes it may have, and none has room",
+        # leaving: "" or ", 1 leaving"
+        "pool {pool} is at maxNodes ({nodes}/{max}{leaving}) and none of its nodes has room for {what}",
+        True, WaitsOn.CAPACITY),
+    Reason.POOL_BUDGET: Rule(
+        "the node pool's budget is spent: it adds no new nodes until the window resets",
+        "pool {pool} {period} budget exhausted: no new nodes until {resets_at}; only its {nodes} node(s) that "
+        "exist take ops", False, WaitsOn.BUDGET),
     Reason.AGENT_SILENT: Rule(
         "the agent its flavor lives in has stopped sending heartbeats: it gets no new ops",
         "agent {agent} is silent (its last heartbeat at {since:%H:%M:%S}); no new ops go to it"),
@@ -331,6 +348,7 @@ class Eviction(StrEnum):
     UNWANTED = "unwanted"  # created for an attempt that a stop or preemption released meanwhile
     ORPHANED = "orphaned"  # a pod no live attempt owns
     UNSCHEDULABLE = "unschedulable"  # Unschedulable longer than its queue's pendingTimeout
+    NODE_NOT_PROVISIONED = "node_not_provisioned"  # no node of its pool came within provisioningTimeoutSeconds
 
 
 class Preemption(StrEnum):

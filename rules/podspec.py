@@ -56,7 +56,13 @@ RELEASE_ANNOTATIONS = (ANNOTATION_PREEMPTED_BY, ANNOTATION_PREEMPT_REASON, ANNOT
                        ANNOTATION_STOPPED, ANNOTATION_EVICTED)
 # Set by the dispatcher when tracing is on (never by users): the W3C traceparent of the span that created the pod
 ANNOTATION_TRACEPARENT = "opsched.io/traceparent"
-WATCHED_ANNOTATIONS = (*RELEASE_ANNOTATIONS, ANNOTATION_TRACEPARENT, serving.ANNOTATION_PORTS)  # what the pod watch reads
+# admitted onto new nodes of a node pool (``OperationAdmitted.provisioning``): the pools awaited, and how long an
+# unbound pod may wait for them (``dispatcher.expiry``, ``dispatcher.gang``: ``node_not_provisioned``)
+ANNOTATION_POOL = "opsched.io/pool"
+ANNOTATION_PROVISIONING_TIMEOUT = "opsched.io/provisioning-timeout-seconds"
+PROVISIONING_ANNOTATIONS = (ANNOTATION_POOL, ANNOTATION_PROVISIONING_TIMEOUT)
+WATCHED_ANNOTATIONS = (*RELEASE_ANNOTATIONS, ANNOTATION_TRACEPARENT, serving.ANNOTATION_PORTS,
+                       *PROVISIONING_ANNOTATIONS)  # what the pod watch reads
 
 
 CONTEXT_VOLUME = "opsched-context"  # Polyaxon's context, mounted at CONTEXT_ROOT
@@ -227,6 +233,10 @@ def _annotations(admitted: OperationAdmitted) -> dict[str, str]:
         annotations[ANNOTATION_DESCRIPTION] = spec.description[:MAX_DESCRIPTION]
     if admitted.pending_timeout_s is not None:
         annotations[ANNOTATION_PENDING_TIMEOUT] = f"{admitted.pending_timeout_s:g}"
+    pools = sorted({pool for pool in admitted.provisioning if pool})
+    if pools and admitted.provisioning_timeout_s is not None:  # its nodes are being added: it may wait that long
+        annotations[ANNOTATION_POOL] = ",".join(pools)
+        annotations[ANNOTATION_PROVISIONING_TIMEOUT] = f"{admitted.provisioning_timeout_s:g}"
     annotations.update(serving.ports_annotation(spec))  # a service's pods: the watcher reads its ports here
     if admitted.flavors:
         annotations[ANNOTATION_FLAVORS] = json.dumps(admitted.flavors, sort_keys=True, separators=(",", ":"))

@@ -15,11 +15,13 @@ import yaml
 from opsched.proto import k8s_names
 from opsched.proto.access import problems as access_problems
 from opsched.proto.limits import MAX_COHORT_DEPTH, MAX_CONNECTION_NAME_CHARS, MAX_PRIORITY
-from opsched.proto.queues import Cohort, Connection, Queue, QueuesConfig
+from opsched.proto.queues import Cohort, Connection, Flavor, Queue, QueuesConfig
 from opsched.proto.resources import QuantityError, amount
 from opsched.proto.subjects import valid_token
 from opsched.rules.agent_checks import agent_problems
+from opsched.rules.node_pools import pools_of
 from opsched.rules.pod_security import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES
+from opsched.rules.taints import untolerated
 
 DEFAULT_FLAVOR = "default"  # the flavor of a resource whose quota names no flavor
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")  # an env var's name, as the API server takes it
@@ -59,6 +61,7 @@ def problems(config: QueuesConfig) -> list[str]:
     if not config.init_image.strip():
         problems.append("initImage: an image name is needed (the git and file init steps run it)")
     problems += _connections_problems(config.connections, names)
+    problems += _pool_problems(config)
     return problems + agent_problems(config) + access_problems(config.access)
 
 
@@ -251,6 +254,49 @@ def _resources_problems(where: str, q: Queue | Cohort, flavor_names: set[str]) -
                 out.append(f"{at}.name: unknown flavor {f.name!r}; define it under flavors (known: "
                            f"{', '.join(sorted(flavor_names))})")
             out += _quantity_problems(at, rq.resource, f)
+    return out
+
+
+def _pool_problems(config: QueuesConfig) -> list[str]:
+    """Each flavor's node ``pool``: a unique name, maxNodes at least minNodes, a timeout no shorter than the expected
+    time, quantities that parse, labels that agree with the flavor's, taints the flavor tolerates; and each
+    ``scope: pool`` budget naming a declared pool."""
+    out: list[str] = []
+    names = [pool.name for _, pool in pools_of(config)]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        out.append(f"flavors: the pool name {dup!r} is used twice")
+    for i, flavor in enumerate(config.flavors):
+        out += _one_pool_problems(f"flavors[{i}].pool", flavor)
+    for i, budget in enumerate(config.budgets):
+        if budget.scope == "pool" and budget.name not in names:
+            out.append(f"budgets[{i}].name: {budget.name!r} is not a declared pool {sorted(names)}")
+    return out
+
+
+def _one_pool_problems(at: str, flavor: Flavor) -> list[str]:
+    pool = flavor.pool
+    if pool is None:
+        return []
+    out: list[str] = []
+    if not pool.name.strip():
+        out.append(f"{at}.name: a pool needs a name")
+    if pool.max_nodes < pool.min_nodes:
+        out.append(f"{at}.maxNodes: {pool.max_nodes} is less than minNodes {pool.min_nodes}")
+    if pool.provisioning_timeout_seconds < pool.provisioning_seconds:
+        out.append(f"{at}.provisioningTimeoutSeconds: {pool.provisioning_timeout_seconds:g} is less than "
+                   f"provisioningSeconds {pool.provisioning_seconds:g}")
+    for resource, qty in pool.allocatable.items():
+        try:
+            amount(resource, qty)
+        except QuantityError as exc:
+            out.append(f"{at}.allocatable.{resource}: {exc}")
+    for key, value in pool.node_labels.items():
+        if key in flavor.node_labels and flavor.node_labels[key] != value:
+            out.append(f"{at}.nodeLabels.{key}: {value!r} contradicts the flavor's nodeLabels "
+                       f"({key}: {flavor.node_labels[key]!r})")
+    for taint in untolerated(pool.taints, flavor.tolerations):
+        out.append(f"{at}.taints: the flavor's tolerations do not tolerate {taint.get('key')}="
+                   f"{taint.get('value', '')}:{taint.get('effect')} (its pods could never go on the pool's nodes)")
     return out
 
 

@@ -332,10 +332,16 @@ class Cycle:
             flavors=verdict.flavors, node_selector=verdict.node_selector, tolerations=verdict.tolerations,
             borrowing=verdict.outcome == BORROW, effective_priority=self.priority(op),
             pending_timeout_s=queue.pending_timeout_seconds, **carried(policy), preferred_hosts=verdict.hosts,
-            agent=verdict.agent, estimate=verdict.estimate, pool=verdict.pool, **pods)
+            agent=verdict.agent, estimate=verdict.estimate, pool=verdict.pool, provisioning=verdict.provisioning,
+            provisioning_timeout_s=verdict.provisioning_timeout_s,
+            provisioning_expected_s=verdict.provisioning_expected_s, **pods)
 
     def _keep_waiting(self, op: OpRecord, verdict: Verdict) -> None:
         op.blocked = verdict.reasons
+        if any(r.code == Reason.POOL_BUDGET for r in verdict.reasons):
+            for spent in self.state.fold.pool_budgets.blocked.values():
+                if spent.resets_at > self.now and spent.resets_at not in self.queues.timers:
+                    self.queues.timers.append(spent.resets_at)  # a cycle when the pool may add nodes again
         if any(r.code == budgets.CODE for r in verdict.reasons):
             reset = budgets.next_reset(self.book.config.budgets, op.queue, op.spec.project, self.now)
             if reset is not None and reset not in self.queues.timers:

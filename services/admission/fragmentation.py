@@ -18,13 +18,15 @@ def fragmentation(capacity: Capacity, book: Book, waiting: Iterable[OpRecord]) -
     if not capacity.known:
         return []
     flavors = {name: dict(f.node_labels) for name, f in sorted(book.flavors.items())} or {"": {}}
-    in_agents = sorted({info.labels.get(agents.AGENT_LABEL, "") for info in capacity.nodes.values()})
+    in_agents = sorted({info.labels.get(agents.AGENT_LABEL, "") for info in capacity.nodes.values()
+                        if not info.virtual_pool})
     groups = [(agent, flavor, {**labels, **agents.selector(agent)}) for agent in in_agents
               for flavor, labels in flavors.items() if not flavor or agent in agents.agents_of_flavor(book, flavor)]
     asks = [(op.spec.environment.node_selector, pod) for op in waiting for pod in op.pods]
     out = []
     for agent, flavor, labels in groups:
-        nodes = [n for n, info in sorted(capacity.nodes.items()) if info.schedulable and selects(info, labels)]
+        nodes = [n for n, info in sorted(capacity.nodes.items())
+                 if info.offers_room and not info.virtual_pool and selects(info, labels)]  # nodes that exist
         resources = sorted({r for n in nodes for r in capacity.nodes[n].allocatable if is_accelerator(r)})
         for resource in resources:
             free = [capacity.free[n].get(resource, 0.0) for n in nodes if resource in capacity.nodes[n].allocatable]

@@ -9,12 +9,15 @@ from opsched.proto.queries import (
     CohortUsage,
     FlavorUsage,
     PendingReason,
+    PoolStatus,
     QueuesAnswer,
     QueueStatus,
     WhyAnswer,
 )
 from opsched.proto.reasons import Reason, dependency_name, pending
+from opsched.rules.node_pools import waiting_for_node
 from opsched.services.admission.fragmentation import fragmentation
+from opsched.services.admission.model.pools import PoolReach
 from opsched.services.admission.model.queue_stops import held
 from opsched.services.admission.model.queues import Book, Usage
 from opsched.services.admission.policies.admit import ADMIT, BORROW, evaluate
@@ -44,12 +47,23 @@ def why(state: AdmissionState, book: Book, op_id: str, now: datetime | None = No
         answer.reasons = [pending(Reason.ON_HOLD, why=op.reason_message or op.reason)]
     elif op.status == Status.RETRYING:
         answer.reasons = [pending(Reason.RETRYING, attempt=op.attempt, failure=op.reason)]
-    elif op.status.active and op.preempted_by is not None:  # "": no preemptor, its queue was drained
-        answer.reasons = [pending(Reason.BEING_PREEMPTED, preemptor=op.preempted_by or f"the drain of queue {op.queue}")]
-    elif op.status.active and op.history.waiting_for is not None and op.history.waiting_since is not None:
-        answer.reasons = [pending(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(op.history.waiting_for),
-                                  since=op.history.waiting_since, detail=op.history.waiting_detail)]
+    elif op.status.active:
+        answer.reasons = _active_reasons(op)
     return answer
+
+
+def _active_reasons(op: OpRecord) -> list[PendingReason]:
+    """Why an admitted op is not running yet, or is about to stop: being preempted, its new nodes not come, a
+    dependency of its pods missing."""
+    if op.preempted_by is not None:  # "": no preemptor, its queue was drained
+        return [pending(Reason.BEING_PREEMPTED, preemptor=op.preempted_by or f"the drain of queue {op.queue}")]
+    if op.provisioning and op.provisioning_since is not None:
+        return [waiting_for_node(op.provisioning, op.provisioning_since, op.provisioning_expected_s,
+                                 op.provisioning_timeout_s)]
+    if op.history.waiting_for is not None and op.history.waiting_since is not None:
+        return [pending(Reason.WAITING_FOR_DEPENDENCY, dependency=dependency_name(op.history.waiting_for),
+                        since=op.history.waiting_since, detail=op.history.waiting_detail)]
+    return []
 
 
 def _not_held(state: AdmissionState, op_id: str) -> WhyAnswer:
@@ -111,8 +125,8 @@ def _stop_status(state: AdmissionState, queue: str) -> dict:
                 draining=draining)
 
 
-def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
-    snap = snapshot_of(state, book)
+def queues(state: AdmissionState, book: Book, now: datetime | None = None) -> QueuesAnswer:
+    snap = snapshot_of(state, book, now)
     out = []
     for name in book.order:
         q = book.queues[name]
@@ -129,7 +143,22 @@ def queues(state: AdmissionState, book: Book) -> QueuesAnswer:
     waiting = (o for o in state.ops.values() if not (o.status.active or o.status.terminal))
     return QueuesAnswer(queues=out, default_queue=book.default_queue, source=book.source,
                         fragmentation=fragmentation(snap.capacity, book, waiting), cohorts=_cohorts(book, snap.usage),
-                        stopped_unconfigured=sorted(q for q in state.stops.in_force if q not in book.queues))
+                        stopped_unconfigured=sorted(q for q in state.stops.in_force if q not in book.queues),
+                        pools=_pools(state, snap.capacity.pools))
+
+
+def _pools(state: AdmissionState, pools: tuple[PoolReach, ...]) -> list[PoolStatus]:
+    """Each pool's nodes (and those leaving) as the snapshot counts them, and the new nodes admitted ops wait for."""
+    out = []
+    for p in pools:
+        waiting = [op for op_id in state.usage.active_ids() if (op := state.ops[op_id]).provisioning.get(p.pool.name)
+                   and op.agent == p.agent]
+        since = [op.provisioning_since for op in waiting if op.provisioning_since is not None]
+        out.append(PoolStatus(pool=p.pool.name, flavor=p.flavor.name, agent=p.agent, nodes=p.existing,
+                              leaving=p.leaving, min_nodes=p.pool.min_nodes, max_nodes=p.pool.max_nodes,
+                              awaited=sum(op.provisioning[p.pool.name] for op in waiting),
+                              oldest_since=min(since, default=None), budget_blocked_until=p.blocked_until))
+    return out
 
 
 def _cohorts(book: Book, usage: Usage) -> list[CohortStatus]:

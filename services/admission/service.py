@@ -356,7 +356,7 @@ class Admission(Service):
         if isinstance(request, WhyRequest):
             return codec.encode(queries.why(self.state, self.book, request.op_id, self.clock.now()))
         if isinstance(request, QueuesRequest):
-            return codec.encode(queries.queues(self.state, self.book))
+            return codec.encode(queries.queues(self.state, self.book, self.clock.now()))
         if isinstance(request, SchedulesRequest):
             return codec.encode(self.schedules.statuses(self.clock.now(), self._status_label, request.ids))
         return codec.encode(queries.WhyAnswer(op_id="-", found=False))

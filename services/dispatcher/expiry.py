@@ -9,6 +9,9 @@
   PodScheduled False, reason Unschedulable) for that long is released with its whole attempt and the
   op is ``evicted`` (reason ``unschedulable``, the scheduler's own message): it goes back to its queue
   after a back-off and never holds quota forever.
+- a pod admitted onto new nodes of a node pool (annotated ``opsched.io/pool``): it is released only once it has had
+  no node for ``max(pendingTimeout, provisioningTimeoutSeconds)`` since its creation (kube-scheduler re-marks it
+  Unschedulable at every retry while the autoscaler adds nodes), as ``evicted`` (reason ``node_not_provisioned``).
 The decision is a pure function of a pod (as the watch decodes it, ``kobjects.Pod``) and the time. The pods
 are the pod watchers' while they are synced, else a list (as the reconciler's).
 """
@@ -25,6 +28,8 @@ from opsched.rules.naming import pod_name
 from opsched.rules.podspec import (
     ANNOTATION_EVICTED,
     ANNOTATION_PENDING_TIMEOUT,
+    ANNOTATION_POOL,
+    ANNOTATION_PROVISIONING_TIMEOUT,
     ANNOTATION_TTL,
     LABEL_ATTEMPT,
     LABEL_OP,
@@ -36,6 +41,8 @@ from opsched.services.runtime.clock import Clock
 TIMEOUT_GRACE_S = 30.0
 CHECK_INTERVAL_S = 5.0
 TTL_EXPIRED, TIMEOUT, UNSCHEDULABLE = "ttl_expired", "timeout", Eviction.UNSCHEDULABLE
+NODE_NOT_PROVISIONED = Eviction.NODE_NOT_PROVISIONED
+EVICTIONS = (UNSCHEDULABLE, NODE_NOT_PROVISIONED)
 
 
 @dataclass(frozen=True)
@@ -65,9 +72,33 @@ def expiry_of(pod: Pod, now: datetime) -> Expiry | None:
     if phase in ("Running", "Pending") and deadline and status.start_time is not None:
         if status.start_time + timedelta(seconds=float(deadline) + TIMEOUT_GRACE_S) <= now:
             return Expiry(TIMEOUT, *ident)
+    if phase == "Pending" and not node and ANNOTATION_POOL in annotations:
+        return _not_provisioned(meta, status, annotations, ident, now)
     if phase == "Pending" and not node and ANNOTATION_PENDING_TIMEOUT in annotations:
         return _unschedulable(meta, status, float(annotations[ANNOTATION_PENDING_TIMEOUT]), ident, now)
     return None
+
+
+def _not_provisioned(meta: ObjectMeta, status: PodStatus, annotations: dict[str, str],
+                     ident: tuple[str, str, str, int, str | None], now: datetime) -> Expiry | None:
+    """A pod waiting for a new node of its pool: released when none has come for ``max(pendingTimeout,
+    provisioningTimeoutSeconds)`` since the pod was created."""
+    timeout = _seconds(annotations.get(ANNOTATION_PROVISIONING_TIMEOUT))
+    limit = max(timeout, _seconds(annotations.get(ANNOTATION_PENDING_TIMEOUT)))
+    if meta.creation_timestamp is None or meta.creation_timestamp + timedelta(seconds=limit) > now:
+        return None
+    condition = next((c for c in status.conditions or [] if c.type == "PodScheduled"), None)
+    said = condition.message if condition is not None and condition.message else "not scheduled"
+    message = (f"no node of pool {annotations[ANNOTATION_POOL]} came within {timeout:g}s "
+               f"(provisioningTimeoutSeconds): {said}")
+    return Expiry(NODE_NOT_PROVISIONED, *ident, message=message)
+
+
+def _seconds(value: str | None) -> float:
+    try:
+        return max(0.0, float(value)) if value is not None else 0.0
+    except ValueError:  # written by the dispatcher: a hand-edited pod's nonsense counts as none
+        return 0.0
 
 
 def _unschedulable(meta: ObjectMeta, status: PodStatus, limit: float,
@@ -109,8 +140,8 @@ async def _act(expiry: Expiry, releaser, publish, clock: Clock) -> None:
         return
     names = await releaser.attempt_pods(expiry.namespace, expiry.op_id, expiry.attempt, expiry.name)
     existing = await releaser.annotate(expiry.namespace, names, {ANNOTATION_EVICTED: expiry.kind})
-    if expiry.kind == UNSCHEDULABLE:
-        await publish(OperationEvicted(op_id=expiry.op_id, at=clock.now(), attempt=expiry.attempt, reason=UNSCHEDULABLE,
+    if expiry.kind in EVICTIONS:
+        await publish(OperationEvicted(op_id=expiry.op_id, at=clock.now(), attempt=expiry.attempt, reason=expiry.kind,
                                        message=expiry.message,
                                        retry_after_s=gang_backoff(expiry.attempt, releaser.settings)))
     else:

@@ -36,9 +36,11 @@ from opsched.proto.reasons import Eviction, Failure
 from opsched.rules import serving
 from opsched.rules.podspec import (
     ANNOTATION_EVICTED,
+    ANNOTATION_POOL,
     ANNOTATION_PREEMPT_MESSAGE,
     ANNOTATION_PREEMPT_REASON,
     ANNOTATION_PREEMPTED_BY,
+    ANNOTATION_PROVISIONING_TIMEOUT,
     ANNOTATION_STOPPED,
     MAIN_REPLICA,
 )
@@ -49,6 +51,7 @@ GANG_TIMEOUT = Eviction.GANG_TIMEOUT  # evicted: the gang was not all Running in
 GANG_FAILED = Eviction.GANG_FAILED  # evicted: another pod of the gang failed
 GANG_FINISHED = Eviction.GANG_FINISHED  # evicted: the main pod succeeded; the workers still running are done
 POD_REJECTED = Eviction.POD_REJECTED  # evicted: the API refused another pod of the gang
+NODE_NOT_PROVISIONED = Eviction.NODE_NOT_PROVISIONED  # evicted: new nodes of its pool did not come in time
 TERMINAL_TYPES = ("succeeded", "failed")
 STARTED_PHASES = ("Running", "Succeeded")
 DELETED_REASON = Failure.POD_DELETED
@@ -229,18 +232,39 @@ def timed_out(views: Iterable[PodView], now: datetime, settings: Any) -> Operati
     if first is None or first.gang_size <= 1 or first.created is None:
         return None
     release = release_of(views)
-    if release is not None and (release.kind, release.reason) != (EVICTED, GANG_TIMEOUT):
+    if release is not None and (release.kind, release.reason) not in ((EVICTED, GANG_TIMEOUT),
+                                                                      (EVICTED, NODE_NOT_PROVISIONED)):
         return None
     if any(v.gone or v.deleting or v.phase == "Failed" for v in views):
         return None
     started = sum(v.started for v in views)
+    pool, provisioning = _provisioning(views)
+    limit = max(settings.gang_timeout_s, provisioning)
     waited = (now - first.created).total_seconds()
-    if started >= first.gang_size or waited < settings.gang_timeout_s:
+    if started >= first.gang_size or waited < limit:
         return None
+    if pool and any(not v.node for v in views):  # its new nodes have not all come: the pool's, not the gang's fault
+        return OperationEvicted(
+            op_id=first.op_id, at=now, attempt=first.attempt, reason=NODE_NOT_PROVISIONED,
+            message=f"no node of pool {pool} came within {provisioning:g}s (provisioningTimeoutSeconds): "
+                    f"{sum(bool(v.node) for v in views)}/{first.gang_size} pods on a node",
+            retry_after_s=gang_backoff(first.attempt, settings))
     return OperationEvicted(
         op_id=first.op_id, at=now, attempt=first.attempt, reason=GANG_TIMEOUT,
-        message=f"{started}/{first.gang_size} pods running after {settings.gang_timeout_s:g}s",
+        message=f"{started}/{first.gang_size} pods running after {limit:g}s",
         retry_after_s=gang_backoff(first.attempt, settings))
+
+
+def _provisioning(views: list[PodView]) -> tuple[str, float]:
+    """The pools a gang admitted onto new nodes waits for (``ANNOTATION_POOL``, "": none) and how long it may."""
+    for v in views:
+        pool = v.annotations.get(ANNOTATION_POOL)
+        if pool:
+            try:
+                return pool, max(0.0, float(v.annotations.get(ANNOTATION_PROVISIONING_TIMEOUT, "0")))
+            except ValueError:
+                return pool, 0.0
+    return "", 0.0
 
 
 def main_due(views: Iterable[PodView]) -> bool:

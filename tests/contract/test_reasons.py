@@ -105,7 +105,8 @@ PINNED = {
                "invalid_template invalid_condition rate_limited already_ended already_approved already_stopping "
                "not_on_hold duplicate_op_id not_resumable invalid_queues invalid_schedule invalid_schedule_id "
                "schedule_exists unknown_schedule malformed_message unknown_connection not_a_running_service queue_unchanged",
-    "Eviction": "gang_timeout gang_failed gang_finished pod_rejected unwanted orphaned unschedulable",
+    "Eviction": "gang_timeout gang_failed gang_finished pod_rejected unwanted orphaned unschedulable "
+                "node_not_provisioned",
     "Preemption": "within_queue reclaim queue_drained",
     "Hold": "is_approved_false cost_above_threshold gpus_above_threshold",
     "CacheMiss": "disabled not_found expired original_failed",

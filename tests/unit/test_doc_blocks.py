@@ -34,7 +34,8 @@ def test_every_code_block_is_run_by_a_test_or_says_why_not():
 
 
 QUEUE_BLOCKS = ["queues-example", "queues-agents", "queues-priorities", "queues-topology", "queues-budgets",
-                "queues-access", "queues-pod-security", "queues-connections", "queues-services", "queues-nested-cohorts"]
+                "queues-access", "queues-pod-security", "queues-connections", "queues-services", "queues-nested-cohorts",
+                "queues-pools"]
 
 
 @pytest.mark.parametrize("name", QUEUE_BLOCKS)

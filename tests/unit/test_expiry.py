@@ -101,3 +101,46 @@ def test_the_pending_timeout_annotation_comes_from_the_admitted_event():
 
     event = msgspec.structs.replace(admitted(op("x").build(), op_id="x"), pending_timeout_s=90.0)
     assert build_pod(event)["metadata"]["annotations"]["opsched.io/pending-timeout-seconds"] == "90"
+
+
+# ---- a pod waiting for a new node of its pool --------------------------------------------------------
+
+def awaiting(*, timeout: str = "600", pending_timeout: str | None = "60", node: str | None = None) -> dict:
+    """A pod admitted onto a new node of pool a100, created at t(-60) and Unschedulable since t(0)."""
+    out = pending(timeout=pending_timeout, node=node)
+    out["metadata"]["annotations"].update({"opsched.io/pool": "a100",
+                                           "opsched.io/provisioning-timeout-seconds": timeout})
+    return out
+
+
+@pytest.mark.parametrize("c", [
+    case("a pod waiting for its pool's node is not evicted at the pendingTimeout", pod=awaiting(), now=t(60),
+         kind=None),
+    case("... nor before the provisioning timeout since its creation", pod=awaiting(), now=t(539), kind=None),
+    case("... and is evicted once it has passed", pod=awaiting(), now=t(540), kind=expiry.NODE_NOT_PROVISIONED),
+    case("a pendingTimeout longer than the provisioning timeout wins",
+         pod=awaiting(timeout="60", pending_timeout="300"), now=t(239), kind=None),
+    case("a pod bound to its new node is left alone", pod=awaiting(node="a100-0"), now=t(9999), kind=None),
+], ids=case_name)
+def test_a_pod_waiting_for_a_new_node_is_released_at_its_provisioning_timeout(c):
+    found = expiry_of(c.pod, c.now)
+    assert (found.kind if found else None) == c.kind
+    if found:
+        assert found.message == ("no node of pool a100 came within 600s (provisioningTimeoutSeconds): 0/3 nodes are "
+                                 "available: 3 node(s) didn't match pod affinity rules.")
+
+
+def test_the_pool_annotations_come_from_the_admitted_event_and_cannot_be_set_by_a_spec():
+    import msgspec
+
+    from opsched.rules.podspec import build_pod
+    from opsched.rules.reserved_keys import RESERVED_ANNOTATIONS
+    from tests.builders import admitted, op
+
+    event = msgspec.structs.replace(admitted(op("x").build(), op_id="x"), provisioning=["a100"],
+                                    provisioning_timeout_s=600.0)
+    annotations = build_pod(event)["metadata"]["annotations"]
+    assert annotations["opsched.io/pool"] == "a100"
+    assert annotations["opsched.io/provisioning-timeout-seconds"] == "600"
+    assert "opsched.io/pool" not in build_pod(admitted(op("y").build(), op_id="y"))["metadata"]["annotations"]
+    assert {"opsched.io/pool", "opsched.io/provisioning-timeout-seconds"} <= set(RESERVED_ANNOTATIONS)

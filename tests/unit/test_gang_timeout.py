@@ -71,3 +71,32 @@ def test_a_main_pod_that_waits_is_due_once_every_other_pod_runs(c):
     from opsched.services.dispatcher.gang import main_due
 
     assert main_due(c.views) == c.due
+
+
+# ---- a gang waiting for new nodes of its pool ---------------------------------------------------------
+
+POOL_ANN = {"opsched.io/pool": "a100", "opsched.io/provisioning-timeout-seconds": "600"}
+
+
+def awaiting_gang(*bound: bool) -> list:
+    """A gang of 3 admitted onto new nodes of pool a100: the main pod Running, the workers bound or not."""
+    import dataclasses
+    views = gang("Running", "Pending", "Pending", annotations=POOL_ANN)
+    return [views[0]] + [dataclasses.replace(v, node="a100-1" if b else None) for v, b in zip(views[1:], bound)]
+
+
+def test_a_gang_waiting_for_new_nodes_is_not_evicted_at_the_gang_timeout():
+    assert timed_out(awaiting_gang(True, False), t(120), SETTINGS) is None
+    assert timed_out(awaiting_gang(True, False), t(599.9), SETTINGS) is None
+
+
+def test_a_gang_with_an_unbound_pod_past_the_provisioning_timeout_is_evicted_node_not_provisioned():
+    event = timed_out(awaiting_gang(True, False), t(600), SETTINGS)
+    assert event == OperationEvicted(
+        op_id="g", at=t(600), attempt=0, reason="node_not_provisioned", retry_after_s=10.0,
+        message="no node of pool a100 came within 600s (provisioningTimeoutSeconds): 2/3 pods on a node")
+
+
+def test_a_gang_on_its_nodes_but_not_all_running_by_then_is_a_gang_timeout():
+    event = timed_out(awaiting_gang(True, True), t(600), SETTINGS)
+    assert event is not None and event.reason == GANG_TIMEOUT and event.message == "1/3 pods running after 600s"

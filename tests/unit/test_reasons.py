@@ -104,6 +104,11 @@ SAMPLES: dict[Reason, dict[str, object]] = {  # fields that fill each reason's t
     Reason.QUEUE_HELD: dict(queue="gpu", state="held", by="ops-admin", since=datetime(2026, 1, 1, 12, 0,
                                                                                    tzinfo=timezone.utc),
                             comment=" (node upgrade)"),
+    Reason.WAITING_FOR_NODE: dict(count=1, pool="a100", since=datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc),
+                                  expected=300.0, deadline=datetime(2026, 1, 1, 12, 15, tzinfo=timezone.utc)),
+    Reason.POOL_AT_MAX: dict(pool="a100", nodes=4, max=4, leaving=", 1 leaving", what="8 x nvidia.com/gpu"),
+    Reason.POOL_BUDGET: dict(pool="a100", period="daily", resets_at=datetime(2026, 1, 2, tzinfo=timezone.utc),
+                             nodes=2),
 }
 
 

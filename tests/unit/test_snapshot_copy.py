@@ -19,7 +19,7 @@ from tests.builders import T0, book, fold, node, op, queue, queued, running, t
 from tests.unit.test_parking import shared_node
 
 LAB = book(queue("a", cohort="lab", gpus={"h100": 3}), queue("b", cohort="lab", gpus={"h100": 3}))
-SHARED = {Snapshot: {"book", "spend", "now", "stopped"}, Capacity: {"nodes", "_matching", "_ever", "_agents"}}
+SHARED = {Snapshot: {"book", "spend", "now", "stopped"}, Capacity: {"nodes", "_matching", "_ever", "_agents", "pools", "_reported"}}
 
 
 def a_busy_snapshot() -> Snapshot:

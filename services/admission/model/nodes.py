@@ -8,11 +8,11 @@ from typing import Any
 from opsched.proto.cluster import NodeObserved
 from opsched.proto.resources import GPU_MEMORY, GPU_PRODUCT_LABELS, is_accelerator
 from opsched.proto.resources import amount as quantity_of
+from opsched.rules.node_pools import leaving
+from opsched.rules.taints import untolerated
 from opsched.services.admission.model import agents
 from opsched.services.admission.model.node_affinity import Terms, matches
 from opsched.services.admission.model.node_affinity import describe as describe_affinity
-
-BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 @dataclass
@@ -22,6 +22,13 @@ class NodeInfo:
     allocatable: dict[str, float]
     taints: list[dict[str, Any]]
     schedulable: bool
+    leaving: bool = False  # an autoscaler is removing it (``rules.node_pools.leaving``): no new pod goes there
+    virtual_pool: str = ""  # a node its pool may still add (``state.capacity``), not one that exists
+
+    @property
+    def offers_room(self) -> bool:
+        """May a new pod go there: schedulable and not being removed."""
+        return self.schedulable and not self.leaving
 
     @classmethod
     def of(cls, event: NodeObserved) -> "NodeInfo":
@@ -32,7 +39,8 @@ class NodeInfo:
             except ValueError:
                 continue
         labels = {**event.labels, **agents.selector(event.agent)}  # the agent: admission's own label
-        return cls(agents.node_key(event.agent, event.node), labels, alloc, list(event.taints), event.schedulable)
+        return cls(agents.node_key(event.agent, event.node), labels, alloc, list(event.taints), event.schedulable,
+                   leaving=leaving(event.taints))
 
 
 def selects(node: NodeInfo, selector: dict[str, str]) -> bool:
@@ -46,18 +54,7 @@ def allows(node: NodeInfo, selector: dict[str, str], tolerations: list[dict[str,
 
 
 def tolerates(node: NodeInfo, tolerations: list[dict[str, Any]]) -> bool:
-    return all(_tolerated(t, tolerations) for t in node.taints if t.get("effect") in BLOCKING_EFFECTS)
-
-
-def _tolerated(taint: dict[str, Any], tolerations: list[dict[str, Any]]) -> bool:
-    for tol in tolerations:
-        if tol.get("effect") not in (None, "", taint.get("effect")):
-            continue
-        if tol.get("operator") == "Exists" and tol.get("key") in (None, "", taint.get("key")):
-            return True
-        if tol.get("key") == taint.get("key") and tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
+    return not untolerated(node.taints, tolerations)
 
 
 def describe(request: dict[str, float], selector: dict[str, str], affinity: Terms | None = None) -> str:

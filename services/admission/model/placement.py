@@ -6,6 +6,9 @@ configuration's; ``proto.queues.Placement``).
 - ``spread``: the node with the most free, ties by name (fewer ops share a node's PCIe/NVLink and memory).
 - ``firstFit``: the first node by name (opsched before placement policies); kube-scheduler is not told.
 
+Under every policy a real node that fits comes before a virtual one (a new node of a pool, named ``VIRTUAL...``):
+an op takes a new node only when no node that exists has room.
+
 A pod that asks no accelerator is placed first-fit and gets no preference. binpack and spread are carried to the
 pod as a preferred node affinity on the node's ``kubernetes.io/hostname`` (``preferred_hosts``), so the scheduler
 that binds it agrees with the capacity admission assumed."""
@@ -22,6 +25,11 @@ if TYPE_CHECKING:
     from opsched.services.admission.model.queues import Book
 
 BINPACK, SPREAD, FIRST_FIT = "binpack", "spread", "firstFit"
+VIRTUAL = "~"  # the first character of a virtual node's name (never of a Kubernetes node's)
+
+
+def is_virtual(node: str) -> bool:
+    return node.startswith(VIRTUAL)
 
 
 @dataclass(frozen=True)
@@ -71,15 +79,16 @@ def choose(candidates: Sequence[str], pod: dict[str, float], policy: str, fits: 
     """The node of ``candidates`` (sorted by name) ``pod`` goes to under ``policy``, among those it ``fits``."""
     resource = accelerator_of(pod)
     if policy == FIRST_FIT or resource is None:
-        return next((n for n in candidates if fits(n)), None)
+        return next((n for n in candidates if not is_virtual(n) and fits(n)), None) or next(
+            (n for n in candidates if is_virtual(n) and fits(n)), None)
     sign = 1.0 if policy == BINPACK else -1.0
-    best: tuple[float, str] | None = None
+    best: tuple[bool, float, str] | None = None
     for name in candidates:
         if fits(name):
-            key = (sign * free(name).get(resource, 0.0), name)
+            key = (is_virtual(name), sign * free(name).get(resource, 0.0), name)
             if best is None or key < best:
                 best = key
-    return best[1] if best else None
+    return best[2] if best else None
 
 
 def preferred_hosts(rule: Rule, nodes: list[str] | None, labels: Callable[[str], dict[str, str]],

@@ -90,6 +90,10 @@ class OpRecord:
     admitted_at: datetime | None = None
     admitted_priority: float = 0.0  # effective (aged) priority when admitted: what preemption compares
     running_since: datetime | None = None
+    provisioning: dict[str, int] = field(default_factory=dict)  # admitted onto new nodes: pool -> nodes awaited
+    provisioning_since: datetime | None = None  # admitted onto them at (until running)
+    provisioning_timeout_s: float | None = None  # released by the dispatcher if they have not come by then
+    provisioning_expected_s: float | None = None  # they usually come within this
     preempted_at: datetime | None = None  # the last time it was preempted (cooldown)
     preempted_by: str | None = None  # a preemption of this attempt was requested by this op
     not_before: datetime | None = None  # back-off after an eviction

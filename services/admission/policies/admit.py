@@ -11,8 +11,9 @@ from typing import Any
 from opsched.proto.queries import PendingReason
 from opsched.proto.reasons import Reason, pending
 from opsched.services.admission.model import agents, placement
-from opsched.services.admission.model.node_affinity import required_terms
+from opsched.services.admission.model.node_affinity import Terms, required_terms
 from opsched.services.admission.model.nodes import describe
+from opsched.services.admission.model.pools import PoolReach
 from opsched.services.admission.model.queue_stops import held
 from opsched.services.admission.model.records import OpRecord
 from opsched.services.admission.policies import budgets, flavor_cost
@@ -36,6 +37,9 @@ class Verdict:
     queue_blocked: bool = False  # no later op of this queue can pass either
     estimate: float | None = None  # its estimate on ``flavors`` (``policies.flavor_cost``), and the pool pricing it
     pool: str = ""
+    provisioning: list[str] = field(default_factory=list)  # per pod, the node pool of its new node ("": existing)
+    provisioning_timeout_s: float | None = None  # the largest provisioningTimeoutSeconds of those pools
+    provisioning_expected_s: float | None = None  # the largest provisioningSeconds of those pools
 
 
 def evaluate(op: OpRecord, snap: Snapshot, allow_borrow: bool = True) -> Verdict:
@@ -110,10 +114,11 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
     affinity = required_terms(op.spec.environment.affinity) if op.spec.environment.affinity else None
     capacity = snap.capacity
     known = capacity.knows(agent)
-    if known and not capacity.ever_all(op.pods, full_selector, full_tolerations, affinity):
-        biggest = max(op.pods, key=lambda p: sum(p.values())) if op.pods else op.request
-        reasons.append(pending(Reason.UNFITTABLE, what=describe(biggest, full_selector, affinity)))
+    never = _never(op, snap, full_selector, full_tolerations, affinity) if known else None
+    if never is not None and capacity.reported(agent):
+        reasons.append(never)
         return Verdict(UNFITTABLE)
+    known = known and never is None  # only pools' new nodes, none for it: as before its agent reports nodes
     estimate, pool = flavor_cost.estimate_for(op, full_selector)
     over = _cost(op, snap, estimate, flavor_cost.named(combo))
     if over is not None:
@@ -137,11 +142,50 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
     if known and nodes is None:
         what = describe(op.pods[0], full_selector) if len(op.pods) == 1 else (
             f"a gang of {len(op.pods)} pods ({describe(op.request, full_selector)} in all)")
-        reasons.append(pending(Reason.NO_CAPACITY, what=what))
+        reasons.append(_no_room(capacity.pools_for(full_selector, full_tolerations, affinity), what))
         return Verdict(WAIT)
     hosts = placement.preferred_hosts(rule, nodes, lambda n: capacity.nodes[n].labels, op.pods)
+    provisioning = [capacity.nodes[n].virtual_pool for n in nodes or []]
+    used = [p.pool for p in capacity.pools if p.pool.name in provisioning]
     return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, nodes, hosts=hosts,
-                   agent=agent, estimate=estimate, pool=pool)
+                   agent=agent, estimate=estimate, pool=pool,
+                   provisioning=provisioning if any(provisioning) else [],
+                   provisioning_timeout_s=max((p.provisioning_timeout_seconds for p in used), default=None),
+                   provisioning_expected_s=max((p.provisioning_seconds for p in used), default=None))
+
+
+def _never(op: OpRecord, snap: Snapshot, selector: dict[str, str], tolerations: list[dict[str, Any]],
+           affinity: Terms | None) -> PendingReason | None:
+    """Why no node, existing or any its pools may add, could ever hold the op (``unfittable``); None when one could.
+    A gang onto a pool must fit on the pool's ``maxNodes`` nodes at once."""
+    capacity = snap.capacity
+    if not capacity.ever_all(op.pods, selector, tolerations, affinity):
+        biggest = max(op.pods, key=lambda p: sum(p.values())) if op.pods else op.request
+        return pending(Reason.UNFITTABLE, what=describe(biggest, selector, affinity))
+    if len(op.pods) > 1 and not capacity.ever_gang(op.pods, selector, tolerations, affinity):
+        pools = capacity.pools_for(selector, tolerations, affinity)
+        each = describe(max(op.pods, key=lambda p: sum(p.values())), {})
+        where = ", ".join(f"pool {p.pool.name} (maxNodes {p.pool.max_nodes})" for p in pools)
+        return pending(Reason.UNFITTABLE, what=f"a gang of {len(op.pods)} pods ({each} each) in {where}")
+    return None
+
+
+def _no_room(pools: list[PoolReach], what: str) -> PendingReason:
+    """Why nothing has room now: a pool that may add no node (at maxNodes, or its budget spent), else no capacity."""
+    for p in pools:
+        if p.reach > 0:
+            continue
+        if p.blocked_until is not None:
+            return pending(Reason.POOL_BUDGET, pool=p.pool.name, period=_period(p), resets_at=p.blocked_until,
+                           nodes=p.existing - p.leaving)
+        leaving = f", {p.leaving} leaving" if p.leaving else ""
+        return pending(Reason.POOL_AT_MAX, pool=p.pool.name, nodes=p.existing, max=p.pool.max_nodes, leaving=leaving,
+                       what=what)
+    return pending(Reason.NO_CAPACITY, what=what)
+
+
+def _period(p: PoolReach) -> str:
+    return budgets.ADJECTIVE.get(p.blocked_window, p.blocked_window)
 
 
 def _wait(reason: PendingReason, blocked: bool = False) -> Verdict:

@@ -1,6 +1,10 @@
 """Free cluster capacity from the nodes the dispatcher reports (part of the snapshot): can some node take
 this op now, and could any node ever take it? Free capacity per node = allocatable - ops placed there - ops admitted
-but not yet placed (assigned first-fit in this snapshot)."""
+but not yet placed (assigned first-fit in this snapshot).
+
+A flavor's node pool (``proto.queues.NodePool``) adds the nodes it may still add (``PoolReach.reach``) as virtual
+nodes of the pool's shape, named ``~<agent>/<pool>/<i>``: an op placed there is admitted and waits for its node
+(``Verdict.provisioning``). Real nodes are always preferred (``placement.choose``); a leaving node offers no room."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -12,6 +16,7 @@ from opsched.services.admission.model import agents, placement
 from opsched.services.admission.model import gpu_sharing as sharing
 from opsched.services.admission.model.node_affinity import Terms, key_of
 from opsched.services.admission.model.nodes import NodeInfo, allows
+from opsched.services.admission.model.pools import PoolReach
 
 
 @dataclass
@@ -27,25 +32,70 @@ class Capacity:
     _matching: dict[tuple, tuple[list[str], set[str]]] = field(default_factory=dict)
     _ever: dict[tuple, bool] = field(default_factory=dict)
     _agents: set[str] | None = None  # the agents with nodes (worked out once: the nodes are fixed)
+    pools: tuple[PoolReach, ...] = ()  # the node pools, with the virtual nodes they add among ``nodes``
+    _reported: set[str] | None = None  # the agents with real nodes
 
     @classmethod
-    def of(cls, nodes: dict[str, NodeInfo]) -> "Capacity":
-        cap = cls(nodes, {n: dict(info.allocatable) for n, info in nodes.items()})
-        cap.open = {n for n in nodes if _has_free_accelerator(cap.free[n])}
+    def of(cls, nodes: dict[str, NodeInfo], pools: Sequence[PoolReach] = ()) -> "Capacity":
+        every = dict(nodes)
+        for p in pools:
+            for i in range(p.reach):
+                virtual = p.shape(i)
+                every[virtual.name] = virtual
+        cap = cls(every, {n: dict(info.allocatable) for n, info in every.items()}, pools=tuple(pools))
+        cap.open = {n for n in every if _has_free_accelerator(cap.free[n])}
         return cap
 
     def copy(self) -> "Capacity":
         """What is free copied; the nodes and what was worked out from them alone shared (they are fixed)."""
         return Capacity(self.nodes, {node: dict(free) for node, free in self.free.items()}, set(self.open),
                         {node: list(asks) for node, asks in self.shared.items()}, self._matching, self._ever,
-                        self._agents)
+                        self._agents, self.pools, self._reported)
+
+    def reported(self, agent: str) -> bool:
+        """Whether ``agent``'s dispatcher has reported real nodes (virtual ones aside)."""
+        if self._reported is None:
+            self._reported = {n.labels.get(agents.AGENT_LABEL, "") for n in self.nodes.values() if not n.virtual_pool}
+        return agent in self._reported
+
+    def pools_for(self, selector: dict[str, str], tolerations: list[dict[str, Any]],
+                  affinity: Terms | None = None) -> list[PoolReach]:
+        """The pools whose new nodes the selector, the required node affinity and the tolerations allow."""
+        return [p for p in self.pools if allows(p.shape(), selector, tolerations, affinity)]
+
+    def ever_gang(self, pods: list[dict[str, float]], selector: dict[str, str], tolerations: list[dict[str, Any]],
+                  affinity: Terms | None = None) -> bool:
+        """Could the gang ever be placed at once: on every matching node empty, and each matching pool grown to
+        ``maxNodes``. True when no pool matches (a gang on fixed nodes is judged pod by pod, as before)."""
+        pools = self.pools_for(selector, tolerations, affinity)
+        if not pools:
+            return True
+        key = ("gang", tuple(tuple(sorted(p.items())) for p in pods), tuple(sorted(selector.items())),
+               repr(tolerations), key_of(affinity))
+        known = self._ever.get(key)
+        if known is None:
+            known = self._ever[key] = self._gang_fits_grown(pods, selector, tolerations, affinity, pools)
+        return known
+
+    def _gang_fits_grown(self, pods: list[dict[str, float]], selector: dict[str, str],
+                         tolerations: list[dict[str, Any]], affinity: Terms | None, pools: list[PoolReach]) -> bool:
+        """The gang placed at once on every node empty, with each of ``pools`` grown to its ``maxNodes``."""
+        every = {n: info for n, info in self.nodes.items() if not info.virtual_pool}
+        for p in pools:
+            for i in range(max(0, p.pool.max_nodes - p.existing)):
+                virtual = p.shape(i)
+                every[virtual.name] = virtual
+        empty = Capacity({n: NodeInfo(i.name, i.labels, i.allocatable, i.taints, True, virtual_pool=i.virtual_pool)
+                          for n, i in every.items()}, {n: dict(i.allocatable) for n, i in every.items()})
+        return empty._place_on(empty._match(selector, tolerations, affinity)[0], pods, placement.FIRST_FIT) is not None
 
     @property
     def known(self) -> bool:
         return bool(self.nodes)
 
     def knows(self, agent: str) -> bool:
-        """Whether ``agent``'s dispatcher has reported nodes (before that, capacity does not bind its ops)."""
+        """Whether ``agent``'s dispatcher has reported nodes, or its pools may add some (before that, capacity does
+        not bind its ops)."""
         if self._agents is None:
             self._agents = {n.labels.get(agents.AGENT_LABEL, "") for n in self.nodes.values()}
         return agent in self._agents
@@ -61,7 +111,7 @@ class Capacity:
         key = (tuple(sorted(selector.items())), repr(tolerations), key_of(affinity))
         found = self._matching.get(key)
         if found is None:
-            names = sorted(n.name for n in self.nodes.values() if n.schedulable and allows(n, selector, tolerations,
+            names = sorted(n.name for n in self.nodes.values() if n.offers_room and allows(n, selector, tolerations,
                                                                                               affinity))
             found = self._matching[key] = (names, set(names))
         return found
@@ -76,13 +126,16 @@ class Capacity:
 
     def ever(self, request: dict[str, float], selector: dict[str, str], tolerations: list[dict[str, Any]],
              affinity: Terms | None = None) -> bool:
-        """Could any node take it, were it empty and schedulable (a cordoned node may come back)?"""
+        """Could any node take it, were it empty and schedulable (a cordoned node may come back), or a new node of
+        a pool (even one at maxNodes: one of its nodes may empty)?"""
         key = (tuple(sorted(request.items())), tuple(sorted(selector.items())), repr(tolerations), key_of(affinity))
         known = self._ever.get(key)
         if known is None:
+            shapes = [p.shape() for p in self.pools]
             known = self._ever[key] = any(_fits(n.allocatable, request) and sharing.fits([], sharing.ask_of(request),
                                                                                          sharing.cards_of(n.allocatable))
-                                          for n in self.nodes.values() if allows(n, selector, tolerations, affinity))
+                                          for n in [*self.nodes.values(), *shapes]
+                                          if allows(n, selector, tolerations, affinity))
         return known
 
     def place(self, pods: list[dict[str, float]], selector: dict[str, str], tolerations: list[dict[str, Any]],

@@ -18,6 +18,7 @@ import msgspec
 from opsched.proto.cluster import AgentHeartbeat, ClusterEvent, NodeObserved
 from opsched.proto.codec import type_of
 from opsched.proto.events import (
+    BudgetExceeded,
     CacheHit,
     CacheMissed,
     CostEstimated,
@@ -44,12 +45,15 @@ from opsched.proto.events import (
 from opsched.proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from opsched.proto.reasons import Ending, Failure
 from opsched.rules.failures import BLOCKING_MESSAGES, is_infrastructure, will_retry
+from opsched.rules.node_pools import awaited
 from opsched.rules.op_history import entry_of
 from opsched.services.admission.model.agents import node_key
 from opsched.services.admission.model.nodes import NodeInfo
 from opsched.services.admission.model.records import Ghost, OpRecord
 from opsched.services.admission.state.fold_failures import FoldFailures
 from opsched.services.admission.state.fold_preemptions import PreemptionsInFlight
+from opsched.services.admission.state.pool_budgets import SCOPE as POOL_SCOPE
+from opsched.services.admission.state.pool_budgets import PoolBudgets
 from opsched.services.admission.state.retention import Strays, Tombstones
 from opsched.services.admission.state.spend import Spend
 from opsched.services.admission.state.transitions import Transitions
@@ -63,6 +67,7 @@ class OpFold:
         self.nodes: dict[str, NodeInfo] = {}  # the cluster as the dispatcher reports it
         self.heartbeats: dict[str, datetime] = {}  # named agent -> its dispatcher's last heartbeat
         self.spend = Spend()  # actual cost per budget window (from cost_recorded)
+        self.pool_budgets = PoolBudgets()  # node pools whose budget is spent (from budget_exceeded of scope pool)
         self.in_flight = PreemptionsInFlight()  # nominated preemptors and the room held for them
         self.followers: tuple[Transitions, ...] = tuple(followers)
         self.failures = FoldFailures()  # events it could not take
@@ -130,9 +135,8 @@ class OpFold:
 
     def _fold(self, event: Event, seq: int) -> bool:
         self.position = max(self.position, seq)
-        if isinstance(event, SpendRolled):  # a budget scope's totals, no op's event (``rules.spend_totals``)
-            self.spend.roll(event)
-            return self._spent()
+        if isinstance(event, SpendRolled) or (isinstance(event, BudgetExceeded) and event.scope == POOL_SCOPE):
+            return self._scope_fact(event)
         if event.op_id not in self.ops and not isinstance(event, OperationSubmitted):
             self.strays.add(event, seq)
         changed = self._apply(event, seq)
@@ -148,6 +152,18 @@ class OpFold:
                     for f in self.followers:
                         f.ended(op)
         return changed
+
+    def _scope_fact(self, event: SpendRolled | BudgetExceeded) -> bool:
+        """An event about a budget scope, no op's: a scope's totals (``rules.spend_totals``), or a node pool's
+        budget spent (``pool_budgets``: the pool adds no more nodes, so the snapshot has fewer virtual ones)."""
+        if isinstance(event, SpendRolled):
+            self.spend.roll(event)
+            return self._spent()
+        if not self.pool_budgets.fold(event):
+            return False
+        for f in self.followers:
+            f.nodes_changed()
+        return True
 
     def _apply(self, event: Event, seq: int) -> bool:
         if isinstance(event, OperationSubmitted):
@@ -293,6 +309,7 @@ class OpFold:
             self._admitted(op, e)
         if isinstance(e, OperationRunning):
             op.running_since = op.running_since or e.at
+            op.provisioning, op.provisioning_since = {}, None  # its nodes came
         if isinstance(e, OperationSucceeded):
             op.history.outputs = dict(e.outputs)
         op.status, op.attempt = status, e.attempt
@@ -326,6 +343,8 @@ class OpFold:
         op.admitted_at, op.running_since, op.node, op.preempted_by = e.at, None, None, None
         op.reason_message = ""  # why it waited (an eviction's message) says nothing of how this attempt ends
         op.admitted_priority = e.effective_priority
+        op.provisioning, op.provisioning_since = awaited(e.provisioning), (e.at if any(e.provisioning) else None)
+        op.provisioning_timeout_s, op.provisioning_expected_s = e.provisioning_timeout_s, e.provisioning_expected_s
         if e.estimate is not None:  # what it was admitted at, on its flavor (an older admitted: its one estimate)
             op.estimate, op.estimate_pool = e.estimate, e.pool
         self.drop_nomination(op.op_id)

@@ -10,13 +10,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import msgspec
+
 from opsched.proto.queue_stops import QueueStopSet
+from opsched.rules import node_pools
 from opsched.services.admission.model import agents, placement
 from opsched.services.admission.model.node_affinity import Terms, required_terms
-from opsched.services.admission.model.nodes import NodeInfo
+from opsched.services.admission.model.nodes import NodeInfo, selects
+from opsched.services.admission.model.pools import PoolReach
 from opsched.services.admission.model.queues import Book, Usage
 from opsched.services.admission.model.records import Ghost, OpRecord
 from opsched.services.admission.state.capacity import Capacity
+from opsched.services.admission.state.pool_budgets import PoolBudgets
 from opsched.services.admission.state.spend import Spend
 
 
@@ -40,9 +45,12 @@ class Snapshot:
 
     @classmethod
     def of(cls, book: Book, nodes: dict[str, NodeInfo], active: Iterable[OpRecord],
-           ghosts: dict[str, list[Ghost]], spend: Spend, now: datetime | None = None) -> "Snapshot":
-        """Built afresh from the nodes, the active ops and the room held for preemptors."""
-        snap = cls(book, Capacity.of(nodes), now, spend=spend)
+           ghosts: dict[str, list[Ghost]], spend: Spend, now: datetime | None = None,
+           pool_budgets: PoolBudgets | None = None) -> "Snapshot":
+        """Built afresh from the nodes (and the nodes the pools may still add), the active ops and the room held for
+        preemptors."""
+        snap = cls(book, Capacity.of(nodes, reaches(book, nodes, pool_budgets or PoolBudgets(), now)), now,
+                   spend=spend)
         unplaced: list[OpRecord] = []
         for op in active:
             snap._count(op, +1)
@@ -133,6 +141,29 @@ class Snapshot:
                         unplaced=set(self.unplaced), batch_running=defaultdict(int, self.batch_running),
                         spend=self.spend, committed=dict(self.committed), silent=dict(self.silent),
                         stopped=self.stopped)
+
+
+def reaches(book: Book, nodes: dict[str, NodeInfo], budgets: PoolBudgets, now: datetime | None) -> list[PoolReach]:
+    """Each pool of the configuration, per agent whose cluster it is in: its real nodes (leaving ones included) and
+    how many it may still add at ``now`` (``rules.node_pools.reach``)."""
+    out = []
+    for flavor, pool in node_pools.pools_of(book.config):
+        labels = node_pools.membership(flavor, pool)
+        spent = budgets.spent(pool.name, now)
+        for agent in sorted(node_pools.agents_of(book.config, flavor)):
+            members = [n for n in nodes.values() if selects(n, {**labels, **agents.selector(agent)})]
+            existing = len(members)
+            out.append(PoolReach(agent, flavor, pool, existing, sum(n.leaving for n in members),
+                                 node_pools.reach(pool, existing, spent is not None),
+                                 spent.resets_at if spent else None, spent.window if spent else ""))
+    return out
+
+
+def pools_key(book: Book, budgets: PoolBudgets, now: datetime | None) -> bytes:
+    """What the virtual nodes of a snapshot depend on besides the nodes: the pools declared, and which are stopped
+    by their budget at ``now`` (a change builds the snapshot afresh)."""
+    pools = node_pools.pools_of(book.config)
+    return msgspec.json.encode([[f.name, p, budgets.spent(p.name, now) is not None] for f, p in pools])
 
 
 def selector_of(op: OpRecord) -> dict[str, str]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from opsched.services.admission.model import agents
 from opsched.services.admission.model.records import Ghost, OpRecord
-from opsched.services.admission.state.snapshot import Snapshot
+from opsched.services.admission.state.snapshot import Snapshot, pools_key
 from opsched.services.admission.state.transitions import Transitions
 from opsched.services.admission.state.usage_history import UsageHistory
 
@@ -27,6 +27,7 @@ class UsageCache(Transitions):
         self.by_priority: dict[str, dict[float, set[str]]] = {}  # queue -> admitted priority -> ops
         self.history = UsageHistory()  # for usage-history fair sharing (not replayed: it decays)
         self.snap: Snapshot | None = None  # None until a cycle asks, and after a node change
+        self.pools = b""  # what the snapshot's virtual nodes were built from (``snapshot.pools_key``)
 
     # ---- the read-only view policies get (``views.QueueView``) ----
     def admitted_at(self, queue: str) -> dict[float, set[str]] | None:
@@ -38,6 +39,10 @@ class UsageCache(Transitions):
     def usage_history(self) -> dict[str, dict[tuple[str, str], float]]:
         return self.history.levels()
 
+    def active_ids(self) -> Iterator[str]:
+        for ids in self.active.values():
+            yield from ids
+
     def active_ops(self) -> Iterator[OpRecord]:
         ops = self.fold.ops
         for ids in self.active.values():
@@ -47,14 +52,15 @@ class UsageCache(Transitions):
     def build(self, book: Book, now: datetime | None = None) -> Snapshot:
         """A snapshot built afresh from the active ops (queries, and the check of the tracked one)."""
         f = self.fold
-        snap = Snapshot.of(book, f.nodes, self.active_ops(), f.ghosts, f.spend, now)
+        snap = Snapshot.of(book, f.nodes, self.active_ops(), f.ghosts, f.spend, now, f.pool_budgets)
         snap.silent = agents.silent(book, f.heartbeats, now) if now is not None else {}
         return snap
 
     def current(self, book: Book, now: datetime | None) -> Snapshot:
         """The tracked snapshot, for a cycle at ``now`` under ``book``."""
-        if self.snap is None:
-            self.snap = self.build(book, now)
+        key = pools_key(book, self.fold.pool_budgets, now)
+        if self.snap is None or key != self.pools:  # pools declared, or a pool's budget spent or reset
+            self.snap, self.pools = self.build(book, now), key
         self.snap.book, self.snap.now, self.snap.starved = book, now, set()
         self.snap.silent = agents.silent(book, self.fold.heartbeats, now) if now is not None else {}
         return self.snap
