@@ -361,6 +361,33 @@ class SpendRolled(Event, tag="spend_rolled", kw_only=True):
     windows: list[WindowSpend] = []
 
 
+class NodeCostRecorded(Event, tag="node_cost_recorded", kw_only=True):
+    """What one node cost from its creation to its removal, split by what ran on it. ``op_id`` is the node's token
+    (``rules.node_pools.token_of(agent, node, created)``); ``at`` is its removal (the budget window it is charged
+    to). ``busy + stranded + idle == amount``."""
+
+    node: str
+    agent: str = ""
+    pool: str  # the queue configuration's node pool ("": a node of no pool, still charged)
+    price_pool: str = ""  # the price catalogue's pool that priced it ("" = the default prices)
+    created: datetime
+    seconds: float
+    amount: float  # node-hours x the node's hourly price
+    currency: str = "USD"
+    gpu_hours: float = 0.0  # the node's accelerators x hours
+    busy: float = 0.0  # of amount: accelerators held by op pods (pro rata accelerator-seconds)
+    stranded: float = 0.0  # of amount: free accelerators on the node while some op pod ran on it
+    idle: float = 0.0  # of amount: the node ran no op pod at all
+
+    def __post_init__(self) -> None:
+        money("amount", self.amount)
+        money("seconds", self.seconds)
+        money("gpuHours", self.gpu_hours)
+        money("busy", self.busy)
+        money("stranded", self.stranded)
+        money("idle", self.idle)
+
+
 NO_OP_ID = "-"  # an error event's op id when the input named no operation (never a valid op id)
 
 
