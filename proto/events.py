@@ -468,7 +468,7 @@ EVENTS: tuple[type[Event], ...] = (
     OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
     OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, FailureFinal,
     OperationTimedOut, OperationResumed, CostRecorded, BudgetExceeded, ErrorRaised, DispatchDelayed, HandlerFailed,
-    SpendRolled, OperationTouched, NotificationDue, NotificationAttempted, NotificationFailed,
+    SpendRolled, OperationTouched, NotificationDue, NotificationAttempted, NotificationFailed, NodeCostRecorded,
 )
 
 

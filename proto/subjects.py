@@ -24,6 +24,7 @@ VIEW_EVENTS = OPS_ALL
 ROUTED_KINDS = ("admitted", "stop_requested", "preempt_requested")  # what a dispatcher consumes
 DLQ_ALL = "dlq.>"
 CLUSTER_ALL = "cluster.>"
+CLUSTER_NODES = "cluster.node.>"  # every node's facts (``node``), of every agent
 CONFIG_ALL = "config.>"
 CONFIG_QUEUES = "config.queues"
 CONFIG_PRICES = "config.prices"  # the price catalogue in force (cost)

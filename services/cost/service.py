@@ -4,14 +4,17 @@ Consumes ``ops.submitted`` (durable ``cost-estimator``) and answers each with ``
 from the price catalogue in force (``prices``, ``estimator``). Consumes ``submitted``, ``running``
 and every attempt end (durable ``cost-ledger``): the ledger (``recorder``, ``ledger``, in a
 key-value bucket) records what each finished attempt cost, ``cost_recorded``, and when that brings
-a budget window to its limit, ``budget_exceeded``. ``opsched cost`` is answered from the spend
+a budget window to its limit, ``budget_exceeded``. Consumes the node removals of the cluster stream (durable
+``cost-nodes``): what each node cost from its creation to its removal, split by what ran on it,
+``node_cost_recorded`` (``node_meter``, ``occupancy``). ``opsched cost`` is answered from the spend
 folded from the op stream (``state``), rebuilt by replay on start."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from opsched.bus.bus import Bus
-from opsched.proto import subjects
+from opsched.proto import codec, subjects
+from opsched.proto.cluster import NodeRemoved
 from opsched.proto.events import CostEstimated, CostRecorded, Event, OperationRunning, OperationSubmitted
 from opsched.services.cost import metrics
 from opsched.services.cost.ledger import LedgerStore
@@ -26,6 +29,8 @@ class Cost(Service):
     name = "cost"
     estimates = Consumer(subjects.COST_ESTIMATOR, subjects.OPS_STREAM, [subjects.events_of("submitted")])
     ledger = Consumer(subjects.COST_LEDGER, subjects.OPS_STREAM, consumed_subjects())
+    nodes = Consumer(subjects.COST_NODES, subjects.CLUSTER_STREAM, [subjects.CLUSTER_NODES],
+                     decoder=codec.decode_cluster)
     recorder: Recorder  # set in start: its ledger is a key-value bucket
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
@@ -42,7 +47,7 @@ class Cost(Service):
 
     def metric_families(self) -> list:
         """Spend, budgets left and the burn rate, as ``opsched cost`` shows them (``services.cost.metrics``)."""
-        return metrics.families(self.state.view.answer(self.state.budgets, self.clock.now()))
+        return metrics.families(self.state.cost_answer(self.clock.now()))
 
     @estimates.handles(OperationSubmitted)
     async def estimate(self, event: OperationSubmitted, ctx: Context) -> CostEstimated:
@@ -64,6 +69,19 @@ class Cost(Service):
     @ledger.handles(*ENDS)
     async def on_ended(self, event: Event, ctx: Context) -> list[Event]:
         return self._recorded([await self.recorder.ended(event)], ctx)
+
+    @nodes.handles(NodeRemoved)
+    async def on_node_removed(self, event: NodeRemoved, ctx: Context) -> list[Event]:
+        """A node is gone: what it cost from its creation (``node_cost_recorded``, once per node: its op id is the
+        node's token, so a redelivery or a replica publishes the same message)."""
+        charge = self.state.charge_node(event)
+        if charge is None:
+            ctx.log.info("node_not_charged", node=event.node, agent=event.agent or None,
+                         why="charged already" if event.created else "creation unknown")
+            return []
+        ctx.log.info("node_cost_recorded", node=charge.node, pool=charge.pool or None, amount=charge.amount,
+                     idle=charge.idle, seconds=charge.seconds)
+        return [charge]
 
     def _recorded(self, records: Sequence[CostRecorded | None], ctx: Context) -> list[Event]:
         """Each attempt's ``cost_recorded``, and the budget limits it brings to or past."""

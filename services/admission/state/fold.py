@@ -38,6 +38,7 @@ from opsched.proto.events import (
     OperationSucceeded,
     PreemptRequested,
     RetryScheduled,
+    NodeCostRecorded,
     SpendRolled,
     StopRequested,
 )
@@ -133,6 +134,8 @@ class OpFold:
         if isinstance(event, SpendRolled):  # a budget scope's totals, no op's event (``rules.spend_totals``)
             self.spend.roll(event)
             return self._spent()
+        if isinstance(event, NodeCostRecorded):  # a node's charge, no op's event: its pool's spend only
+            return self.spend.record(event, seq) and self._spent()
         if event.op_id not in self.ops and not isinstance(event, OperationSubmitted):
             self.strays.add(event, seq)
         changed = self._apply(event, seq)
