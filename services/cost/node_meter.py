@@ -108,12 +108,15 @@ class NodeMeter:
                          seconds=round(seconds, 6), amount=amount, gpu_hours=round(gpus * hours, 6),
                          busy=busy, stranded=stranded, idle=idle)
 
-    def open_spend(self, now: datetime, pool_of: PoolOf, prices: Prices) -> list[NodeSpend]:
-        """Each open node's spend from its creation to ``now`` (a node whose creation is unknown: none)."""
+    def open_spend(self, now: datetime, pool_of: PoolOf, prices: Prices, since: datetime | None = None
+                   ) -> list[NodeSpend]:
+        """Each open node's spend from its creation (or ``since``, if later: a budget window's start) to ``now``
+        (a node whose creation is unknown: none)."""
         out: list[NodeSpend] = []
         for (agent, node), fact in sorted(self.nodes.items()):
             created = self.created_of(fact)
             if created is not None:
-                out.append(self.spend(node, agent, fact.labels, fact.allocatable, created, max(now, created),
+                start = max(created, since) if since is not None else created
+                out.append(self.spend(node, agent, fact.labels, fact.allocatable, start, max(now, start),
                                       pool_of, prices))
         return out

@@ -10,12 +10,20 @@ a budget window to its limit, ``budget_exceeded``. Consumes the node removals of
 folded from the op stream (``state``), rebuilt by replay on start."""
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from opsched.bus.bus import Bus
 from opsched.proto import codec, subjects
 from opsched.proto.cluster import NodeRemoved
-from opsched.proto.events import CostEstimated, CostRecorded, Event, OperationRunning, OperationSubmitted
+from opsched.proto.events import (
+    BudgetExceeded,
+    CostEstimated,
+    CostRecorded,
+    Event,
+    OperationRunning,
+    OperationSubmitted,
+)
 from opsched.services.cost import metrics
 from opsched.services.cost.ledger import LedgerStore
 from opsched.services.cost.recorder import ENDS, Recorder, consumed_subjects
@@ -43,7 +51,30 @@ class Cost(Service):
         await self.state.start(bus)
 
     def tasks(self) -> list[Task]:
-        return [self.state.catalogue.watch_file]
+        return [self.state.catalogue.watch_file, self.node_budget_tick]
+
+    async def node_budget_tick(self, bus: Bus, stop: asyncio.Event) -> None:
+        """Every ``node_budget_tick_s`` (the injected clock): a pool budget that its nodes' spend, the open nodes'
+        so far included, has reached is announced (``budget_exceeded``, once per window: its Nats-Msg-Id), so
+        that admission starts no new node of the pool until the window resets."""
+        while not stop.is_set():
+            await self.clock.sleep(self.settings.node_budget_tick_s)
+            if stop.is_set():
+                return
+            try:
+                await self.announce_pool_budgets(bus)
+            except Exception as exc:  # noqa: BLE001 - the bus is away: the next tick announces it (idempotent)
+                self.log.warning("pool_budget_tick_failed", error=repr(exc))
+
+    async def announce_pool_budgets(self, bus: Bus) -> list[BudgetExceeded]:
+        """One tick: publish the pool budget limits reached now."""
+        out = self.state.pool_budgets_exceeded(self.clock.now())
+        for e in out:
+            self.log.warning("budget_exceeded", scope=e.scope, name=e.name, window=e.window, limit=e.limit,
+                             spent=e.spent, unit=e.unit)
+            await bus.publish(e)
+            self.state.announced.fold(e)  # the fold takes it again from the stream: a set
+        return out
 
     def metric_families(self) -> list:
         """Spend, budgets left and the burn rate, as ``opsched cost`` shows them (``services.cost.metrics``)."""
@@ -81,7 +112,7 @@ class Cost(Service):
             return []
         ctx.log.info("node_cost_recorded", node=charge.node, pool=charge.pool or None, amount=charge.amount,
                      idle=charge.idle, seconds=charge.seconds)
-        return [charge]
+        return [charge, *self.state.exceeded(charge)]
 
     def _recorded(self, records: Sequence[CostRecorded | None], ctx: Context) -> list[Event]:
         """Each attempt's ``cost_recorded``, and the budget limits it brings to or past."""

@@ -4,10 +4,9 @@ admission's budgets use), rebuilt by replay on start. The burn rate reads the ch
 (and the attempts running). Pure: time comes from the caller."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-
-from collections.abc import Sequence
 
 from opsched.proto.events import (
     CostRecorded,

@@ -26,9 +26,10 @@ from opsched.proto.lifecycle import ATTEMPT_ENDS, OP_ENDS
 from opsched.proto.queries import CostAnswer, CostRequest
 from opsched.proto.queues import Budget, QueuesConfig
 from opsched.proto.spec import OpSpec
+from opsched.rules.node_pools import pool_of
+from opsched.rules.windows import window_start
 from opsched.services.cost.budgets import Announcements
 from opsched.services.cost.durations import Durations
-from opsched.rules.node_pools import pool_of
 from opsched.services.cost.estimator import Estimate, estimate, hourly_price
 from opsched.services.cost.node_meter import NodeMeter
 from opsched.services.cost.occupancy import Occupancy
@@ -140,14 +141,29 @@ class CostState:
     def estimate(self, spec: OpSpec) -> Estimate:
         return estimate(spec, self.catalogue.prices, self.default_duration_s, self.runs_of(spec))
 
-    def exceeded(self, record: CostRecorded) -> list[BudgetExceeded]:
+    def exceeded(self, record: CostRecorded | NodeCostRecorded) -> list[BudgetExceeded]:
         """The budget limits ``record`` brings to or past, not announced before."""
         def spent(scope: str, name: str, window: str, at: datetime) -> tuple[float, float]:
-            money, gpu_hours = self.view.spent(scope, name, window, at)
+            money, gpu_hours = self.spent(scope, name, window, at)
             if not self.view.charged(record.op_id, record.attempt):  # not folded yet (same window: ``at``)
                 money, gpu_hours = money + record.amount, gpu_hours + record.gpu_hours
             return money, gpu_hours
         return self.announced.crossed(self.budgets, record, spent)
+
+    def pool_budgets_exceeded(self, now: datetime) -> list[BudgetExceeded]:
+        """The pool budget limits that the pools' nodes (charged, and open so far) have reached by ``now``, not
+        announced before (the node budget tick)."""
+        return self.announced.crossed_pool(self.budgets, now, self.catalogue.prices.currency, self.spent)
+
+    def spent(self, scope: str, name: str, window: str, at: datetime) -> tuple[float, float]:
+        """Money and GPU-hours of a budget scope in the window holding ``at``: the charges folded, and for a pool
+        its open nodes' spend from the window's start to ``at``."""
+        money, gpu_hours = self.view.spent(scope, name, window, at)
+        if scope == "pool":
+            for n in self.meter.open_spend(at, self.pool_of, self.catalogue.prices, window_start(at, window)):
+                if n.pool == name:
+                    money, gpu_hours = money + n.amount, gpu_hours + n.gpu_hours
+        return round(money, 6), round(gpu_hours, 6)
 
     async def answer(self, data: bytes) -> bytes:
         try:

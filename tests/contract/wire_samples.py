@@ -25,7 +25,6 @@ from opsched.proto.commands import (
 from opsched.proto.events import (
     EVENTS,
     BudgetExceeded,
-    NodeCostRecorded,
     CacheHit,
     CacheMissed,
     CostEstimated,
@@ -35,6 +34,7 @@ from opsched.proto.events import (
     FailureFinal,
     HandlerFailed,
     Money,
+    NodeCostRecorded,
     NotificationAttempted,
     NotificationDue,
     NotificationFailed,

@@ -26,6 +26,7 @@ from opsched.proto.events import (
     Event,
     FailureFinal,
     HandlerFailed,
+    NodeCostRecorded,
     OperationAdmitted,
     OperationApproved,
     OperationEvicted,
@@ -38,7 +39,6 @@ from opsched.proto.events import (
     OperationSucceeded,
     PreemptRequested,
     RetryScheduled,
-    NodeCostRecorded,
     SpendRolled,
     StopRequested,
 )
