@@ -324,7 +324,7 @@ class BudgetExceeded(Event, tag="budget_exceeded", kw_only=True):
     """A recorded cost brought a budget window's spend to or past one of its limits (money or
     GPU-hours). Announced once per budget, limit and window; ``op_id`` is the op whose cost did it."""
 
-    scope: str  # "queue" or "project"
+    scope: str  # "queue", "project" or "pool" (a pool's nodes: op_id is the pool's token)
     name: str
     window: str  # "day", "week" or "month"
     limit: float
@@ -355,7 +355,7 @@ class SpendRolled(Event, tag="spend_rolled", kw_only=True):
     charges it covers leave the stream with their ops, so a replay counts the same. ``op_id`` is the scope's
     token (``spend_totals.token_of``); the last one per scope is kept."""
 
-    scope: str  # "queue" or "project"
+    scope: str  # "queue", "project" or "pool"
     name: str
     through_seq: int
     windows: list[WindowSpend] = []
