@@ -11,7 +11,8 @@ folded from the op stream (``state``), rebuilt by replay on start."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 from opsched.bus.bus import Bus
 from opsched.proto import codec, subjects
@@ -58,8 +59,7 @@ class Cost(Service):
         so far included, has reached is announced (``budget_exceeded``, once per window: its Nats-Msg-Id), so
         that admission starts no new node of the pool until the window resets."""
         while not stop.is_set():
-            await self.clock.sleep(self.settings.node_budget_tick_s)
-            if stop.is_set():
+            if await _stopped_before(stop, self.clock.sleep(self.settings.node_budget_tick_s)):
                 return
             try:
                 await self.announce_pool_budgets(bus)
@@ -128,6 +128,15 @@ class Cost(Service):
                                 spent=e.spent, unit=e.unit)
             out += [recorded, *exceeded]
         return out
+
+
+async def _stopped_before(stop: asyncio.Event, sleep: Coroutine[Any, Any, None]) -> bool:
+    """Wait for ``sleep`` (the injected clock's) or ``stop``, whichever comes first: True when it was ``stop``."""
+    sleeping, stopping = asyncio.ensure_future(sleep), asyncio.ensure_future(stop.wait())
+    await asyncio.wait((sleeping, stopping), return_when=asyncio.FIRST_COMPLETED)
+    for task in (sleeping, stopping):
+        task.cancel()
+    return stop.is_set()
 
 
 def build(settings: Settings, clock: Clock | None = None) -> Cost:

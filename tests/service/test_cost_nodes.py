@@ -6,7 +6,13 @@ from datetime import datetime, timedelta, timezone
 
 from opsched.proto import subjects
 from opsched.proto.cluster import NodeObserved, NodeRemoved
-from opsched.proto.events import NodeCostRecorded, OperationAdmitted, OperationRunning, OperationSucceeded
+from opsched.proto.events import (
+    BudgetExceeded,
+    NodeCostRecorded,
+    OperationAdmitted,
+    OperationRunning,
+    OperationSucceeded,
+)
 from opsched.rules.node_pools import token_of
 from opsched.tables import cost_text
 from tests.builders import GPU, GPU_PRODUCT, op
@@ -54,3 +60,39 @@ async def test_a_removed_node_is_charged_once_with_what_ran_on_it(stack_factory,
     assert (line.pool, line.nodes) == ("", 0)
     assert line.month.idle > 0 and abs(line.month.money - (2.36 + 1.18)) < 1e-6
     assert "IDLE" in cost_text(report)
+
+
+POOLED = """
+flavors:
+  - name: t4
+    nodeLabels: {nvidia.com/gpu.product: T4}
+    pool:
+      name: t4-pool
+      nodeLabels: {karpenter.sh/nodepool: t4}
+      allocatable: {nvidia.com/gpu: 2, cpu: 8, memory: 32Gi}
+      maxNodes: 3
+queues:
+  - name: default
+budgets:
+  - {scope: pool, name: t4-pool, window: month, money: 2.0}
+"""
+
+
+async def test_a_pools_node_is_charged_to_the_pool_and_its_budget_announced(stack_factory, bus, client, events,
+                                                                              tmp_path):
+    path = tmp_path / "queues.yaml"
+    path.write_text(POOLED)
+    await stack_factory(dispatcher_mode="null", queues_file=path)
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    created = now - 2 * HOUR
+    labels = {**LABELS, "karpenter.sh/nodepool": "t4"}
+    await publish_node(bus, NodeRemoved(node="t4-0", at=now, created=created, labels=labels, allocatable=ALLOC),
+                       "node.t4-0.removed.1")
+    token = token_of("", "t4-0", created)
+    charge = await events.expect(NodeCostRecorded, token)
+    assert (charge.pool, charge.idle, charge.amount) == ("t4-pool", charge.amount, 2.36)
+    exceeded = await events.expect(BudgetExceeded, token)  # 2.36 of 2.0: no new t4 node this month
+    assert (exceeded.scope, exceeded.name, exceeded.limit, exceeded.spent) == ("pool", "t4-pool", 2.0, 2.36)
+    report = await client.cost()
+    assert [(p.pool, round(p.month.idle, 6)) for p in report.pools] == [("t4-pool", 2.36)]
+    assert [(s.scope, s.name) for s in report.spend] == [("pool", "t4-pool")]  # never a queue's or a project's
