@@ -17,7 +17,7 @@ from opsched.rules.node_pools import token_of
 from opsched.tables import cost_text
 from tests.builders import GPU, GPU_PRODUCT, op
 
-BUSES = ["memory"]  # service logic, not about the bus (the permission is tested in tests/contract)
+# on every bus of tests/service/conftest.py: on the secure one, the cost service publishes as its own user
 
 HOUR = timedelta(hours=1)
 LABELS = {GPU_PRODUCT: "T4"}
