@@ -4,7 +4,7 @@ admission's budgets use), rebuilt by replay on start. The burn rate reads the ch
 (and the attempts running). Pure: time comes from the caller."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -23,6 +23,7 @@ from opsched.rules.windows import WINDOWS, window_end, window_start
 from opsched.services.cost.node_meter import NodeSpend
 
 HOUR = timedelta(hours=1)
+Spent = Callable[[str, str, str, datetime], tuple[float, float]]  # (scope, name, window, at) -> money, GPU-hours
 PoolKey = tuple[str, str, str, datetime]  # pool, agent, window, window start
 
 
@@ -84,12 +85,15 @@ class SpendView:
             total += run.hourly * _overlap(run.since, now, since, now) / 3600.0
         return round(total, 6)
 
-    def answer(self, budgets: list[Budget], now: datetime, open_nodes: Sequence[NodeSpend] = ()) -> CostAnswer:
+    def answer(self, budgets: list[Budget], now: datetime, open_nodes: Sequence[NodeSpend] = (),
+               spent: Spent | None = None) -> CostAnswer:
+        """``spent``: a budget's spend in its window (None: the charges folded; the cost service's also counts a
+        pool's open nodes so far, as its pool budgets do)."""
         self.totals.forget_before(now, 0)
         names = self.totals.scopes() | {(b.scope, b.name) for b in budgets}
         spend = [self._line(scope, name, now) for scope, name in sorted(names)]
         return CostAnswer(at=now, currency=self.currency, burn_rate_per_hour=self.burn_rate(now), spend=spend,
-                          budgets=[self.budget_line(b, now) for b in budgets],
+                          budgets=[self.budget_line(b, now, spent) for b in budgets],
                           pools=self.pool_lines(now, open_nodes))
 
     def pool_lines(self, now: datetime, open_nodes: Sequence[NodeSpend] = ()) -> list[PoolSpendLine]:
@@ -118,8 +122,8 @@ class SpendView:
                          gpu_hours_day=out["day"][1], gpu_hours_week=out["week"][1],
                          gpu_hours_month=out["month"][1])
 
-    def budget_line(self, b: Budget, now: datetime) -> BudgetLine:
-        money, gpu = self.spent(b.scope, b.name, b.window, now)
+    def budget_line(self, b: Budget, now: datetime, spent: Spent | None = None) -> BudgetLine:
+        money, gpu = (spent or self.spent)(b.scope, b.name, b.window, now)
         return BudgetLine(scope=b.scope, name=b.name, window=b.window, money=b.money, gpu_hours=b.gpu_hours,
                           spent_money=money, spent_gpu_hours=gpu,
                           remaining_money=None if b.money is None else round(max(0.0, b.money - money), 6),

@@ -176,4 +176,5 @@ class CostState:
 
     def cost_answer(self, now: datetime) -> CostAnswer:
         """``opsched cost``: the spend view, with the open nodes' spend so far."""
-        return self.view.answer(self.budgets, now, self.meter.open_spend(now, self.pool_of, self.catalogue.prices))
+        return self.view.answer(self.budgets, now, self.meter.open_spend(now, self.pool_of, self.catalogue.prices),
+                                self.spent)

@@ -96,3 +96,5 @@ async def test_a_pools_node_is_charged_to_the_pool_and_its_budget_announced(stac
     report = await client.cost()
     assert [(p.pool, round(p.month.idle, 6)) for p in report.pools] == [("t4-pool", 2.36)]
     assert [(s.scope, s.name) for s in report.spend] == [("pool", "t4-pool")]  # never a queue's or a project's
+    [budget] = report.budgets
+    assert (budget.scope, budget.spent_money, budget.remaining_money) == ("pool", 2.36, 0.0)
