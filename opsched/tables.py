@@ -167,7 +167,23 @@ def cost_text(answer: CostAnswer) -> str:
                  b.resets_at.isoformat() if b.resets_at else "-") for b in answer.budgets]
         lines += ["", grid(("SCOPE", "NAME", "WINDOW", "MONEY SPENT/LIMIT (LEFT)", "GPU-H SPENT/LIMIT (LEFT)",
                             "RESETS"), rows)]
+    if answer.pools:
+        lines += ["", pools_grid(answer)]
     return "\n".join(lines)
+
+
+def pools_grid(answer: CostAnswer) -> str:
+    """What each node pool's nodes cost (charged nodes and the open ones so far): today, split into busy (held by
+    op pods), stranded (free beside them) and idle (running nothing); the month and its node-hours."""
+    rows = [(p.pool or "-", p.agent or "-", str(p.nodes), f"{p.day.money:.2f}", f"{p.day.busy:.2f}",
+             f"{p.day.stranded:.2f}", f"{p.day.idle:.2f}", _share(p.day.idle, p.day.money), f"{p.month.money:.2f}",
+             f"{p.month.node_hours:.1f}") for p in answer.pools]
+    return grid(("POOL", "AGENT", "NODES", f"TODAY {answer.currency}", "BUSY", "STRANDED", "IDLE", "IDLE%",
+                 f"MONTH {answer.currency}", "NODE-HOURS(M)"), rows)
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole > 0 else "-"
 
 
 def _limit(spent: float, limit: float | None, left: float | None, unit: str) -> str:

@@ -19,10 +19,16 @@ class NodeObserved(ClusterEvent, tag="node_observed", kw_only=True):
     allocatable: dict[str, str] = {}
     taints: list[dict[str, Any]] = []
     schedulable: bool = True  # Ready and not cordoned
+    created: datetime | None = None  # the node's metadata.creationTimestamp (None: reported before it was carried)
 
 
 class NodeRemoved(ClusterEvent, tag="node_removed", kw_only=True):
-    pass
+    """The node is gone. It carries the node's last fact, so that its removal alone can be charged (the stream keeps
+    one message per node: its ``node_observed`` is replaced by this)."""
+
+    created: datetime | None = None
+    labels: dict[str, str] = {}
+    allocatable: dict[str, str] = {}
 
 
 class AgentHeartbeat(ClusterEvent, tag="agent_heartbeat", kw_only=True):

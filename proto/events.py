@@ -329,7 +329,7 @@ class BudgetExceeded(Event, tag="budget_exceeded", kw_only=True):
     """A recorded cost brought a budget window's spend to or past one of its limits (money or
     GPU-hours). Announced once per budget, limit and window; ``op_id`` is the op whose cost did it."""
 
-    scope: str  # "queue" or "project"
+    scope: str  # "queue", "project" or "pool" (a pool's nodes: op_id is the pool's token)
     name: str
     window: str  # "day", "week" or "month"
     limit: float
@@ -360,10 +360,37 @@ class SpendRolled(Event, tag="spend_rolled", kw_only=True):
     charges it covers leave the stream with their ops, so a replay counts the same. ``op_id`` is the scope's
     token (``spend_totals.token_of``); the last one per scope is kept."""
 
-    scope: str  # "queue" or "project"
+    scope: str  # "queue", "project" or "pool"
     name: str
     through_seq: int
     windows: list[WindowSpend] = []
+
+
+class NodeCostRecorded(Event, tag="node_cost_recorded", kw_only=True):
+    """What one node cost from its creation to its removal, split by what ran on it. ``op_id`` is the node's token
+    (``rules.node_pools.token_of(agent, node, created)``); ``at`` is its removal (the budget window it is charged
+    to). ``busy + stranded + idle == amount``."""
+
+    node: str
+    agent: str = ""
+    pool: str  # the queue configuration's node pool ("": a node of no pool, still charged)
+    price_pool: str = ""  # the price catalogue's pool that priced it ("" = the default prices)
+    created: datetime
+    seconds: float
+    amount: float  # node-hours x the node's hourly price
+    currency: str = "USD"
+    gpu_hours: float = 0.0  # the node's accelerators x hours
+    busy: float = 0.0  # of amount: accelerators held by op pods (pro rata accelerator-seconds)
+    stranded: float = 0.0  # of amount: free accelerators on the node while some op pod ran on it
+    idle: float = 0.0  # of amount: the node ran no op pod at all
+
+    def __post_init__(self) -> None:
+        money("amount", self.amount)
+        money("seconds", self.seconds)
+        money("gpuHours", self.gpu_hours)
+        money("busy", self.busy)
+        money("stranded", self.stranded)
+        money("idle", self.idle)
 
 
 NO_OP_ID = "-"  # an error event's op id when the input named no operation (never a valid op id)
@@ -446,7 +473,7 @@ EVENTS: tuple[type[Event], ...] = (
     OperationRejected, OperationStopped, StopRequested, PreemptRequested, OperationPreempted,
     OperationEvicted, OperationOnHold, OperationApproved, OperationSkipped, RetryScheduled, FailureFinal,
     OperationTimedOut, OperationResumed, CostRecorded, BudgetExceeded, ErrorRaised, DispatchDelayed, HandlerFailed,
-    SpendRolled, OperationTouched, NotificationDue, NotificationAttempted, NotificationFailed,
+    SpendRolled, OperationTouched, NotificationDue, NotificationAttempted, NotificationFailed, NodeCostRecorded,
 )
 
 

@@ -30,7 +30,7 @@ EMITS: dict[str, tuple[str, ...]] = {
                   "succeeded",  # a cache hit ends its op with the original's outputs, never dispatched
                   "schedule_created", "schedule_fired", "schedule_deleted", "schedule_finished", "lease",
                   "spend_rolled"),
-    "cost": ("cost_estimated", "cost_recorded", "budget_exceeded"),
+    "cost": ("cost_estimated", "cost_recorded", "budget_exceeded", "node_cost_recorded"),
     "cache": ("cache_hit", "cache_missed"),
     "dispatcher": ("dispatched", "running", "succeeded", "failed", "rejected", "stopped", "timed_out",
                    "preempted", "evicted", "dispatch_delayed"),
@@ -68,7 +68,7 @@ RESPONSES_EXPIRE_S = 120  # how long after a request its answers may come (nats-
 # buckets it writes (``$KV.<bucket>.>``); every service keeps its in-hand record (``services.runtime.inhand``)
 DURABLES: dict[str, tuple[str, ...]] = {
     "admission": (subjects.ADMISSION_COMMANDS,),
-    "cost": (subjects.COST_ESTIMATOR, subjects.COST_LEDGER),
+    "cost": (subjects.COST_ESTIMATOR, subjects.COST_LEDGER, subjects.COST_NODES),
     "cache": (subjects.CACHE_LOOKUP,),
     "dispatcher": (subjects.DISPATCHER_ADMITTED,),
     "notifier": (subjects.NOTIFIER_MATCH, subjects.NOTIFIER_DELIVER),

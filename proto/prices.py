@@ -33,6 +33,9 @@ class PricePool(Wire, kw_only=True, forbid_unknown_fields=True):
     cpu_hour: Price | None = None  # None: the default price
     gib_hour: Price | None = None
     accelerators: AcceleratorPrices = {}
+    # a whole node of this pool per hour (the cloud's instance price); None: a node is priced as its allocatable at
+    # the pool's flat prices (``rules.pricing.node_hourly``)
+    node_hour: Price | None = None
 
 
 class Prices(Wire, kw_only=True, forbid_unknown_fields=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from msgspec import Meta
+from msgspec import Meta, field
 
 from opsched.proto.history import HistoryEntry
 from opsched.proto.spec import Wire
@@ -163,12 +163,32 @@ class BudgetLine(Wire, kw_only=True):
     resets_at: datetime | None = None
 
 
+class PoolSpend(Wire, kw_only=True):
+    """What a node pool's nodes cost in one window (charged nodes, and the open ones so far), split by use."""
+
+    money: float = 0.0
+    busy: float = 0.0  # accelerators held by op pods
+    stranded: float = 0.0  # free accelerators on a node some op pod ran on
+    idle: float = 0.0  # nodes that ran no op pod
+    node_hours: float = 0.0
+
+
+class PoolSpendLine(Wire, kw_only=True):
+    pool: str  # the queue configuration's pool ("": nodes of no pool)
+    agent: str = ""
+    nodes: int = 0  # its nodes open now
+    day: PoolSpend = field(default_factory=PoolSpend)
+    week: PoolSpend = field(default_factory=PoolSpend)
+    month: PoolSpend = field(default_factory=PoolSpend)
+
+
 class CostAnswer(Wire, tag_field="type", tag="cost_answer", kw_only=True):
     at: datetime
     currency: str = "USD"
     burn_rate_per_hour: float = 0.0  # spend of the last hour (finished and running attempts)
     spend: list[SpendLine] = []
     budgets: list[BudgetLine] = []
+    pools: list[PoolSpendLine] = []  # what the nodes of each pool cost (``node_cost_recorded`` + open nodes)
 
 
 class SchedulesRequest(Wire, tag_field="type", tag="schedules_request", kw_only=True):

@@ -24,6 +24,7 @@ VIEW_EVENTS = OPS_ALL
 ROUTED_KINDS = ("admitted", "stop_requested", "preempt_requested")  # what a dispatcher consumes
 DLQ_ALL = "dlq.>"
 CLUSTER_ALL = "cluster.>"
+CLUSTER_NODES = "cluster.node.>"  # every node's facts (``node``), of every agent
 CONFIG_ALL = "config.>"
 CONFIG_QUEUES = "config.queues"
 CONFIG_PRICES = "config.prices"  # the price catalogue in force (cost)
@@ -55,7 +56,7 @@ OPS_BUCKET = "opsched_ops"  # summaries of finished ops that left admission's me
 
 # What stays on the op stream past the ttl, for the budget windows (purged once they passed): budget limits
 # announced, and charges of ops admission does not hold (an op's own charges leave with it once rolled up)
-KEPT_PAST_PURGE = ("cost_recorded", "budget_exceeded")
+KEPT_PAST_PURGE = ("cost_recorded", "budget_exceeded", "node_cost_recorded")
 ATTEMPT_FATE_BUCKET = "opsched_attempts"  # the dispatcher's record per attempt: creating or released
 IN_HAND_BUCKET = "opsched_inhand"  # the messages each consumer's handler loop holds, unsettled (proto.in_hand)
 LEASE_BUCKET = "opsched_leases"  # one key per role that exactly one instance plays (proto.leases.Lease)
@@ -65,6 +66,7 @@ ADMISSION_ROLE = "admission"  # the lease key, and the role in its claims
 ADMISSION_COMMANDS = "admission-commands"
 COST_ESTIMATOR = "cost-estimator"
 COST_LEDGER = "cost-ledger"
+COST_NODES = "cost-nodes"  # the cluster stream's node removals -> ``node_cost_recorded``
 CACHE_LOOKUP = "cache-lookup"
 DISPATCHER_ADMITTED = "dispatcher-admitted"
 NOTIFIER_MATCH = "notifier-match"  # the op events that can trigger a notification -> ``notification_due``

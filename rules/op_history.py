@@ -26,6 +26,7 @@ from opsched.proto.events import (
     Event,
     FailureFinal,
     HandlerFailed,
+    NodeCostRecorded,
     NotificationAttempted,
     NotificationDue,
     NotificationFailed,
@@ -116,7 +117,7 @@ ENTRIES: dict[type[Event], Callable[[Any], dict[str, Any]]] = {
 # events that say nothing of what happened to the op (a gate's answer, bookkeeping, a budget's or a schedule's news)
 NOT_SHOWN: frozenset[type[Event]] = frozenset({
     CostEstimated, CacheMissed, OperationDispatched, OperationTouched, DispatchDelayed, BudgetExceeded,
-    ErrorRaised, SpendRolled, *SCHEDULE_EVENTS,
+    ErrorRaised, SpendRolled, NodeCostRecorded, *SCHEDULE_EVENTS,
     NotificationDue,  # its attempts are shown
 })
 

@@ -152,3 +152,23 @@ def point_for(points: Sequence[P], labels: dict[str, str]) -> P | None:
     here = [p for p in points if p.pool == pool]
     product = product_of(labels)
     return next((p for p in here if p.product == product), None) or next((p for p in here if p.product == ANY), None)
+
+
+def node_hourly(prices: Prices, labels: dict[str, str], allocatable: dict[str, str]) -> tuple[str, float]:
+    """What a whole node costs per hour, and the catalogue pool that prices it (``""``: the defaults): the pool's
+    ``nodeHour`` where it sets one, else the node's allocatable (CPU, memory, accelerators) at the pool's flat
+    prices for the node's GPU product. A quantity that does not parse is priced at nothing (the node still is)."""
+    pool = matching(prices, labels)
+    name = pool.name if pool is not None else DEFAULTS
+    if pool is not None and pool.node_hour is not None:
+        return name, pool.node_hour
+    amounts: dict[str, float] = {}
+    for resource, quantity in allocatable.items():
+        if resource not in ("cpu", "memory") and not is_accelerator(resource):
+            continue
+        try:
+            amounts[resource] = amount(resource, quantity) if is_accelerator(resource) \
+                else float(parse_quantity(quantity))
+        except (ValueError, ArithmeticError):
+            continue
+    return name, sum(_pod_hourly(amounts, product_of(labels), in_pool(prices, pool)).values())

@@ -1,6 +1,6 @@
 """Spend per budget window, the one rule admission's budgets and cost's view share: every ``cost_recorded``
 (each finished attempt once) adds its money and GPU-hours to (scope, name, window, window start), for its
-queue and its project, in every calendar window.
+queue and its project, in every calendar window; every ``node_cost_recorded`` (each node once) to its pool's.
 
 A ``spend_rolled`` carries one scope's totals through a stream sequence. Admission's retention publishes
 them (``rollups``) before the charges they cover leave the op stream with their ops; a fold takes one
@@ -14,10 +14,11 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from opsched.proto.events import CostRecorded, SpendRolled, WindowSpend
+from opsched.proto.events import CostRecorded, NodeCostRecorded, SpendRolled, WindowSpend
 from opsched.rules.windows import WINDOWS, window_start
 
-Scope = tuple[str, str]  # ("queue" | "project", name)
+Scope = tuple[str, str]  # ("queue" | "project" | "pool", name)
+Charge = CostRecorded | NodeCostRecorded  # an attempt's charge (its queue, its project), a node's (its pool)
 SpendKey = tuple[str, str, str, datetime]  # scope, name, window, start
 Amounts = dict[tuple[str, datetime], tuple[float, float]]  # (window, start) -> (money, GPU-hours)
 
@@ -27,7 +28,11 @@ def token_of(scope: Scope) -> str:
     return f"{scope[0]}-{hashlib.sha256(scope[1].encode()).hexdigest()[:20]}"
 
 
-def scopes_of(e: CostRecorded) -> list[Scope]:
+def scopes_of(e: Charge) -> list[Scope]:
+    """The budget scopes a charge counts in: an attempt's queue and project; a node's pool (never a queue or a
+    project: what the node ran is charged to their ops already), none for a node of no pool."""
+    if isinstance(e, NodeCostRecorded):
+        return [("pool", e.pool)] if e.pool else []
     return [("queue", e.queue)] + ([("project", e.project)] if e.project else [])
 
 
@@ -39,10 +44,10 @@ class SpendTotals:
     marks: list[tuple[int, datetime]] = field(default_factory=list)  # (stream sequence, at), in stream order
     base: dict[Scope, Amounts] = field(default_factory=dict)  # each scope's last rollup
     rolled_through: dict[Scope, int] = field(default_factory=dict)  # ... and the sequence it counts through
-    unrolled: list[tuple[int, CostRecorded]] = field(default_factory=list)  # folded after it, in stream order
+    unrolled: list[tuple[int, Charge]] = field(default_factory=list)  # folded after it, in stream order
 
-    def record(self, e: CostRecorded, seq: int = 0) -> bool:
-        """Fold a charge (once per op and attempt). Returns True when it was new."""
+    def record(self, e: Charge, seq: int = 0) -> bool:
+        """Fold a charge (once per op and attempt; a node's: once per node token). Returns True when it was new."""
         if (e.op_id, e.attempt) in self.seen:
             return False
         self.seen[(e.op_id, e.attempt)] = e.at

@@ -5,7 +5,9 @@
   each queue and project in the current UTC day, week and month;
 - ``opsched_budget_limit{scope,name,window,unit}`` and ``opsched_budget_remaining{...}`` (``unit``: the
   currency or ``gpu_hours``): each budget and what is left of it in its window;
-- ``opsched_burn_rate_per_hour{currency}``: the spend of the last hour."""
+- ``opsched_burn_rate_per_hour{currency}``: the spend of the last hour;
+- ``opsched_pool_spend{pool,agent,kind,window,currency}`` (``kind``: busy, stranded or idle): what each node pool's
+  nodes cost in the current window (charged nodes and the open ones so far), by use."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,6 +17,7 @@ from opsched.services.runtime.metrics import gauge
 
 WINDOWS = ("day", "week", "month")
 GPU_HOURS = "gpu_hours"
+POOL_KINDS = ("busy", "stranded", "idle")
 
 
 def families(answer: CostAnswer) -> list[Any]:
@@ -30,6 +33,10 @@ def families(answer: CostAnswer) -> list[Any]:
               ["scope", "name", "window", "unit"], _budgets(answer, "remaining_money", "remaining_gpu_hours")),
         gauge("opsched_burn_rate_per_hour", "Spend of the last hour", ["currency"],
               [([cur], answer.burn_rate_per_hour)]),
+        gauge("opsched_pool_spend", "What a node pool's nodes cost in the current window, by use",
+              ["pool", "agent", "kind", "window", "currency"],
+              [([p.pool, p.agent, kind, w, cur], getattr(getattr(p, w), kind))
+               for p in answer.pools for w in WINDOWS for kind in POOL_KINDS]),
     ]
 
 

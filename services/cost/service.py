@@ -4,15 +4,27 @@ Consumes ``ops.submitted`` (durable ``cost-estimator``) and answers each with ``
 from the price catalogue in force (``prices``, ``estimator``). Consumes ``submitted``, ``running``
 and every attempt end (durable ``cost-ledger``): the ledger (``recorder``, ``ledger``, in a
 key-value bucket) records what each finished attempt cost, ``cost_recorded``, and when that brings
-a budget window to its limit, ``budget_exceeded``. ``opsched cost`` is answered from the spend
+a budget window to its limit, ``budget_exceeded``. Consumes the node removals of the cluster stream (durable
+``cost-nodes``): what each node cost from its creation to its removal, split by what ran on it,
+``node_cost_recorded`` (``node_meter``, ``occupancy``). ``opsched cost`` is answered from the spend
 folded from the op stream (``state``), rebuilt by replay on start."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 from opsched.bus.bus import Bus
-from opsched.proto import subjects
-from opsched.proto.events import CostEstimated, CostRecorded, Event, OperationRunning, OperationSubmitted
+from opsched.proto import codec, subjects
+from opsched.proto.cluster import NodeRemoved
+from opsched.proto.events import (
+    BudgetExceeded,
+    CostEstimated,
+    CostRecorded,
+    Event,
+    OperationRunning,
+    OperationSubmitted,
+)
 from opsched.services.cost import metrics
 from opsched.services.cost.ledger import LedgerStore
 from opsched.services.cost.recorder import ENDS, Recorder, consumed_subjects
@@ -26,6 +38,8 @@ class Cost(Service):
     name = "cost"
     estimates = Consumer(subjects.COST_ESTIMATOR, subjects.OPS_STREAM, [subjects.events_of("submitted")])
     ledger = Consumer(subjects.COST_LEDGER, subjects.OPS_STREAM, consumed_subjects())
+    nodes = Consumer(subjects.COST_NODES, subjects.CLUSTER_STREAM, [subjects.CLUSTER_NODES],
+                     decoder=codec.decode_cluster)
     recorder: Recorder  # set in start: its ledger is a key-value bucket
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
@@ -38,11 +52,33 @@ class Cost(Service):
         await self.state.start(bus)
 
     def tasks(self) -> list[Task]:
-        return [self.state.catalogue.watch_file]
+        return [self.state.catalogue.watch_file, self.node_budget_tick]
+
+    async def node_budget_tick(self, bus: Bus, stop: asyncio.Event) -> None:
+        """Every ``node_budget_tick_s`` (the injected clock): a pool budget that its nodes' spend, the open nodes'
+        so far included, has reached is announced (``budget_exceeded``, once per window: its Nats-Msg-Id), so
+        that admission starts no new node of the pool until the window resets."""
+        while not stop.is_set():
+            if await _stopped_before(stop, self.clock.sleep(self.settings.node_budget_tick_s)):
+                return
+            try:
+                await self.announce_pool_budgets(bus)
+            except Exception as exc:  # noqa: BLE001 - the bus is away: the next tick announces it (idempotent)
+                self.log.warning("pool_budget_tick_failed", error=repr(exc))
+
+    async def announce_pool_budgets(self, bus: Bus) -> list[BudgetExceeded]:
+        """One tick: publish the pool budget limits reached now."""
+        out = self.state.pool_budgets_exceeded(self.clock.now())
+        for e in out:
+            self.log.warning("budget_exceeded", scope=e.scope, name=e.name, window=e.window, limit=e.limit,
+                             spent=e.spent, unit=e.unit)
+            await bus.publish(e)
+            self.state.announced.fold(e)  # the fold takes it again from the stream: a set
+        return out
 
     def metric_families(self) -> list:
         """Spend, budgets left and the burn rate, as ``opsched cost`` shows them (``services.cost.metrics``)."""
-        return metrics.families(self.state.view.answer(self.state.budgets, self.clock.now()))
+        return metrics.families(self.state.cost_answer(self.clock.now()))
 
     @estimates.handles(OperationSubmitted)
     async def estimate(self, event: OperationSubmitted, ctx: Context) -> CostEstimated:
@@ -65,6 +101,19 @@ class Cost(Service):
     async def on_ended(self, event: Event, ctx: Context) -> list[Event]:
         return self._recorded([await self.recorder.ended(event)], ctx)
 
+    @nodes.handles(NodeRemoved)
+    async def on_node_removed(self, event: NodeRemoved, ctx: Context) -> list[Event]:
+        """A node is gone: what it cost from its creation (``node_cost_recorded``, once per node: its op id is the
+        node's token, so a redelivery or a replica publishes the same message)."""
+        charge = self.state.charge_node(event)
+        if charge is None:
+            ctx.log.info("node_not_charged", node=event.node, agent=event.agent or None,
+                         why="charged already" if event.created else "creation unknown")
+            return []
+        ctx.log.info("node_cost_recorded", node=charge.node, pool=charge.pool or None, amount=charge.amount,
+                     idle=charge.idle, seconds=charge.seconds)
+        return [charge, *self.state.exceeded(charge)]
+
     def _recorded(self, records: Sequence[CostRecorded | None], ctx: Context) -> list[Event]:
         """Each attempt's ``cost_recorded``, and the budget limits it brings to or past."""
         out: list[Event] = []
@@ -79,6 +128,15 @@ class Cost(Service):
                                 spent=e.spent, unit=e.unit)
             out += [recorded, *exceeded]
         return out
+
+
+async def _stopped_before(stop: asyncio.Event, sleep: Coroutine[Any, Any, None]) -> bool:
+    """Wait for ``sleep`` (the injected clock's) or ``stop``, whichever comes first: True when it was ``stop``."""
+    sleeping, stopping = asyncio.ensure_future(sleep), asyncio.ensure_future(stop.wait())
+    await asyncio.wait((sleeping, stopping), return_when=asyncio.FIRST_COMPLETED)
+    for task in (sleeping, stopping):
+        task.cancel()
+    return stop.is_set()
 
 
 def build(settings: Settings, clock: Clock | None = None) -> Cost:

@@ -10,24 +10,29 @@ import msgspec
 
 from opsched.bus.bus import Bus
 from opsched.proto import codec, subjects
-from opsched.proto.cluster import NodeObserved
+from opsched.proto.cluster import NodeObserved, NodeRemoved
 from opsched.proto.config import PricesConfigured, QueuesConfigured
 from opsched.proto.events import (
     BudgetExceeded,
     CostRecorded,
     Event,
+    NodeCostRecorded,
     OperationRunning,
     OperationSubmitted,
     SpendRolled,
     event_type,
 )
 from opsched.proto.lifecycle import ATTEMPT_ENDS, OP_ENDS
-from opsched.proto.queries import CostRequest
-from opsched.proto.queues import Budget
+from opsched.proto.queries import CostAnswer, CostRequest
+from opsched.proto.queues import Budget, QueuesConfig
 from opsched.proto.spec import OpSpec
+from opsched.rules.node_pools import pool_of
+from opsched.rules.windows import window_start
 from opsched.services.cost.budgets import Announcements
 from opsched.services.cost.durations import Durations
 from opsched.services.cost.estimator import Estimate, estimate, hourly_price
+from opsched.services.cost.node_meter import NodeMeter
+from opsched.services.cost.occupancy import Occupancy
 from opsched.services.cost.prices import PricesSource
 from opsched.services.cost.recorder import ENDS
 from opsched.services.cost.spend import SpendView
@@ -37,7 +42,8 @@ from opsched.services.runtime.settings import Settings
 # the op events its fold reads (the spend view, durations, budgets announced): its follow of the op stream
 # takes only these (an op's cost_estimated, cache answers, admitted, dispatched... never reach it)
 FOLDED: tuple[type[Event], ...] = tuple(dict.fromkeys(
-    (OperationSubmitted, OperationRunning, *ATTEMPT_ENDS, *OP_ENDS, CostRecorded, BudgetExceeded, SpendRolled)))
+    (OperationSubmitted, OperationRunning, *ATTEMPT_ENDS, *OP_ENDS, CostRecorded, BudgetExceeded, SpendRolled,
+     NodeCostRecorded)))
 FOLDED_SUBJECTS = [subjects.events_of(event_type(kind)) for kind in FOLDED]
 
 
@@ -48,6 +54,9 @@ class CostState:
         self.catalogue = PricesSource(settings.prices_file, service.clock, service.log)
         self.view = SpendView(currency=self.catalogue.prices.currency)
         self.budgets: list[Budget] = []
+        self.queues: QueuesConfig | None = None  # the queue configuration in force: its node pools
+        self.occupancy = Occupancy()  # what ran on each node, and when
+        self.meter = NodeMeter(self.occupancy)  # what each node costs
         self.durations = Durations()
         self.nodes: dict[str, dict[str, str]] = {}  # node -> its labels (kept after it is removed)
         self.announced = Announcements()
@@ -71,6 +80,7 @@ class CostState:
             return
         if isinstance(message, QueuesConfigured):
             self.budgets = list(message.config.budgets)
+            self.queues = message.config
         elif isinstance(message, PricesConfigured) and self.catalogue.apply(message):
             self.view.currency = message.prices.currency
             self.service.log.info("prices_configured", source=message.source,
@@ -83,6 +93,8 @@ class CostState:
             return
         if isinstance(event, NodeObserved):
             self.nodes[event.node] = dict(event.labels)
+        if isinstance(event, (NodeObserved, NodeRemoved)):
+            self.meter.observe(event)
 
     async def fold(self, data: bytes, seq: int) -> None:
         """Never raises: a message that does not decode is skipped, an event a fold cannot take is logged
@@ -100,11 +112,22 @@ class CostState:
 
     def _fold(self, event: Event, seq: int = 0) -> None:
         self.durations.fold(event)
+        self.occupancy.fold(event)
         if isinstance(event, BudgetExceeded):
             self.announced.fold(event)
+        if isinstance(event, NodeCostRecorded):
+            self.meter.fold(event)
         if isinstance(event, ENDS):
             return  # a running attempt stays counted until its cost_recorded arrives
         self.view.fold(event, self.hourly_of, seq)
+
+    def pool_of(self, agent: str, labels: dict[str, str]) -> str:
+        """The queue configuration's node pool of a node (``rules.node_pools.pool_of``; "": none)."""
+        return pool_of(self.queues, agent, labels) if self.queues is not None else ""
+
+    def charge_node(self, removed: NodeRemoved) -> NodeCostRecorded | None:
+        """What a removed node cost (None: its creation is unknown, or it was charged already)."""
+        return self.meter.charge(removed, self.pool_of, self.catalogue.prices)
 
     def runs_of(self, spec: OpSpec) -> list[float]:
         return self.durations.runs_of(spec)
@@ -118,14 +141,29 @@ class CostState:
     def estimate(self, spec: OpSpec) -> Estimate:
         return estimate(spec, self.catalogue.prices, self.default_duration_s, self.runs_of(spec))
 
-    def exceeded(self, record: CostRecorded) -> list[BudgetExceeded]:
+    def exceeded(self, record: CostRecorded | NodeCostRecorded) -> list[BudgetExceeded]:
         """The budget limits ``record`` brings to or past, not announced before."""
         def spent(scope: str, name: str, window: str, at: datetime) -> tuple[float, float]:
-            money, gpu_hours = self.view.spent(scope, name, window, at)
+            money, gpu_hours = self.spent(scope, name, window, at)
             if not self.view.charged(record.op_id, record.attempt):  # not folded yet (same window: ``at``)
                 money, gpu_hours = money + record.amount, gpu_hours + record.gpu_hours
             return money, gpu_hours
         return self.announced.crossed(self.budgets, record, spent)
+
+    def pool_budgets_exceeded(self, now: datetime) -> list[BudgetExceeded]:
+        """The pool budget limits that the pools' nodes (charged, and open so far) have reached by ``now``, not
+        announced before (the node budget tick)."""
+        return self.announced.crossed_pool(self.budgets, now, self.catalogue.prices.currency, self.spent)
+
+    def spent(self, scope: str, name: str, window: str, at: datetime) -> tuple[float, float]:
+        """Money and GPU-hours of a budget scope in the window holding ``at``: the charges folded, and for a pool
+        its open nodes' spend from the window's start to ``at``."""
+        money, gpu_hours = self.view.spent(scope, name, window, at)
+        if scope == "pool":
+            for n in self.meter.open_spend(at, self.pool_of, self.catalogue.prices, window_start(at, window)):
+                if n.pool == name:
+                    money, gpu_hours = money + n.amount, gpu_hours + n.gpu_hours
+        return round(money, 6), round(gpu_hours, 6)
 
     async def answer(self, data: bytes) -> bytes:
         try:
@@ -134,4 +172,9 @@ class CostState:
             request = None
         if not isinstance(request, CostRequest):
             self.service.log.warning("bad_cost_query")
-        return codec.encode(self.view.answer(self.budgets, self.service.clock.now()))
+        return codec.encode(self.cost_answer(self.service.clock.now()))
+
+    def cost_answer(self, now: datetime) -> CostAnswer:
+        """``opsched cost``: the spend view, with the open nodes' spend so far."""
+        return self.view.answer(self.budgets, now, self.meter.open_spend(now, self.pool_of, self.catalogue.prices),
+                                self.spent)

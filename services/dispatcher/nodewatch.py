@@ -40,7 +40,17 @@ def observed(node: Node, at: datetime, agent: str = "") -> NodeObserved:
         allocatable=dict((status.allocatable if status else None) or {}),
         taints=[_taint(t) for t in (spec.taints if spec else None) or []],
         schedulable=is_schedulable(node),
+        created=node.metadata.creation_timestamp,
     )
+
+
+def removed(last: NodeObserved | None, name: str, at: datetime, agent: str = "") -> NodeRemoved:
+    """The removal of ``name``, carrying its last fact (``last``: None when none is known), so that the removal
+    alone can be charged: the stream keeps one message per node, and this one replaces its ``node_observed``."""
+    if last is None:
+        return NodeRemoved(node=name, at=at, agent=agent)
+    return NodeRemoved(node=name, at=at, agent=agent, created=last.created, labels=dict(last.labels),
+                       allocatable=dict(last.allocatable))
 
 
 def _taint(taint: Taint) -> dict[str, str]:
@@ -67,6 +77,7 @@ class NodeFacts:
     def __init__(self, agent: str = "") -> None:
         self.agent = agent
         self.published: dict[str, str] = {}  # node name -> digest of its last published fact
+        self.last: dict[str, NodeObserved] = {}  # node name -> its last published fact (a removal carries it)
 
     def seed(self, events: Iterable[ClusterEvent]) -> None:
         """Start from what the stream holds (in stream order): its own agent's facts."""
@@ -81,13 +92,15 @@ class NodeFacts:
         """``event`` is now stored."""
         if isinstance(event, NodeObserved):
             self.published[event.node] = fact_of(event)
+            self.last[event.node] = event
         else:
             self.published.pop(event.node, None)
+            self.last.pop(event.node, None)
 
     def on_node(self, kind: str, node: Node, at: datetime) -> Outgoing | None:
         name, rv = node.metadata.name, node.metadata.resource_version or ""
-        if kind == "DELETED":
-            return NodeRemoved(node=name, at=at, agent=self.agent), self._mid(name, f"removed.{rv}")
+        if kind == "DELETED":  # the deleted object is the node's last state
+            return removed(observed(node, at, self.agent), name, at, self.agent), self._mid(name, f"removed.{rv}")
         event = observed(node, at, self.agent)
         fact = fact_of(event)
         if self.published.get(name) == fact:
@@ -97,7 +110,7 @@ class NodeFacts:
     def gone(self, listed: Iterable[str], rv: str, at: datetime) -> list[Outgoing]:
         """Nodes published as present that a fresh list no longer holds."""
         missing = sorted(set(self.published) - set(listed))
-        return [(NodeRemoved(node=name, at=at, agent=self.agent), self._mid(name, f"removed.{rv}"))
+        return [(removed(self.last.get(name), name, at, self.agent), self._mid(name, f"removed.{rv}"))
                 for name in missing]
 
 

@@ -117,6 +117,8 @@ class Settings(BaseSettings):
     # cost
     prices_file: Path | None = None
     default_duration_s: float = Field(3600.0, gt=0)
+    node_budget_tick_s: float = Field(60.0, gt=0, description="the cost service looks this often whether the nodes "
+                                      "of a pool (the open ones so far) have spent its budget")
     # dispatcher
     kubeconfig: Path | None = Field(None, validation_alias=AliasChoices("KUBECONFIG", "OPSCHED_KUBECONFIG"))
     namespace: str = "opsched"

@@ -18,16 +18,19 @@ from pathlib import Path
 import pytest
 
 from opsched.client import Client
+from opsched.localcluster.simkubelet import terminate
 from opsched.proto.events import (
     CacheMissed,
     CostEstimated,
     CostRecorded,
+    NodeCostRecorded,
     OperationAdmitted,
     OperationDispatched,
     OperationRunning,
     OperationSucceeded,
 )
 from opsched.proto.queries import PendingReason
+from opsched.rules.node_pools import token_of
 from tests.builders import op
 from tests.builders.identities import ADMIN
 from tests.waiting import eventually
@@ -187,3 +190,26 @@ def assert_cost_report(text: str, amount: float, resets: set[str]) -> None:
     assert f"{amount:.2f}/100.00 USD ({left:.2f} left)" in budget[0], text
     assert budget[0].split()[-1] in resets, text
     assert "MONEY SPENT/LIMIT (LEFT)" in text and "burn rate:" in text, text
+
+
+POOLED = """
+defaultQueue: pooled
+flavors:
+  - name: a100
+    nodeLabels: {nvidia.com/gpu.product: A100}
+    pool: {name: a100, allocatable: {nvidia.com/gpu: 2}, maxNodes: 2}
+queues:
+  - name: pooled
+"""
+
+
+async def test_a_deleted_node_is_charged_to_its_pool_from_its_creation(start, sim_nodes, events, core_v1):
+    await start(POOLED)
+    kubelet = sim_nodes(("pool-a", 2, "A100"))
+    node = await asyncio.to_thread(core_v1.read_node, "pool-a")
+    created = node.metadata.creation_timestamp
+    await asyncio.to_thread(terminate, kubelet)  # no kubelet to register it again
+    await asyncio.to_thread(core_v1.delete_node, "pool-a")
+    charge = await events.expect(NodeCostRecorded, token_of("", "pool-a", created), timeout=30)
+    assert (charge.node, charge.pool, charge.created) == ("pool-a", "a100", created)
+    assert charge.seconds > 0 and charge.amount > 0 and charge.idle == charge.amount  # it ran nothing

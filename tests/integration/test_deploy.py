@@ -20,9 +20,9 @@ import os
 import secrets
 import shutil
 import subprocess
-from unittest import mock
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
@@ -235,8 +235,8 @@ def test_the_dispatchers_rbac_is_pods_in_its_queue_namespaces_and_nodes(applied)
 
 
 def test_the_gateway_serves_https_behind_its_service_with_its_tokens_and_certificate_from_secrets(applied):
-    from opsched.services.runtime.settings import Settings
     from opsched.services.gateway.service import roles_of
+    from opsched.services.runtime.settings import Settings
 
     spec = pod_spec(applied.deployment("gateway"))
     (container,) = spec["containers"]

@@ -134,6 +134,7 @@ async def test_a_submitter_cannot_admit_approve_reconfigure_or_speak_for_another
                       codec.encode(SetQueues(config=QueuesConfig())))
         await refused(nc, errors, subjects.command("stop", "carol"))  # another user's prefix
         await refused(nc, errors, subjects.dead_letter("admission"))
+        await refused(nc, errors, subjects.event("node_cost_recorded", "node-0123456789abcdef0123"))  # cost's
     finally:
         await nc.close()
     with pytest.raises(NotPermitted, match="refused user 'alice' publishing to cmd.alice.approve"):

@@ -76,3 +76,56 @@ def test_admission_ignores_it():
     assert state.apply(event) is False
     assert state.apply(BudgetExceeded(**{**{f: getattr(event, f) for f in event.__struct_fields__},
                                          "op_id": "unknown"})) is False
+
+
+# ---- pool budgets: the node budget tick (``Cost.node_budget_tick``), with the fake clock -------------------------
+
+def pool_cost_service(clock):
+    from opsched.proto.cluster import NodeObserved
+    from opsched.proto.config import PricesConfigured
+    from opsched.proto.prices import PricePool, Prices
+    from opsched.services.cost.service import Cost
+    from opsched.services.runtime.settings import Settings
+
+    svc = Cost(Settings(node_budget_tick_s=60.0), clock)
+    svc.state.catalogue.apply(PricesConfigured(at=clock.now(), source="test", prices=Prices(
+        pools=[PricePool(name="a100-nodes", match={"pool": "a100"}, node_hour=10.0)])))
+    svc.state.budgets = [Budget(scope="pool", name="a100", window="day", money=25.0)]
+    svc.state.pool_of = lambda agent, labels: labels.get("pool", "")  # type: ignore[method-assign]
+    svc.state.meter.observe(NodeObserved(node="a100-0", at=clock.now(), labels={"pool": "a100"},
+                                         allocatable={"nvidia.com/gpu": "8"}, created=clock.now()))
+    return svc
+
+
+async def test_the_node_budget_tick_announces_a_pool_budget_once_per_window_when_open_nodes_cross_it():
+    import asyncio
+
+    from opsched.proto import codec
+    from tests.builders.bus import memory_bus
+    from tests.builders.clock import FakeClock
+
+    clock = FakeClock(datetime(2026, 1, 1, 1, tzinfo=timezone.utc))
+    svc, bus, stop = pool_cost_service(clock), memory_bus(), asyncio.Event()
+    tick = asyncio.create_task(svc.node_budget_tick(bus, stop))
+
+    async def ticks(n: int) -> list[BudgetExceeded]:
+        for _ in range(n):
+            await asyncio.sleep(0)  # let the tick reach its sleep
+            clock.advance(60.0)
+            for _ in range(5):
+                await asyncio.sleep(0)
+        return [e for p in bus.published if not p.duplicate
+                for e in [codec.decode_event(p.data)] if isinstance(e, BudgetExceeded)]
+
+    assert await ticks(60) == []  # 1 h of one open node: 10.0 of 25.0
+    announced = await ticks(120)  # 2.5 h: 25.0 reached
+    assert [(e.scope, e.name, e.limit, e.window_start) for e in announced] == [("pool", "a100", 25.0, DAY)]
+    assert announced[0].spent >= 25.0 and announced[0].resets_at == datetime(2026, 1, 2, tzinfo=timezone.utc)
+    assert await ticks(10) == announced  # once per window
+    stop.set()
+    clock.advance(60.0)
+    await tick
+
+    restarted = pool_cost_service(clock)  # a restart folds the announcement from the op stream: not again
+    restarted.state.announced.fold(announced[0])
+    assert restarted.state.pool_budgets_exceeded(clock.now()) == []

@@ -27,14 +27,16 @@ HEARTBEAT = datetime(2026, 1, 1, 11, 0, tzinfo=timezone.utc)
 
 def node(name: str = "gpu-a", *, rv: str = "1", gpus: str = "2", product: str = "A100",
          ready: str | None = "True", unschedulable: bool | None = None, taints: list[Taint] | None = None,
-         heartbeat: datetime = HEARTBEAT, labels: dict[str, str] | None = None) -> Node:
+         heartbeat: datetime = HEARTBEAT, labels: dict[str, str] | None = None,
+         created: datetime | None = None) -> Node:
     """A node as the API server answers it (JSON, heartbeats and all), decoded as the watch decodes it."""
     beat = heartbeat.isoformat().replace("+00:00", "Z")
     conditions = [{"type": "MemoryPressure", "status": "False", "lastHeartbeatTime": beat}]
     if ready is not None:
         conditions.append({"type": "Ready", "status": ready, "lastHeartbeatTime": beat})
     return NODES.object.decode(msgspec.json.encode({
-        "metadata": {"name": name, "resourceVersion": rv, "labels": {GPU_PRODUCT: product, **(labels or {})}},
+        "metadata": {"name": name, "resourceVersion": rv, "labels": {GPU_PRODUCT: product, **(labels or {})},
+                     **({"creationTimestamp": created.isoformat().replace("+00:00", "Z")} if created else {})},
         "spec": {"unschedulable": unschedulable, "taints": taints},
         "status": {"allocatable": {GPU: gpus, "cpu": "32", "memory": "256Gi"}, "conditions": conditions},
     }))
@@ -140,8 +142,33 @@ def test_the_message_id_is_deterministic_for_one_version_of_a_node():
 def test_a_deleted_node_is_removed_and_a_recreated_one_observed_again():
     out = publish_all(NodeFacts(), ("ADDED", node(rv="1")), ("DELETED", node(rv="2")), ("ADDED", node(rv="3")))
     assert [type(e) for e, _ in out] == [NodeObserved, NodeRemoved, NodeObserved]
-    assert out[1][0] == NodeRemoved(node="gpu-a", at=t(1))
+    assert out[1][0] == NodeRemoved(node="gpu-a", at=t(1), labels={GPU_PRODUCT: "A100"},
+                                    allocatable={GPU: "2", "cpu": "32", "memory": "256Gi"})
     assert out[1][1] == "node.gpu-a.removed.2"
+
+
+CREATED = datetime(2026, 1, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def test_a_node_fact_carries_its_creation_time():
+    assert observed(node(created=CREATED), T0).created == CREATED
+    assert observed(node(), T0).created is None  # a node object without it (never from the API server)
+
+
+def test_a_deleted_node_carries_its_last_labels_allocatable_and_creation_time():
+    facts = NodeFacts("east")
+    facts.on_node("ADDED", node(created=CREATED, labels={"pool": "a100"}), T0)
+    (event, _mid) = facts.on_node("DELETED", node(rv="7", created=CREATED, labels={"pool": "a100"}), t(3))
+    assert event == NodeRemoved(node="gpu-a", at=t(3), agent="east", created=CREATED,
+                                labels={GPU_PRODUCT: "A100", "pool": "a100"},
+                                allocatable={GPU: "2", "cpu": "32", "memory": "256Gi"})
+
+
+def test_a_node_gone_at_a_relist_carries_its_last_published_fact():
+    facts = NodeFacts()
+    facts.seed([observed(node("gpu-b", created=CREATED), T0)])
+    (event, _mid), = facts.gone([], "40", t(1))
+    assert (event.created, event.labels, event.allocatable["cpu"]) == (CREATED, {GPU_PRODUCT: "A100"}, "32")
 
 
 def test_facts_seeded_from_the_stream_are_not_republished():
@@ -155,7 +182,8 @@ def test_a_relist_removes_the_nodes_deleted_while_nobody_watched():
     facts = NodeFacts()
     facts.seed([observed(node("gpu-a"), T0), observed(node("gpu-b"), T0)])
     (removed, mid), = facts.gone(["gpu-a", "gpu-c"], "40", t(1))
-    assert removed == NodeRemoved(node="gpu-b", at=t(1))
+    assert removed == NodeRemoved(node="gpu-b", at=t(1), labels={GPU_PRODUCT: "A100"},
+                                  allocatable={GPU: "2", "cpu": "32", "memory": "256Gi"})
     assert mid == "node.gpu-b.removed.40"
 
 

@@ -1,9 +1,8 @@
 """The metrics collector reads what the services keep at a scrape (``services.runtime.metrics``)."""
 from __future__ import annotations
 
-import platform
-
 import asyncio
+import platform
 from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families

@@ -2,7 +2,7 @@
 a fold of the whole stream counts (rules.spend_totals)."""
 from datetime import datetime, timezone
 
-from opsched.proto.events import CostRecorded
+from opsched.proto.events import CostRecorded, NodeCostRecorded
 from opsched.rules.spend_totals import SpendTotals
 
 T0 = datetime(2026, 3, 10, 12, tzinfo=timezone.utc)
@@ -58,3 +58,31 @@ def test_rollups_name_only_scopes_with_new_charges():
         totals.roll(r)
     assert totals.rollups(5, T0) == []
     assert totals.unrolled == []
+
+
+def node_charge(token: str, amount: float, pool: str = "a100") -> NodeCostRecorded:
+    return NodeCostRecorded(op_id=token, at=T0, node="gpu-a", pool=pool, created=T0, seconds=3600.0,
+                            amount=amount, gpu_hours=8.0, idle=amount)
+
+
+def test_a_node_charge_counts_in_its_pool_only():
+    totals = SpendTotals()
+    totals.record(charge("a", 1.0, "p"), 1)
+    assert totals.record(node_charge("node-1", 5.0), 2)
+    assert not totals.record(node_charge("node-1", 5.0), 3)  # redelivered: once
+    totals.record(node_charge("node-2", 7.0, pool=""), 4)  # a node of no pool: no budget scope
+    assert totals.of("pool", "a100", "day", T0) == (5.0, 8.0)
+    assert spent(totals) == [(1.0, 1.0)] * 6  # never in a queue or a project
+    assert totals.scopes() == {("queue", "q"), ("project", "p"), ("pool", "a100")}
+
+
+def test_rollups_of_a_pool_scope_round_trip():
+    leader = SpendTotals()
+    leader.record(node_charge("node-1", 5.0), 1)
+    leader.record(node_charge("node-2", 2.0), 2)
+    [rolled] = leader.rollups(1, T0)
+    assert (rolled.scope, rolled.name, rolled.through_seq) == ("pool", "a100", 1)
+    fresh = SpendTotals()  # node-1's charge left the stream; node-2's and the rollup stayed
+    fresh.record(node_charge("node-2", 2.0), 2)
+    fresh.roll(rolled)
+    assert fresh.of("pool", "a100", "month", T0) == leader.of("pool", "a100", "month", T0) == (7.0, 16.0)

@@ -27,6 +27,7 @@ from opsched.proto.events import (
     Event,
     FailureFinal,
     HandlerFailed,
+    NodeCostRecorded,
     OperationAdmitted,
     OperationApproved,
     OperationEvicted,
@@ -137,6 +138,8 @@ class OpFold:
         self.position = max(self.position, seq)
         if isinstance(event, SpendRolled) or (isinstance(event, BudgetExceeded) and event.scope == POOL_SCOPE):
             return self._scope_fact(event)
+        if isinstance(event, NodeCostRecorded):  # a node's charge, no op's event: its pool's spend only
+            return self.spend.record(event, seq) and self._spent()
         if event.op_id not in self.ops and not isinstance(event, OperationSubmitted):
             self.strays.add(event, seq)
         changed = self._apply(event, seq)

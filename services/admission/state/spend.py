@@ -1,4 +1,5 @@
-"""Actual spend per budget window (``rules.spend_totals``: folded from ``cost_recorded`` and ``spend_rolled``),
+"""Actual spend per budget window (``rules.spend_totals``: folded from ``cost_recorded``, ``node_cost_recorded``
+and ``spend_rolled``),
 and what is held against budgets until it is charged.
 
 An attempt that ran and ended is charged a moment later, by the cost service. Until its ``cost_recorded``
@@ -9,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opsched.proto.events import CostRecorded
-from opsched.rules.spend_totals import SpendTotals
+from opsched.rules.spend_totals import Charge, SpendTotals
 
 Held = dict[tuple[str, str], tuple[float, float]]  # (scope, name) -> (money, GPU-hours)
 
@@ -40,7 +40,7 @@ class Spend(SpendTotals):
                 out[key] = (held_money + money, held_gpu + gpu_hours)
         return out
 
-    def record(self, e: CostRecorded, seq: int = 0) -> bool:
+    def record(self, e: Charge, seq: int = 0) -> bool:
         recorded = super().record(e, seq)
         if recorded:
             self.pending.pop((e.op_id, e.attempt), None)
