@@ -35,6 +35,27 @@ AllowableVolume = Literal["persistentVolumeClaim", "nfs"]
 Placement = Literal["binpack", "spread", "firstFit"]
 
 
+class NodePool(Wire, kw_only=True, forbid_unknown_fields=True):
+    """The node pool behind a flavor that an autoscaler (cluster-autoscaler, Karpenter, the simulated one) grows from
+    ``min_nodes`` to ``max_nodes``: the shape of one new node and how long one takes to come. Admission counts the
+    nodes the pool may still add as room (``rules.node_pools.reach``), so an op onto an empty pool is admitted and
+    its pending pods make the autoscaler add nodes; a node that has not come by ``provisioning_timeout_seconds``
+    releases the attempt, which is retried (``node_not_provisioned``)."""
+
+    name: str  # unique among the configuration's pools; what `why` and `cost` name
+    # the pool's own labels (e.g. karpenter.sh/nodepool: gpu): a node is of the pool when its labels hold the
+    # flavor's nodeLabels AND these
+    node_labels: dict[str, str] = {}
+    allocatable: Annotated[dict[str, Quantity], msgspec.Meta(min_length=1)]  # one new node: {nvidia.com/gpu: 8, ...}
+    taints: list[dict[str, Any]] = []  # a new node's taints (the flavor's tolerations must tolerate them)
+    min_nodes: NonNegInt = 0
+    max_nodes: PositiveInt
+    provisioning_seconds: Annotated[float, msgspec.Meta(gt=0)] = 300.0  # expected time to a Ready node
+    provisioning_timeout_seconds: Annotated[float, msgspec.Meta(gt=0)] = 900.0  # no node by then: released, retried
+    # the simulated autoscaler's only (a real cluster's autoscaler has its own --scale-down-unneeded-time)
+    scale_down_unneeded_seconds: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+
+
 class Flavor(Wire, kw_only=True, forbid_unknown_fields=True):
     """A kind of node: what labels select it, what taints its pods must tolerate, and how its pods are placed
     (``placement``; unset: the configuration's; ``topology_key``: a gang kept within one domain)."""
@@ -47,6 +68,7 @@ class Flavor(Wire, kw_only=True, forbid_unknown_fields=True):
     # within one domain when one can take them all (Kueue's topology-aware scheduling, preferred mode)
     topology_key: str | None = None
     agent: str | None = None  # the agent (a dispatcher with its own cluster) whose nodes it selects; None: the queue's
+    pool: NodePool | None = None  # the autoscaled pool behind it; None: the nodes that exist are all it has
 
 
 class FlavorQuota(Wire, kw_only=True, forbid_unknown_fields=True):
@@ -117,10 +139,11 @@ class RetryBackoff(Wire, kw_only=True, forbid_unknown_fields=True):
 
 class Budget(Wire, kw_only=True, forbid_unknown_fields=True):
     """Spend allowed per calendar UTC window (day from 00:00, week from Monday, month from the 1st)
-    for one queue or one project: money, GPU-hours, or both. Admission stops admitting an op when
-    the window's spend plus the op's estimate would exceed it (``proto.windows``)."""
+    for one queue, one project or one node pool (its nodes, busy or idle): money, GPU-hours, or both. Admission
+    stops admitting an op when the window's spend plus the op's estimate would exceed it (``proto.windows``); a
+    spent pool budget adds no new nodes of the pool (only its existing nodes take ops)."""
 
-    scope: Literal["queue", "project"]
+    scope: Literal["queue", "project", "pool"]  # pool: money (and GPU-hours) spent on a node pool's nodes
     name: str
     window: Literal["day", "week", "month"]
     money: Annotated[float, msgspec.Meta(ge=0)] | None = None

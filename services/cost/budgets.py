@@ -34,7 +34,7 @@ class Announcements:
         has reached and that were not announced yet."""
         out: list[BudgetExceeded] = []
         for b in budgets:
-            if b.name != (record.queue if b.scope == "queue" else record.project):
+            if b.name != {"queue": record.queue, "project": record.project}.get(b.scope):  # a pool's: its nodes
                 continue
             start = window_start(record.at, b.window)
             money, gpu_hours = spent(b.scope, b.name, b.window, record.at)

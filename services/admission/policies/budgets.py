@@ -20,8 +20,8 @@ Committed = dict[tuple[str, str], tuple[float, float]]  # (scope, name) -> (mone
 
 
 def covering(budgets: list[Budget], queue: str, project: str | None) -> list[Budget]:
-    """The budgets that apply to an op of ``queue`` and ``project``."""
-    return [b for b in budgets if b.name == (queue if b.scope == "queue" else project)]
+    """The budgets that apply to an op of ``queue`` and ``project`` (a pool's budget is its nodes', never an op's)."""
+    return [b for b in budgets if b.name == {"queue": queue, "project": project}.get(b.scope)]
 
 
 def check(budgets: list[Budget], queue: str, project: str | None, money: float, gpu_hours: float,
