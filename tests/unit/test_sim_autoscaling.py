@@ -8,8 +8,8 @@ from opsched.localcluster.autoscaling import (
     Autoscaling,
     NodeToAdd,
     NodeView,
-    Pool,
     PodView,
+    Pool,
     pools_from,
     taint_for_deletion,
 )
