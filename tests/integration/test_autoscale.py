@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from pathlib import Path
 from typing import Any
 
 import pytest
