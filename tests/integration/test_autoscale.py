@@ -10,7 +10,7 @@ the services in this process, and the simulated kubelet with ``--autoscale`` and
    removed.
 4. A pool at ``maxNodes`` holds a second op (``pool_at_max``) until the first ends, then runs it on the same node.
 
-Pools here come in 1 s and go after 2 s idle; every wait is bounded (events or the API, never a sleep).
+Pools here come in 1 s (5 s where `why` is asked meanwhile) and go after 2 s idle; every wait is bounded (events or the API, never a sleep).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.integration
 MANAGED = "app.kubernetes.io/managed-by=opsched"
 
 
-def queues_yaml(tag: str, *, max_nodes: int, timeout_s: float = 60) -> str:
+def queues_yaml(tag: str, *, max_nodes: int, timeout_s: float = 60, provisioning_s: float = 1) -> str:
     """One GPU queue over the a100 flavor, whose pool starts empty; ``tag`` keeps its nodes this test's."""
     return f"""
 defaultQueue: gpu
@@ -49,7 +49,7 @@ flavors:
       name: a100
       allocatable: {{nvidia.com/gpu: 1, cpu: "8", memory: 64Gi}}
       maxNodes: {max_nodes}
-      provisioningSeconds: 1
+      provisioningSeconds: {provisioning_s}
       provisioningTimeoutSeconds: {timeout_s}
       scaleDownUnneededSeconds: 2
 queues:
@@ -63,13 +63,13 @@ queues:
 
 @pytest.fixture
 async def start(control_plane, k8s_namespace, sim_nodes, stack_factory, client, tmp_path):
-    """``start(max_nodes=..., timeout_s=..., stock=..., **settings)``: the pool's queue file, the simulated kubelet
+    """``start(max_nodes=..., timeout_s=..., provisioning_s=..., stock=..., **settings)``: the pool's queue file, the simulated kubelet
     autoscaling it (with a CPU node), and the services; returns the client and the test's pool tag."""
-    async def go(*, max_nodes: int, timeout_s: float = 60, stock: dict[str, int] | None = None,
-                 **settings: Any) -> tuple[Client, str]:
+    async def go(*, max_nodes: int, timeout_s: float = 60, provisioning_s: float = 1,
+                 stock: dict[str, int] | None = None, **settings: Any) -> tuple[Client, str]:
         tag = secrets.token_hex(4)
         path = tmp_path / "queues.yaml"
-        path.write_text(queues_yaml(tag, max_nodes=max_nodes, timeout_s=timeout_s))
+        path.write_text(queues_yaml(tag, max_nodes=max_nodes, timeout_s=timeout_s, provisioning_s=provisioning_s))
         sim_nodes(f"cpu-{tag}:0", autoscale=path, stock=stock or {}, delete_nodes_on_exit=True)
         await stack_factory(kubeconfig=control_plane.kubeconfig, namespace=k8s_namespace, queues_file=path,
                             **settings)
@@ -111,7 +111,7 @@ async def gone(core: client.CoreV1Api, name: str) -> None:
 
 
 async def test_an_op_onto_the_empty_pool_waits_for_a_node_then_runs_on_it(start, events, core_v1, k8s_namespace):
-    cl, tag = await start(max_nodes=2)
+    cl, tag = await start(max_nodes=2, provisioning_s=5)  # time to ask `why` while the node comes
     assert await asyncio.to_thread(pool_nodes, core_v1, tag) == []
     op_id = await cl.submit(gpu_op("first", tag, "sleep 3").build())
 
