@@ -47,18 +47,21 @@ class Pool:
     quantities: dict[str, str] = field(default_factory=dict)  # allocatable as written (what a new node reports)
 
 
-def pools_from(config: QueuesConfig, agent: str = node_pools.DEFAULT_AGENT) -> list[Pool]:
-    """The pools of ``agent``'s cluster in a queue configuration, in its order."""
+def pools_from(config: QueuesConfig, agent: str = node_pools.DEFAULT_AGENT,
+               defaults: dict[str, str] | None = None) -> list[Pool]:
+    """The pools of ``agent``'s cluster in a queue configuration, in its order. ``defaults``: what a new node offers
+    of a resource its pool's ``allocatable`` does not name (the simulated kubelet's cpu, memory, pods)."""
     out = []
     for flavor, pool in node_pools.pools_of(config):
         if agent not in node_pools.agents_of(config, flavor):
             continue
+        quantities = {**(defaults or {}), **{r: str(q) for r, q in pool.allocatable.items()}}
         out.append(Pool(name=pool.name, labels=node_pools.membership(flavor, pool),
-                        allocatable={r: amount(r, q) for r, q in pool.allocatable.items()},
+                        allocatable={r: amount(r, q) for r, q in quantities.items()},
                         taints=tuple(pool.taints), min_nodes=pool.min_nodes, max_nodes=pool.max_nodes,
                         provisioning_seconds=pool.provisioning_seconds,
                         unneeded_seconds=pool.scale_down_unneeded_seconds,
-                        quantities={r: str(q) for r, q in pool.allocatable.items()}))
+                        quantities=quantities))
     return out
 
 

@@ -412,7 +412,9 @@ def _autoscaler(kubelet: SimKubelet, queues_file: str, stock: dict[str, int]) ->
     from opsched.localcluster.autoscaling import pools_from
     from opsched.rules.queues_file import load_queues
 
-    pools = pools_from(load_queues(Path(queues_file)))
+    resources = kubelet.resources
+    pools = pools_from(load_queues(Path(queues_file)),
+                       defaults={"cpu": resources.cpu, "memory": resources.memory, "pods": str(resources.pods)})
     unknown = sorted(set(stock) - {p.name for p in pools})
     if unknown:
         raise SystemExit(f"--stock: no pool named {', '.join(unknown)} in {queues_file}")

@@ -170,3 +170,7 @@ def test_pools_from_a_queue_configuration() -> None:
     assert p.allocatable == {GPU: 8.0, "cpu": 96.0} and p.quantities == {GPU: "8", "cpu": "96"}
     assert (p.max_nodes, p.provisioning_seconds, p.unneeded_seconds) == (2, 3.0, 20.0)
     assert pools_from(config, agent="elsewhere") == []
+    # what the pool does not name, a new node offers as the simulated kubelet's nodes do
+    [filled] = pools_from(config, defaults={"cpu": "32", "memory": "1Gi", "pods": "110"})
+    assert filled.quantities == {GPU: "8", "cpu": "96", "memory": "1Gi", "pods": "110"}
+    assert filled.allocatable["memory"] == 2.0 ** 30
