@@ -21,8 +21,8 @@ def test_without_a_file_the_example_pools_are_the_queue_configuration(tmp_path: 
     e = up(tmp_path, "--autoscale")
     assert e.args.queues == embedded.AUTOSCALE_QUEUES
     pools = pools_from(load_queues(embedded.AUTOSCALE_QUEUES))
-    assert [(p.name, p.min_nodes, p.max_nodes) for p in pools] == [("a100", 0, 2), ("t4", 0, 2)]
-    assert embedded._pools_text(embedded.AUTOSCALE_QUEUES) == "a100 (0..2), t4 (0..2)"
+    assert [(p.name, p.min_nodes, p.max_nodes) for p in pools] == [("a100", 0, 2), ("t4", 0, 3)]
+    assert embedded._pools_text(embedded.AUTOSCALE_QUEUES) == "a100 (0..2), t4 (0..3)"
 
 
 def test_a_file_given_is_the_queue_configuration(tmp_path: Path):
