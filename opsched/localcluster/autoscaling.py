@@ -182,6 +182,8 @@ class Autoscaling:
     def plan(self, now: float, pods: list[PodView], nodes: list[NodeView], pending: list[NodeToAdd]) -> Actions:
         """This pass's actions, given the pods and nodes that exist and the adds still on their way."""
         actions = Actions()
+        present = {n.name for n in nodes}
+        self.empty_since = {k: v for k, v in self.empty_since.items() if k in present}  # gone: forgotten
         held: dict[str, list[PodView]] = {}
         for pod in pods:
             if pod.holds_node:
@@ -194,8 +196,9 @@ class Autoscaling:
             waiting = sorted((p for p in pods if p.waiting and p.key not in claimed and takes(pool, p)),
                              key=lambda p: p.key)
             claimed.update(p.key for p in waiting)
-            actions.add += self._scale_up(now, pool, waiting, mine, coming, held)
-            self._scale_down(now, pool, mine, held, actions)
+            adds, needed = self._scale_up(now, pool, waiting, mine, coming, held)
+            actions.add += adds
+            self._scale_down(now, pool, mine, held, needed, actions)
         return actions
 
     def _seed_counter(self, pool: Pool, mine: list[NodeView], coming: list[NodeToAdd]) -> None:
@@ -210,23 +213,29 @@ class Autoscaling:
         return f"{pool.name}-{n}"
 
     def _scale_up(self, now: float, pool: Pool, waiting: list[PodView], mine: list[NodeView],
-                  coming: list[NodeToAdd], held: dict[str, list[PodView]]) -> list[NodeToAdd]:
-        bins: list[dict[str, float]] = []
+                  coming: list[NodeToAdd], held: dict[str, list[PodView]]) -> tuple[list[NodeToAdd], set[str]]:
+        """The adds, and the live nodes a waiting pod will take (kube-scheduler retries it with a back-off of up to
+        10 s: such a node is needed, not idle)."""
+        bins: list[tuple[str, dict[str, float]]] = []
         for node in mine:
             if node.marked or node_pools.leaving(list(node.taints)):
                 continue
             free = dict(node.allocatable or pool.allocatable)
             for pod in held.get(node.name, []):
                 _take(pod.requests, free)
-            bins.append(free)
-        bins += [dict(pool.allocatable) for _ in coming]
-        new: list[dict[str, float]] = []
+            bins.append((node.name, free))
+        bins += [("", dict(pool.allocatable)) for _ in coming]
+        new: list[tuple[str, dict[str, float]]] = []
+        needed: set[str] = set()
         for pod in waiting:
-            room = next((b for b in [*bins, *new] if _fits(pod.requests, b)), None)
-            if room is None:
-                room = dict(pool.allocatable)
-                new.append(room)
+            found = next(((n, b) for n, b in [*bins, *new] if _fits(pod.requests, b)), None)
+            if found is None:
+                found = ("", dict(pool.allocatable))
+                new.append(found)
+            name, room = found
             _take(pod.requests, room)
+            if name:
+                needed.add(name)
         existing = len(mine) + len(coming)
         cap = pool.max_nodes - existing
         if pool.name in self.stock:
@@ -234,16 +243,15 @@ class Autoscaling:
         count = max(len(new), pool.min_nodes - existing)
         count = max(0, min(count, cap))
         delay = pool.provisioning_seconds if new else 0.0  # minNodes come at once
-        return [NodeToAdd(now + delay, pool.name, self._name(pool)) for _ in range(count)]
+        return [NodeToAdd(now + delay, pool.name, self._name(pool)) for _ in range(count)], needed
 
     def _scale_down(self, now: float, pool: Pool, mine: list[NodeView], held: dict[str, list[PodView]],
-                    actions: Actions) -> None:
+                    needed: set[str], actions: Actions) -> None:
         live = sum(1 for n in mine if not n.marked)
         for node in sorted(mine, key=lambda n: n.name):
-            busy = bool(held.get(node.name))
-            if busy:
-                self.empty_since.pop(node.name, None)
-                if node.marked:
+            if held.get(node.name) or node.name in needed:
+                self.empty_since[node.name] = now  # idle, if at all, from the last pass that needed it
+                if node.marked and held.get(node.name):
                     actions.untaint.append(node.name)
                 continue
             since = self.empty_since.setdefault(node.name, now)

@@ -60,6 +60,17 @@ def test_a_node_that_came_with_room_is_not_added_twice_while_the_pod_waits_for_t
     assert Autoscaling([pool()]).plan(104.0, [waiting("p")], [node("a100-0")], []).add == []
 
 
+def test_a_node_a_waiting_pod_will_take_is_needed_not_idle() -> None:
+    scaler = Autoscaling([pool()])
+    scaler.plan(0.0, [], [node("a100-0")], [])
+    # past the unneeded time, but kube-scheduler has yet to retry the pod that waits for it
+    actions = scaler.plan(30.0, [waiting("p")], [node("a100-0")], [])
+    assert actions.taint == [] and actions.add == []
+    # once the pod is gone, the idle time counts from the last pass that needed it
+    assert scaler.plan(49.0, [], [node("a100-0")], []).taint == []
+    assert scaler.plan(50.0, [], [node("a100-0")], []).taint == ["a100-0"]
+
+
 def test_three_one_gpu_pods_add_three_one_gpu_nodes() -> None:
     pods = [waiting(f"p{i}") for i in range(3)]
     assert [a.name for a in Autoscaling([pool()]).plan(0.0, pods, [], []).add] == ["a100-0", "a100-1", "a100-2"]
