@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 DEFAULT_NODES = ["gpu-a100-0:2:A100", "gpu-a100-1:1:A100", "gpu-t4-0:1:T4"]
 EXAMPLE_QUEUES = Path(__file__).resolve().parents[1] / "examples" / "queues.yaml"
 ADMIN_TOKEN = "admin.token"  # the gateway's token for admin, in DATA_DIR/auth (with --gateway)
+AUTOSCALE_QUEUES = EXAMPLE_QUEUES.with_name("queues-autoscale.yaml")  # `up --autoscale`'s default: pools from zero
+AUTOSCALE_NODES = ["cpu-0:0"]  # with --autoscale: a CPU node (the CPU demo op, services' pods); GPU nodes come
 METRICS_HOST, METRICS_PORT = "127.0.0.1", 8090  # `opsched up`'s /metrics, /healthz, /readyz (the web view: 8089)
 ENV_KEY = "env.key"  # in the auth directory: the key sealing env values (``services.runtime.sealing``)
 DEMO_EXAMPLES = ["train-2gpu.yaml", "train-1gpu.yaml", "train-1gpu.yaml", "eval-fails.yaml", "cpu-preprocess.yaml"]
@@ -36,6 +38,10 @@ def add_up_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace", default="opsched")
     p.add_argument("--queues", type=Path, default=EXAMPLE_QUEUES if EXAMPLE_QUEUES.exists() else None,
                    help="queue configuration YAML (default: examples/queues.yaml)")
+    p.add_argument("--autoscale", type=Path, nargs="?", const=AUTOSCALE_QUEUES, default=None, metavar="QUEUES_FILE",
+                   help="the local cluster's GPU nodes come and go with its node pools (flavors' pool:, "
+                        "docs/autoscaling.md): the queue configuration (instead of --queues; default "
+                        f"examples/{AUTOSCALE_QUEUES.name}); nodes default to {' '.join(AUTOSCALE_NODES)}")
     p.add_argument("--prices", type=Path, help="price catalogue YAML")
     p.add_argument("--connections", type=Path, help="the notifier's connections file: sinks' urls and secrets, the "
                                                      "admin's subscriptions (docs/notifications.md)")
@@ -76,6 +82,30 @@ def _say(message: str) -> None:
     print(f"[opsched up] {message}", file=sys.stderr, flush=True)
 
 
+class AutoscaleError(ValueError):
+    """``--autoscale`` combined with what it cannot work with."""
+
+
+def _check_autoscale(args: argparse.Namespace) -> None:
+    """``--autoscale`` drives the local cluster's simulated autoscaler from one queue file: refuse what contradicts it,
+    naming the flag."""
+    if args.kubeconfig:
+        raise AutoscaleError("--autoscale simulates the local cluster's autoscaler: not with --kubeconfig (a real "
+                             "cluster has its own: docs/autoscaling.md)")
+    if args.agents > 1:
+        raise AutoscaleError("--autoscale works with one agent (not --agents)")
+    if args.queues not in (None, EXAMPLE_QUEUES) and Path(args.queues).resolve() != Path(args.autoscale).resolve():
+        raise AutoscaleError("--autoscale QUEUES_FILE is the queue configuration: give it once, not also --queues")
+
+
+def _pools_text(queues: Path) -> str:
+    from opsched.localcluster.autoscaling import pools_from
+    from opsched.rules.queues_file import load_queues
+
+    pools = pools_from(load_queues(queues))
+    return ", ".join(f"{p.name} ({p.min_nodes}..{p.max_nodes})" for p in pools) or "(none: no flavor has a pool)"
+
+
 class Embedded:
     """Everything `opsched up` starts, in start order; ``close`` stops it in reverse."""
 
@@ -92,6 +122,9 @@ class Embedded:
         self.auth_dir: Path | None = None if args.no_auth else self.data_dir / "auth"
         self.agents: LocalAgents | None = None  # with --agents N > 1
         self.metrics_port: int | None = None  # where /metrics, /healthz and /readyz are served (None: off)
+        if getattr(args, "autoscale", None) is not None:
+            _check_autoscale(args)
+            args.queues = args.autoscale
         if args.agents > 1 and args.queues == EXAMPLE_QUEUES:
             from opsched.agents_local import AGENTS_QUEUES
             args.queues = AGENTS_QUEUES
@@ -224,9 +257,12 @@ class Embedded:
              f"(kubeconfig {self.kubeconfig})")
         for namespace, level in namespace_levels_of(self.args.namespace, self.args.queues).items():
             plane.ensure_namespace(namespace, {ENFORCE_LABEL: level})
-        nodes = self.args.node or DEFAULT_NODES
-        self.kubelet = spawn(self.kubeconfig, nodes, log_file=self.data_dir / "simkubelet.log")
+        autoscale = getattr(self.args, "autoscale", None)
+        nodes = self.args.node or (AUTOSCALE_NODES if autoscale is not None else DEFAULT_NODES)
+        self.kubelet = spawn(self.kubeconfig, nodes, log_file=self.data_dir / "simkubelet.log", autoscale=autoscale)
         _say(f"simulated kubelet registered GPU nodes: {', '.join(nodes)}")
+        if autoscale is not None:
+            _say(f"autoscaling pools {_pools_text(autoscale)} (simulated; log in {self.data_dir / 'simkubelet.log'})")
 
     def _start_agents(self) -> None:
         from opsched.agents_local import LocalAgents, agent_names
@@ -456,7 +492,11 @@ def run_up(args: argparse.Namespace) -> int:
     settings_log = "json" if args.demo else "auto"
     oplog.configure(settings_log, "warning" if args.demo else "info")
     tracing.configure_or_exit()  # OTEL_TRACES_EXPORTER: the services' spans (docs/observability.md, "Traces")
-    embedded = Embedded(args)
+    try:
+        embedded = Embedded(args)
+    except AutoscaleError as exc:
+        _say(f"error: {exc}")
+        return 2
     try:
         embedded.start()
         return eventloop.run(_serve(embedded), embedded.settings().event_loop)

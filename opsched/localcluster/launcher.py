@@ -24,8 +24,13 @@ from opsched.localcluster.nodes import (
 def spawn(kubeconfig: str | os.PathLike[str], nodes: Sequence[NodeSpec | str | tuple[Any, ...]], *,
           gpu_resource: str = NodeResources.gpu_resource, cpu: str = NodeResources.cpu,
           memory: str = NodeResources.memory, start_delay: float = 0.2, delete_nodes_on_exit: bool = False,
-          log_file: str | os.PathLike[str] | None = None, timeout: float = 30.0) -> subprocess.Popen[bytes]:
+          log_file: str | os.PathLike[str] | None = None, timeout: float = 30.0,
+          autoscale: str | os.PathLike[str] | None = None,
+          stock: dict[str, int] | None = None) -> subprocess.Popen[bytes]:
     """Start the CLI in a subprocess; return once every node is Ready and untainted.
+
+    ``autoscale``: a queue file whose node pools the simulated autoscaler grows (``stock``: ``--stock`` per pool);
+    only the static ``nodes`` are waited for.
 
     Its log goes to ``log_file`` (else to this process's stderr). Stop it with ``terminate()``.
     """
@@ -34,6 +39,8 @@ def spawn(kubeconfig: str | os.PathLike[str], nodes: Sequence[NodeSpec | str | t
             "--resource", gpu_resource, "--cpu", cpu, "--memory", memory, "--start-delay", str(start_delay)]
     argv += [a for s in specs for a in ("--node", f"{s.name}:{s.gpus_text}:{s.product}")]
     argv += ["--delete-nodes-on-exit"] if delete_nodes_on_exit else []
+    argv += ["--autoscale", os.fspath(autoscale)] if autoscale is not None else []
+    argv += [a for pool, n in sorted((stock or {}).items()) for a in ("--stock", f"{pool}={n}")]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
                                                       env.get("PYTHONPATH")]))

@@ -69,6 +69,9 @@ class NodeSpec:
     product: str = DEFAULT_PRODUCT
     cards: int = 0
     card_gib: int = 0
+    labels: dict[str, str] = field(default_factory=dict, hash=False)  # extra labels (a pool's, when autoscaled)
+    taints: tuple[dict[str, Any], ...] = field(default=(), hash=False)  # taints it registers with (a pool's)
+    resources: dict[str, str] = field(default_factory=dict, hash=False)  # allocatable besides NodeResources' (a pool's)
 
     @property
     def gpus_text(self) -> str:
@@ -129,9 +132,10 @@ def now_rfc3339() -> str:
 
 def node_labels(spec: NodeSpec) -> dict[str, str]:
     return {
+        GPU_PRODUCT_LABEL: spec.product,
+        **spec.labels,
         "kubernetes.io/hostname": spec.name,
         "kubernetes.io/os": "linux",
-        GPU_PRODUCT_LABEL: spec.product,
         SIMULATED_LABEL: "true",
     }
 
@@ -142,7 +146,7 @@ def node_status(spec: NodeSpec, resources: NodeResources, address: str, kubelet_
     would report."""
     now = now_rfc3339()
     amounts = {"cpu": resources.cpu, "memory": resources.memory, "pods": str(resources.pods),
-               resources.gpu_resource: str(spec.gpus)}
+               resources.gpu_resource: str(spec.gpus), **spec.resources}
     if spec.cards:
         amounts.update({GPU_MEMORY: str(spec.cards * spec.card_gib), GPU_MEMORY_CARDS: str(spec.cards)})
 
@@ -173,7 +177,8 @@ def register_node(core: client.CoreV1Api, spec: NodeSpec, resources: NodeResourc
     """Create the node (or patch it if it exists), post a Ready status and clear not-ready taints."""
     labels = node_labels(spec)
     try:
-        core.create_node({"metadata": {"name": spec.name, "labels": labels}})
+        core.create_node({"metadata": {"name": spec.name, "labels": labels},
+                          **({"spec": {"taints": list(spec.taints)}} if spec.taints else {})})
     except client.ApiException as e:
         if e.status != 409:
             raise

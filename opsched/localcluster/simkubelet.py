@@ -21,6 +21,10 @@ It serves the kubelet's container-log endpoint (``kubeletlogs``: what a simulate
 ``daemonEndpoints.kubeletEndpoint.Port`` with the InternalIP 127.0.0.1, so the API server proxies ``pods/log``
 (``kubectl logs``) to it.
 
+With ``--autoscale QUEUES_FILE`` it also runs the simulated autoscaler (``autoscaler.SimAutoscaler``) for the node
+pools of that queue configuration: nodes come for unschedulable pods and go when idle (``autoscaling`` has the rules);
+``--stock POOL=N`` (repeatable) simulates a cloud that has only N nodes of a pool to give.
+
 CLI: ``python -m opsched.localcluster.simkubelet --kubeconfig K --node gpu-a:2:A100 --node gpu-b:1:T4``
 """
 
@@ -38,6 +42,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import urllib3
@@ -112,7 +117,9 @@ class SimKubelet:
         self.api = (kubeconfig if isinstance(kubeconfig, client.ApiClient)
                     else config.new_client_from_config(config_file=os.fspath(kubeconfig)))
         self.core = client.CoreV1Api(self.api)
-        self.nodes = {s.name: s for s in map(as_node_spec, nodes)}
+        self.nodes = {s.name: s for s in map(as_node_spec, nodes)}  # changed only under _nodes_lock (add/remove_node)
+        self._nodes_lock = threading.Lock()
+        self._node_index = {name: i for i, name in enumerate(self.nodes)}  # a node's pod IPs: 10.244.<index>.x
         self.resources = resources
         self.start_delay = start_delay
         self.taint_check_interval = taint_check_interval
@@ -292,7 +299,7 @@ class SimKubelet:
     def _start_pod(self, pod: dict[str, Any]) -> None:
         node = pod["spec"]["nodeName"]
         started, n = time.time(), next(self._ip_counter)
-        pod_ip = f"10.244.{list(self.nodes).index(node)}.{n % 250 + 2}"
+        pod_ip = f"10.244.{self._node_index.get(node, 0) % 256}.{n % 250 + 2}"
         pod["status"] = self._patch_status(pod, running_status(pod, pod_ip, self._addresses[node]))
         self._stages[pod["metadata"]["uid"]] = "running"
         log.info("pod %s node=%s phase=Running ip=%s", pod_key(pod), node, pod_ip)
@@ -325,13 +332,31 @@ class SimKubelet:
         return status
 
     # -- nodes ----------------------------------------------------------------------------
+    def add_node(self, spec: NodeSpec) -> None:
+        """Register one more node (Ready, its own taints kept) and run the pods bound to it (the autoscaler's)."""
+        with self._nodes_lock:
+            self._node_index.setdefault(spec.name, len(self._node_index))
+            self._addresses[spec.name] = LOOPBACK
+            self.nodes = {**self.nodes, spec.name: spec}
+        register_node(self.core, spec, self.resources, LOOPBACK, self.logs.port)
+        log.info("node %s added (%d x %s %s)", spec.name, spec.gpus, self.resources.gpu_resource, spec.product)
+
+    def remove_node(self, name: str) -> None:
+        """Stop its heartbeat and delete it (a node that is already gone is fine)."""
+        with self._nodes_lock:
+            self.nodes = {k: v for k, v in self.nodes.items() if k != name}
+        delete_nodes(self.core, [name])
+        log.info("node %s removed", name)
+
     def _node_loop(self) -> None:
         """Keep the nodes Ready and untainted; re-register a node that was deleted."""
         last_heartbeat = time.monotonic()
         while not self._stopping.wait(self.taint_check_interval):
             heartbeat = time.monotonic() - last_heartbeat >= self.heartbeat_interval
             last_heartbeat = time.monotonic() if heartbeat else last_heartbeat
-            for spec in self.nodes.values():
+            with self._nodes_lock:
+                specs = list(self.nodes.values())
+            for spec in specs:
                 try:
                     self._check_node(spec, heartbeat)
                 except Exception as e:  # noqa: BLE001 - one node's failed check must not end the others' heartbeats
@@ -347,6 +372,9 @@ class SimKubelet:
         except client.ApiException as e:
             if e.status != 404 or self._stopping.is_set():
                 raise
+            with self._nodes_lock:
+                if spec.name not in self.nodes:  # removed meanwhile (remove_node): not to come back
+                    return
             register_node(self.core, spec, self.resources, address, self.logs.port)
             log.info("node %s re-registered", spec.name)
 
@@ -369,17 +397,50 @@ def _node_arg(text: str) -> NodeSpec:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _stock_arg(text: str) -> tuple[str, int]:
+    pool, sep, count = text.partition("=")
+    try:
+        if not sep or not pool or int(count) < 0:
+            raise ValueError
+        return pool, int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--stock: expected POOL=N (N >= 0), got {text!r}") from None
+
+
+def _autoscaler(kubelet: SimKubelet, queues_file: str, stock: dict[str, int]) -> Any:
+    from opsched.localcluster.autoscaler import SimAutoscaler
+    from opsched.localcluster.autoscaling import pools_from
+    from opsched.rules.queues_file import load_queues
+
+    resources = kubelet.resources
+    pools = pools_from(load_queues(Path(queues_file)),
+                       defaults={"cpu": resources.cpu, "memory": resources.memory, "pods": str(resources.pods)})
+    unknown = sorted(set(stock) - {p.name for p in pools})
+    if unknown:
+        raise SystemExit(f"--stock: no pool named {', '.join(unknown)} in {queues_file}")
+    log.info("autoscaling pools %s", ", ".join(f"{p.name} ({p.min_nodes}..{p.max_nodes})" for p in pools) or "(none)")
+    return SimAutoscaler(kubelet, pools, stock).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Simulated kubelet for GPU nodes (API server only).")
     parser.add_argument("--kubeconfig", required=True)
-    parser.add_argument("--node", dest="nodes", action="append", type=_node_arg, required=True,
+    parser.add_argument("--node", dest="nodes", action="append", type=_node_arg, default=[],
                         metavar="NAME:GPUS[:PRODUCT]", help="repeatable, e.g. gpu-a:2:A100, or share:2x16Gi for shared GPU memory")
     parser.add_argument("--resource", default=NodeResources.gpu_resource, help="GPU extended resource name")
     parser.add_argument("--cpu", default=NodeResources.cpu)
     parser.add_argument("--memory", default=NodeResources.memory)
     parser.add_argument("--start-delay", type=float, default=0.2, help="seconds from bound to Running")
     parser.add_argument("--delete-nodes-on-exit", action="store_true")
+    parser.add_argument("--autoscale", metavar="QUEUES_FILE",
+                        help="run the simulated autoscaler for the node pools (flavors' pool:) of this queue file")
+    parser.add_argument("--stock", action="append", type=_stock_arg, default=[], metavar="POOL=N",
+                        help="repeatable: the simulated cloud has only N nodes of POOL (with --autoscale)")
     args = parser.parse_args(argv)
+    if not args.nodes and not args.autoscale:
+        parser.error("give at least one --node (or --autoscale)")
+    if args.stock and not args.autoscale:
+        parser.error("--stock needs --autoscale")
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s simkubelet %(message)s")
     api = config.new_client_from_config(config_file=args.kubeconfig)
@@ -392,8 +453,11 @@ def main(argv: list[str] | None = None) -> int:
                          start_delay=args.start_delay)
     kubelet.start()
     log.info("running for nodes %s", ", ".join(kubelet.nodes))
+    scaler = _autoscaler(kubelet, args.autoscale, dict(args.stock)) if args.autoscale else None
     stop.wait()
     log.info("stopping")
+    if scaler is not None:
+        scaler.stop()
     kubelet.stop(delete_nodes_too=args.delete_nodes_on_exit)
     return 0
 

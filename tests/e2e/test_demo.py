@@ -1,6 +1,6 @@
 """The main job, as the README's first command runs it (`./scripts/demo` = `opsched up --demo --fresh`): every
 example ends as expected and the pods it made are listed as the API server holds them, each bound to a GPU node
-with its GPUs as limits; with `--agents 2`, in two clusters."""
+with its GPUs as limits; with `--agents 2`, in two clusters; with `--autoscale`, from no GPU node at all."""
 from __future__ import annotations
 
 import os
@@ -15,7 +15,7 @@ from opsched.localcluster.controlplane import ControlPlaneError, ensure_built
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_demo(tmp_path, *args: str) -> str:
+def run_demo(tmp_path, *args: str, stderr: list[str] | None = None) -> str:
     try:
         ensure_built(build=False)
     except ControlPlaneError as exc:
@@ -25,6 +25,8 @@ def run_demo(tmp_path, *args: str) -> str:
                            "--demo", "--fresh", *args], capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "demo: every operation ended as expected" in done.stdout
+    if stderr is not None:
+        stderr.append(done.stderr)
     return done.stdout
 
 
@@ -40,3 +42,12 @@ def test_with_two_agents_the_demos_ops_land_in_both_clusters(tmp_path):
         "pods on agent-2's API server (namespace opsched):")
     assert "'nvidia.com/gpu'" in first and "'nvidia.com/gpu'" in second, out[-3000:]
     assert "agent-2/gpu-" in out  # the ops table names the agent with the node
+
+
+def test_with_autoscale_the_demo_starts_without_gpu_nodes_and_its_ops_run_on_nodes_the_pools_add(tmp_path):
+    err: list[str] = []
+    listing = run_demo(tmp_path, "--autoscale", stderr=err).split("pods on the API server (namespace opsched):")[1]
+    assert "autoscaling pools a100 (0..2), t4 (0..3)" in err[0]
+    assert "simulated kubelet registered GPU nodes: cpu-0:0" in err[0]
+    gpu_pods = [line for line in listing.splitlines() if "'nvidia.com/gpu'" in line]
+    assert gpu_pods and all("node=a100-" in line or "node=t4-" in line for line in gpu_pods), listing

@@ -8,7 +8,7 @@ from opsched.polyaxonfile import load_polyaxonfile_batch
 from tests.unit import polyaxonfile_texts as texts
 from tests.unit.polyaxonfile_texts import EXAMPLES, component, errors_of, parse, pytorchjob, within_contract
 
-NOT_POLYAXONFILES = {"invalid.yaml", "queues.yaml", "queues-agents.yaml"}
+NOT_POLYAXONFILES = {"invalid.yaml", "queues.yaml", "queues-agents.yaml", "queues-autoscale.yaml"}
 FILES = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name not in NOT_POLYAXONFILES)
 
 

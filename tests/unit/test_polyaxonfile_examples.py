@@ -10,7 +10,7 @@ from tests.unit.polyaxonfile_texts import EXAMPLES
 
 # --- examples -----------------------------------------------------------------------------------
 
-NOT_POLYAXONFILES = {"invalid.yaml", "queues.yaml", "queues-agents.yaml"}  # queues.yaml is the admission queue config
+NOT_POLYAXONFILES = {"invalid.yaml", "queues.yaml", "queues-agents.yaml", "queues-autoscale.yaml"}  # queues.yaml is the admission queue config
 VALID_EXAMPLES = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name not in NOT_POLYAXONFILES)
 
 
