@@ -120,6 +120,18 @@ def test_a_leaving_node_offers_no_room_but_counts_toward_max_nodes():
     assert admitted(decide(state, pool_book(max_nodes=2)))["x"].provisioning == ["a100"]
 
 
+def test_a_gang_is_not_unfittable_because_a_node_of_its_pool_is_leaving():
+    """The node leaving is gone by the time the pool grows, and the pool may add one in its place: a gang that fits
+    maxNodes nodes waits (pool_at_max now), it is never rejected (seen in the demo: a 3-pod gang onto a pool of at
+    most 2 nodes of 2 GPUs while its one idle node was being removed)."""
+    leaving = taint("ToBeDeletedByClusterAutoscaler", "1700000000")
+    state = fold(CPU_NODE, a100("a100-0", 2, taints=[leaving]), gang("g", 3))
+    decisions = decide(state, pool_book(max_nodes=2, gpus_per_node=2))
+    assert not [d for d in decisions if isinstance(d, OperationRejected)]
+    assert "g" not in admitted(decisions)   # now: one node leaving, room for one new one of 2 GPUs
+    assert [r.code for r in state.ops["g"].blocked] == ["no_capacity"]
+
+
 def spent(at: float, resets: float) -> BudgetExceeded:
     return BudgetExceeded(op_id="pool-a100", at=t(at), scope="pool", name="a100", window="day", limit=10, spent=10,
                           unit="USD", window_start=t(at), resets_at=t(resets))

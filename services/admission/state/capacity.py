@@ -79,10 +79,11 @@ class Capacity:
 
     def _gang_fits_grown(self, pods: list[dict[str, float]], selector: dict[str, str],
                          tolerations: list[dict[str, Any]], affinity: Terms | None, pools: list[PoolReach]) -> bool:
-        """The gang placed at once on every node empty, with each of ``pools`` grown to its ``maxNodes``."""
-        every = {n: info for n, info in self.nodes.items() if not info.virtual_pool}
+        """The gang placed at once on every node empty, with each of ``pools`` grown to its ``maxNodes``: a node
+        leaving is gone by then, and its pool may add one in its place."""
+        every = {n: info for n, info in self.nodes.items() if not info.virtual_pool and not info.leaving}
         for p in pools:
-            for i in range(max(0, p.pool.max_nodes - p.existing)):
+            for i in range(max(0, p.pool.max_nodes - (p.existing - p.leaving))):
                 virtual = p.shape(i)
                 every[virtual.name] = virtual
         empty = Capacity({n: NodeInfo(i.name, i.labels, i.allocatable, i.taints, True, virtual_pool=i.virtual_pool)
