@@ -10,7 +10,17 @@ from __future__ import annotations
 import sys
 
 
-def begin() -> None:
-    """Mark aiohttp absent for this process; nothing once nats-py or aiohttp has been imported."""
+def begin(service: bool = False) -> None:
+    """Mark aiohttp absent for this process; nothing once nats-py or aiohttp has been imported. ``service``: a
+    service's process, which a SIGTERM before it serves (while it imports, say: a pod stopped as it starts) ends with
+    exit 0 — nothing is in hand yet; once it serves, the runner drains on SIGTERM instead."""
     if "nats" not in sys.modules and "aiohttp" not in sys.modules:
         sys.modules["aiohttp"] = None  # type: ignore[assignment]  # typeshed's ModuleType only; None is documented
+    if service:
+        import signal
+
+        signal.signal(signal.SIGTERM, _not_serving_yet)
+
+
+def _not_serving_yet(signum: int, frame: object) -> None:
+    raise SystemExit(0)

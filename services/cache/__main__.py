@@ -1,7 +1,7 @@
 """`python -m opsched.services.cache`: the service as a process (opsched.services.runtime.runner)."""
 from opsched import entrypoint
 
-entrypoint.begin()  # before anything imports nats-py
+entrypoint.begin(service=True)  # before anything imports nats-py; SIGTERM: exit 0 until it serves
 
 from opsched.services.cache.service import Cache  # noqa: E402
 from opsched.services.runtime.runner import main  # noqa: E402

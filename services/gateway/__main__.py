@@ -1,7 +1,7 @@
 """`python -m opsched.services.gateway`: the gateway as a process (opsched.services.runtime.runner)."""
 from opsched import entrypoint
 
-entrypoint.begin()  # before anything imports nats-py
+entrypoint.begin(service=True)  # before anything imports nats-py; SIGTERM: exit 0 until it serves
 
 from opsched.services.gateway.service import Gateway  # noqa: E402
 from opsched.services.runtime.runner import main  # noqa: E402

@@ -59,7 +59,10 @@ def test_an_unschedulable_pod_brings_a_node_that_goes_when_idle(sim_nodes, core_
     sim_nodes(f"cpu-{tag}:0", autoscale=queues_file(tmp_path, tag), delete_nodes_on_exit=True)
     core_v1.create_namespaced_pod(k8s_namespace, gpu_pod("train", tag, seconds=30))
 
-    node = wait_for(lambda: node_or_none(core_v1, "a100-0"), timeout=30, message="node a100-0")
+    def registered() -> client.V1Node | None:   # created, then its status (allocatable) set
+        node = node_or_none(core_v1, "a100-0")
+        return node if node is not None and node.status and node.status.allocatable else None
+    node = wait_for(registered, timeout=30, message="node a100-0 with its allocatable")
     assert node.metadata.labels["opsched.io/test-pool"] == tag
     assert node.metadata.labels[POOL_LABEL] == "a100"
     assert node.status.allocatable[GPU] == "1"

@@ -61,3 +61,12 @@ def test_a_service_process_answers_help_with_its_settings_and_refuses_an_argumen
     refused = subprocess.run([sys.executable, "-m", f"opsched.services.{service}", "--nats", "x"], capture_output=True,
                              text=True, timeout=60)
     assert refused.returncode == 2 and "unrecognized arguments: --nats x" in refused.stderr
+
+
+def test_a_service_stopped_before_it_serves_exits_0_and_a_cli_is_not_told_so():
+    """SIGTERM while a service's process still imports (a pod stopped as it starts): nothing is in hand, exit 0.
+    The CLI keeps the default: a command killed did not succeed."""
+    code = ("import os, signal, time\nfrom opsched import entrypoint\nentrypoint.begin(service={})\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(5)\nraise SystemExit(3)")
+    assert subprocess.run([sys.executable, "-c", code.format(True)], timeout=60).returncode == 0
+    assert subprocess.run([sys.executable, "-c", code.format(False)], timeout=60).returncode == -15
