@@ -130,7 +130,9 @@ async def test_an_op_onto_the_empty_pool_waits_for_a_node_then_runs_on_it(start,
 
 async def test_a_three_pod_gang_gets_three_nodes_and_runs(start, events, core_v1):
     cl, tag = await start(max_nodes=3)
-    gang = await cl.submit(gpu_op("ddp", tag, "sleep 2").replicas("worker", 2).build())
+    # each pod runs long: a real gang's pods wait for each other, a simulated one's do not (a short main pod would
+    # succeed on one of the 2 nodes before the provisioning timeout released the attempt)
+    gang = await cl.submit(gpu_op("ddp", tag, "sleep 60").replicas("worker", 2).build())
     admitted = await events.expect(OperationAdmitted, gang, timeout=30)
     assert admitted.provisioning == ["a100", "a100", "a100"]
     await events.expect(OperationRunning, gang, timeout=60)
@@ -144,7 +146,9 @@ async def test_a_gang_whose_nodes_do_not_all_come_is_released_and_retried_withou
     # the back-off (8 s) outlasts the nodes' idle time (2 s): the retry finds them gone
     cl, tag = await start(max_nodes=3, timeout_s=5, stock={"a100": 2}, gang_timeout_s=3.0,
                           gang_backoff_base_s=8.0)
-    gang = await cl.submit(gpu_op("ddp", tag, "sleep 2").replicas("worker", 2).build())
+    # each pod runs long: a real gang's pods wait for each other, a simulated one's do not (a short main pod would
+    # succeed on one of the 2 nodes before the provisioning timeout released the attempt)
+    gang = await cl.submit(gpu_op("ddp", tag, "sleep 60").replicas("worker", 2).build())
     admitted = await events.expect(OperationAdmitted, gang, timeout=30)
     assert admitted.provisioning == ["a100", "a100", "a100"]
 
