@@ -5,10 +5,11 @@
 # image layout by umoci, with the same user, working directory, environment and command as deploy/Dockerfile.
 #
 #   scripts/build-image.sh OUT [TAG]   an OCI image layout in OUT (TAG: the project's version); prints its digest
-#   scripts/build-image.sh --base      only the Debian root filesystem, cached (scripts/setup runs this)
+#   scripts/build-image.sh --base      only the Debian root filesystem with the wheels, cached (scripts/setup runs it)
 #
-# The Debian part is cached in ~/.cache/opsched (about 40 s and 60 MB of packages the first time); everything else
-# is built again each time. Push it with skopeo: `skopeo copy oci:OUT:TAG docker://registry.example.com/opsched:TAG`
+# The Debian part with the wheels installed and compiled is cached in ~/.cache/opsched (about a minute and 60 MB of
+# packages the first time; again when deploy/constraints.txt changes), as a layer cache would; the project's
+# code, its compiling and the packing are done again each time. Push it with skopeo: `skopeo copy oci:OUT:TAG docker://registry.example.com/opsched:TAG`
 # (docs/deploying.md, "The image"). Needs root (debootstrap, chroot) and Debian's debootstrap and umoci.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,8 @@ SUITE=bookworm
 MIRROR="${OPSCHED_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 PACKAGES=python3,python-is-python3,ca-certificates   # CPython; `python` as the Deployments call it; TLS roots
 BASE="$CACHE/image-base-$SUITE-$(echo "$PACKAGES" | sha256sum | cut -c1-12).tar"
+# the base with the pinned wheels installed and compiled: again only when deploy/constraints.txt changes
+DEPS="$CACHE/image-deps-$SUITE-$({ echo "$PACKAGES"; cat deploy/constraints.txt; } | sha256sum | cut -c1-12).tar"
 USER_ID=65532   # the Deployments' runAsUser and runAsGroup (deploy/base/30-*.yaml)
 
 say() { echo "[build-image] $*" >&2; }
@@ -37,29 +40,29 @@ base() {
   say "base cached in $BASE"
 }
 
-if [ "${1:-}" = "--base" ]; then base; exit 0; fi
-OUT="${1:?usage: scripts/build-image.sh OUT [TAG] | --base}"
-TAG="${2:-$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')}"
-command -v umoci >/dev/null || { say "needs Debian's umoci (apt-get install umoci)"; exit 2; }
-base
-ROOT=$(mktemp -d)
-trap 'rm -rf "$ROOT" "$ROOT.layer.tar"' EXIT
-tar -C "$ROOT" -xf "$BASE"
-chmod 755 "$ROOT"   # the image's / (mktemp makes directories 0700: its user could reach nothing)
+deps() {
+  [ -s "$DEPS" ] && return 0
+  base
+  local root; root=$(mktemp -d)
+  tar -C "$root" -xf "$BASE"
+  chmod 755 "$root"   # the image's / (mktemp makes directories 0700: its user could reach nothing)
+  say "the pinned wheels of deploy/constraints.txt"
+  # --no-deps: nothing unpinned comes along; wheels only: nothing is compiled. The interpreter that chooses the
+  # wheels is this machine's CPython 3.11 on the same Debian release and architecture as the image's.
+  python3 -m pip install --disable-pip-version-check -q --no-deps --only-binary=:all: --no-compile \
+    --target "$root/opt/opsched/site-packages" -r deploy/constraints.txt 2>&1 \
+    | { grep -v -e "^WARNING: Running pip as" -e "is ignored: it is neither a file nor a directory" || true; } >&2
+  rm -rf "$root/opt/opsched/site-packages/bin"   # console scripts with this machine's interpreter path: unused
+  PYTHONPATH=/opt/opsched/site-packages check_requirements "$root"
+  chroot "$root" /usr/bin/python3 -m compileall -q /opt/opsched/site-packages >/dev/null   # read-only at run time
+  tar -C "$root" --numeric-owner -cf "$DEPS.partial" . && mv "$DEPS.partial" "$DEPS"
+  rm -rf "$root"
+  say "base and wheels cached in $DEPS"
+}
 
-say "the pinned wheels of deploy/constraints.txt"
-# --no-deps: nothing unpinned comes along; wheels only: nothing is compiled. The interpreter that chooses the wheels
-# is this machine's CPython 3.11 on the same Debian release and architecture as the image's.
-python3 -m pip install --disable-pip-version-check -q --no-deps --only-binary=:all: --no-compile \
-  --target "$ROOT/opt/opsched/site-packages" -r deploy/constraints.txt 2>&1 | { grep -v -e "^WARNING: Running pip as" -e "is ignored: it is neither a file nor a directory" || true; } >&2
-rm -rf "$ROOT/opt/opsched/site-packages/bin"   # console scripts with this machine's interpreter path: unused
-
-say "the project's packages, as source on PYTHONPATH"
-mkdir -p "$ROOT/app"
-tar --exclude=__pycache__ --exclude='*.pyc' -cf - proto rules bus services opsched | tar -C "$ROOT/app" -xf -
-export PYTHONPATH=/app:/opt/opsched/site-packages
-# pip check's rule, in the image's own Python: every requirement of every installed package is installed, in range
-chroot "$ROOT" /usr/bin/python3 - <<'PY'
+check_requirements() {
+  # pip check's rule, in the image's own Python: every requirement of every installed package is installed, in range
+  chroot "$1" /usr/bin/python3 - <<'PY'
 import importlib.metadata as md
 import sys
 
@@ -78,8 +81,23 @@ for dist in md.distributions():
             broken.append(f"{dist.metadata['Name']} needs {req}, has {version or 'nothing'}")
 sys.exit("\n".join(broken)) if broken else print(f"{len(have)} packages, every requirement met", file=sys.stderr)
 PY
+}
+
+if [ "${1:-}" = "--base" ]; then deps; exit 0; fi
+OUT="${1:?usage: scripts/build-image.sh OUT [TAG] | --base}"
+TAG="${2:-$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')}"
+command -v umoci >/dev/null || { say "needs Debian's umoci (apt-get install umoci)"; exit 2; }
+deps
+ROOT=$(mktemp -d)
+trap 'rm -rf "$ROOT" "$ROOT.layer.tar"' EXIT
+tar -C "$ROOT" -xf "$DEPS"
+
+say "the project's packages, as source on PYTHONPATH"
+mkdir -p "$ROOT/app"
+tar --exclude=__pycache__ --exclude='*.pyc' -cf - proto rules bus services opsched | tar -C "$ROOT/app" -xf -
+export PYTHONPATH=/app:/opt/opsched/site-packages
 # compiled ahead: the pods' root filesystem is read-only
-chroot "$ROOT" /usr/bin/python3 -m compileall -q /app /opt/opsched/site-packages >/dev/null
+chroot "$ROOT" /usr/bin/python3 -m compileall -q /app >/dev/null
 chroot "$ROOT" /usr/bin/python3 -c "import opsched.services.runtime.runner"   # it imports in the image
 
 say "packing $OUT:$TAG (umoci)"
