@@ -15,7 +15,6 @@ import gzip
 import json
 import os
 import platform
-import shutil
 import subprocess
 import tarfile
 import tomllib
@@ -51,15 +50,14 @@ class Image:
     rootfs: Path         # unpacked by umoci
     runtime: dict        # the runtime configuration umoci derived (config.json)
 
-    def blob(self, digest: str) -> bytes:
-        return (self.layout / "blobs" / "sha256" / digest.removeprefix("sha256:")).read_bytes()
-
-    def command(self, *argv: str, env: dict[str, str] | None = None) -> list[str]:
-        """``argv`` in the root filesystem as the image's user, with the image's environment (and ``env``) only."""
-        user = self.runtime["process"]["user"]
+    def command(self, *argv: str, env: dict[str, str] | None = None, user: str | None = None) -> list[str]:
+        """``argv`` in the root filesystem in the image's working directory, as ``user`` (default: the image's),
+        with the image's environment and ``env`` only."""
+        owner = self.runtime["process"]["user"]
+        user = user or "{}:{}".format(owner["uid"], owner["gid"])
         variables = [*self.runtime["process"]["env"], *(f"{k}={v}" for k, v in (env or {}).items())]
-        return ["chroot", f"--userspec={user['uid']}:{user['gid']}", str(self.rootfs), "/usr/bin/env", "-i",
-                *variables, "sh", "-c", f'cd {self.runtime["process"]["cwd"]} && exec "$@"', "-", *argv]
+        return ["chroot", f"--userspec={user}", str(self.rootfs), "/usr/bin/env", "-i", *variables, "sh", "-c",
+                f'cd {self.runtime["process"]["cwd"]} && exec "$@"', "-", *argv]
 
     def resolved(self, path: str) -> str:
         """``path`` in the layer with its symbolic links followed (opsched/services -> ../services)."""
@@ -70,15 +68,6 @@ class Image:
                 target = os.path.normpath(os.path.join("/".join(parts[:i - 1]), member.linkname))
                 return self.resolved("/".join([target, *parts[i:]]))
         return path
-
-    def place(self, source: Path, name: str) -> str:
-        """A copy of ``source`` inside the root filesystem, readable by the image's user: its path there."""
-        target = self.rootfs / "run" / "opsched" / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
-        os.chown(target, self.runtime["process"]["user"]["uid"], self.runtime["process"]["user"]["gid"])
-        target.chmod(0o400)
-        return "/" + str(target.relative_to(self.rootfs))
 
 
 @pytest.fixture(scope="module")
@@ -219,9 +208,7 @@ class Pod:
             mounts.append(f"mount --bind {source} {target}" + (" && mount -o remount,bind,ro " + str(target)
                                                                 if mount.get("readOnly") else ""))
         user = f'{spec["securityContext"]["runAsUser"]}:{spec["securityContext"]["runAsGroup"]}'
-        variables = [*image.runtime["process"]["env"], *(f"{k}={v}" for k, v in env.items())]
-        run = ["chroot", f"--userspec={user}", str(root), "/usr/bin/env", "-i", *variables, "sh", "-c",
-               f'cd {image.runtime["process"]["cwd"]} && exec "$@"', "-", *(command or container["command"])]
+        run = image.command(*(command or container["command"]), env=env, user=user)
         script = " && ".join(mounts[1:]) + ' && exec "$@"'
         return cls(name, ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "-", *run],
                    workdir / f"{name}.log")
