@@ -117,8 +117,9 @@ class OperationAdmitted(Event, tag="admitted", kw_only=True):
     # count this), and the catalogue pool that priced it ("": the defaults); None: an admission from before this
     estimate: float | None = None
     pool: str = ""
-    # per pod (main first, then replicas, as preferred_hosts): the node pool whose NEW node admission counted for it
-    # ("": a node that exists). Non-empty: the op waits for nodes (`why`/`ops`: waiting_for_node)
+    # per pod (main first, then replicas, as preferred_hosts): the node pool whose NEW node admission counted for it,
+    # each new node once ("": a node that exists, or a new one an earlier pod of the op is counted on). Non-empty: the
+    # op waits for nodes (`why`/`ops`: waiting_for_node; as many new nodes as non-empty entries)
     provisioning: list[str] = []
     provisioning_timeout_s: float | None = None  # the pools' provisioningTimeoutSeconds (the largest across them)
     provisioning_expected_s: float | None = None  # the pools' provisioningSeconds (the largest): what `why` says

@@ -238,3 +238,11 @@ def test_the_queues_answer_lists_each_pool_with_its_nodes_leaving_and_awaited():
     assert "a100  a100    1      1        0/4      2        12:00:01" in text
     # virtual nodes are no free capacity in the fragmentation table
     assert all(f.free == 0 for f in answer.fragmentation if f.resource == GPU)
+
+
+def test_pods_sharing_a_new_node_count_it_once():
+    """A 3-pod gang of 1 GPU onto a pool of 2-GPU nodes waits for 2 new nodes, not 3 (why, ops, the pools' AWAITED)."""
+    state = fold(CPU_NODE, gang("g", 3))
+    out = admitted(decide(state, pool_book(max_nodes=2, gpus_per_node=2)))
+    assert sorted(out["g"].provisioning) == ["", "a100", "a100"]
+    assert state.ops["g"].provisioning == {"a100": 2}

@@ -145,7 +145,11 @@ def _try(op: OpRecord, snap: Snapshot, combo: dict[str, str], reasons: list[Pend
         reasons.append(_no_room(capacity.pools_for(full_selector, full_tolerations, affinity), what))
         return Verdict(WAIT)
     hosts = placement.preferred_hosts(rule, nodes, lambda n: capacity.nodes[n].labels, op.pods)
-    provisioning = [capacity.nodes[n].virtual_pool for n in nodes or []]
+    # each new node once (the pods sharing one: "" after the first), so what is awaited counts nodes, not pods
+    provisioning, counted = [], set()
+    for n in nodes or []:
+        provisioning.append("" if n in counted else capacity.nodes[n].virtual_pool)
+        counted.add(n)
     used = [p.pool for p in capacity.pools if p.pool.name in provisioning]
     return Verdict(BORROW if borrowing else ADMIT, [], combo, node_selector, tolerations, nodes, hosts=hosts,
                    agent=agent, estimate=estimate, pool=pool,
