@@ -59,8 +59,10 @@ def default_msg_id(message: msgspec.Struct) -> str:
         distinct = getattr(message, "new_op_id", None) or (
             int(message.requested_at.timestamp() * 1000) if kind == "resume" and message.requested_at else 0)
         return subjects.msg_id(message.op_id, kind, distinct)
-    if isinstance(message, (SetQueues, QueuesConfigured)):
-        return f"{kind}.{config_digest(message.config)}"
+    if isinstance(message, SetQueues) and message.request_id:  # one per request (``opsched.verdicts`` matches it)
+        return subjects.set_queues_msg_id(message.request_id)
+    if isinstance(message, (SetQueues, QueuesConfigured)):  # the answer: one per content and request
+        return f"{kind}.{config_digest(message.config)}" + (f".{message.request_id}" if message.request_id else "")
     if isinstance(message, (SetQueueStop, QueueStopSet)):  # the command and its answer (in another stream): one
         return subjects.queue_stop_msg_id(message.queue, message.request_id or config_digest(message))  # per request
     if isinstance(message, PricesConfigured):

@@ -351,6 +351,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 def cmd_queues(args: argparse.Namespace) -> int:
     if args.action is not None:
         return cmd_queue_stop(args)
+    if args.to_resources is not None:
+        return queues_to_resources(Path(args.to_resources))
     if args.apply is None:
         return reading.show_queues(args)
     from opsched.rules.queues_file import QueuesConfigError, load_queues
@@ -360,11 +362,23 @@ def cmd_queues(args: argparse.Namespace) -> int:
     except QueuesConfigError as exc:
         return _fail(str(exc))
 
-    async def apply(client) -> int:
-        await client.set_queues(config, requested_by="cli")
-        print(f"queue configuration from {args.apply} sent ({len(config.queues)} queues)")
-        return 0
-    return reading.with_client(args, apply)
+    return _with_verdict(args, lambda client: client.set_queues(config, requested_by="cli", timeout=args.timeout))
+
+
+def queues_to_resources(path: Path) -> int:
+    """``opsched queues --to-resources FILE``: the file's configuration as the cluster's queue resources (OpsQueue,
+    OpsFlavor, ... and the OpsConfig ``opsched``), YAML for ``kubectl apply -f -``; nothing is sent."""
+    import yaml
+
+    from opsched.rules.queue_resources import manifests
+    from opsched.rules.queues_file import QueuesConfigError, load_queues
+    try:
+        config = load_queues(path)
+    except QueuesConfigError as exc:
+        return _fail(str(exc))
+    print(f"# the queue configuration of {path} as opsched.io resources: kubectl apply -f <this>", flush=True)
+    sys.stdout.write(yaml.safe_dump_all(manifests(config), sort_keys=False))
+    return 0
 
 
 def cmd_queue_stop(args: argparse.Namespace) -> int:
@@ -441,6 +455,8 @@ def parser() -> argparse.ArgumentParser:
     qs.add_argument("--comment", "-m", help="why (shown by `opsched queues` and `opsched why`)")
     qs.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for admission's verdict")
     qs.add_argument("--apply", metavar="FILE", help="replace the queue configuration with this YAML file")
+    qs.add_argument("--to-resources", metavar="FILE", help="print this YAML file's configuration as the cluster's "
+                    "queue resources (OpsQueue, OpsFlavor, ...: docs/queue-resources.md), for kubectl apply")
     reading.add_output(qs)
     qs.set_defaults(func=cmd_queues)
     reading.add_read_parsers(sub)

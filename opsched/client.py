@@ -69,6 +69,7 @@ from opsched.verdicts import (  # noqa: F401 - VerdictUnknown: the SDK's callers
     Verdict,
     VerdictUnknown,
     await_queue_stop,
+    await_queues_set,
     await_verdict,
     await_verdicts,
     new_request_id,
@@ -331,9 +332,17 @@ class Client:
         data = await self.bus.request(subjects.health_query(service), HealthRequest(), timeout=timeout)
         return msgspec.json.decode(data, type=HealthAnswer)
 
-    async def set_queues(self, config: QueuesConfig, requested_by: str = "sdk") -> None:
-        """Replace the queue configuration (admission validates it; an error event says why not)."""
-        await self.bus.publish(SetQueues(config=config, requested_by=requested_by))
+    async def set_queues(self, config: QueuesConfig, requested_by: str = "sdk", *,
+                         timeout: float = VERDICT_TIMEOUT_S) -> Verdict:
+        """Replace the queue configuration: admission's verdict (``opsched.verdicts.await_queues_set``) once it is in
+        force; raises ``CommandRefused`` (``invalid_queues``; ``queues_from_resources`` while the cluster's queue
+        resources are the configuration; not allowed) or ``VerdictUnknown``."""
+        cmd = SetQueues(config=config, requested_by=requested_by, request_id=new_request_id())
+        verdict = await await_queues_set(
+            self.reads, cmd, lambda: self.bus.publish(cmd), timeout)
+        if verdict.refused:
+            raise CommandRefused(verdict)
+        return verdict
 
     async def stop_queue(self, queue: str, policy: str, comment: str = "", requested_by: str = "sdk", *,
                          timeout: float = VERDICT_TIMEOUT_S) -> Verdict:

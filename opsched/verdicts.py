@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opsched.proto import codec, subjects
+from opsched.proto.config import QueuesConfigured, SetQueues
 from opsched.proto.events import (
     NO_OP_ID,
     ErrorRaised,
@@ -45,7 +46,7 @@ NOTHING_TO_DO = frozenset({Refusal.ALREADY_APPROVED, Refusal.ALREADY_STOPPING, R
 BAD_INPUT = frozenset({Reason.UNKNOWN_OP, Refusal.INVALID_OP_ID, Refusal.INVALID_TEMPLATE, Refusal.INVALID_CONDITION,
                        Refusal.SPEC_TOO_LARGE, Refusal.INVALID_SPEC, Refusal.MALFORMED_MESSAGE, Refusal.DUPLICATE_OP_ID,
                        Refusal.UNKNOWN_QUEUE, Refusal.UNKNOWN_PRIORITY_CLASS, Refusal.AGENT_MISMATCH,
-                       Refusal.UNKNOWN_CONNECTION})
+                       Refusal.UNKNOWN_CONNECTION, Refusal.INVALID_QUEUES})
 EXIT_DONE, EXIT_REFUSED, EXIT_BAD_INPUT, EXIT_NO_VERDICT = 0, 1, 2, 4
 RERUNS = ("restart", "copy")
 # the events that say a command was done (a rerun's: of the new op)
@@ -206,8 +207,37 @@ async def await_queue_stop(reads: Any, cmd: SetQueueStop, publish: Callable[[], 
     gets), refused (or nothing to do) by an ``error`` event matching its msg id; ``VerdictUnknown`` after
     ``timeout`` seconds without either. ``Verdict.op_id`` is the queue."""
     verb = next(v for v, policy in QUEUE_VERBS.items() if policy == cmd.stop_policy)
-    request = Request(verb, cmd.queue, cmd.request_id)
-    msg_id = subjects.queue_stop_msg_id(cmd.queue, cmd.request_id)
+
+    async def done() -> Verdict | None:
+        latest = await _latest_config(reads, subjects.queue_stop_subject(cmd.queue))
+        if not isinstance(latest, QueueStopSet) or latest.request_id != cmd.request_id:
+            return None
+        by = f" by {latest.by}" if latest.by else ""
+        return Verdict(verb, cmd.queue, "queue_stop_set", f"queue {cmd.queue}: {QUEUE_DONE[latest.stop_policy]}"
+                       f"{by}" + (f" ({latest.comment})" if latest.comment else ""))
+    return await _await_config(reads, Request(verb, cmd.queue, cmd.request_id),
+                               subjects.queue_stop_msg_id(cmd.queue, cmd.request_id), publish, done, timeout)
+
+
+async def await_queues_set(reads: Any, cmd: SetQueues, publish: Callable[[], Awaitable[Any]],
+                           timeout: float = VERDICT_TIMEOUT_S) -> Verdict:
+    """Publish ``cmd`` (`opsched queues --apply`) and return admission's verdict: done when the latest
+    ``QueuesConfigured`` carries its ``request_id``; refused (``invalid_queues``, ``queues_from_resources``, not
+    allowed) by an ``error`` event matching its msg id; ``VerdictUnknown`` after ``timeout`` seconds."""
+    async def done() -> Verdict | None:
+        latest = await _latest_config(reads, subjects.CONFIG_QUEUES)
+        if not isinstance(latest, QueuesConfigured) or latest.request_id != cmd.request_id:
+            return None
+        return Verdict("set_queues", "queues", "queues_configured",
+                       f"queue configuration in force ({len(cmd.config.queues)} queues; source {latest.source})")
+    return await _await_config(reads, Request("set_queues", "queues", cmd.request_id),
+                               subjects.set_queues_msg_id(cmd.request_id), publish, done, timeout)
+
+
+async def _await_config(reads: Any, request: Request, msg_id: str, publish: Callable[[], Awaitable[Any]],
+                        done: Callable[[], Awaitable[Verdict | None]], timeout: float) -> Verdict:
+    """A configuration command's verdict: ``done()`` (its answer on the config stream, polled) or the ``error``
+    event naming its msg id (followed before it is published)."""
     refused: asyncio.Queue[Verdict] = asyncio.Queue()
 
     async def on_error(data: bytes, seq: int) -> None:
@@ -217,7 +247,7 @@ async def await_queue_stop(reads: Any, cmd: SetQueueStop, publish: Callable[[], 
             return
         if isinstance(event, ErrorRaised) and event.command_msg_id == msg_id:
             idle = event.reason in NOTHING_TO_DO
-            refused.put_nowait(Verdict(verb, cmd.queue, event.reason, event.message, refused=not idle,
+            refused.put_nowait(Verdict(request.verb, request.op_id, event.reason, event.message, refused=not idle,
                                        nothing_to_do=idle))
 
     sub = await reads.follow(subjects.OPS_STREAM, subjects.event("error", NO_OP_ID), on_error)  # names no op
@@ -228,27 +258,25 @@ async def await_queue_stop(reads: Any, cmd: SetQueueStop, publish: Callable[[], 
         while loop.time() < deadline:
             if not refused.empty():
                 return refused.get_nowait()
-            done = await _queue_stop_set(reads, cmd.queue)
-            if done is not None and done.request_id == cmd.request_id:
-                by = f" by {done.by}" if done.by else ""
-                return Verdict(verb, cmd.queue, "queue_stop_set", f"queue {cmd.queue}: {QUEUE_DONE[done.stop_policy]}"
-                               f"{by}" + (f" ({done.comment})" if done.comment else ""))
+            verdict = await done()
+            if verdict is not None:
+                return verdict
             await asyncio.sleep(POLL_S)
         raise VerdictUnknown(request, timeout, see="opsched queues")
     finally:
         await sub.unsubscribe()
 
 
-async def _queue_stop_set(reads: Any, queue: str) -> QueueStopSet | None:
-    seq = await reads.last_stored(subjects.CONFIG_STREAM, subjects.queue_stop_subject(queue))
+async def _latest_config(reads: Any, subject: str) -> object | None:
+    """The latest message of the config stream on ``subject`` (None: none, or not one of ours)."""
+    seq = await reads.last_stored(subjects.CONFIG_STREAM, subject)
     stored = await reads.stored(subjects.CONFIG_STREAM, seq) if seq else None
     if stored is None:
         return None
     try:
-        message = codec.decode_config(stored.data)
+        return codec.decode_config(stored.data)
     except Exception:  # noqa: BLE001 - not ours to judge
         return None
-    return message if isinstance(message, QueueStopSet) else None
 
 
 # ---- a bulk stop, approve or reject (``proto.commands.OperationsCommand``): a verdict per op ----

@@ -17,6 +17,7 @@ from opsched.proto import subjects
 from opsched.proto.queries import LOGS_ANSWER_CHUNKS
 
 SERVICES = ("admission", "cost", "cache", "dispatcher", "notifier")
+DISPATCHER = "dispatcher"  # its set_queues are the cluster's queue resources' (``rules.queue_resources``)
 ROLES = ("viewer", "submitter", "approver", "admin")
 GATEWAY = "gateway"  # the HTTP gateway's user (``services.gateway``): it sends each token's commands as its identity
 
@@ -44,7 +45,8 @@ OTHER_PUBLISH: dict[str, tuple[str, ...]] = {
                   subjects.commands_of("admission", "submit")),  # schedule runs
     "cost": (subjects.CONFIG_PRICES,),
     "cache": (),
-    "dispatcher": (subjects.CLUSTER_ALL,),
+    "dispatcher": (subjects.CLUSTER_ALL,  # the node facts
+                   subjects.commands_of("dispatcher", subjects.SET_QUEUES)),  # the queue resources' configuration
     "notifier": (),
 }
 

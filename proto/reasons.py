@@ -327,6 +327,7 @@ class Refusal(StrEnum):
     DUPLICATE_OP_ID = "duplicate_op_id"
     NOT_RESUMABLE = "not_resumable"
     INVALID_QUEUES = "invalid_queues"
+    QUEUES_FROM_RESOURCES = "queues_from_resources"  # the configuration is the cluster's queue resources'; --apply is refused
     INVALID_SCHEDULE = "invalid_schedule"
     INVALID_SCHEDULE_ID = "invalid_schedule_id"
     SCHEDULE_EXISTS = "schedule_exists"

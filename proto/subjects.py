@@ -172,6 +172,10 @@ def queue_stop_subject(queue: str) -> str:
     return f"config.queue_stop.{queue}"
 
 
+def set_queues_msg_id(request_id: str) -> str:
+    return f"set_queues.{request_id}"
+
+
 def queue_stop_msg_id(queue: str, request_id: str) -> str:
     return f"queue_stop.{queue}.{request_id}"
 

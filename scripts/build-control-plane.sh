@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build kube-apiserver, kube-scheduler and kubectl v1.20.2 from Debian's `kubernetes` source package
 # with Debian's Go, into a cache directory outside the repository. Reused when present; a cache
-# without some of them (e.g. one built before kubectl was added) builds only those.
+# without some of them (e.g. one built before kubectl was added) builds only those; one built without one of
+# scripts/control-plane-patches/*.patch (its bin/PATCHES) builds all again.
 # Also installs etcd-server and openssl from Debian. Prints progress. ~6 min cold on 2 cores
 # (kube-apiserver + kube-scheduler); kubectl adds about 1.5 min (97 s alone, cold, on 2 cores).
 set -euo pipefail
@@ -10,8 +11,15 @@ CACHE="${OPSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/opsched}"
 BIN="$CACHE/k8s-v1.20.2/bin"
 log() { printf '[control-plane] %s\n' "$*" >&2; }
 COMMANDS=(kube-apiserver kube-scheduler kubectl)
+# our patches to the source (scripts/control-plane-patches/*.patch); binaries built without one of them are rebuilt
+PATCH_DIR="$(cd "$(dirname "$0")" && pwd)/control-plane-patches"
+PATCHES="$(cd "$PATCH_DIR" && ls -1 *.patch | sort)"
 missing=()
-for cmd in "${COMMANDS[@]}"; do [ -x "$BIN/$cmd" ] || missing+=("$cmd"); done
+if [ "$(cat "$BIN/PATCHES" 2>/dev/null)" != "$PATCHES" ]; then
+  missing=("${COMMANDS[@]}")
+else
+  for cmd in "${COMMANDS[@]}"; do [ -x "$BIN/$cmd" ] || missing+=("$cmd"); done
+fi
 
 need_apt=()
 command -v go >/dev/null 2>&1 || [ -x /usr/lib/go/bin/go ] || need_apt+=(golang-go)
@@ -21,6 +29,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   command -v dpkg-source >/dev/null 2>&1 || need_apt+=(dpkg-dev)
   command -v rsync >/dev/null 2>&1 || need_apt+=(rsync)
   command -v jq >/dev/null 2>&1 || need_apt+=(jq)
+  command -v patch >/dev/null 2>&1 || need_apt+=(patch)
 fi
 
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -56,6 +65,7 @@ rm -rf "$WORK"; mkdir -p "$WORK"; cd "$WORK"
 log "apt-get source kubernetes (34 MB)"
 apt-get source -qq kubernetes >/dev/null 2>&1 || apt-get source kubernetes
 TREE="$(find "$WORK" -maxdepth 1 -type d -name 'kubernetes-*' | head -n1)"
+for p in $PATCHES; do log "patch $p"; patch -s -p1 -d "$TREE" < "$PATCH_DIR/$p"; done
 mkdir -p gopath/src/k8s.io && ln -s "$TREE" gopath/src/k8s.io/kubernetes
 export PATH="/usr/lib/go/bin:$PATH"
 export GOPATH="$WORK/gopath" CGO_ENABLED=0 GOPROXY=off GOFLAGS=-mod=vendor GO111MODULE=off \
@@ -74,6 +84,7 @@ mkdir -p "$BIN"
 for cmd in "${missing[@]}"; do  # one rename each: a control plane running from $BIN keeps its binaries
   cp "_output/bin/$cmd" "$BIN/.$cmd.tmp" && mv "$BIN/.$cmd.tmp" "$BIN/$cmd"
 done
+printf '%s\n' "$PATCHES" > "$BIN/PATCHES"
 cd "$CACHE"; rm -rf "$WORK"
 log "built in $(( $(date +%s) - start ))s -> $BIN"
 "$BIN/kube-apiserver" --version >&2

@@ -58,6 +58,11 @@ def binaries_dir() -> Path:
 
 def _missing_tools() -> list[str]:
     missing = [str(path) for n in KUBE_COMMANDS if not os.access(path := binaries_dir() / n, os.X_OK)]
+    patches = BUILD_SCRIPT.parent / "control-plane-patches"  # what the build applies: binaries without one are stale
+    wanted = "\n".join(sorted(p.name for p in patches.glob("*.patch"))) if patches.is_dir() else None
+    stamp = binaries_dir() / "PATCHES"
+    if not missing and wanted is not None and (stamp.read_text().strip() if stamp.is_file() else "") != wanted:
+        missing.append(f"{binaries_dir()} built with {wanted.replace(chr(10), ', ')}")
     return missing + [tool for tool in ("etcd", "openssl") if shutil.which(tool) is None]
 
 

@@ -13,7 +13,8 @@ import msgspec
 from opsched.bus.addressing import config_digest
 from opsched.bus.errors import InvalidInput
 from opsched.proto import codec, subjects
-from opsched.proto.config import QueuesConfigured, SetQueues
+from opsched.proto.config import QueuesConfigured, SetQueues, from_resources, resources_source
+from opsched.proto.permissions import DISPATCHER
 from opsched.proto.reasons import Refusal
 from opsched.rules.queues_file import QueuesConfigError, load_queues
 from opsched.services.admission.model.queues import compile_book
@@ -39,11 +40,20 @@ class ConfigSource(FileConfigSource[QueuesConfigured]):
             self.log.error("bad_config_message", seq=seq, error=str(exc))
 
 
-def queues_configured(cmd: SetQueues, now: datetime) -> QueuesConfigured:
-    """The answer to ``set_queues``: the configuration, published to the config stream, once it compiles."""
+def queues_configured(cmd: SetQueues, now: datetime, in_force: str) -> QueuesConfigured:
+    """The answer to ``set_queues``: the configuration, published to the config stream, once it compiles. The
+    dispatcher's (``requested_by`` is the user of the command's subject) is the cluster's queue resources': while one
+    is in force (``in_force``: its source), a user's is refused; the dispatcher hands it back when they are gone."""
+    resources = cmd.requested_by == DISPATCHER and not cmd.handback
+    if from_resources(in_force) and cmd.requested_by != DISPATCHER:
+        raise InvalidInput(Refusal.QUEUES_FROM_RESOURCES, (
+            "the queue configuration in force is the cluster's queue resources (kubectl get opsched: OpsQueue, "
+            "OpsCohort, OpsFlavor, ... of opsched.io): change those with kubectl; `opsched queues --apply` works "
+            "again once they are all deleted"))
     try:
         compile_book(cmd.config)
     except QueuesConfigError as exc:
         raise InvalidInput(Refusal.INVALID_QUEUES, str(exc)) from None
-    source = f"command:{cmd.requested_by or '?'}#{config_digest(cmd.config)}"
-    return QueuesConfigured(config=cmd.config, at=now, source=source)
+    digest = config_digest(cmd.config)
+    source = resources_source(digest) if resources else f"command:{cmd.requested_by or '?'}#{digest}"
+    return QueuesConfigured(config=cmd.config, at=now, source=source, request_id=cmd.request_id)

@@ -227,7 +227,7 @@ class Admission(Service):
     @commands.handles(SetQueues)
     async def on_set_queues(self, cmd: SetQueues, ctx: Context) -> QueuesConfigured:
         cmd = sent_by(cmd, ctx.subject)
-        return queues_configured(cmd, ctx.clock.now())
+        return queues_configured(cmd, ctx.clock.now(), self.book.source)
 
     @commands.handles(SetQueueStop)
     async def on_set_queue_stop(self, cmd: SetQueueStop, ctx: Context) -> QueueStopSet:

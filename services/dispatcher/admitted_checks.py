@@ -22,6 +22,7 @@ configuration change by milliseconds, and the follow may lag its start)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -55,6 +56,7 @@ class QueuesInForce:
         self.source = BUILT_IN
         self.seq = 0  # the stream sequence of the last config.queues message folded
         self._moved = asyncio.Condition()
+        self.listeners: list[Callable[[], None]] = []  # told of each configuration folded
 
     async def on_message(self, data: bytes, seq: int) -> None:
         try:
@@ -68,6 +70,8 @@ class QueuesInForce:
                 self.log.info("queues_in_force", source=message.source, queues=[q.name for q in message.config.queues])
             self.seq = max(self.seq, seq)
             self._moved.notify_all()
+        for listener in self.listeners:
+            listener()
 
     def problems(self, event: OperationAdmitted) -> list[str]:
         """Every way ``event`` asks for more than its queue allows under the configuration folded so far."""

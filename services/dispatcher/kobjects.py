@@ -7,7 +7,7 @@ them as it read the models."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -24,6 +24,7 @@ class ObjectMeta(_K8s):
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
     resource_version: str | None = None
+    generation: int | None = None
     creation_timestamp: datetime | None = None
     deletion_timestamp: datetime | None = None
 
@@ -144,7 +145,16 @@ class Decoders(Generic[T]):
         return self.list.decode(data)
 
 
+class CustomObject(_K8s):
+    """A custom resource (the queue resources, ``rules.queue_resources``): its spec and status as they are."""
+
+    metadata: ObjectMeta
+    spec: dict[str, Any] | None = None
+    status: dict[str, Any] | None = None
+
+
 PODS: Decoders[Pod] = Decoders(Pod)
+CUSTOM_OBJECTS: Decoders[CustomObject] = Decoders(CustomObject)
 NODES: Decoders[Node] = Decoders(Node)
 
 

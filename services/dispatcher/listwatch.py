@@ -63,6 +63,12 @@ class ListWatch:
     def listed(self, items: list[Any], resource_version: str) -> None:
         """After a list: every object was observed; subclasses may reconcile what vanished."""
 
+    def failed(self, exc: ApiException) -> float:
+        """A list or watch the API server refused (not 410 Gone): logged; the seconds before the next list."""
+        hint = {"fix": self.forbidden} if exc.status == 403 and self.forbidden else {}
+        self.log.warning(f"{self.name}_failed", status=exc.status, error=str(exc.reason), **hint)
+        return 1.0
+
     def resumed(self) -> None:
         """After each watch the server ended (every ``WATCH_TIMEOUT_S``): subclasses may retry what failed."""
 
@@ -103,9 +109,7 @@ class ListWatch:
                 self._watch(self._list())
             except ApiException as exc:
                 if exc.status != 410 and not self._stop.is_set():
-                    hint = {"fix": self.forbidden} if exc.status == 403 and self.forbidden else {}
-                    self.log.warning(f"{self.name}_failed", status=exc.status, error=str(exc.reason), **hint)
-                    self._stop.wait(1.0)
+                    self._stop.wait(self.failed(exc))
             except Exception as exc:  # noqa: BLE001 - API unreachable: retry
                 if not self._stop.is_set():
                     self.log.warning(f"{self.name}_failed", error=repr(exc))

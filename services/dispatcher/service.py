@@ -9,7 +9,8 @@ and emits ``dispatched`` (or ``rejected``, ``failed``); releases pods on preempt
 attempts folded from the op stream (``attempts``) with the pods on the API server (``reconciler``), evict gangs not all Running in time
 and create the main pod of a gang whose main pod waits for the others once they run (``preempt.check_gangs``),
 expire what outlived its ttl (``expiry``) and stop services idle past their culling timeout (``culling``:
-``stopped``, reason ``culled``; the ``touched`` events it folds say when each was last used). It answers
+``stopped``, reason ``culled``; the ``touched`` events it folds say when each was last used). The default agent's
+dispatcher also watches the cluster's queue resources and sends the configuration they make (``queue_resources``). It answers
 `opsched logs` (``logs``: ``subjects.QUERY_LOGS``, a bounded stream of chunks; the default agent's dispatcher). A stop or preemption wins over an
 ``admitted`` handled later or elsewhere: each attempt's fate is kept in KV (``fates``). It folds the queue
 configuration itself (``admitted_checks``) and refuses an ``admitted`` that asks for more than its queue allows
@@ -51,6 +52,7 @@ from opsched.services.dispatcher.logs import LogReader
 from opsched.services.dispatcher.nodewatch import NodeWatcher
 from opsched.services.dispatcher.podstatus import view_of
 from opsched.services.dispatcher.preempt import Releaser, check_gangs
+from opsched.services.dispatcher.queue_resources import KINDS, QueueResources
 from opsched.services.dispatcher.reconciler import Reconciler
 from opsched.services.dispatcher.watcher import PodWatcher
 from opsched.services.runtime.clock import Clock
@@ -81,6 +83,10 @@ class Dispatcher(Service):
         self.fates: Fates | None = None  # what every replica decided per attempt (opened by ``start``)
         self.queues = QueuesInForce(settings.namespace, self.log)  # what an admitted op may run with
         self.logs: LogReader | None = None  # answers `opsched logs` (the default agent's dispatcher, with a cluster)
+        self.queue_resources: QueueResources | None = None  # the cluster's queue resources (the default agent's)
+        if self.kube is not None and not agent and settings.queue_resources == "watch":
+            self.queue_resources = QueueResources(self.kube, self.queues, self.clock, self.log,
+                                                  settings.queue_status_interval_s)
         if self.kube is not None:
             self.releaser = Releaser(self.kube, settings, self.log)
             if not agent:
@@ -93,8 +99,9 @@ class Dispatcher(Service):
         if self.kube is None:
             return []  # null mode: no cluster to watch
         beat = [self.heartbeat] if self.settings.agent else []
+        resources = [self.watch_queue_resources] if self.queue_resources is not None else []
         return [self.watch_pods, self.watch_nodes, self.run_gang_checks, self.run_expiry_checks, self.run_culling_checks,
-                self.reconcile, *beat]
+                self.reconcile, *beat, *resources]
 
     async def start(self, bus: Bus) -> None:
         """The queue configuration in force (replayed, then followed live); the bucket of fates; the op stream,
@@ -203,11 +210,17 @@ class Dispatcher(Service):
         await stop.wait()
         watcher.stop()
 
+    async def watch_queue_resources(self, bus: Bus, stop: asyncio.Event) -> None:
+        assert self.queue_resources is not None
+        await self.queue_resources.run(bus, stop)
+
     def liveness(self) -> dict[str, str]:
         """Stuck handler loops and the watch threads dead or stuck, by name (/healthz answers 503 then:
         Kubernetes restarts us)."""
         watches = (*self.watchers, self.node_watcher)
-        return super().liveness() | {w.name: why for w in watches if w is not None and (why := w.liveness()) is not None}
+        resources = self.queue_resources.liveness() if self.queue_resources is not None else {}
+        return super().liveness() | resources | {
+            w.name: why for w in watches if w is not None and (why := w.liveness()) is not None}
 
     def metric_families(self) -> list:
         """Its pod creates' latency and errors (``services.dispatcher.metrics``); none in null mode."""
@@ -277,9 +290,11 @@ class Dispatcher(Service):
 
 
 def _connections(settings: Settings) -> int:
-    """One per call in flight, and one per watch (a pod watch per queue namespace, the node watch): fewer,
+    """One per call in flight, and one per watch (a pod watch per queue namespace, the node watch, one per kind of
+    queue resource): fewer,
     and every call beyond them opens a new TLS connection and drops it after."""
-    return settings.kube_concurrency + len(settings.queue_namespaces() or (None,)) + 1
+    resources = len(KINDS) if settings.queue_resources == "watch" and not settings.agent else 0
+    return settings.kube_concurrency + len(settings.queue_namespaces() or (None,)) + 1 + resources
 
 
 def build(settings: Settings, clock: Clock | None = None) -> Dispatcher:

@@ -140,6 +140,11 @@ class Settings(BaseSettings):
     gang_backoff_max_s: float = Field(300.0, ge=0, description="... at most this long, before it may be admitted again")
     reconcile_interval_s: float = Field(30.0, gt=0, description="the dispatcher compares attempts with pods this often")
     reconcile_grace_s: float = Field(30.0, ge=0, description="an attempt admitted, or a pod created, this long ago is repaired")
+    queue_resources: Literal["watch", "off"] = Field(
+        "watch", description="the default agent's dispatcher watches the cluster's queue resources (OpsQueue, ...: "
+        "docs/queue-resources.md) and sends the configuration they make; off: it does not look")
+    queue_status_interval_s: float = Field(15.0, gt=0, description="the OpsQueues' statuses (pending, admitted, "
+                                           "usage) are refreshed from admission's counts this often")
     attempt_fate_max_age_s: float = Field(
         86400.0, gt=0, description="the dispatcher's record of each attempt (creating, released) is kept this long")
 

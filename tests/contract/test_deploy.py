@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from opsched.proto import permissions
+from opsched.rules.queue_resources import GROUP, KINDS
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 BASE = DEPLOY / "base"
@@ -67,6 +68,8 @@ CALLS = {"create_namespaced_pod": ("pods", {"create"}), "read_namespaced_pod": (
          "delete_namespaced_config_map": ("configmaps", {"delete"}),
          "read_namespaced_pod_log": ("pods/log", {"get"}),
          "list_pod_for_all_namespaces": (None, set())}  # only when it has no queue namespaces: a cluster admin
+CUSTOM_CALLS = {"list_cluster_custom_object": ({"list", "watch"}, ""),  # of each kind of queue resource
+                "patch_cluster_custom_object_status": ({"patch"}, "/status")}
 
 
 def dispatcher_roles(kind: str) -> list[dict]:
@@ -81,17 +84,25 @@ def dispatcher_roles(kind: str) -> list[dict]:
 
 
 def grants(role: dict) -> dict[str, set[str]]:
+    """resource -> verbs; a resource of another group than the core one as ``<resource>.<group>[/<sub>]``."""
     out: dict[str, set[str]] = {}
     for rule in role["rules"]:
-        assert rule.get("apiGroups") == [""] and "resourceNames" not in rule, rule
+        (group,) = rule["apiGroups"]
+        assert group in ("", GROUP) and "resourceNames" not in rule, rule
         for resource in rule["resources"]:
-            out.setdefault(resource, set()).update(rule["verbs"])
+            name, _, sub = resource.partition("/")
+            key = f"{name}.{group}" + (f"/{sub}" if sub else "") if group else resource
+            out.setdefault(key, set()).update(rule["verbs"])
     return out
 
 
-def test_the_dispatcher_reads_nodes_cluster_wide_and_nothing_else():
+QUEUE_RESOURCES = {**{f"{k.plural}.{GROUP}": {"get", "list", "watch"} for k in KINDS},
+                   **{f"{k.plural}.{GROUP}/status": {"patch"} for k in KINDS}}
+
+
+def test_the_dispatcher_reads_nodes_and_the_queue_resources_cluster_wide_and_nothing_else():
     cluster_roles = dispatcher_roles("ClusterRole")
-    assert [grants(r) for r in cluster_roles] == [{"nodes": {"get", "list", "watch"}}]
+    assert [grants(r) for r in cluster_roles] == [{"nodes": {"get", "list", "watch"}}, QUEUE_RESOURCES]
     assert not [b for b in manifests() if b["kind"] == "RoleBinding" and b["roleRef"]["kind"] == "ClusterRole"
                 and DISPATCHER_SA in b["subjects"]], "no ClusterRole may be bound per namespace either"
 
@@ -117,6 +128,8 @@ def test_the_dispatcher_uses_pods_only_in_the_queue_namespaces_it_is_told_of():
 def test_the_dispatchers_rbac_grants_exactly_the_kubernetes_calls_its_code_makes():
     """Every CoreV1Api call in services/dispatcher/ maps to a verb granted; every verb granted is used."""
     called = {m for f in DISPATCHER_SRC.glob("*.py") for m in re.findall(r"\bcore\.(\w+)", f.read_text())}
+    custom = {m for f in DISPATCHER_SRC.glob("*.py") for m in re.findall(r"\bapi\.(\w+_custom_object\w*)", f.read_text())}
+    assert custom == set(CUSTOM_CALLS), f"the dispatcher's calls of the queue resources: {sorted(custom)}"
     assert called <= set(CALLS), f"the dispatcher calls {sorted(called - set(CALLS))}: grant it, or do not"
     needed: dict[str, set[str]] = {}
     for resource, verbs in (CALLS[m] for m in called):
@@ -126,7 +139,12 @@ def test_the_dispatchers_rbac_grants_exactly_the_kubernetes_calls_its_code_makes
     for role in dispatcher_roles("Role") + dispatcher_roles("ClusterRole"):
         for resource, verbs in grants(role).items():
             granted.setdefault(resource, set()).update(verbs)
+    for verbs, sub in CUSTOM_CALLS.values():  # every kind of queue resource
+        for kind in KINDS:
+            needed.setdefault(f"{kind.plural}.{GROUP}{sub}", set()).update(verbs)
     granted["nodes"] -= {"get"}  # reading one node: granted with list and watch, unused today
+    for kind in KINDS:
+        granted[f"{kind.plural}.{GROUP}"] -= {"get"}  # reading one: granted with list and watch (kubectl-like)
     assert needed == granted
 
 

@@ -43,6 +43,7 @@ def sample_subjects(cls: type) -> list[str]:
         cluster.NodeObserved: [subjects.node("gpu-0"), subjects.node("gpu-0", "agent-2")],
         cluster.NodeRemoved: [subjects.node("gpu-0")], cluster.AgentHeartbeat: [subjects.agent_heartbeat("agent-2")],
         commands.SubmitOperation: [subjects.submit("gpu", "admission")],  # a schedule's runs, as admission
+        config.SetQueues: [subjects.command(subjects.SET_QUEUES, "dispatcher")],  # the queue resources', as the dispatcher
     }.get(cls, [f"<no subject for {cls.__name__}>"])
 
 

@@ -103,7 +103,7 @@ PINNED = {
     "Refusal": "invalid_spec invalid_op_id unknown_queue agent_mismatch queue_full unknown_priority_class "
                "priority_too_high approval_rejected not_allowed spec_too_large forbidden_pod_spec unsealable_env "
                "invalid_template invalid_condition rate_limited already_ended already_approved already_stopping "
-               "not_on_hold duplicate_op_id not_resumable invalid_queues invalid_schedule invalid_schedule_id "
+               "not_on_hold duplicate_op_id not_resumable invalid_queues queues_from_resources invalid_schedule invalid_schedule_id "
                "schedule_exists unknown_schedule malformed_message unknown_connection not_a_running_service queue_unchanged",
     "Eviction": "gang_timeout gang_failed gang_finished pod_rejected unwanted orphaned unschedulable "
                 "node_not_provisioned",

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from opsched.localcluster import kubectl
+from opsched.rules.queue_resources import GROUP, KINDS
 
 DISPATCHER = "system:serviceaccount:opsched-system:opsched-dispatcher"
 NOBODY = "system:serviceaccount:opsched-system:nobody"  # bound to nothing: what every account may do
@@ -15,8 +16,12 @@ NODE_VERBS = {"get", "list", "watch"}
 SERVICE_VERBS = {"create", "delete"}  # a gang's rendezvous Service
 # what the dispatcher may do in a queue namespace (nodes: cluster-wide)
 CONFIG_MAP_VERBS = {"create", "delete"}  # an mpijob's hostfile
+# the queue resources (cluster-scoped: listed in every namespace): read them, write their status
+QUEUE_RESOURCE_GRANTS = {**{f"{k.plural}.{GROUP}": {"get", "list", "watch"} for k in KINDS},
+                         **{f"{k.plural}.{GROUP}/status": {"patch"} for k in KINDS}}
+CLUSTER_GRANTS = {"nodes": NODE_VERBS, **QUEUE_RESOURCE_GRANTS}  # what it may do in any namespace
 QUEUE_NAMESPACE_GRANTS = {"pods": POD_VERBS, "services": SERVICE_VERBS, "configmaps": CONFIG_MAP_VERBS,
-                          "pods/log": {"get"}, "nodes": NODE_VERBS}  # pods/log: `opsched logs`
+                          "pods/log": {"get"}, **CLUSTER_GRANTS}  # pods/log: `opsched logs`
 ROW = re.compile(r"^(\S+)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
 
 

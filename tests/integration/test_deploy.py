@@ -29,7 +29,7 @@ import yaml
 
 from opsched.localcluster import kubectl
 from opsched.proto import permissions
-from tests.integration.rbac import NODE_VERBS, QUEUE_NAMESPACE_GRANTS, granted
+from tests.integration.rbac import CLUSTER_GRANTS, QUEUE_NAMESPACE_GRANTS, granted
 
 pytestmark = pytest.mark.integration
 
@@ -231,7 +231,7 @@ def test_the_dispatchers_rbac_is_pods_in_its_queue_namespaces_and_nodes(applied)
     for namespace in queue_namespaces:
         assert granted(kubeconfig, namespace) == QUEUE_NAMESPACE_GRANTS, namespace
     for namespace in ("opsched-system", "default", "kube-system"):
-        assert granted(kubeconfig, namespace) == {"nodes": NODE_VERBS}, namespace
+        assert granted(kubeconfig, namespace) == CLUSTER_GRANTS, namespace
 
 
 def test_the_gateway_serves_https_behind_its_service_with_its_tokens_and_certificate_from_secrets(applied):

@@ -16,7 +16,7 @@ from kubernetes import client
 from opsched.localcluster import kubectl
 from opsched.proto.events import OperationDispatched, OperationFailed, OperationRunning, OperationSucceeded
 from tests.builders import admitted, op, queues_configured
-from tests.integration.rbac import NODE_VERBS, QUEUE_NAMESPACE_GRANTS, can_i, granted
+from tests.integration.rbac import CLUSTER_GRANTS, QUEUE_NAMESPACE_GRANTS, can_i, granted
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def test_the_dispatcher_may_use_pods_in_its_queue_namespaces_and_read_nodes_noth
 @pytest.mark.parametrize("namespace", ["kube-system", "default", "elsewhere", "opsched-system"])
 def test_elsewhere_the_dispatcher_may_only_read_nodes(applied, namespace):
     kubeconfig, _ = applied
-    assert granted(kubeconfig, namespace) == {"nodes": NODE_VERBS}
+    assert granted(kubeconfig, namespace) == CLUSTER_GRANTS
 
 
 @pytest.mark.parametrize(("verb", "resource", "namespace"), [
@@ -57,6 +57,10 @@ def test_elsewhere_the_dispatcher_may_only_read_nodes(applied, namespace):
     ("patch", "nodes", "opsched"), ("delete", "nodes", "opsched"),
     ("get", "services", "opsched"), ("list", "services", "opsched"), ("update", "services", "opsched"),
     ("create", "services", "default"), ("delete", "services", "kube-system"),
+    # the queue resources: read, and their status written; never changed, made or deleted (people do that)
+    ("create", "opsqueues.opsched.io", "opsched"), ("patch", "opsqueues.opsched.io", "opsched"),
+    ("update", "opsconfigs.opsched.io", "opsched"), ("delete", "opsflavors.opsched.io", "opsched"),
+    ("update", "opsqueues.opsched.io/status", "opsched"),
 ])
 def test_the_dispatcher_is_refused_what_it_does_not_do(applied, verb, resource, namespace):
     kubeconfig, _ = applied

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from opsched.client import Client, CommandRefused
+from opsched.proto.config import SetQueues
 from opsched.proto.events import ErrorRaised, OperationAdmitted, OperationRejected, PreemptRequested
 from opsched.proto.queues import FlavorQuota, Queue, QueuesConfig, ResourceQuota
 from tests.builders import op
@@ -52,9 +53,11 @@ async def test_an_invalid_set_queues_command_is_refused_and_the_config_in_force_
     await stack_factory(names=("admission",))
     bad = QueuesConfig(queues=[Queue(name="default", resources=[
         ResourceQuota(resource="nvidia.com/gpu", flavors=[FlavorQuota(name="h200", nominal=4)])])])
-    await client.set_queues(bad, requested_by="test")
+    with pytest.raises(CommandRefused) as refused:  # `opsched queues --apply`: exit 2, the reason on stderr
+        await client.set_queues(bad, requested_by="test")
+    assert refused.value.verdict.outcome == "invalid_queues" and refused.value.verdict.exit_code == 2
     error = await events.expect(ErrorRaised, "-", where=lambda e: e.reason == "invalid_queues")
-    assert "unknown flavor 'h200'" in error.message
+    assert "unknown flavor 'h200'" in error.message == refused.value.verdict.message
     await until_queues(client, ["default"])
 
 
@@ -83,3 +86,35 @@ async def test_a_queue_held_drained_and_resumed_by_command(stack_factory, client
     assert [q.stop_policy for q in (await client.queues()).queues] == ["HoldAndDrain", "None"]
     assert (await client.stop_queue("a", "None")).done
     await events.expect(OperationAdmitted, waiting)
+
+
+async def test_the_queue_resources_configuration_is_the_only_one_until_it_is_handed_back(
+        stack_factory, client, connect, bus_url):
+    """The dispatcher's set_queues is the cluster's queue resources' (``rules.queue_resources``): in force, it is
+    marked so and a user's `--apply` is refused naming the way out; handed back (the resources all deleted), the
+    configuration stays and `--apply` works again."""
+    await stack_factory(names=("admission",))
+    dispatcher = Client(await connect(bus_url, "opsched-dispatcher"))  # the dispatcher's own user
+    try:
+        made = QueuesConfig(default_queue="r", queues=[Queue(name="r", concurrency=3)])
+        await dispatcher.bus.publish(SetQueues(config=made, request_id="one"))
+        await until_queues(client, ["r"])
+        assert (await client.queues()).source.startswith("resources#")
+
+        with pytest.raises(CommandRefused) as refused:
+            await client.set_queues(QueuesConfig(), requested_by="test")
+        assert refused.value.verdict.outcome == "queues_from_resources"
+        assert "kubectl" in refused.value.verdict.message and refused.value.verdict.exit_code == 1
+        assert [q.name for q in (await client.queues()).queues] == ["r"]  # what is in force stays
+
+        await dispatcher.bus.publish(SetQueues(config=made, request_id="two", handback=True))
+        await eventually(lambda: _source_is(client, "command:dispatcher#"), "the configuration handed back")
+        done = await client.set_queues(QueuesConfig(), requested_by="test")
+        assert done.done and "source command:" in done.message
+        await until_queues(client, ["default"])
+    finally:
+        await dispatcher.close()
+
+
+async def _source_is(client: Client, prefix: str) -> bool:
+    return (await client.queues()).source.startswith(prefix)
