@@ -228,9 +228,9 @@ async def await_queues_set(reads: Any, cmd: SetQueues, publish: Callable[[], Awa
         latest = await _latest_config(reads, subjects.CONFIG_QUEUES)
         if not isinstance(latest, QueuesConfigured) or latest.request_id != cmd.request_id:
             return None
-        return Verdict("set_queues", "queues", "queues_configured",
+        return Verdict("apply", "queue configuration", "queues_configured",
                        f"queue configuration in force ({len(cmd.config.queues)} queues; source {latest.source})")
-    return await _await_config(reads, Request("set_queues", "queues", cmd.request_id),
+    return await _await_config(reads, Request("apply", "queue configuration", cmd.request_id),
                                subjects.set_queues_msg_id(cmd.request_id), publish, done, timeout)
 
 

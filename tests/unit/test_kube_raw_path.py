@@ -80,10 +80,12 @@ async def test_every_call_reads_its_body_on_the_dispatchers_own_threads(kube):
 
 def test_the_pool_holds_a_connection_per_call_in_flight_and_per_watch(tmp_path):
     settings = Settings(kube_concurrency=24, pod_namespaces="team-a,team-b")
-    assert _connections(settings) == 24 + 2 + 1  # two pod watches and the node watch
+    assert _connections(settings) == 24 + 2 + 1 + 7  # two pod watches, the node watch, a watch per queue resource kind
+    assert _connections(Settings(kube_concurrency=24, pod_namespaces="team-a,team-b", queue_resources="off")) == 27
+    assert _connections(Settings(kube_concurrency=24, pod_namespaces="team-a,team-b", agent="east")) == 27  # not watched
     api = load_api_client(kubeconfig(tmp_path / "kubeconfig"), _connections(settings))
-    assert api.configuration.connection_pool_maxsize == 27
-    assert api.rest_client.pool_manager.connection_pool_kw["maxsize"] == 27
+    assert api.configuration.connection_pool_maxsize == 34
+    assert api.rest_client.pool_manager.connection_pool_kw["maxsize"] == 34
 
 
 async def watching(*held: list[str] | None) -> list[PodWatcher]:

@@ -8,10 +8,12 @@ from typing import Any
 
 import msgspec
 import pytest
+import yaml
 
 from opsched.proto.queues import QueuesConfig
 from opsched.rules import queue_resources as qr
 from opsched.rules.queues_file import load_queues
+from tests.docs import snippet
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QUEUE_FILES = sorted(EXAMPLES.glob("queues*.yaml"))
@@ -149,3 +151,42 @@ def test_a_quantity_is_int_or_string_and_an_optional_field_nullable():
     assert queue["weight"] == {"type": "number", "minimum": 0, "exclusiveMinimum": True}
     assert queue["ordering"] == {"type": "string", "enum": ["fair-by-user", "fifo"]}
     assert queue["tolerations"]["items"] == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+# ---- `opsched queues --to-resources FILE` and the manual's example --------------------------------------------
+
+def test_to_resources_prints_what_kubectl_applies_and_sends_nothing(capsys):
+    from opsched import cli
+
+    path = EXAMPLES / "queues.yaml"
+    assert cli.main(["queues", "--to-resources", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"# the queue configuration of {path} as opsched.io resources")
+    docs = list(yaml.safe_load_all(printed))
+    assert all(d["apiVersion"] == "opsched.io/v1alpha1" for d in docs)
+    assembly = qr.assemble(resources_of(docs))
+    assert assembly.config is not None and in_order(assembly.config) == in_order(load_queues(path))
+
+
+def test_to_resources_of_an_invalid_file_exits_non_zero_saying_why(capsys, tmp_path):
+    from opsched import cli
+
+    bad = tmp_path / "queues.yaml"
+    bad.write_text("queues:\n  - name: a\n    concurency: 2\n")
+    assert cli.main(["queues", "--to-resources", str(bad)]) != 0
+    assert "concurency" in capsys.readouterr().err
+
+
+def test_the_manuals_example_queue_is_one():
+    (doc,) = yaml.safe_load_all(snippet("queue-resource-yaml"))
+    assembly = qr.assemble([qr.Resource(doc["kind"], doc["metadata"]["name"], doc["spec"]),
+                            qr.Resource("OpsFlavor", "a100", {}),
+                            qr.Resource("OpsConfig", "opsched", {"defaultQueue": "research"})])
+    assert assembly.config is not None and assembly.config.queues[0].resources[0].flavors[0].nominal == 4
+
+
+def test_the_example_configuration_of_deploy_is_valid():
+    docs = list(yaml.safe_load_all((EXAMPLES.parent / "deploy" / "queues" / "queues.yaml").read_text()))
+    assembly = qr.assemble(resources_of(docs))
+    assert assembly.problems == {} and assembly.config is not None
+    assert [q.name for q in assembly.config.queues] == ["cpu", "production", "research"]
