@@ -127,7 +127,7 @@ async def _unloaded(client, obs: Observer, specs: list, timeout: float) -> dict[
             "unloaded_missing": float(missing)}
 
 
-async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid: int,  # noqa: C901 - figures
+async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid: int,
                  others: dict[str, int] | None = None, monitor_url: str | None = None,
                  final: str = "dispatched") -> dict[str, float]:
     """``others``: more processes (name -> pid) whose CPU per op is reported (the control plane in (a));
@@ -182,7 +182,8 @@ async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid:
         await obs.wait_all(final, ids, max(1.0, deadline - time.perf_counter()))
         life = life_meter.stop()
         ended = [obs.seen[(final, oid)] for oid in ids if (final, oid) in obs.seen]
-        out.update({final: float(len(ended)), f"{final}_per_s": anchor.rate(len(ended), began, max(ended, default=None)),
+        out.update({final: float(len(ended)),
+                    f"{final}_per_s": anchor.rate(len(ended), began, max(ended, default=None)),
                     "life_python_cpu_ms_per_op": 1e3 * life["python_cpu_s"] / max(1, len(ended)),
                     "life_server_cpu_ms_per_op": 1e3 * life["server_cpu_s"] / max(1, len(ended))})
     if monitor and msgs_before:
