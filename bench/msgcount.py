@@ -15,6 +15,9 @@ The breakdown, per op:
 
 ``msgs`` is ``in + out``: every message nats-server handled for the ops, both ways. A bench connection that only
 watches (the observer) is not the system's work: its deliveries are subtracted (``exclude_out``).
+
+By connection (``/connz``, each service's connection is named for it): the messages each one sent and was sent
+(``by_connection``): which service the messages per op go to. Subjects are not counted by nats-server.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 JSZ_QUERY = "/jsz?accounts=true&streams=true&consumers=true&config=true"
+CONNZ_QUERY = "/connz?limit=10000"
 PARTS = ("publishes", "pub_acks", "deliveries", "acks", "js_api", "other_in", "other_out")
 
 
@@ -35,10 +39,11 @@ class Snapshot:
     stored: dict[str, int] = field(default_factory=dict)  # stream -> last sequence (every message it ever stored)
     delivered: dict[str, int] = field(default_factory=dict)  # consumer -> delivered consumer sequence
     acked: dict[str, int] = field(default_factory=dict)  # consumer (with an ack policy) -> ack floor
+    connections: dict[int, tuple[str, int]] = field(default_factory=dict)  # cid -> (name, in + out messages)
 
 
-def snapshot(varz: dict[str, Any], jsz: dict[str, Any]) -> Snapshot:
-    """A ``Snapshot`` from the decoded ``/varz`` and ``/jsz`` (``JSZ_QUERY``) answers."""
+def snapshot(varz: dict[str, Any], jsz: dict[str, Any], connz: dict[str, Any] | None = None) -> Snapshot:
+    """A ``Snapshot`` from the decoded ``/varz``, ``/jsz`` (``JSZ_QUERY``) and ``/connz`` answers."""
     stored: dict[str, int] = {}
     delivered: dict[str, int] = {}
     acked: dict[str, int] = {}
@@ -51,9 +56,11 @@ def snapshot(varz: dict[str, Any], jsz: dict[str, Any]) -> Snapshot:
                 delivered[key] = int((consumer.get("delivered") or {}).get("consumer_seq", 0))
                 if (consumer.get("config") or {}).get("ack_policy", "explicit") != "none":
                     acked[key] = int((consumer.get("ack_floor") or {}).get("consumer_seq", 0))
+    connections = {int(c["cid"]): (c.get("name") or "unnamed", int(c.get("in_msgs", 0)) + int(c.get("out_msgs", 0)))
+                   for c in (connz or {}).get("connections") or []}
     return Snapshot(in_msgs=int(varz["in_msgs"]), out_msgs=int(varz["out_msgs"]),
                     js_api=int((jsz.get("api") or {}).get("total", 0)), stored=stored, delivered=delivered,
-                    acked=acked)
+                    acked=acked, connections=connections)
 
 
 def _grown(before: dict[str, int], after: dict[str, int]) -> int:
@@ -76,6 +83,18 @@ def counts(before: Snapshot, after: Snapshot, exclude_out: int = 0, exclude_in: 
             "other_in": total_in - publishes - acks - api, "other_out": total_out - publishes - deliveries - api}
 
 
+def by_connection(before: Snapshot, after: Snapshot, skip: tuple[str, ...] = ()) -> dict[str, int]:
+    """The messages (in + out) of each connection name between two snapshots, summed over the connections of a
+    name, those of ``skip`` left out; a connection opened in between counts from zero (one closed in between,
+    not at all: nats-server forgets it)."""
+    out: dict[str, int] = {}
+    for cid, (name, msgs) in after.connections.items():
+        if name in skip:
+            continue
+        out[name] = out.get(name, 0) + msgs - before.connections.get(cid, (name, 0))[1]
+    return out
+
+
 def per_op(counted: dict[str, int], ops: int) -> dict[str, float]:
     """``msgs_per_op`` and each part ``<part>_per_op`` (NaN without ops)."""
     if ops <= 0:
@@ -92,4 +111,5 @@ class Monitor:
     def take(self) -> Snapshot:
         from opsched.natsserver import get_json
 
-        return snapshot(get_json(self.url + "/varz", timeout=5.0), get_json(self.url + JSZ_QUERY, timeout=5.0))
+        return snapshot(get_json(self.url + "/varz", timeout=5.0), get_json(self.url + JSZ_QUERY, timeout=5.0),
+                        get_json(self.url + CONNZ_QUERY, timeout=5.0))

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from bench import anchor
 from bench.common import CpuMeter, Stack, fresh_nats, latency_summary, proc_cpu_s
 from bench.generator import PIPELINE, Workload, build_file
-from bench.msgcount import Monitor, counts, per_op
+from bench.msgcount import Monitor, by_connection, counts, per_op
 from bench.workload import spec_of, write_queues
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ WARMUP = 5
 
 # the kinds the figures use: watching others would only add load (and what it receives is not counted as the ops')
 OBSERVED = ("admitted", "dispatched", "running", "succeeded")
+OBSERVER = "bench-observer"  # its connection's name
 
 
 class Observer:
@@ -62,7 +63,7 @@ class Observer:
     async def start(self, url: str) -> "Observer":
         import nats
 
-        self.nc = nc = await nats.connect(url, name="bench-observer")
+        self.nc = nc = await nats.connect(url, name=OBSERVER)
         for kind in OBSERVED:
             await nc.subscribe(f"ops.{kind}.*", cb=self._on)
         return self
@@ -190,6 +191,8 @@ async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid:
         msgs_after = await asyncio.to_thread(monitor.take)
         counted = counts(msgs_before, msgs_after, exclude_out=obs.received() - watched_before)
         out.update(per_op(counted, n))
+        for name, msgs in by_connection(msgs_before, msgs_after, skip=(OBSERVER,)).items():
+            out[f"conn_{name}_msgs_per_op"] = msgs / max(1, n)
     return out
 
 

@@ -209,17 +209,20 @@ def messages_text(summary: dict, verdicts: list[tg.Verdict]) -> str:
         return ""
     targets = {v.name: v for v in verdicts}
     lines = ["| per op | " + " | ".join(columns) + " | target |", "|---" + "|---:" * len(columns) + "|---|"]
-    for row in MESSAGE_ROWS:
+    names = sorted({k[len(key) + len(".conn_"):-len("_msgs_per_op")] for key in columns.values() for k in summary
+                    if k.startswith(f"{key}.conn_") and k.endswith("_msgs_per_op")})
+    for row in [*MESSAGE_ROWS, *(f"conn_{name}_msgs" for name in names)]:
         cells = [fmt(summary.get(f"{key}.{row}_per_op", {}).get("median", float("nan"))) for key in columns.values()]
         aimed = [f"{label} {targets[f'{key}.{row}_per_op'].target.text()}" for label, key in columns.items()
                  if f"{key}.{row}_per_op" in targets]
-        lines.append(f"| {row} | " + " | ".join(cells) + f" | {', '.join(aimed) or '–'} |")
-    return ("## Messages per op (nats-server's /varz and /jsz, medians of the rounds)\n\n" + "\n".join(lines) +
+        label = f"connection {row[5:-5]}" if row.startswith("conn_") else row
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {', '.join(aimed) or '–'} |")
+    return ("## Messages per op (nats-server's /varz, /jsz and /connz, medians of the rounds)\n\n" + "\n".join(lines) +
             "\n\nmsgs = in + out, every message nats-server handled over the burst (to the last `dispatched` in (b), "
             "to the last `succeeded` in (a)), the bench's observer's deliveries taken off. publishes: stored on a "
             "stream (each with its pub_ack back); deliveries: by JetStream consumers (fetches and follows); acks: "
             "of those; js_api: JetStream API requests; other_in: fetch requests and core requests; other_out: their "
-            "replies and core deliveries.")
+            "replies and core deliveries; connection X: the messages of the connections named X (in + out, /connz).")
 
 
 def scaling_text(summary: dict) -> str:

@@ -91,3 +91,26 @@ def test_no_message_table_when_nothing_was_counted() -> None:
     summary, _, verdicts = summarize([{"b_pipeline": {"ops_per_s": 100.0}}], load_targets())
 
     assert messages_text(summary, verdicts) == ""
+
+
+def test_by_connection_sums_each_names_connections_and_leaves_the_observer_out() -> None:
+    def snap(conns: list[tuple[int, str, int, int]]) -> msgcount.Snapshot:
+        return msgcount.snapshot({"in_msgs": 0, "out_msgs": 0}, {}, {"connections": [
+            {"cid": cid, "name": name, "in_msgs": i, "out_msgs": o} for cid, name, i, o in conns]})
+
+    before = snap([(1, "admission", 10, 20), (2, "cost", 5, 5), (3, "cost", 1, 1), (4, "bench-observer", 0, 9)])
+    after = snap([(1, "admission", 40, 80), (2, "cost", 15, 25), (3, "cost", 1, 1), (4, "bench-observer", 0, 99),
+                  (5, "bench-client", 10, 10)])
+
+    assert msgcount.by_connection(before, after, skip=("bench-observer",)) == {
+        "admission": 90, "cost": 30, "bench-client": 20}
+
+
+def test_the_message_table_has_a_row_per_connection_name() -> None:
+    summary, _, verdicts = summarize([{"b_pipeline": {"msgs_per_op": 36.0, "conn_admission_msgs_per_op": 12.0,
+                                                      "conn_cost_msgs_per_op": 9.5}}], load_targets())
+
+    text = messages_text(summary, verdicts)
+
+    assert "| connection admission | 12.0 | – |" in text
+    assert "| connection cost | 9.50 | – |" in text
