@@ -217,7 +217,9 @@ async def run_pipeline(root: Path, *, n_unloaded: int, n_burst: int, log_level: 
         settings = Settings(nats_url=server.url, dispatcher_mode=mode, queues_file=queues, log_format="json",
                             log_level=log_level, kubeconfig=kubeconfig, namespace=namespace,
                             submit_rate_per_min=0,  # one client submits the burst: no per-requester rate here
-                            command_rate_per_min=0)
+                            command_rate_per_min=0,
+                            # ... nor a cap on its commands waiting: a burst may run ahead of admission by more
+                            cmd_backlog_per_subject=max(1000, len(specs)))
         obs = await Observer().start(server.url)
         stack = await Stack(settings).start()
         client = await Client.connect(server.url, "bench-client")
