@@ -9,9 +9,11 @@ The breakdown, per op:
   (and a publish acknowledgement back: ``pub_acks``, the same number);
 - ``deliveries``: messages JetStream consumers delivered (pull fetches, ordered consumers' follows alike);
 - ``acks``: deliveries acknowledged (consumers with an ack policy: an ordered consumer's are not acks);
-- ``js_api``: JetStream API requests (consumer and stream info, direct gets of key-value reads, creates);
-- ``other_in`` / ``other_out``: the rest of what clients sent (pull-fetch requests, core requests such as the
-  queries, heartbeats) and of what the server sent (their replies, core subscriptions' deliveries).
+- ``js_api``: JetStream API requests (consumer and stream info and creates; not direct gets, which nats-server
+  does not count as API requests);
+- ``other_in`` / ``other_out``: the rest of what clients sent (pull-fetch requests, direct gets of key-value
+  reads, core requests such as the queries, heartbeats) and of what the server sent (their replies, core
+  subscriptions' deliveries).
 
 ``msgs`` is ``in + out``: every message nats-server handled for the ops, both ways. A bench connection that only
 watches (the observer) is not the system's work: its deliveries are subtracted (``exclude_out``).
