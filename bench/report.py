@@ -153,8 +153,8 @@ def fmt(v: float) -> str:
 
 
 def _unit(key: str) -> str:
-    for suffix, unit in (("_ms_per_op", "ms/op"), ("_per_op", "/op"), ("_per_s", "/s"), ("_us", "µs"), ("_ms", "ms"), ("_s", "s"), ("_mib", "MiB"),
-                         ("_bytes", "B")):
+    for suffix, unit in (("_ms_per_op", "ms/op"), ("_per_op", "/op"), ("_per_s", "/s"), ("_us", "µs"), ("_ms", "ms"),
+                         ("_s", "s"), ("_mib", "MiB"), ("_bytes", "B")):
         if key.endswith(suffix):
             return unit
     return ""
@@ -221,8 +221,9 @@ def messages_text(summary: dict, verdicts: list[tg.Verdict]) -> str:
             "\n\nmsgs = in + out, every message nats-server handled over the burst (to the last `dispatched` in (b), "
             "to the last `succeeded` in (a)), the bench's observer's deliveries taken off. publishes: stored on a "
             "stream (each with its pub_ack back); deliveries: by JetStream consumers (fetches and follows); acks: "
-            "of those; js_api: JetStream API requests; other_in: fetch requests and core requests; other_out: their "
-            "replies and core deliveries; connection X: the messages of the connections named X (in + out, /connz).")
+            "of those; js_api: JetStream API requests; other_in: fetch requests, direct gets and core requests; "
+            "other_out: their replies and core deliveries; connection X: the messages of the connections named X "
+            "(in + out, /connz).")
 
 
 def scaling_text(summary: dict) -> str:
