@@ -38,9 +38,9 @@ SCENARIOS = ("cal", "a", "b", "c", "d", "e", "f", "p", "s")  # p: packing (bench
 DEFAULT_SCENARIOS = SCENARIOS[:-1]  # (s) only when named: it starts 5 stacks of processes a round
 SIZES = {
     "full": dict(cal_seq=2000, cal_flight=10_000, cal_kv=1000, k8s=300, b_unloaded=100, b_burst=2000,
-                 a_unloaded=30, a_burst=200, f_ops=100_000, s_unloaded=30, s_burst=1500),
+                 a_unloaded=30, a_burst=300, f_ops=100_000, s_unloaded=30, s_burst=1500),
     "quick": dict(cal_seq=500, cal_flight=3000, cal_kv=300, k8s=100, b_unloaded=20, b_burst=500,
-                  a_unloaded=10, a_burst=50, f_ops=10_000, s_unloaded=10, s_burst=300),
+                  a_unloaded=10, a_burst=90, f_ops=10_000, s_unloaded=10, s_burst=300),
 }
 
 
@@ -52,10 +52,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", default=",".join(DEFAULT_SCENARIOS),
                    help=f"comma-separated subset of {','.join(SCENARIOS)} (default {','.join(DEFAULT_SCENARIOS)}; "
                    "cal is always run when a, b or f is; s, the scaling curve, only when named)")
-    p.add_argument("--no-k8s", action="store_true", help="skip the Kubernetes calibration and scenario (a)")
+    p.add_argument("--no-k8s", action="store_true", help="skip the Kubernetes calibration and scenarios (a), (a0)")
     p.add_argument("--log-level", default="info", help="services' log level; logs go to a file (default info)")
     p.add_argument("--pipeline-ops", type=int, help="burst size of (b)")
-    p.add_argument("--e2e-ops", type=int, help="burst size of (a)")
+    p.add_argument("--e2e-ops", type=int, help="burst size of (a) and (a0), in each regime (the over-capacity "
+                   "regime's cluster has a third of its GPUs)")
     p.add_argument("--coldstart-ops", type=int, help="pending ops of (f)")
     p.add_argument("--scaling-ops", type=int, help="burst size of each setup of (s)")
     p.add_argument("--workload", type=Path, help="generator config (YAML) for every scenario; default "
@@ -133,10 +134,12 @@ def run_round(r: int, args, sizes: dict, root: Path, cp, cold: dict) -> dict:  #
         step(res, "b_pipeline", lambda: eventloop.run(pipeline.run_pipeline(
             root, n_unloaded=sizes["b_unloaded"], n_burst=sizes["b_burst"], log_level=args.log_level,
             workload_file=args.workload)))
-    if "a" in only and cp is not None:
+    if "a" in only and cp is not None:  # (a) and its anchor (a0), the same pods created directly, in two regimes
         step(res, "a_kubernetes", lambda: eventloop.run(pipeline.run_kubernetes(
             root, cp.kubeconfig, r, n_unloaded=sizes["a_unloaded"], n_burst=sizes["a_burst"],
             log_level=args.log_level, workload_file=args.workload, control_plane=cp.pids())))
+        if "a0" in res["a_kubernetes"]:
+            res["a0_bare"] = res["a_kubernetes"].pop("a0")
     picked = {s for s in "cde" if s in only}
     if picked:
         step(res, "decisions", decisions.run_all, args.quick, picked, args.workload)
@@ -238,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
             "packing": packing_table() if "p" in args.only else ""}
     written = report.write(args.out, meta, rounds, notes, args.spec)
     print(report.tables(written.summary, written.ratios))
+    messages = report.messages_text(written.summary, written.verdicts)
+    if messages:
+        print("\n" + messages)
     if "s" in args.only:
         print("\n" + report.scaling_text(written.summary))
     if meta["packing"]:

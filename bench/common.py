@@ -82,14 +82,15 @@ class CpuMeter:
 
 @contextlib.contextmanager
 def fresh_nats(root: Path, name: str):
-    """``nats-server -js`` on a random loopback port with its store in ``root/name`` (removed after)."""
+    """``nats-server -js`` on a random loopback port with its store in ``root/name`` (removed after), its
+    monitoring endpoint on another (``server.monitor_url``: the messages per op are counted from it)."""
     import shutil
 
-    from opsched.natsserver import NatsServer
+    from opsched.natsserver import NatsServer, free_port
 
     store = root / name
     shutil.rmtree(store, ignore_errors=True)
-    server = NatsServer(store).start()
+    server = NatsServer(store, monitor_port=free_port()).start()
     try:
         yield server
     finally:

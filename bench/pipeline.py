@@ -15,6 +15,14 @@ Two phases per scenario: *unloaded* (one op at a time: submit, wait for ``dispat
 latency floor, then a *burst* (N submits, 64 in flight) for throughput and latency under load.
 An op takes 6 durable publishes (submit, submitted, cost_estimated, cache_missed, admitted,
 dispatched), 5 of them one after the other on its critical path.
+
+(a) runs its pods to Succeeded (the simulated kubelet runs each for the op's run time, 0.5 s in
+pipeline.yaml) in two regimes (``bench.anchor``): capacity for every op at once (*fit*: the unloaded
+phase, then the burst), and a burst three times the cluster's GPUs (*over*: the burst only). Before each,
+on the same nodes, (a0) creates the same pods directly; the burst's ``succeeded_per_s`` (first submit to
+the last ``succeeded``) against (a0)'s is the ratio of bench/report.py. Over each burst, nats-server's
+counters give the messages per op (``bench.msgcount``), to the last ``dispatched`` in (b), to the last
+``succeeded`` in (a).
 """
 from __future__ import annotations
 
@@ -23,8 +31,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench import anchor
 from bench.common import CpuMeter, Stack, fresh_nats, latency_summary, proc_cpu_s
 from bench.generator import PIPELINE, Workload, build_file
+from bench.msgcount import Monitor, by_connection, counts, per_op
 from bench.workload import spec_of, write_queues
 
 if TYPE_CHECKING:
@@ -36,7 +46,9 @@ SUBMITTERS = 64
 WARMUP = 5
 
 
-OBSERVED = ("admitted", "dispatched", "running")  # the kinds the figures use: watching others would only add load
+# the kinds the figures use: watching others would only add load (and what it receives is not counted as the ops')
+OBSERVED = ("admitted", "dispatched", "running", "succeeded")
+OBSERVER = "bench-observer"  # its connection's name
 
 
 class Observer:
@@ -51,7 +63,7 @@ class Observer:
     async def start(self, url: str) -> "Observer":
         import nats
 
-        self.nc = nc = await nats.connect(url, name="bench-observer")
+        self.nc = nc = await nats.connect(url, name=OBSERVER)
         for kind in OBSERVED:
             await nc.subscribe(f"ops.{kind}.*", cb=self._on)
         return self
@@ -76,6 +88,19 @@ class Observer:
             except asyncio.TimeoutError:
                 return None
         return self.seen[(kind, oid)]
+
+    def received(self) -> int:
+        """Messages nats-server delivered to the observer so far (taken off the messages per op)."""
+        return int(self.nc.stats["in_msgs"]) if self.nc else 0
+
+    async def wait_all(self, kind: str, ids: list[str], timeout: float) -> bool:
+        """Until every op of ``ids`` has had its ``kind`` event, or ``timeout``: whether all had."""
+        deadline = time.perf_counter() + timeout
+        for oid in ids:
+            left = deadline - time.perf_counter()
+            if left <= 0 or await self.wait(kind, oid, left) is None:
+                return False
+        return True
 
     async def close(self) -> None:
         if self.nc:
@@ -104,8 +129,12 @@ async def _unloaded(client, obs: Observer, specs: list, timeout: float) -> dict[
 
 
 async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid: int,
-                 others: dict[str, int] | None = None) -> dict[str, float]:
-    """``others``: more processes (name -> pid) whose CPU per op is reported (the control plane in (a))."""
+                 others: dict[str, int] | None = None, monitor_url: str | None = None,
+                 final: str = "dispatched") -> dict[str, float]:
+    """``others``: more processes (name -> pid) whose CPU per op is reported (the control plane in (a));
+    ``monitor_url``: nats-server's monitoring endpoint, to count the messages per op until every op had its
+    ``final`` event (``succeeded`` in (a): the op's whole life; then also ``succeeded_per_s`` and the CPU per op
+    of that whole stretch, ``life_*``)."""
     n = len(specs)
     ids = [f"b{i:07d}" for i in range(n)]
     submitted: dict[str, float] = {}
@@ -116,7 +145,11 @@ async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid:
             submitted[oid] = time.perf_counter()
             await client.submit(spec, op_id=oid)
 
+    monitor = Monitor(monitor_url) if monitor_url else None
+    msgs_before = await asyncio.to_thread(monitor.take) if monitor else None
+    watched_before = obs.received()
     meter = CpuMeter(server_pid).start()
+    life_meter = CpuMeter(server_pid).start()
     others_before = {name: proc_cpu_s(pid) for name, pid in (others or {}).items()}
     began = time.perf_counter()
     await asyncio.gather(*(submitter() for _ in range(SUBMITTERS)))
@@ -146,27 +179,47 @@ async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid:
         out.update(latency_summary(running, "burst_running"))
     for name, used in others_used.items():
         out[f"{name}_cpu_ms_per_op"] = 1e3 * used / max(1, len(done))
+    if final != "dispatched":
+        await obs.wait_all(final, ids, max(1.0, deadline - time.perf_counter()))
+        life = life_meter.stop()
+        ended = [obs.seen[(final, oid)] for oid in ids if (final, oid) in obs.seen]
+        out.update({final: float(len(ended)),
+                    f"{final}_per_s": anchor.rate(len(ended), began, max(ended, default=None)),
+                    "life_python_cpu_ms_per_op": 1e3 * life["python_cpu_s"] / max(1, len(ended)),
+                    "life_server_cpu_ms_per_op": 1e3 * life["server_cpu_s"] / max(1, len(ended))})
+    if monitor and msgs_before:
+        msgs_after = await asyncio.to_thread(monitor.take)
+        counted = counts(msgs_before, msgs_after, exclude_out=obs.received() - watched_before)
+        out.update(per_op(counted, n))
+        for name, msgs in by_connection(msgs_before, msgs_after, skip=(OBSERVER,)).items():
+            out[f"conn_{name}_msgs_per_op"] = msgs / max(1, n)
     return out
 
 
 async def run_pipeline(root: Path, *, n_unloaded: int, n_burst: int, log_level: str,
                        kubeconfig: Path | None = None, namespace: str = "opsched",
                        timeout: float = 180.0, workload: Workload | None = None,
-                       workload_file: Path | None = None, others: dict[str, int] | None = None) -> dict[str, float]:
+                       workload_file: Path | None = None, others: dict[str, int] | None = None,
+                       tag: str = "") -> dict[str, float]:
+    """The warm-up, the unloaded phase (none when ``n_unloaded`` is 0) and the burst on a fresh nats-server
+    and stack; with a ``kubeconfig`` (a), the burst runs to every op's ``succeeded``. ``tag``: names the store."""
     from opsched.client import Client
     from opsched.services.runtime.settings import Settings
 
     mode = "kubernetes" if kubeconfig else "null"
+    final = "succeeded" if kubeconfig else "dispatched"
     workload = workload or pipeline_workload(WARMUP + n_unloaded + n_burst, workload_file)
     specs = [spec_of(sub, routed=True) for sub in workload.submissions]
     if len(specs) < WARMUP + n_unloaded + n_burst:
         raise ValueError(f"the workload has {len(specs)} ops, {WARMUP + n_unloaded + n_burst} needed")
-    queues = write_queues(root / f"queues-pipeline-{mode}.yaml", workload.queues_config())
-    with fresh_nats(root, f"nats-pipeline-{mode}") as server:
+    queues = write_queues(root / f"queues-pipeline-{mode}{tag}.yaml", workload.queues_config())
+    with fresh_nats(root, f"nats-pipeline-{mode}{tag}") as server:
         settings = Settings(nats_url=server.url, dispatcher_mode=mode, queues_file=queues, log_format="json",
                             log_level=log_level, kubeconfig=kubeconfig, namespace=namespace,
                             submit_rate_per_min=0,  # one client submits the burst: no per-requester rate here
-                            command_rate_per_min=0)
+                            command_rate_per_min=0,
+                            # ... nor a cap on its commands waiting: a burst may run ahead of admission by more
+                            cmd_backlog_per_subject=max(1000, len(specs)))
         obs = await Observer().start(server.url)
         stack = await Stack(settings).start()
         client = await Client.connect(server.url, "bench-client")
@@ -174,9 +227,12 @@ async def run_pipeline(root: Path, *, n_unloaded: int, n_burst: int, log_level: 
             for i in range(WARMUP):  # warm-up: the first op pays for imports, consumers, connections
                 await client.submit(specs[i], op_id=f"w{i:07d}")
                 await obs.wait("dispatched", f"w{i:07d}", 30.0)
-            out = await _unloaded(client, obs, specs[WARMUP:WARMUP + n_unloaded], 30.0)
+            out = await _unloaded(client, obs, specs[WARMUP:WARMUP + n_unloaded], 30.0) if n_unloaded else {}
+            # the ops so far end before the burst (in (a) they hold GPUs while their pods run)
+            await obs.wait_all(final, [f"w{i:07d}" for i in range(WARMUP)] + [f"s{i:07d}" for i in range(n_unloaded)],
+                               30.0)
             out.update(await _burst(client, obs, specs[WARMUP + n_unloaded:WARMUP + n_unloaded + n_burst],
-                                    timeout, server.proc.pid, others))
+                                    timeout, server.proc.pid, others, server.monitor_url, final))
         finally:
             await client.close()
             await stack.close()
@@ -184,35 +240,44 @@ async def run_pipeline(root: Path, *, n_unloaded: int, n_burst: int, log_level: 
     return out
 
 
-# ---- (a): the local control plane with simulated GPU nodes ----------------------------------
-
-def gpu_nodes(prefix: str, gpus: int, gpus_per_node: int = 64, product: str = "A100") -> list[str]:
-    """Simulated nodes (``NAME:GPUS:PRODUCT``) with room for ``gpus`` GPUs of 1-GPU ops, 64 GPUs each."""
-    count = max(1, -(-gpus // gpus_per_node))  # an op asking more than a node has stays pending
-    return [f"{prefix}-gpu-{j}:{gpus_per_node}:{product}" for j in range(count)]
-
+# ---- (a): the local control plane with simulated GPU nodes, against (a0) on the same nodes --------------------
 
 async def run_kubernetes(root: Path, kubeconfig: Path, round_no: int, *, n_unloaded: int, n_burst: int,
                          log_level: str, workload_file: Path | None = None,
-                         control_plane: dict[str, int] | None = None) -> dict[str, float]:
-    """``control_plane``: its processes (name -> pid), whose CPU per op is reported beside ours."""
+                         control_plane: dict[str, int] | None = None) -> dict:
+    """Each regime of ``bench.anchor`` on simulated nodes of its own: (a0), the burst's pods created directly,
+    then (a), the same ops through opsched. The *fit* regime's figures are (a)'s own (its unloaded phase too),
+    the *over* regime's under ``over``; (a0)'s under ``a0`` (``bench.__main__`` files them as ``a0_bare``).
+    ``control_plane``: its processes (name -> pid), whose CPU per op is reported beside ours."""
     from opsched.localcluster.simkubelet import spawn, terminate
 
-    namespace = f"bench-r{round_no}"
     workload = pipeline_workload(WARMUP + n_unloaded + n_burst, workload_file)
-    nodes = gpu_nodes(f"bench-r{round_no}", sum(sub.gpus for sub in workload.submissions),
-                      product=workload.config.nodes.product)
-    await asyncio.to_thread(_create_namespace, kubeconfig, namespace)  # the dispatcher creates none (issue 15)
-    kubelet = await asyncio.to_thread(spawn, kubeconfig, nodes, delete_nodes_on_exit=True,
-                                      log_file=root / f"simkubelet-r{round_no}.log")
-    try:
-        others = {**(control_plane or {}), "simkubelet": kubelet.pid}
-        out = await run_pipeline(root, n_unloaded=n_unloaded, n_burst=n_burst, log_level=log_level,
-                                 kubeconfig=kubeconfig, namespace=namespace, workload=workload, others=others)
-    finally:
-        await asyncio.to_thread(_delete_pods, kubeconfig, namespace)
-        await asyncio.to_thread(terminate, kubelet)
-    out["nodes"] = float(len(nodes))
+    burst = workload.submissions[WARMUP + n_unloaded:WARMUP + n_unloaded + n_burst]
+    out: dict = {}
+    a0: dict[str, dict[str, float]] = {}
+    for regime in anchor.regimes(len(burst), sum(sub.gpus for sub in burst)):
+        namespace, bare_namespace = f"bench-r{round_no}-{regime.name}", f"bench-r{round_no}-{regime.name}-a0"
+        nodes = regime.nodes(f"bench-r{round_no}", workload.config.nodes.product)
+        await asyncio.to_thread(_create_namespace, kubeconfig, namespace)  # the dispatcher creates none (issue 15)
+        kubelet = await asyncio.to_thread(spawn, kubeconfig, nodes, delete_nodes_on_exit=True,
+                                          log_file=root / f"simkubelet-r{round_no}-{regime.name}.log")
+        try:
+            bodies = [anchor.bare_pod(i, bare_namespace, spec_of(sub, routed=True)) for i, sub in enumerate(burst)]
+            a0[regime.name] = {**await asyncio.to_thread(anchor.run_bare, kubeconfig, bare_namespace, bodies),
+                               "gpus": float(regime.gpus), "nodes": float(len(nodes))}
+            others = {**(control_plane or {}), "simkubelet": kubelet.pid}
+            res = await run_pipeline(root, n_unloaded=n_unloaded if regime.name == "fit" else 0, n_burst=n_burst,
+                                     log_level=log_level, kubeconfig=kubeconfig, namespace=namespace,
+                                     workload=workload, others=others, tag=f"-{regime.name}")
+        finally:
+            await asyncio.to_thread(_delete_pods, kubeconfig, namespace)
+            await asyncio.to_thread(terminate, kubelet)
+        res.update(nodes=float(len(nodes)), gpus=float(regime.gpus))
+        if regime.name == "fit":
+            out.update(res)
+        else:
+            out[regime.name] = res
+    out["a0"] = a0
     return out
 
 

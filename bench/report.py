@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import anchor, msgcount
 from bench import scaling_figures as sf
 from bench import targets as tg
 from bench.common import median_min_max
@@ -60,6 +61,11 @@ RATIOS = [
           lambda f: _get(f, "a_kubernetes.ops_per_s") / min(_ceiling(f), _get(f, "calibration.k8s_create_per_s"))),
     Ratio("a_vs_api_concurrent", "(a) ops/s ÷ the API server's concurrent create rate (8 threads)",
           lambda f: _get(f, "a_kubernetes.ops_per_s") / _get(f, "calibration.k8s_create_8_threads_per_s")),
+    Ratio("a_vs_a0_fit", "(a) ops/s to Succeeded ÷ (a0) the same pods created directly, capacity for all",
+          lambda f: anchor.ratio(_get(f, "a_kubernetes.succeeded_per_s"), _get(f, "a0_bare.fit.succeeded_per_s"))),
+    Ratio("a_vs_a0_over", "(a) ops/s to Succeeded ÷ (a0) the same pods created directly, burst 3 × capacity",
+          lambda f: anchor.ratio(_get(f, "a_kubernetes.over.succeeded_per_s"),
+                                 _get(f, "a0_bare.over.succeeded_per_s"))),
     Ratio("a_submit_to_pod_p50", f"(a) unloaded submit→pod-created p50 ÷ ({CRITICAL_HOPS} hops × publish p50)",
           lambda f: 1e3 * _get(f, "a_kubernetes.unloaded_dispatch_p50_ms") / _floor_us(f)),
     Ratio("a_submit_to_pod_p50_incl_create", "(a) same ÷ (5 × publish p50 + pod-create p50), for reading",
@@ -147,8 +153,8 @@ def fmt(v: float) -> str:
 
 
 def _unit(key: str) -> str:
-    for suffix, unit in (("_per_s", "/s"), ("_us", "µs"), ("_ms", "ms"), ("_s", "s"), ("_mib", "MiB"),
-                         ("_bytes", "B")):
+    for suffix, unit in (("_ms_per_op", "ms/op"), ("_per_op", "/op"), ("_per_s", "/s"), ("_us", "µs"), ("_ms", "ms"),
+                         ("_s", "s"), ("_mib", "MiB"), ("_bytes", "B")):
         if key.endswith(suffix):
             return unit
     return ""
@@ -164,7 +170,11 @@ MAIN_METRICS = [
     "b_pipeline.python_cpu_ms_per_op", "b_pipeline.server_cpu_ms_per_op",
     "a_kubernetes.ops_per_s", "a_kubernetes.unloaded_dispatch_p50_ms", "a_kubernetes.unloaded_dispatch_p99_ms",
     "a_kubernetes.burst_dispatch_p50_ms", "a_kubernetes.burst_dispatch_p99_ms", "a_kubernetes.burst_running_p50_ms",
-    "a_kubernetes.python_cpu_ms_per_op",
+    "a_kubernetes.python_cpu_ms_per_op", "a_kubernetes.life_python_cpu_ms_per_op",
+    "a_kubernetes.life_server_cpu_ms_per_op",
+    "a0_bare.fit.succeeded_per_s", "a_kubernetes.succeeded_per_s",
+    "a0_bare.over.succeeded_per_s", "a_kubernetes.over.succeeded_per_s",
+    "a_kubernetes.msgs_per_op", "b_pipeline.msgs_per_op",
 ] + [f"decisions.{s}.{m}" for s in ("c_1k", "c_10k", "c_100k", "d_10q", "d_1000q", "e_50n", "e_5000n")
      for m in ("decision_p50_us", "decision_p99_us", "decisions_per_s")] + [
     "decisions.c_100k.fold_events_per_s", "f_coldstart.ops", "f_coldstart.cold_start_s",
@@ -185,6 +195,35 @@ def tables(summary: dict, ratios: dict, all_metrics: bool = False) -> str:
         lines.append(f"| {r['explain']} | {fmt(r['median'])} | {fmt(r['min'])} – {fmt(r['max'])} "
                      f"| {target} | {met} |")
     return "\n".join(lines)
+
+
+MESSAGE_SECTIONS = {"(a)": "a_kubernetes", "(a) over": "a_kubernetes.over", "(b)": "b_pipeline"}
+MESSAGE_ROWS = ("msgs", "in", "out", *msgcount.PARTS)
+
+
+def messages_text(summary: dict, verdicts: list[tg.Verdict]) -> str:
+    """Messages per op (``bench.msgcount``), medians of the rounds, one column per scenario, and the targets of
+    bench/targets.yaml on them; empty when neither (a) nor (b) counted any."""
+    columns = {label: key for label, key in MESSAGE_SECTIONS.items() if f"{key}.msgs_per_op" in summary}
+    if not columns:
+        return ""
+    targets = {v.name: v for v in verdicts}
+    lines = ["| per op | " + " | ".join(columns) + " | target |", "|---" + "|---:" * len(columns) + "|---|"]
+    names = sorted({k[len(key) + len(".conn_"):-len("_msgs_per_op")] for key in columns.values() for k in summary
+                    if k.startswith(f"{key}.conn_") and k.endswith("_msgs_per_op")})
+    for row in [*MESSAGE_ROWS, *(f"conn_{name}_msgs" for name in names)]:
+        cells = [fmt(summary.get(f"{key}.{row}_per_op", {}).get("median", float("nan"))) for key in columns.values()]
+        aimed = [f"{label} {targets[f'{key}.{row}_per_op'].target.text()}" for label, key in columns.items()
+                 if f"{key}.{row}_per_op" in targets]
+        label = f"connection {row[5:-5]}" if row.startswith("conn_") else row
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {', '.join(aimed) or '–'} |")
+    return ("## Messages per op (nats-server's /varz, /jsz and /connz, medians of the rounds)\n\n" + "\n".join(lines) +
+            "\n\nmsgs = in + out, every message nats-server handled over the burst (to the last `dispatched` in (b), "
+            "to the last `succeeded` in (a)), the bench's observer's deliveries taken off. publishes: stored on a "
+            "stream (each with its pub_ack back); deliveries: by JetStream consumers (fetches and follows); acks: "
+            "of those; js_api: JetStream API requests; other_in: fetch requests, direct gets and core requests; "
+            "other_out: their replies and core deliveries; connection X: the messages of the connections named X "
+            "(in + out, /connz).")
 
 
 def scaling_text(summary: dict) -> str:
@@ -218,7 +257,8 @@ def markdown(meta: dict, summary: dict, ratios: dict, notes: list[str], verdicts
         head += ["Notes:", *[f"- {n}" for n in notes], ""]
     check = ["", "## Targets (" + meta.get("targets", "bench/targets.yaml") + ")", "", "```",
              check_text(verdicts), "```"]
-    scaling = scaling_text(summary) + ("\n\n" + meta["packing"] if meta.get("packing") else "")
+    scaling = "\n\n".join(part for part in (messages_text(summary, verdicts), scaling_text(summary),
+                                            meta.get("packing")) if part)
     return "\n".join(head) + tables(summary, ratios) + "\n" + ("\n" + scaling + "\n" if scaling else "") + \
         "\n".join(check) + "\n\n## Every figure\n\n" + \
         tables(summary, {}, all_metrics=True).split("\n\n")[0] + "\n"
