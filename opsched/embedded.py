@@ -98,6 +98,15 @@ def _check_autoscale(args: argparse.Namespace) -> None:
         raise AutoscaleError("--autoscale QUEUES_FILE is the queue configuration: give it once, not also --queues")
 
 
+def _nodes_text(nodes: Any) -> str:
+    """The nodes as ``--node`` writes them; one without GPUs (the CPU node of ``--autoscale``) says so."""
+    from opsched.localcluster.nodes import as_node_spec
+
+    specs = [as_node_spec(n) for n in nodes]
+    return ", ".join(f"{n.name} (no GPU)" if not n.gpus and not n.cards else f"{n.name}:{n.gpus_text}:{n.product}"
+                     for n in specs)
+
+
 def _pools_text(queues: Path) -> str:
     from opsched.localcluster.autoscaling import pools_from
     from opsched.rules.queues_file import load_queues
@@ -260,7 +269,7 @@ class Embedded:
         autoscale = getattr(self.args, "autoscale", None)
         nodes = self.args.node or (AUTOSCALE_NODES if autoscale is not None else DEFAULT_NODES)
         self.kubelet = spawn(self.kubeconfig, nodes, log_file=self.data_dir / "simkubelet.log", autoscale=autoscale)
-        _say(f"simulated kubelet registered GPU nodes: {', '.join(nodes)}")
+        _say(f"simulated kubelet registered nodes (NAME:GPUS:PRODUCT): {_nodes_text(nodes)}")
         if autoscale is not None:
             _say(f"autoscaling pools {_pools_text(autoscale)} (simulated; log in {self.data_dir / 'simkubelet.log'})")
 

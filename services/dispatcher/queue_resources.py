@@ -184,7 +184,9 @@ class QueueResources:
             await self._send(bus, SetQueues(config=assembly.config, requested_by="dispatcher",
                                             request_id=f"{digest}-{self.queues.seq}"))
         for key, obj in sorted(objects.items()):
-            status = self._status(key, obj, assembly, in_force)
+            counts = self.counts.get(key[1]) if key[0] == "OpsQueue" else None
+            status = status_of(obj, key in assembly.ignored, assembly.problems.get(key), assembly, in_force,
+                               self.queues.source, counts)
             if _differs(status, obj.status or {}):
                 await self._patch(key, obj, _stamped(status, obj.status or {}, self.clock.now()))
 
@@ -195,34 +197,6 @@ class QueueResources:
         self._sent = cmd.request_id
         self.log.info("queue_resources_sent", request_id=cmd.request_id, handback=cmd.handback,
                       queues=[q.name for q in cmd.config.queues])
-
-    def _status(self, key: tuple[str, str], obj: CustomObject, assembly: Assembly, in_force: bool) -> dict[str, Any]:
-        generation = obj.metadata.generation or 0
-        current = _condition(obj.status or {})
-        if key in assembly.ignored:
-            condition = _cond("False", "Ignored", f"only the OpsConfig named {SETTINGS_NAME!r} is read")
-        elif key in assembly.problems:
-            condition = _cond("False", "Invalid", "; ".join(assembly.problems[key])
-                              + " (the last valid queue configuration stays in force)")
-        elif assembly.config is None:
-            if current.get("status") == "True" and current.get("observedGeneration") == generation:
-                condition = current  # unchanged, and still in force: the configuration did not move
-            else:
-                culprits = [f"{kind}/{name}" for kind, name in sorted(assembly.problems)] or assembly.general
-                condition = _cond("False", "Blocked", "not applied: the queue configuration the resources make is "
-                                  f"invalid ({', '.join(culprits)})")
-        elif in_force:
-            condition = _cond("True", "Applied", f"in force ({self.queues.source})")
-        else:
-            condition = _cond("False", "Pending", "sent to admission; not in force yet")
-        condition = {k: v for k, v in condition.items() if k != "lastTransitionTime"} | {"observedGeneration": generation}
-        status: dict[str, Any] = {"observedGeneration": generation, "conditions": [condition]}
-        if key[0] == "OpsQueue" and key[1] in self.counts:
-            counts = self.counts[key[1]]
-            status |= {"pending": counts.pending, "admitted": counts.running, "stopPolicy": counts.stop_policy,
-                       "usage": [{"resource": u.resource, "flavor": u.flavor, "used": u.used, "nominal": u.nominal,
-                                  "borrowed": u.borrowed} for u in counts.usage]}
-        return status
 
     async def _patch(self, key: tuple[str, str], obj: CustomObject, status: dict[str, Any]) -> None:
         plural = next(k.plural for k in KINDS if k.kind == key[0])
@@ -246,6 +220,35 @@ class QueueResources:
             self.log.info("queue_counts_unavailable", error=f"{type(exc).__name__}: {exc}")
             return
         self.counts = {q.name: q for q in answer.queues}
+
+
+def status_of(obj: CustomObject, ignored: bool, problems: list[str] | None, assembly: Assembly, in_force: bool,
+              source: str, counts: QueueStatus | None) -> dict[str, Any]:
+    """What a resource's status should say (its condition without a transition time: ``_stamped`` adds it)."""
+    generation = obj.metadata.generation or 0
+    current = _condition(obj.status or {})
+    if ignored:
+        condition = _cond("False", "Ignored", f"only the OpsConfig named {SETTINGS_NAME!r} is read")
+    elif problems:
+        condition = _cond("False", "Invalid", "; ".join(problems) + " (the last valid queue configuration stays in force)")
+    elif assembly.config is None:
+        if current.get("status") == "True" and current.get("observedGeneration") == generation:
+            condition = current  # unchanged, and still in force: the configuration did not move
+        else:
+            culprits = [f"{kind}/{name}" for kind, name in sorted(assembly.problems)] or assembly.general
+            condition = _cond("False", "Blocked", "not applied: the queue configuration the resources make is "
+                              f"invalid ({', '.join(culprits)})")
+    elif in_force:
+        condition = _cond("True", "Applied", f"in force ({source})")
+    else:
+        condition = _cond("False", "Pending", "sent to admission; not in force yet")
+    condition = {k: v for k, v in condition.items() if k != "lastTransitionTime"} | {"observedGeneration": generation}
+    status: dict[str, Any] = {"observedGeneration": generation, "conditions": [condition]}
+    if counts is not None:
+        status |= {"pending": counts.pending, "admitted": counts.running, "stopPolicy": counts.stop_policy,
+                   "usage": [{"resource": u.resource, "flavor": u.flavor, "used": u.used, "nominal": u.nominal,
+                              "borrowed": u.borrowed} for u in counts.usage]}
+    return status
 
 
 def _cond(status: str, reason: str, message: str) -> dict[str, Any]:

@@ -48,6 +48,6 @@ def test_with_autoscale_the_demo_starts_without_gpu_nodes_and_its_ops_run_on_nod
     err: list[str] = []
     listing = run_demo(tmp_path, "--autoscale", stderr=err).split("pods on the API server (namespace opsched):")[1]
     assert "autoscaling pools a100 (0..2), t4 (0..3)" in err[0]
-    assert "simulated kubelet registered GPU nodes: cpu-0:0" in err[0]
+    assert "simulated kubelet registered nodes (NAME:GPUS:PRODUCT): cpu-0 (no GPU)" in err[0]
     gpu_pods = [line for line in listing.splitlines() if "'nvidia.com/gpu'" in line]
     assert gpu_pods and all("node=a100-" in line or "node=t4-" in line for line in gpu_pods), listing
