@@ -141,16 +141,12 @@ def run_bare(kubeconfig: Path, namespace: str, bodies: list[dict[str, Any]], tim
     then delete them. Times from the first create to the last pod Succeeded."""
     from kubernetes import client, config
 
-    from bench.calibrate import _create
+    from bench.calibrate import _create, ensure_namespace
 
     api, watch_api = (config.new_client_from_config(config_file=str(kubeconfig)) for _ in range(2))
     core = client.CoreV1Api(api)
     try:
-        try:
-            core.create_namespace({"metadata": {"name": namespace}}, _preload_content=False)
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
+        ensure_namespace(core, namespace)
         watcher = PhaseWatch(client.CoreV1Api(watch_api), namespace, len(bodies)).start()
         try:
             began = time.perf_counter()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime, timezone
+from typing import Any
 
 import msgspec
 
@@ -174,6 +175,17 @@ def calibration_pod(i: int, namespace: str) -> dict:
     return pod
 
 
+def ensure_namespace(core: Any, namespace: str) -> None:
+    """Create ``namespace`` unless it exists."""
+    from kubernetes import client
+
+    try:
+        core.create_namespace({"metadata": {"name": namespace}}, _preload_content=False)
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
 def k8s_creates(kubeconfig, namespace: str, n: int) -> dict[str, float]:
     """Sequential creates (after 20 warm-up creates), then every pod of the namespace is deleted."""
     from kubernetes import client, config
@@ -181,11 +193,7 @@ def k8s_creates(kubeconfig, namespace: str, n: int) -> dict[str, float]:
     api = config.new_client_from_config(config_file=str(kubeconfig))
     core = client.CoreV1Api(api)
     try:
-        try:
-            core.create_namespace({"metadata": {"name": namespace}}, _preload_content=False)
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
+        ensure_namespace(core, namespace)
         bodies = [calibration_pod(i, namespace) for i in range(n + 20)]
         for body in bodies[:20]:
             _create(core, namespace, body)

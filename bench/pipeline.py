@@ -284,12 +284,10 @@ async def run_kubernetes(root: Path, kubeconfig: Path, round_no: int, *, n_unloa
 def _create_namespace(kubeconfig: Path, namespace: str) -> None:
     from kubernetes import client, config
 
+    from bench.calibrate import ensure_namespace
+
     with config.new_client_from_config(config_file=str(kubeconfig)) as api:
-        try:
-            client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}}, _preload_content=False)
-        except client.ApiException as exc:
-            if exc.status != 409:
-                raise
+        ensure_namespace(client.CoreV1Api(api), namespace)
 
 
 def _delete_pods(kubeconfig: Path, namespace: str) -> None:
