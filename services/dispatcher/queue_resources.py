@@ -55,6 +55,7 @@ from opsched.services.dispatcher.listwatch import ListWatch
 from opsched.services.runtime.clock import Clock
 
 ABSENT_RETRY_S = 30.0  # a kind whose CRD is not installed is looked for again this often
+MADE_KEPT = 8  # configurations whose resources' generations are remembered (the one in force is one of the last)
 SETTLE_S = 0.2  # changes that come together (kubectl apply -f of many resources) are reconciled once
 FORBIDDEN = "get, list and watch of the opsched.io resources: the ClusterRole opsched-dispatcher-queues (deploy/base/20-rbac.yaml)"
 
@@ -125,6 +126,8 @@ class QueueResources:
         self._poked = asyncio.Event()
         self.counts: dict[str, QueueStatus] = {}  # admission's, per queue: what an OpsQueue's status shows
         self._sent = ""  # the request id last sent (sent again only by its Nats-Msg-Id's grace: once)
+        # the generation of each resource that made each configuration sent lately, by its source (resources#<sha>)
+        self.made: dict[str, dict[tuple[str, str], int]] = {}
 
     def poke(self) -> None:
         self._poked.set()
@@ -180,13 +183,18 @@ class QueueResources:
         assembly = assemble(resources)
         digest = config_digest(assembly.config) if assembly.config is not None else ""
         in_force = assembly.config is not None and self.queues.source == resources_source(digest)
+        if assembly.config is not None:  # which generations make it: what is in force once it is
+            self.made[resources_source(digest)] = {r.key: r.generation for r in resources}
+            while len(self.made) > MADE_KEPT:
+                self.made.pop(next(iter(self.made)))
+        held = self.made.get(self.queues.source, {})  # the generations of the configuration in force
         if assembly.config is not None and not in_force:
             await self._send(bus, SetQueues(config=assembly.config, requested_by="dispatcher",
                                             request_id=f"{digest}-{self.queues.seq}"))
         for key, obj in sorted(objects.items()):
             counts = self.counts.get(key[1]) if key[0] == "OpsQueue" else None
             status = status_of(obj, key in assembly.ignored, assembly.problems.get(key), assembly, in_force,
-                               self.queues.source, counts)
+                               self.queues.source, counts, held.get(key))
             if _differs(status, obj.status or {}):
                 await self._patch(key, obj, _stamped(status, obj.status or {}, self.clock.now()))
 
@@ -223,8 +231,10 @@ class QueueResources:
 
 
 def status_of(obj: CustomObject, ignored: bool, problems: list[str] | None, assembly: Assembly, in_force: bool,
-              source: str, counts: QueueStatus | None) -> dict[str, Any]:
-    """What a resource's status should say (its condition without a transition time: ``_stamped`` adds it)."""
+              source: str, counts: QueueStatus | None, applied: int | None = None) -> dict[str, Any]:
+    """What a resource's status should say (its condition without a transition time: ``_stamped`` adds it).
+    ``applied``: the generation of it that the configuration in force was made of, as this dispatcher assembled it
+    (None: not assembled since it started; its status then says)."""
     generation = obj.metadata.generation or 0
     current = _condition(obj.status or {})
     if ignored:
@@ -232,8 +242,10 @@ def status_of(obj: CustomObject, ignored: bool, problems: list[str] | None, asse
     elif problems:
         condition = _cond("False", "Invalid", "; ".join(problems) + " (the last valid queue configuration stays in force)")
     elif assembly.config is None:
-        if current.get("status") == "True" and current.get("observedGeneration") == generation:
-            condition = current  # unchanged, and still in force: the configuration did not move
+        if applied == generation:  # unchanged, and still in force: the configuration did not move
+            condition = _cond("True", "Applied", f"in force ({source})")
+        elif current.get("status") == "True" and current.get("observedGeneration") == generation:
+            condition = current  # so its status says (written before a restart of this dispatcher)
         else:
             culprits = [f"{kind}/{name}" for kind, name in sorted(assembly.problems)] or assembly.general
             condition = _cond("False", "Blocked", "not applied: the queue configuration the resources make is "

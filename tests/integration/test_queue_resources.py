@@ -75,7 +75,10 @@ async def until_applied(kubeconfig: Path, plural: str, name: str, status: str, r
     async def there() -> bool:
         found = await asyncio.to_thread(applied, kubeconfig, plural, name)
         return found.get("status") == status and found.get("reason") == reason
-    await eventually(there, f"{plural}/{name} Applied={status} ({reason})", timeout=30)
+    try:
+        await eventually(there, f"{plural}/{name} Applied={status} ({reason})", timeout=30)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; it says {await asyncio.to_thread(applied, kubeconfig, plural, name)}") from None
     return await asyncio.to_thread(applied, kubeconfig, plural, name)
 
 

@@ -79,3 +79,15 @@ def test_a_status_is_written_only_when_what_it_says_changes_and_keeps_its_transi
     assert condition(restamped)["lastTransitionTime"] == "2026-11-29T03:00:00Z"  # still True: the same transition
     pending = status_of(obj(3), False, None, Assembly(config=CONFIG), False, "resources#abc", None)
     assert condition(_stamped(pending, written, NOW.replace(hour=4)))["lastTransitionTime"] == "2026-11-29T04:00:00Z"
+
+
+def test_what_the_configuration_in_force_holds_stays_applied_even_before_its_status_said_so():
+    """Put in force at generation 1 (seen by this dispatcher), then another resource made invalid before this one's
+    status was written: it is in force all the same."""
+    assembly = Assembly(config=None, problems={("OpsConfig", "opsched"): ["spec.defaultQueue: ..."]})
+    pending = {"conditions": [{"type": "Applied", "status": "False", "reason": "Pending", "message": "sent",
+                               "observedGeneration": 1}]}
+    said = condition(status_of(obj(1, pending), False, None, assembly, False, "resources#abc", None, applied=1))
+    assert said["status"] == "True" and said["reason"] == "Applied"
+    assert condition(status_of(obj(2, pending), False, None, assembly, False, "resources#abc", None,
+                               applied=1))["reason"] == "Blocked"  # changed since: not in force
