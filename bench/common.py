@@ -86,11 +86,11 @@ def fresh_nats(root: Path, name: str):
     monitoring endpoint on another (``server.monitor_url``: the messages per op are counted from it)."""
     import shutil
 
-    from opsched.natsserver import NatsServer, free_port
+    from opsched.natsserver import PICK, NatsServer
 
     store = root / name
     shutil.rmtree(store, ignore_errors=True)
-    server = NatsServer(store, monitor_port=free_port()).start()
+    server = NatsServer(store, monitor_port=PICK).start()
     try:
         yield server
     finally:

@@ -35,6 +35,9 @@ def binary() -> str:
 _HANDED_OUT: collections.deque[int] = collections.deque(maxlen=1024)  # the ports free_port gave, newest last
 
 
+PICK = 0  # ``monitor_port=PICK``: a free port picked by the server's start (again if another process binds it first)
+
+
 def free_port() -> int:
     """A loopback TCP port nothing listens on now, never one of the last 1,024 this process was given: the
     kernel may offer a port it just offered again (consecutive picks for two servers would collide)."""
@@ -82,7 +85,8 @@ class NatsServer:
         self.tls = tls  # TLS only on the client port, https on the monitoring port
         # the monitoring endpoint (connections, users, subscriptions: unauthenticated) only when asked for, and then
         # on loopback only (``127.0.0.1``, as every port here); ``opsched up --nats-monitor-port``
-        self.monitor_port = monitor_port
+        self._monitor_picked = monitor_port == PICK  # PICK: a free port picked here (picked again if taken first)
+        self.monitor_port = free_port() if monitor_port == PICK else monitor_port
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -123,9 +127,12 @@ class NatsServer:
             except RuntimeError:
                 lost_port = b"address already in use" in self.log_file.read_bytes()[logged:]
                 ours = self.config_file is None or self._config_written  # a cluster's node: the cluster picks again
-                if not (lost_port and self._port_picked and ours and attempt < 3):
+                if not (lost_port and (self._port_picked or self._monitor_picked) and ours and attempt < 3):
                     raise
-                self.port = free_port()
+                if self._port_picked:
+                    self.port = free_port()
+                if self._monitor_picked:
+                    self.monitor_port = free_port()
                 if self._config_written:  # it names the lost port
                     self.config_file = None
         raise AssertionError("unreachable")

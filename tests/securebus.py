@@ -23,7 +23,7 @@ from typing import Any
 
 from opsched import natsauth
 from opsched.bus.credentials import Credentials
-from opsched.natsserver import NatsCluster, NatsServer, free_port
+from opsched.natsserver import PICK, NatsCluster, NatsServer
 from opsched.tls import TlsFiles, ensure_tls
 from tests.builders import identities
 from tests.builders.identities import HARNESS, Identity
@@ -68,7 +68,7 @@ class SecureNats:
         self.server: NatsServer | NatsCluster = (
             NatsCluster(self.root / "nats-cluster", n=nodes, base_port=port, authorization=block, tls=self.tls)
             if nodes > 1 else NatsServer(self.root / "nats", port=port, tls=self.tls, authorization=block,
-                                         monitor_port=free_port()))  # the tests read it (test_tls)
+                                         monitor_port=PICK))  # the tests read it (test_tls)
 
     @property
     def url(self) -> str:

@@ -40,6 +40,20 @@ def test_a_port_the_caller_named_is_not_changed_when_it_is_taken(tmp_path, a_tak
         NatsServer(tmp_path / "nats", port=a_taken_port).start()
 
 
+def test_a_picked_monitor_port_taken_first_is_picked_again(tmp_path, monkeypatch, a_taken_port):
+    picks = iter([a_taken_port])  # the first pick: the monitoring port (the client port is named)
+    monkeypatch.setattr(natsserver, "free_port", lambda: next(picks, 0) or socket_port())
+    server = NatsServer(tmp_path / "nats", port=socket_port(), monitor_port=natsserver.PICK)
+    assert server.monitor_port == a_taken_port
+    server.start()
+    try:
+        assert server.monitor_port != a_taken_port
+        with socket.create_connection(("127.0.0.1", server.monitor_port), timeout=2):
+            pass  # the monitoring endpoint listens on the port picked again
+    finally:
+        server.stop()
+
+
 def socket_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
