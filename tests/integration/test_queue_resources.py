@@ -6,19 +6,19 @@ queues --apply` is refused while the resources are the configuration, and works 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client as k8s
 
 from opsched.client import CommandRefused
 from opsched.localcluster import kubectl
 from opsched.proto.events import OperationAdmitted
 from opsched.proto.queues import QueuesConfig
-from opsched.rules.queue_resources import KINDS
+from opsched.rules.queue_resources import GROUP, KINDS, VERSION
 from tests.builders import op
 from tests.integration.test_rbac import service_account_kubeconfig
 from tests.waiting import eventually
@@ -62,24 +62,32 @@ SETTINGS = {"apiVersion": "opsched.io/v1alpha1", "kind": "OpsConfig", "metadata"
             "spec": {"defaultQueue": "research"}}
 
 
-def applied(kubeconfig: Path, plural: str, name: str) -> dict[str, Any]:
+def resource(api: k8s.ApiClient, plural: str, name: str) -> dict[str, Any]:
+    """The resource as the API server holds it (empty: none). Read with the client: polling kubectl is a process
+    a poll."""
+    try:
+        return k8s.CustomObjectsApi(api).get_cluster_custom_object(GROUP, VERSION, plural, name)
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return {}
+        raise
+
+
+def applied(api: k8s.ApiClient, plural: str, name: str) -> dict[str, Any]:
     """The resource's ``Applied`` condition (empty: none yet)."""
-    out = kubectl.run(kubeconfig, "get", f"{plural}.opsched.io", name, "-o", "json", check=False)
-    if out.returncode != 0:
-        return {}
-    status = json.loads(out.stdout).get("status") or {}
+    status = resource(api, plural, name).get("status") or {}
     return next((c for c in status.get("conditions") or [] if c["type"] == "Applied"), {})
 
 
-async def until_applied(kubeconfig: Path, plural: str, name: str, status: str, reason: str) -> dict[str, Any]:
+async def until_applied(api: k8s.ApiClient, plural: str, name: str, status: str, reason: str) -> dict[str, Any]:
     async def there() -> bool:
-        found = await asyncio.to_thread(applied, kubeconfig, plural, name)
+        found = await asyncio.to_thread(applied, api, plural, name)
         return found.get("status") == status and found.get("reason") == reason
     try:
-        await eventually(there, f"{plural}/{name} Applied={status} ({reason})", timeout=30)
+        await eventually(there, f"{plural}/{name} Applied={status} ({reason})", timeout=30, interval=0.2)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}; it says {await asyncio.to_thread(applied, kubeconfig, plural, name)}") from None
-    return await asyncio.to_thread(applied, kubeconfig, plural, name)
+        raise AssertionError(f"{exc}; it says {await asyncio.to_thread(applied, api, plural, name)}") from None
+    return await asyncio.to_thread(applied, api, plural, name)
 
 
 async def concurrency_in_force(client, name: str) -> int | None:
@@ -87,7 +95,7 @@ async def concurrency_in_force(client, name: str) -> int | None:
 
 
 async def test_kubectl_apply_of_a_queue_changes_what_admission_does(
-        resources, control_plane, core_v1, sim_nodes, stack_factory, client, events, tmp_path):
+        resources, control_plane, core_v1, k8s_api, sim_nodes, stack_factory, client, events, tmp_path):
     kubeconfig = resources
     account = await asyncio.to_thread(service_account_kubeconfig, control_plane, core_v1, tmp_path / "sa.yaml")
     await asyncio.to_thread(sim_nodes, ("gpu-crd-0", 2, "A100"))
@@ -98,9 +106,9 @@ async def test_kubectl_apply_of_a_queue_changes_what_admission_does(
     # the resources' configuration is in force, and each resource says so
     await eventually(lambda: _in_force(client, "research", 1), "the resources' configuration in force", timeout=30)
     assert (await client.queues()).source.startswith("resources#")
-    condition = await until_applied(kubeconfig, "opsqueues", "research", "True", "Applied")
+    condition = await until_applied(k8s_api, "opsqueues", "research", "True", "Applied")
     assert condition["observedGeneration"] == 1 and condition["message"].startswith("in force (resources#")
-    await until_applied(kubeconfig, "opsconfigs", "opsched", "True", "Applied")
+    await until_applied(k8s_api, "opsconfigs", "opsched", "True", "Applied")
 
     # concurrency 1: one op admitted, the next waits; `kubectl get opsqueues` shows both
     first = await client.submit(op("first").gpus(1).runs("sleep 60").build())
@@ -109,11 +117,13 @@ async def test_kubectl_apply_of_a_queue_changes_what_admission_does(
     await eventually(lambda: _waits_for(client, second, "queue_concurrency"), "the second op to wait on concurrency")
 
     async def counted() -> bool:
-        table = await asyncio.to_thread(kubectl.run, kubeconfig, "get", "opsqueues")
-        rows = [line.split() for line in table.stdout.splitlines()]
-        return rows[0][:6] == ["NAME", "COHORT", "CONCURRENCY", "PENDING", "ADMITTED", "APPLIED"] and \
-            rows[1][:5] == ["research", "1", "1", "1", "True"]  # no cohort: an empty column
-    await eventually(counted, "kubectl get opsqueues: 1 pending, 1 admitted", timeout=30)
+        status = (await asyncio.to_thread(resource, k8s_api, "opsqueues", "research")).get("status") or {}
+        return (status.get("pending"), status.get("admitted")) == (1, 1)
+    await eventually(counted, "the OpsQueue's status: 1 pending, 1 admitted", timeout=30, interval=0.2)
+    table = await asyncio.to_thread(kubectl.run, kubeconfig, "get", "opsqueues")
+    rows = [line.split() for line in table.stdout.splitlines()]
+    assert rows[0][:6] == ["NAME", "COHORT", "CONCURRENCY", "PENDING", "ADMITTED", "APPLIED"]
+    assert rows[1][:5] == ["research", "1", "1", "1", "True"]  # no cohort: an empty column
 
     # a wrong type is refused by the API server itself (the CRD's schema), naming the field
     refused = await asyncio.to_thread(apply, kubeconfig, tmp_path, SETTINGS,
@@ -123,7 +133,7 @@ async def test_kubectl_apply_of_a_queue_changes_what_admission_does(
     # a misspelt field is kept by the API server and refused by the dispatcher, by its path; the last valid stays
     await asyncio.to_thread(apply, kubeconfig, tmp_path, SETTINGS,
                             queue("research", concurency=2, namespace="opsched"))
-    condition = await until_applied(kubeconfig, "opsqueues", "research", "False", "Invalid")
+    condition = await until_applied(k8s_api, "opsqueues", "research", "False", "Invalid")
     assert condition["message"].startswith("spec.concurency: unknown field") and condition["observedGeneration"] == 2
     assert "the last valid queue configuration stays in force" in condition["message"]
     assert await concurrency_in_force(client, "research") == 1
@@ -134,7 +144,7 @@ async def test_kubectl_apply_of_a_queue_changes_what_admission_does(
                             queue("research", concurrency=2, namespace="opsched"))
     await events.expect(OperationAdmitted, second, timeout=30)
     assert await concurrency_in_force(client, "research") == 2
-    await until_applied(kubeconfig, "opsqueues", "research", "True", "Applied")
+    await until_applied(k8s_api, "opsqueues", "research", "True", "Applied")
 
     # while the resources are the configuration, `opsched queues --apply` is refused, saying why
     with pytest.raises(CommandRefused) as apply_refused:
@@ -145,7 +155,7 @@ async def test_kubectl_apply_of_a_queue_changes_what_admission_does(
 
 
 async def test_deleting_the_resources_keeps_the_last_valid_configuration_then_hands_it_back(
-        resources, control_plane, core_v1, stack_factory, client, tmp_path):
+        resources, control_plane, core_v1, k8s_api, stack_factory, client, tmp_path):
     kubeconfig = resources
     account = await asyncio.to_thread(service_account_kubeconfig, control_plane, core_v1, tmp_path / "sa.yaml")
     await asyncio.to_thread(apply, kubeconfig, tmp_path, SETTINGS, queue("research", concurrency=3),
@@ -156,9 +166,9 @@ async def test_deleting_the_resources_keeps_the_last_valid_configuration_then_ha
 
     # the default queue deleted: the configuration left is invalid; the OpsConfig naming it says so, nothing moves
     await asyncio.to_thread(kubectl.run, kubeconfig, "delete", "opsqueues.opsched.io", "research")
-    condition = await until_applied(kubeconfig, "opsconfigs", "opsched", "False", "Invalid")
+    condition = await until_applied(k8s_api, "opsconfigs", "opsched", "False", "Invalid")
     assert condition["message"].startswith("spec.defaultQueue: 'research' is not one of the queues ['cpu']")
-    blocked = await until_applied(kubeconfig, "opsqueues", "cpu", "True", "Applied")  # unchanged: still in force
+    blocked = await until_applied(k8s_api, "opsqueues", "cpu", "True", "Applied")  # unchanged: still in force
     assert blocked["observedGeneration"] == 1
     assert sorted(q.name for q in (await client.queues()).queues) == ["cpu", "research"]
 
