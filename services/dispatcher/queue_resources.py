@@ -39,6 +39,7 @@ from opsched.proto.config import SetQueues, from_resources, resources_source
 from opsched.proto.queries import QueuesAnswer, QueuesRequest, QueueStatus
 from opsched.rules.queue_resources import (
     APPLIED,
+    BY_KIND,
     GROUP,
     KINDS,
     SETTINGS_NAME,
@@ -193,8 +194,7 @@ class QueueResources:
                                             request_id=f"{digest}-{self.queues.seq}"))
         for key, obj in sorted(objects.items()):
             counts = self.counts.get(key[1]) if key[0] == "OpsQueue" else None
-            status = status_of(obj, key in assembly.ignored, assembly.problems.get(key), assembly, in_force,
-                               self.queues.source, counts, held.get(key))
+            status = status_of(key, obj, assembly, in_force, self.queues.source, counts, held.get(key))
             if _differs(status, obj.status or {}):
                 await self._patch(key, obj, _stamped(status, obj.status or {}, self.clock.now()))
 
@@ -207,7 +207,7 @@ class QueueResources:
                       queues=[q.name for q in cmd.config.queues])
 
     async def _patch(self, key: tuple[str, str], obj: CustomObject, status: dict[str, Any]) -> None:
-        plural = next(k.plural for k in KINDS if k.kind == key[0])
+        plural = BY_KIND[key[0]].plural
         body = {"status": status}
         try:
             await self.kube.call(self.api.patch_cluster_custom_object_status, GROUP, VERSION, plural, key[1], body,
@@ -230,17 +230,18 @@ class QueueResources:
         self.counts = {q.name: q for q in answer.queues}
 
 
-def status_of(obj: CustomObject, ignored: bool, problems: list[str] | None, assembly: Assembly, in_force: bool,
-              source: str, counts: QueueStatus | None, applied: int | None = None) -> dict[str, Any]:
+def status_of(key: tuple[str, str], obj: CustomObject, assembly: Assembly, in_force: bool, source: str,
+              counts: QueueStatus | None, applied: int | None = None) -> dict[str, Any]:
     """What a resource's status should say (its condition without a transition time: ``_stamped`` adds it).
     ``applied``: the generation of it that the configuration in force was made of, as this dispatcher assembled it
     (None: not assembled since it started; its status then says)."""
     generation = obj.metadata.generation or 0
     current = _condition(obj.status or {})
-    if ignored:
+    if key in assembly.ignored:
         condition = _cond("False", "Ignored", f"only the OpsConfig named {SETTINGS_NAME!r} is read")
-    elif problems:
-        condition = _cond("False", "Invalid", "; ".join(problems) + " (the last valid queue configuration stays in force)")
+    elif key in assembly.problems:
+        condition = _cond("False", "Invalid", "; ".join(assembly.problems[key])
+                          + " (the last valid queue configuration stays in force)")
     elif assembly.config is None:
         if applied == generation:  # unchanged, and still in force: the configuration did not move
             condition = _cond("True", "Applied", f"in force ({source})")

@@ -38,6 +38,7 @@ from opsched.proto.events import (
 )
 from opsched.proto.reasons import Eviction
 from opsched.rules.podspec import ANNOTATION_EVICTED, SELECTOR
+from opsched.rules.queue_resources import KINDS
 from opsched.rules.replica_roles import main_waits
 from opsched.services.dispatcher.admitted_checks import QueuesInForce
 from opsched.services.dispatcher.attempts import Attempt, Attempts, folded_subjects
@@ -52,7 +53,7 @@ from opsched.services.dispatcher.logs import LogReader
 from opsched.services.dispatcher.nodewatch import NodeWatcher
 from opsched.services.dispatcher.podstatus import view_of
 from opsched.services.dispatcher.preempt import Releaser, check_gangs
-from opsched.services.dispatcher.queue_resources import KINDS, QueueResources
+from opsched.services.dispatcher.queue_resources import QueueResources
 from opsched.services.dispatcher.reconciler import Reconciler
 from opsched.services.dispatcher.watcher import PodWatcher
 from opsched.services.runtime.clock import Clock
