@@ -97,6 +97,14 @@ def by_connection(before: Snapshot, after: Snapshot, skip: tuple[str, ...] = ())
     return out
 
 
+def by_consumer(before: Snapshot, after: Snapshot) -> dict[str, int]:
+    """What each consumer (``account/stream/name``; ordered consumers by their random names) delivered between two
+    snapshots, and each stream (``account/stream``) stored: where the deliveries and publishes per op go."""
+    grown = {f"delivered {k}": v - before.delivered.get(k, 0) for k, v in after.delivered.items()}
+    grown |= {f"stored {k}": v - before.stored.get(k, 0) for k, v in after.stored.items()}
+    return {k: v for k, v in grown.items() if v > 0}
+
+
 def per_op(counted: dict[str, int], ops: int) -> dict[str, float]:
     """``msgs_per_op`` and each part ``<part>_per_op`` (NaN without ops)."""
     if ops <= 0:

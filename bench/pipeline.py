@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from bench import anchor
 from bench.common import CpuMeter, Stack, fresh_nats, latency_summary, proc_cpu_s
 from bench.generator import PIPELINE, Workload, build_file
-from bench.msgcount import Monitor, by_connection, counts, per_op
+from bench.msgcount import Monitor, Snapshot, by_connection, by_consumer, counts, per_op
 from bench.workload import spec_of, write_queues
 
 if TYPE_CHECKING:
@@ -188,11 +188,18 @@ async def _burst(client, obs: Observer, specs: list, timeout: float, server_pid:
                     "life_python_cpu_ms_per_op": 1e3 * life["python_cpu_s"] / max(1, len(ended)),
                     "life_server_cpu_ms_per_op": 1e3 * life["server_cpu_s"] / max(1, len(ended))})
     if monitor and msgs_before:
-        msgs_after = await asyncio.to_thread(monitor.take)
-        counted = counts(msgs_before, msgs_after, exclude_out=obs.received() - watched_before)
-        out.update(per_op(counted, n))
-        for name, msgs in by_connection(msgs_before, msgs_after, skip=(OBSERVER,)).items():
-            out[f"conn_{name}_msgs_per_op"] = msgs / max(1, n)
+        out.update(_messages(msgs_before, await asyncio.to_thread(monitor.take), obs.received() - watched_before, n))
+    return out
+
+
+def _messages(before: Snapshot, after: Snapshot, watched: int, n: int) -> dict[str, float]:
+    """The messages per op between two snapshots (``bench.msgcount``), the observer's ``watched`` taken off: by
+    kind, by connection (``conn_<name>_msgs_per_op``), by consumer and stream (``js <what> per op``)."""
+    out = per_op(counts(before, after, exclude_out=watched), n)
+    for name, msgs in by_connection(before, after, skip=(OBSERVER,)).items():
+        out[f"conn_{name}_msgs_per_op"] = msgs / max(1, n)
+    for name, msgs in by_consumer(before, after).items():
+        out[f"js {name} per op"] = msgs / max(1, n)
     return out
 
 

@@ -69,6 +69,7 @@ from opsched.services.runtime.maxdeliveries import listen as listen_for_lost
 from opsched.services.runtime.outages import Draining, WaitsOut
 from opsched.services.runtime.settings import Settings
 from opsched.services.runtime.stalls import Stalls
+from opsched.services.runtime.standing_pull import EXPIRES_S, LED_EXPIRES_S, StandingPull
 from opsched.services.runtime.waits import Waits
 from opsched.services.runtime.window import Window, key_of
 
@@ -200,16 +201,18 @@ class Service(WaitsOut):
 
     async def _loop(self, sub: Subscription, psub: Any, stop: asyncio.Event) -> None:
         window = Window(self.window_size())
+        pull = StandingPull(psub, self.settings.fetch_batch,
+                            LED_EXPIRES_S if self.leadership is not None else EXPIRES_S)
         try:
             while not stop.is_set():
                 self.handler_loops.beat(sub.durable)
                 if not await self._my_turn():
+                    await pull.give_back()  # what a request of its leading days still brought: the leader's
                     continue
                 try:
-                    fetched = await psub.fetch(self.settings.fetch_batch, timeout=0.5)
+                    fetched = await pull.take(timeout=0.5)
                 except (NatsTimeout, asyncio.TimeoutError):
-                    self.stats.pending[sub.durable] = 0
-                    continue
+                    fetched = []
                 except Exception as exc:  # noqa: BLE001 - connection trouble: back off, reconnect is automatic
                     self.log.warning("fetch_failed", error=f"{exc!r} {exc}")
                     await asyncio.sleep(0.5)
@@ -221,6 +224,7 @@ class Service(WaitsOut):
             await window.drain()  # stopping: finish what is in hand
         finally:
             window.cancel()
+            await pull.close()
 
     def _deliveries(self, sub: Subscription, fetched: list[Any]) -> list[Received]:
         """The fetched messages that are deliveries of ``sub``'s consumer; anything else is dropped (``inbox``)."""
