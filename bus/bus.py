@@ -468,6 +468,15 @@ class Bus:
         except NotFoundError:
             return 0
 
+    async def last_message(self, stream: str, subject: str) -> Received | None:
+        """``subject``'s last message still in ``stream`` (None: none), unsettled: one request, where
+        ``last_stored`` then ``stored`` are two."""
+        try:
+            raw = await patiently(lambda: self.js.get_last_msg(stream, subject), self.nc)
+        except NotFoundError:
+            return None
+        return Received(raw.subject or "", raw.data or b"", dict(raw.headers or {}), raw.seq or 0, 0, None)
+
     async def replay(self, stream: str, subject: str | Sequence[str], on_message: Callable[..., Awaitable[None]],
                      *, headers: bool = False):
         """``follow`` a subject (or several, with ``headers`` or not); return once every message of it stored at the

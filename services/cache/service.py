@@ -55,8 +55,7 @@ class Cache(Service):
     async def submitted_of(self, op_id: str) -> OperationSubmitted | None:
         """The op's ``submitted`` event, read back from the op stream (None: no longer stored)."""
         assert self.bus is not None
-        seq = await self.bus.last_stored(subjects.OPS_STREAM, subjects.event("submitted", op_id))
-        stored = await self.bus.stored(subjects.OPS_STREAM, seq) if seq else None
+        stored = await self.bus.last_message(subjects.OPS_STREAM, subjects.event("submitted", op_id))
         if stored is None:
             return None
         try:

@@ -69,8 +69,7 @@ class Notifier(Service):
     async def _submitted(self, op_id: str) -> OperationSubmitted | None:
         """The op's ``submitted`` event (its spec's notifications, its queue); None once purged."""
         assert self.bus is not None
-        seq = await self.bus.last_stored(subjects.OPS_STREAM, subjects.event("submitted", op_id))
-        found = await self.bus.stored(subjects.OPS_STREAM, seq) if seq else None
+        found = await self.bus.last_message(subjects.OPS_STREAM, subjects.event("submitted", op_id))
         if found is None:
             return None
         event = codec.decode(found.data)

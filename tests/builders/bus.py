@@ -318,6 +318,12 @@ class MemoryBus:
         found = self.broker.stored(stream, subject)
         return found[-1].seq if found else 0
 
+    async def last_message(self, stream: str, subject: str) -> Received | None:
+        self._check_open()
+        found = self.broker.stored(stream, subject)
+        return Received(found[-1].subject, found[-1].data, dict(found[-1].headers), found[-1].seq, 0, None) \
+            if found else None
+
     async def read_bucket(self, bucket: str) -> list[bytes]:
         self._check_open()
         kv = self.broker.buckets.get(bucket)

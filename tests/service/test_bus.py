@@ -103,6 +103,16 @@ async def test_a_purge_removes_a_subject_or_what_came_before_a_sequence(bus):
     assert await bus.last_stored(subjects.OPS_STREAM, subjects.events_for("a")) == 0
 
 
+async def test_the_last_message_of_a_subject_is_read_in_one_request(bus):
+    for i, data in enumerate([b"first", b"second"]):
+        await bus.publish_raw(subjects.event("submitted", "a"), data, msg(f"l{i}"))
+    await bus.publish_raw(subjects.event("admitted", "a"), b"other", msg("l2"))
+    last = await bus.last_message(subjects.OPS_STREAM, subjects.event("submitted", "a"))
+    assert last is not None and (last.data, last.subject, last.stream_seq) == (
+        b"second", subjects.event("submitted", "a"), 2)
+    assert await bus.last_message(subjects.OPS_STREAM, subjects.event("submitted", "none")) is None
+
+
 async def test_replay_returns_when_the_last_messages_were_purged(bus):
     for i, op_id in enumerate(["a", "b", "c"]):
         await bus.publish_raw(subjects.event("submitted", op_id), op_id.encode(), msg(f"m{i}"))
