@@ -89,7 +89,9 @@ class Rig:
                     "OPSCHED_STREAM_REPLICAS": str(setup.stream_replicas), "OPSCHED_LOG_FORMAT": "json",
                     "OPSCHED_LOG_LEVEL": log_level, "OPSCHED_VERIFY_SNAPSHOT": "0",
                     "OPSCHED_SUBMIT_RATE_PER_MIN": "0",  # one client submits every burst
-                    "OPSCHED_COMMAND_RATE_PER_MIN": "0"}
+                    "OPSCHED_COMMAND_RATE_PER_MIN": "0",
+                    # a burst is one user's submits, faster than admission takes them: the backlog may hold it all
+                    "OPSCHED_CMD_BACKLOG_PER_SUBJECT": "1000000"}
         self.services: ServiceProcesses | None = None
         self.client: Client | None = None
         self.obs: Observer | None = None

@@ -554,7 +554,7 @@ class Bus:
         """Every message of ``subject`` now in ``stream``, in order (for clients that build a view)."""
         sub = await self.js.pull_subscribe(subject, stream=stream, config=api.ConsumerConfig(
             ack_policy=api.AckPolicy.NONE, deliver_policy=api.DeliverPolicy.ALL, filter_subject=subject,
-            inactive_threshold=30.0))
+            inactive_threshold=30.0, num_replicas=1, mem_storage=True))  # a view: nothing to keep on other nodes
         out: list[bytes] = []
         try:
             pending = (await sub.consumer_info()).num_pending or 0
