@@ -191,7 +191,7 @@ REASONS: dict[Reason, Rule] = {
         "the cost service has not estimated it yet",
         "waiting for the cost service's estimate"),
     Reason.WAITING_CACHE: Rule(
-        "the cache service has not answered yet",
+        "it uses the cache and the cache service has not answered yet",
         "waiting for the cache service's answer"),
     Reason.ON_HOLD: Rule(
         "it waits for `opsched approve`",
