@@ -371,7 +371,7 @@ class Hold(StrEnum):
 class CacheMiss(StrEnum):
     """``cache_missed.reason``."""
 
-    DISABLED = "disabled"
+    DISABLED = "disabled"  # no longer published: on streams from before issue 36 only (``rules.caching``)
     NOT_FOUND = "not_found"
     EXPIRED = "expired"
     ORIGINAL_FAILED = "original_failed"
