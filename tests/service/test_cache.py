@@ -17,7 +17,7 @@ from opsched.proto.events import (
     OperationSucceeded,
 )
 from opsched.services.cache.store import CacheStore
-from tests.builders import op
+from tests.builders import cache_missed, cost_estimated, op, submitted
 from tests.waiting import eventually, waiting_on
 
 OUTPUTS = {"model": "s3://bucket/model.pt", "accuracy": "0.93"}
@@ -144,3 +144,17 @@ async def test_an_op_of_a_batch_uses_the_cache_and_waits_for_its_answer(stack_fa
     assert (await events.expect(CacheMissed, op_id)).reason == "not_found"
     await events.expect(OperationAdmitted, op_id)
     assert (await op_stream_of(bus, op_id)).index("cache_missed") < (await op_stream_of(bus, op_id)).index("admitted")
+
+
+async def test_an_op_stream_from_before_issue_36_with_a_miss_disabled_replays_and_its_op_is_admitted_once(
+        stack_factory, bus, client, events):
+    """Before issue 36 the cache answered an op with caching off with a miss ``disabled``: an admission that
+    replays such a stream takes it harmlessly (the gate was answered at the op's ``submitted``)."""
+    for event in (submitted(op("old").gpus(1).build(), op_id="old-1"), cache_missed("old-1", reason="disabled"),
+                  cost_estimated("old-1")):
+        await bus.publish(event)
+    await stack_factory(names=("admission", "cost", "dispatcher"), dispatcher_mode="null")
+    await events.expect(OperationAdmitted, "old-1")
+    probe = await client.submit(op("probe").build())
+    await events.expect(OperationAdmitted, probe)  # a later cycle ran
+    assert len(events.of("old-1", OperationAdmitted)) == 1
