@@ -1,6 +1,6 @@
 """Scenario (f): cold start of admission with N pending ops in the stream.
 
-Once per run, N ops (``submitted`` + ``cost_estimated`` + ``cache_missed``: 3N messages, with the
+Once per run, N ops (``submitted`` + ``cost_estimated``: 2N messages, caching off; with the
 headers the bus puts on every event) are published into ``OPSCHED_OPS`` of a nats-server whose store
 is then kept as a template. Each round copies the template and starts a fresh nats-server on the copy,
 then times what ``Admission.start`` does (replay config, cluster and ops streams into
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from bench.generator import build_file
-from bench.workload import at, op_id, pending_events
+from bench.workload import PENDING_EVENTS, at, op_id, pending_events
 
 SOURCE = "opsched-admission"
 
@@ -60,9 +60,9 @@ async def _generate(url: str, n_ops: int, workload_file: Path | None) -> dict[st
     seconds = time.perf_counter() - began
     stored = await bus.last_seq(subjects.OPS_STREAM)
     await bus.close()
-    if stored != 3 * n_ops:
-        raise RuntimeError(f"cold-start generator stored {stored} messages, expected {3 * n_ops}")
-    return {"generate_per_s": 3 * n_ops / seconds, "mean_event_bytes": size / (3 * n_ops)}
+    if stored != PENDING_EVENTS * n_ops:
+        raise RuntimeError(f"cold-start generator stored {stored} messages, expected {PENDING_EVENTS * n_ops}")
+    return {"generate_per_s": PENDING_EVENTS * n_ops / seconds, "mean_event_bytes": size / (PENDING_EVENTS * n_ops)}
 
 
 def build_template(root: Path, n_ops: int, workload_file: Path | None = None) -> tuple[Path, dict[str, float]]:
@@ -100,8 +100,8 @@ async def _cold_start(url: str, n_ops: int) -> dict[str, float]:
         await bus.close()
     if rebuilt != n_ops:
         raise RuntimeError(f"cold start rebuilt {rebuilt} ops, expected {n_ops}")
-    return {"ops": float(n_ops), "messages": float(3 * n_ops), "cold_start_s": start_s,
-            "replay_msgs_per_s": 3 * n_ops / start_s, "first_cycle_s": first_cycle_s,
+    return {"ops": float(n_ops), "messages": float(PENDING_EVENTS * n_ops), "cold_start_s": start_s,
+            "replay_msgs_per_s": PENDING_EVENTS * n_ops / start_s, "first_cycle_s": first_cycle_s,
             "first_cycle_admitted": float(len(decisions))}
 
 
@@ -140,7 +140,7 @@ def run_round(root: Path, template: Path, n_ops: int, round_no: int) -> dict[str
     try:
         async def both() -> dict[str, float]:
             out = await _cold_start(server.url, n_ops)
-            out.update(await _raw_replay(server.url, 3 * n_ops))
+            out.update(await _raw_replay(server.url, PENDING_EVENTS * n_ops))
             return out
         return eventloop.run(both())  # as admission runs
     finally:

@@ -13,8 +13,8 @@ times (each phase sets its own pace).
 
 Two phases per scenario: *unloaded* (one op at a time: submit, wait for ``dispatched``, next) for the
 latency floor, then a *burst* (N submits, 64 in flight) for throughput and latency under load.
-An op takes 6 durable publishes (submit, submitted, cost_estimated, cache_missed, admitted,
-dispatched), 5 of them one after the other on its critical path.
+An op takes 5 durable publishes (submit, submitted, cost_estimated, admitted, dispatched: its caching is off,
+so the cache answers nothing, issue 36), all of them one after the other on its critical path.
 
 (a) runs its pods to Succeeded (the simulated kubelet runs each for the op's run time, 0.5 s in
 pipeline.yaml) in two regimes (``bench.anchor``): capacity for every op at once (*fit*: the unloaded

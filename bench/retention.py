@@ -4,12 +4,12 @@ left (not part of ``python -m bench``; a measurement for docs/retention.md).
     python -m bench.retention --ops 20000
     python -m bench.retention --ops 1000000 --live 100000 --chunk 250000   # history grows: a flat start?
 
-``--live`` pending ops (submitted, cost_estimated, cache_missed) are published into a fresh nats-server
+``--live`` pending ops (submitted, cost_estimated: caching off) are published into a fresh nats-server
 and a child process starts a real ``Admission`` on it: the baseline start. Then N finished ops
-(submitted, cost_estimated, cache_missed, admitted, dispatched, running, succeeded, cost_recorded: 8
-messages each, as the services publish them), ``--chunk`` at a time: after each chunk a child measures a
-start (replay messages, seconds, RSS growth) and an admission runs the retention round (its clock past
-the ttl), as a running one would every interval. A child measures the start at the end.
+(submitted, cost_estimated, admitted, dispatched, running, succeeded, cost_recorded: 7 messages each, as the
+services publish them for an op with caching off; 8 before issue 36, with a ``cache_missed``), ``--chunk`` at
+a time: after each chunk a child measures a start (replay messages, seconds, RSS growth) and an admission
+runs the retention round (its clock past the ttl), as a running one would every interval. A child measures the start at the end.
 """
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from bench.common import GPU
 from bench.generator import PRODUCT_LABEL, Submission
 from opsched.proto.cluster import NodeObserved
 from opsched.proto.events import (
-    CacheMissed,
     CostEstimated,
     Event,
     Money,
@@ -27,7 +26,6 @@ from opsched.proto.spec import Container, OpSpec, Resources
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 NAMESPACE = "opsched"
-FINGERPRINT = "f" * 32
 
 
 def gpu_spec(gpus: int = 1, seconds: float = 600, queue: str | None = None, priority: int = 0) -> OpSpec:
@@ -62,13 +60,17 @@ def op_id(prefix: str, i: int) -> str:
     return f"{prefix}{i:07d}"
 
 
+PENDING_EVENTS = 2  # per op: ``pending_events``
+
+
 def pending_events(oid: str, sub: Submission, when: datetime) -> list[Event]:
-    """Submitted, then both gates (a cost estimate and a cache miss): the op is ready to queue."""
+    """Submitted, then its cost estimate: the op is ready to queue (its caching is off, as the workload's ops are
+    independent: its cache gate is answered at its ``submitted``, ``rules.caching``; a stream written before issue
+    36 also had a ``cache_missed`` ``disabled``)."""
     spec = spec_of(sub)
     return [OperationSubmitted(op_id=oid, at=when, spec=spec, queue=sub.queue, submitted_at=when,
                                priority=sub.priority),
-            CostEstimated(op_id=oid, at=when, estimate=Money(amount=1.0), basis="default", duration_s=sub.runtime_s),
-            CacheMissed(op_id=oid, at=when, fingerprint=FINGERPRINT, reason="disabled")]
+            CostEstimated(op_id=oid, at=when, estimate=Money(amount=1.0), basis="default", duration_s=sub.runtime_s)]
 
 
 def admitted_event(oid: str, sub: Submission, when: datetime, flavor: str, product: str) -> OperationAdmitted:

@@ -84,7 +84,8 @@ class CacheHit(Event, tag="cache_hit", kw_only=True):
 
 class CacheMissed(Event, tag="cache_missed", kw_only=True):
     fingerprint: str
-    reason: str  # "disabled", "not_found", "expired", "original_failed"
+    reason: str  # "not_found", "expired", "original_failed"; "disabled" only on streams from before issue 36
+    # (an op with caching off gets no answer since: ``rules.caching``)
 
 
 class OperationAdmitted(Event, tag="admitted", kw_only=True):

@@ -191,7 +191,7 @@ REASONS: dict[Reason, Rule] = {
         "the cost service has not estimated it yet",
         "waiting for the cost service's estimate"),
     Reason.WAITING_CACHE: Rule(
-        "the cache service has not answered yet",
+        "it uses the cache and the cache service has not answered yet",
         "waiting for the cache service's answer"),
     Reason.ON_HOLD: Rule(
         "it waits for `opsched approve`",
@@ -371,7 +371,7 @@ class Hold(StrEnum):
 class CacheMiss(StrEnum):
     """``cache_missed.reason``."""
 
-    DISABLED = "disabled"
+    DISABLED = "disabled"  # no longer published: on streams from before issue 36 only (``rules.caching``)
     NOT_FOUND = "not_found"
     EXPIRED = "expired"
     ORIGINAL_FAILED = "original_failed"

@@ -13,7 +13,8 @@ the policies (``policies``), which see only that snapshot and a read-only view o
 4. Fail the active ops of agents silent past ``lostAfterSeconds`` (``AgentLost``), and ask for a cycle at the
    next agent deadline (``_agents_lost``).
 5. Finish cache hits: succeeded with the original's outputs (``_finish_cache_hits``).
-6. Ops whose gates cleared (cost estimate and cache miss in): held for approval, or queued (``_cleared``).
+6. Ops whose gates cleared (cost estimate in, and a cache miss for an op that uses the cache): held for approval,
+   or queued (``_cleared``).
 7. Publish the retry decisions of failed attempts: `retry_scheduled` with its back-off, or `failure_final` (``_failures``).
 8. Nominated preemptors: one whose victims are gone is evaluated first, on the room held for it, before anyone
    else can take it; one whose victims still run keeps waiting (``_nominated``).

@@ -82,7 +82,8 @@ def _not_held(state: AdmissionState, op_id: str) -> WhyAnswer:
 
 def _gate_reasons(op: OpRecord) -> list[PendingReason]:
     if op.cost_known and op.cache_known:
-        return [pending(Reason.NEXT_CYCLE, ready="its estimate and cache answer are in", step="queues")]
+        ready = "its estimate and cache answer are in" if op.caching else "its estimate is in (caching is off)"
+        return [pending(Reason.NEXT_CYCLE, ready=ready, step="queues")]
     out = []
     if not op.cost_known:
         out.append(pending(Reason.WAITING_COST_ESTIMATE))

@@ -20,8 +20,9 @@ from opsched.proto.events import (
     event_type,
 )
 from opsched.proto.lifecycle import CACHE_HIT_REASON, OP_ENDS
+from opsched.rules.caching import uses_cache
 from opsched.services.cache import lookup
-from opsched.services.cache.fingerprint import caching_enabled, fingerprint
+from opsched.services.cache.fingerprint import fingerprint
 from opsched.services.cache.lookup import Candidate, Hit, Miss, Wait
 from opsched.services.cache.store import HIT, MISS, WAIT, CacheStore, Run, Waiter
 from opsched.services.runtime.service import Context
@@ -46,22 +47,20 @@ class Decider:
 
     # ---- a new op ----
     async def submitted(self, event: OperationSubmitted) -> list[Event]:
+        if not uses_cache(event):
+            # caching off (``rules.caching``: by default an independent op or a clone; ``cache.disable: true``): no
+            # lookup, no record and no answer (admission knows from the spec that there is none to wait for); its
+            # result still serves others unless disabled, recorded when it succeeds (``_succeeded_uncached``)
+            return []
         known = await self.store.run(event.op_id) if self.ctx.num_delivered > 1 else None
         if known is not None:  # redelivered: the same answer (a first delivery has no record to find)
             return await self._carry_out(known)
         spec = event.spec
         run = Run(op_id=event.op_id, fingerprint=fingerprint(spec), kind=spec.run_kind, runtime=spec.run_kind,
                   submitted_at=event.submitted_at, attempt=event.attempt, ttl=spec.cache.ttl)
-        if spec.cache.disable is True:  # never looked up, never reused: nothing to remember
-            return [self._missed(msgspec.structs.replace(run, reason=lookup.DISABLED))]
-        if not caching_enabled(spec, clone=event.relation is not None):
-            # off by default (an independent op, a clone): no lookup and no record; its result still serves
-            # others, recorded when it succeeds (``_succeeded_uncached``)
-            return [self._missed(msgspec.structs.replace(run, reason=lookup.DISABLED))]
-        else:
-            found = lookup.choose(await self.store.candidates(run.fingerprint), op_id=run.op_id, kind=run.kind,
-                                  runtime=run.runtime, now=self.now, ttl_s=run.ttl)
-            run = _decided(run, found)
+        found = lookup.choose(await self.store.candidates(run.fingerprint), op_id=run.op_id, kind=run.kind,
+                              runtime=run.runtime, now=self.now, ttl_s=run.ttl)
+        run = _decided(run, found)
         if run.decision == WAIT:  # settling a wait reads the run: it is stored first
             await self.store.put_run(run)
             return await self._carry_out(run)
@@ -131,9 +130,9 @@ class Decider:
         submitted = await self.submitted_of(event.op_id)
         if submitted is None or submitted.spec.cache.disable is True:
             return  # never reused (disable: true), or no longer stored
-        spec = submitted.spec
-        if caching_enabled(spec, clone=submitted.relation is not None):
+        if uses_cache(submitted):
             return  # it used the cache: its record was lost, nothing to add
+        spec = submitted.spec
         done = Candidate(op_id=event.op_id, submitted_at=submitted.submitted_at, kind=spec.run_kind,
                          runtime=spec.run_kind, state=lookup.SUCCEEDED, ended_at=event.at, outputs=dict(event.outputs))
         await self.store.change_candidates(fingerprint(spec), lambda cs: lookup.succeed(cs, done))

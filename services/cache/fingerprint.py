@@ -1,4 +1,5 @@
-"""The cache key of an operation, and whether it uses the cache (Polyaxon's semantics, made stricter).
+"""The cache key of an operation (Polyaxon's semantics, made stricter; whether an op uses the cache at all is the
+rule ``rules.caching``).
 
 Polyaxon keys a run by ``uuid5(project, component_state + state)``: the component's content, then its
 state: the inputs sorted by name (filtered by ``cache.io``), the non-null outputs (same filter) and the
@@ -106,13 +107,3 @@ def _io(values: dict[str, Any], names: set[str] | None) -> list[list[Any]]:
 def _canonical(value: Any) -> Any:
     return msgspec.to_builtins(value)
 
-
-def caching_enabled(spec: OpSpec, *, clone: bool = False) -> bool:
-    """Polyaxon's defaults: ``cache.disable: true`` always wins and ``disable: false`` always turns it on;
-    otherwise it is on for an op inside a batch (a sweep: ``spec.batch``) and off for independent ops,
-    schedules and clones (a restart or a copy)."""
-    if spec.cache.disable is not None:
-        return not spec.cache.disable
-    if clone:
-        return False
-    return spec.batch is not None

@@ -29,7 +29,6 @@ MAX_PROCESSING = 8  # candidates in processing kept per key (the newest); waitin
 
 NOT_FOUND = CacheMiss.NOT_FOUND
 EXPIRED = CacheMiss.EXPIRED
-DISABLED = CacheMiss.DISABLED
 ORIGINAL_FAILED = CacheMiss.ORIGINAL_FAILED
 
 

@@ -1,11 +1,14 @@
 """The cache service (Polyaxon's cache semantics; the answers are ``decide``'s, see ``lookup`` and
 ``fingerprint``). Consumes ``submitted`` and every way an op ends (durable ``cache-lookup``):
 
-- ``submitted``: answer with ``cache_hit`` (a succeeded original, fresh for the op's ``cache.ttl``:
+- ``submitted`` of an op that uses the cache (``rules.caching``: by default an op of a batch, or any op with
+  ``cache.disable: false``): answer with ``cache_hit`` (a succeeded original, fresh for the op's ``cache.ttl``:
   admission ends the op ``succeeded``, reason ``cache_hit``, with the original's outputs, using no
-  GPU), with ``cache_missed`` (disabled, not found, expired: scheduled normally), or with nothing yet
+  GPU), with ``cache_missed`` (not found, expired: scheduled normally), or with nothing yet
   when the original is still in processing: the op waits for it (remembered in the key-value bucket).
-- ``succeeded``: the op's result becomes its key's; every op waiting for it gets ``cache_hit``.
+  Of any other op: nothing (admission, by the same rule, does not wait for the cache's answer).
+- ``succeeded``: the op's result becomes its key's (caching off too, unless ``cache.disable: true``); every op
+  waiting for it gets ``cache_hit``.
 - ``failure_final`` (admission's decision that a failure is not retried; a ``failed`` alone is not consumed:
   admission may retry it), ``stopped``, ``timed_out``, ``skipped``, ``rejected``: the op is no candidate any
   more; every op waiting for it gets ``cache_missed`` (``original_failed``), unless another fresh result of the

@@ -1,7 +1,7 @@
 """Builders that keep tests short: fluent operation specs and events at an injected, fixed time.
 
     spec = op("train").queue("gpu-a").gpus(2, product="A100").priority(10).timeout(600).build()
-    events = [submitted(spec, op_id="a"), cost_estimated("a"), cache_missed("a")]
+    events = [submitted(spec, op_id="a"), cost_estimated("a")]  # caching off: no cache answer to wait for
 
 Every event helper takes ``at=`` (default ``T0``); use ``at=t(5)`` for "five seconds after T0".
 

@@ -10,15 +10,17 @@ from typing import Any
 
 from opsched.proto.cluster import ClusterEvent
 from opsched.proto.spec import OpSpec
+from opsched.rules.caching import caching_enabled
 from tests.builders.clock import T0
 from tests.builders.events import cache_missed, cost_estimated, submitted
 
 
 def queued(spec: OpSpec, *, op_id: str = "op-1", at: datetime = T0, amount: float = 1.0,
            queue: str | None = None) -> list:
-    """An op submitted at ``at`` whose gates both cleared (cost ``amount``, a cache miss)."""
+    """An op submitted at ``at`` whose gates both cleared (cost ``amount``; a cache miss when it uses the cache,
+    ``rules.caching``: else its cache gate is answered at its ``submitted``)."""
     return [submitted(spec, op_id=op_id, at=at, queue=queue), cost_estimated(op_id, at=at, amount=amount),
-            cache_missed(op_id, at=at)]
+            *([cache_missed(op_id, at=at)] if caching_enabled(spec) else [])]
 
 
 def fold(*events: Any, state: Any = None):

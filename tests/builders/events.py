@@ -47,9 +47,11 @@ def cache_hit(op_id: str = "op-1", *, original: str = "op-0", at: datetime = T0)
     return CacheHit(op_id=op_id, at=at, fingerprint="f" * 32, original_op_id=original)
 
 
-def gates_cleared(op_id: str = "op-1", *, at: datetime = T0) -> list:
-    """Both gates of a miss: the cost estimate and the cache answer."""
-    return [cost_estimated(op_id, at=at), cache_missed(op_id, at=at)]
+def gates_cleared(op_id: str = "op-1", *, at: datetime = T0, caching: bool = False) -> list:
+    """The answers that clear an op's gates: the cost estimate, and for an op that uses the cache (``caching``,
+    ``rules.caching``) the cache's miss; an op with caching off (the builders' default) has its cache gate
+    answered at its ``submitted``."""
+    return [cost_estimated(op_id, at=at), *([cache_missed(op_id, at=at)] if caching else [])]
 
 
 def admitted(spec: OpSpec | OperationSubmitted, *, op_id: str | None = None, at: datetime = T0,

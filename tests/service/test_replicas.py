@@ -42,8 +42,9 @@ async def start(stack_factory, tmp_path):
 
 
 async def submit(client, n: int, prefix: str) -> list[str]:
-    return [await client.submit(op(f"{prefix}-{i}").runs(f"echo {i}").cpu("90").build(),  # distinct: no cache waits
-                                op_id=f"{prefix}-{i}") for i in range(n)]
+    return [await client.submit(op(f"{prefix}-{i}").runs(f"echo {prefix} {i}").cpu("90").cache(disable=False).build(),
+                                op_id=f"{prefix}-{i}") for i in range(n)]  # distinct commands: no cache waits;
+    # caching on: the cache answers each (a miss), once
 
 
 def assert_exactly_once(events, op_ids: list[str]) -> None:

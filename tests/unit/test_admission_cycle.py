@@ -4,11 +4,13 @@ from __future__ import annotations
 import inspect
 import re
 
+import msgspec
 import pytest
 
 from opsched.proto.events import OperationAdmitted, OperationSucceeded
 from opsched.proto.queues import Queue as QueueConfig
 from opsched.proto.queues import QueuesConfig
+from opsched.proto.spec import OpSpec
 from opsched.services.admission import cycle
 from opsched.services.admission.model.ordering import sort_key
 from opsched.services.admission.model.queues import compile_book
@@ -55,23 +57,37 @@ def test_ordering_is_priority_then_submit_time_then_id(c):
 
 # ---- gates ------------------------------------------------------------------------------------
 
+def cached(name: str) -> OpSpec:
+    """An op that uses the cache (``rules.caching``: an op of a batch, by default)."""
+    return msgspec.structs.replace(op(name).build(), batch="sweep-1")
+
+
 @pytest.mark.parametrize("c", [
-    case("nothing is admitted right after submission", gates=[]),
-    case("a cost estimate alone is not enough", gates=[cost_estimated("a")]),
-    case("a cache miss alone is not enough", gates=[cache_missed("a")]),
+    case("nothing is admitted right after submission", spec=cached("a"), gates=[]),
+    case("a cost estimate alone is not enough", spec=cached("a"), gates=[cost_estimated("a")]),
+    case("a cache miss alone is not enough", spec=cached("a"), gates=[cache_missed("a")]),
+    case("caching off: nothing is admitted before the cost estimate", spec=op("a").build(), gates=[]),
+    case("caching off: an old stream's miss alone is not enough", spec=op("a").build(),
+         gates=[cache_missed("a", reason="disabled")]),
 ], ids=case_name)
 def test_an_op_waits_for_both_the_cost_estimate_and_the_cache_answer(c):
-    state = fold(submitted(op("a").build(), op_id="a"), *c.gates)
+    state = fold(submitted(c.spec, op_id="a"), *c.gates)
     assert decide(state) == []
     assert state.ops["a"].status == Status.PENDING
 
 
 @pytest.mark.parametrize("c", [
-    case("cost first, then cache", gates=[cost_estimated("a"), cache_missed("a")]),
-    case("cache first, then cost", gates=[cache_missed("a"), cost_estimated("a")]),
+    case("cost first, then cache", spec=cached("a"), gates=[cost_estimated("a"), cache_missed("a")]),
+    case("cache first, then cost", spec=cached("a"), gates=[cache_missed("a"), cost_estimated("a")]),
+    case("caching off: the cost estimate alone (the cache gate answered at submitted)", spec=op("a").build(),
+         gates=[cost_estimated("a")]),
+    case("caching off on an old stream: the miss disabled before the estimate", spec=op("a").build(),
+         gates=[cache_missed("a", reason="disabled"), cost_estimated("a")]),
+    case("caching off on an old stream: the miss disabled after the estimate", spec=op("a").build(),
+         gates=[cost_estimated("a"), cache_missed("a", reason="disabled")]),
 ], ids=case_name)
 def test_an_op_is_admitted_once_both_gates_cleared_in_any_order(c):
-    state = fold(submitted(op("a").build(), op_id="a"), *c.gates)
+    state = fold(submitted(c.spec, op_id="a"), *c.gates)
     assert state.ops["a"].status == Status.PENDING and list(state.queues.cleared) == ["a"]  # the cycle queues it
     (decision,) = decide(state)
     assert isinstance(decision, OperationAdmitted)

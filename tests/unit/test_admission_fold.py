@@ -1,10 +1,11 @@
 """Admission: the state fold is idempotent and monotonic."""
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from opsched.proto.events import CacheHit, CacheMissed, CostEstimated, OperationTimedOut
-from opsched.services.admission.state.admission_state import Status
+from opsched.services.admission.state.admission_state import AdmissionState, Status
 from tests.builders import (
     admitted,
     cache_hit,
@@ -97,3 +98,45 @@ def test_a_finished_op_frees_its_slot_and_records_node_and_reason():
                  failed("a", reason="OOMKilled"))
     assert state.usage.active.get("default", set()) == set()
     assert (state.ops["a"].node, state.ops["a"].reason) == ("n1", "OOMKilled")
+
+
+# ---- the cache gate of an op with caching off (issue 36) ---------------------------------------
+
+def test_an_op_with_caching_off_has_its_cache_gate_answered_at_its_submitted():
+    state = fold(submitted(op("a").build(), op_id="a"))
+    assert (state.ops["a"].caching, state.ops["a"].cache_known, state.ops["a"].cost_known) == (False, True, False)
+    assert list(state.queues.cleared) == []  # its cost estimate is still to come
+    state.apply(cost_estimated("a"))
+    assert list(state.queues.cleared) == ["a"]
+
+
+def test_an_op_that_uses_the_cache_waits_for_the_caches_answer():
+    state = fold(submitted(msgspec.structs.replace(op("a").build(), batch="sweep-1"), op_id="a"), cost_estimated("a"))
+    assert (state.ops["a"].caching, state.ops["a"].cache_known, list(state.queues.cleared)) == (True, False, [])
+    assert state.apply(cache_missed("a")) is True
+    assert list(state.queues.cleared) == ["a"]
+
+
+def test_a_stream_written_before_issue_36_with_a_miss_disabled_replays_to_the_same_state():
+    """Before issue 36 the cache answered every op with caching off with a miss ``disabled``; replayed, it is taken
+    harmlessly (the gate was answered at the op's ``submitted``): the same records, queue and decisions."""
+    a = submitted(op("a").build(), op_id="a")
+    new = [a, cost_estimated("a"), *ready("b", at=t(1)), admitted(a), running("a", node="n1")]
+    old = [a, cache_missed("a", reason="disabled"), cost_estimated("a"), *ready("b", at=t(1)),
+           cache_missed("b", reason="disabled", at=t(1)), admitted(a), running("a", node="n1")]
+
+    def replayed(events: list) -> tuple[AdmissionState, list[bool]]:
+        state = AdmissionState()
+        return state, [state.apply(e, seq) for seq, e in enumerate(events, start=1)]
+
+    (before, changed), (after, _) = replayed(old), replayed(new)
+    assert [c for e, c in zip(old, changed) if isinstance(e, CacheMissed)] == [False, False]  # answered already
+
+    def comparable(state: AdmissionState) -> dict:
+        ops = snapshot(state)
+        for record in ops["ops"].values():
+            record["history"] = {k: v for k, v in record["history"].items() if k not in ("kinds", "last_seq")}
+        return ops
+    assert comparable(before) == comparable(after)
+    assert [e.event for e in before.ops["a"].history.timeline.entries] == ["submitted", "admitted", "running"]
+    assert before.ops["a"].history.kinds == after.ops["a"].history.kinds | {"cache_missed"}  # retention's books

@@ -1,12 +1,13 @@
 """The cache key: stable for what determines a result, different for anything that changes it;
-``cache.io`` and ``cache.sections`` narrow it as in Polyaxon; and when an op uses the cache at all."""
+``cache.io`` and ``cache.sections`` narrow it as in Polyaxon (whether an op uses the cache at all:
+``test_caching_rule``)."""
 from __future__ import annotations
 
 import msgspec
 import pytest
 
 from opsched.proto.spec import Cache, OpSpec
-from opsched.services.cache.fingerprint import caching_enabled, fingerprint, key_document
+from opsched.services.cache.fingerprint import fingerprint, key_document
 from tests.builders import case, case_name, op
 
 
@@ -147,26 +148,3 @@ def test_cache_io_filters_the_outputs_too():
 def test_cache_sections_choose_whether_command_and_args_count(c):
     one, two = cached(base().build(), sections=c.sections), cached(c.other.build(), sections=c.sections)
     assert (fingerprint(one) == fingerprint(two)) is c.same
-
-
-@pytest.mark.parametrize("c", [
-    case("an independent op does not use the cache by default", disable=None, batch=None, clone=False,
-         enabled=False),
-    case("an op inside a batch uses the cache by default", disable=None, batch="sweep-1", clone=False,
-         enabled=True),
-    case("disable false turns the cache on for an independent op", disable=False, batch=None, clone=False,
-         enabled=True),
-    case("disable true wins inside a batch", disable=True, batch="sweep-1", clone=False, enabled=False),
-    case("disable true keeps an independent op off the cache", disable=True, batch=None, clone=False,
-         enabled=False),
-    case("a restart or copy does not use the cache by default, even from a batch", disable=None,
-         batch="sweep-1", clone=True, enabled=False),
-    case("disable false turns the cache on for a clone", disable=False, batch=None, clone=True, enabled=True),
-], ids=case_name)
-def test_when_an_op_uses_the_cache(c):
-    spec = with_(op().cache(disable=c.disable).build(), batch=c.batch)
-    assert caching_enabled(spec, clone=c.clone) is c.enabled
-
-
-def test_the_cache_is_off_by_default_for_a_plain_op():
-    assert caching_enabled(op().build()) is False

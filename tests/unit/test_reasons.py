@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from string import Formatter
 
+import msgspec
 import pytest
 
 from opsched.proto.queries import PendingReason
@@ -221,8 +222,13 @@ def test_why_answers_with_the_templates_filled_in():
     assert queries.why(state, b, "c", t(63)).reasons == [  # c was not looked at: its queue was full
         pending(Reason.NEXT_CYCLE, ready="fits now", step="admits"),
         pending(Reason.QUEUE_POSITION, ahead=1, queue="solo")]
-    state = fold(gpu_op("g", 0, queue="solo"), submitted(op("p").build(), op_id="p", queue="solo"))
+    swept = msgspec.structs.replace(op("s").build(), batch="sweep-1")  # an op of a batch: it uses the cache
+    state = fold(gpu_op("g", 0, queue="solo"), submitted(op("p").build(), op_id="p", queue="solo"),
+                 queued(swept, op_id="s", queue="solo"), submitted(swept, op_id="w", queue="solo"))
     assert queries.why(state, b, "g").reasons == [
+        pending(Reason.NEXT_CYCLE, ready="its estimate is in (caching is off)", step="queues")]
+    assert queries.why(state, b, "s").reasons == [
         pending(Reason.NEXT_CYCLE, ready="its estimate and cache answer are in", step="queues")]
-    assert queries.why(state, b, "p").reasons == [pending(Reason.WAITING_COST_ESTIMATE), pending(Reason.WAITING_CACHE)]
+    assert queries.why(state, b, "p").reasons == [pending(Reason.WAITING_COST_ESTIMATE)]  # caching off
+    assert queries.why(state, b, "w").reasons == [pending(Reason.WAITING_COST_ESTIMATE), pending(Reason.WAITING_CACHE)]
     assert queries.why(state, b, "ghost").reasons == [pending(Reason.UNKNOWN_OP)]

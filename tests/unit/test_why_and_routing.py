@@ -1,6 +1,7 @@
 """The `why` and `queues` queries, routing an op to its queue, and maxQueued on submit."""
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from opsched.bus import logging as oplog
@@ -50,16 +51,23 @@ def ctx() -> Context:
 
 # ---- why --------------------------------------------------------------------------------------
 
+SWEPT = msgspec.structs.replace(op("x").build(), batch="sweep-1")  # an op of a batch: it uses the cache
+PLAIN = op("x").build()  # caching off: its cache gate is answered at its submitted
+
+
 @pytest.mark.parametrize("c", [
     case("a just-submitted op waits for both the cost estimate and the cache",
-         gates=[], codes=["waiting_cost_estimate", "waiting_cache"]),
-    case("an op with its cost estimate waits for the cache", gates=[cost_estimated("x")], codes=["waiting_cache"]),
+         spec=SWEPT, gates=[], codes=["waiting_cost_estimate", "waiting_cache"]),
+    case("an op with its cost estimate waits for the cache", spec=SWEPT, gates=[cost_estimated("x")],
+         codes=["waiting_cache"]),
     case("an op with its cache answer waits for the cost estimate",
-         gates=[cache_missed("x")], codes=["waiting_cost_estimate"]),
+         spec=SWEPT, gates=[cache_missed("x")], codes=["waiting_cost_estimate"]),
+    case("an op with caching off waits only for the cost estimate", spec=PLAIN, gates=[],
+         codes=["waiting_cost_estimate"]),
 ], ids=case_name)
 def test_why_a_pending_op_names_the_gates_it_waits_for(c):
     b = book(queue("default"))
-    state = fold(submitted(op("x").build(), op_id="x"), *c.gates)
+    state = fold(submitted(c.spec, op_id="x"), *c.gates)
     answer = queries.why(state, b, "x")
     assert (answer.found, answer.status, answer.queue) == (True, "pending", "default")
     assert [r.code for r in answer.reasons] == c.codes

@@ -70,7 +70,8 @@ class OpRecord:
     status: Status = Status.PENDING
     attempt: int = 0
     cost_known: bool = False
-    cache_known: bool = False
+    caching: bool = True  # it uses the cache (``rules.caching``): its cache gate waits for the cache's answer ...
+    cache_known: bool = False  # ... which came (else answered at its ``submitted``: no answer will come)
     cache_outputs: dict[str, Any] = field(default_factory=dict)  # the original's, for a cache hit
     pod_name: str | None = None
     namespace: str | None = None

@@ -45,6 +45,7 @@ from opsched.proto.events import (
 )
 from opsched.proto.lifecycle import RESUMABLE, STATUS_OF, Status, allowed
 from opsched.proto.reasons import Ending, Failure
+from opsched.rules.caching import uses_cache
 from opsched.rules.failures import BLOCKING_MESSAGES, is_infrastructure, will_retry
 from opsched.rules.node_pools import awaited
 from opsched.rules.op_history import entry_of
@@ -232,6 +233,8 @@ class OpFold:
         if e.op_id in self.ops:
             return False
         op = self.ops[e.op_id] = OpRecord.submitted(e)
+        op.caching = uses_cache(e)
+        op.cache_known = not op.caching  # caching off: the cache answers nothing, its gate is answered here
         self._entered(op)
         return True
 
@@ -256,8 +259,8 @@ class OpFold:
             op.estimate_pool, op.price_points = e.pool, list(e.points)
             op.history.currency = e.estimate.currency
         elif isinstance(e, CacheMissed):
-            if op.cache_known:
-                return False
+            if op.cache_known:  # answered already (a stream written before issue 36 has a miss ``disabled`` for
+                return False    # an op with caching off: its gate was answered at its ``submitted``)
             op.cache_known = True
         return True
 

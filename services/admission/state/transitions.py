@@ -45,7 +45,8 @@ class Transitions:
         """Actual spend was recorded (a budget window moved)."""
 
     def gates_cleared(self, op: OpRecord) -> None:
-        """Cost estimate and cache miss both in: the cycle queues the op or holds it for approval."""
+        """Cost estimate in, and a cache miss for an op that uses the cache: the cycle queues the op or holds it for
+        approval."""
 
     def cache_hit(self, op: OpRecord) -> None:
         """The cache found the op's result: the cycle ends it succeeded."""
