@@ -78,7 +78,8 @@ HINTS: dict[str, st.SearchStrategy[Any]] = {  # python field name -> its values
     "original_op_id": st.sampled_from(OP_IDS), "preemptor": st.sampled_from(OP_IDS),
     "schedule_id": st.sampled_from(("nightly", "hourly")), "queue": st.sampled_from(QUEUES),
     "node": st.sampled_from(NODES), "attempt": st.integers(0, 2), "count": st.integers(1, 3),
-    "limits": _quantities, "requests": _quantities, "allocatable": _quantities,
+    "limits": _quantities, "requests": _quantities,
+    "allocatable": st.lists(_quantity, min_size=1, max_size=3).map(dict),  # a pool's is never empty (nor a node's)
     "at": _times, "submitted_at": _times, "requested_at": _times, "started_at": _times,
     "scheduled_for": _times, "start_at": _times, "end_at": st.integers(3600, 7200).map(when),
     "cron": st.sampled_from(CRONS), "frequency_s": st.integers(60, 86400), "max_runs": st.integers(1, 5),
