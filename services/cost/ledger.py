@@ -1,21 +1,18 @@
 """The actual-cost ledger: each attempt's real run time (``running`` -> its end) x the op's hourly
 price where it ran (each pod at the price of its node's pool and product: ``OpCost.charge_of``), kept per op,
-per queue and per project in a key-value bucket.
+in a key-value bucket.
 
 Keys: ``op.<op_id>`` (the op's price, its attempts' starts and ends and what each finished attempt
-cost), ``queue.<name>`` and ``project.<name>`` (totals). Every change is a compare-and-set on the key's
-revision, so replicas sharing the ledger's consumer never lose each other's changes. A finished attempt
-is recorded on its op first and added to the totals after (``applied``), so a redelivered event finds it
-recorded and gives the same ``cost_recorded`` again. Adding to the totals is idempotent too: they keep the
-keys of the attempts they added last (``RECENT``), so two replicas (or a replica and a redelivery) that
-both find an attempt not yet applied add it once."""
+cost). Every change is a compare-and-set on the key's revision, so replicas sharing the ledger's consumer
+never lose each other's changes; a redelivered event finds its attempt recorded and gives the same
+``cost_recorded`` again. Spend per queue, project and budget window is not kept here: it is folded from the
+``cost_recorded`` events (``rules.spend_totals``)."""
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
 
 import msgspec
 
@@ -23,9 +20,6 @@ from opsched.proto.events import PodCharge
 from opsched.rules.pricing import point_for
 from opsched.services.cost.amounts import bounded
 from opsched.services.runtime.kvstore import KVStore
-
-T = TypeVar("T")
-RECENT = 512  # attempts a total remembers having added: far more than are added while one is redelivered
 
 
 @dataclass(frozen=True)
@@ -50,7 +44,6 @@ class Recorded(msgspec.Struct, kw_only=True):
     gpu_hours: float
     started_at: datetime
     ended_at: datetime
-    applied: bool = False  # added to the queue and project totals
     pool: str = ""  # the pool whose price was charged ("" = the default prices): the main pod's
     pods: list[PodCharge] = []  # the pools (and products) its pods were charged at
 
@@ -133,24 +126,8 @@ class OpCost(msgspec.Struct, kw_only=True):
         return round(sum(r.amount for r in self.recorded.values()), 6)
 
 
-class Totals(msgspec.Struct, kw_only=True):
-    amount: float = 0.0
-    seconds: float = 0.0
-    gpu_hours: float = 0.0
-    attempts: int = 0
-    recent: list[str] = []  # the keys of the last ``RECENT`` attempts added
-
-    def plus(self, r: Recorded, key: str) -> "Totals":
-        """With attempt ``key`` added (unchanged if it was added already)."""
-        if key in self.recent:
-            return self
-        return Totals(amount=round(self.amount + bounded(r.amount, f"recorded {key}"), 6), seconds=self.seconds + r.seconds,
-                      gpu_hours=round(self.gpu_hours + r.gpu_hours, 6), attempts=self.attempts + 1,
-                      recent=[*self.recent, key][-RECENT:])
-
-
 def key_part(name: str) -> str:
-    """A key token for a queue or project name (key-value keys allow a few characters only)."""
+    """A key token for an op id (key-value keys allow a few characters only)."""
     return re.sub(r"[^A-Za-z0-9_=-]", "_", name or "_")
 
 
@@ -161,14 +138,7 @@ class LedgerStore(KVStore):
     async def op(self, op_id: str) -> OpCost | None:
         return (await self._read(f"op.{key_part(op_id)}", OpCost))[0]
 
-    async def totals(self, scope: str, name: str) -> Totals:
-        return (await self._read(f"{scope}.{key_part(name)}", Totals))[0] or Totals()
-
     async def change_op(self, op_id: str, change: Callable[[OpCost | None], OpCost | None], *,
                         likely_new: bool = False) -> OpCost | None:
         """``likely_new``: the op's first event here (its submitted): created without a read first."""
         return await self._mutate(f"op.{key_part(op_id)}", OpCost, change, likely_new=likely_new)
-
-    async def add(self, scope: str, name: str, recorded: Recorded, key: str) -> None:
-        """Add attempt ``key``'s cost to the totals of ``scope``/``name`` (once)."""
-        await self._mutate(f"{scope}.{key_part(name)}", Totals, lambda t: (t or Totals()).plus(recorded, key))

@@ -113,15 +113,10 @@ class Recorder:
         return await self._report(e.op_id, op, attempt)
 
     async def _report(self, op_id: str, op: OpCost | None, attempt: str) -> CostRecorded | None:
-        """The attempt's ``cost_recorded`` once it is recorded (added to the totals first, once)."""
+        """The attempt's ``cost_recorded`` once it is recorded."""
         if op is None or attempt not in op.recorded:
             return None  # an attempt that never ran (or not known to have ended yet): nothing to say
         done = op.recorded[attempt]
-        if not done.applied:
-            key = f"{op_id}.{attempt}"
-            await self.store.add("queue", op.queue, done, key)
-            await self.store.add("project", op.project, done, key)
-            await self.store.change_op(op_id, lambda o: _applied(o, attempt))
         return CostRecorded(op_id=op_id, at=done.ended_at, attempt=int(attempt), amount=done.amount,
                             currency=op.currency, seconds=done.seconds, queue=op.queue, project=op.project,
                             gpu_hours=done.gpu_hours, started_at=done.started_at, pool=done.pool, pods=done.pods)
@@ -159,10 +154,3 @@ def _settle(op: OpCost, labels_of: Callable[[str], dict[str, str] | None]) -> Op
 def _fields(op: OpCost | Recorded) -> dict:
     return {f: getattr(op, f) for f in op.__struct_fields__}
 
-
-def _applied(op: OpCost | None, attempt: str) -> OpCost | None:
-    if op is None or attempt not in op.recorded or op.recorded[attempt].applied:
-        return op
-    done = op.recorded[attempt]
-    return OpCost(**{**_fields(op), "recorded": {**op.recorded, attempt: Recorded(
-        **{**_fields(done), "applied": True})}})

@@ -60,8 +60,6 @@ async def test_a_finished_attempt_records_its_actual_cost(stack_factory, bus, cl
     assert cost.queue == "default" and cost.project == "vision" and cost.currency == "USD"
     assert abs(cost.seconds - 1800) < 1 and abs(cost.amount - 1.0) < 1e-3 and abs(cost.gpu_hours - 0.5) < 1e-3
     store = LedgerStore(await bus.ensure_cache_bucket(subjects.COST_BUCKET))
-    assert abs((await store.totals("queue", "default")).amount - cost.amount) < 1e-9
-    assert abs((await store.totals("project", "vision")).amount - cost.amount) < 1e-9
     assert abs((await store.op(op_id)).total - cost.amount) < 1e-9
 
 

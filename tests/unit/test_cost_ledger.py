@@ -14,7 +14,7 @@ from opsched.proto.prices import PricePool
 from opsched.proto.queues import Budget
 from opsched.rules.windows import window_end, window_start
 from opsched.services.cost.estimator import Prices, gpu_count, hourly_price
-from opsched.services.cost.ledger import LedgerStore, Recorded, charge
+from opsched.services.cost.ledger import LedgerStore, charge
 from opsched.services.cost.recorder import Recorder
 from opsched.services.cost.spend import SpendView
 from tests.builders import GPU, case, case_name, op, running, submitted, succeeded, t
@@ -210,13 +210,6 @@ async def test_an_op_with_its_own_cost_is_charged_by_the_catalogue_of_the_pool_i
     assert (done.amount, done.pool) == (16.0, "")
 
 
-async def test_a_negative_amount_in_a_ledger_entry_is_never_added_to_the_totals():
-    store = LedgerStore(MemoryKV())
-    bad = Recorded(amount=-10_000.0, seconds=36_000.0, gpu_hours=80.0, started_at=t(0), ended_at=t(36_000))
-    await store.add("queue", "a", bad, "x.0")
-    assert (await store.totals("queue", "a")).amount == 0.0
-
-
 async def test_a_ledger_entry_written_before_pools_existed_still_reads():
     store = LedgerStore(MemoryKV())
     old = b'{"queue":"a","project":"p","hourly":2.0,"gpus":1,"currency":"USD","starts":{},"recorded":{}}'
@@ -247,23 +240,13 @@ async def test_a_start_and_an_end_handled_before_the_submit_are_recorded_when_it
 
 
 @pytest.mark.parametrize("order", ["start, end", "end, start"])
-async def test_a_start_and_an_end_handled_at_once_add_the_attempt_to_the_totals_once(order):
+async def test_a_start_and_an_end_handled_at_once_record_the_attempt_once(order):
     rec = recorder({"now": POOLED})
     await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id="x"))
     calls = [rec.running(running("x", at=t(0), node="std-1")), rec.ended(succeeded("x", at=t(3600)))]
     results = await asyncio.gather(*(calls if order == "start, end" else calls[::-1]))
     assert [r.amount for r in results if r is not None] in ([3.0], [3.0, 3.0])
     await rec.ended(succeeded("x", at=t(3600)))  # and redelivered
-    totals = await rec.store.totals("queue", "default")
-    assert (totals.amount, totals.attempts) == (3.0, 1)
+    entry = await rec.store.op("x")
+    assert (entry.total, list(entry.recorded)) == (3.0, ["0"])
 
-
-async def test_the_totals_add_an_attempt_once_however_often_they_are_told():
-    store = LedgerStore(MemoryKV())
-    cost = charge(t(0), t(3600), 2.0, 1)
-    done = Recorded(amount=cost.amount, seconds=cost.seconds, gpu_hours=cost.gpu_hours, started_at=t(0),
-                    ended_at=t(3600))
-    for key in ("x.0", "x.0", "x.1", "x.0"):
-        await store.add("queue", "a", done, key)
-    totals = await store.totals("queue", "a")
-    assert (totals.amount, totals.attempts, totals.recent) == (4.0, 2, ["x.0", "x.1"])
