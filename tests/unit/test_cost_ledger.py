@@ -4,19 +4,26 @@ burn rate. The ledger is a fold of the op stream (``services.cost.ledger.Ledger`
 ``cost_estimated``, each attempt's start and end, in either order, on any replica, redelivered."""
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timezone
 
 import msgspec
 import pytest
+import structlog
 
+from opsched.proto import codec
 from opsched.proto.events import CostEstimated, CostRecorded, Event, OperationRunning, OperationSubmitted
 from opsched.proto.limits import MAX_COST
 from opsched.proto.prices import PricePool
 from opsched.proto.queues import Budget
 from opsched.rules.windows import window_end, window_start
+from opsched.services.cost import service
 from opsched.services.cost.estimator import Prices, estimated, gpu_count, hourly_price
 from opsched.services.cost.ledger import Ledger, charge
+from opsched.services.cost.service import Cost
 from opsched.services.cost.spend import SpendView
+from opsched.services.runtime.service import Context, RetryLater
+from opsched.services.runtime.settings import Settings
 from tests.builders import (
     GPU,
     case,
@@ -32,6 +39,7 @@ from tests.builders import (
     succeeded,
     t,
 )
+from tests.builders.clock import FakeClock
 
 PRICES = Prices(currency="USD", cpu_hour=0.04, gib_hour=0.005, accelerators={GPU: {"A100": 3.0, "*": 2.0}})
 
@@ -347,3 +355,39 @@ def test_memory_is_bounded_by_the_live_ops():
         rep.fold(done)
     rep.fold(*priced(op().gpus(1).build(), "live", POOLED))
     assert set(rep.ledger.ops) == {"live"} and rep.ledger.ops["live"].submitted is None  # only its price is kept
+
+
+# ---- the ledger's handler: its message folded first (the follow), else given back ------------------------
+
+def cost_service() -> Cost:
+    return Cost(Settings(), FakeClock(t(0)))
+
+
+def handler_ctx(svc: Cost, seq: int) -> Context:
+    return Context("cost", svc.clock, svc.settings, structlog.get_logger(), stream_seq=seq)
+
+
+async def fold_at(svc: Cost, seq: int, e: Event) -> None:
+    await svc.state.fold(codec.encode(e), seq)
+
+
+async def test_the_handler_waits_for_the_follow_to_fold_its_message_then_records_from_the_fold():
+    svc = cost_service()
+    spec = op().cpu("90").build()
+    for seq, e in enumerate(priced(spec, "x", svc.state.catalogue.prices), start=1):
+        await fold_at(svc, seq, e)
+    await fold_at(svc, 3, running("x", at=t(0)))
+    end = succeeded("x", at=t(60))
+    handling = asyncio.ensure_future(svc.record(end, handler_ctx(svc, 4)))
+    done, _ = await asyncio.wait({handling}, timeout=0.05)
+    assert not done  # seq 4 not folded yet: it waits (the follow is behind the consumer)
+    await fold_at(svc, 4, end)
+    [recorded] = await asyncio.wait_for(handling, 5)
+    assert (recorded.op_id, recorded.amount, recorded.seconds) == ("x", 0.06, 60.0)
+
+
+async def test_a_message_the_follow_does_not_fold_in_time_is_given_back(monkeypatch):
+    monkeypatch.setattr(service, "FOLD_WAIT_S", 0.01)
+    svc = cost_service()
+    with pytest.raises(RetryLater):
+        await svc.record(succeeded("x", at=t(60)), handler_ctx(svc, 7))
