@@ -10,7 +10,9 @@ ended is recorded (an attempt whose end came without a start: the op is parked, 
 what was folded alone, so any replica, and any redelivery, computes the same message (its Nats-Msg-Id is per op,
 type and attempt: a second copy is deduplicated). An op whose ``cost_estimated`` predates the price on it (no
 ``pod_shapes``) or is missing is priced from its ``submitted`` by the catalogue in force when its attempt is
-recorded (``price_now``).
+recorded (``price_now``). An op resumed (``resumed``) after the ledger forgot it is priced again from its
+``submitted`` and ``cost_estimated`` as the stream stores them (``unpriced``, ``priced_again``: the handler reads
+them).
 
 The catalogue prices what runs: an op's own ``cost`` (which may raise its estimate) is never what it is charged,
 so cost quotas and budgets cannot be bypassed by a spec; every charge is non-negative."""
@@ -25,6 +27,7 @@ from opsched.proto.events import (
     CostEstimated,
     CostRecorded,
     Event,
+    OperationResumed,
     OperationRunning,
     OperationSubmitted,
     PodCharge,
@@ -113,7 +116,9 @@ class Run:
 
 @dataclass
 class OpEntry:
-    submitted: OperationSubmitted | None  # kept until its price is folded (then only the price is)
+    # kept until its price is folded (then only the price is); None and no price: an op resumed after the ledger
+    # forgot it (``Ledger.unpriced``: its handler reads them again from the stream)
+    submitted: OperationSubmitted | None
     price: OpCost | None = None  # from its cost_estimated (None: none folded, or one from before the price on it)
     runs: dict[int, Run] = field(default_factory=dict)  # attempt -> its run, until its cost_recorded is folded
     recorded: set[int] = field(default_factory=set)  # attempts whose cost_recorded is folded
@@ -138,6 +143,8 @@ class OpEntry:
             self._ran(event)
         if isinstance(event, OP_ENDS):
             self.ended = True
+        if isinstance(event, OperationResumed):  # it continues in place: its next attempt is charged the same
+            self.ended = False
 
     def _ran(self, event: Event) -> None:
         """A start or an end of an attempt not recorded yet: the first of each folded is kept."""
@@ -171,6 +178,8 @@ class Ledger:
             return
         op_id = event.op_id
         entry = self.ops.get(op_id) or self.parked.get(op_id)
+        if entry is None and isinstance(event, OperationResumed):  # an ended op it forgot runs again
+            entry = self.ops[op_id] = OpEntry(None)
         if entry is None:  # an op whose submitted this fold did not see (or forgotten): nothing to charge
             return
         entry.fold(event)
@@ -187,6 +196,20 @@ class Ledger:
 
     def entry(self, op_id: str) -> OpEntry | None:
         return self.ops.get(op_id) or self.parked.get(op_id)
+
+    def unpriced(self, op_id: str) -> bool:
+        """The op was resumed after the ledger forgot it: neither its price nor its submitted is folded."""
+        entry = self.entry(op_id)
+        return entry is not None and entry.price is None and entry.submitted is None
+
+    def priced_again(self, op_id: str, submitted: OperationSubmitted | None, est: CostEstimated | None) -> None:
+        """An unpriced op's ``submitted`` and ``cost_estimated``, as the stream still stores them."""
+        entry = self.entry(op_id)
+        if entry is None or submitted is None or not (entry.price is None and entry.submitted is None):
+            return
+        entry.submitted = submitted
+        if est is not None:
+            entry.fold(est)
 
     def recorded(self, op_id: str, attempt: int, labels_of: Labels, price_now: PriceNow) -> CostRecorded | None:
         """The attempt's ``cost_recorded`` once its start, end and price are folded (None: not yet, never ran, or

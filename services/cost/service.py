@@ -30,6 +30,7 @@ from opsched.proto.lifecycle import ATTEMPT_ENDS
 from opsched.services.cost import metrics
 from opsched.services.cost.state import CostState
 from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.op_events import last_of
 from opsched.services.runtime.service import Consumer, Context, RetryLater, Service, Task
 from opsched.services.runtime.settings import Settings
 
@@ -97,6 +98,10 @@ class Cost(Service):
         if not await self.state.progress.reach(ctx.stream_seq, FOLD_WAIT_S):
             ctx.log.warning("ledger_not_folded_yet", stream_seq=ctx.stream_seq, folded=self.state.progress.seq)
             raise RetryLater(FOLD_RETRY_S)
+        if self.state.ledger.unpriced(event.op_id):  # resumed after the ledger forgot it: its price from the stream
+            assert self.bus is not None
+            self.state.ledger.priced_again(event.op_id, await last_of(self.bus, OperationSubmitted, event.op_id),
+                                           await last_of(self.bus, CostEstimated, event.op_id))
         recorded = self.state.recorded(event.op_id, event.attempt)
         if recorded is None:
             return []

@@ -19,6 +19,7 @@ from opsched.proto.events import (
     CostRecorded,
     Event,
     NodeCostRecorded,
+    OperationResumed,
     OperationRunning,
     OperationSubmitted,
     SpendRolled,
@@ -46,8 +47,8 @@ from opsched.services.runtime.settings import Settings
 # stream takes only these (cache answers, admitted, dispatched... never reach it); the ledger's consumer takes
 # ``running`` and the attempt ends, all among them
 FOLDED: tuple[type[Event], ...] = tuple(dict.fromkeys(
-    (OperationSubmitted, CostEstimated, OperationRunning, *ATTEMPT_ENDS, *OP_ENDS, CostRecorded, BudgetExceeded,
-     SpendRolled, NodeCostRecorded)))
+    (OperationSubmitted, CostEstimated, OperationRunning, *ATTEMPT_ENDS, *OP_ENDS, OperationResumed, CostRecorded,
+     BudgetExceeded, SpendRolled, NodeCostRecorded)))
 FOLDED_SUBJECTS = [subjects.events_of(event_type(kind)) for kind in FOLDED]
 
 

@@ -1,13 +1,14 @@
 """The cost ledger on the bus, a fold of the op stream (no key-value bucket): two cost instances share the
 ``cost-ledger`` consumer beside one admission (the dispatcher in null mode: the test publishes each attempt's
 ``running`` and end itself); an op that runs gets exactly one ``cost_recorded``, whichever instance takes which
-message and in whichever order the attempt's start and end are stored, and both instances forget it after."""
+message and in whichever order the attempt's start and end are stored, and both instances forget it after; an op
+resumed after that is priced again from the stream."""
 from __future__ import annotations
 
 from datetime import timedelta
 
-from opsched.proto.events import CostRecorded, OperationAdmitted
-from tests.builders import op, running, succeeded
+from opsched.proto.events import CostRecorded, FailureFinal, OperationAdmitted, OperationResumed
+from tests.builders import failed, op, running, succeeded
 from tests.builders.clock import T0
 from tests.waiting import eventually
 
@@ -51,3 +52,22 @@ async def test_an_op_that_runs_and_succeeds_gets_exactly_one_cost_recorded_from_
     assert [len(events.of(op_id, CostRecorded)) for op_id in op_ids] == [1] * len(op_ids)
     assert sum(c.stats.handled for c in costs) >= 2 * len(op_ids)  # each op's running and end, through the ledger
     assert all(c.state.ledger.ops.keys().isdisjoint(op_ids) and not c.state.ledger.parked for c in costs)
+
+
+async def test_an_op_resumed_after_both_ledgers_forgot_it_is_charged_its_next_attempt(
+        stack_factory, tmp_path, bus, client, events):
+    costs = await two_costs(stack_factory, tmp_path)
+    op_id = await client.submit(op("again").runs("false").cpu("90").build(), op_id="again")
+    await events.expect(OperationAdmitted, op_id)
+    await bus.publish(running(op_id, at=T0, node=None))
+    await bus.publish(failed(op_id, at=T0 + timedelta(minutes=1)))
+    await events.expect(FailureFinal, op_id)
+    first = await events.expect(CostRecorded, op_id)
+    await forgotten(costs, [op_id])
+    await client.resume(op_id)
+    await events.expect(OperationResumed, op_id)
+    await events.expect(OperationAdmitted, op_id, where=lambda e: e.attempt == 1)
+    await bus.publish(running(op_id, at=T0 + timedelta(hours=1), attempt=1, node=None))
+    await bus.publish(succeeded(op_id, at=T0 + timedelta(hours=1, minutes=2), attempt=1))
+    second = await events.expect(CostRecorded, op_id, where=lambda e: e.attempt == 1)
+    assert (first.attempt, first.amount, second.amount, second.seconds) == (0, 0.06, 0.12, 120.0)

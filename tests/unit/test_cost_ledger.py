@@ -12,7 +12,14 @@ import pytest
 import structlog
 
 from opsched.proto import codec
-from opsched.proto.events import CostEstimated, CostRecorded, Event, OperationRunning, OperationSubmitted
+from opsched.proto.events import (
+    CostEstimated,
+    CostRecorded,
+    Event,
+    OperationResumed,
+    OperationRunning,
+    OperationSubmitted,
+)
 from opsched.proto.limits import MAX_COST
 from opsched.proto.prices import PricePool
 from opsched.proto.queues import Budget
@@ -391,3 +398,29 @@ async def test_a_message_the_follow_does_not_fold_in_time_is_given_back(monkeypa
     svc = cost_service()
     with pytest.raises(RetryLater):
         await svc.record(succeeded("x", at=t(60)), handler_ctx(svc, 7))
+
+
+def test_an_op_resumed_after_the_ledger_forgot_it_is_priced_again_from_the_stream():
+    sub, est = priced(op().gpus(1, product="A100").build(), "x", POOLED)
+    rep = Replica({"now": POOLED}).fold(sub, est)
+    rep.handle(running("x", at=t(0), node="std-1"))
+    rep.fold(rep.handle(failed("x", at=t(1800))), failure_final("x", at=t(1800)))
+    assert rep.ledger.ops == {}  # ended and recorded: forgotten
+    rep.fold(OperationResumed(op_id="x", at=t(3600), attempt=1))
+    assert rep.ledger.unpriced("x")  # its handler reads its submitted and cost_estimated from the stream
+    rep.ledger.priced_again("x", sub, est)
+    assert not rep.ledger.unpriced("x")
+    rep.handle(running("x", at=t(3600), attempt=1, node="spot-1"))
+    again = rep.handle(succeeded("x", at=t(7200), attempt=1))
+    assert (again.attempt, again.amount, again.pool, again.queue) == (1, 1.0, "spot", "default")
+
+
+def test_a_parked_op_resumed_is_charged_at_its_price_at_submit():
+    prices = {"now": POOLED}
+    rep = Replica(prices).fold(*priced(op().gpus(1, product="A100").build(), "x", POOLED), stopped("x", at=t(60)))
+    assert list(rep.ledger.parked) == ["x"]
+    prices["now"] = msgspec.structs.replace(POOLED, accelerators={GPU: {"A100": 5.0}})  # not what it pays
+    rep.fold(OperationResumed(op_id="x", at=t(120), attempt=1))
+    assert set(rep.ledger.ops) == {"x"} and not rep.ledger.parked and not rep.ledger.unpriced("x")
+    rep.handle(running("x", at=t(0), attempt=1, node="std-1"))
+    assert rep.handle(succeeded("x", at=t(3600), attempt=1)).amount == 3.0
