@@ -6,9 +6,9 @@ estimator's points per pool and product, each with its price per pod shape, and 
 attempt's start (``running``: when, on which nodes) and end (any attempt end), and which attempts' ``cost_recorded``
 it has folded; it forgets the op once it has ended (``proto.lifecycle.OP_ENDS``) and every attempt that ran and
 ended is recorded (an attempt whose end came without a start: the op is parked, a bounded number of them, for a
-``running`` stored after its end), so its memory is bounded by the live ops. No key-value work: ``cost_recorded`` is computed from
-what was folded alone, so any replica, and any redelivery, computes the same message (its Nats-Msg-Id is per op,
-type and attempt: a second copy is deduplicated). An op whose ``cost_estimated`` predates the price on it (no
+``running`` stored after its end), so its memory is bounded by the live ops. No key-value work: ``cost_recorded``
+is computed from what was folded alone, so any replica, and any redelivery, computes the same message (its
+Nats-Msg-Id is per op, type and attempt: a second copy is deduplicated). An op whose ``cost_estimated`` predates the price on it (no
 ``pod_shapes``) or is missing is priced from its ``submitted`` by the catalogue in force when its attempt is
 recorded (``price_now``). An op resumed (``resumed``) after the ledger forgot it is priced again from its
 ``submitted`` and ``cost_estimated`` as the stream stores them (``unpriced``, ``priced_again``: the handler reads
@@ -37,7 +37,7 @@ from opsched.proto.lifecycle import ATTEMPT_ENDS, OP_ENDS
 from opsched.rules.pricing import point_for
 from opsched.services.cost.amounts import bounded
 
-Labels = Callable[[str], "dict[str, str] | None"]  # a node's labels (None: not known)
+Labels = Callable[[str], dict[str, str] | None]  # a node's labels (None: not known)
 PriceNow = Callable[[OperationSubmitted], CostEstimated]  # an op's price by the catalogue in force
 
 
@@ -221,7 +221,7 @@ class Ledger:
         op, submitted = entry.price, entry.submitted
         if op is None and submitted is not None:  # no price on the stream: the catalogue in force prices it now
             op = OpCost.of(submitted, price_now(submitted))
-        if op is None:  # never: an entry keeps its submitted until it has its price
+        if op is None:  # resumed after it was forgotten, and its submitted no longer stored (``priced_again``)
             return None
         hourly, pool, pods = op.charge_of(run.nodes, labels_of)
         c = charge(run.started, run.ended, hourly, op.gpus)
