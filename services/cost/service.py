@@ -42,8 +42,10 @@ FOLD_RETRY_S = 1.0  # then the message is given back, to be handled again after 
 class Cost(Service):
     name = "cost"
     estimates = Consumer(subjects.COST_ESTIMATOR, subjects.OPS_STREAM, [subjects.events_of("submitted")])
+    # its handler gives a message back while the follow has not folded it (``RetryLater``): a lag, not a failure, so
+    # no count of deliveries bounds it (a handler error is still given up after ``OPSCHED_MAX_DELIVER``)
     ledger = Consumer(subjects.COST_LEDGER, subjects.OPS_STREAM,
-                      [subjects.events_of(event_type(kind)) for kind in RECORDED])
+                      [subjects.events_of(event_type(kind)) for kind in RECORDED], max_deliver=-1)
     nodes = Consumer(subjects.COST_NODES, subjects.CLUSTER_STREAM, [subjects.CLUSTER_NODES],
                      decoder=codec.decode_cluster)
 
