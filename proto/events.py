@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from opsched.proto.limits import MAX_PODS_PER_OP, MAX_PRICE_POINTS
+from opsched.proto.limits import MAX_PODS_PER_OP, MAX_PRICE_POINTS, MAX_REPLICA_GROUPS
 from opsched.proto.queues import DEFAULT_LEVEL, AllowableVolume, Connection, Level
 from opsched.proto.reasons import Ending
 from opsched.proto.spec import OpSpec, Wire
@@ -50,10 +50,15 @@ class PricePoint(Wire, kw_only=True):
     product: str = "*"
     hourly: float  # the op's price per hour there (all its pods)
     amount: float  # hourly x its expected duration, raised to the op's own cost like the estimate
+    # the price per hour there of one pod of each of its shapes (``proto.pod_resources.shapes``: the main pod, then
+    # each replica group's): what the cost service charges each pod of an attempt (its ledger; [] before it)
+    shapes: Annotated[list[float], msgspec.Meta(max_length=MAX_REPLICA_GROUPS + 1)] = []
 
     def __post_init__(self) -> None:
         money("hourly", self.hourly)
         money("amount", self.amount)
+        for i, price in enumerate(self.shapes):
+            money(f"shapes[{i}]", price)
 
 
 class CostEstimated(Event, tag="cost_estimated", kw_only=True):
@@ -69,9 +74,17 @@ class CostEstimated(Event, tag="cost_estimated", kw_only=True):
     # the op priced in every pool and the defaults, for every product they name (``rules.pricing``): admission
     # prices the flavor it considers from these; the estimate above is the point of the op's own nodeSelector
     points: Annotated[list[PricePoint], msgspec.Meta(max_length=MAX_PRICE_POINTS)] = []
+    # the rest of the price the op's attempts are charged at (the cost service's ledger folds it: its price at
+    # submit travels on the bus; an estimate without ``pod_shapes`` is from before, the ledger prices its op then)
+    hourly: float = 0.0  # an hour of all its pods at its own nodeSelector's point (charged when it has no points)
+    gpus: Annotated[int, msgspec.Meta(ge=0)] = 0  # whole accelerators of all its pods (its GPU-hours)
+    labels: dict[str, str] = {}  # its own nodeSelector: where a pod on a node of unknown labels is priced
+    # each pod's shape (an index into each point's ``shapes``), pods in name order (``rules.pricing.pod_shapes``)
+    pod_shapes: Annotated[list[Annotated[int, msgspec.Meta(ge=0)]], msgspec.Meta(max_length=MAX_PODS_PER_OP)] = []
 
     def __post_init__(self) -> None:
         money("durationS", self.duration_s)
+        money("hourly", self.hourly)
         for resource, amount in self.breakdown.items():
             money(f"breakdown[{resource!r}]", amount)
 

@@ -1,6 +1,6 @@
 """An operation's lifecycle, defined once: its statuses, which are active and which terminal, the status each
 event moves an op to, and which events end an attempt or may end the op. Admission's fold, the client's
-view, the cache and the cost recorder all read it from here.
+view, the cache and the cost ledger all read it from here.
 
     pending --(cost estimate + cache answer)--> queued --> admitted --> dispatched --> running
        |  \\--(approval needed)--> on_hold --(approve)--> queued        |            |

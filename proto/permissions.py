@@ -77,7 +77,7 @@ DURABLES: dict[str, tuple[str, ...]] = {
 }
 BUCKETS: dict[str, tuple[str, ...]] = {
     "admission": (subjects.LEASE_BUCKET, subjects.OPS_BUCKET),
-    "cost": (subjects.COST_BUCKET,),
+    "cost": (),  # its ledger is a fold of the op stream
     "cache": (subjects.CACHE_BUCKET,),
     "dispatcher": (subjects.ATTEMPT_FATE_BUCKET,),
     "notifier": (),

@@ -51,7 +51,6 @@ STREAMS: dict[str, tuple[list[str], int]] = {
 
 # Key-value buckets
 CACHE_BUCKET = "opsched_cache"
-COST_BUCKET = "opsched_cost"  # actual-cost ledger: per op, per queue, per project
 OPS_BUCKET = "opsched_ops"  # summaries of finished ops that left admission's memory (history 1, one key per op)
 
 # What stays on the op stream past the ttl, for the budget windows (purged once they passed): budget limits

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 from bench.faults.kinds import Fault
 from bench.faults.stage import Stage
-from bench.faults.tally import Tally, tally
+from bench.faults.tally import Tally, charges, tally
 from bench.workload import gpu_spec
 from opsched.proto import subjects
 from opsched.proto.queries import QueuesAnswer
@@ -108,13 +108,27 @@ def measure(stage: Stage, fault: Fault, struck: datetime, healed: datetime, fini
 
 
 async def count(stage: Stage, submitter: Submitter, quota_timeout: float = 30.0) -> Tally:
-    """The tally once admission has folded every end (its queues show no usage, or ``quota_timeout``)."""
+    """The tally once admission has folded every end (its queues show no usage, or ``quota_timeout``) and the cost
+    ledger has charged every attempt that ran (or ``quota_timeout``)."""
     assert stage.bus is not None and stage.client is not None and stage.pods is not None
     queues = await settled_queues(stage, quota_timeout)
-    stream = await stage.bus.read_all(subjects.OPS_STREAM, subjects.OPS_ALL)
+    stream = await charged_stream(stage, quota_timeout)
     await asyncio.to_thread(stage.pods.catch_up)  # what was dispatched by now has its pods listed
     pods, overlaps = stage.pods.snapshot()
     return tally(submitter.accepted, submitter.refused, stream, pods, overlaps, queues, stage.layout.gpus)
+
+
+async def charged_stream(stage: Stage, timeout: float) -> list[bytes]:
+    """The op stream once every attempt that ran and ended has its one ``cost_recorded`` (published just after the
+    attempt's end), or as it is after ``timeout``."""
+    assert stage.bus is not None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        stream = await stage.bus.read_all(subjects.OPS_STREAM, subjects.OPS_ALL)
+        if not charges(stream) or loop.time() > deadline:
+            return stream
+        await asyncio.sleep(0.2)
 
 
 async def settled_queues(stage: Stage, timeout: float) -> QueuesAnswer:

@@ -6,7 +6,8 @@ API server had (the pod ledger) and admission's own answer about its queues:
 - duplicate pods: a pod name created twice, an attempt with two pods, an op with pods of two attempts
   alive at once, a pod for an attempt never admitted, or an attempt dispatched without a pod;
 - quota in use: what admission still counts (running ops, GPUs used) once every op is terminal;
-- over quota: more 1-GPU ops admitted and not ended at once than the queue's quota (two deciders)."""
+- over quota: more 1-GPU ops admitted and not ended at once than the queue's quota (two deciders);
+- charges: an attempt that ran (its ``running`` and its end stored) without exactly one ``cost_recorded``."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -14,7 +15,15 @@ from dataclasses import dataclass, field
 
 from bench.faults.pods import PodRecord
 from opsched.proto import codec
-from opsched.proto.events import OperationAdmitted, OperationDispatched, OperationSubmitted
+from opsched.proto.events import (
+    CostRecorded,
+    Event,
+    OperationAdmitted,
+    OperationDispatched,
+    OperationRunning,
+    OperationSubmitted,
+)
+from opsched.proto.lifecycle import ATTEMPT_ENDS
 from opsched.proto.queries import QueuesAnswer
 from opsched.view import OpsView
 
@@ -33,12 +42,13 @@ class Tally:
     quota_in_use: list[str] = field(default_factory=list)
     peak_active: int = 0  # the most ops admitted and not ended at once, in stream order
     over_quota: list[str] = field(default_factory=list)
+    charges: list[str] = field(default_factory=list)
 
     def problems(self) -> list[str]:
         return [f"{what}: {items[:10]}{' ...' if len(items) > 10 else ''} ({len(items)})"
                 for what, items in (("lost", self.lost), ("duplicate admissions", self.duplicate_admissions),
                                     ("duplicate pods", self.duplicate_pods), ("quota in use", self.quota_in_use),
-                                    ("over quota", self.over_quota))
+                                    ("over quota", self.over_quota), ("charges", self.charges))
                 if items]
 
 
@@ -78,7 +88,35 @@ def tally(accepted: list[str], refused: int, stream: list[bytes], pods: dict[str
     out.duplicate_pods = duplicate_pods(pods, overlaps, set(admitted), dispatched)
     out.quota_in_use = quota_in_use(queues)
     out.peak_active = peak
+    out.charges = charges(stream)
     out.over_quota = [f"{peak} ops admitted at once, quota {quota} GPUs"] if peak > quota else []
+    return out
+
+
+def charges(stream: list[bytes]) -> list[str]:
+    """The attempts that ran and ended without exactly one ``cost_recorded`` (the cost ledger's)."""
+    ran: set[tuple[str, int]] = set()
+    ended: set[tuple[str, int]] = set()
+    charged: Counter = Counter()
+    for event in _events(stream):
+        key = (event.op_id, event.attempt)
+        if isinstance(event, OperationRunning):
+            ran.add(key)
+        elif isinstance(event, CostRecorded):
+            charged[key] += 1
+        if isinstance(event, ATTEMPT_ENDS):
+            ended.add(key)
+    return [f"{op}#{attempt}: {'never charged' if not charged[(op, attempt)] else f'charged {charged[(op, attempt)]} times'}"
+            for op, attempt in sorted(ran & ended) if charged[(op, attempt)] != 1]
+
+
+def _events(stream: list[bytes]) -> list[Event]:
+    out = []
+    for data in stream:
+        try:
+            out.append(codec.decode_event(data))
+        except Exception:  # noqa: BLE001, S112 - not an op event
+            continue
     return out
 
 

@@ -58,7 +58,6 @@ from opsched.proto.schedules import (
 )
 from opsched.services.admission import cycle, handlers, hooks, metrics, queries, schedule_runner, traces, unpublishable
 from opsched.services.admission import schedules as sched
-from opsched.services.admission.catchup import FoldProgress
 from opsched.services.admission.command_rate import CommandRate, requester_of
 from opsched.services.admission.config_source import ConfigSource, queues_configured
 from opsched.services.admission.measures import Measures
@@ -68,6 +67,7 @@ from opsched.services.admission.state.admission_state import AdmissionState
 from opsched.services.admission.submit_rate import SubmitRate
 from opsched.services.runtime.clock import Clock
 from opsched.services.runtime.deadletter import UNKNOWN_OP, guess_op_id
+from opsched.services.runtime.fold_progress import FoldProgress
 from opsched.services.runtime.leadership import Leadership
 from opsched.services.runtime.sealing import Sealer
 from opsched.services.runtime.service import Consumer, Context, Service, Task

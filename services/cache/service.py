@@ -18,15 +18,14 @@ Every handler is idempotent: a redelivered event finds the op's record and gives
 """
 from __future__ import annotations
 
-import msgspec
-
 from opsched.bus.bus import Bus
-from opsched.proto import codec, subjects
+from opsched.proto import subjects
 from opsched.proto.events import Event, OperationSubmitted, event_type
 from opsched.proto.lifecycle import OP_ENDS
 from opsched.services.cache.decide import Decider
 from opsched.services.cache.store import CacheStore
 from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.op_events import last_of
 from opsched.services.runtime.service import Consumer, Context, Service
 from opsched.services.runtime.settings import Settings
 
@@ -58,14 +57,7 @@ class Cache(Service):
     async def submitted_of(self, op_id: str) -> OperationSubmitted | None:
         """The op's ``submitted`` event, read back from the op stream (None: no longer stored)."""
         assert self.bus is not None
-        stored = await self.bus.last_message(subjects.OPS_STREAM, subjects.event("submitted", op_id))
-        if stored is None:
-            return None
-        try:
-            event = codec.decode_event(stored.data)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return None
-        return event if isinstance(event, OperationSubmitted) else None
+        return await last_of(self.bus, OperationSubmitted, op_id)
 
 
 def build(settings: Settings, clock: Clock | None = None) -> Cache:

@@ -12,10 +12,11 @@ price per hour, always come from the catalogue (``hourly_price``, ``pool_hourly`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 import msgspec
 
-from opsched.proto.events import Money, PricePoint
+from opsched.proto.events import CostEstimated, Money, OperationSubmitted, PricePoint
 from opsched.proto.pod_resources import pod_limits
 from opsched.proto.prices import PricePool, Prices
 from opsched.proto.resources import is_device
@@ -27,16 +28,18 @@ from opsched.rules.pricing import (
     in_pool,
     matching,
     places,
+    pod_shapes,
     product_of,
     products,
+    shape_hourly,
 )
 from opsched.services.cost.amounts import bounded, own_cost
 from opsched.services.cost.durations import LAST_RUNS, typical
 
 EXPLICIT = "explicit"  # the basis, and the breakdown entry, of an estimate an op's own cost raised
 
-__all__ = ["EXPLICIT", "Estimate", "Prices", "estimate", "expected_duration", "gpu_count", "hourly_price", "pool_hourly",
-           "price_points"]
+__all__ = ["EXPLICIT", "Estimate", "Prices", "estimate", "estimated", "expected_duration", "gpu_count", "hourly_price",
+           "pool_hourly", "price_points"]
 
 
 class Estimate(msgspec.Struct):
@@ -82,9 +85,23 @@ def estimate(spec: OpSpec, prices: Prices, default_duration_s: float, runs: Sequ
                     pool=pool.name if pool else "", runs=used, points=price_points(spec, prices, hours))
 
 
+def estimated(event: OperationSubmitted, prices: Prices, at: datetime, *, default_duration_s: float,
+              runs: Sequence[float] = (), source: str = "") -> CostEstimated:
+    """An op's ``cost_estimated``: its estimate (``estimate``), and its price at submit, what its attempts are charged
+    at (the ledger folds it): its price in every pool and product per pod shape (``points``), its own
+    (``hourly``), its GPUs, its nodeSelector and each of its pods' shape."""
+    spec = event.spec
+    est = estimate(spec, prices, default_duration_s, runs)
+    return CostEstimated(op_id=event.op_id, at=at, attempt=event.attempt, estimate=est.money, basis=est.basis,
+                         duration_s=est.duration_s, breakdown=est.breakdown, prices_source=source, pool=est.pool,
+                         runs=est.runs, points=est.points, hourly=hourly_price(spec, prices), gpus=gpu_count(spec),
+                         labels=dict(spec.environment.node_selector), pod_shapes=pod_shapes(event.op_id, spec))
+
+
 def price_points(spec: OpSpec, prices: Prices, hours: float) -> list[PricePoint]:
     """The op priced in every pool (catalogue order) and the defaults, for ``"*"`` and every product their tables of
-    the accelerators it asks for name: at most ``rules.pricing.point_count`` (bounded when the catalogue is loaded)."""
+    the accelerators it asks for name: at most ``rules.pricing.point_count`` (bounded when the catalogue is loaded);
+    each with the price of one pod of each of its shapes (what its attempts are charged per pod: ``ledger``)."""
     own = own_cost(spec.cost) or 0.0
     wanted = accelerators_of(spec)
     out: list[PricePoint] = []
@@ -92,8 +109,9 @@ def price_points(spec: OpSpec, prices: Prices, hours: float) -> list[PricePoint]
         for product in products(flat, wanted):
             per_hour = bounded(round(sum(hourly(spec, flat, product).values()), 6), "hourly price")
             amount = max(own, bounded(round(per_hour * hours, 6), "estimate"))
+            per_shape = [bounded(sum(pod.values()), "hourly price") for pod in shape_hourly(spec, flat, product)]
             out.append(PricePoint(pool=pool.name if pool else DEFAULTS, match=dict(pool.match) if pool else {},
-                                  product=product, hourly=per_hour, amount=amount))
+                                  product=product, hourly=per_hour, amount=amount, shapes=per_shape))
     return out
 
 

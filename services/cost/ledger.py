@@ -1,31 +1,44 @@
-"""The actual-cost ledger: each attempt's real run time (``running`` -> its end) x the op's hourly
-price where it ran (each pod at the price of its node's pool and product: ``OpCost.charge_of``), kept per op,
-per queue and per project in a key-value bucket.
+"""The actual-cost ledger, a fold of the op stream: each attempt's real run time (``running`` -> its end) x the
+op's hourly price where it ran (each pod at the price of its node's pool and product: ``OpCost.charge_of``).
 
-Keys: ``op.<op_id>`` (the op's price, its attempts' starts and ends and what each finished attempt
-cost), ``queue.<name>`` and ``project.<name>`` (totals). Every change is a compare-and-set on the key's
-revision, so replicas sharing the ledger's consumer never lose each other's changes. A finished attempt
-is recorded on its op first and added to the totals after (``applied``), so a redelivered event finds it
-recorded and gives the same ``cost_recorded`` again. Adding to the totals is idempotent too: they keep the
-keys of the attempts they added last (``RECENT``), so two replicas (or a replica and a redelivery) that
-both find an attempt not yet applied add it once."""
+The fold keeps, per op, its queue and project (``submitted``), its price at submit (``cost_estimated``: the
+estimator's points per pool and product, each with its price per pod shape, and the op's pod shapes), each
+attempt's start (``running``: when, on which nodes) and end (any attempt end), and which attempts' ``cost_recorded``
+it has folded; it forgets the op once it has ended (``proto.lifecycle.OP_ENDS``) and every attempt that ran and
+ended is recorded (an attempt whose end came without a start: the op is parked, a bounded number of them, for a
+``running`` stored after its end), so its memory is bounded by the live ops. No key-value work: ``cost_recorded``
+is computed from what was folded alone, so any replica, and any redelivery, computes the same message (its
+Nats-Msg-Id is per op, type and attempt: a second copy is deduplicated). An op whose ``cost_estimated`` predates the price on it (no
+``pod_shapes``) or is missing is priced from its ``submitted`` by the catalogue in force when its attempt is
+recorded (``price_now``). An op resumed (``resumed``) after the ledger forgot it is priced again from its
+``submitted`` and ``cost_estimated`` as the stream stores them (``unpriced``, ``priced_again``: the handler reads
+them).
+
+The catalogue prices what runs: an op's own ``cost`` (which may raise its estimate) is never what it is charged,
+so cost quotas and budgets cannot be bypassed by a spec; every charge is non-negative."""
 from __future__ import annotations
 
-import re
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
 
-import msgspec
-
-from opsched.proto.events import PodCharge
+from opsched.proto.events import (
+    CostEstimated,
+    CostRecorded,
+    Event,
+    OperationResumed,
+    OperationRunning,
+    OperationSubmitted,
+    PodCharge,
+    PricePoint,
+)
+from opsched.proto.lifecycle import ATTEMPT_ENDS, OP_ENDS
 from opsched.rules.pricing import point_for
 from opsched.services.cost.amounts import bounded
-from opsched.services.runtime.kvstore import KVStore
 
-T = TypeVar("T")
-RECENT = 512  # attempts a total remembers having added: far more than are added while one is redelivered
+Labels = Callable[[str], dict[str, str] | None]  # a node's labels (None: not known)
+PriceNow = Callable[[OperationSubmitted], CostEstimated]  # an op's price by the catalogue in force
 
 
 @dataclass(frozen=True)
@@ -44,71 +57,34 @@ def charge(started: datetime, ended: datetime, hourly: float, gpus: int) -> Char
     return Charge(seconds, amount, round(max(0, gpus) * hours, 6))
 
 
-class Recorded(msgspec.Struct, kw_only=True):
-    amount: float
-    seconds: float
-    gpu_hours: float
-    started_at: datetime
-    ended_at: datetime
-    applied: bool = False  # added to the queue and project totals
-    pool: str = ""  # the pool whose price was charged ("" = the default prices): the main pod's
-    pods: list[PodCharge] = []  # the pools (and products) its pods were charged at
+@dataclass(frozen=True)
+class OpCost:
+    """An op's price at submit, as its ``cost_estimated`` carries it."""
 
-
-class PoolPrice(msgspec.Struct, kw_only=True):
-    """What an hour of the op costs on the nodes of one pool (from the catalogue at its submit)."""
-
-    name: str
-    match: dict[str, str]
-    hourly: float
-
-
-class PointPrice(msgspec.Struct, kw_only=True):
-    """What an hour of the op costs in one pool for one GPU product (``rules.pricing``; from the catalogue at its
-    submit): all its pods (``hourly``) and one pod of each of its shapes (``shapes``)."""
-
-    pool: str = ""  # "": the defaults
-    match: dict[str, str] = {}
-    product: str = "*"
-    hourly: float = 0.0
-    shapes: list[float] = []
-
-
-class OpCost(msgspec.Struct, kw_only=True):
     queue: str = ""
     project: str = ""
-    hourly: float = 0.0
+    hourly: float = 0.0  # all its pods at its own nodeSelector's point: charged when it has no points
     gpus: int = 0
     currency: str = "USD"
-    starts: dict[str, datetime] = {}  # attempt -> when it started running
-    recorded: dict[str, Recorded] = {}  # attempt -> what it cost
-    pool: str = ""  # the pool its nodeSelector chose at submit (priced ``hourly``)
-    pools: list[PoolPrice] = []  # the catalogue's pools at submit, in order
-    ran_in: dict[str, str] = {}  # attempt -> the pool of the node it ran on
-    ends: dict[str, datetime] = {}  # attempt -> when it ended, for an end handled before its start
-    priced: bool = True  # False: made by a start or an end handled before the op's submitted
-    # since charges per pod (an entry without them is charged as before: ``hourly_of``)
-    points: list[PointPrice] = []  # the op in every pool (catalogue order) and the defaults, for every product
-    labels: dict[str, str] = {}  # its own nodeSelector: where a pod on a node of unknown labels is priced
-    pod_shapes: list[int] = []  # each pod's shape, pods in name order (``rules.pricing.pod_shapes``)
-    ran_on: dict[str, list[str]] = {}  # attempt -> each pod's node (name order), until the attempt is recorded
+    pool: str = ""  # the pool its nodeSelector chose at submit
+    points: list[PricePoint] = field(default_factory=list)  # the op in every pool and the defaults, every product
+    labels: dict[str, str] = field(default_factory=dict)  # its own nodeSelector
+    pod_shapes: list[int] = field(default_factory=list)  # each pod's shape, pods in name order
 
-    def hourly_of(self, attempt: str) -> tuple[float, str]:
-        """The hourly price of an attempt and the pool that set it (an entry without price points)."""
-        pool = self.ran_in.get(attempt)
-        found = next((p for p in self.pools if p.name == pool), None)
-        return (found.hourly, found.name) if found else (self.hourly, self.pool)
+    @classmethod
+    def of(cls, submitted: OperationSubmitted, est: CostEstimated) -> OpCost:
+        return cls(queue=submitted.queue, project=submitted.spec.project or "", hourly=est.hourly, gpus=est.gpus,
+                   currency=est.estimate.currency, pool=est.pool, points=list(est.points), labels=dict(est.labels),
+                   pod_shapes=list(est.pod_shapes))
 
-    def charge_of(self, attempt: str, labels_of: Callable[[str], dict[str, str] | None]
-                  ) -> tuple[float, str, list[PodCharge]]:
-        """The hourly price of an attempt, the pool of its main pod and what each pool charged its pods: each pod at
-        the point of its node's labels (over the op's own nodeSelector; a node of unknown labels: the op's own)."""
+    def charge_of(self, nodes: list[str], labels_of: Labels) -> tuple[float, str, list[PodCharge]]:
+        """The hourly price of an attempt whose pods ran on ``nodes`` (name order, "" for one not known: the main
+        pod's), the pool of its main pod and what each pool charged its pods: each pod at the point of its node's
+        labels (over the op's own nodeSelector; a node of unknown labels: the op's own)."""
         if not self.points:
-            hourly, pool = self.hourly_of(attempt)
-            return hourly, pool, []
-        nodes = self.ran_on.get(attempt, [])
+            return bounded(self.hourly, "hourly price"), self.pool, []
         main = nodes[0] if nodes else ""
-        where: dict[str, PointPrice | None] = {}
+        where: dict[str, PricePoint | None] = {}
         charges: dict[tuple[str, str], list[float]] = {}  # (pool, product) -> [pods, hourly]
         main_pool = self.pool
         for i, shape in enumerate(self.pod_shapes or [0]):
@@ -128,47 +104,127 @@ class OpCost(msgspec.Struct, kw_only=True):
                 for (pool, product), (n, h) in charges.items()]
         return bounded(sum(h for _, h in charges.values()), "hourly price"), main_pool, pods
 
-    @property
-    def total(self) -> float:
-        return round(sum(r.amount for r in self.recorded.values()), 6)
+
+@dataclass
+class Run:
+    """One attempt as the stream says it ran: the first ``running`` and the first end folded win."""
+
+    started: datetime | None = None
+    nodes: list[str] = field(default_factory=list)  # each pod's node, name order ([]: not said)
+    ended: datetime | None = None
 
 
-class Totals(msgspec.Struct, kw_only=True):
-    amount: float = 0.0
-    seconds: float = 0.0
-    gpu_hours: float = 0.0
-    attempts: int = 0
-    recent: list[str] = []  # the keys of the last ``RECENT`` attempts added
+@dataclass
+class OpEntry:
+    # kept until its price is folded (then only the price is); None and no price: an op resumed after the ledger
+    # forgot it (``Ledger.unpriced``: its handler reads them again from the stream)
+    submitted: OperationSubmitted | None
+    price: OpCost | None = None  # from its cost_estimated (None: none folded, or one from before the price on it)
+    runs: dict[int, Run] = field(default_factory=dict)  # attempt -> its run, until its cost_recorded is folded
+    recorded: set[int] = field(default_factory=set)  # attempts whose cost_recorded is folded
+    ended: bool = False
 
-    def plus(self, r: Recorded, key: str) -> "Totals":
-        """With attempt ``key`` added (unchanged if it was added already)."""
-        if key in self.recent:
-            return self
-        return Totals(amount=round(self.amount + bounded(r.amount, f"recorded {key}"), 6), seconds=self.seconds + r.seconds,
-                      gpu_hours=round(self.gpu_hours + r.gpu_hours, 6), attempts=self.attempts + 1,
-                      recent=[*self.recent, key][-RECENT:])
+    def due(self) -> bool:
+        """An attempt whose start and end are folded waits for its record."""
+        return any(r.started is not None and r.ended is not None for r in self.runs.values())
+
+    def ends_alone(self) -> bool:
+        """An attempt whose end is folded without its start (a running stored after its end may still come)."""
+        return any(r.started is None and r.ended is not None for r in self.runs.values())
+
+    def fold(self, event: Event) -> None:
+        if isinstance(event, CostEstimated):
+            if self.submitted is not None and event.pod_shapes:  # the first (one from before the price on it: none)
+                self.price, self.submitted = OpCost.of(self.submitted, event), None
+        elif isinstance(event, CostRecorded):
+            self.recorded.add(event.attempt)
+            self.runs.pop(event.attempt, None)
+        elif event.attempt not in self.recorded:
+            self._ran(event)
+        if isinstance(event, OP_ENDS):
+            self.ended = True
+        if isinstance(event, OperationResumed):  # it continues in place: its next attempt is charged the same
+            self.ended = False
+
+    def _ran(self, event: Event) -> None:
+        """A start or an end of an attempt not recorded yet: the first of each folded is kept."""
+        if isinstance(event, OperationRunning):
+            run = self.runs.setdefault(event.attempt, Run())
+            if run.started is None:
+                run.started, run.nodes = event.at, list(event.nodes) or ([event.node] if event.node else [])
+        if isinstance(event, ATTEMPT_ENDS):
+            run = self.runs.setdefault(event.attempt, Run())
+            run.ended = run.ended or event.at
 
 
-def key_part(name: str) -> str:
-    """A key token for a queue or project name (key-value keys allow a few characters only)."""
-    return re.sub(r"[^A-Za-z0-9_=-]", "_", name or "_")
+class Ledger:
+    """The fold (``fold``) and what it says an attempt cost (``recorded``).
 
+    An op is kept while it has not ended (``ops``) or has an attempt that ran and ended without its record folded
+    yet. An ended op whose only attempts left ended without a start folded (stopped or preempted before it ran, a
+    cache hit; or a ``running`` stored after its end, which still comes) is parked: the last ``PARKED`` of those
+    are kept, so a late ``running`` is still charged while memory stays bounded by the live ops."""
 
-class LedgerStore(KVStore):
-    def __init__(self, kv) -> None:
-        super().__init__(kv, "cost")
+    PARKED = 1024
 
-    async def op(self, op_id: str) -> OpCost | None:
-        return (await self._read(f"op.{key_part(op_id)}", OpCost))[0]
+    def __init__(self) -> None:
+        self.ops: dict[str, OpEntry] = {}
+        self.parked: OrderedDict[str, OpEntry] = OrderedDict()  # ended, only ends without a start left
 
-    async def totals(self, scope: str, name: str) -> Totals:
-        return (await self._read(f"{scope}.{key_part(name)}", Totals))[0] or Totals()
+    def fold(self, event: Event) -> None:
+        if isinstance(event, OperationSubmitted):
+            if event.op_id not in self.parked:
+                self.ops.setdefault(event.op_id, OpEntry(event))
+            return
+        op_id = event.op_id
+        entry = self.ops.get(op_id) or self.parked.get(op_id)
+        if entry is None and isinstance(event, OperationResumed):  # an ended op it forgot runs again
+            entry = self.ops[op_id] = OpEntry(None)
+        if entry is None:  # an op whose submitted this fold did not see (or forgotten): nothing to charge
+            return
+        entry.fold(event)
+        if not entry.ended or entry.due():
+            if op_id in self.parked:  # its late running came: kept until its record is folded
+                self.ops[op_id] = self.parked.pop(op_id)
+            return
+        self.ops.pop(op_id, None)
+        self.parked.pop(op_id, None)
+        if entry.ends_alone():
+            self.parked[op_id] = entry
+            while len(self.parked) > self.PARKED:
+                self.parked.popitem(last=False)
 
-    async def change_op(self, op_id: str, change: Callable[[OpCost | None], OpCost | None], *,
-                        likely_new: bool = False) -> OpCost | None:
-        """``likely_new``: the op's first event here (its submitted): created without a read first."""
-        return await self._mutate(f"op.{key_part(op_id)}", OpCost, change, likely_new=likely_new)
+    def entry(self, op_id: str) -> OpEntry | None:
+        return self.ops.get(op_id) or self.parked.get(op_id)
 
-    async def add(self, scope: str, name: str, recorded: Recorded, key: str) -> None:
-        """Add attempt ``key``'s cost to the totals of ``scope``/``name`` (once)."""
-        await self._mutate(f"{scope}.{key_part(name)}", Totals, lambda t: (t or Totals()).plus(recorded, key))
+    def unpriced(self, op_id: str) -> bool:
+        """The op was resumed after the ledger forgot it: neither its price nor its submitted is folded."""
+        entry = self.entry(op_id)
+        return entry is not None and entry.price is None and entry.submitted is None
+
+    def priced_again(self, op_id: str, submitted: OperationSubmitted | None, est: CostEstimated | None) -> None:
+        """An unpriced op's ``submitted`` and ``cost_estimated``, as the stream still stores them."""
+        entry = self.entry(op_id)
+        if entry is None or submitted is None or not (entry.price is None and entry.submitted is None):
+            return
+        entry.submitted = submitted
+        if est is not None:
+            entry.fold(est)
+
+    def recorded(self, op_id: str, attempt: int, labels_of: Labels, price_now: PriceNow) -> CostRecorded | None:
+        """The attempt's ``cost_recorded`` once its start, end and price are folded (None: not yet, never ran, or
+        its op not known)."""
+        entry = self.entry(op_id)
+        run = entry.runs.get(attempt) if entry is not None else None
+        if entry is None or run is None or run.started is None or run.ended is None:
+            return None
+        op, submitted = entry.price, entry.submitted
+        if op is None and submitted is not None:  # no price on the stream: the catalogue in force prices it now
+            op = OpCost.of(submitted, price_now(submitted))
+        if op is None:  # resumed after it was forgotten, and its submitted no longer stored (``priced_again``)
+            return None
+        hourly, pool, pods = op.charge_of(run.nodes, labels_of)
+        c = charge(run.started, run.ended, hourly, op.gpus)
+        return CostRecorded(op_id=op_id, at=run.ended, attempt=attempt, amount=c.amount, currency=op.currency,
+                            seconds=c.seconds, queue=op.queue, project=op.project, gpu_hours=c.gpu_hours,
+                            started_at=run.started, pool=pool, pods=pods)

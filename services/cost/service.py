@@ -1,17 +1,18 @@
 """The cost service.
 
 Consumes ``ops.submitted`` (durable ``cost-estimator``) and answers each with ``cost_estimated``,
-from the price catalogue in force (``prices``, ``estimator``). Consumes ``submitted``, ``running``
-and every attempt end (durable ``cost-ledger``): the ledger (``recorder``, ``ledger``, in a
-key-value bucket) records what each finished attempt cost, ``cost_recorded``, and when that brings
-a budget window to its limit, ``budget_exceeded``. Consumes the node removals of the cluster stream (durable
+from the price catalogue in force (``prices``, ``estimator``): the op's estimate and its price at submit.
+Consumes ``running`` and every attempt end (durable ``cost-ledger``): once its follow of the op stream
+has folded the message (``state.progress``), what the attempt cost as the ledger folded it (``ledger``:
+price, start and end all from the stream, no key-value work), ``cost_recorded``, and when that brings a
+budget window to its limit, ``budget_exceeded``. Consumes the node removals of the cluster stream (durable
 ``cost-nodes``): what each node cost from its creation to its removal, split by what ran on it,
 ``node_cost_recorded`` (``node_meter``, ``occupancy``). ``opsched cost`` is answered from the spend
 folded from the op stream (``state``), rebuilt by replay on start."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine
 from typing import Any
 
 from opsched.bus.bus import Bus
@@ -20,35 +21,39 @@ from opsched.proto.cluster import NodeRemoved
 from opsched.proto.events import (
     BudgetExceeded,
     CostEstimated,
-    CostRecorded,
     Event,
     OperationRunning,
     OperationSubmitted,
+    event_type,
 )
+from opsched.proto.lifecycle import ATTEMPT_ENDS
 from opsched.services.cost import metrics
-from opsched.services.cost.ledger import LedgerStore
-from opsched.services.cost.recorder import ENDS, Recorder, consumed_subjects
 from opsched.services.cost.state import CostState
 from opsched.services.runtime.clock import Clock
-from opsched.services.runtime.service import Consumer, Context, Service, Task
+from opsched.services.runtime.op_events import last_of
+from opsched.services.runtime.service import Consumer, Context, RetryLater, Service, Task
 from opsched.services.runtime.settings import Settings
+
+RECORDED: tuple[type[Event], ...] = (OperationRunning, *ATTEMPT_ENDS)  # what the ledger's consumer takes: all in its follow's subjects
+FOLD_WAIT_S = 5.0  # how long a ledger handler waits for the follow to fold its message
+FOLD_RETRY_S = 1.0  # then the message is given back, to be handled again after this
 
 
 class Cost(Service):
     name = "cost"
     estimates = Consumer(subjects.COST_ESTIMATOR, subjects.OPS_STREAM, [subjects.events_of("submitted")])
-    ledger = Consumer(subjects.COST_LEDGER, subjects.OPS_STREAM, consumed_subjects())
+    # its handler gives a message back while the follow has not folded it (``RetryLater``): a lag, not a failure, so
+    # no count of deliveries bounds it (a handler error is still given up after ``OPSCHED_MAX_DELIVER``)
+    ledger = Consumer(subjects.COST_LEDGER, subjects.OPS_STREAM,
+                      [subjects.events_of(event_type(kind)) for kind in RECORDED], max_deliver=-1)
     nodes = Consumer(subjects.COST_NODES, subjects.CLUSTER_STREAM, [subjects.CLUSTER_NODES],
                      decoder=codec.decode_cluster)
-    recorder: Recorder  # set in start: its ledger is a key-value bucket
 
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         super().__init__(settings, clock)
         self.state = CostState(self, settings)
 
     async def start(self, bus: Bus) -> None:
-        store = LedgerStore(await bus.ensure_cache_bucket(subjects.COST_BUCKET))
-        self.recorder = Recorder(store, lambda: self.state.catalogue.prices, labels_of=self.state.labels_of)
         await self.state.start(bus)
 
     def tasks(self) -> list[Task]:
@@ -82,24 +87,32 @@ class Cost(Service):
 
     @estimates.handles(OperationSubmitted)
     async def estimate(self, event: OperationSubmitted, ctx: Context) -> CostEstimated:
-        est = self.state.estimate(event.spec)
-        ctx.log.info("cost_estimated", amount=est.money.amount, basis=est.basis, pool=est.pool or None)
-        return CostEstimated(op_id=event.op_id, at=ctx.clock.now(), attempt=event.attempt,
-                             estimate=est.money, basis=est.basis, duration_s=est.duration_s,
-                             breakdown=est.breakdown, prices_source=self.state.catalogue.source, pool=est.pool,
-                             runs=est.runs, points=est.points)
+        estimated = self.state.estimated(event, ctx.clock.now())
+        ctx.log.info("cost_estimated", amount=estimated.estimate.amount, basis=estimated.basis,
+                     pool=estimated.pool or None)
+        return estimated
 
-    @ledger.handles(OperationSubmitted)
-    async def remember_price(self, event: OperationSubmitted, ctx: Context) -> list[Event]:
-        return self._recorded(await self.recorder.submitted(event), ctx)
-
-    @ledger.handles(OperationRunning)
-    async def on_running(self, event: OperationRunning, ctx: Context) -> list[Event]:
-        return self._recorded([await self.recorder.running(event)], ctx)
-
-    @ledger.handles(*ENDS)
-    async def on_ended(self, event: Event, ctx: Context) -> list[Event]:
-        return self._recorded([await self.recorder.ended(event)], ctx)
+    @ledger.handles(*RECORDED)
+    async def record(self, event: Event, ctx: Context) -> list[Event]:
+        """The attempt's ``cost_recorded`` once the follow has folded this message (the ledger is that fold) and
+        the attempt's start and end are both folded: the later of the two records it. Not folded in time: the
+        message is handled again later (``RetryLater``)."""
+        if not await self.state.progress.reach(ctx.stream_seq, FOLD_WAIT_S):
+            ctx.log.warning("ledger_not_folded_yet", stream_seq=ctx.stream_seq, folded=self.state.progress.seq)
+            raise RetryLater(FOLD_RETRY_S)
+        if self.state.ledger.unpriced(event.op_id):  # resumed after the ledger forgot it: its price from the stream
+            assert self.bus is not None
+            self.state.ledger.priced_again(event.op_id, await last_of(self.bus, OperationSubmitted, event.op_id),
+                                           await last_of(self.bus, CostEstimated, event.op_id))
+        recorded = self.state.recorded(event.op_id, event.attempt)
+        if recorded is None:
+            return []
+        ctx.log.info("cost_recorded", amount=recorded.amount, seconds=recorded.seconds, pool=recorded.pool or None)
+        exceeded = self.state.exceeded(recorded)
+        for e in exceeded:
+            ctx.log.warning("budget_exceeded", scope=e.scope, name=e.name, window=e.window, limit=e.limit,
+                            spent=e.spent, unit=e.unit)
+        return [recorded, *exceeded]
 
     @nodes.handles(NodeRemoved)
     async def on_node_removed(self, event: NodeRemoved, ctx: Context) -> list[Event]:
@@ -113,21 +126,6 @@ class Cost(Service):
         ctx.log.info("node_cost_recorded", node=charge.node, pool=charge.pool or None, amount=charge.amount,
                      idle=charge.idle, seconds=charge.seconds)
         return [charge, *self.state.exceeded(charge)]
-
-    def _recorded(self, records: Sequence[CostRecorded | None], ctx: Context) -> list[Event]:
-        """Each attempt's ``cost_recorded``, and the budget limits it brings to or past."""
-        out: list[Event] = []
-        for recorded in records:
-            if recorded is None:
-                continue
-            ctx.log.info("cost_recorded", amount=recorded.amount, seconds=recorded.seconds,
-                         pool=recorded.pool or None)
-            exceeded = self.state.exceeded(recorded)
-            for e in exceeded:
-                ctx.log.warning("budget_exceeded", scope=e.scope, name=e.name, window=e.window, limit=e.limit,
-                                spent=e.spent, unit=e.unit)
-            out += [recorded, *exceeded]
-        return out
 
 
 async def _stopped_before(stop: asyncio.Event, sleep: Coroutine[Any, Any, None]) -> bool:

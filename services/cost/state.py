@@ -1,7 +1,8 @@
-"""What the cost service knows beyond its ledger, rebuilt by replay on start and followed live: the
-price catalogue and the budgets in force (config stream), the labels of every node (cluster stream),
-and from the op stream the spend view (`opsched cost`), the run times of past ops (expected
-durations) and the budget limits already announced."""
+"""What the cost service knows, rebuilt by replay on start and followed live: the price catalogue and the
+budgets in force (config stream), the labels of every node (cluster stream), and from the op stream the
+ledger (what each attempt cost: ``ledger``), the spend view (`opsched cost`), the run times of past ops
+(expected durations) and the budget limits already announced; and how far it has folded the op stream
+(``progress``: the ledger's handlers wait for their message to be folded)."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -14,9 +15,11 @@ from opsched.proto.cluster import NodeObserved, NodeRemoved
 from opsched.proto.config import PricesConfigured, QueuesConfigured
 from opsched.proto.events import (
     BudgetExceeded,
+    CostEstimated,
     CostRecorded,
     Event,
     NodeCostRecorded,
+    OperationResumed,
     OperationRunning,
     OperationSubmitted,
     SpendRolled,
@@ -30,20 +33,22 @@ from opsched.rules.node_pools import pool_of
 from opsched.rules.windows import window_start
 from opsched.services.cost.budgets import Announcements
 from opsched.services.cost.durations import Durations
-from opsched.services.cost.estimator import Estimate, estimate, hourly_price
+from opsched.services.cost.estimator import Estimate, estimate, estimated, hourly_price
+from opsched.services.cost.ledger import Ledger
 from opsched.services.cost.node_meter import NodeMeter
 from opsched.services.cost.occupancy import Occupancy
 from opsched.services.cost.prices import PricesSource
-from opsched.services.cost.recorder import ENDS
 from opsched.services.cost.spend import SpendView
+from opsched.services.runtime.fold_progress import FoldProgress
 from opsched.services.runtime.service import Service
 from opsched.services.runtime.settings import Settings
 
-# the op events its fold reads (the spend view, durations, budgets announced): its follow of the op stream
-# takes only these (an op's cost_estimated, cache answers, admitted, dispatched... never reach it)
+# the op events its fold reads (the ledger, the spend view, durations, budgets announced): its follow of the op
+# stream takes only these (cache answers, admitted, dispatched... never reach it); the ledger's consumer takes
+# ``running`` and the attempt ends, all among them
 FOLDED: tuple[type[Event], ...] = tuple(dict.fromkeys(
-    (OperationSubmitted, OperationRunning, *ATTEMPT_ENDS, *OP_ENDS, CostRecorded, BudgetExceeded, SpendRolled,
-     NodeCostRecorded)))
+    (OperationSubmitted, CostEstimated, OperationRunning, *ATTEMPT_ENDS, *OP_ENDS, OperationResumed, CostRecorded,
+     BudgetExceeded, SpendRolled, NodeCostRecorded)))
 FOLDED_SUBJECTS = [subjects.events_of(event_type(kind)) for kind in FOLDED]
 
 
@@ -60,6 +65,8 @@ class CostState:
         self.durations = Durations()
         self.nodes: dict[str, dict[str, str]] = {}  # node -> its labels (kept after it is removed)
         self.announced = Announcements()
+        self.ledger = Ledger()  # what each attempt cost, from the op stream alone
+        self.progress = FoldProgress()  # the last op-stream sequence folded
         self.fold_failures = 0  # events of the op stream a fold could not take
 
     async def start(self, bus: Bus) -> None:
@@ -98,10 +105,11 @@ class CostState:
 
     async def fold(self, data: bytes, seq: int) -> None:
         """Never raises: a message that does not decode is skipped, an event a fold cannot take is logged
-        (``fold_failed``) and counted; the op's state is admission's, its spend the ledger's."""
+        (``fold_failed``) and counted; either way ``progress`` passes it. The op's state is admission's."""
         try:
             event = codec.decode_event(data)
         except Exception:  # noqa: BLE001 - bad messages are dead-lettered where they are consumed
+            self.progress.advance(seq)
             return
         try:
             self._fold(event, seq)
@@ -109,15 +117,17 @@ class CostState:
             self.fold_failures += 1
             self.service.log.error("fold_failed", op_id=event.op_id, event_type=codec.type_of(event), seq=seq,
                                    error=f"{exc!r}", failures=self.fold_failures)
+        self.progress.advance(seq)
 
     def _fold(self, event: Event, seq: int = 0) -> None:
+        self.ledger.fold(event)
         self.durations.fold(event)
         self.occupancy.fold(event)
         if isinstance(event, BudgetExceeded):
             self.announced.fold(event)
         if isinstance(event, NodeCostRecorded):
             self.meter.fold(event)
-        if isinstance(event, ENDS):
+        if isinstance(event, ATTEMPT_ENDS):
             return  # a running attempt stays counted until its cost_recorded arrives
         self.view.fold(event, self.hourly_of, seq)
 
@@ -140,6 +150,16 @@ class CostState:
 
     def estimate(self, spec: OpSpec) -> Estimate:
         return estimate(spec, self.catalogue.prices, self.default_duration_s, self.runs_of(spec))
+
+    def estimated(self, event: OperationSubmitted, at: datetime) -> CostEstimated:
+        """The op's ``cost_estimated`` by the catalogue in force (``estimator.estimated``)."""
+        return estimated(event, self.catalogue.prices, at, default_duration_s=self.default_duration_s,
+                         runs=self.runs_of(event.spec), source=self.catalogue.source)
+
+    def recorded(self, op_id: str, attempt: int) -> CostRecorded | None:
+        """What the attempt cost, as the ledger has folded it (None: not known to have run and ended yet)."""
+        return self.ledger.recorded(op_id, attempt, self.labels_of,
+                                    lambda submitted: self.estimated(submitted, submitted.at))
 
     def exceeded(self, record: CostRecorded | NodeCostRecorded) -> list[BudgetExceeded]:
         """The budget limits ``record`` brings to or past, not announced before."""

@@ -42,6 +42,7 @@ from opsched.services.notifier.sinks import Delivery, request
 from opsched.services.notifier.triggers import TRIGGERING, OpNotification, connections_for, delivery_id
 from opsched.services.runtime.backoff import Backoff
 from opsched.services.runtime.clock import Clock
+from opsched.services.runtime.op_events import last_of
 from opsched.services.runtime.service import Consumer, Context, RetryLater, Service
 from opsched.services.runtime.settings import Settings
 
@@ -69,11 +70,7 @@ class Notifier(Service):
     async def _submitted(self, op_id: str) -> OperationSubmitted | None:
         """The op's ``submitted`` event (its spec's notifications, its queue); None once purged."""
         assert self.bus is not None
-        found = await self.bus.last_message(subjects.OPS_STREAM, subjects.event("submitted", op_id))
-        if found is None:
-            return None
-        event = codec.decode(found.data)
-        return event if isinstance(event, OperationSubmitted) else None
+        return await last_of(self.bus, OperationSubmitted, op_id)
 
     @match.handles(*TRIGGER_TYPES)
     async def matched(self, event: Event, ctx: Context) -> list[Event]:

@@ -109,7 +109,6 @@ class Settings(BaseSettings):
     # key-value buckets: each at most this many bytes; at the limit a new key is refused (an existing one is
     # still replaced: one revision per key)
     cache_max_bytes: int = Field(1 << 30, gt=0, description="the cache bucket (outputs of finished ops by key)")
-    cost_max_bytes: int = Field(1 << 30, gt=0, description="the cost ledger bucket")
     summaries_max_bytes: int = Field(4 << 30, gt=0, description="the bucket of finished ops' summaries")
     attempts_max_bytes: int = Field(1 << 30, gt=0, description="the dispatcher's record of each attempt")
     in_hand_max_bytes: int = Field(256 << 20, gt=0, description="the messages each handler loop holds")
@@ -175,7 +174,7 @@ class Settings(BaseSettings):
 
     def bucket_bytes(self) -> dict[str, int]:
         """The most bytes each key-value bucket keeps."""
-        return {subjects.CACHE_BUCKET: self.cache_max_bytes, subjects.COST_BUCKET: self.cost_max_bytes,
+        return {subjects.CACHE_BUCKET: self.cache_max_bytes,
                 subjects.OPS_BUCKET: self.summaries_max_bytes, subjects.ATTEMPT_FATE_BUCKET: self.attempts_max_bytes,
                 subjects.IN_HAND_BUCKET: self.in_hand_max_bytes, subjects.LEASE_BUCKET: self.leases_max_bytes}
 

@@ -30,8 +30,6 @@ from opsched.services.admission.service import Admission
 from opsched.services.cache.decide import Decider
 from opsched.services.cache.service import ENDS
 from opsched.services.cache.store import CacheStore
-from opsched.services.cost.ledger import LedgerStore
-from opsched.services.cost.recorder import Recorder
 from opsched.services.cost.service import Cost
 from opsched.services.runtime.service import Context
 from opsched.services.runtime.settings import Settings
@@ -143,16 +141,17 @@ class AdmissionHarness:
 
 
 class CostHarness:
-    """The cost service's estimator handler and its ledger (``Recorder``) on an in-memory bucket."""
+    """The cost service's estimator handler and its ledger (a fold of the op stream: each event is folded first, as
+    the follow does before the ledger's handler takes it)."""
 
     def __init__(self) -> None:
         self.clock = FakeClock(T0)
         self.service = Cost(SETTINGS, self.clock)
-        self.service.recorder = Recorder(LedgerStore(MemoryKV()), lambda: self.service.state.catalogue.prices,
-                                         labels_of=self.service.state.labels_of)
 
     def handle(self, event: Event) -> list[Event]:
-        """``event`` through every cost handler that consumes it (estimates, ledger); their events returned."""
+        """``event`` folded, then through every cost handler that consumes it (estimates, ledger); their events
+        returned."""
+        run(self.service.state.fold(codec.encode(event), 0))
         out: list[Event] = []
         for sub in self.service.subscriptions:
             handler = sub.handlers.get(type(event))

@@ -123,7 +123,7 @@ async def test_a_clients_reads_are_direct_gets_of_the_views_streams_and_its_own_
 
 SERVICE_DOORS = [
     f"$KV.{subjects.LEASE_BUCKET}.{subjects.ADMISSION_ROLE}",  # admission's lease
-    f"$KV.{subjects.OPS_BUCKET}.x", f"$KV.{subjects.COST_BUCKET}.x",  # others' buckets
+    f"$KV.{subjects.OPS_BUCKET}.x", f"$KV.{subjects.ATTEMPT_FATE_BUCKET}.x",  # others' buckets
     f"$JS.API.CONSUMER.DURABLE.CREATE.{subjects.CMD_STREAM}.{subjects.ADMISSION_COMMANDS}",
     f"$JS.API.CONSUMER.CREATE.{subjects.CMD_STREAM}",  # the old form: a durable named in the body (``name``)
     f"$JS.API.CONSUMER.CREATE.{subjects.CMD_STREAM}.{subjects.ADMISSION_COMMANDS}",

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from opsched.proto import subjects
 from opsched.proto.events import (
     CacheHit,
     CacheMissed,
@@ -18,7 +17,6 @@ from opsched.proto.events import (
     OperationDispatched,
     OperationSucceeded,
 )
-from opsched.services.cost.ledger import LedgerStore
 from tests.builders import op, running, succeeded
 from tests.builders.clock import T0
 from tests.waiting import eventually
@@ -93,8 +91,6 @@ async def test_two_replicas_of_each_share_the_work_and_answer_every_op_once(stac
         await events.expect(OperationSucceeded, op_id)
     recorded = [e for op_id in op_ids for e in events.of(op_id, CostRecorded)]
     assert len(recorded) == len(op_ids) and {r.amount for r in recorded} == {0.06}  # 90 CPUs x 0.04/h, a minute
-    totals = await LedgerStore(await bus.ensure_cache_bucket(subjects.COST_BUCKET)).totals("queue", "default")
-    assert totals.attempts == len(op_ids) and abs(totals.amount - 0.06 * len(op_ids)) < 1e-6
     views = [r.service("cost").state.view for r in replicas]
     for view in views:  # each replica folded every record, whichever replica recorded it
         await _folded(view, len(op_ids))

@@ -1,5 +1,7 @@
 """The actual-cost ledger and the spend report: run time x hourly price (of the node pool an attempt
-ran in, else the op's own pool or the defaults: always the catalogue's), calendar UTC windows, spend per window and burn rate."""
+ran in, else the op's own pool or the defaults: always the catalogue's), calendar UTC windows, spend per window and
+burn rate. The ledger is a fold of the op stream (``services.cost.ledger.Ledger``): its price from the op's
+``cost_estimated``, each attempt's start and end, in either order, on any replica, redelivered."""
 from __future__ import annotations
 
 import asyncio
@@ -7,18 +9,44 @@ from datetime import datetime, timezone
 
 import msgspec
 import pytest
+import structlog
 
-from opsched.proto.events import CostRecorded, OperationRunning
+from opsched.proto import codec
+from opsched.proto.events import (
+    CostEstimated,
+    CostRecorded,
+    Event,
+    OperationResumed,
+    OperationRunning,
+    OperationSubmitted,
+)
 from opsched.proto.limits import MAX_COST
 from opsched.proto.prices import PricePool
 from opsched.proto.queues import Budget
 from opsched.rules.windows import window_end, window_start
-from opsched.services.cost.estimator import Prices, gpu_count, hourly_price
-from opsched.services.cost.ledger import LedgerStore, Recorded, charge
-from opsched.services.cost.recorder import Recorder
+from opsched.services.cost import service
+from opsched.services.cost.estimator import Prices, estimated, gpu_count, hourly_price
+from opsched.services.cost.ledger import Ledger, charge
+from opsched.services.cost.service import Cost
 from opsched.services.cost.spend import SpendView
-from tests.builders import GPU, case, case_name, op, running, submitted, succeeded, t
-from tests.builders.kv import MemoryKV
+from opsched.services.runtime.service import Context, RetryLater
+from opsched.services.runtime.settings import Settings
+from tests.builders import (
+    GPU,
+    case,
+    case_name,
+    failed,
+    failure_final,
+    op,
+    rejected,
+    retry_scheduled,
+    running,
+    stopped,
+    submitted,
+    succeeded,
+    t,
+)
+from tests.builders.clock import FakeClock
 
 PRICES = Prices(currency="USD", cpu_hour=0.04, gib_hour=0.005, accelerators={GPU: {"A100": 3.0, "*": 2.0}})
 
@@ -123,14 +151,43 @@ POOLED = Prices(accelerators={GPU: {"A100": 3.0, "*": 2.0}}, cpu_hour=0.0, gib_h
 NODES = {"spot-1": {POOL: "spot", "nvidia.com/gpu.product": "A100"}, "std-1": {POOL: "standard"}}
 
 
-def recorder(prices: dict[str, Prices]) -> Recorder:
-    return Recorder(LedgerStore(MemoryKV()), lambda: prices["now"], labels_of=NODES.get)
+class Replica:
+    """One cost replica's ledger: the fold of the op stream, and what it says an attempt cost (an op without a price
+    on the stream priced by the catalogue in force, ``prices["now"]``)."""
+
+    def __init__(self, prices: dict[str, Prices], nodes: dict[str, dict[str, str]] = NODES) -> None:
+        self.ledger, self.prices, self.nodes = Ledger(), prices, nodes
+
+    def fold(self, *events: Event) -> Replica:
+        for e in events:
+            self.ledger.fold(e)
+        return self
+
+    def recorded(self, op_id: str, attempt: int = 0) -> CostRecorded | None:
+        return self.ledger.recorded(op_id, attempt, self.nodes.get, lambda s: price(s, self.prices["now"]))
+
+    def handle(self, e: Event) -> CostRecorded | None:
+        """As the ledger's handler: ``e`` folded first (the follow reached it), then its attempt's cost."""
+        self.fold(e)
+        return self.recorded(e.op_id, e.attempt)
 
 
-async def one_hour(rec: Recorder, op_id: str, spec, node: str | None) -> CostRecorded:
-    await rec.submitted(submitted(spec, op_id=op_id))
-    await rec.running(running(op_id, at=t(0), node=node))
-    return await rec.ended(succeeded(op_id, at=t(3600)))
+def price(e: OperationSubmitted, prices: Prices) -> CostEstimated:
+    return estimated(e, prices, e.at, default_duration_s=3600.0)
+
+
+def priced(spec, op_id: str, prices: Prices, queue: str | None = None) -> list[Event]:
+    """An op's submitted and the cost_estimated the estimator answers it with."""
+    sub = submitted(spec, op_id=op_id, queue=queue)
+    return [sub, price(sub, prices)]
+
+
+def one_hour(rep: Replica, op_id: str, spec, node: str | None) -> CostRecorded:
+    rep.fold(*priced(spec, op_id, rep.prices["now"]))
+    assert rep.handle(running(op_id, at=t(0), node=node)) is None  # not ended yet
+    done = rep.handle(succeeded(op_id, at=t(3600)))
+    assert done is not None
+    return done
 
 
 @pytest.mark.parametrize("c", [
@@ -143,127 +200,227 @@ async def one_hour(rec: Recorder, op_id: str, spec, node: str | None) -> CostRec
     case("an op pinned to a pool pays that pool's price wherever it is said to run", node=None,
          selector="spot", amount=1.0, pool="spot"),
 ], ids=case_name)
-async def test_an_attempt_is_charged_at_the_price_of_the_pool_it_ran_in(c):
+def test_an_attempt_is_charged_at_the_price_of_the_pool_it_ran_in(c):
     builder = op().gpus(1, product="A100")
     if c.selector:
         builder = builder.node_selector(POOL, c.selector)
-    done = await one_hour(recorder({"now": POOLED}), "x", builder.build(), c.node)
-    assert (done.amount, done.pool) == (pytest.approx(c.amount), c.pool)
+    done = one_hour(Replica({"now": POOLED}), "x", builder.build(), c.node)
+    assert (done.amount, done.pool, done.queue, done.currency) == (pytest.approx(c.amount), c.pool, "default", "USD")
+    assert (done.seconds, done.gpu_hours, done.started_at, done.at) == (3600.0, 1.0, t(0), t(3600))
 
 
-async def test_a_catalogue_change_prices_only_ops_submitted_after_it():
+def test_a_catalogue_change_prices_only_ops_submitted_after_it_the_price_travels_on_the_estimate():
     prices = {"now": POOLED}
-    rec = recorder(prices)
-    await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id="before"))
+    rep = Replica(prices)
+    rep.fold(*priced(op().gpus(1, product="A100").build(), "before", POOLED))
     prices["now"] = msgspec.structs.replace(POOLED, accelerators={GPU: {"A100": 5.0}}, pools=[
         PricePool(name="spot", match={POOL: "spot"}, accelerators={GPU: {"A100": 2.0}})])
     for op_id, node in (("before", "std-1"), ("after", "std-1"), ("before-spot", "spot-1")):
         if op_id != "before":
-            await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id=op_id))
-        await rec.running(running(op_id, at=t(0), node=node))
-    amounts = {i: (await rec.ended(succeeded(i, at=t(3600)))).amount for i in ("before", "after", "before-spot")}
+            rep.fold(*priced(op().gpus(1, product="A100").build(), op_id, prices["now"]))
+        rep.handle(running(op_id, at=t(0), node=node))
+    amounts = {i: rep.handle(succeeded(i, at=t(3600))).amount for i in ("before", "after", "before-spot")}
     assert amounts == {"before": 3.0, "after": 5.0, "before-spot": 2.0}
+
+
+def test_an_op_whose_estimate_has_no_price_is_priced_by_the_catalogue_in_force():
+    """A stream from before the price travelled on ``cost_estimated`` (or one without it): its submitted, priced
+    when the attempt is recorded."""
+    spec = op().gpus(1, product="A100").build()
+    sub, est = priced(spec, "old", POOLED)
+    old = msgspec.structs.replace(est, pod_shapes=[], hourly=0.0, gpus=0, labels={},
+                                  points=[msgspec.structs.replace(p, shapes=[]) for p in est.points])
+    for events in ([sub, old], [sub]):
+        rep = Replica({"now": POOLED}).fold(*events, running("old", at=t(0), node="spot-1"))
+        done = rep.handle(succeeded("old", at=t(3600)))
+        assert (done.amount, done.pool, done.gpu_hours) == (1.0, "spot", 1.0)
 
 
 FLAVORED = Prices(accelerators={GPU: {"A100": 3.0, "T4": 0.35, "*": 2.0}}, cpu_hour=0.0, gib_hour=0.0)
 GPU_NODES = {"t4-1": {"nvidia.com/gpu.product": "T4"}, "a100-1": {"nvidia.com/gpu.product": "A100"}}
 
 
-def flavored() -> Recorder:
-    return Recorder(LedgerStore(MemoryKV()), lambda: FLAVORED, labels_of=GPU_NODES.get)
+def flavored() -> Replica:
+    return Replica({"now": FLAVORED}, GPU_NODES)
 
 
-async def test_the_same_op_run_on_a_t4_and_on_an_a100_is_charged_each_catalogue_price():
+def test_the_same_op_run_on_a_t4_and_on_an_a100_is_charged_each_catalogue_price():
     spec = op("train").gpus(2).build()  # no product of its own: routed by flavor
-    rec = flavored()
-    on_t4, on_a100 = (await one_hour(rec, "t", spec, "t4-1")), (await one_hour(rec, "a", spec, "a100-1"))
+    rep = flavored()
+    on_t4, on_a100 = one_hour(rep, "t", spec, "t4-1"), one_hour(rep, "a", spec, "a100-1")
     assert (on_t4.amount, on_a100.amount) == (pytest.approx(0.7), pytest.approx(6.0))
     assert [(c.pool, c.product, c.pods, c.hourly) for c in on_t4.pods] == [("", "T4", 1, pytest.approx(0.7))]
 
 
-async def test_a_gang_across_a_t4_and_an_a100_is_charged_per_pod():
+def test_a_gang_across_a_t4_and_an_a100_is_charged_per_pod():
     spec = op("ddp").gpus(1).replicas("worker", 2).build()  # main + 2 workers, 1 GPU each
-    rec = flavored()
-    await rec.submitted(submitted(spec, op_id="g"))
-    await rec.running(OperationRunning(op_id="g", at=t(0), pod_name="op-g-0", node="a100-1",
-                                       nodes=["a100-1", "t4-1", "t4-1"]))
-    done = await rec.ended(succeeded("g", at=t(3600)))
+    rep = flavored().fold(*priced(spec, "g", FLAVORED))
+    rep.handle(OperationRunning(op_id="g", at=t(0), pod_name="op-g-0", node="a100-1", nodes=["a100-1", "t4-1", "t4-1"]))
+    done = rep.handle(succeeded("g", at=t(3600)))
     assert done.amount == pytest.approx(3.0 + 2 * 0.35) and done.pool == ""
     assert [(c.product, c.pods, c.hourly) for c in done.pods] == [("A100", 1, pytest.approx(3.0)),
                                                                   ("T4", 2, pytest.approx(0.7))]
-    assert (await rec.store.op("g")).ran_on == {}  # the nodes are kept only until the attempt is recorded
 
 
-async def test_a_gang_whose_pods_nodes_are_not_said_is_charged_at_the_main_pods_node():
+def test_a_gang_whose_pods_nodes_are_not_said_is_charged_at_the_main_pods_node():
     spec = op("ddp").gpus(1).replicas("worker", 1).build()
-    done = await one_hour(flavored(), "g", spec, "t4-1")
+    done = one_hour(flavored(), "g", spec, "t4-1")
     assert done.amount == pytest.approx(0.7) and [(c.product, c.pods) for c in done.pods] == [("T4", 2)]
 
 
 @pytest.mark.parametrize("cost", [0.0, 40.0, -10_000.0], ids=["zero", "above", "negative"])
-async def test_an_op_with_its_own_cost_is_charged_by_the_catalogue_of_the_pool_it_ran_in(cost):
+def test_an_op_with_its_own_cost_is_charged_by_the_catalogue_of_the_pool_it_ran_in(cost):
     spot, standard = op().gpus(1).timeout(7200).build(), op().gpus(8).build()
     spot.cost = standard.cost = cost  # set after building: a value the contract refuses still arrives intact
-    done = await one_hour(recorder({"now": POOLED}), "x", spot, "spot-1")
+    done = one_hour(Replica({"now": POOLED}), "x", spot, "spot-1")
     assert (done.amount, done.pool) == (1.0, "spot")  # an A100 of the spot pool
-    done = await one_hour(recorder({"now": POOLED}), "y", standard, "std-1")
+    done = one_hour(Replica({"now": POOLED}), "y", standard, "std-1")
     assert (done.amount, done.pool) == (16.0, "")
 
 
-async def test_a_negative_amount_in_a_ledger_entry_is_never_added_to_the_totals():
-    store = LedgerStore(MemoryKV())
-    bad = Recorded(amount=-10_000.0, seconds=36_000.0, gpu_hours=80.0, started_at=t(0), ended_at=t(36_000))
-    await store.add("queue", "a", bad, "x.0")
-    assert (await store.totals("queue", "a")).amount == 0.0
+# ---- the fold: start and end in either order, redelivered, on any replica; retries; forgetting ----------
 
-
-async def test_a_ledger_entry_written_before_pools_existed_still_reads():
-    store = LedgerStore(MemoryKV())
-    old = b'{"queue":"a","project":"p","hourly":2.0,"gpus":1,"currency":"USD","starts":{},"recorded":{}}'
-    await store.kv.create("op.x", old)
-    rec = Recorder(store, lambda: POOLED, labels_of=NODES.get)
-    await rec.running(running("x", at=t(0), node="spot-1"))
-    assert (await rec.ended(succeeded("x", at=t(1800)))).amount == 1.0
-
-
-# ---- replicas share the ledger's consumer: an op's events are handled in any order, or at once ----------
-
-async def test_an_end_handled_before_its_start_is_recorded_when_the_start_comes():
-    rec = recorder({"now": POOLED})
-    await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id="x"))
-    assert await rec.ended(succeeded("x", at=t(3600))) is None  # no start known yet
-    done = await rec.running(running("x", at=t(0), node="spot-1"))
-    assert (done.amount, done.seconds, done.pool) == (1.0, 3600.0, "spot")
-    assert (await rec.ended(succeeded("x", at=t(3600)))) == done  # a redelivery says the same again
-
-
-async def test_a_start_and_an_end_handled_before_the_submit_are_recorded_when_it_comes():
-    rec = recorder({"now": POOLED})
-    assert await rec.running(running("x", at=t(0), node="std-1")) is None
-    assert await rec.ended(succeeded("x", at=t(1800))) is None
-    [done] = await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id="x"))
-    assert (done.amount, done.queue) == (1.5, "default")
-    assert await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id="x")) == [done]
+def a_run(op_id: str = "x", attempt: int = 0, node: str = "spot-1") -> list[Event]:
+    """An attempt that ran an hour (its running, then its end)."""
+    return [running(op_id, at=t(0), attempt=attempt, node=node), succeeded(op_id, at=t(3600), attempt=attempt)]
 
 
 @pytest.mark.parametrize("order", ["start, end", "end, start"])
-async def test_a_start_and_an_end_handled_at_once_add_the_attempt_to_the_totals_once(order):
-    rec = recorder({"now": POOLED})
-    await rec.submitted(submitted(op().gpus(1, product="A100").build(), op_id="x"))
-    calls = [rec.running(running("x", at=t(0), node="std-1")), rec.ended(succeeded("x", at=t(3600)))]
-    results = await asyncio.gather(*(calls if order == "start, end" else calls[::-1]))
-    assert [r.amount for r in results if r is not None] in ([3.0], [3.0, 3.0])
-    await rec.ended(succeeded("x", at=t(3600)))  # and redelivered
-    totals = await rec.store.totals("queue", "default")
-    assert (totals.amount, totals.attempts) == (3.0, 1)
+def test_the_later_of_an_attempts_start_and_end_records_it_and_a_redelivery_says_the_same(order):
+    rep = Replica({"now": POOLED}).fold(*priced(op().gpus(1, product="A100").build(), "x", POOLED))
+    first, later = a_run() if order == "start, end" else a_run()[::-1]
+    assert rep.handle(first) is None  # the other is not folded yet
+    done = rep.handle(later)
+    assert (done.amount, done.seconds, done.pool, done.started_at) == (1.0, 3600.0, "spot", t(0))
+    assert rep.recorded("x") == done and rep.handle(first) == done  # redelivered: the same message (same Nats-Msg-Id)
 
 
-async def test_the_totals_add_an_attempt_once_however_often_they_are_told():
-    store = LedgerStore(MemoryKV())
-    cost = charge(t(0), t(3600), 2.0, 1)
-    done = Recorded(amount=cost.amount, seconds=cost.seconds, gpu_hours=cost.gpu_hours, started_at=t(0),
-                    ended_at=t(3600))
-    for key in ("x.0", "x.0", "x.1", "x.0"):
-        await store.add("queue", "a", done, key)
-    totals = await store.totals("queue", "a")
-    assert (totals.amount, totals.attempts, totals.recent) == (4.0, 2, ["x.0", "x.1"])
+def test_two_replicas_whatever_they_handled_give_the_same_message():
+    """Both folded the stream (each its own follow); each handles one of the two messages, or both, in any order."""
+    stream = [*priced(op().gpus(1, product="A100").replicas("worker", 1).build(), "x", POOLED),
+              OperationRunning(op_id="x", at=t(0), pod_name="op-x-0", node="spot-1", nodes=["spot-1", "std-1"]),
+              succeeded("x", at=t(5400))]
+    one, other = Replica({"now": POOLED}).fold(*stream), Replica({"now": POOLED}).fold(*stream)
+    assert one.recorded("x") == other.recorded("x") is not None
+    assert one.recorded("x").amount == pytest.approx(1.5 * (1.0 + 3.0))  # a pod on spot, one on a standard node
+
+
+def test_an_end_folded_before_its_start_is_kept_until_the_start_comes():
+    rep = Replica({"now": POOLED}).fold(*priced(op().gpus(1, product="A100").build(), "x", POOLED),
+                                        succeeded("x", at=t(1800)))
+    assert rep.recorded("x") is None and "x" in rep.ledger.parked  # the op ended: parked for its running
+    assert rep.handle(running("x", at=t(0), node="std-1")).amount == 1.5
+
+
+def test_an_op_stopped_before_it_ran_records_nothing_and_is_forgotten():
+    rep = Replica({"now": POOLED}).fold(*priced(op().gpus(1).build(), "y", POOLED), rejected("y"))
+    assert rep.ledger.ops == {} and not rep.ledger.parked
+    rep.fold(*priced(op().gpus(1).build(), "x", POOLED))
+    assert rep.handle(stopped("x", at=t(60))) is None
+    assert rep.ledger.ops == {} and list(rep.ledger.parked) == ["x"]  # parked: a running stored after its end?
+    for i in range(Ledger.PARKED):
+        rep.fold(*priced(op().gpus(1).build(), f"s-{i}", POOLED), stopped(f"s-{i}", at=t(60)))
+    assert "x" not in rep.ledger.parked and len(rep.ledger.parked) == Ledger.PARKED  # the oldest parked go
+
+
+def test_a_running_stored_after_the_ops_end_is_still_charged():
+    rep = Replica({"now": POOLED}).fold(*priced(op().gpus(1, product="A100").build(), "x", POOLED))
+    assert rep.handle(succeeded("x", at=t(3600))) is None  # the attempt's end, and the op's
+    done = rep.handle(running("x", at=t(0), node="spot-1"))
+    assert done.amount == 1.0 and set(rep.ledger.ops) == {"x"}
+    rep.fold(done)
+    assert rep.ledger.ops == {} and not rep.ledger.parked
+
+
+def test_a_retry_is_recorded_apart_from_the_first_attempt():
+    rep = Replica({"now": POOLED}).fold(*priced(op().gpus(1, product="A100").build(), "x", POOLED))
+    rep.handle(running("x", at=t(0), node="spot-1"))
+    first = rep.handle(failed("x", at=t(1800)))
+    rep.fold(first, retry_scheduled("x", at=t(1800)))
+    assert rep.handle(running("x", at=t(3600), attempt=1, node="std-1")) is None
+    second = rep.handle(succeeded("x", at=t(7200), attempt=1))
+    assert [(r.attempt, r.amount, r.pool) for r in (first, second)] == [(0, 0.5, "spot"), (1, 3.0, "")]
+    assert rep.recorded("x", 0) is None  # its record folded: the attempt is done with
+
+
+def test_an_ended_op_is_forgotten_once_its_attempts_records_are_folded():
+    rep = Replica({"now": POOLED}).fold(*priced(op().gpus(1, product="A100").build(), "x", POOLED))
+    rep.handle(running("x", at=t(0)))
+    done = rep.handle(failed("x", at=t(60)))
+    rep.fold(failure_final("x", at=t(60)))
+    assert set(rep.ledger.ops) == {"x"}  # ended, but its attempt's cost_recorded is not folded yet
+    rep.fold(done)
+    assert rep.ledger.ops == {}
+    assert rep.handle(failed("x", at=t(60))) is None  # a late redelivery: recorded already, nothing more
+
+
+def test_memory_is_bounded_by_the_live_ops():
+    rep = Replica({"now": POOLED})
+    for i in range(100):
+        rep.fold(*priced(op().gpus(1).build(), f"op-{i}", POOLED))
+        done = rep.handle(running(f"op-{i}", at=t(0))) or rep.handle(succeeded(f"op-{i}", at=t(60)))
+        rep.fold(done)
+    rep.fold(*priced(op().gpus(1).build(), "live", POOLED))
+    assert set(rep.ledger.ops) == {"live"} and rep.ledger.ops["live"].submitted is None  # only its price is kept
+
+
+# ---- the ledger's handler: its message folded first (the follow), else given back ------------------------
+
+def cost_service() -> Cost:
+    return Cost(Settings(), FakeClock(t(0)))
+
+
+def handler_ctx(svc: Cost, seq: int) -> Context:
+    return Context("cost", svc.clock, svc.settings, structlog.get_logger(), stream_seq=seq)
+
+
+async def fold_at(svc: Cost, seq: int, e: Event) -> None:
+    await svc.state.fold(codec.encode(e), seq)
+
+
+async def test_the_handler_waits_for_the_follow_to_fold_its_message_then_records_from_the_fold():
+    svc = cost_service()
+    spec = op().cpu("90").build()
+    for seq, e in enumerate(priced(spec, "x", svc.state.catalogue.prices), start=1):
+        await fold_at(svc, seq, e)
+    await fold_at(svc, 3, running("x", at=t(0)))
+    end = succeeded("x", at=t(60))
+    handling = asyncio.ensure_future(svc.record(end, handler_ctx(svc, 4)))
+    done, _ = await asyncio.wait({handling}, timeout=0.05)
+    assert not done  # seq 4 not folded yet: it waits (the follow is behind the consumer)
+    await fold_at(svc, 4, end)
+    [recorded] = await asyncio.wait_for(handling, 5)
+    assert (recorded.op_id, recorded.amount, recorded.seconds) == ("x", 0.06, 60.0)
+
+
+async def test_a_message_the_follow_does_not_fold_in_time_is_given_back(monkeypatch):
+    monkeypatch.setattr(service, "FOLD_WAIT_S", 0.01)
+    svc = cost_service()
+    with pytest.raises(RetryLater):
+        await svc.record(succeeded("x", at=t(60)), handler_ctx(svc, 7))
+
+
+def test_an_op_resumed_after_the_ledger_forgot_it_is_priced_again_from_the_stream():
+    sub, est = priced(op().gpus(1, product="A100").build(), "x", POOLED)
+    rep = Replica({"now": POOLED}).fold(sub, est)
+    rep.handle(running("x", at=t(0), node="std-1"))
+    rep.fold(rep.handle(failed("x", at=t(1800))), failure_final("x", at=t(1800)))
+    assert rep.ledger.ops == {}  # ended and recorded: forgotten
+    rep.fold(OperationResumed(op_id="x", at=t(3600), attempt=1))
+    assert rep.ledger.unpriced("x")  # its handler reads its submitted and cost_estimated from the stream
+    rep.ledger.priced_again("x", sub, est)
+    assert not rep.ledger.unpriced("x")
+    rep.handle(running("x", at=t(3600), attempt=1, node="spot-1"))
+    again = rep.handle(succeeded("x", at=t(7200), attempt=1))
+    assert (again.attempt, again.amount, again.pool, again.queue) == (1, 1.0, "spot", "default")
+
+
+def test_a_parked_op_resumed_is_charged_at_its_price_at_submit():
+    prices = {"now": POOLED}
+    rep = Replica(prices).fold(*priced(op().gpus(1, product="A100").build(), "x", POOLED), stopped("x", at=t(60)))
+    assert list(rep.ledger.parked) == ["x"]
+    prices["now"] = msgspec.structs.replace(POOLED, accelerators={GPU: {"A100": 5.0}})  # not what it pays
+    rep.fold(OperationResumed(op_id="x", at=t(120), attempt=1))
+    assert set(rep.ledger.ops) == {"x"} and not rep.ledger.parked and not rep.ledger.unpriced("x")
+    rep.handle(running("x", at=t(0), attempt=1, node="std-1"))
+    assert rep.handle(succeeded("x", at=t(3600), attempt=1)).amount == 3.0

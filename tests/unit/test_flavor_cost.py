@@ -16,11 +16,9 @@ from opsched.services.admission import cycle
 from opsched.services.admission.model.queues import compile_book
 from opsched.services.admission.policies import flavor_cost
 from opsched.services.admission.policies.approval import hold_reason
-from opsched.services.cost.estimator import estimate
-from opsched.services.cost.ledger import LedgerStore
-from opsched.services.cost.recorder import Recorder
+from opsched.services.cost.estimator import estimate, estimated
+from opsched.services.cost.ledger import Ledger
 from tests.builders import GPU, book, cache_missed, fold, gpu_flavor, op, queue, running, submitted, succeeded, t
-from tests.builders.kv import MemoryKV
 
 CATALOGUE = Prices(cpu_hour=0.0, gib_hour=0.0, accelerators={GPU: {"A100": 3.0, "T4": 0.35, "*": 2.0}})
 SPEC = op("train").gpus(1).timeout(3600).build()
@@ -106,17 +104,19 @@ def test_an_admitted_event_from_before_estimates_per_flavor_keeps_the_ops_estima
     assert fold(gated("x"), admitted).ops["x"].estimate == pytest.approx(3.0)  # replayed: what it was admitted at
 
 
-async def test_the_same_op_admitted_to_a_t4_flavor_and_to_an_a100_flavor_is_estimated_and_charged_each_price():
+def test_the_same_op_admitted_to_a_t4_flavor_and_to_an_a100_flavor_is_estimated_and_charged_each_price():
     """The issue's test, across admission and the cost service's ledger: two queues, one flavor each."""
     nodes = {"t4-1": {"nvidia.com/gpu.product": "T4"}, "a100-1": {"nvidia.com/gpu.product": "A100"}}
-    recorder = Recorder(LedgerStore(MemoryKV()), lambda: CATALOGUE, labels_of=nodes.get)
+    ledger = Ledger()
     for flavor, node_name, price in (("t4", "t4-1", 0.35), ("a100", "a100-1", 3.0)):
         state = fold(gated(flavor))
         [admitted] = [d for d in decide(state, book(queue("gpu", gpus={flavor: 1}))) if isinstance(d, OperationAdmitted)]
         assert (admitted.flavors, admitted.estimate) == ({GPU: flavor}, pytest.approx(price))
-        await recorder.submitted(submitted(SPEC, op_id=flavor, queue="gpu"))
-        await recorder.running(running(flavor, at=t(0), node=node_name))
-        charged = await recorder.ended(succeeded(flavor, at=t(3600)))
+        sub = submitted(SPEC, op_id=flavor, queue="gpu")
+        for e in (sub, estimated(sub, CATALOGUE, t(0), default_duration_s=3600.0), running(flavor, at=t(0), node=node_name),
+                  succeeded(flavor, at=t(3600))):
+            ledger.fold(e)
+        charged = ledger.recorded(flavor, 0, nodes.get, lambda s: estimated(s, CATALOGUE, s.at, default_duration_s=0))
         assert charged is not None and charged.amount == pytest.approx(price)
 
 

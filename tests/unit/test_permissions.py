@@ -117,7 +117,7 @@ def test_each_service_reaches_only_its_own_durables_and_writes_only_its_own_buck
                             f"$JS.API.CONSUMER.DELETE.OPSCHED_OPS.{durable}",
                             f"$JS.ACK.OPSCHED_OPS.{durable}.1.2.3.4.0"):
                     assert may_publish(p, api) is (other == name), (name, api)
-        for bucket in (subjects.LEASE_BUCKET, subjects.CACHE_BUCKET, subjects.COST_BUCKET):
+        for bucket in (subjects.LEASE_BUCKET, subjects.CACHE_BUCKET, subjects.ATTEMPT_FATE_BUCKET):
             assert may_publish(p, f"$KV.{bucket}.k") is (bucket in permissions.BUCKETS[name]), (name, bucket)
         assert may_publish(p, f"$KV.{subjects.IN_HAND_BUCKET}.k")
         assert not may_publish(p, "$JS.API.STREAM.DELETE.OPSCHED_OPS")

@@ -200,7 +200,7 @@ async def test_invalid_input_from_a_handler_is_dead_lettered_at_once(service, su
 
 
 async def test_two_consumers_of_one_service_giving_up_the_same_message_keep_a_dead_letter_each(service, bus):
-    """As cost's estimates and ledger both consume ``submitted``: neither copy is deduplicated away."""
+    """As two durables of one service that read the same subject: neither copy is deduplicated away."""
     subs = [Subscription(durable, subjects.OPS_STREAM, [subjects.OPS_ALL], codec.decode)
             for durable in (subjects.COST_ESTIMATOR, subjects.COST_LEDGER)]
     msg = await received(bus, b"{not json")

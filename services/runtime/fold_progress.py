@@ -1,10 +1,11 @@
-"""How far admission has folded the op stream, and a wait until it has folded a given sequence.
+"""How far a service has folded a stream, and a wait until it has folded a given sequence.
 
-Commands and the op stream are read apart: a stop published right after its submit can be handled
+Admission: commands and the op stream are read apart: a stop published right after its submit can be handled
 before the fold has seen the ``submitted`` that the submit produced (it is stored: commands are
 handled in order, and a handler's events are stored before its command is acked). A command about
 an op admission does not know yet waits until the fold has caught up with everything stored when
-the command was handled; only then is the op truly unknown."""
+the command was handled; only then is the op truly unknown. Cost: its ledger's consumer takes an attempt's
+``running`` and end only once its follow of the op stream has folded them (the ledger is that fold)."""
 from __future__ import annotations
 
 import asyncio
