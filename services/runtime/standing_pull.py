@@ -109,18 +109,16 @@ class StandingPull:
             self.credit = 0
 
     async def _ask(self) -> None:
-        """Ask for what the loop took since the last request, once the credit left (with what waits here) is half
-        the batch or less; first forget a request the server no longer holds (a reconnect, heartbeats missed)."""
+        """Ask for what the loop took since the last request, once the credit left is half the batch or less;
+        first forget a request the server no longer holds (a reconnect, heartbeats missed)."""
         now = time.monotonic()
         reconnects = self._reconnects()
         if reconnects != self.reconnects or (
                 self.credit and now - max(self.heard_at, self.asked_at) > MISSED_HEARTBEATS * self.heartbeat_s):
             self.reconnects, self.credit = reconnects, 0
-        assert self.queue is not None
-        waiting = self.queue.qsize()
-        if self.credit + waiting > self.batch // 2:
+        if self.credit > self.batch // 2:  # the credit counts what arrived and waits here too: taken in, not before
             return
-        wanted = self.batch - self.credit - waiting
+        wanted = self.batch - self.credit
         request = {"batch": wanted, "expires": int(self.expires_s * 1e9), "idle_heartbeat": int(self.heartbeat_s * 1e9)}
         await self.psub._nc.publish(self.psub._nms, json.dumps(request).encode(), self.psub._deliver)  # noqa: SLF001
         self.credit += wanted
