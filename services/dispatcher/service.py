@@ -140,13 +140,12 @@ class Dispatcher(Service):
         return await self._dispatch(event, ctx)
 
     async def _dispatch(self, event: OperationAdmitted, ctx: Context) -> Event | None:
-        """Create the attempt's pods unless a stop or preemption released it, here or on another replica;
-        released while they were being created, release them again and report nothing."""
+        """Create the attempt's pods, then read its fate: released by a stop or preemption (here or on another
+        replica, before the creates or while they ran), release them again and report nothing."""
         assert self.fates is not None
-        if await self.fates.claim(event.op_id, event.attempt, ctx.clock.now()):
-            result = await dispatch(event, ctx, self.kube, self.releaser)
-            if not await self.fates.released(event.op_id, event.attempt):
-                return result
+        result = await dispatch(event, ctx, self.kube, self.releaser)
+        if not await self.fates.released(event.op_id, event.attempt):
+            return result
         ctx.log.info("admitted_not_dispatched", attempt=event.attempt, why="released by a stop or preemption")
         if self.releaser is not None:  # pods a try before this one created (the API failing half-way)
             names = await self.releaser.attempt_pods(event.namespace, event.op_id, event.attempt, event.pod_name)

@@ -3,8 +3,9 @@
 The race, at handler level on a real nats-server and the real control plane, with two ``Dispatcher``
 instances sharing the KV bucket of attempt fates: replica A handles a stop (or a preemption) while the
 ``admitted`` waits for its redelivery, and reports it (no pod yet); replica B then handles the redelivered
-``admitted``, its table of attempts not knowing the stop yet (its fold lags). B must create no pod, or
-delete what it created, and report nothing: the op ends ``stopped`` with no pod left."""
+``admitted``, its table of attempts not knowing the stop yet (its fold lags). B creates the pod (it no longer
+marks the attempt ``creating`` first: issue 36), reads the fate, deletes what it created and reports nothing:
+the op ends ``stopped`` with no pod left."""
 from __future__ import annotations
 
 import asyncio
@@ -71,6 +72,7 @@ async def test_a_stop_handled_by_one_replica_wins_over_the_redelivered_admitted_
     assert b.attempts.wanted((event.op_id, 0))  # B's table does not know: without the KV record it would create
 
     assert await b.on_admitted(event, ctx(b)) is None  # nothing more to report
+    assert await pod_gone(core_v1, k8s_namespace, event.pod_name)
     assert await pods_of(core_v1, event) == []
 
 
@@ -83,6 +85,7 @@ async def test_a_preemption_handled_by_one_replica_wins_over_the_redelivered_adm
     assert isinstance(preempted, OperationPreempted)
 
     assert await b.on_admitted(event, ctx(b)) is None
+    assert await pod_gone(core_v1, k8s_namespace, event.pod_name)
     assert await pods_of(core_v1, event) == []
 
 
