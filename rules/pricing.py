@@ -55,20 +55,29 @@ def product_of(labels: dict[str, str]) -> str:
     return next((labels[label] for label in GPU_PRODUCT_LABELS if label in labels), ANY)
 
 
-def shape_hourly(spec: OpSpec, flat: Prices, product: str) -> list[dict[str, float]]:
-    """Price per hour per resource of one pod of each of the op's pod shapes (``proto.pod_resources.shapes``:
-    the main pod, then each replica group's), at the flat prices ``flat`` (``in_pool``) for ``product``; each
-    pod's amounts counted as Kubernetes counts them (its init containers against the rest)."""
-    return [_pod_hourly(effective(map(_priced_amounts, s.containers), map(_priced_amounts, s.init)), product, flat)
+PodAmounts = list[tuple[dict[str, float], int]]  # per pod shape: what one pod is priced on, and how many pods
+
+
+def pod_amounts(spec: OpSpec) -> PodAmounts:
+    """What one pod of each of the op's pod shapes (``proto.pod_resources.shapes``: the main pod, then each replica
+    group's) is priced on, counted as Kubernetes counts it (its init containers against the rest), with how many
+    pods have that shape. It does not depend on prices: an op pricing itself in many places computes it once."""
+    return [(effective(map(_priced_amounts, s.containers), map(_priced_amounts, s.init)), s.pods)
             for s in shapes(spec)]
 
 
-def hourly(spec: OpSpec, flat: Prices, product: str) -> dict[str, float]:
+def shape_hourly(spec: OpSpec, flat: Prices, product: str, amounts: PodAmounts | None = None) -> list[dict[str, float]]:
+    """Price per hour per resource of one pod of each of the op's pod shapes, at the flat prices ``flat``
+    (``in_pool``) for ``product`` (``amounts``: the op's ``pod_amounts``, when computed already)."""
+    return [_pod_hourly(pod, product, flat) for pod, _ in (amounts or pod_amounts(spec))]
+
+
+def hourly(spec: OpSpec, flat: Prices, product: str, amounts: PodAmounts | None = None) -> dict[str, float]:
     """Price per hour per resource, summed over all the op's pods (``shape_hourly`` x pods of each shape)."""
     out: dict[str, float] = {}
-    for shape, prices in zip(shapes(spec), shape_hourly(spec, flat, product)):
-        for resource, price in prices.items():
-            out[resource] = out.get(resource, 0.0) + price * shape.pods
+    for pod, pods in (amounts or pod_amounts(spec)):
+        for resource, price in _pod_hourly(pod, product, flat).items():
+            out[resource] = out.get(resource, 0.0) + price * pods
     return out
 
 

@@ -23,11 +23,13 @@ from opsched.proto.resources import is_device
 from opsched.proto.spec import OpSpec
 from opsched.rules.pricing import (
     DEFAULTS,
+    PodAmounts,
     accelerators_of,
     hourly,
     in_pool,
     matching,
     places,
+    pod_amounts,
     pod_shapes,
     product_of,
     products,
@@ -65,24 +67,27 @@ def expected_duration(spec: OpSpec, default_s: float, runs: Sequence[float] = ()
     return default_s, "default"
 
 
-def estimate(spec: OpSpec, prices: Prices, default_duration_s: float, runs: Sequence[float] = ()) -> Estimate:
+def estimate(spec: OpSpec, prices: Prices, default_duration_s: float, runs: Sequence[float] = (),
+             amounts: PodAmounts | None = None) -> Estimate:
     """The catalogue's estimate, raised to the op's own ``cost`` if that is larger (never lowered by it); past runs
     never bring it below the catalogue's price for ``prices.history_floor_seconds`` (unset: the default duration).
-    Priced where the op's own nodeSelector says; ``points`` prices it in every pool for every product too."""
+    Priced where the op's own nodeSelector says; ``points`` prices it in every pool for every product too
+    (``amounts``: the op's ``rules.pricing.pod_amounts``, when computed already)."""
+    amounts = amounts or pod_amounts(spec)
     duration_s, basis = expected_duration(spec, default_duration_s, runs, prices.history_floor_seconds)
     used = min(len(runs), LAST_RUNS) if basis in ("history", "floor") else 0
     labels = spec.environment.node_selector
     pool = matching(prices, labels)
     hours = duration_s / 3600.0
     breakdown = {k: bounded(round(v * hours, 6), f"estimate.{k}")
-                 for k, v in hourly(spec, in_pool(prices, pool), product_of(labels)).items()}
+                 for k, v in hourly(spec, in_pool(prices, pool), product_of(labels), amounts).items()}
     amount = bounded(round(sum(breakdown.values()), 6), "estimate")
     own = own_cost(spec.cost)
     if own is not None and own > amount:
         breakdown[EXPLICIT] = round(own - amount, 6)
         amount, basis = own, EXPLICIT
     return Estimate(Money(amount=amount, currency=prices.currency), basis, duration_s, breakdown,
-                    pool=pool.name if pool else "", runs=used, points=price_points(spec, prices, hours))
+                    pool=pool.name if pool else "", runs=used, points=price_points(spec, prices, hours, amounts))
 
 
 def estimated(event: OperationSubmitted, prices: Prices, at: datetime, *, default_duration_s: float,
@@ -91,41 +96,45 @@ def estimated(event: OperationSubmitted, prices: Prices, at: datetime, *, defaul
     at (the ledger folds it): its price in every pool and product per pod shape (``points``), its own
     (``hourly``), its GPUs, its nodeSelector and each of its pods' shape."""
     spec = event.spec
-    est = estimate(spec, prices, default_duration_s, runs)
+    amounts = pod_amounts(spec)  # priced in every place below: counted once
+    est = estimate(spec, prices, default_duration_s, runs, amounts)
     return CostEstimated(op_id=event.op_id, at=at, attempt=event.attempt, estimate=est.money, basis=est.basis,
                          duration_s=est.duration_s, breakdown=est.breakdown, prices_source=source, pool=est.pool,
-                         runs=est.runs, points=est.points, hourly=hourly_price(spec, prices), gpus=gpu_count(spec),
+                         runs=est.runs, points=est.points, hourly=hourly_price(spec, prices, amounts),
+                         gpus=gpu_count(spec),
                          labels=dict(spec.environment.node_selector), pod_shapes=pod_shapes(event.op_id, spec))
 
 
-def price_points(spec: OpSpec, prices: Prices, hours: float) -> list[PricePoint]:
+def price_points(spec: OpSpec, prices: Prices, hours: float, amounts: PodAmounts | None = None) -> list[PricePoint]:
     """The op priced in every pool (catalogue order) and the defaults, for ``"*"`` and every product their tables of
     the accelerators it asks for name: at most ``rules.pricing.point_count`` (bounded when the catalogue is loaded);
     each with the price of one pod of each of its shapes (what its attempts are charged per pod: ``ledger``)."""
     own = own_cost(spec.cost) or 0.0
     wanted = accelerators_of(spec)
+    amounts = amounts or pod_amounts(spec)
     out: list[PricePoint] = []
     for pool, flat in places(prices):
         for product in products(flat, wanted):
-            per_hour = bounded(round(sum(hourly(spec, flat, product).values()), 6), "hourly price")
+            per_hour = bounded(round(sum(hourly(spec, flat, product, amounts).values()), 6), "hourly price")
             amount = max(own, bounded(round(per_hour * hours, 6), "estimate"))
-            per_shape = [bounded(sum(pod.values()), "hourly price") for pod in shape_hourly(spec, flat, product)]
+            per_shape = [bounded(sum(pod.values()), "hourly price")
+                         for pod in shape_hourly(spec, flat, product, amounts)]
             out.append(PricePoint(pool=pool.name if pool else DEFAULTS, match=dict(pool.match) if pool else {},
                                   product=product, hourly=per_hour, amount=amount, shapes=per_shape))
     return out
 
 
-def hourly_price(spec: OpSpec, prices: Prices) -> float:
+def hourly_price(spec: OpSpec, prices: Prices, amounts: PodAmounts | None = None) -> float:
     """What an hour of this op costs by the catalogue (its nodeSelector's pool, else the defaults):
     what it is charged per hour of run time, whatever its own ``cost`` says."""
-    return pool_hourly(spec, prices, matching(prices, spec.environment.node_selector))
+    return pool_hourly(spec, prices, matching(prices, spec.environment.node_selector), amounts)
 
 
-def pool_hourly(spec: OpSpec, prices: Prices, pool: PricePool | None) -> float:
+def pool_hourly(spec: OpSpec, prices: Prices, pool: PricePool | None, amounts: PodAmounts | None = None) -> float:
     """What an hour of this op costs on the nodes of ``pool`` (None: at the default prices), for the product its
     nodeSelector names."""
     product = product_of(spec.environment.node_selector)
-    return bounded(sum(hourly(spec, in_pool(prices, pool), product).values()), "hourly price")
+    return bounded(sum(hourly(spec, in_pool(prices, pool), product, amounts).values()), "hourly price")
 
 
 def gpu_count(spec: OpSpec) -> int:
