@@ -96,3 +96,25 @@ async def test_a_standby_gives_back_what_a_request_of_its_leading_days_still_bri
     assert [(m.data, m.metadata.num_delivered) for m in again] == [(b"m7", 2)]
     await pull.close()
     await bus.close()
+
+
+async def test_after_a_reconnect_the_request_is_asked_again_at_once(nats_server):
+    """A server killed (no word to its clients: a graceful stop would end the request with a 409) forgets the
+    requests of the connection it lost: the next ``take`` after the reconnect asks again, rather than wait for
+    heartbeats that will not come (``MISSED_HEARTBEATS``, seconds later)."""
+    bus, _, psub = await _consumer(nats_server)
+    pull = StandingPull(psub, batch=8)
+    assert await pull.take(timeout=0.05) == []  # the request stands
+    asked = pull.requests
+    await asyncio.to_thread(nats_server.server.kill)
+    await asyncio.to_thread(nats_server.start)
+    await _until(lambda: bus.nc.is_connected and bus.nc.stats["reconnects"] > 0, timeout=20.0)
+    await _publish(bus, 1)
+    deadline = time.monotonic() + 3.0  # the heartbeats would notice only after 6 s
+    got: list = []
+    while not got:
+        assert time.monotonic() < deadline, "the request was not asked again after the reconnect"
+        got = await pull.take(timeout=0.2)
+    assert [m.data for m in got] == [b"m1"] and pull.requests > asked
+    await pull.close()
+    await bus.close()
