@@ -14,6 +14,7 @@ from opsched.proto.events import (
     OperationSucceeded,
 )
 from tests.builders import op
+from tests.waiting import eventually
 
 COHORT = """
 defaultQueue: team-a
@@ -127,8 +128,12 @@ async def test_an_op_over_its_queue_quota_waits_and_why_says_so(start, events):
     await events.expect(OperationRunning, hog)
     over = await client.submit(op("over").gpus(1, product="A100").runs("sleep 0.2").build())
     await events.expect(CostEstimated, over)
-    answer = await client.why(over)
-    assert answer.status == "queued" and answer.position == 1
+
+    async def queued():  # the estimate is stored; admission's next cycle queues it
+        answer = await client.why(over)
+        return answer if answer.status == "queued" else None
+    answer = await eventually(queued, f"{over} queued")
+    assert answer.position == 1
     assert answer.reasons[0].code == "quota_exhausted"
     assert "nvidia.com/gpu flavor a100" in answer.reasons[0].message and "2/2" in answer.reasons[0].message
     table = await client.queues()
