@@ -25,6 +25,15 @@ async def eventually(check: Callable[[], Awaitable[T]], what: str, timeout: floa
         await asyncio.sleep(interval)
 
 
+async def queued(client: Any, op_id: str, timeout: float = 20.0) -> Any:
+    """The op's `why` answer once a cycle has queued it: its gates answered (its estimate stored) is not yet a
+    cycle of admission's having seen them."""
+    async def check() -> Any:
+        answer = await client.why(op_id)
+        return answer if answer.status == "queued" else None
+    return await eventually(check, f"{op_id} queued", timeout)
+
+
 async def waiting_on(client: Any, op_id: str, code: str) -> Any:
     """The op's `why` answer once its first reason is ``code``, else None (for ``eventually``)."""
     answer = await client.why(op_id)

@@ -22,6 +22,7 @@ from opsched.proto.spec import ReplicaGroup
 from opsched.tables import why_text
 from tests.builders import op
 from tests.kube import pod_gone
+from tests.waiting import queued
 
 QUEUES = """
 defaultQueue: main
@@ -131,8 +132,7 @@ async def test_a_gang_of_three_on_room_for_two_is_not_partially_started(cluster,
     gang = msgspec.structs.replace(base, replicas=[ReplicaGroup(name="worker", count=2, container=base.container)])
     op_id = await client.submit(gang)
     await events.expect(CostEstimated, op_id)
-    answer = await client.why(op_id)
-    assert answer.status == "queued"
+    answer = await queued(client, op_id)
     assert any("a gang of 3 pods" in r.message or "quota" in r.message for r in answer.reasons), answer.reasons
     pods = await asyncio.to_thread(core_v1.list_namespaced_pod, k8s_namespace,
                                    label_selector=f"opsched.io/op-id={op_id}")

@@ -14,7 +14,7 @@ from opsched.proto.events import (
     OperationSucceeded,
 )
 from tests.builders import op
-from tests.waiting import eventually
+from tests.waiting import queued
 
 COHORT = """
 defaultQueue: team-a
@@ -71,10 +71,6 @@ async def _until_rejected(client: Client, op_id: str) -> bool:
     return False
 
 
-async def why_codes(client: Client, op_id: str) -> list[str]:
-    return [r.code for r in (await client.why(op_id)).reasons]
-
-
 async def test_a_queue_borrows_its_cohorts_idle_gpus_and_borrowing_stops_while_the_lender_waits(start, events):
     client = await start(COHORT, ("gpu-a", 2, "A100"), ("gpu-b", 1, "A100"))
     borrower = await client.submit(op("b-big").queue("team-b").gpus(2).runs("sleep 3").build())
@@ -84,7 +80,7 @@ async def test_a_queue_borrows_its_cohorts_idle_gpus_and_borrowing_stops_while_t
 
     lender = await client.submit(op("a-two").queue("team-a").gpus(2).runs("sleep 1").build())
     await events.expect(CostEstimated, lender)
-    assert (await why_codes(client, lender))[0] == "quota_lent_out"
+    assert (await queued(client, lender)).reasons[0].code == "quota_lent_out"
     more = await client.submit(op("b-more").queue("team-b").gpus(1).runs("sleep 1").build())
     await events.expect(CostEstimated, more)
     probe = await client.submit(op("probe2").queue("solo").build())  # a cycle after b-more's gates
@@ -128,11 +124,7 @@ async def test_an_op_over_its_queue_quota_waits_and_why_says_so(start, events):
     await events.expect(OperationRunning, hog)
     over = await client.submit(op("over").gpus(1, product="A100").runs("sleep 0.2").build())
     await events.expect(CostEstimated, over)
-
-    async def queued():  # the estimate is stored; admission's next cycle queues it
-        answer = await client.why(over)
-        return answer if answer.status == "queued" else None
-    answer = await eventually(queued, f"{over} queued")
+    answer = await queued(client, over)
     assert answer.position == 1
     assert answer.reasons[0].code == "quota_exhausted"
     assert "nvidia.com/gpu flavor a100" in answer.reasons[0].message and "2/2" in answer.reasons[0].message
