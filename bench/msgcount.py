@@ -7,7 +7,9 @@ The breakdown, per op:
 
 - ``publishes``: messages stored on the streams (events, commands, key-value puts), each a client's publish
   (and a publish acknowledgement back: ``pub_acks``, the same number);
-- ``deliveries``: messages JetStream consumers delivered (pull fetches, ordered consumers' follows alike);
+- ``deliveries``: messages JetStream consumers delivered (pulls, ordered consumers' follows alike);
+- ``follows``: of those, what the ordered consumers delivered (no ack policy: the follows that rebuild each
+  service's state, paid once per instance that folds);
 - ``acks``: deliveries acknowledged (consumers with an ack policy: an ordered consumer's are not acks);
 - ``js_api``: JetStream API requests (consumer and stream info and creates; not direct gets, which nats-server
   does not count as API requests);
@@ -28,7 +30,7 @@ from typing import Any
 
 JSZ_QUERY = "/jsz?accounts=true&streams=true&consumers=true&config=true"
 CONNZ_QUERY = "/connz?limit=10000"
-PARTS = ("publishes", "pub_acks", "deliveries", "acks", "js_api", "other_in", "other_out")
+PARTS = ("publishes", "pub_acks", "deliveries", "follows", "acks", "js_api", "other_in", "other_out")
 
 
 @dataclass(frozen=True)
@@ -78,10 +80,12 @@ def counts(before: Snapshot, after: Snapshot, exclude_out: int = 0, exclude_in: 
     total_out = after.out_msgs - before.out_msgs - exclude_out
     publishes = _grown(before.stored, after.stored)
     deliveries = _grown(before.delivered, after.delivered)
+    follows = _grown(before.delivered, {k: v for k, v in after.delivered.items() if k not in after.acked})
     acks = _grown(before.acked, after.acked)
     api = after.js_api - before.js_api
     return {"in": total_in, "out": total_out, "msgs": total_in + total_out,
-            "publishes": publishes, "pub_acks": publishes, "deliveries": deliveries, "acks": acks, "js_api": api,
+            "publishes": publishes, "pub_acks": publishes, "deliveries": deliveries, "follows": follows, "acks": acks,
+            "js_api": api,
             "other_in": total_in - publishes - acks - api, "other_out": total_out - publishes - deliveries - api}
 
 

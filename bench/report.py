@@ -220,7 +220,8 @@ def messages_text(summary: dict, verdicts: list[tg.Verdict]) -> str:
     return ("## Messages per op (nats-server's /varz, /jsz and /connz, medians of the rounds)\n\n" + "\n".join(lines) +
             "\n\nmsgs = in + out, every message nats-server handled over the burst (to the last `dispatched` in (b), "
             "to the last `succeeded` in (a)), the bench's observer's deliveries taken off. publishes: stored on a "
-            "stream (each with its pub_ack back); deliveries: by JetStream consumers (fetches and follows); acks: "
+            "stream (each with its pub_ack back); deliveries: by JetStream consumers (pulls and follows; follows: "
+            "those of the ordered consumers that rebuild state); acks: "
             "of those; js_api: JetStream API requests; other_in: fetch requests, direct gets and core requests; "
             "other_out: their replies and core deliveries; connection X: the messages of the connections named X "
             "(in + out, /connz).")

@@ -44,7 +44,7 @@ def test_counts_break_the_difference_down_by_kind() -> None:
     got = msgcount.counts(BEFORE, after)
 
     assert got == {"in": 173, "out": 215, "msgs": 388, "publishes": 80, "pub_acks": 80, "deliveries": 120,
-                   "acks": 60, "js_api": 3, "other_in": 30, "other_out": 12}
+                   "follows": 60, "acks": 60, "js_api": 3, "other_in": 30, "other_out": 12}
     per_op = msgcount.per_op(got, 10)
     assert per_op["msgs_per_op"] == pytest.approx(38.8)
     assert per_op["deliveries_per_op"] == pytest.approx(12.0)
