@@ -33,7 +33,7 @@ from opsched.rules.node_pools import pool_of
 from opsched.rules.windows import window_start
 from opsched.services.cost.budgets import Announcements
 from opsched.services.cost.durations import Durations
-from opsched.services.cost.estimator import Estimate, estimate, estimated, hourly_price
+from opsched.services.cost.estimator import estimated, hourly_price
 from opsched.services.cost.ledger import Ledger
 from opsched.services.cost.node_meter import NodeMeter
 from opsched.services.cost.occupancy import Occupancy
@@ -104,12 +104,19 @@ class CostState:
             self.meter.observe(event)
 
     async def fold(self, data: bytes, seq: int) -> None:
-        """Never raises: a message that does not decode is skipped, an event a fold cannot take is logged
-        (``fold_failed``) and counted; either way ``progress`` passes it. The op's state is admission's."""
+        """Never raises (``_fold_message``); either way ``progress`` passes the message. The op's state is
+        admission's."""
+        try:
+            self._fold_message(data, seq)
+        finally:
+            self.progress.advance(seq)
+
+    def _fold_message(self, data: bytes, seq: int) -> None:
+        """A message that does not decode is skipped, an event a fold cannot take is logged (``fold_failed``) and
+        counted."""
         try:
             event = codec.decode_event(data)
         except Exception:  # noqa: BLE001 - bad messages are dead-lettered where they are consumed
-            self.progress.advance(seq)
             return
         try:
             self._fold(event, seq)
@@ -117,7 +124,6 @@ class CostState:
             self.fold_failures += 1
             self.service.log.error("fold_failed", op_id=event.op_id, event_type=codec.type_of(event), seq=seq,
                                    error=f"{exc!r}", failures=self.fold_failures)
-        self.progress.advance(seq)
 
     def _fold(self, event: Event, seq: int = 0) -> None:
         self.ledger.fold(event)
@@ -147,9 +153,6 @@ class CostState:
 
     def hourly_of(self, spec: OpSpec) -> float:
         return hourly_price(spec, self.catalogue.prices)
-
-    def estimate(self, spec: OpSpec) -> Estimate:
-        return estimate(spec, self.catalogue.prices, self.default_duration_s, self.runs_of(spec))
 
     def estimated(self, event: OperationSubmitted, at: datetime) -> CostEstimated:
         """The op's ``cost_estimated`` by the catalogue in force (``estimator.estimated``)."""

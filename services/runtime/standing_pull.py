@@ -44,7 +44,7 @@ class StandingPull:
         self.queue: asyncio.Queue[Any] | None = getattr(sub, "_pending_queue", None)
         self.native = (isinstance(self.queue, asyncio.Queue) and getattr(psub, "_nms", None) is not None
                        and getattr(psub, "_nc", None) is not None)
-        self.credit = 0  # asked for and not yet arrived
+        self.credit = 0  # asked for and not yet taken in (arrived and waiting in the queue included)
         self.asked_at = 0.0  # the last request's time (monotonic)
         self.heard_at = 0.0  # the last message or heartbeat's
         self.reconnects = self._reconnects()

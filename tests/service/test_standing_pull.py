@@ -10,6 +10,7 @@ import uuid
 from opsched.proto import subjects
 from opsched.services.runtime.standing_pull import StandingPull
 from tests.builders.identities import HARNESS
+from tests.waiting import eventually
 
 LONG_ACK_WAIT_S = 120.0  # far longer than any test waits: a message back sooner was given back
 
@@ -27,11 +28,10 @@ async def _publish(bus, i: int) -> None:
     await bus.publish_raw(subjects.event("submitted", f"op-{i}"), f"m{i}".encode(), {"Nats-Msg-Id": f"m{i}"})
 
 
-async def _until(predicate, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        await asyncio.sleep(0.01)
+async def _until(predicate, what: str, timeout: float = 5.0) -> None:
+    async def check() -> bool:
+        return predicate()
+    await eventually(check, what, timeout, interval=0.01)
 
 
 def _arrived(pull: StandingPull) -> int:
@@ -76,7 +76,7 @@ async def test_what_arrived_and_was_never_taken_is_given_back_at_once(nats_serve
     assert await pull.take(timeout=0.05) == []  # the request stands
     for i in range(3):
         await _publish(bus, i)
-    await _until(lambda: _arrived(pull) == 3)  # arrived, not taken
+    await _until(lambda: _arrived(pull) == 3, "three deliveries waiting")  # arrived, not taken
     await pull.close()
     other = await bus.js.pull_subscribe_bind(durable=durable, stream=subjects.OPS_STREAM)
     again = await other.fetch(3, timeout=5.0)  # not after the ack wait: given back
@@ -90,7 +90,7 @@ async def test_a_standby_gives_back_what_a_request_of_its_leading_days_still_bri
     pull = StandingPull(psub, batch=8)
     assert await pull.take(timeout=0.05) == []
     await _publish(bus, 7)
-    await _until(lambda: _arrived(pull) == 1)
+    await _until(lambda: _arrived(pull) == 1, "a delivery waiting")
     assert await pull.give_back() == 1
     again = await pull.take(timeout=5.0)  # back at once (its own request stands: it comes here again)
     assert [(m.data, m.metadata.num_delivered) for m in again] == [(b"m7", 2)]
@@ -108,7 +108,7 @@ async def test_after_a_reconnect_the_request_is_asked_again_at_once(nats_server)
     asked = pull.requests
     await asyncio.to_thread(nats_server.server.kill)
     await asyncio.to_thread(nats_server.start)
-    await _until(lambda: bus.nc.is_connected and bus.nc.stats["reconnects"] > 0, timeout=20.0)
+    await _until(lambda: bus.nc.is_connected and bus.nc.stats["reconnects"] > 0, "the reconnect", timeout=20.0)
     await _publish(bus, 1)
     deadline = time.monotonic() + 3.0  # the heartbeats would notice only after 6 s
     got: list = []
