@@ -271,16 +271,18 @@ class Bus:
         for name, (subj, per_subject) in subjects.STREAMS.items():
             wanted = (limits or {}).get(name)
             config = self._stream_config(name, subj, per_subject, wanted)
+            # each call waited out like a publish (``patiently``): a stream without a leader, or an API request
+            # timed out on a loaded server, is asked again rather than failing the service's start
             try:
-                info = await self.js.stream_info(name)
+                info = await patiently(lambda: self.js.stream_info(name), self.nc)
             except NotFoundError:
                 try:
-                    await self.js.add_stream(config)
+                    await patiently(lambda: self.js.add_stream(config), self.nc)
                 except nats.js.errors.BadRequestError:
-                    pass  # another replica created it first
+                    pass  # another replica created it first (or a first try that timed out did)
                 continue
             if align and self._drifted(config, info.config, wanted):
-                await self.js.update_stream(config)
+                await patiently(lambda: self.js.update_stream(config), self.nc)
         if align:
             await self._align_buckets()
 

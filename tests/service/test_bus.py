@@ -304,3 +304,21 @@ async def test_a_bucket_at_its_byte_limit_refuses_a_new_key_keeps_the_old_and_st
     await kv.put("k0", b"w" * 1024)  # one revision per key: a known key is still replaced
     assert (await kv.get("k0")).value == b"w" * 1024
     await bus.close()
+
+
+async def test_a_stream_request_that_times_out_at_start_is_asked_again(nats_server, monkeypatch):
+    """A loaded server may let a JetStream API request time out while a service starts: its streams are checked
+    again (as a publish waits out a leaderless stream), not its start failed."""
+    bus = await nats_server.connect(name="test", identity=HARNESS)
+    info, timed_out = bus.js.stream_info, []
+
+    async def first_one_times_out(name, *args, **kwargs):
+        if name not in timed_out:
+            timed_out.append(name)
+            raise NatsTimeout
+        return await info(name, *args, **kwargs)
+    monkeypatch.setattr(bus.js, "stream_info", first_one_times_out)
+    await bus.ensure_streams()
+    assert set(timed_out) == set(subjects.STREAMS)
+    assert (await info(subjects.OPS_STREAM)).config.name == subjects.OPS_STREAM
+    await bus.close()
