@@ -20,7 +20,6 @@ from nats.js.errors import NotFoundError
 
 from opsched.bus import tracing
 from opsched.bus.addressing import Fence, cloudevent_headers, default_msg_id, subject_for
-from opsched.bus.batching import Batching
 from opsched.bus.connecting import CaFile, open_connection
 from opsched.bus.credentials import Credentials
 from opsched.bus.errors import DependencyUnavailable, Fenced
@@ -240,7 +239,6 @@ class Bus:
         self.replicas = replicas  # of the streams and buckets this bus creates
         self.bucket_bytes: dict[str, int] = {}  # the most bytes of each bucket it creates (a service's settings)
         self.requester = Requester(nc)  # JetStream publishes with less Python than nats-py's own
-        self.batching = Batching(nc, self.requester, PUBLISH_TIMEOUT_S)  # publishes that meet: one atomic batch
         self._closing = {"now": False}
 
     @classmethod
@@ -295,7 +293,7 @@ class Bus:
             name=name, subjects=subj, storage=api.StorageType.FILE,
             duplicate_window=DUPLICATE_WINDOW_S, retention=api.RetentionPolicy.LIMITS,
             max_msgs_per_subject=per_subject, num_replicas=self.replicas, allow_direct=True,
-            discard=DISCARD[name], allow_atomic=True,
+            discard=DISCARD[name],
         )
         if wanted is not None:
             config.max_age, config.max_bytes = wanted.max_age_s, wanted.max_bytes
@@ -315,7 +313,6 @@ class Bus:
                 _per_subject_discard(config)
         return (sorted(existing.subjects or []) != sorted(config.subjects or [])
                 or config.num_replicas != (existing.num_replicas or 1) or not existing.allow_direct
-                or not existing.allow_atomic
                 or _limits_of(existing) != _limits_of(config))
 
     async def _align_buckets(self) -> None:
@@ -416,12 +413,11 @@ class Bus:
         the server refused this user (its permissions) is not tried again: ``NotPermitted``; one a stream refused
         at its limits: ``StreamFull``."""
         check_size(subject, data, headers, self.nc.max_payload)
-        stream = subjects.stream_of(subject) or subject  # what meets another publish to it goes in one batch
 
         async def once() -> PubAck:
             self.refusals.check(self.user, subject)
             try:
-                return await self.batching.publish(stream, subject, data, headers)
+                return await self.requester.publish(subject, data, headers, PUBLISH_TIMEOUT_S)
             except nats.js.errors.APIError as exc:  # a stream at its limit: not a leaderless one, no second try
                 full = stream_full(exc, subject)
                 if full is None:
