@@ -63,7 +63,7 @@ def nats_server(tmp_path: Path) -> Iterator[SecureNats]:
     try:
         yield server
     finally:
-        server.stop()
+        server.discard()
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def open_nats_server(tmp_path: Path) -> Iterator[NatsServer]:
     try:
         yield server
     finally:
-        server.stop()
+        server.kill()  # its store goes with the test: no orderly shutdown to wait for
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def nats_cluster(tmp_path: Path) -> Iterator[SecureNats]:
     try:
         yield cluster
     finally:
-        cluster.stop()
+        cluster.discard()
 
 
 @pytest.fixture(scope="session")
