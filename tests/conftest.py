@@ -63,7 +63,7 @@ def nats_server(tmp_path: Path) -> Iterator[SecureNats]:
     try:
         yield server
     finally:
-        server.stop()
+        server.discard()
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def open_nats_server(tmp_path: Path) -> Iterator[NatsServer]:
     try:
         yield server
     finally:
-        server.stop()
+        server.kill()  # its store goes with the test: no orderly shutdown to wait for
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def nats_cluster(tmp_path: Path) -> Iterator[SecureNats]:
     try:
         yield cluster
     finally:
-        cluster.stop()
+        cluster.discard()
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +100,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
     try:
         yield cp
     finally:
-        cp.stop()
+        cp.stop(grace=0)  # killed: its data goes with the session's directory (an orderly stop took 1 to 5 s)
 
 
 @pytest.fixture

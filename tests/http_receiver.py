@@ -40,7 +40,7 @@ class Receiver:
 
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.port = server.server_address[1]
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return server
 
     def at(self, path: str) -> list[tuple[dict[str, str], bytes]]:

@@ -86,6 +86,12 @@ class SecureNats:
     def stop(self) -> None:
         self.server.stop()
 
+    def discard(self) -> None:
+        """A fixture's end: kill -9 (every node). The store goes with the test's directory, so nats-server's
+        orderly shutdown (about 0.17 s with the streams) is not waited for."""
+        for node in self.server.nodes if isinstance(self.server, NatsCluster) else [self.server]:
+            node.kill()
+
     def credentials(self, identity: Identity) -> Credentials:
         return natsauth.credentials(self.auth_dir, identity.user)
 

@@ -149,6 +149,9 @@ class _Budget:
         return self.left is not None and self.left <= 0
 
 
+POLL_S = 0.05  # how soon the serving thread sees stop()
+
+
 class LogServer:
     """The endpoint on ``127.0.0.1:<port>`` (``port``), for the pods ``read_pod(namespace, name)`` returns (None: not
     one of this kubelet's: 404). ``start()`` serves in a thread; ``stop()`` ends it."""
@@ -168,7 +171,9 @@ class LogServer:
         self._thread: threading.Thread | None = None
 
     def start(self) -> LogServer:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="simkubelet-logs", daemon=True)
+        # serve_forever looks for shutdown() every poll_interval: at its default (0.5 s) each stop waited that long
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": POLL_S},
+                                        name="simkubelet-logs", daemon=True)
         self._thread.start()
         return self
 

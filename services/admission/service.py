@@ -68,7 +68,7 @@ from opsched.services.admission.submit_rate import SubmitRate
 from opsched.services.runtime.clock import Clock
 from opsched.services.runtime.deadletter import UNKNOWN_OP, guess_op_id
 from opsched.services.runtime.fold_progress import FoldProgress
-from opsched.services.runtime.leadership import Leadership
+from opsched.services.runtime.leadership import Leadership, first
 from opsched.services.runtime.sealing import Sealer
 from opsched.services.runtime.service import Consumer, Context, Service, Task
 from opsched.services.runtime.settings import Settings
@@ -367,7 +367,7 @@ class Admission(Service):
         self.wake.set()
         while not stop.is_set():
             try:
-                await asyncio.wait_for(self.wake.wait(), timeout=0.5)
+                await asyncio.wait_for(first(self.wake.wait(), stop.wait()), timeout=0.5)  # the turn's end: at once
             except asyncio.TimeoutError:
                 if not self.state.queues.due(self.clock.now()):
                     continue

@@ -178,11 +178,11 @@ class Leadership:
         the service stops): the task returns then."""
         async def run(bus: Any, stop: asyncio.Event) -> None:
             while not stop.is_set():
-                await _first(stop.wait(), self.leading.wait())
+                await first(stop.wait(), self.leading.wait())
                 if stop.is_set():
                     return
                 turn = asyncio.Event()
-                ender = asyncio.create_task(_first(stop.wait(), self.standing_by.wait()))
+                ender = asyncio.create_task(first(stop.wait(), self.standing_by.wait()))
                 ender.add_done_callback(lambda _: turn.set())
                 try:
                     await task(bus, turn)
@@ -207,10 +207,10 @@ class Leadership:
         return min(self.renew_s, max(left, 0.0) + 0.01)
 
     async def _pause(self, seconds: float, stop: asyncio.Event) -> None:
-        await _first(self.clock.sleep(seconds), stop.wait(), self._fenced.wait())
+        await first(self.clock.sleep(seconds), stop.wait(), self._fenced.wait())
 
 
-async def _first(*waits: Awaitable[Any]) -> None:
+async def first(*waits: Awaitable[Any]) -> None:
     """Return when the first of ``waits`` is done (the others are cancelled)."""
     futures = {asyncio.ensure_future(w) for w in waits}
     try:

@@ -63,7 +63,7 @@ from opsched.services.runtime.handling import handler_failed as _handler_failed
 from opsched.services.runtime.handling import quietly as _quietly
 from opsched.services.runtime.handling import received as _received
 from opsched.services.runtime.inhand import POISON, InHandRecords, Unrecorded, open_records, poisoned_text
-from opsched.services.runtime.leadership import Leadership, holder_id
+from opsched.services.runtime.leadership import Leadership, first, holder_id
 from opsched.services.runtime.liveness import HandlerLoops
 from opsched.services.runtime.maxdeliveries import listen as listen_for_lost
 from opsched.services.runtime.outages import Draining, WaitsOut
@@ -202,11 +202,11 @@ class Service(WaitsOut):
     async def _loop(self, sub: Subscription, psub: Any, stop: asyncio.Event) -> None:
         window = Window(self.window_size())
         pull = StandingPull(psub, self.settings.fetch_batch,
-                            LED_EXPIRES_S if self.leadership is not None else EXPIRES_S)
+                            LED_EXPIRES_S if self.leadership is not None else EXPIRES_S, stop)
         try:
             while not stop.is_set():
                 self.handler_loops.beat(sub.durable)
-                if not await self._my_turn():
+                if not await self._my_turn(stop):
                     await pull.give_back()  # what a request of its leading days still brought: the leader's
                     continue
                 try:
@@ -406,12 +406,15 @@ class Service(WaitsOut):
         self.stats.unrecorded_reasons[reason] += 1
 
     # ---- leadership: only the leader consumes; a publish refused by its fence ends its turn -----------
-    async def _my_turn(self) -> bool:
-        """Whether this instance may fetch now; a standby waits (up to half a second) for its turn."""
+    async def _my_turn(self, stop: asyncio.Event) -> bool:
+        """Whether this instance may fetch now; a standby waits (up to half a second, or until the service stops)
+        for its turn."""
         if self.leadership is None or self.leadership.deciding():
             return True
+        if stop.is_set():
+            return False
         try:
-            await asyncio.wait_for(self.leadership.leading.wait(), timeout=0.5)
+            await asyncio.wait_for(first(self.leadership.leading.wait(), stop.wait()), timeout=0.5)
         except asyncio.TimeoutError:
             return False
         return self.leadership.deciding()

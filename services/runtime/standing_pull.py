@@ -18,7 +18,8 @@ may not fetch (a standby) it does not call ``take``, so nothing is asked; what a
 given back (``give_back``), and a leader-led loop asks with a short expiry (``LED_EXPIRES_S``) so that a
 request a standby still holds ends soon. ``close`` stops the inbox (the server drops a request nobody listens to) and
 gives back (naks) what arrived and was never taken, so another instance has it at once rather than after the
-ack wait.
+ack wait. A ``take`` waiting for the first message returns at once (with nothing) when the loop's ``stop`` is
+set: a service stops without waiting out the rest of its fetch timeout.
 
 A subscription that is not nats-py's (the unit tests' in-memory bus) is fetched from as before."""
 from __future__ import annotations
@@ -37,8 +38,10 @@ MISSED_HEARTBEATS = 3  # this long without a message or a heartbeat: the request
 
 
 class StandingPull:
-    def __init__(self, psub: Any, batch: int, expires_s: float = EXPIRES_S) -> None:
+    def __init__(self, psub: Any, batch: int, expires_s: float = EXPIRES_S, stop: asyncio.Event | None = None) -> None:
         self.psub, self.batch = psub, batch
+        self.stop = stop  # set: a waiting ``take`` returns what it has (nothing) at once
+        self._stopping: asyncio.Future[Any] | None = None
         self.expires_s, self.heartbeat_s = expires_s, min(HEARTBEAT_S, expires_s / 4)
         sub = getattr(psub, "_sub", None)
         self.queue: asyncio.Queue[Any] | None = getattr(sub, "_pending_queue", None)
@@ -54,7 +57,8 @@ class StandingPull:
         """What arrived, at most ``batch`` messages, waiting up to ``timeout`` for the first; [] when none came
         (nats-py's fetch raises a timeout instead: the caller handles both)."""
         if not self.native:
-            return list(await self.psub.fetch(self.batch, timeout=timeout))
+            fetched = await self._unless_stopped(self.psub.fetch(self.batch, timeout=timeout), None)
+            return [] if fetched is None else list(fetched)
         assert self.queue is not None
         out: list[Any] = []
         deadline = time.monotonic() + timeout
@@ -66,9 +70,38 @@ class StandingPull:
             if out or left <= 0:
                 return out
             try:
-                self._take_in(await asyncio.wait_for(self.queue.get(), left), out)
+                msg = await self._unless_stopped(self.queue.get(), left)
             except asyncio.TimeoutError:
                 return out
+            if msg is None:  # stopping
+                return out
+            self._take_in(msg, out)
+
+    async def _unless_stopped(self, wait: Any, timeout: float | None) -> Any:
+        """``wait``'s result (within ``timeout``, else asyncio's timeout; None: its own), or None as soon as ``stop``
+        is set, ``wait`` cancelled: a queue's get or a fetch cancelled before it returns takes nothing from the
+        queue or the consumer (what the server still sends is given back at ``close``, or by its ack wait)."""
+        if self.stop is None:
+            return await (wait if timeout is None else asyncio.wait_for(wait, timeout))
+        if self.stop.is_set():
+            wait.close()  # a coroutine never started
+            return None
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self.stop.wait())
+        waiting = asyncio.ensure_future(wait)
+        try:
+            await asyncio.wait({waiting, self._stopping}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # this task cancelled: so is what it waited on, as with wait_for
+            waiting.cancel()
+            raise
+        if not waiting.done():
+            waiting.cancel()
+            await asyncio.wait({waiting})  # a cancellation of this task itself still raises here
+        if not waiting.cancelled():
+            return waiting.result()  # it returned (or raised) before the cancellation reached it: nothing is dropped
+        if self._stopping.done():
+            return None
+        raise asyncio.TimeoutError
 
     async def give_back(self) -> int:
         """Nak what arrived and was not taken (a standby's loop: the leader takes it at once); how many."""
@@ -87,6 +120,8 @@ class StandingPull:
 
     async def close(self) -> None:
         """Stop the inbox (the server drops a request nobody listens to) and give back what was not taken."""
+        if self._stopping is not None:
+            self._stopping.cancel()
         if not self.native:
             return
         try:

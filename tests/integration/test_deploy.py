@@ -31,7 +31,10 @@ from opsched.localcluster import kubectl
 from opsched.proto import permissions
 from tests.integration.rbac import CLUSTER_GRANTS, QUEUE_NAMESPACE_GRANTS, granted
 
-pytestmark = pytest.mark.integration
+# One pytest-xdist group (as tests/conftest.py makes of a module whose tests share a module fixture): the tests of
+# ``applied`` reach the module's ``dev`` and ``prod`` through getfixturevalue, which that grouping cannot see, so
+# they went to every worker and each applied dev and prod again on its own control plane.
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("tests/integration/test_deploy.py")]
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SERVICES = (*permissions.SERVICES, permissions.GATEWAY)   # a Deployment each

@@ -1,6 +1,7 @@
 """A handler loop's standing pull request (``services.runtime.standing_pull``, issue 36), on a real nats-server:
 a trickle of messages costs a pull request per half batch, not one (and a status back) per message; a request
-that ended is asked again; what arrived and was never taken is given back at once, not after the ack wait."""
+that ended is asked again; what arrived and was never taken is given back at once, not after the ack wait; a
+take waiting for its first message returns as soon as its loop is stopping."""
 from __future__ import annotations
 
 import asyncio
@@ -116,5 +117,22 @@ async def test_after_a_reconnect_the_request_is_asked_again_at_once(nats_server)
         assert time.monotonic() < deadline, "the request was not asked again after the reconnect"
         got = await pull.take(timeout=0.2)
     assert [m.data for m in got] == [b"m1"] and pull.requests > asked
+    await pull.close()
+    await bus.close()
+
+
+async def test_a_take_waiting_for_its_first_message_returns_nothing_once_stop_is_set_and_takes_nothing(nats_server):
+    """A stopping service does not wait out its loop's fetch timeout; the wait it cancelled took nothing."""
+    bus, _, psub = await _consumer(nats_server, ack_wait=LONG_ACK_WAIT_S)
+    stop = asyncio.Event()
+    pull = StandingPull(psub, batch=8, stop=stop)
+    taking = asyncio.create_task(pull.take(timeout=60.0))  # a minute: only stop ends it within the bound below
+    await _until(lambda: pull.requests == 1, "the request asked")
+    stop.set()
+    assert await asyncio.wait_for(taking, 10.0) == []
+    await _publish(bus, 1)
+    await _until(lambda: _arrived(pull) == 1, "the delivery waiting")
+    got = await pull.take(timeout=60.0)  # what arrives after is here, not in the cancelled wait's hands
+    assert [m.data for m in got] == [b"m1"]
     await pull.close()
     await bus.close()

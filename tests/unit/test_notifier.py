@@ -135,7 +135,7 @@ class _Receiver:
 @pytest.fixture
 def receiver() -> Iterator[_Receiver]:
     r = _Receiver()
-    t = threading.Thread(target=r.server.serve_forever, daemon=True)
+    t = threading.Thread(target=r.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     t.start()
     yield r
     r.server.shutdown()
